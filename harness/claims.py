@@ -1,0 +1,67 @@
+"""Paper claims and how they are checked.
+
+A claim row compares one harness value with the paper's value or range. It is
+`within` when the harness value lies in [low, high] widened by `tolerance`
+(a fraction of the bound). `kind` tells predictions (what the simulator must
+get right on its own) from inputs (baseline observations the calibration was
+fitted to, shown to make the fit visible).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass
+
+COLUMNS = ("paper", "claim", "metric", "config", "paper_low", "paper_high", "harness",
+           "tolerance", "within", "kind")
+
+
+@dataclass(frozen=True)
+class Claim:
+    paper: str
+    claim: str
+    metric: str
+    config: str
+    paper_low: float
+    paper_high: float
+    harness: float
+    tolerance: float = 0.10
+    kind: str = "prediction"
+
+    @property
+    def within(self) -> bool:
+        if math.isnan(self.harness):
+            return False
+        lo = self.paper_low - abs(self.paper_low) * self.tolerance
+        hi = self.paper_high + abs(self.paper_high) * self.tolerance
+        return lo <= self.harness <= hi
+
+    def row(self) -> dict[str, object]:
+        out: dict[str, object] = asdict(self)
+        out["harness"] = round(self.harness, 4)
+        out["within"] = self.within
+        return {k: out[k] for k in COLUMNS}
+
+
+def to_csv(claims: list[Claim]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for c in claims:
+        writer.writerow(c.row())
+    return buf.getvalue()
+
+
+def to_markdown(claims: list[Claim]) -> str:
+    """A compact table for the README: one line per claim."""
+    lines = ["| paper | claim | config | paper | harness | within |",
+             "|---|---|---|---|---|---|"]
+    for c in claims:
+        paper = (f"{c.paper_low:g}" if c.paper_low == c.paper_high
+                 else f"{c.paper_low:g}-{c.paper_high:g}")
+        mark = "yes" if c.within else "**no**"
+        lines.append(f"| {c.paper} | {c.claim} | {c.config} | {paper} | {c.harness:.4g} | "
+                     f"{mark} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,200 @@
+"""The `rolloutbench` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.config import ConfigError, RunConfig, apply, load_toml, set_path
+from harness.registry import UnknownName
+
+app = typer.Typer(
+    help="Benchmark and reproduce the scheduling of LLM RL with verifiable rewards.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    """A one-line error and exit code 2; nothing has been written yet."""
+    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def print_metrics(rows: list[dict]) -> None:
+    from harness.metrics import KEYS
+
+    table = Table(show_header=True, header_style="bold")
+    short = {"rollout_to_train_end_s": "r2te s", "first_dispatch_s": "1st disp s",
+             "rollout_complete_s": "rollout s", "trainer_compute_s": "train s",
+             "mean_response_tokens": "resp tok", "rollout_tokens_per_s": "tok/s",
+             "waiting_ratio": "wait", "start_wait_ratio": "start wait",
+             "lower_bound_s": "bound s", "efficiency": "eff"}
+    for col in ("system", "workload", "round", *[short[k] for k in KEYS]):
+        table.add_column(col, justify="left" if col in ("system", "workload") else "right")
+    for row in rows:
+        cells = [str(row["system"]), str(row["workload"]), str(row["round"])]
+        for key in KEYS:
+            v = row[key]
+            cells.append("-" if v is None or v != v else
+                         f"{v:.3f}" if "ratio" in key or key == "efficiency" else f"{v:,.1f}")
+        table.add_row(*cells)
+    console.print(table)
+
+
+@app.command("systems")
+def systems_cmd() -> None:
+    """List the system backends."""
+    from systems import SYSTEMS
+
+    for name, cls in SYSTEMS.items():
+        console.print(f"[bold]{name:10}[/bold] {cls.summary}", highlight=False)
+
+
+@app.command("workloads")
+def workloads_cmd() -> None:
+    """List the workload profiles."""
+    from workloads.profile import load_profile, profile_names
+
+    for name in profile_names():
+        p = load_profile(name)
+        console.print(f"[bold]{name:10}[/bold] {p.summary} (mean response "
+                      f"{p.mean_tokens:.0f} tokens)", highlight=False)
+
+
+def build_config(config: Path | None, sets: list[str], **options: object) -> RunConfig:
+    """Defaults, then the TOML file, then named options, then --set overrides."""
+    cfg = RunConfig()
+    if config is not None:
+        apply(cfg, load_toml(config))
+    apply(cfg, {k: v for k, v in options.items() if v is not None})
+    for assignment in sets:
+        set_path(cfg, assignment)
+    cfg.validate()
+    from systems import get_system
+    from workloads.profile import load_profile
+
+    get_system(cfg.system)
+    load_profile(cfg.workload)
+    if cfg.runtime == "sim":
+        from harness.sim.calibration import resolve
+        from harness.sim.presets import load_hardware, load_model
+        from harness.sim.runtime import kv_capacity_tokens
+
+        load_model(cfg.sim.model)
+        load_hardware(cfg.sim.rollout_gpu)
+        load_hardware(cfg.sim.trainer_gpu)
+        resolve(cfg.sim)
+        longest = cfg.max_response_tokens + load_profile(cfg.workload).prompt_max
+        if kv_capacity_tokens(cfg) < longest:
+            raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
+                              f"of {longest} tokens")
+    return cfg
+
+
+@app.command("run")
+def run_cmd(
+    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
+    system: Annotated[str | None, typer.Option(help="System backend (see `systems`).")] = None,
+    workload: Annotated[str | None, typer.Option(help="Workload (see `workloads`).")] = None,
+    groups: Annotated[int | None, typer.Option("--groups", "-R", help="Groups per rollout R.")]
+    = None,
+    group_size: Annotated[int | None, typer.Option("--group-size", "-K",
+                                                  help="Samples per prompt K.")] = None,
+    update_groups: Annotated[int | None, typer.Option("--update-groups", "-U",
+                                                     help="Groups per update U.")] = None,
+    frontier: Annotated[int | None, typer.Option(help="FGD frontier width F_w.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rollout rounds.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
+    = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override: section.field=value"
+                                                   )] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
+) -> None:
+    """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json."""
+    from harness.results import dump_json, execute, write_atomic
+
+    try:
+        cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
+                           group_size=group_size, update_groups=update_groups,
+                           frontier=frontier, rounds=rounds, seed=seed)
+    except (ConfigError, UnknownName) as err:
+        fail(str(err))
+    out.mkdir(parents=True, exist_ok=True)
+    rows = execute(cfg, out / "trace.jsonl")
+    write_atomic(out / "metrics.json", dump_json(rows))
+    if json_out:
+        sys.stdout.write(dump_json(rows))
+    else:
+        print_metrics(rows)
+
+
+@app.command("metrics")
+def metrics_cmd(
+    traces: Annotated[list[Path], typer.Argument(help="Trace files (JSON lines).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """Per-round metrics of one or more traces."""
+    from harness.metrics import metrics_for_traces
+    from harness.results import dump_json
+    from harness.trace import TraceError
+
+    try:
+        rows = metrics_for_traces([str(p) for p in traces])
+    except TraceError as err:
+        fail(str(err))
+    if json_out:
+        sys.stdout.write(dump_json(rows))
+    else:
+        print_metrics(rows)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    paper: Annotated[str, typer.Argument(help="Which calibration to fit: rolloutpipe.")],
+    dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
+) -> None:
+    """Fit the simulator's free parameters to the baseline's observations only."""
+    from harness import calibrate
+
+    if paper not in calibrate.FITS:
+        fail(str(UnknownName(f"unknown calibration {paper!r}; known: "
+                             f"{', '.join(calibrate.FITS)}")))
+    result = calibrate.FITS[paper](write=not dry_run, progress=True)
+    console.print_json(json.dumps(result))
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    paper: Annotated[str, typer.Argument(help="rolloutpipe, or all.")],
+    out: Annotated[Path, typer.Option(help="Directory for CSV results and claims.")] = Path(
+        "results"),
+    figures: Annotated[Path | None, typer.Option(help="Directory for figures (default: OUT).")]
+    = None,
+    rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Reproduce a paper's experiments on the simulator, with figures and claims."""
+    from harness import reproduce
+
+    names = list(reproduce.PAPERS) if paper == "all" else [paper]
+    for name in names:
+        if name not in reproduce.PAPERS:
+            fail(str(UnknownName(f"unknown reproduction {name!r}; known: all, "
+                                 f"{', '.join(reproduce.PAPERS)}")))
+    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    hits = sum(1 for c in claims if c["within"])
+    console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,133 @@
+"""One typed, self-validating configuration object per run.
+
+Every field is reachable from a TOML file (`--config`), from the named CLI
+options, and from `--set section.field=value`; the resolved object is written
+whole into the trace's `run_start` header.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the option."""
+
+
+@dataclass
+class SimConfig:
+    """The simulated cluster. `None` calibrated values come from `calibration`."""
+
+    model: str = "qwen3-1.7b"
+    rollout_gpu: str = "a100-40gb-pcie"
+    rollout_tp: int = 2
+    mem_fraction: float = 0.85
+    max_running: int = 1024
+    trainer_gpu: str = "rtx-4090"
+    trainer_gpus: int = 8
+    micro_batch_tokens: int = 16384
+    calibration: str = "rolloutpipe"
+    bw_eff: float | None = None
+    step_overhead_s: float | None = None
+    compute_eff: float | None = None
+    train_mfu: float | None = None
+    micro_overhead_s: float | None = None
+    weight_sync_s: float | None = None
+    materialize_s: float | None = None
+
+
+@dataclass
+class RunConfig:
+    system: str = "slime"
+    workload: str = "lsat-ar"
+    runtime: str = "sim"
+    seed: int = 0
+    rounds: int = 4
+    groups: int = 32
+    group_size: int = 8
+    update_groups: int = 2
+    frontier: int = 2
+    max_response_tokens: int = 8192
+    sim: SimConfig = field(default_factory=SimConfig)
+
+    def validate(self) -> RunConfig:
+        def need(ok: bool, opt: str, msg: str) -> None:
+            if not ok:
+                raise ConfigError(f"--{opt}: {msg}")
+
+        for name in ("rounds", "groups", "update_groups", "frontier", "max_response_tokens"):
+            need(getattr(self, name) >= 1, name.replace("_", "-"), "must be a positive integer")
+        need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")
+        need(self.seed >= 0, "seed", "must be a non-negative integer")
+        need(self.groups % self.update_groups == 0, "update-groups",
+             f"U={self.update_groups} must divide the groups per rollout R={self.groups}")
+        need(self.runtime in ("sim",), "runtime", f"unknown runtime {self.runtime!r} (known: sim)")
+        s = self.sim
+        need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
+        need(0 < s.mem_fraction < 1, "set sim.mem_fraction", "must lie in (0, 1)")
+        need(s.trainer_gpus >= 1, "set sim.trainer_gpus", "must be >= 1")
+        need(s.max_running >= 1, "set sim.max_running", "must be >= 1")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _coerce(value: Any, current: Any, where: str) -> Any:
+    kinds = {bool: bool, int: int, float: float, str: str}
+    if isinstance(value, str) and current is not None and not isinstance(current, str):
+        try:
+            value = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise ConfigError(f"{where}: cannot read {value!r}") from None
+    if current is None or value is None:
+        return value
+    want = kinds.get(type(current))
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if want is not None and not isinstance(value, want) or isinstance(value, bool) != (want is bool):
+        raise ConfigError(f"{where}: expected {type(current).__name__}, got {value!r}")
+    return value
+
+
+def apply(cfg: Any, data: dict[str, Any], prefix: str = "") -> None:
+    """Set fields of a (nested) config dataclass from a dict, rejecting unknown keys."""
+    names = {f.name: f for f in dataclasses.fields(cfg)}
+    for key, value in data.items():
+        where = f"{prefix}{key}"
+        if key not in names:
+            known = ", ".join(names)
+            raise ConfigError(f"{where}: unknown field (known: {known})")
+        current = getattr(cfg, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: expected a table")
+            apply(current, value, f"{where}.")
+        else:
+            setattr(cfg, key, _coerce(value, current, where))
+
+
+def set_path(cfg: RunConfig, assignment: str) -> None:
+    """Apply one `section.field=value` override."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r}: expected field=value")
+    path, value = assignment.split("=", 1)
+    *parents, leaf = path.strip().split(".")
+    tree: dict[str, Any] = {leaf: value.strip()}
+    for parent in reversed(parents):
+        tree = {parent: tree}
+    apply(cfg, tree)
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as err:
+        raise ConfigError(f"--config {path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"--config {path}: {err}") from None

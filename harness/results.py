@@ -1,0 +1,79 @@
+"""Running one configuration, and writing result files safely.
+
+Result files are written to a temporary name and renamed, so a reader never
+sees half a file; every result records its config, seed, package version and
+git commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.config import RunConfig
+from harness.metrics import round_metrics
+from harness.trace import read_trace
+
+
+def git_commit() -> str:
+    """The commit of the checkout the package runs from, or 'unknown'."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+            text=True, timeout=5, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def provenance(**extra: Any) -> dict[str, Any]:
+    return {"version": __version__, "commit": git_commit(), **extra}
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _clean(value: Any) -> Any:
+    """NaN is not JSON: write null instead."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def dump_json(obj: Any) -> str:
+    if isinstance(obj, list):
+        obj = [{k: _clean(v) for k, v in row.items()} if isinstance(row, dict) else row
+               for row in obj]
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Run one configuration on its runtime, writing the trace; returns its metrics."""
+    from systems import get_system
+
+    system = get_system(cfg.system)
+    Path(trace_path).unlink(missing_ok=True)
+    if cfg.runtime == "sim":
+        from harness.sim.runtime import SimRuntime
+
+        SimRuntime(cfg, trace_path).run(system)
+    else:  # validated earlier; kept for a clear message if called directly
+        raise ValueError(f"runtime {cfg.runtime!r} is not available")
+    return round_metrics(read_trace(trace_path))

@@ -1,0 +1,179 @@
+"""The contract every system programs against.
+
+A system is an `async def run(rt: Runtime) -> None` coroutine. It sees only the
+types and protocols below, so the same code runs on the simulated runtime
+(virtual time) and on the live runtime (a real engine and trainer). Anything a
+scheduling policy needs from the world is an operation here that both runtimes
+implement; nothing under `systems/` imports `harness.sim` or `harness.live`.
+
+The runtime records the mechanical events itself (request submit, admit and
+finish; train spans; optimizer steps; weight publication), so every system's
+trace is complete and comparable. A system records only its own decisions
+(rounds, group hand-off, batch dispatch) through `Runtime.emit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Status = Literal["finished", "aborted"]
+PauseMode = Literal["keep", "drain", "abort"]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One problem from the workload's prompt source.
+
+    `index` is the prompt's position in the run's prompt stream, so two systems
+    run with the same seed see the same prompts in the same order. `hidden` is
+    the simulator's ground truth (response lengths, rewards); systems must not
+    read it, exactly as they cannot read the future on a real engine.
+    """
+
+    index: int
+    tokens: int
+    text: str = ""
+    answer: Any = None
+    hidden: Any = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Request:
+    """One sample of one group. `resume` continues a partial response."""
+
+    round: int
+    group: int
+    sample: int
+    prompt: Prompt
+    max_tokens: int
+    priority: int = 0
+    resume: Response | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.group}.{self.sample}"
+
+
+@dataclass
+class Response:
+    """What the engine returns: finished, or aborted with the partial tokens.
+
+    `version_spans` lists [policy version, tokens] in generation order: a
+    response generated across an in-flight weight update carries several.
+    `logprobs` are the behaviour log-probs of the sampled tokens (live only).
+    """
+
+    request: Request
+    tokens: int
+    version_spans: list[list[int]]
+    status: Status
+    truncated: bool = False
+    text: str = ""
+    logprobs: list[float] | None = None
+
+    @property
+    def versions(self) -> list[int]:
+        """Policy versions of the first and last generated token."""
+        if not self.version_spans:
+            return []
+        return [self.version_spans[0][0], self.version_spans[-1][0]]
+
+
+@dataclass
+class Group:
+    """K responses to one prompt; trainable once materialised (GRPO Eq. 1)."""
+
+    id: int
+    round: int
+    prompt: Prompt
+    responses: list[Response] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.prompt.tokens + r.tokens for r in self.responses)
+
+
+@dataclass(frozen=True)
+class EngineLoad:
+    """A snapshot for admission control."""
+
+    running: int
+    waiting: int
+    kv_used: float  # fraction of the KV cache in use
+
+
+class Engine(Protocol):
+    """An inference engine with continuous batching."""
+
+    version: int
+
+    def submit(self, request: Request) -> asyncio.Future[Response]:
+        """Queue a request; the future resolves when it finishes or is aborted."""
+
+    async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        """End requests now; returns their partial responses."""
+
+    async def pause(self, mode: PauseMode = "keep") -> None:
+        """Stop generating. keep: hold sequences and KV cache; drain: let running
+        sequences finish first; abort: abort everything in flight."""
+
+    async def resume(self) -> None:
+        """Start generating again after `pause`."""
+
+    def load(self) -> EngineLoad:
+        """Running and waiting counts and KV-cache use."""
+
+
+class Verifier(Protocol):
+    async def score(self, response: Response) -> float:
+        """The reward of one response (asynchronous; may time out to 0)."""
+
+
+class Trainer(Protocol):
+    """A policy trainer. `version` counts optimizer steps taken."""
+
+    version: int
+
+    async def train(self, batch: int, groups: Sequence[Group]) -> None:
+        """Forward, backward and gradient accumulation over the groups' samples."""
+
+    async def step(self) -> int:
+        """Apply the accumulated gradient; returns the new policy version."""
+
+    async def publish(self, in_flight: bool = False) -> None:
+        """Send the current weights to the engine (between rounds, or in flight)."""
+
+
+class Workload(Protocol):
+    name: str
+
+    def take(self, n: int) -> list[Prompt]:
+        """The next n prompts of the run's prompt stream."""
+
+
+class Runtime(Protocol):
+    """Everything a system may touch."""
+
+    name: str
+    config: Any
+    engine: Engine
+    verifier: Verifier
+    trainer: Trainer
+    workload: Workload
+
+    def now(self) -> float:
+        """Seconds since the run started, on this runtime's clock."""
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        """Record a scheduling decision in the trace."""
+
+    def new_group_id(self) -> int:
+        """A group id unique across the whole run."""
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Start a concurrent task whose failure fails the run."""

@@ -1,0 +1,83 @@
+"""The simulated verifier and trainer.
+
+The verifier sleeps for the prompt's drawn latency and returns its drawn
+reward. The trainer spends roofline time per micro-batch (`perf.TrainModel`),
+steps the optimizer, and publishes weights to the engine after a transfer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harness.runtime import Group, Response
+from harness.sim.engine import SimEngine
+from harness.sim.perf import TrainModel
+
+
+class SimVerifier:
+    async def score(self, response: Response) -> float:
+        hidden = response.request.prompt.hidden
+        sample = response.request.sample
+        await asyncio.sleep(hidden.verify_s[sample])
+        if response.status != "finished" or response.truncated:
+            return 0.0
+        return hidden.rewards[sample]
+
+
+class SimTrainer:
+    """One trainer pool: its train spans never overlap (a lock serialises them)."""
+
+    def __init__(
+        self,
+        model: TrainModel,
+        engine: SimEngine,
+        emit: Callable[..., Any],
+        micro_batch_tokens: int,
+        weight_sync_s: float,
+    ) -> None:
+        self._model = model
+        self._engine = engine
+        self._emit = emit
+        self._micro_tokens = micro_batch_tokens
+        self._sync_s = weight_sync_s
+        self._lock = asyncio.Lock()
+        self.version = 0
+        self._step = 0
+        self._pending: list[list[int]] = []
+
+    def micro_batches(self, groups: Sequence[Group]) -> list[list[int]]:
+        """Pack sample lengths into micro-batches under the token budget (first
+        fit in order; a sample longer than the budget forms its own)."""
+        batches: list[list[int]] = [[]]
+        used = 0
+        for group in groups:
+            for resp in group.responses:
+                n = group.prompt.tokens + resp.tokens
+                if batches[-1] and used + n > self._micro_tokens:
+                    batches.append([])
+                    used = 0
+                batches[-1].append(n)
+                used += n
+        return [b for b in batches if b]
+
+    async def train(self, batch: int, groups: Sequence[Group]) -> None:
+        async with self._lock:
+            micros = self.micro_batches(groups)
+            self._emit("train_start", batch=batch, micro=len(micros))
+            await asyncio.sleep(sum(self._model.micro_time(m) for m in micros))
+            self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
+
+    async def step(self) -> int:
+        async with self._lock:
+            await asyncio.sleep(self._model.optimizer_s)
+            self._step += 1
+            self.version += 1
+            self._emit("optimizer_step", step=self._step, version=self.version)
+            return self.version
+
+    async def publish(self, in_flight: bool = False) -> None:
+        version = self.version
+        await self._engine.install(version, self._sync_s, in_flight)
+        self._emit("weights_published", version=version, in_flight=in_flight)

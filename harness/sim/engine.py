@@ -1,0 +1,298 @@
+"""A continuous-batching inference engine on the virtual clock.
+
+The engine runs in *segments*: between scheduling events the running batch is
+constant, so it plans n decode steps at once (up to the next completion or the
+step at which the KV cache would overflow) and sets one timer. Any outside call
+(submit, abort, pause, new weights) cuts the segment at the step then running,
+exactly as a real engine finishes its current step before it reschedules.
+
+Sequences progress lazily: a sequence admitted at global step g0 with m tokens
+has m + (G - g0) tokens at global step G, so a segment costs O(log b) work,
+not O(b). Admission is by priority then arrival (FIFO by default); when the
+cache is full the most recently admitted sequence is preempted and later
+recomputed (its tokens are kept; its prefix is prefilled again on readmission).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from harness.runtime import EngineLoad, PauseMode, Request, Response
+from harness.sim.perf import DecodeModel
+
+
+class _Seq:
+    __slots__ = (
+        "req", "future", "target", "ctx0", "gen0", "g0", "spans", "open_version",
+        "open_from", "arrival", "state", "admit_no",
+    )
+
+    def __init__(self, req: Request, future: asyncio.Future[Response], target: int, arrival: int):
+        self.req = req
+        self.future = future
+        self.target = target
+        resumed = req.resume
+        self.gen0 = resumed.tokens if resumed else 0
+        self.spans: list[list[int]] = [list(s) for s in resumed.version_spans] if resumed else []
+        self.open_version = -1
+        self.open_from = self.gen0
+        self.ctx0 = 0
+        self.g0 = 0
+        self.arrival = arrival
+        self.state = "waiting"
+        self.admit_no = 0
+
+    def generated(self, steps: int) -> int:
+        return self.gen0 + (steps - self.g0) if self.state == "running" else self.gen0
+
+
+class SimEngine:
+    """Implements `harness.runtime.Engine` on a `VirtualTimeLoop`."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        decode: DecodeModel,
+        kv_capacity_tokens: int,
+        max_running: int,
+        emit: Callable[..., Any],
+        target_tokens: Callable[[Request], int],
+    ) -> None:
+        self._loop = loop
+        self._decode = decode
+        self._capacity = kv_capacity_tokens
+        self._max_running = max_running
+        self._emit = emit
+        self._target_tokens = target_tokens
+        self.version = 0
+        self._steps = 0
+        self._running: dict[str, _Seq] = {}
+        self._ctx_base = 0  # sum over running of (ctx at admission - admission step)
+        self._finish_heap: list[tuple[int, int, _Seq]] = []
+        self._waiting: list[tuple[int, int, _Seq]] = []
+        self._waiting_n = 0
+        self._arrivals = itertools.count()
+        self._admits = itertools.count()
+        self._paused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._seg: tuple[float, int, int, int] | None = None  # start, n, b, ctx
+        self._replan: asyncio.Handle | asyncio.TimerHandle | None = None
+        self.preemptions = 0
+
+    # -- the contract ----------------------------------------------------
+    def submit(self, request: Request) -> asyncio.Future[Response]:
+        future: asyncio.Future[Response] = self._loop.create_future()
+        seq = _Seq(request, future, self._target_tokens(request), next(self._arrivals))
+        if seq.target <= seq.gen0:
+            raise ValueError(f"request {request.id}: nothing left to generate")
+        self._emit(
+            "request_submit", round=request.round, group=request.group,
+            sample=request.sample, prompt_tokens=request.prompt.tokens,
+            resumed_tokens=seq.gen0,
+        )
+        heapq.heappush(self._waiting, (request.priority, seq.arrival, seq))
+        self._waiting_n += 1
+        self._interrupt()
+        return future
+
+    async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        self._cut()
+        wanted = set(request_ids)
+        out = []
+        for seq in self._live_seqs():
+            if seq.req.id in wanted:
+                out.append(self._end(seq, "aborted"))
+        self._interrupt()
+        return out
+
+    async def pause(self, mode: PauseMode = "keep") -> None:
+        if mode == "drain":
+            self._paused = "drain"  # type: ignore[assignment]
+            while self._running:
+                await asyncio.sleep(0.01)
+        self._cut()
+        self._paused = True
+        if mode == "abort":
+            for seq in self._live_seqs():
+                self._end(seq, "aborted")
+
+    async def resume(self) -> None:
+        self._paused = False
+        self._interrupt()
+
+    def load(self) -> EngineLoad:
+        ctx = self._ctx_base + len(self._running) * self._steps
+        return EngineLoad(len(self._running), self._waiting_n, ctx / self._capacity)
+
+    async def install(self, version: int, transfer_s: float, in_flight: bool) -> None:
+        """New weights: pause (keeping the KV cache), transfer, retag, resume."""
+        self._cut()
+        was_paused = self._paused
+        self._paused = True
+        await asyncio.sleep(transfer_s)
+        self._cut()
+        for seq in self._running.values():
+            self._close_span(seq)
+        self.version = version
+        self._paused = was_paused
+        self._interrupt()
+
+    # -- bookkeeping -----------------------------------------------------
+    def _live_seqs(self) -> list[_Seq]:
+        waiting = sorted(e for e in self._waiting if e[2].state == "waiting")
+        return list(self._running.values()) + [e[2] for e in waiting]
+
+    def _close_span(self, seq: _Seq) -> None:
+        gen = seq.generated(self._steps)
+        if gen > seq.open_from:
+            self._add_span(seq, seq.open_version, gen - seq.open_from)
+        seq.open_version = self.version
+        seq.open_from = gen
+
+    @staticmethod
+    def _add_span(seq: _Seq, version: int, tokens: int) -> None:
+        if seq.spans and seq.spans[-1][0] == version:
+            seq.spans[-1][1] += tokens
+        else:
+            seq.spans.append([version, tokens])
+
+    def _end(self, seq: _Seq, status: str) -> Response:
+        gen = seq.generated(self._steps)
+        if seq.state == "running":
+            self._detach(seq)
+        elif seq.state == "waiting":
+            self._waiting_n -= 1
+        seq.state = status
+        if gen > seq.open_from:
+            self._add_span(seq, seq.open_version, gen - seq.open_from)
+        req = seq.req
+        resp = Response(
+            req, gen, seq.spans, status,  # type: ignore[arg-type]
+            truncated=status == "finished" and gen >= req.max_tokens,
+        )
+        self._emit(
+            "request_finish", group=req.group, sample=req.sample, response_tokens=gen,
+            status=status, versions=resp.versions, version_spans=seq.spans,
+        )
+        seq.future.set_result(resp)
+        return resp
+
+    def _detach(self, seq: _Seq) -> None:
+        del self._running[seq.req.id]
+        self._ctx_base -= seq.ctx0 - seq.g0
+        seq.gen0 = seq.gen0 + (self._steps - seq.g0)
+
+    # -- scheduling ------------------------------------------------------
+    def _interrupt(self) -> None:
+        """Something changed: cut the segment and replan at the step boundary."""
+        if self._seg is not None:
+            self._cut_at_boundary()
+        elif self._replan is None:
+            self._replan = self._loop.call_soon(self._plan)
+
+    def _cut_at_boundary(self) -> None:
+        start, n, b, ctx = self._seg  # type: ignore[misc]
+        k = self._decode.steps_within(self._loop.time() - start, b, ctx, n)
+        if k < n:
+            self._timer.cancel()  # type: ignore[union-attr]
+            when = start + self._decode.steps_time(k, b, ctx)
+            self._seg = (start, k, b, ctx)
+            self._timer = self._loop.call_at(when, self._on_segment_end)
+
+    def _cut(self) -> None:
+        """Stop now (used by pause/abort/install, which wait for no step)."""
+        if self._seg is not None:
+            start, n, b, ctx = self._seg
+            k = self._decode.steps_within(self._loop.time() - start, b, ctx, n)
+            self._timer.cancel()  # type: ignore[union-attr]
+            self._seg = None
+            self._timer = None
+            self._advance(k)
+        if self._replan is not None:
+            self._replan.cancel()
+            self._replan = None
+
+    def _on_segment_end(self) -> None:
+        _, n, _, _ = self._seg  # type: ignore[misc]
+        self._seg = None
+        self._timer = None
+        self._advance(n)
+        self._plan()
+
+    def _advance(self, n: int) -> None:
+        self._steps += n
+        heap = self._finish_heap
+        while heap and heap[0][0] <= self._steps:
+            _, _, seq = heapq.heappop(heap)
+            if seq.state == "running" and seq.g0 + seq.target - seq.gen0 <= self._steps:
+                self._end(seq, "finished")
+
+    def _plan(self) -> None:
+        self._replan = None
+        if self._paused is True or self._seg is not None:
+            return
+        prefill = self._admit() if self._paused is False else 0
+        b = len(self._running)
+        if b == 0:
+            return
+        ctx = self._ctx_base + b * self._steps
+        while ctx + b > self._capacity and b > 1:
+            self._preempt()
+            b = len(self._running)
+            ctx = self._ctx_base + b * self._steps
+        heap = self._finish_heap
+        while heap[0][2].state != "running" or heap[0][0] != self._due(heap[0][2]):
+            heapq.heappop(heap)
+        n = max(1, min(heap[0][0] - self._steps, (self._capacity - ctx) // b))
+        start = self._loop.time() + prefill
+        self._seg = (start, n, b, ctx)
+        end = start + self._decode.steps_time(n, b, ctx)
+        self._timer = self._loop.call_at(end, self._on_segment_end)
+
+    @staticmethod
+    def _due(seq: _Seq) -> int:
+        return seq.g0 + seq.target - seq.gen0
+
+    def _admit(self) -> float:
+        """Admit waiting sequences that fit; returns the prefill time they cost."""
+        tokens = 0
+        ctx = self._ctx_base + len(self._running) * self._steps
+        waiting = self._waiting
+        while waiting and len(self._running) < self._max_running:
+            seq = waiting[0][2]
+            if seq.state != "waiting":
+                heapq.heappop(waiting)
+                continue
+            need = seq.req.prompt.tokens + seq.gen0
+            if ctx + need + 1 > self._capacity and self._running:
+                break
+            heapq.heappop(waiting)
+            self._waiting_n -= 1
+            seq.state = "running"
+            seq.ctx0 = need
+            seq.g0 = self._steps
+            seq.admit_no = next(self._admits)
+            if seq.open_version != self.version:
+                self._close_span(seq)
+            self._running[seq.req.id] = seq
+            self._ctx_base += need - self._steps
+            ctx += need
+            tokens += need
+            heapq.heappush(self._finish_heap, (self._due(seq), seq.admit_no, seq))
+            req = seq.req
+            self._emit("request_admit", group=req.group, sample=req.sample)
+        return tokens * self._decode.prefill_per_token_s
+
+    def _preempt(self) -> None:
+        """Evict the newest running sequence; it is recomputed when readmitted."""
+        seq = next(reversed(self._running.values()))
+        self._detach(seq)
+        seq.state = "waiting"
+        heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
+        self._waiting_n += 1
+        self.preemptions += 1
+        self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)

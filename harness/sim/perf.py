@@ -1,0 +1,122 @@
+"""Roofline step-time models for the simulated engine and trainer.
+
+Decode: one step produces one token for each of the b running sequences. It
+reads the weights once and the whole KV cache of the batch (S context tokens)
+from HBM, does 2*N FLOPs per sequence, and with tensor parallelism performs two
+all-reduces per layer. Step time is
+
+    overhead + allreduce(b) + max(memory(S), compute(b))
+
+where memory(S) = (weight bytes + S * KV bytes per token) / (tp * BW * bw_eff).
+Because S grows by b every step while b is fixed between scheduling events,
+the time of n steps has a closed form and the engine can jump n steps at once.
+
+Trainer: 8*N FLOPs per token (forward and backward, 6N, plus the forward pass
+that recomputes the old-policy log-probs, 2N) and causal attention, spread over
+the trainer's GPUs at a model FLOPs utilisation (MFU) that calibration fits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.sim.presets import Hardware, Model
+
+
+@dataclass(frozen=True)
+class DecodeModel:
+    """Step time of a tensor-parallel engine replica, in seconds."""
+
+    fixed_s: float  # per step: scheduler/launch overhead and all-reduce latency
+    per_seq_s: float  # per running sequence: all-reduce bytes
+    weights_s: float  # reading the weights once
+    per_ctx_token_s: float  # reading one context token's KV cache
+    compute_per_seq_s: float  # 2N FLOPs for one sequence's new token
+    prefill_per_token_s: float  # prompt (or recompute) tokens admitted
+
+    @classmethod
+    def build(
+        cls,
+        hw: Hardware,
+        model: Model,
+        tp: int,
+        bw_eff: float,
+        step_overhead_s: float,
+        compute_eff: float,
+    ) -> DecodeModel:
+        bw = tp * hw.hbm_bandwidth_gbs * 1e9 * bw_eff
+        flops = tp * hw.bf16_tflops * 1e12 * compute_eff
+        allreduces = 2 * model.layers if tp > 1 else 0
+        # Ring all-reduce moves 2(tp-1)/tp of the activation bytes per GPU.
+        bytes_per_seq = allreduces * model.hidden * 2 * 2 * (tp - 1) / tp
+        return cls(
+            fixed_s=step_overhead_s + allreduces * hw.link_latency_us * 1e-6,
+            per_seq_s=bytes_per_seq / (hw.link_bandwidth_gbs * 1e9),
+            weights_s=model.weight_bytes() / bw,
+            per_ctx_token_s=model.kv_bytes_per_token() / bw,
+            compute_per_seq_s=model.flops_per_token_forward / flops,
+            prefill_per_token_s=model.flops_per_token_forward / flops,
+        )
+
+    def steps_time(self, n: int, b: int, ctx: int) -> float:
+        """Seconds for n decode steps of b sequences starting at ctx context tokens."""
+        if n <= 0:
+            return 0.0
+        base = n * (self.fixed_s + self.per_seq_s * b)
+        comp = self.compute_per_seq_s * b
+        m0 = self.weights_s + self.per_ctx_token_s * ctx
+        slope = self.per_ctx_token_s * b  # memory time grows by this per step
+        # Steps 0..j-1 are compute-bound, j..n-1 memory-bound.
+        j = 0 if m0 >= comp else min(n, math.ceil((comp - m0) / slope) if slope > 0 else n)
+        mem_steps = n - j
+        mem = mem_steps * m0 + slope * (j * mem_steps + mem_steps * (mem_steps - 1) / 2)
+        return base + j * comp + mem
+
+    def steps_within(self, dt: float, b: int, ctx: int, cap: int) -> int:
+        """The fewest steps (<= cap) whose total time reaches dt: the step running
+        at dt counts, since an engine finishes the step it is in."""
+        if dt <= 0:
+            return 0
+        lo, hi = 1, cap
+        if self.steps_time(hi, b, ctx) < dt:
+            return cap
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.steps_time(mid, b, ctx) >= dt:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+@dataclass(frozen=True)
+class TrainModel:
+    """Trainer compute time for a micro-batch of sequences."""
+
+    flops_per_s: float  # sustained: GPUs x peak x MFU
+    flops_per_token: float  # 8N: forward, backward and old-log-prob recompute
+    attn_coeff: float  # causal attention FLOPs = attn_coeff * L^2 per sequence
+    micro_overhead_s: float
+    optimizer_s: float
+
+    @classmethod
+    def build(
+        cls, hw: Hardware, model: Model, gpus: int, mfu: float, micro_overhead_s: float
+    ) -> TrainModel:
+        # Attention: 4*layers*heads*head_dim FLOPs per (query, key) pair forward,
+        # halved for the causal mask, times 4 for forward+backward+recompute.
+        attn = 4 * model.layers * model.heads * model.head_dim * 0.5 * 4
+        # Adam touches ~16 bytes of state per parameter, sharded over the GPUs.
+        optim = 16 * model.params_b * 1e9 / (gpus * hw.hbm_bandwidth_gbs * 1e9)
+        return cls(
+            flops_per_s=gpus * hw.bf16_tflops * 1e12 * mfu,
+            flops_per_token=4 * model.flops_per_token_forward,
+            attn_coeff=attn,
+            micro_overhead_s=micro_overhead_s,
+            optimizer_s=optim,
+        )
+
+    def micro_time(self, seq_lens: list[int]) -> float:
+        flops = sum(self.flops_per_token * n + self.attn_coeff * n * n for n in seq_lens)
+        return self.micro_overhead_s + flops / self.flops_per_s

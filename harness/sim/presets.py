@@ -1,0 +1,128 @@
+"""Hardware and model presets, read from ``presets/*.toml``: the numbers live in data files
+(with sources, estimates flagged) so they can be reviewed and cited without reading code."""
+
+import difflib
+import tomllib
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class PresetError(KeyError):
+    """Unknown preset name; a KeyError so ``except KeyError`` callers keep working."""
+
+    def __str__(self) -> str:
+        # KeyError.__str__ repr()-quotes its argument; we want the plain one-line message.
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU: memory, bandwidth, dense BF16 throughput and its GPU-to-GPU link."""
+
+    name: str
+    memory_gb: float
+    hbm_bandwidth_gbs: float
+    bf16_tflops: float
+    link: str
+    link_bandwidth_gbs: float
+    link_latency_us: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Model:
+    """One dense decoder-only transformer, with the sizes the cost model needs."""
+
+    name: str
+    params_b: float
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool
+    source: str
+
+    def weight_bytes(self, dtype_bytes: int = 2) -> float:
+        """Bytes of all weights (tied embeddings once) — what each decode step streams."""
+        return self.params_b * 1e9 * dtype_bytes
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """KV-cache bytes per cached token: K and V, per layer, per KV head (GQA-aware)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+    @property
+    def flops_per_token_forward(self) -> float:
+        """Forward matmul FLOPs per token, ~2 * params (one multiply-add per weight).
+
+        Excludes attention scores (see ``attention_flops_forward``); slightly overcounts
+        untied models, whose input embedding is a lookup rather than a matmul.
+        """
+        return 2.0 * self.params_b * 1e9
+
+    def attention_flops_forward(self, context: int) -> float:
+        """Forward FLOPs for one new token attending to ``context`` tokens.
+
+        Per layer and query head: Q.K^T and P.V each cost 2 * head_dim FLOPs per attended
+        token, hence 4 * layers * heads * head_dim * context.
+        """
+        return 4.0 * self.layers * self.heads * self.head_dim * context
+
+
+@cache
+def _table(filename: str) -> dict[str, dict[str, Any]]:
+    """Parse one preset file once; the files ship as package data of ``harness.sim``."""
+    text = resources.files("harness.sim").joinpath("presets", filename).read_text("utf-8")
+    return tomllib.loads(text)
+
+
+def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:
+    table = _table(filename)
+    if name in table:
+        return table[name]
+    # A bare prefix ("a100") may fit several keys; otherwise ask difflib for the nearest one.
+    key = name.lower()
+    close = [k for k in table if key and k.startswith(key)]
+    close = close or difflib.get_close_matches(key, table, n=1, cutoff=0.4)
+    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"known: {list(table)}"
+    raise PresetError(f"unknown {kind} preset {name!r}; {hint}")
+
+
+def _build(cls: type[T], name: str, raw: dict[str, Any]) -> T:
+    """Check the table has exactly the dataclass fields, so a typo in a file fails loudly."""
+    spec = {f.name: f.type for f in fields(cls)}
+    missing, extra = spec.keys() - raw.keys(), raw.keys() - spec.keys()
+    if missing or extra:
+        raise ValueError(f"preset {name!r}: missing {sorted(missing)}, unknown {sorted(extra)}")
+    # TOML parses "40" as an int; accept it where a float is declared. Exact types otherwise.
+    values = {k: float(v) if spec[k] is float and type(v) is int else v for k, v in raw.items()}
+    for key, value in values.items():
+        if type(value) is not spec[key]:
+            raise ValueError(f"preset {name!r}: {key} should be {spec[key].__name__}")
+    return cls(**values)
+
+
+def load_hardware(name: str) -> Hardware:
+    """The GPU preset ``name`` (a key of hardware.toml); raises PresetError if unknown."""
+    return _build(Hardware, name, _lookup("hardware.toml", "hardware", name))
+
+
+def load_model(name: str) -> Model:
+    """The model preset ``name`` (a key of models.toml); raises PresetError if unknown."""
+    return _build(Model, name, _lookup("models.toml", "model", name))
+
+
+def hardware_names() -> list[str]:
+    """Hardware preset keys, in file order (for CLI choices and error messages)."""
+    return list(_table("hardware.toml"))
+
+
+def model_names() -> list[str]:
+    """Model preset keys, in file order (for CLI choices and error messages)."""
+    return list(_table("models.toml"))

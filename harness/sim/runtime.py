@@ -1,0 +1,107 @@
+"""The simulated runtime: virtual clock, engine, verifier, trainer, workload.
+
+`SimRuntime(cfg, trace_path).run(system)` drives a system coroutine to the
+end on a `VirtualTimeLoop` and writes the trace as it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from harness import __version__, grpo
+from harness.config import RunConfig
+from harness.runtime import Group, Request
+from harness.sim.calibration import resolve
+from harness.sim.components import SimTrainer, SimVerifier
+from harness.sim.engine import SimEngine
+from harness.sim.loop import VirtualTimeLoop
+from harness.sim.perf import DecodeModel, TrainModel
+from harness.sim.presets import load_hardware, load_model
+from harness.trace import SCHEMA, TraceWriter
+from workloads.profile import SimWorkload, load_profile
+
+ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
+
+
+def kv_capacity_tokens(cfg: RunConfig) -> int:
+    """KV-cache tokens an engine replica holds: what is left of the GPUs' static
+    memory share after the (sharded) weights and a fixed activation reserve."""
+    s = cfg.sim
+    hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
+    per_gpu = hw.memory_gb * 1e9 * s.mem_fraction - model.weight_bytes() / s.rollout_tp
+    per_gpu -= ACTIVATION_RESERVE_BYTES
+    return int(per_gpu * s.rollout_tp / model.kv_bytes_per_token())
+
+
+class SimRuntime:
+    name = "sim"
+
+    def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
+        self.config = cfg
+        self.loop = VirtualTimeLoop()
+        self._writer = TraceWriter(trace_path, self.loop.time)
+        s = cfg.sim
+        self.params = resolve(s)
+        hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
+        decode = DecodeModel.build(hw, model, s.rollout_tp, self.params["bw_eff"],
+                                   self.params["step_overhead_s"], self.params["compute_eff"])
+        self.engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg), s.max_running,
+                                self.emit, self._target_tokens)
+        train = TrainModel.build(load_hardware(s.trainer_gpu), model, s.trainer_gpus,
+                                 self.params["train_mfu"], self.params["micro_overhead_s"])
+        self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
+                                  self.params["weight_sync_s"])
+        self.verifier = SimVerifier()
+        self.workload = SimWorkload(load_profile(cfg.workload), cfg.seed, cfg.group_size,
+                                    cfg.max_response_tokens)
+        self._groups = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @staticmethod
+    def _target_tokens(req: Request) -> int:
+        return min(req.prompt.hidden.lengths[req.sample], req.max_tokens)
+
+    # -- the Runtime contract --------------------------------------------
+    def now(self) -> float:
+        return self.loop.time()
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self._writer.emit(ev, **fields)
+
+    def new_group_id(self) -> int:
+        self._groups += 1
+        return self._groups - 1
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coro)
+        self._tasks.append(task)
+        return task
+
+    async def materialize(self, group: Group) -> None:
+        await asyncio.sleep(self.params["materialize_s"])
+        group.advantages = grpo.advantages(group.rewards)
+        self.emit("group_materialized", group=group.id, round=group.round)
+
+    # -- driving a run ---------------------------------------------------
+    def run(self, system: Any) -> None:
+        cfg = self.config
+        self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
+                  runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
+                  sim_params=self.params)
+        try:
+            self.loop.run_until_complete(self._main(system))
+        except BaseException as err:
+            self.emit("run_end", error=f"{type(err).__name__}: {err}")
+            raise
+        finally:
+            self._writer.close()
+            self.loop.close()
+
+    async def _main(self, system: Any) -> None:
+        await system.run(self)
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception():
+                raise task.exception()  # type: ignore[misc]
+        self.emit("run_end", preemptions=self.engine.preemptions)

@@ -1,0 +1,28 @@
+"""System backends, one small module each, and their registry.
+
+A system is a class with `name`, `summary` and `async run(rt)`; it is built
+fresh for every run. Systems use `harness.runtime` only, never a runtime's
+internals, so each runs unchanged on the simulator and on real components.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.registry import unknown_name
+from systems.cgp import CGP
+from systems.cgp_fgd import CGPFGD
+from systems.slime import Slime
+
+SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD)}
+
+
+def system_names() -> list[str]:
+    return list(SYSTEMS)
+
+
+def get_system(name: str) -> Any:
+    """A new instance of the named system."""
+    if name not in SYSTEMS:
+        raise unknown_name("system", name, system_names())
+    return SYSTEMS[name]()

@@ -1,0 +1,33 @@
+"""Slime's synchronous baseline: rollout, then train.
+
+All R x K requests go to the engine at once (request-level FIFO admission).
+Every group is handed to the trainer only when the whole rollout is complete,
+which is then consumed as R/U logical updates of U groups each; the weights are
+published after the round.
+"""
+
+from __future__ import annotations
+
+from harness.runtime import Runtime
+from systems.common import BatchCounter, new_groups, serve
+
+
+class Slime:
+    name = "slime"
+    summary = "synchronous baseline: the trainer starts when the whole rollout is done"
+
+    def __init__(self) -> None:
+        self.batches = BatchCounter()
+
+    async def run(self, rt: Runtime) -> None:
+        cfg = rt.config
+        for rnd in range(cfg.rounds):
+            rt.emit("rollout_start", round=rnd, version=rt.engine.version)
+            groups = new_groups(rt, rnd, rt.workload.take(cfg.groups))
+            tasks = [rt.spawn(serve(rt, g)) for g in groups]
+            for task in tasks:
+                await task
+            rt.emit("rollout_complete", round=rnd)
+            for i in range(0, len(groups), cfg.update_groups):
+                await self.batches.train(rt, groups[i : i + cfg.update_groups])
+            await rt.trainer.publish()

@@ -1,0 +1,110 @@
+"""Preset files load, their numbers are self-consistent, and lookups fail helpfully."""
+
+import pytest
+
+from harness.sim.presets import (
+    Hardware,
+    Model,
+    PresetError,
+    hardware_names,
+    load_hardware,
+    load_model,
+    model_names,
+)
+
+HARDWARE = ["a100-40gb-pcie", "a100-80gb-sxm", "rtx-4090", "h100-sxm", "h800-sxm", "mi300x"]
+MODELS = ["qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b"]
+
+
+def test_names_are_exactly_the_documented_ones() -> None:
+    assert hardware_names() == HARDWARE
+    assert model_names() == MODELS
+
+
+@pytest.mark.parametrize("name", HARDWARE)
+def test_every_hardware_preset_loads(name: str) -> None:
+    hw = load_hardware(name)
+    assert isinstance(hw, Hardware)
+    assert hw.name and hw.source and hw.link
+    for value in (hw.memory_gb, hw.hbm_bandwidth_gbs, hw.bf16_tflops, hw.link_bandwidth_gbs):
+        assert isinstance(value, float) and value > 0
+    assert 0 < hw.link_latency_us < 100
+    # A GPU-to-GPU link is always far slower than the GPU's own memory.
+    assert hw.link_bandwidth_gbs < hw.hbm_bandwidth_gbs
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_preset_loads(name: str) -> None:
+    m = load_model(name)
+    assert isinstance(m, Model)
+    assert m.name and m.source
+    assert m.heads % m.kv_heads == 0  # GQA groups must divide evenly
+
+
+def _config_param_count(m: Model) -> int:
+    """Parameters implied by the architecture fields (hand formula, independent of params_b)."""
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    attn = m.hidden * q + 2 * m.hidden * kv + q * m.hidden
+    if m.name.startswith("Qwen2.5"):
+        attn += q + 2 * kv  # Qwen2.5 has biases on the Q, K, V projections
+    else:
+        attn += 2 * m.head_dim  # Qwen3 has RMSNorm on Q and K (per head_dim)
+    mlp = 3 * m.hidden * m.intermediate  # SwiGLU: gate, up, down
+    per_layer = attn + mlp + 2 * m.hidden  # two RMSNorms
+    embeddings = m.vocab * m.hidden * (1 if m.tied_embeddings else 2)
+    return m.layers * per_layer + m.hidden + embeddings  # + final norm
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_params_b_matches_architecture(name: str) -> None:
+    m = load_model(name)
+    assert m.params_b == pytest.approx(_config_param_count(m) / 1e9, rel=1e-3)
+
+
+def test_qwen3_1_7b_kv_bytes_per_token_hand_value() -> None:
+    # 2 (K and V) * 28 layers * 8 KV heads * 128 head_dim * 2 bytes (bf16)
+    assert load_model("qwen3-1.7b").kv_bytes_per_token() == 114688
+    assert load_model("qwen3-1.7b").kv_bytes_per_token(dtype_bytes=1) == 57344
+
+
+def test_qwen3_1_7b_weight_bytes() -> None:
+    assert 3.3e9 <= load_model("qwen3-1.7b").weight_bytes() <= 3.5e9
+
+
+def test_flop_helpers() -> None:
+    m = load_model("qwen3-1.7b")
+    assert m.flops_per_token_forward == pytest.approx(2 * 1.721e9)
+    assert m.attention_flops_forward(1000) == 4 * 28 * 16 * 128 * 1000
+    assert m.attention_flops_forward(0) == 0
+
+
+@pytest.mark.parametrize(
+    ("loader", "typo", "closest"),
+    [(load_model, "qwen3-1.8b", "qwen3-1.7b"), (load_hardware, "H100-SXM5", "h100-sxm")],
+)
+def test_unknown_name_suggests_closest(loader, typo: str, closest: str) -> None:
+    with pytest.raises(PresetError) as info:
+        loader(typo)
+    message = str(info.value)
+    assert f"did you mean {closest!r}?" in message
+    assert "\n" not in message
+    assert isinstance(info.value, KeyError)
+
+
+def test_unknown_name_without_close_match_lists_known() -> None:
+    with pytest.raises(PresetError, match="known: "):
+        load_hardware("zzzz")
+
+
+def test_malformed_table_fails_loudly() -> None:
+    """A typo'd or mistyped key in a preset file must not load silently."""
+    from harness.sim.presets import _build
+
+    good = {f: getattr(load_hardware("h100-sxm"), f) for f in Hardware.__dataclass_fields__}
+    assert _build(Hardware, "ok", {**good, "memory_gb": 80}).memory_gb == 80.0  # int -> float
+    with pytest.raises(ValueError, match="missing"):
+        _build(Hardware, "bad", {k: v for k, v in good.items() if k != "bf16_tflops"})
+    with pytest.raises(ValueError, match="unknown"):
+        _build(Hardware, "bad", {**good, "bf16_tflop": 1.0})
+    with pytest.raises(ValueError, match="link should be str"):
+        _build(Hardware, "bad", {**good, "link": 3})

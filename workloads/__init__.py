@@ -1,0 +1,1 @@
+"""Workload profiles (data files), dataset loaders and verifiers."""

@@ -1,0 +1,149 @@
+"""Workload profiles: the statistics the simulator draws prompts and responses from.
+
+A profile is a TOML file in `workloads/profiles/`. Each prompt has a latent
+difficulty z ~ N(0, 1) that sets the median response length of its group,
+exp(mu + sigma_between * z), and its pass rate; the K samples of the group
+spread around that median by exp(sigma_within * e). The group spread is
+smaller than the spread between prompts, and the tail reaches the response
+cap, as the papers report. `mu` is solved so that the mean response length
+after the cap equals the profile's `mean_tokens`.
+
+Draws depend only on (seed, prompt index), never on the order in which a
+system consumes them, so every system sees the same prompts and lengths for a
+given seed: comparisons between systems use common random numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.runtime import Prompt
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Ground truth of one prompt, known only to the simulated runtime."""
+
+    lengths: tuple[int, ...]  # response tokens each sample would generate, uncapped
+    rewards: tuple[float, ...]
+    verify_s: tuple[float, ...]  # verifier latency per sample
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    summary: str
+    prompt_mu_log: float
+    prompt_sigma_log: float
+    prompt_min: int
+    prompt_max: int
+    mean_tokens: float
+    max_tokens: int
+    min_tokens: int
+    sigma_between: float
+    sigma_within: float
+    pass_rate: float
+    pass_slope: float
+    verify_mean_s: float
+    verify_sigma: float
+    source: dict[str, str]
+
+    @classmethod
+    def from_toml(cls, data: dict[str, Any], where: str) -> Profile:
+        try:
+            p, r, w, v = data["prompt"], data["response"], data["reward"], data["verifier"]
+            return cls(
+                name=data["name"], summary=data["summary"],
+                prompt_mu_log=float(p["mu_log"]), prompt_sigma_log=float(p["sigma_log"]),
+                prompt_min=int(p["min"]), prompt_max=int(p["max"]),
+                mean_tokens=float(r["mean_tokens"]), max_tokens=int(r["max_tokens"]),
+                min_tokens=int(r["min_tokens"]), sigma_between=float(r["sigma_between"]),
+                sigma_within=float(r["sigma_within"]), pass_rate=float(w["pass_rate"]),
+                pass_slope=float(w["slope"]), verify_mean_s=float(v["latency_mean_s"]),
+                verify_sigma=float(v["latency_sigma"]),
+                source={k: str(t.get("source", "")) for k, t in
+                        (("prompt", p), ("response", r), ("reward", w), ("verifier", v))},
+            )
+        except KeyError as err:
+            raise ValueError(f"{where}: missing field {err.args[0]!r}") from None
+
+    def mu_for(self, cap: int) -> float:
+        """The log-median that gives `mean_tokens` after capping at `cap`."""
+        s = math.hypot(self.sigma_between, self.sigma_within)
+
+        def capped_mean(mu: float) -> float:
+            phi = _normal_cdf
+            lc = math.log(cap)
+            return (math.exp(mu + s * s / 2) * phi((lc - mu - s * s) / s)
+                    + cap * (1 - phi((lc - mu) / s)))
+
+        if capped_mean(math.log(cap)) <= self.mean_tokens:
+            raise ValueError(f"profile {self.name}: mean_tokens too close to the cap {cap}")
+        lo, hi = 0.0, math.log(cap)
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if capped_mean(mid) < self.mean_tokens else (lo, mid)
+        return (lo + hi) / 2
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+class SimWorkload:
+    """The simulated prompt stream of one run (implements runtime.Workload)."""
+
+    def __init__(self, profile: Profile, seed: int, group_size: int, max_tokens: int):
+        self.name = profile.name
+        self.profile = profile
+        self._seed = seed
+        self._k = group_size
+        self._mu = profile.mu_for(max_tokens)
+        self._next = 0
+
+    def take(self, n: int) -> list[Prompt]:
+        out = [self.prompt(self._next + i) for i in range(n)]
+        self._next += n
+        return out
+
+    def prompt(self, index: int) -> Prompt:
+        pr = self.profile
+        rng = np.random.default_rng([self._seed, index])
+        z, zp = rng.standard_normal(2)
+        tokens = int(np.clip(round(math.exp(pr.prompt_mu_log + pr.prompt_sigma_log * zp)),
+                             pr.prompt_min, pr.prompt_max))
+        median = self._mu + pr.sigma_between * z
+        lengths = np.exp(median + pr.sigma_within * rng.standard_normal(self._k))
+        lengths = np.maximum(np.rint(lengths), pr.min_tokens).astype(int)
+        logit = math.log(pr.pass_rate / (1 - pr.pass_rate)) - pr.pass_slope * z
+        rewards = (rng.random(self._k) < 1 / (1 + math.exp(-logit))).astype(float)
+        mu_v = math.log(pr.verify_mean_s) - pr.verify_sigma**2 / 2
+        verify = np.exp(mu_v + pr.verify_sigma * rng.standard_normal(self._k))
+        hidden = Hidden(tuple(lengths.tolist()), tuple(rewards.tolist()),
+                        tuple(np.round(verify, 6).tolist()))
+        return Prompt(index=index, tokens=tokens, hidden=hidden)
+
+
+def _profiles_dir() -> Path:
+    return Path(str(resources.files("workloads") / "profiles"))
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in _profiles_dir().glob("*.toml") if not p.stem.startswith("_"))
+
+
+def load_profile(name: str) -> Profile:
+    from harness.registry import unknown_name
+
+    path = _profiles_dir() / f"{name}.toml"
+    if name.startswith("_") or not path.exists():
+        raise unknown_name("workload", name, profile_names())
+    with open(path, "rb") as fh:
+        return Profile.from_toml(tomllib.load(fh), str(path))
