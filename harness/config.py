@@ -78,18 +78,26 @@ class RunConfig:
 
 
 def _coerce(value: Any, current: Any, where: str) -> Any:
-    kinds = {bool: bool, int: int, float: float, str: str}
-    if isinstance(value, str) and current is not None and not isinstance(current, str):
+    """Convert a value (a TOML value, or text from the CLI) to the field's type."""
+    if isinstance(value, str) and not isinstance(current, str):
         try:
             value = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
             raise ConfigError(f"{where}: cannot read {value!r}") from None
-    if current is None or value is None:
-        return value
-    want = kinds.get(type(current))
-    if want is float and isinstance(value, int) and not isinstance(value, bool):
+    if current is None:  # an optional numeric override
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
         return float(value)
-    if want is not None and not isinstance(value, want) or isinstance(value, bool) != (want is bool):
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(current, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(current, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, type(current))
+    if not ok:
         raise ConfigError(f"{where}: expected {type(current).__name__}, got {value!r}")
     return value
 

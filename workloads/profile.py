@@ -8,7 +8,7 @@ smaller than the spread between prompts, and the tail reaches the response
 cap, as the papers report. `mu` is solved so that the mean response length
 after the cap equals the profile's `mean_tokens`.
 
-Draws depend only on (seed, prompt index), never on the order in which a
+Draws depend only on (seed, workload, prompt index), never on the order in which a
 system consumes them, so every system sees the same prompts and lengths for a
 given seed: comparisons between systems use common random numbers.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -107,6 +108,8 @@ class SimWorkload:
         self._k = group_size
         self._mu = profile.mu_for(max_tokens)
         self._next = 0
+        # The workload's name enters the seed so that workloads are independent.
+        self._stream = zlib.crc32(profile.name.encode())
 
     def take(self, n: int) -> list[Prompt]:
         out = [self.prompt(self._next + i) for i in range(n)]
@@ -115,7 +118,7 @@ class SimWorkload:
 
     def prompt(self, index: int) -> Prompt:
         pr = self.profile
-        rng = np.random.default_rng([self._seed, index])
+        rng = np.random.default_rng([self._seed, self._stream, index])
         z, zp = rng.standard_normal(2)
         tokens = int(np.clip(round(math.exp(pr.prompt_mu_log + pr.prompt_sigma_log * zp)),
                              pr.prompt_min, pr.prompt_max))
