@@ -65,3 +65,22 @@ def to_markdown(claims: list[Claim]) -> str:
         lines.append(f"| {c.paper} | {c.claim} | {c.config} | {paper} | {c.harness:.4g} | "
                      f"{mark} |")
     return "\n".join(lines) + "\n"
+
+
+def summary_markdown(claims: list[Claim]) -> str:
+    """One line per claim across its configurations: hits, paper range, harness range."""
+    order: dict[tuple[str, str, str], list[Claim]] = {}
+    for c in claims:
+        order.setdefault((c.paper, c.claim, c.kind), []).append(c)
+    lines = ["| paper | claim | kind | paper | harness (min-max) | within |",
+             "|---|---|---|---|---|---|"]
+    for (paper, claim, kind), rows in order.items():
+        lo = min(c.paper_low for c in rows)
+        hi = max(c.paper_high for c in rows)
+        vals = [c.harness for c in rows if not math.isnan(c.harness)]
+        got = f"{min(vals):.4g} to {max(vals):.4g}" if vals else "n/a"
+        hits = sum(c.within for c in rows)
+        paper_txt = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
+        lines.append(f"| {paper} | {claim} | {kind} | {paper_txt} | {got} | "
+                     f"{hits}/{len(rows)} |")
+    return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.claims import Claim, to_csv, to_markdown
+from harness.claims import Claim, summary_markdown, to_csv, to_markdown
 from harness.reproduce import rolloutpipe
 from harness.results import write_atomic
 
@@ -19,4 +19,22 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
         claims += PAPERS[name](out=out, figures=figures, rounds=rounds, seed=seed)
     write_atomic(out / "claims.csv", to_csv(claims))
     write_atomic(out / "claims.md", to_markdown(claims))
+    summary = summary_markdown(claims)
+    write_atomic(out / "claims_summary.md", summary)
+    update_readme(Path("README.md"), summary)
     return [c.row() for c in claims]
+
+
+START, END = "<!-- claims:start -->", "<!-- claims:end -->"
+
+
+def update_readme(readme: Path, summary: str) -> None:
+    """Keep the README's claims table true: replace the text between the markers."""
+    if not readme.exists():
+        return
+    text = readme.read_text()
+    if START not in text or END not in text:
+        return
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    write_atomic(readme, f"{head}{START}\n{summary}{END}{tail}")

@@ -41,15 +41,16 @@ def figure4(df: pd.DataFrame, path: Path) -> None:
                    label=LABELS[sys])
         for j, r in enumerate(groups):
             s, f = stats.loc[(w, r, "slime"), "mean"], stats.loc[(w, r, "cgp-fgd"), "mean"]
-            ax.text(x[j] + width, f + 25, f"-{100 * (1 - f / s):.1f}%", ha="center",
-                    fontsize=8, color="#c44e00")
+            change = 100 * (f / s - 1)  # negative: CGP+FGD is shorter than Slime
+            ax.text(x[j] + width, f + 25, f"{change:+.1f}%", ha="center", fontsize=8,
+                    color="#c44e00")
         ax.set_xticks(x, [f"R={r}" for r in groups])
         ax.set_title(w)
         ax.grid(axis="y", alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
     np.atleast_1d(axes)[0].legend(fontsize=8, loc="upper left")
     fig.suptitle("Simulated RolloutPipe Fig. 4: rollout-to-train-end (mean of 4 rounds, ±1 sd)",
-                 fontsize=10)
+                 fontsize=10, y=1.03)
     _save(fig, path)
 
 
@@ -73,7 +74,8 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
     axes[0, 0].set_ylabel("mean response tokens")
     axes[1, 0].set_ylabel("trainer waiting ratio (%)")
     axes[1, 0].legend(fontsize=8)
-    fig.suptitle("Simulated RolloutPipe Fig. 5: response length and waiting ratio", fontsize=10)
+    fig.suptitle("Simulated RolloutPipe Fig. 5: response length and waiting ratio",
+                 fontsize=10, y=1.03)
     _save(fig, path)
 
 
@@ -87,3 +89,26 @@ def table1_markdown(df: pd.DataFrame, paper: dict[tuple[str, int], tuple[float, 
                                                                          strict=True)]
         lines.append(f"| {w} | {r} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def frontier_figure(df: pd.DataFrame, cgp: pd.DataFrame, path: Path) -> None:
+    """What-if: CGP+FGD's rollout-to-train-end against the frontier width F_w,
+    with CGP (no frontier) as a dashed line, one panel per workload."""
+    workloads = list(dict.fromkeys(df["workload"]))
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.2), sharey=True)
+    for ax, w in zip(np.atleast_1d(axes), workloads, strict=True):
+        sub = df[df["workload"] == w].groupby("frontier")["rollout_to_train_end_s"].agg(
+            ["mean", "std"])
+        ax.errorbar(sub.index, sub["mean"], yerr=sub["std"], fmt="o-", color=COLORS["cgp-fgd"],
+                    label="CGP+FGD", capsize=2)
+        base = cgp[cgp["workload"] == w]["rollout_to_train_end_s"].mean()
+        ax.axhline(base, ls="--", color=COLORS["cgp"], label="CGP")
+        ax.axvline(2, ls=":", color="#555555", label="paper's F_w=2")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("frontier width F_w (groups)")
+        ax.set_title(f"{w}, R=96")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.suptitle("What-if: FGD frontier width (simulated, 4 rounds, ±1 sd)", fontsize=10, y=1.03)
+    _save(fig, path)
