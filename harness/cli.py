@@ -121,7 +121,7 @@ def run_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
 ) -> None:
     """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json."""
-    from harness.results import dump_json, execute, write_atomic
+    from harness.results import dump_json, execute, provenance, write_atomic
 
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
@@ -132,6 +132,7 @@ def run_cmd(
     out.mkdir(parents=True, exist_ok=True)
     rows = execute(cfg, out / "trace.jsonl")
     write_atomic(out / "metrics.json", dump_json(rows))
+    write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
     if json_out:
         sys.stdout.write(dump_json(rows))
     else:

@@ -21,16 +21,24 @@ from harness.metrics import round_metrics
 from harness.trace import read_trace
 
 
-def git_commit() -> str:
-    """The commit of the checkout the package runs from, or 'unknown'."""
+def _git(*args: str) -> str:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-            text=True, timeout=5, check=False,
-        )
+        out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def git_commit() -> str:
+    """The commit of the checkout the package runs from ('-dirty' when the code has
+    uncommitted changes), or 'unknown' outside a git checkout."""
+    commit = _git("rev-parse", "HEAD")
+    if not commit:
         return "unknown"
-    return out.stdout.strip() or "unknown"
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ":/harness",
+                 ":/systems", ":/workloads")
+    return f"{commit}-dirty" if dirty else commit
 
 
 def provenance(**extra: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from harness.claims import Claim, summary_markdown, to_csv, to_markdown
 from harness.reproduce import rolloutpipe
-from harness.results import write_atomic
+from harness.results import dump_json, provenance, write_atomic
+from harness.sim import calibration
 
 PAPERS: dict[str, Callable[..., list[Claim]]] = {"rolloutpipe": rolloutpipe.reproduce}
 
@@ -18,6 +19,10 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     for name in names:
         claims += PAPERS[name](out=out, figures=figures, rounds=rounds, seed=seed)
     write_atomic(out / "claims.csv", to_csv(claims))
+    meta = provenance(reproductions=names, rounds=rounds, seed=seed,
+                      calibration=calibration.load("rolloutpipe"),
+                      files=sorted(p.name for p in out.iterdir() if not p.name.startswith(".")))
+    write_atomic(out / "provenance.json", dump_json(meta))
     write_atomic(out / "claims.md", to_markdown(claims))
     summary = summary_markdown(claims)
     write_atomic(out / "claims_summary.md", summary)

@@ -82,6 +82,7 @@ class SimEngine:
         self._seg: tuple[float, int, int, int] | None = None  # start, n, b, ctx
         self._replan: asyncio.Handle | asyncio.TimerHandle | None = None
         self.preemptions = 0
+        self._drained: asyncio.Future[None] | None = None
 
     # -- the contract ----------------------------------------------------
     def submit(self, request: Request) -> asyncio.Future[Response]:
@@ -110,10 +111,10 @@ class SimEngine:
         return out
 
     async def pause(self, mode: PauseMode = "keep") -> None:
-        if mode == "drain":
+        if mode == "drain" and self._running:
             self._paused = "drain"  # type: ignore[assignment]
-            while self._running:
-                await asyncio.sleep(0.01)
+            self._drained = self._loop.create_future()
+            await self._drained
         self._cut()
         self._paused = True
         if mode == "abort":
@@ -238,6 +239,8 @@ class SimEngine:
         prefill = self._admit() if self._paused is False else 0
         b = len(self._running)
         if b == 0:
+            if self._drained is not None and not self._drained.done():
+                self._drained.set_result(None)
             return
         ctx = self._ctx_base + b * self._steps
         while ctx + b > self._capacity and b > 1:
