@@ -136,9 +136,9 @@ class SimEngine:
         self._paused = True
         await asyncio.sleep(transfer_s)
         self._cut()
+        self.version = version
         for seq in self._running.values():
             self._close_span(seq)
-        self.version = version
         self._paused = was_paused
         self._interrupt()
 
@@ -205,10 +205,12 @@ class SimEngine:
             self._timer = self._loop.call_at(when, self._on_segment_end)
 
     def _cut(self) -> None:
-        """Stop now (used by pause/abort/install, which wait for no step)."""
+        """Stop now (pause, abort, install): only the steps completed by now count;
+        the step in progress is dropped, so an aborted response holds no token
+        that was not generated yet."""
         if self._seg is not None:
             start, n, b, ctx = self._seg
-            k = self._decode.steps_within(self._loop.time() - start, b, ctx, n)
+            k = self._decode.steps_completed(self._loop.time() - start, b, ctx, n)
             self._timer.cancel()  # type: ignore[union-attr]
             self._seg = None
             self._timer = None

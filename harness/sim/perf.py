@@ -73,6 +73,11 @@ class DecodeModel:
         mem = mem_steps * m0 + slope * (j * mem_steps + mem_steps * (mem_steps - 1) / 2)
         return base + j * comp + mem
 
+    def steps_completed(self, dt: float, b: int, ctx: int, cap: int) -> int:
+        """The most steps (<= cap) that fit entirely within dt."""
+        k = self.steps_within(dt, b, ctx, cap)
+        return k if self.steps_time(k, b, ctx) <= dt + 1e-12 else k - 1
+
     def steps_within(self, dt: float, b: int, ctx: int, cap: int) -> int:
         """The fewest steps (<= cap) whose total time reaches dt: the step running
         at dt counts, since an engine finishes the step it is in."""
