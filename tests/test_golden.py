@@ -1,0 +1,34 @@
+"""Golden traces: a small run of every system must not change silently.
+
+When a change is meant to move a trace, regenerate with
+`ROLLOUTBENCH_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py`
+and say why in the commit message.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.config import RunConfig
+from harness.results import execute
+from systems import system_names
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("system", system_names())
+def test_trace_matches_golden(system: str, tmp_path: Path) -> None:
+    cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7).validate()
+    trace = tmp_path / "trace.jsonl"
+    execute(cfg, trace)
+    golden = GOLDEN / f"{system}.jsonl"
+    if os.environ.get("ROLLOUTBENCH_UPDATE_GOLDEN"):
+        golden.write_bytes(trace.read_bytes())
+    assert golden.exists(), f"no golden trace for {system}: run with ROLLOUTBENCH_UPDATE_GOLDEN=1"
+    got, want = trace.read_text().splitlines(), golden.read_text().splitlines()
+    for i, (a, b) in enumerate(zip(got, want, strict=False), start=1):
+        assert a == b, f"{system}: trace differs from golden at line {i}"
+    assert len(got) == len(want), f"{system}: {len(got)} lines, golden has {len(want)}"
