@@ -38,6 +38,7 @@ class SimConfig:
     micro_overhead_s: float | None = None
     weight_sync_s: float | None = None
     materialize_s: float | None = None
+    drift: float | None = None
 
 
 @dataclass
@@ -52,6 +53,7 @@ class RunConfig:
     update_groups: int = 2
     frontier: int = 2
     max_response_tokens: int = 8192
+    clamp: float = 5.0
     sim: SimConfig = field(default_factory=SimConfig)
 
     def validate(self) -> RunConfig:
@@ -63,6 +65,7 @@ class RunConfig:
             need(getattr(self, name) >= 1, name.replace("_", "-"), "must be a positive integer")
         need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")
         need(self.seed >= 0, "seed", "must be a non-negative integer")
+        need(self.clamp > 0, "set clamp", "the importance-weight clamp must be positive")
         need(self.groups % self.update_groups == 0, "update-groups",
              f"U={self.update_groups} must divide the groups per rollout R={self.groups}")
         need(self.runtime in ("sim",), "runtime", f"unknown runtime {self.runtime!r} (known: sim)")

@@ -12,7 +12,7 @@ import pandas as pd
 from rich.progress import Progress
 
 from harness.config import RunConfig
-from harness.metrics import KEYS
+from harness.metrics import KEYS, OFFPOLICY_KEYS
 from harness.results import execute
 
 
@@ -40,5 +40,5 @@ def run_grid(
             for row in execute(cfg, traces / f"{stem}.jsonl"):
                 rows.append({"groups": cfg.groups, **row})
             bar.advance(task)
-    cols = ["system", "workload", "groups", "round", *KEYS]
+    cols = ["system", "workload", "groups", "round", *KEYS, *OFFPOLICY_KEYS]
     return pd.DataFrame(rows)[cols]

@@ -11,6 +11,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+from harness.offpolicy import lag_histogram, step_stats
 from harness.runtime import Group, Response
 from harness.sim.engine import SimEngine
 from harness.sim.perf import TrainModel
@@ -36,6 +39,9 @@ class SimTrainer:
         emit: Callable[..., Any],
         micro_batch_tokens: int,
         weight_sync_s: float,
+        drift: float = 0.0,
+        clamp: float = 5.0,
+        seed: int = 0,
     ) -> None:
         self._model = model
         self._engine = engine
@@ -45,7 +51,10 @@ class SimTrainer:
         self._lock = asyncio.Lock()
         self.version = 0
         self._step = 0
-        self._pending: list[list[int]] = []
+        self._drift = drift
+        self._clamp = clamp
+        self._seed = seed
+        self._lags: dict[int, int] = {}  # lag -> tokens accumulated since the last step
 
     def micro_batches(self, groups: Sequence[Group]) -> list[list[int]]:
         """Pack sample lengths into micro-batches under the token budget (first
@@ -65,6 +74,10 @@ class SimTrainer:
     async def train(self, batch: int, groups: Sequence[Group]) -> None:
         async with self._lock:
             micros = self.micro_batches(groups)
+            for group in groups:
+                for resp in group.responses:
+                    for lag, n in lag_histogram(resp.version_spans, self.version).items():
+                        self._lags[lag] = self._lags.get(lag, 0) + n
             self._emit("train_start", batch=batch, micro=len(micros))
             await asyncio.sleep(sum(self._model.micro_time(m) for m in micros))
             self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
@@ -73,8 +86,11 @@ class SimTrainer:
         async with self._lock:
             await asyncio.sleep(self._model.optimizer_s)
             self._step += 1
+            rng = np.random.default_rng([self._seed, 0xE55, self._step])
+            stats = step_stats(self._lags, self._drift, self._clamp, rng)
+            self._lags = {}
             self.version += 1
-            self._emit("optimizer_step", step=self._step, version=self.version)
+            self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
 
     async def publish(self, in_flight: bool = False) -> None:

@@ -52,7 +52,8 @@ class SimRuntime:
         train = TrainModel.build(load_hardware(s.trainer_gpu), model, s.trainer_gpus,
                                  self.params["train_mfu"], self.params["micro_overhead_s"])
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
-                                  self.params["weight_sync_s"])
+                                  self.params["weight_sync_s"], self.params["drift"],
+                                  cfg.clamp, cfg.seed)
         self.verifier = SimVerifier()
         self.workload = SimWorkload(load_profile(cfg.workload), cfg.seed, cfg.group_size,
                                     cfg.max_response_tokens)
