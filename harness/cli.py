@@ -20,12 +20,12 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-err_console = Console(stderr=True)
 
 
 def fail(message: str) -> None:
-    """A one-line error and exit code 2; nothing has been written yet."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    """A one-line error and exit code 2; nothing has been written yet. Plain
+    text: no wrapping, no markup, so paths and brackets survive intact."""
+    typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
 
 
@@ -93,7 +93,12 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
         load_hardware(cfg.sim.rollout_gpu)
         load_hardware(cfg.sim.trainer_gpu)
         resolve(cfg.sim)
-        longest = cfg.max_response_tokens + load_profile(cfg.workload).prompt_max
+        profile = load_profile(cfg.workload)
+        try:
+            profile.mu_for(cfg.max_response_tokens)
+        except ValueError as err:
+            raise ConfigError(f"--set max_response_tokens: {err}") from None
+        longest = cfg.max_response_tokens + profile.prompt_max
         if kv_capacity_tokens(cfg) < longest:
             raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
                               f"of {longest} tokens")

@@ -46,7 +46,8 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     head = events[0]
     starts: dict[int, float] = {}
     complete: dict[int, float] = {}
-    group_round: dict[int, int] = {}
+    request_round: dict[tuple[int, int], int] = {}
+    resumed: dict[tuple[int, int], int] = {}
     materialized: dict[int, float] = {}
     finished_tokens: dict[int, list[int]] = defaultdict(list)
     all_tokens: dict[int, int] = defaultdict(int)
@@ -60,9 +61,10 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for e in events:
         ev = e["ev"]
         if ev == "request_finish":
-            rnd = group_round.get(e["group"])
+            key = (e["group"], e["sample"])
+            rnd = request_round.get(key)
             if rnd is not None:
-                all_tokens[rnd] += e["response_tokens"] - e.get("resumed_tokens", 0)
+                all_tokens[rnd] += e["response_tokens"] - resumed.get(key, 0)
                 if e["status"] == "finished":
                     finished_tokens[rnd].append(e["response_tokens"])
                     vspans = e.get("version_spans")
@@ -71,7 +73,9 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                         vspans = [[first[0], e["response_tokens"]]] if first else []
                     spans_by_group[e["group"]].append(vspans)
         elif ev == "request_submit":
-            group_round.setdefault(e["group"], e["round"])
+            key = (e["group"], e["sample"])
+            request_round[key] = e["round"]  # the latest submit: a resumed request moves on
+            resumed[key] = e.get("resumed_tokens", 0)
         elif ev == "rollout_start":
             starts[e["round"]] = e["t"]
             round_version[e["round"]] = e["version"]

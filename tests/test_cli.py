@@ -1,0 +1,165 @@
+"""The `rolloutbench` command line: listing, running, and refusing bad input.
+
+Commands run in a subprocess with no terminal attached (stdin, stdout and
+stderr are pipes; COLUMNS unset), as in CI, from a scratch directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.metrics import KEYS, round_metrics
+from harness.results import dump_json
+from harness.trace import read_trace
+
+ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
+SMALL = ["--system", "cgp", "--workload", "sci-jl", "--groups", "4", "--update-groups", "2",
+         "--group-size", "2", "--rounds", "2", "--seed", "3"]
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE")}
+    return subprocess.run([ROLLOUTBENCH, *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, stdin=subprocess.DEVNULL, check=False, timeout=120)
+
+
+def words(text: str) -> str:
+    """The text with any line wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_systems_lists_the_three_backends(tmp_path: Path) -> None:
+    out = cli("systems", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    names = [line.split()[0] for line in out.stdout.splitlines() if line and line[0] != " "]
+    assert {"slime", "cgp", "cgp-fgd"} <= set(names)
+
+
+def test_run_writes_trace_and_metrics(tmp_path: Path) -> None:
+    out = cli("run", "--out", "out", *SMALL, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    trace = tmp_path / "out" / "trace.jsonl"
+    events = read_trace(trace)
+    head = events[0]
+    assert (head["system"], head["workload"], head["seed"]) == ("cgp", "sci-jl", 3)
+    assert head["config"]["groups"] == 4 and head["config"]["group_size"] == 2
+    assert head["config"]["update_groups"] == 2 and head["config"]["rounds"] == 2
+    assert events[-1]["ev"] == "run_end"
+    rows = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert isinstance(rows, list) and [r["round"] for r in rows] == [0, 1]
+    for row in rows:
+        assert {"system", "workload", "round", *KEYS} <= set(row)
+        assert row["system"] == "cgp" and row["workload"] == "sci-jl"
+    # metrics.json is exactly what the trace says
+    assert rows == json.loads(dump_json(round_metrics(events)))
+    assert not list((tmp_path / "out").glob(".*.tmp"))  # no leftovers of atomic writes
+
+
+def test_run_json_prints_the_metrics_and_is_repeatable(tmp_path: Path) -> None:
+    first = cli("run", "--out", "a", *SMALL, "--json", cwd=tmp_path)
+    second = cli("run", "--out", "b", *SMALL, "--json", cwd=tmp_path)
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    rows = json.loads(first.stdout)
+    assert rows == json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert first.stdout == second.stdout
+    assert (tmp_path / "a" / "trace.jsonl").read_bytes() == \
+        (tmp_path / "b" / "trace.jsonl").read_bytes()
+
+
+def test_config_file_then_options_then_set(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        'system = "slime"\nworkload = "sci-jl"\ngroups = 8\nupdate_groups = 4\n'
+        'group_size = 2\nrounds = 1\nseed = 5\n[sim]\nmicro_batch_tokens = 8192\n')
+    out = cli("run", "--out", "out", "--config", "c.toml", "--groups", "4",
+              "--set", "seed=9", "--set", "sim.trainer_gpus=4", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    cfg = read_trace(tmp_path / "out" / "trace.jsonl")[0]["config"]
+    assert cfg["system"] == "slime" and cfg["update_groups"] == 4  # from the file
+    assert cfg["groups"] == 4  # the option beats the file
+    assert cfg["seed"] == 9  # --set beats both
+    assert cfg["sim"]["micro_batch_tokens"] == 8192 and cfg["sim"]["trainer_gpus"] == 4
+
+
+# -- bad input -------------------------------------------------------------------
+
+UNKNOWN_FIELD = 'bogus = 1\n'
+BAD_TOML = 'groups = [\n'
+
+# id -> (extra arguments, text the error must contain, config file text or None)
+BAD: dict[str, tuple[list[str], list[str], str | None]] = {
+    "unknown_system": (["--system", "slim"], ["'slim'", "did you mean 'slime'"], None),
+    "unknown_workload": (["--workload", "nope"], ["workload", "'nope'"], None),
+    "u_does_not_divide_r": (["--update-groups", "3", "--groups", "32"],
+                            ["--update-groups", "32"], None),
+    "group_size_1": (["--group-size", "1"], ["--group-size"], None),
+    "negative_groups": (["--groups", "-4"], ["--groups"], None),
+    "negative_seed": (["--seed", "-1"], ["--seed"], None),
+    "unknown_set_field": (["--set", "sim.nope=1"], ["sim.nope", "unknown field"], None),
+    "set_without_value": (["--set", "groups"], ["--set", "groups"], None),
+    "set_bad_type": (["--set", "sim.rollout_tp=abc"], ["sim.rollout_tp"], None),
+    "unknown_runtime": (["--set", "runtime=live"], ["runtime", "'live'"], None),
+    "cache_too_small": (["--set", "sim.mem_fraction=0.01"], ["sim.mem_fraction"], None),
+    "config_unknown_field": (["--config", "c.toml"], ["bogus", "unknown field"], UNKNOWN_FIELD),
+    "config_bad_toml": (["--config", "c.toml"], ["--config", "c.toml"], BAD_TOML),
+    "config_missing": (["--config", "missing.toml"], ["--config", "missing.toml"], None),
+}
+# rich wraps these messages (longer than 80 columns) over several lines
+
+
+def run_bad(tmp_path: Path, case: str) -> subprocess.CompletedProcess[str]:
+    args, _, toml = BAD[case]
+    if toml is not None:
+        (tmp_path / "c.toml").write_text(toml)
+    return cli("run", "--out", "out", *args, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_exits_2_naming_the_option(tmp_path: Path, case: str) -> None:
+    out = run_bad(tmp_path, case)
+    assert out.returncode == 2, out.stderr
+    message = words(out.stderr)
+    assert message.startswith("error: "), out.stderr
+    for text in BAD[case][1]:
+        assert text in message, (text, message)
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_error_is_one_line(tmp_path: Path, case: str) -> None:
+    out = run_bad(tmp_path, case)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_response_cap_below_the_workload_mean_is_refused(tmp_path: Path) -> None:
+    """sci-jl's mean response is 3400 tokens: a 2048-token cap cannot be simulated."""
+    out = cli("run", "--out", "out", *SMALL, "--set", "max_response_tokens=2048", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-500:]
+    assert "max_response_tokens" in words(out.stderr) or "max-response-tokens" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_reproduce_unknown_paper_exits_2(tmp_path: Path) -> None:
+    out = cli("reproduce", "nope", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "'nope'" in words(out.stderr) and "rolloutpipe" in words(out.stderr)
+    assert "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written (not even results/)
+
+
+def test_error_text_is_not_read_as_markup(tmp_path: Path) -> None:
+    out = cli("run", "--out", "out", "--system", "[/x]", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-300:]
+    assert "'[/x]'" in words(out.stderr)
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "out").exists()
