@@ -3,7 +3,8 @@
 A profile is a TOML file in `workloads/profiles/`. Each prompt has a latent
 difficulty z ~ N(0, 1) that sets the median response length of its group,
 exp(mu + sigma_between * z), and its pass rate; the K samples of the group
-spread around that median by exp(sigma_within * e). The group spread is
+spread around that median by exp(sigma_within * e). Verification latency is
+log-normal, optionally mixed with a slow tail (`tail_share` of the samples). The group spread is
 smaller than the spread between prompts, and the tail reaches the response
 cap, as the papers report. `mu` is solved so that the mean response length
 after the cap equals the profile's `mean_tokens`.
@@ -55,6 +56,10 @@ class Profile:
     verify_mean_s: float
     verify_sigma: float
     source: dict[str, str]
+    verifier_kind: str = "local"
+    tail_share: float = 0.0  # share of samples whose verification is slow (sandbox stragglers)
+    tail_mean_s: float = 0.0
+    tail_sigma: float = 0.0
 
     @classmethod
     def from_toml(cls, data: dict[str, Any], where: str) -> Profile:
@@ -71,6 +76,10 @@ class Profile:
                 verify_sigma=float(v["latency_sigma"]),
                 source={k: str(t.get("source", "")) for k, t in
                         (("prompt", p), ("response", r), ("reward", w), ("verifier", v))},
+                verifier_kind=str(v.get("kind", "local")),
+                tail_share=float(v.get("tail_share", 0.0)),
+                tail_mean_s=float(v.get("tail_mean_s", 0.0)),
+                tail_sigma=float(v.get("tail_sigma", 0.0)),
             )
         except KeyError as err:
             raise ValueError(f"{where}: missing field {err.args[0]!r}") from None
@@ -129,6 +138,11 @@ class SimWorkload:
         rewards = (rng.random(self._k) < 1 / (1 + math.exp(-logit))).astype(float)
         mu_v = math.log(pr.verify_mean_s) - pr.verify_sigma**2 / 2
         verify = np.exp(mu_v + pr.verify_sigma * rng.standard_normal(self._k))
+        if pr.tail_share > 0:  # a slow tail, e.g. sandboxed code that runs long or hangs
+            mu_t = math.log(pr.tail_mean_s) - pr.tail_sigma**2 / 2
+            slow = rng.random(self._k) < pr.tail_share
+            tail = np.exp(mu_t + pr.tail_sigma * rng.standard_normal(self._k))
+            verify = np.where(slow, tail, verify)
         hidden = Hidden(tuple(lengths.tolist()), tuple(rewards.tolist()),
                         tuple(np.round(verify, 6).tolist()))
         return Prompt(index=index, tokens=tokens, hidden=hidden)
