@@ -34,12 +34,15 @@ FIXED_NOTES = {
     "weight_sync_s": "publishing 3.4 GB of weights from trainer to engine (NCCL over the "
                      "network plus reload)",
     "materialize_s": "per group: sample conversion, group statistics and advantages",
+    "switch_s": "colocated placement: one hand-over of the GPUs between engine and trainer "
+                "(release or re-allocate the KV cache, offload or reload weights and optimizer "
+                "state)",
     "drift": "variance of a token's log importance ratio per optimizer step of lag (random "
              "walk; an assumption: ESS of 0.94 at lag 31, the oldest token of PipelineRL's G=32 "
              "baseline)",
 }
 FIXED = {"step_overhead_s": 0.002, "compute_eff": 0.5, "micro_overhead_s": 0.05,
-         "weight_sync_s": 2.0, "materialize_s": 0.1, "drift": 0.002}
+         "weight_sync_s": 2.0, "materialize_s": 0.1, "drift": 0.002, "switch_s": 4.0}
 SEED = 0
 ROUNDS = 4
 

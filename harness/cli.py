@@ -20,6 +20,8 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+if not console.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
+    console = Console(width=200)
 
 
 def fail(message: str) -> None:

@@ -25,6 +25,8 @@ class SimConfig:
     model: str = "qwen3-1.7b"
     rollout_gpu: str = "a100-40gb-pcie"
     rollout_tp: int = 2
+    rollout_engines: int = 1
+    placement: str = "disaggregated"
     mem_fraction: float = 0.85
     max_running: int = 1024
     trainer_gpu: str = "rtx-4090"
@@ -39,6 +41,7 @@ class SimConfig:
     weight_sync_s: float | None = None
     materialize_s: float | None = None
     drift: float | None = None
+    switch_s: float | None = None
 
 
 @dataclass
@@ -71,6 +74,9 @@ class RunConfig:
         need(self.runtime in ("sim",), "runtime", f"unknown runtime {self.runtime!r} (known: sim)")
         s = self.sim
         need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
+        need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
+        need(s.placement in ("disaggregated", "colocated"), "set sim.placement",
+             f"must be disaggregated or colocated, not {s.placement!r}")
         need(0 < s.mem_fraction < 1, "set sim.mem_fraction", "must lie in (0, 1)")
         need(s.trainer_gpus >= 1, "set sim.trainer_gpus", "must be >= 1")
         need(s.max_running >= 1, "set sim.max_running", "must be >= 1")

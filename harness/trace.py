@@ -34,6 +34,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "weights_published": ("version",),
     "rollout_complete": ("round",),
     "decision": ("what",),
+    "placement_switch": ("to",),
     "run_end": (),
 }
 STATUSES = ("finished", "aborted")

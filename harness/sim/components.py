@@ -15,7 +15,6 @@ import numpy as np
 
 from harness.offpolicy import lag_histogram, step_stats
 from harness.runtime import Group, Response
-from harness.sim.engine import SimEngine
 from harness.sim.perf import TrainModel
 
 
@@ -35,20 +34,22 @@ class SimTrainer:
     def __init__(
         self,
         model: TrainModel,
-        engine: SimEngine,
+        engine: Any,
         emit: Callable[..., Any],
         micro_batch_tokens: int,
         weight_sync_s: float,
         drift: float = 0.0,
         clamp: float = 5.0,
         seed: int = 0,
+        share: Any = None,
     ) -> None:
+        self._share = share
         self._model = model
         self._engine = engine
         self._emit = emit
         self._micro_tokens = micro_batch_tokens
         self._sync_s = weight_sync_s
-        self._lock = asyncio.Lock()
+        self.lock = asyncio.Lock()
         self.version = 0
         self._step = 0
         self._drift = drift
@@ -72,7 +73,9 @@ class SimTrainer:
         return [b for b in batches if b]
 
     async def train(self, batch: int, groups: Sequence[Group]) -> None:
-        async with self._lock:
+        async with self.lock:
+            if self._share is not None:
+                await self._share.trainer_acquire()
             micros = self.micro_batches(groups)
             for group in groups:
                 for resp in group.responses:
@@ -83,7 +86,9 @@ class SimTrainer:
             self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
 
     async def step(self) -> int:
-        async with self._lock:
+        async with self.lock:
+            if self._share is not None:
+                await self._share.trainer_acquire()
             await asyncio.sleep(self._model.optimizer_s)
             self._step += 1
             rng = np.random.default_rng([self._seed, 0xE55, self._step])

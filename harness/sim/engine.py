@@ -61,7 +61,11 @@ class SimEngine:
         max_running: int,
         emit: Callable[..., Any],
         target_tokens: Callable[[Request], int],
+        index: int = 0,
+        share: Any = None,
     ) -> None:
+        self.index = index
+        self._share = share  # colocated placement: GPUs shared with the trainer
         self._loop = loop
         self._decode = decode
         self._capacity = kv_capacity_tokens
@@ -93,7 +97,7 @@ class SimEngine:
         self._emit(
             "request_submit", round=request.round, group=request.group,
             sample=request.sample, prompt_tokens=request.prompt.tokens,
-            resumed_tokens=seq.gen0,
+            resumed_tokens=seq.gen0, engine=self.index,
         )
         heapq.heappush(self._waiting, (request.priority, seq.arrival, seq))
         self._waiting_n += 1
@@ -124,6 +128,9 @@ class SimEngine:
     async def resume(self) -> None:
         self._paused = False
         self._interrupt()
+
+    def idle(self) -> bool:
+        return not self._running and self._waiting_n == 0
 
     def load(self) -> EngineLoad:
         ctx = self._ctx_base + len(self._running) * self._steps
@@ -188,6 +195,10 @@ class SimEngine:
         seq.gen0 = seq.gen0 + (self._steps - seq.g0)
 
     # -- scheduling ------------------------------------------------------
+    def wake(self) -> None:
+        """Replan now (the GPUs came back after a colocated switch)."""
+        self._interrupt()
+
     def _interrupt(self) -> None:
         """Something changed: cut the segment and replan at the step boundary."""
         if self._seg is not None:
@@ -238,11 +249,17 @@ class SimEngine:
         self._replan = None
         if self._paused is True or self._seg is not None:
             return
+        if self._share is not None and not self._share.engine_holds():
+            if not self.idle():
+                self._share.engine_wants()
+            return
         prefill = self._admit() if self._paused is False else 0
         b = len(self._running)
         if b == 0:
             if self._drained is not None and not self._drained.done():
                 self._drained.set_result(None)
+            if self._share is not None and self._waiting_n == 0:
+                self._share.engine_idle()
             return
         ctx = self._ctx_base + b * self._steps
         while ctx + b > self._capacity and b > 1:
@@ -289,7 +306,7 @@ class SimEngine:
             tokens += need
             heapq.heappush(self._finish_heap, (self._due(seq), seq.admit_no, seq))
             req = seq.req
-            self._emit("request_admit", group=req.group, sample=req.sample)
+            self._emit("request_admit", group=req.group, sample=req.sample, engine=self.index)
         return tokens * self._decode.prefill_per_token_s
 
     def _preempt(self) -> None:

@@ -18,6 +18,7 @@ from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel, TrainModel
+from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
 from harness.trace import SCHEMA, TraceWriter
 from workloads.profile import SimWorkload, load_profile
@@ -47,13 +48,22 @@ class SimRuntime:
         hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
         decode = DecodeModel.build(hw, model, s.rollout_tp, self.params["bw_eff"],
                                    self.params["step_overhead_s"], self.params["compute_eff"])
-        self.engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg), s.max_running,
-                                self.emit, self._target_tokens)
-        train = TrainModel.build(load_hardware(s.trainer_gpu), model, s.trainer_gpus,
+        colocated = s.placement == "colocated"
+        self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
+        engines = [SimEngine(self.loop, decode, kv_capacity_tokens(cfg), s.max_running,
+                             self.emit, self._target_tokens, index=i, share=self.share)
+                   for i in range(s.rollout_engines)]
+        self.engine = EnginePool(engines)
+        # Colocated: the trainer runs on the rollout GPUs themselves.
+        train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
+                              else (s.trainer_gpu, s.trainer_gpus))
+        train = TrainModel.build(load_hardware(train_gpu), model, train_n,
                                  self.params["train_mfu"], self.params["micro_overhead_s"])
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
-                                  cfg.clamp, cfg.seed)
+                                  cfg.clamp, cfg.seed, share=self.share)
+        if self.share is not None:
+            self.share.attach(engines, self.trainer.lock)
         self.verifier = SimVerifier()
         self.workload = SimWorkload(load_profile(cfg.workload), cfg.seed, cfg.group_size,
                                     cfg.max_response_tokens)

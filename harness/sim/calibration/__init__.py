@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhead_s",
-          "weight_sync_s", "materialize_s", "drift")
+          "weight_sync_s", "materialize_s", "drift", "switch_s")
 
 
 def path_of(name: str) -> Path:
