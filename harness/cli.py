@@ -77,7 +77,12 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
     cfg = RunConfig()
     if config is not None:
         apply(cfg, load_toml(config))
+    steps = options.pop("steps_per_rollout", None)
     apply(cfg, {k: v for k, v in options.items() if v is not None})
+    if steps is not None:
+        if not isinstance(steps, int) or steps < 1:
+            raise ConfigError("--steps-per-rollout: must be a positive integer")
+        cfg.groups = steps * cfg.update_groups
     for assignment in sets:
         set_path(cfg, assignment)
     cfg.validate()
@@ -119,6 +124,12 @@ def run_cmd(
     update_groups: Annotated[int | None, typer.Option("--update-groups", "-U",
                                                      help="Groups per update U.")] = None,
     frontier: Annotated[int | None, typer.Option(help="FGD frontier width F_w.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="PipelineRL: sequences in flight per engine replica H.")] = None,
+    max_lag: Annotated[int | None, typer.Option(
+        help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
+    steps_per_rollout: Annotated[int | None, typer.Option(
+        help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds.")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
@@ -133,7 +144,9 @@ def run_cmd(
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,
-                           frontier=frontier, rounds=rounds, seed=seed)
+                           frontier=frontier, rounds=rounds, seed=seed,
+                           concurrency=concurrency, max_lag=max_lag,
+                           steps_per_rollout=steps_per_rollout)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     out.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,8 @@ class RunConfig:
     group_size: int = 8
     update_groups: int = 2
     frontier: int = 2
+    concurrency: int = 64
+    max_lag: int = -1
     max_response_tokens: int = 8192
     clamp: float = 5.0
     sim: SimConfig = field(default_factory=SimConfig)
@@ -66,6 +68,9 @@ class RunConfig:
 
         for name in ("rounds", "groups", "update_groups", "frontier", "max_response_tokens"):
             need(getattr(self, name) >= 1, name.replace("_", "-"), "must be a positive integer")
+        need(self.concurrency >= self.group_size, "concurrency",
+             "must hold at least one group (>= --group-size)")
+        need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")
         need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")
         need(self.seed >= 0, "seed", "must be a non-negative integer")
         need(self.clamp > 0, "set clamp", "the importance-weight clamp must be positive")

@@ -108,9 +108,11 @@ class EngineLoad:
 
 
 class Engine(Protocol):
-    """An inference engine with continuous batching."""
+    """An inference engine with continuous batching (possibly several replicas
+    behind one router: `replicas` says how many)."""
 
     version: int
+    replicas: int
 
     def submit(self, request: Request) -> asyncio.Future[Response]:
         """Queue a request; the future resolves when it finishes or is aborted."""

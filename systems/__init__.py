@@ -12,9 +12,10 @@ from typing import Any
 from harness.registry import unknown_name
 from systems.cgp import CGP
 from systems.cgp_fgd import CGPFGD
+from systems.pipelinerl import PipelineRL
 from systems.slime import Slime
 
-SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD)}
+SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL)}
 
 
 def system_names() -> list[str]:

@@ -25,15 +25,20 @@ async def serve(
     group: Group,
     priority: int = 0,
     on_complete: Callable[[Group], None] | None = None,
+    on_response: Callable[[Response], None] | None = None,
 ) -> Group:
     """Generate the group's K samples, score each as it finishes (asynchronous
-    rewards), and materialise the group once all K are scored."""
+    rewards), and materialise the group once all K are scored. `on_response`
+    is told as each sample leaves the engine, `on_complete` when all K have."""
     cfg = rt.config
     futures = [
         rt.engine.submit(Request(group.round, group.id, s, group.prompt,
                                  cfg.max_response_tokens, priority))
         for s in range(cfg.group_size)
     ]
+    if on_response is not None:
+        for future in futures:
+            future.add_done_callback(lambda f: on_response(f.result()))
     scores = [rt.spawn(_score(rt, f)) for f in futures]
     group.responses = [await f for f in futures]
     rt.emit("group_complete", group=group.id, round=group.round)

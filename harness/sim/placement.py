@@ -33,6 +33,10 @@ class EnginePool:
         return self.engines[0].version
 
     @property
+    def replicas(self) -> int:
+        return len(self.engines)
+
+    @property
     def preemptions(self) -> int:
         return sum(e.preemptions for e in self.engines)
 

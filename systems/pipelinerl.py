@@ -1,0 +1,93 @@
+"""PipelineRL: generation never stops; weights are updated in flight.
+
+The engine keeps about H sequences in flight per replica: a new group is
+started whenever K slots are free. The trainer takes U complete groups
+(B = U x K samples) per optimizer step as they arrive and, after every step,
+installs the new weights in the engines without stopping them (they pause
+only for the transfer and keep their KV cache), so a response may carry
+tokens of several policy versions.
+
+`max_lag` (optimizer steps, -1 for none) is admission control as in
+PipelineRL's implementation: at most U x (v + 1 + max_lag) groups may have
+been started while the engines serve version v. With a limit the trainer also
+takes groups in the order they were started, so no token is trained more
+than `max_lag` steps after the version that generated it.
+
+There is no rollout boundary: for the per-round metrics a "round" is a block
+of R/U optimizer steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from harness.runtime import Group, Response, Runtime
+from systems.common import BatchCounter, serve
+
+
+class PipelineRL:
+    name = "pipelinerl"
+    summary = "continuous generation at concurrency H, in-flight weight updates every step"
+
+    def __init__(self) -> None:
+        self.batches = BatchCounter()
+
+    async def run(self, rt: Runtime) -> None:
+        cfg = rt.config
+        k, u = cfg.group_size, cfg.update_groups
+        steps_per_round = cfg.groups // u
+        total_steps = cfg.rounds * steps_per_round
+        target = cfg.concurrency * rt.engine.replicas
+        changed = asyncio.Event()
+        done: dict[int, Group] = {}  # start order -> materialised group
+        arrivals: list[int] = []  # start orders in materialisation order
+        state = {"inflight": 0, "round": 0}
+
+        def release(_response: Response) -> None:
+            state["inflight"] -= 1
+            changed.set()
+
+        async def one_group(group: Group, order: int) -> None:
+            done[order] = await serve(rt, group, on_response=release)
+            arrivals.append(order)
+            changed.set()
+
+        async def generate() -> None:
+            started = 0
+            while started < total_steps * u:
+                room = state["inflight"] + k <= target
+                lag_ok = cfg.max_lag < 0 or started < u * (rt.engine.version + 1 + cfg.max_lag)
+                if not (room and lag_ok):
+                    changed.clear()
+                    await changed.wait()
+                    continue
+                (prompt,) = rt.workload.take(1)
+                group = Group(rt.new_group_id(), state["round"], prompt)
+                state["inflight"] += k
+                rt.spawn(one_group(group, started))
+                started += 1
+
+        async def next_batch(step: int) -> list[Group]:
+            if cfg.max_lag >= 0:  # in start order: the oldest groups first
+                wanted = range(step * u, (step + 1) * u)
+                while any(i not in done for i in wanted):
+                    changed.clear()
+                    await changed.wait()
+                return [done.pop(i) for i in wanted]
+            while len(arrivals) < u:  # in arrival order, as they complete
+                changed.clear()
+                await changed.wait()
+            taken, arrivals[:u] = arrivals[:u], []
+            return [done.pop(i) for i in taken]
+
+        generator = rt.spawn(generate())
+        for step in range(total_steps):
+            if step % steps_per_round == 0:
+                state["round"] = step // steps_per_round
+                rt.emit("rollout_start", round=state["round"], version=rt.trainer.version)
+            await self.batches.train(rt, await next_batch(step))
+            await rt.trainer.publish(in_flight=True)
+            changed.set()
+            if (step + 1) % steps_per_round == 0:
+                rt.emit("rollout_complete", round=state["round"])
+        await generator
