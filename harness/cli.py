@@ -128,6 +128,8 @@ def run_cmd(
         help="PipelineRL: sequences in flight per engine replica H.")] = None,
     max_lag: Annotated[int | None, typer.Option(
         help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
+    over_sampling_groups: Annotated[int | None, typer.Option(
+        help="APRIL: groups in flight per round (slime's --over-sampling-batch-size).")] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
         help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds.")] = None,
@@ -146,6 +148,7 @@ def run_cmd(
                            group_size=group_size, update_groups=update_groups,
                            frontier=frontier, rounds=rounds, seed=seed,
                            concurrency=concurrency, max_lag=max_lag,
+                           over_sampling_groups=over_sampling_groups,
                            steps_per_rollout=steps_per_rollout)
     except (ConfigError, UnknownName) as err:
         fail(str(err))

@@ -57,6 +57,9 @@ class RunConfig:
     frontier: int = 2
     concurrency: int = 64
     max_lag: int = -1
+    over_sampling_groups: int = 0
+    partial_rollout: bool = True
+    dynamic_sampling: bool = False
     max_response_tokens: int = 8192
     clamp: float = 5.0
     sim: SimConfig = field(default_factory=SimConfig)
@@ -71,6 +74,7 @@ class RunConfig:
         need(self.concurrency >= self.group_size, "concurrency",
              "must hold at least one group (>= --group-size)")
         need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")
+        need(self.over_sampling_groups >= 0, "over-sampling-groups", "must be >= 0")
         need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")
         need(self.seed >= 0, "seed", "must be a non-negative integer")
         need(self.clamp > 0, "set clamp", "the importance-weight clamp must be positive")

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from harness.registry import unknown_name
+from systems.april import APRIL
 from systems.cgp import CGP
 from systems.cgp_fgd import CGPFGD
 from systems.pipelinerl import PipelineRL
 from systems.slime import Slime
 
-SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL)}
+SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL)}
 
 
 def system_names() -> list[str]:

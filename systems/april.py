@@ -1,0 +1,136 @@
+"""APRIL: active partial rollouts (slime's `--partial-rollout` with over-sampling).
+
+Each round keeps `over_sampling_groups` groups in flight and stops as soon as
+`groups` (slime's rollout batch size) of them are complete: the rest are
+aborted. With `partial_rollout` their partial responses (tokens and policy
+versions) and any finished samples are kept and resumed first in the next
+round, ahead of new prompts; without it they are discarded. The complete
+groups make one optimizer step per round (global batch = R x K samples).
+
+`dynamic_sampling` is DAPO's filter: a group whose K rewards are all equal
+carries no signal and is dropped, and a new group takes its place.
+With `over_sampling_groups` = R and no partial rollout, this is the standard
+synchronous baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from harness.runtime import Group, Request, Response, Runtime
+from systems.common import BatchCounter
+
+RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
+
+
+@dataclass
+class _Work:
+    """A group in progress: finished samples with rewards, and partial ones."""
+
+    group: Group
+    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
+    partial: dict[int, Response] = field(default_factory=dict)
+
+
+class APRIL:
+    name = "april"
+    summary = "over-sample groups, stop at R complete, resume the partial rest next round"
+
+    def __init__(self) -> None:
+        self.batches = BatchCounter()
+        self.carried: list[_Work] = []
+        self.spare: list[Group] = []  # complete groups beyond R: trained next round
+
+    async def _serve(self, rt: Runtime, work: _Work, resumed: bool) -> bool:
+        """Run the group's unfinished samples; True when all K are done and
+        scored, False when the round stopped it first."""
+        cfg = rt.config
+        group = work.group
+        todo = [s for s in range(cfg.group_size) if s not in work.done]
+        futures = {
+            s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
+                                        cfg.max_response_tokens,
+                                        RESUME_FIRST if resumed else 0,
+                                        resume=work.partial.pop(s, None)))
+            for s in todo
+        }
+        complete = True
+        for s, future in futures.items():
+            response = await future
+            if response.status == "aborted":
+                complete = False
+                if response.tokens > 0:
+                    work.partial[s] = response
+            else:
+                work.done[s] = (response, await rt.verifier.score(response))
+        if not complete:
+            return False
+        group.responses = [work.done[s][0] for s in range(cfg.group_size)]
+        group.rewards = [work.done[s][1] for s in range(cfg.group_size)]
+        rt.emit("group_complete", group=group.id, round=group.round)
+        await rt.materialize(group)
+        return True
+
+    async def run(self, rt: Runtime) -> None:
+        for rnd in range(rt.config.rounds):
+            rt.emit("rollout_start", round=rnd, version=rt.engine.version)
+            ready = await self._rollout(rt, rnd)
+            rt.emit("rollout_complete", round=rnd)
+            await self.batches.train(rt, ready)
+            await rt.trainer.publish()
+
+    async def _rollout(self, rt: Runtime, rnd: int) -> list[Group]:
+        """One round: over-sample, stop at R complete groups, keep or drop the rest."""
+        cfg = rt.config
+        over = max(cfg.over_sampling_groups, cfg.groups)
+        ready: list[Group] = self.spare[: cfg.groups]
+        self.spare = self.spare[cfg.groups :]
+        finished = asyncio.Event()
+        stopped: list[_Work] = []
+        if len(ready) == cfg.groups:
+            finished.set()
+        live: dict[asyncio.Task[bool], _Work] = {}
+
+        def launch(work: _Work, resumed: bool) -> None:
+            task = rt.spawn(self._serve(rt, work, resumed))
+            live[task] = work
+            task.add_done_callback(on_done)
+
+        def on_done(task: asyncio.Task[bool]) -> None:
+            work = live.pop(task)
+            if task.cancelled() or task.exception() is not None:
+                return
+            if not task.result():  # stopped by the abort: resume it next round
+                stopped.append(work)
+                return
+            if cfg.dynamic_sampling and len(set(work.group.rewards)) == 1:
+                rt.emit("decision", what="drop_group", group=work.group.id)
+                if len(ready) < cfg.groups:
+                    (prompt,) = rt.workload.take(1)
+                    launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
+                return
+            if len(ready) < cfg.groups:
+                ready.append(work.group)
+                if len(ready) == cfg.groups:
+                    finished.set()
+            else:  # completed in the same instant as the R-th: keep it for later
+                self.spare.append(work.group)
+
+        carried, self.carried = self.carried, []
+        for work in carried:
+            work.group.round = rnd
+            launch(work, True)
+        for prompt in rt.workload.take(max(0, over - len(carried))):
+            launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
+        await finished.wait()
+        # Stop the rest: their futures resolve as aborted and the tasks end.
+        await rt.engine.abort([f"{w.group.id}.{s}" for w in live.values()
+                               for s in range(cfg.group_size) if s not in w.done])
+        for task in list(live):
+            await task
+        if cfg.partial_rollout:
+            self.carried = stopped
+        elif stopped:
+            rt.emit("decision", what="discard_groups", groups=[w.group.id for w in stopped])
+        return ready
