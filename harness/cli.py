@@ -86,11 +86,11 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
     for assignment in sets:
         set_path(cfg, assignment)
     cfg.validate()
+    from harness.results import resolve_defaults
     from systems import get_system
-    from workloads.profile import load_profile
 
     get_system(cfg.system)
-    load_profile(cfg.workload)
+    resolve_defaults(cfg)
     if cfg.runtime == "sim":
         from harness.sim.calibration import resolve
         from harness.sim.presets import load_hardware, load_model
@@ -100,11 +100,9 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
         load_hardware(cfg.sim.rollout_gpu)
         load_hardware(cfg.sim.trainer_gpu)
         resolve(cfg.sim)
+        from workloads.profile import load_profile
+
         profile = load_profile(cfg.workload)
-        try:
-            profile.mu_for(cfg.max_response_tokens)
-        except ValueError as err:
-            raise ConfigError(f"--set max_response_tokens: {err}") from None
         longest = cfg.max_response_tokens + profile.prompt_max
         if kv_capacity_tokens(cfg) < longest:
             raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "

@@ -60,7 +60,7 @@ class RunConfig:
     over_sampling_groups: int = 0
     partial_rollout: bool = True
     dynamic_sampling: bool = False
-    max_response_tokens: int = 8192
+    max_response_tokens: int = 0  # 0: the workload profile's own cap
     clamp: float = 5.0
     sim: SimConfig = field(default_factory=SimConfig)
 
@@ -69,8 +69,10 @@ class RunConfig:
             if not ok:
                 raise ConfigError(f"--{opt}: {msg}")
 
-        for name in ("rounds", "groups", "update_groups", "frontier", "max_response_tokens"):
+        for name in ("rounds", "groups", "update_groups", "frontier"):
             need(getattr(self, name) >= 1, name.replace("_", "-"), "must be a positive integer")
+        need(self.max_response_tokens >= 0, "set max_response_tokens",
+             "must be a positive integer (0: the workload's own cap)")
         need(self.concurrency >= self.group_size, "concurrency",
              "must hold at least one group (>= --group-size)")
         need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")

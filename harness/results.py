@@ -72,11 +72,22 @@ def dump_json(obj: Any) -> str:
     return json.dumps(obj, indent=2) + "\n"
 
 
+def resolve_defaults(cfg: RunConfig) -> RunConfig:
+    """Fill the fields whose default depends on the workload (the response cap)."""
+    from workloads.profile import load_profile
+
+    profile = load_profile(cfg.workload)
+    if cfg.max_response_tokens == 0:
+        cfg.max_response_tokens = profile.max_tokens
+    return cfg
+
+
 def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Run one configuration on its runtime, writing the trace; returns its metrics."""
     from systems import get_system
 
     system = get_system(cfg.system)
+    resolve_defaults(cfg)
     Path(trace_path).unlink(missing_ok=True)
     if cfg.runtime == "sim":
         from harness.sim.runtime import SimRuntime

@@ -7,7 +7,8 @@ spread around that median by exp(sigma_within * e). Verification latency is
 log-normal, optionally mixed with a slow tail (`tail_share` of the samples). The group spread is
 smaller than the spread between prompts, and the tail reaches the response
 cap, as the papers report. `mu` is solved so that the mean response length
-after the cap equals the profile's `mean_tokens`.
+after the profile's own cap `max_tokens` equals its `mean_tokens`; a run with
+a lower cap truncates these lengths rather than reshaping them.
 
 Draws depend only on (seed, workload, prompt index), never on the order in which a
 system consumes them, so every system sees the same prompts and lengths for a
@@ -110,12 +111,14 @@ def _normal_cdf(x: float) -> float:
 class SimWorkload:
     """The simulated prompt stream of one run (implements runtime.Workload)."""
 
-    def __init__(self, profile: Profile, seed: int, group_size: int, max_tokens: int):
+    def __init__(self, profile: Profile, seed: int, group_size: int):
         self.name = profile.name
         self.profile = profile
         self._seed = seed
         self._k = group_size
-        self._mu = profile.mu_for(max_tokens)
+        # The natural lengths are fixed by the profile at its own cap; a run with
+        # another cap truncates them (the engine stops at the run's cap).
+        self._mu = profile.mu_for(profile.max_tokens)
         self._next = 0
         # The workload's name enters the seed so that workloads are independent.
         self._stream = zlib.crc32(profile.name.encode())

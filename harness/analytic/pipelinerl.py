@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from harness.plots import save_figure
 
 # H100 SXM datasheet peaks and the paper's benchmark GEMM (4096, h) x (h, 16384), bf16.
 PEAK_FLOPS = 989.4e12  # dense bf16 FLOP/s
@@ -168,21 +169,6 @@ def case_study(N: int = N_GPUS, B: int = BATCH, L: int = MAX_LEN, tau: float | N
             "tau": tau, "U_H": float(util(float(res["H"][k]))), "N": N, "B": B, "L": L}
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> None:
-    """Write to a temporary name, then rename, so a reader never sees half a figure."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    try:
-        fig.savefig(tmp, dpi=130, bbox_inches="tight", metadata={"Software": None})
-        tmp.replace(path)
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
-
-
 def figure8(path: str | os.PathLike[str], h_max: int = H_MAX) -> None:
     """U(h) of our roofline model (cf. the paper's measured Fig. 8), with and without padding."""
     import matplotlib
@@ -198,7 +184,7 @@ def figure8(path: str | os.PathLike[str], h_max: int = H_MAX) -> None:
            title="H100 (4096,h)x(h,16384) bf16 GEMM utilisation (model)")
     ax.grid(alpha=0.3)
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def figure9(path: str | os.PathLike[str], res: dict[str, np.ndarray] | None = None) -> None:
@@ -224,4 +210,4 @@ def figure9(path: str | os.PathLike[str], res: dict[str, np.ndarray] | None = No
            title=f"N={cs['N']} H100, B={cs['B']}, L={cs['L']}, tau={cs['tau']:.2f}")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)

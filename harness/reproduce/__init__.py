@@ -6,11 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.claims import Claim, summary_markdown, to_csv, to_markdown
-from harness.reproduce import rolloutpipe
+from harness.reproduce import pipelinerl, rolloutpipe
 from harness.results import dump_json, provenance, write_atomic
 from harness.sim import calibration
 
-PAPERS: dict[str, Callable[..., list[Claim]]] = {"rolloutpipe": rolloutpipe.reproduce}
+PAPERS: dict[str, Callable[..., list[Claim]]] = {
+    "rolloutpipe": rolloutpipe.reproduce,
+    "pipelinerl": pipelinerl.reproduce,
+}
 
 
 def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[dict]:

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from harness.plots import save_figure
 
 SYSTEMS = ("slime", "cgp", "cgp-fgd")
 LABELS = {"slime": "Slime", "cgp": "CGP", "cgp-fgd": "CGP+FGD"}
 COLORS = {"slime": "#8c8c8c", "cgp": "#4c72b0", "cgp-fgd": "#dd8452"}
-
-
-def _save(fig: plt.Figure, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=130, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
-    tmp.replace(path)
 
 
 def figure4(df: pd.DataFrame, path: Path) -> None:
@@ -51,7 +43,7 @@ def figure4(df: pd.DataFrame, path: Path) -> None:
     np.atleast_1d(axes)[0].legend(fontsize=8, loc="upper left")
     fig.suptitle("Simulated RolloutPipe Fig. 4: rollout-to-train-end (mean of 4 rounds, ±1 sd)",
                  fontsize=10, y=1.03)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def figure5(df: pd.DataFrame, path: Path) -> None:
@@ -76,7 +68,7 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
     axes[1, 0].legend(fontsize=8)
     fig.suptitle("Simulated RolloutPipe Fig. 5: response length and waiting ratio",
                  fontsize=10, y=1.03)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def table1_markdown(df: pd.DataFrame, paper: dict[tuple[str, int], tuple[float, ...]]) -> str:
@@ -111,4 +103,4 @@ def frontier_figure(df: pd.DataFrame, cgp: pd.DataFrame, path: Path) -> None:
     np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
     np.atleast_1d(axes)[0].legend(fontsize=8)
     fig.suptitle("What-if: FGD frontier width (simulated, 4 rounds, ±1 sd)", fontsize=10, y=1.03)
-    _save(fig, path)
+    save_figure(fig, path)

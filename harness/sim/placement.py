@@ -27,6 +27,7 @@ class EnginePool:
     def __init__(self, engines: list[SimEngine]) -> None:
         self.engines = engines
         self._where: dict[str, SimEngine] = {}
+        self._outstanding = [0] * len(engines)  # submitted and not yet returned, per replica
 
     @property
     def version(self) -> int:
@@ -41,15 +42,18 @@ class EnginePool:
         return sum(e.preemptions for e in self.engines)
 
     def submit(self, request: Request) -> asyncio.Future[Response]:
-        def outstanding(e: SimEngine) -> tuple[int, int]:
-            load = e.load()
-            return (load.running + load.waiting, e.index)
-
-        engine = min(self.engines, key=outstanding)
+        counts = self._outstanding
+        index = min(range(len(counts)), key=counts.__getitem__)  # ties: lowest index
+        engine = self.engines[index]
+        counts[index] += 1
         self._where[request.id] = engine
         future = engine.submit(request)
-        future.add_done_callback(lambda _f, rid=request.id: self._where.pop(rid, None))
+        future.add_done_callback(lambda _f, rid=request.id, i=index: self._returned(rid, i))
         return future
+
+    def _returned(self, request_id: str, index: int) -> None:
+        self._where.pop(request_id, None)
+        self._outstanding[index] -= 1
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         by_engine: dict[int, list[str]] = {}

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import __version__, grpo
 from harness.config import RunConfig
+from harness.results import resolve_defaults
 from harness.runtime import Group, Request
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
@@ -40,7 +41,7 @@ class SimRuntime:
     name = "sim"
 
     def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
-        self.config = cfg
+        self.config = resolve_defaults(cfg)
         self.loop = VirtualTimeLoop()
         self._writer = TraceWriter(trace_path, self.loop.time)
         s = cfg.sim
@@ -65,10 +66,9 @@ class SimRuntime:
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
         self.verifier = SimVerifier()
-        self.workload = SimWorkload(load_profile(cfg.workload), cfg.seed, cfg.group_size,
-                                    cfg.max_response_tokens)
+        self.workload = SimWorkload(load_profile(cfg.workload), cfg.seed, cfg.group_size)
         self._groups = 0
-        self._tasks: list[asyncio.Task[Any]] = []
+        self._failure: asyncio.Future[BaseException] = self.loop.create_future()
 
     @staticmethod
     def _target_tokens(req: Request) -> int:
@@ -87,8 +87,13 @@ class SimRuntime:
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = self.loop.create_task(coro)
-        self._tasks.append(task)
+        task.add_done_callback(self._check)
         return task
+
+    def _check(self, task: asyncio.Task[Any]) -> None:
+        """A failed task fails the run at once (instead of leaving others waiting)."""
+        if not task.cancelled() and task.exception() is not None and not self._failure.done():
+            self._failure.set_result(task.exception())
 
     async def materialize(self, group: Group) -> None:
         await asyncio.sleep(self.params["materialize_s"])
@@ -111,8 +116,10 @@ class SimRuntime:
             self.loop.close()
 
     async def _main(self, system: Any) -> None:
-        await system.run(self)
-        for task in self._tasks:
-            if task.done() and not task.cancelled() and task.exception():
-                raise task.exception()  # type: ignore[misc]
+        main = self.loop.create_task(system.run(self))
+        await asyncio.wait([main, self._failure], return_when=asyncio.FIRST_COMPLETED)
+        if self._failure.done():
+            main.cancel()
+            raise self._failure.result()
+        main.result()
         self.emit("run_end", preemptions=self.engine.preemptions)

@@ -1,0 +1,126 @@
+"""Every workload profile loads and its simulated lengths meet what its comments claim.
+
+The claims come from the papers (see each profile's comments and `source`
+fields); the statistics are those of `workloads.profile_stats`, drawn with the
+run's cap and group size exactly as a run draws them. A new profile needs an
+entry in TARGETS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from workloads.profile import load_profile, profile_names
+from workloads.profile_stats import draw, stats
+
+PROMPTS = 2000  # groups drawn per check; the statistics are deterministic for a seed
+
+
+@dataclass(frozen=True)
+class Target:
+    cap: int  # the run's response cap the claims are about
+    batch: int  # prompts per rollout batch (for batch_std and max_median)
+    ranges: dict[str, tuple[float, float]]  # statistic -> [lo, hi]
+    other_caps: tuple[int, ...] = ()  # caps the profile must also be usable at
+    paper: str = ""
+    also: dict[str, tuple[float, float]] = field(default_factory=dict)  # at other_caps
+
+
+INF = math.inf
+
+# RolloutPipe: mean 3.3k-3.6k tokens for every workload (Sec. 5.3), slime's 8k cap.
+ROLLOUTPIPE = Target(8192, 32, {"mean": (3300, 3700), "share_at_cap": (0.005, 0.2)},
+                     paper="RolloutPipe Sec. 5.3")
+# APRIL: batch std 4.0-4.5k, group std < 1.5k (GRPO), over half within a few
+# thousand tokens, a long tail to the 16k cap (Sec. 3.2, 3.2.3).
+APRIL = Target(16384, 32, {"batch_std": (3500, 5000), "within_std": (0, 1600),
+                           "share_under_4k": (0.5, 1.0), "share_at_cap": (0.01, 0.15)},
+               paper="APRIL Sec. 3.2")
+# RollPacker: P75 755-1.1k, longest up to 16k and 25-32x the median (Sec. 2.2);
+# the caps of the 7B and 32B settings must work too.
+ROLLPACKER = Target(16384, 128, {"p75": (700, 1200), "max_median": (15, 45),
+                                 "share_at_cap": (1e-5, 0.01)},
+                    other_caps=(8192, 32768), paper="RollPacker Sec. 2.2",
+                    also={"p75": (700, 1200), "max_median": (10, INF)})
+# PipelineRL: assumed mean 2,000 (no reported lengths); a few responses reach
+# the 32k cap (soft penalty at 30-32k); the blog's 8k cap must work too.
+PIPELINERL = Target(32768, 128, {"mean": (1800, 2200), "share_at_cap": (1e-5, 0.01)},
+                    other_caps=(8192,), paper="PipelineRL Sec. 5 (assumed mean)",
+                    also={"mean": (1800, 2200)})
+
+TARGETS: dict[str, Target] = {
+    **dict.fromkeys(["lsat-ar", "sci-xw", "sci-jl", "olyphys"], ROLLOUTPIPE),
+    **dict.fromkeys(["dapo-math-17k", "deepscaler", "deepmath-103k"], APRIL),
+    **dict.fromkeys(["rp-math", "rp-code", "rp-judge"], ROLLPACKER),
+    "orz-math": PIPELINERL,
+}
+
+NAMES = profile_names()
+
+
+def _misses(s: dict[str, float], ranges: dict[str, tuple[float, float]]) -> list[str]:
+    return [f"{k}={s[k]:.4g} not in [{lo}, {hi}]" for k, (lo, hi) in ranges.items()
+            if not lo <= s[k] <= hi]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_profile_loads_and_is_sane(name: str) -> None:
+    p = load_profile(name)
+    assert p.name == name  # `name` is the file stem
+    assert p.summary
+    assert all(p.source[t] for t in ("prompt", "response", "reward", "verifier")), p.source
+    assert p.verifier_kind in {"local", "sandbox", "judge"}
+    assert 0 < p.prompt_min < math.exp(p.prompt_mu_log) < p.prompt_max
+    assert 0 < p.min_tokens < p.mean_tokens < p.max_tokens
+    assert 0 < p.sigma_within < p.sigma_between  # groups are tighter than the batch
+    assert 0 < p.pass_rate < 1
+    assert p.verify_mean_s > 0 and p.verify_sigma >= 0
+    if p.tail_share:
+        assert 0 < p.tail_share < 1 and p.tail_mean_s > p.verify_mean_s
+    p.mu_for(p.max_tokens)  # solvable at its own cap
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_profile_meets_the_targets_its_comments_claim(name: str) -> None:
+    assert name in TARGETS, f"add the targets of profile {name!r} to TARGETS in {__file__}"
+    t = TARGETS[name]
+    p = load_profile(name)
+    s = stats(p, t.cap, k=8, prompts=PROMPTS, batch=t.batch)
+    misses = _misses(s, t.ranges)
+    # mu is solved so that the capped mean is mean_tokens (at the run's cap).
+    if not abs(s["mean"] / p.mean_tokens - 1) < 0.06:
+        misses.append(f"mean {s['mean']:.0f} vs mean_tokens {p.mean_tokens:.0f}")
+    # Within-group spread is well below the spread across prompts (APRIL Sec. 3.2.3).
+    if not s["within_std"] < 0.5 * s["prompt_std"]:
+        misses.append(f"within_std {s['within_std']:.0f} vs prompt_std {s['prompt_std']:.0f}")
+    for cap in t.other_caps:
+        misses += [f"cap {cap}: {m}" for m in
+                   _misses(stats(p, cap, k=8, prompts=PROMPTS, batch=t.batch), t.also)]
+    assert not misses, f"{name} ({t.paper}) at cap {t.cap}: " + "; ".join(misses)
+
+
+def test_deepmath_has_the_longest_tail_of_the_april_sets() -> None:
+    # APRIL Sec. 3.2 singles out DeepMath-103K's long tail.
+    s = {n: stats(load_profile(n), 16384, prompts=PROMPTS) for n in
+         ("dapo-math-17k", "deepscaler", "deepmath-103k")}
+    for other in ("dapo-math-17k", "deepscaler"):
+        assert s["deepmath-103k"]["p90"] > s[other]["p90"]
+        assert s["deepmath-103k"]["share_at_cap"] > s[other]["share_at_cap"]
+
+
+def test_rollpacker_code_verifier_has_a_timeout_tail() -> None:
+    # ~5% of code samples hit the 30 s sandbox timeout; the rest take a few seconds.
+    _, verify, _ = draw(load_profile("rp-code"), 16384, 8, PROMPTS)
+    slow = verify >= 25
+    assert 0.04 < slow.mean() < 0.06
+    assert 1.0 < float(np.median(verify[~slow])) < 5.0
+    assert 28 < float(verify[slow].mean()) < 32
+    for name in ("rp-math", "rp-judge"):
+        _, v, _ = draw(load_profile(name), 16384, 8, PROMPTS)
+        assert v.max() < 25  # no sandbox tail
+    _, v, _ = draw(load_profile("rp-math"), 16384, 8, PROMPTS)
+    assert np.percentile(v, 99.9) < 2.0  # under the paper's 2 s math timeout
