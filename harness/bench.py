@@ -1,8 +1,9 @@
-"""`make bench`: how fast the simulator runs the RolloutPipe grid.
+"""`make bench`: how fast the simulator runs.
 
-Prints the wall time of the whole grid (4 workloads x 3 R x 3 systems x 4
-rounds = 144 round-simulations) in one process, simulated seconds per wall
-second, and trace events per second. Target: the grid in under 20 s.
+Prints the wall time of the whole RolloutPipe grid (4 workloads x 3 R x 3
+systems x 4 rounds = 144 round-simulations) in one process, simulated seconds
+per wall second and trace events per second (target: the grid in under 20 s),
+then the wall time of each reproduction (target: all of them under 90 s).
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ def main() -> None:
           f"wall s")
     print(f"  trace events     {events:,}  ->  {events / wall:,.0f} events per wall s")
     print(f"  per round        {1000 * wall / rounds:.1f} ms")
+    from harness.reproduce import PAPERS
+
+    total = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, reproduce in PAPERS.items():
+            start = time.perf_counter()
+            claims = reproduce(out=Path(tmp), figures=Path(tmp))
+            took = time.perf_counter() - start
+            total += took
+            print(f"reproduce {name:12} {took:6.1f} s wall, {len(claims)} claims")
+    print(f"all reproductions  {total:6.1f} s wall (target < 90 s): "
+          f"{'ok' if total < 90 else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-MAX_SAMPLED_TOKENS = 1 << 16  # ESS is estimated on a uniform sample of the step's tokens
+MAX_SAMPLED_TOKENS = 1 << 13  # ESS is estimated on a uniform sample of the step's tokens
 
 
 def ess(weights: np.ndarray | Sequence[float]) -> float:
