@@ -32,6 +32,7 @@ class SimConfig:
     trainer_gpu: str = "rtx-4090"
     trainer_gpus: int = 8
     micro_batch_tokens: int = 16384
+    verifier_workers: int = 0  # reward checks at a time; 0: no limit
     calibration: str = "rolloutpipe"
     bw_eff: float | None = None
     step_overhead_s: float | None = None

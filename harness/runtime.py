@@ -105,6 +105,8 @@ class EngineLoad:
     running: int
     waiting: int
     kv_used: float  # fraction of the KV cache in use
+    preemptions: int = 0  # since the engine started
+    tp: int = 1  # tensor-parallel size of a replica
 
 
 class Engine(Protocol):
@@ -130,10 +132,19 @@ class Engine(Protocol):
     def load(self) -> EngineLoad:
         """Running and waiting counts and KV-cache use."""
 
+    async def reconfigure(self, tp: int) -> None:
+        """Rebuild the replicas with another tensor-parallel size over the same GPUs
+        (only between rollouts: the engine must be idle)."""
+
+    async def resize(self, replicas: int) -> int:
+        """Keep only the first `replicas` replicas generating; requests on the others
+        move over (their KV cache is recomputed). Returns the GPUs released."""
+
 
 class Verifier(Protocol):
-    async def score(self, response: Response) -> float:
-        """The reward of one response (asynchronous; may time out to 0)."""
+    async def score(self, response: Response, timeout: float | None = None) -> float:
+        """The reward of one response (asynchronous). A check still running after
+        `timeout` seconds is stopped and scores 0."""
 
 
 class Trainer(Protocol):
@@ -141,8 +152,12 @@ class Trainer(Protocol):
 
     version: int
 
-    async def train(self, batch: int, groups: Sequence[Group]) -> None:
-        """Forward, backward and gradient accumulation over the groups' samples."""
+    gpus: int
+
+    async def train(self, batch: int, groups: Sequence[Group], gpus: int | None = None) -> None:
+        """Forward, backward and gradient accumulation over the groups' samples;
+        `gpus` restricts the work to GPUs the engine has released (see
+        `Engine.resize`)."""
 
     async def step(self) -> int:
         """Apply the accumulated gradient; returns the new policy version."""

@@ -35,6 +35,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "rollout_complete": ("round",),
     "decision": ("what",),
     "placement_switch": ("to",),
+    "engine_resize": ("replicas",),
+    "engine_reconfigure": ("tp", "replicas"),
     "run_end": (),
 }
 STATUSES = ("finished", "aborted")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from workloads.profile import load_profile, profile_names
+from workloads.profile import Mixture, load_profile, make_workload, profile_names
 from workloads.profile_stats import draw, stats
 
 PROMPTS = 2000  # groups drawn per check; the statistics are deterministic for a seed
@@ -59,7 +59,19 @@ TARGETS: dict[str, Target] = {
     "orz-math": PIPELINERL,
 }
 
-NAMES = profile_names()
+NAMES = [n for n in profile_names() if not isinstance(load_profile(n), Mixture)]
+MIXTURES = [n for n in profile_names() if n not in NAMES]
+
+
+@pytest.mark.parametrize("name", MIXTURES)
+def test_mixture_draws_every_component_in_proportion(name: str) -> None:
+    mix = load_profile(name)
+    assert isinstance(mix, Mixture) and mix.components
+    prompts = make_workload(name, 0, 8).take(3000)
+    kinds = [p.hidden.kind for p in prompts]
+    for part, weight in zip(mix.components, mix.weights, strict=True):
+        share = sum(k == part.verifier_kind for k in kinds) / len(kinds)
+        assert abs(share - weight / sum(mix.weights)) < 0.05, (part.name, share)
 
 
 def _misses(s: dict[str, float], ranges: dict[str, tuple[float, float]]) -> list[str]:

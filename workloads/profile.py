@@ -37,6 +37,7 @@ class Hidden:
     lengths: tuple[int, ...]  # response tokens each sample would generate, uncapped
     rewards: tuple[float, ...]
     verify_s: tuple[float, ...]  # verifier latency per sample
+    kind: str = "local"  # the verifier: local, sandbox or judge
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,65 @@ class SimWorkload:
             slow = rng.random(self._k) < pr.tail_share
             tail = np.exp(mu_t + pr.tail_sigma * rng.standard_normal(self._k))
             verify = np.where(slow, tail, verify)
+            rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
         hidden = Hidden(tuple(lengths.tolist()), tuple(rewards.tolist()),
-                        tuple(np.round(verify, 6).tolist()))
+                        tuple(np.round(verify, 6).tolist()), pr.verifier_kind)
         return Prompt(index=index, tokens=tokens, hidden=hidden)
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """A workload that mixes several profiles (e.g. math, code and judge tasks):
+    each prompt index draws its component with the given weights."""
+
+    name: str
+    summary: str
+    components: tuple[Profile, ...]
+    weights: tuple[float, ...]
+    source: str
+
+    @property
+    def max_tokens(self) -> int:
+        return max(p.max_tokens for p in self.components)
+
+    @property
+    def prompt_max(self) -> int:
+        return max(p.prompt_max for p in self.components)
+
+    @property
+    def mean_tokens(self) -> float:
+        return sum(p.mean_tokens * w for p, w in zip(self.components, self.weights,
+                                                      strict=True)) / sum(self.weights)
+
+
+class MixtureWorkload:
+    """The prompt stream of a `Mixture` (implements runtime.Workload)."""
+
+    def __init__(self, mixture: Mixture, seed: int, group_size: int):
+        self.name = mixture.name
+        self._parts = [SimWorkload(p, seed, group_size) for p in mixture.components]
+        total = sum(mixture.weights)
+        self._cum = np.cumsum([w / total for w in mixture.weights])
+        self._seed = seed
+        self._stream = zlib.crc32(mixture.name.encode())
+        self._next = 0
+
+    def take(self, n: int) -> list[Prompt]:
+        out = [self.prompt(self._next + i) for i in range(n)]
+        self._next += n
+        return out
+
+    def prompt(self, index: int) -> Prompt:
+        u = np.random.default_rng([self._seed, self._stream, index]).random()
+        part = int(np.searchsorted(self._cum, u, side="right"))
+        return self._parts[min(part, len(self._parts) - 1)].prompt(index)
+
+
+def make_workload(name: str, seed: int, group_size: int) -> SimWorkload | MixtureWorkload:
+    profile = load_profile(name)
+    if isinstance(profile, Mixture):
+        return MixtureWorkload(profile, seed, group_size)
+    return SimWorkload(profile, seed, group_size)
 
 
 def _profiles_dir() -> Path:
@@ -159,11 +216,19 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in _profiles_dir().glob("*.toml") if not p.stem.startswith("_"))
 
 
-def load_profile(name: str) -> Profile:
+def load_profile(name: str) -> Profile | Mixture:
     from harness.registry import unknown_name
 
     path = _profiles_dir() / f"{name}.toml"
     if name.startswith("_") or not path.exists():
         raise unknown_name("workload", name, profile_names())
     with open(path, "rb") as fh:
-        return Profile.from_toml(tomllib.load(fh), str(path))
+        data = tomllib.load(fh)
+    if "mixture" in data:
+        mix = data["mixture"]
+        parts = tuple(load_profile(c) for c in mix["components"])
+        if any(isinstance(p, Mixture) for p in parts):
+            raise ValueError(f"{path}: a mixture cannot contain a mixture")
+        return Mixture(data["name"], data["summary"], parts,  # type: ignore[arg-type]
+                       tuple(float(w) for w in mix["weights"]), str(mix.get("source", "")))
+    return Profile.from_toml(data, str(path))

@@ -19,10 +19,27 @@ from harness.sim.perf import TrainModel
 
 
 class SimVerifier:
-    async def score(self, response: Response) -> float:
+    """Reward workers: `workers` checks at a time (0: no limit). A check that runs
+    past `timeout` is stopped there and scores zero, as a sandbox would."""
+
+    def __init__(self, workers: int = 0) -> None:
+        self._slots = asyncio.Semaphore(workers) if workers > 0 else None
+
+    async def score(self, response: Response, timeout: float | None = None) -> float:
+        if self._slots is None:
+            return await self._check(response, timeout)
+        async with self._slots:
+            return await self._check(response, timeout)
+
+    @staticmethod
+    async def _check(response: Response, timeout: float | None) -> float:
         hidden = response.request.prompt.hidden
         sample = response.request.sample
-        await asyncio.sleep(hidden.verify_s[sample])
+        latency = hidden.verify_s[sample]
+        if timeout is not None and latency > timeout:
+            await asyncio.sleep(timeout)
+            return 0.0
+        await asyncio.sleep(latency)
         if response.status != "finished" or response.truncated:
             return 0.0
         return hidden.rewards[sample]
@@ -42,8 +59,10 @@ class SimTrainer:
         clamp: float = 5.0,
         seed: int = 0,
         share: Any = None,
+        gpus: int = 1,
     ) -> None:
         self._share = share
+        self.gpus = gpus
         self._model = model
         self._engine = engine
         self._emit = emit
@@ -72,17 +91,22 @@ class SimTrainer:
                 used += n
         return [b for b in batches if b]
 
-    async def train(self, batch: int, groups: Sequence[Group]) -> None:
+    async def train(self, batch: int, groups: Sequence[Group], gpus: int | None = None) -> None:
+        """`gpus` below the pool's size: compute on that many GPUs only, GPUs the
+        engine has released mid-rollout (RollPacker's stream trainer), without
+        taking the colocated GPUs from the engine."""
+        partial = gpus is not None and gpus < self.gpus
         async with self.lock:
-            if self._share is not None:
+            if self._share is not None and not partial:
                 await self._share.trainer_acquire()
+            slowdown = self.gpus / gpus if partial and gpus else 1.0
             micros = self.micro_batches(groups)
             for group in groups:
                 for resp in group.responses:
                     for lag, n in lag_histogram(resp.version_spans, self.version).items():
                         self._lags[lag] = self._lags.get(lag, 0) + n
-            self._emit("train_start", batch=batch, micro=len(micros))
-            await asyncio.sleep(sum(self._model.micro_time(m) for m in micros))
+            self._emit("train_start", batch=batch, micro=len(micros), gpus=gpus or self.gpus)
+            await asyncio.sleep(slowdown * sum(self._model.micro_time(m) for m in micros))
             self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
 
     async def step(self) -> int:

@@ -14,6 +14,7 @@ recorded as a `placement_switch` event.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,12 +23,26 @@ from harness.sim.engine import SimEngine
 
 
 class EnginePool:
-    """Implements `harness.runtime.Engine` over several `SimEngine` replicas."""
+    """Implements `harness.runtime.Engine` over several `SimEngine` replicas.
 
-    def __init__(self, engines: list[SimEngine]) -> None:
+    The pool hands out its own futures, chained to the replica's, so that a
+    request can move between replicas (`resize`) without the system noticing.
+    `make(index, tp, version)` builds a replica; the pool owns `gpus` GPUs.
+    """
+
+    def __init__(self, engines: list[SimEngine], make: Callable[[int, int, int], SimEngine],
+                 gpus: int, tp: int, emit: Callable[..., Any], share: Any = None) -> None:
         self.engines = engines
-        self._where: dict[str, SimEngine] = {}
+        self.tp = tp
+        self._make = make
+        self._gpus = gpus
+        self._emit = emit
+        self._share = share
+        self._active = len(engines)  # replicas taking requests; the rest were released
+        self._live: dict[str, tuple[Request, asyncio.Future[Response], int]] = {}
+        self._moving: set[str] = set()
         self._outstanding = [0] * len(engines)  # submitted and not yet returned, per replica
+        self._retired_preemptions = 0
 
     @property
     def version(self) -> int:
@@ -35,32 +50,41 @@ class EnginePool:
 
     @property
     def replicas(self) -> int:
-        return len(self.engines)
+        return self._active
 
     @property
     def preemptions(self) -> int:
-        return sum(e.preemptions for e in self.engines)
+        return self._retired_preemptions + sum(e.preemptions for e in self.engines)
 
     def submit(self, request: Request) -> asyncio.Future[Response]:
-        counts = self._outstanding
-        index = min(range(len(counts)), key=counts.__getitem__)  # ties: lowest index
-        engine = self.engines[index]
-        counts[index] += 1
-        self._where[request.id] = engine
-        future = engine.submit(request)
-        future.add_done_callback(lambda _f, rid=request.id, i=index: self._returned(rid, i))
-        return future
+        outer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._dispatch(request, outer)
+        return outer
 
-    def _returned(self, request_id: str, index: int) -> None:
-        self._where.pop(request_id, None)
+    def _dispatch(self, request: Request, outer: asyncio.Future[Response]) -> None:
+        counts = self._outstanding
+        index = min(range(self._active), key=counts.__getitem__)  # ties: lowest index
+        counts[index] += 1
+        self._live[request.id] = (request, outer, index)
+        inner = self.engines[index].submit(request)
+        inner.add_done_callback(lambda f, rid=request.id: self._returned(rid, f))
+
+    def _returned(self, request_id: str, inner: asyncio.Future[Response]) -> None:
+        request, outer, index = self._live.pop(request_id)
         self._outstanding[index] -= 1
+        response = inner.result()
+        if request_id in self._moving and response.status == "aborted":
+            self._moving.discard(request_id)  # a migration: continue on another replica
+            resume = response if response.tokens > 0 else request.resume
+            self._dispatch(dataclasses.replace(request, resume=resume), outer)
+        elif not outer.done():
+            outer.set_result(response)
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         by_engine: dict[int, list[str]] = {}
         for rid in request_ids:
-            engine = self._where.get(rid)
-            if engine is not None:
-                by_engine.setdefault(engine.index, []).append(rid)
+            if rid in self._live:
+                by_engine.setdefault(self._live[rid][2], []).append(rid)
         out: list[Response] = []
         for index in sorted(by_engine):
             out += await self.engines[index].abort(by_engine[index])
@@ -75,15 +99,47 @@ class EnginePool:
             await engine.resume()
 
     def load(self) -> EngineLoad:
-        loads = [e.load() for e in self.engines]
+        loads = [e.load() for e in self.engines[: self._active]]
         return EngineLoad(sum(x.running for x in loads), sum(x.waiting for x in loads),
-                          sum(x.kv_used for x in loads) / len(loads))
+                          sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp)
 
     async def install(self, version: int, transfer_s: float, in_flight: bool) -> None:
         tasks = [asyncio.ensure_future(e.install(version, transfer_s, in_flight))
                  for e in self.engines]
         for task in tasks:
             await task
+
+    async def resize(self, replicas: int) -> int:
+        """Keep the first `replicas` replicas; move the others' requests onto them
+        (aborted there, resumed here with their tokens: the KV cache is recomputed)."""
+        if not 1 <= replicas <= len(self.engines):
+            raise ValueError(f"resize: {replicas} replicas of {len(self.engines)}")
+        leaving = [rid for rid, (_, _, i) in self._live.items() if i >= replicas]
+        self._active = replicas
+        self._emit("engine_resize", replicas=replicas, moved=len(leaving))
+        self._moving.update(leaving)
+        by_engine: dict[int, list[str]] = {}
+        for rid in leaving:
+            by_engine.setdefault(self._live[rid][2], []).append(rid)
+        for index in sorted(by_engine):
+            await self.engines[index].abort(by_engine[index])
+        return (len(self.engines) - replicas) * self.tp
+
+    async def reconfigure(self, tp: int) -> None:
+        """New replicas of tensor-parallel size `tp` over the same GPUs (idle only)."""
+        if self._live:
+            raise RuntimeError("reconfigure: the engine must be idle")
+        if tp < 1 or self._gpus % tp:
+            raise ValueError(f"reconfigure: tp={tp} does not divide {self._gpus} GPUs")
+        self._retired_preemptions = self.preemptions
+        version = self.version
+        self.tp = tp
+        self.engines = [self._make(i, tp, version) for i in range(self._gpus // tp)]
+        self._active = len(self.engines)
+        self._outstanding = [0] * len(self.engines)
+        if self._share is not None:
+            self._share.engines = self.engines
+        self._emit("engine_reconfigure", tp=tp, replicas=len(self.engines))
 
 
 class GpuShare:
@@ -94,20 +150,20 @@ class GpuShare:
         self.switch_s = switch_s
         self.switches = 0
         self._emit = emit
-        self._engines: list[SimEngine] = []
+        self.engines: list[SimEngine] = []
         self._trainer_lock: asyncio.Lock | None = None
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._to_engine: asyncio.Task[None] | None = None
 
     def attach(self, engines: list[SimEngine], trainer_lock: asyncio.Lock) -> None:
-        self._engines = engines
+        self.engines = engines
         self._trainer_lock = trainer_lock
 
     def engine_holds(self) -> bool:
         return self.owner == "engine"
 
     def engine_idle(self) -> None:
-        if all(e.idle() for e in self._engines):
+        if all(e.idle() for e in self.engines):
             waiters, self._idle_waiters = self._idle_waiters, []
             for waiter in waiters:
                 if not waiter.done():
@@ -120,7 +176,7 @@ class GpuShare:
     async def trainer_acquire(self) -> None:
         """Called by the trainer, holding its lock, before it computes."""
         while self.owner != "trainer":
-            if all(e.idle() for e in self._engines):
+            if all(e.idle() for e in self.engines):
                 await self._switch("trainer")
             else:
                 waiter = asyncio.get_running_loop().create_future()
@@ -139,5 +195,5 @@ class GpuShare:
         async with self._trainer_lock:  # wait for the trainer's current call to end
             await self._switch("engine")
         self._to_engine = None
-        for engine in self._engines:
+        for engine in self.engines:
             engine.wake()

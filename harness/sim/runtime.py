@@ -22,19 +22,20 @@ from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
 from harness.trace import SCHEMA, TraceWriter
-from workloads.profile import SimWorkload, load_profile
+from workloads.profile import make_workload
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
 
 
-def kv_capacity_tokens(cfg: RunConfig) -> int:
+def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
     """KV-cache tokens an engine replica holds: what is left of the GPUs' static
     memory share after the (sharded) weights and a fixed activation reserve."""
     s = cfg.sim
+    tp = tp or s.rollout_tp
     hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
-    per_gpu = hw.memory_gb * 1e9 * s.mem_fraction - model.weight_bytes() / s.rollout_tp
+    per_gpu = hw.memory_gb * 1e9 * s.mem_fraction - model.weight_bytes() / tp
     per_gpu -= ACTIVATION_RESERVE_BYTES
-    return int(per_gpu * s.rollout_tp / model.kv_bytes_per_token())
+    return int(per_gpu * tp / model.kv_bytes_per_token())
 
 
 class SimRuntime:
@@ -47,14 +48,20 @@ class SimRuntime:
         s = cfg.sim
         self.params = resolve(s)
         hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
-        decode = DecodeModel.build(hw, model, s.rollout_tp, self.params["bw_eff"],
-                                   self.params["step_overhead_s"], self.params["compute_eff"])
         colocated = s.placement == "colocated"
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
-        engines = [SimEngine(self.loop, decode, kv_capacity_tokens(cfg), s.max_running,
-                             self.emit, self._target_tokens, index=i, share=self.share)
-                   for i in range(s.rollout_engines)]
-        self.engine = EnginePool(engines)
+
+        def make(index: int, tp: int, version: int) -> SimEngine:
+            decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
+                                       self.params["step_overhead_s"], self.params["compute_eff"])
+            engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg, tp), s.max_running,
+                               self.emit, self._target_tokens, index=index, share=self.share)
+            engine.version = version
+            return engine
+
+        engines = [make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
+        self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
+                                 self.emit, self.share)
         # Colocated: the trainer runs on the rollout GPUs themselves.
         train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
                               else (s.trainer_gpu, s.trainer_gpus))
@@ -62,11 +69,11 @@ class SimRuntime:
                                  self.params["train_mfu"], self.params["micro_overhead_s"])
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
-                                  cfg.clamp, cfg.seed, share=self.share)
+                                  cfg.clamp, cfg.seed, share=self.share, gpus=train_n)
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
-        self.verifier = SimVerifier()
-        self.workload = SimWorkload(load_profile(cfg.workload), cfg.seed, cfg.group_size)
+        self.verifier = SimVerifier(s.verifier_workers)
+        self.workload = make_workload(cfg.workload, cfg.seed, cfg.group_size)
         self._groups = 0
         self._failure: asyncio.Future[BaseException] = self.loop.create_future()
 
