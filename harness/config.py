@@ -61,6 +61,12 @@ class RunConfig:
     over_sampling_groups: int = 0
     partial_rollout: bool = True
     dynamic_sampling: bool = False
+    rollpacker_tail_batching: bool = True
+    rollpacker_speculation: float = 1.25
+    rollpacker_reward_scheduler: bool = True
+    rollpacker_planner: bool = True
+    rollpacker_stream_trainer: bool = True
+    rollpacker_stream_at: float = 0.0  # 0: adaptive; else a fixed share of prompts done
     max_response_tokens: int = 0  # 0: the workload profile's own cap
     clamp: float = 5.0
     sim: SimConfig = field(default_factory=SimConfig)
@@ -78,6 +84,9 @@ class RunConfig:
              "must hold at least one group (>= --group-size)")
         need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")
         need(self.over_sampling_groups >= 0, "over-sampling-groups", "must be >= 0")
+        need(self.rollpacker_speculation >= 1, "set rollpacker_speculation", "must be >= 1")
+        need(0 <= self.rollpacker_stream_at <= 0.5, "set rollpacker_stream_at",
+             "must lie in [0, 0.5] (0: adaptive)")
         need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")
         need(self.seed >= 0, "seed", "must be a non-negative integer")
         need(self.clamp > 0, "set clamp", "the importance-weight clamp must be positive")

@@ -137,8 +137,9 @@ class Engine(Protocol):
         (only between rollouts: the engine must be idle)."""
 
     async def resize(self, replicas: int) -> int:
-        """Keep only the first `replicas` replicas generating; requests on the others
-        move over (their KV cache is recomputed). Returns the GPUs released."""
+        """Keep only the first `replicas` replicas generating (0: all); requests on
+        the others move over (their KV cache is recomputed). Returns the GPUs
+        released."""
 
 
 class Verifier(Protocol):

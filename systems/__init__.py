@@ -14,9 +14,12 @@ from systems.april import APRIL
 from systems.cgp import CGP
 from systems.cgp_fgd import CGPFGD
 from systems.pipelinerl import PipelineRL
+from systems.rollpacker import RollPacker
 from systems.slime import Slime
+from systems.verl import VeRL
 
-SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL)}
+SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
+                                                  RollPacker)}
 
 
 def system_names() -> list[str]:

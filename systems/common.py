@@ -55,10 +55,15 @@ class BatchCounter:
     def __init__(self) -> None:
         self.next = 0
 
-    async def train(self, rt: Runtime, groups: Sequence[Group]) -> None:
-        """Dispatch one logical batch, train on it, take one optimizer step."""
+    async def dispatch(self, rt: Runtime, groups: Sequence[Group], gpus: int | None = None
+                       ) -> None:
+        """Dispatch a batch and accumulate its gradient (no optimizer step)."""
         batch, self.next = self.next, self.next + 1
         rt.emit("batch_dispatch", batch=batch, groups=[g.id for g in groups],
                 round=groups[0].round)
-        await rt.trainer.train(batch, groups)
+        await rt.trainer.train(batch, groups, gpus)
+
+    async def train(self, rt: Runtime, groups: Sequence[Group]) -> None:
+        """Dispatch one logical batch, train on it, take one optimizer step."""
+        await self.dispatch(rt, groups)
         await rt.trainer.step()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import tomllib
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,23 @@ from harness.runtime import Prompt
 
 @dataclass(frozen=True)
 class Hidden:
-    """Ground truth of one prompt, known only to the simulated runtime."""
+    """Ground truth of one prompt, known only to the simulated runtime.
+
+    The first K samples are drawn with the prompt; a system that asks for more
+    (speculative extra responses) gets further samples of the same prompt drawn
+    on demand from their own random stream, so the first K never change."""
 
     lengths: tuple[int, ...]  # response tokens each sample would generate, uncapped
     rewards: tuple[float, ...]
     verify_s: tuple[float, ...]  # verifier latency per sample
     kind: str = "local"  # the verifier: local, sandbox or judge
+    extra: Any = field(default=None, repr=False, compare=False)
+
+    def sample(self, i: int) -> tuple[int, float, float]:
+        """(length, reward, verifier latency) of sample i."""
+        if i < len(self.lengths):
+            return self.lengths[i], self.rewards[i], self.verify_s[i]
+        return self.extra(i)
 
 
 @dataclass(frozen=True)
@@ -135,22 +146,35 @@ class SimWorkload:
         z, zp = rng.standard_normal(2)
         tokens = int(np.clip(round(math.exp(pr.prompt_mu_log + pr.prompt_sigma_log * zp)),
                              pr.prompt_min, pr.prompt_max))
+        lengths, rewards, verify = self._samples(rng, z, self._k)
+
+        def extra(i: int) -> tuple[int, float, float]:
+            more = self._samples(np.random.default_rng([self._seed, self._stream, index, i]),
+                                 z, 1)
+            return more[0][0], more[1][0], more[2][0]
+
+        hidden = Hidden(lengths, rewards, verify, pr.verifier_kind, extra)
+        return Prompt(index=index, tokens=tokens, hidden=hidden)
+
+    def _samples(self, rng: np.random.Generator, z: float, k: int
+                 ) -> tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...]]:
+        """k samples of a prompt of difficulty z: lengths, rewards, check latencies."""
+        pr = self.profile
         median = self._mu + pr.sigma_between * z
-        lengths = np.exp(median + pr.sigma_within * rng.standard_normal(self._k))
+        lengths = np.exp(median + pr.sigma_within * rng.standard_normal(k))
         lengths = np.maximum(np.rint(lengths), pr.min_tokens).astype(int)
         logit = math.log(pr.pass_rate / (1 - pr.pass_rate)) - pr.pass_slope * z
-        rewards = (rng.random(self._k) < 1 / (1 + math.exp(-logit))).astype(float)
+        rewards = (rng.random(k) < 1 / (1 + math.exp(-logit))).astype(float)
         mu_v = math.log(pr.verify_mean_s) - pr.verify_sigma**2 / 2
-        verify = np.exp(mu_v + pr.verify_sigma * rng.standard_normal(self._k))
+        verify = np.exp(mu_v + pr.verify_sigma * rng.standard_normal(k))
         if pr.tail_share > 0:  # a slow tail, e.g. sandboxed code that runs long or hangs
             mu_t = math.log(pr.tail_mean_s) - pr.tail_sigma**2 / 2
-            slow = rng.random(self._k) < pr.tail_share
-            tail = np.exp(mu_t + pr.tail_sigma * rng.standard_normal(self._k))
+            slow = rng.random(k) < pr.tail_share
+            tail = np.exp(mu_t + pr.tail_sigma * rng.standard_normal(k))
             verify = np.where(slow, tail, verify)
             rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
-        hidden = Hidden(tuple(lengths.tolist()), tuple(rewards.tolist()),
-                        tuple(np.round(verify, 6).tolist()), pr.verifier_kind)
-        return Prompt(index=index, tokens=tokens, hidden=hidden)
+        return (tuple(lengths.tolist()), tuple(rewards.tolist()),
+                tuple(np.round(verify, 6).tolist()))
 
 
 @dataclass(frozen=True)

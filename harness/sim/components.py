@@ -35,14 +35,14 @@ class SimVerifier:
     async def _check(response: Response, timeout: float | None) -> float:
         hidden = response.request.prompt.hidden
         sample = response.request.sample
-        latency = hidden.verify_s[sample]
+        _, reward, latency = hidden.sample(sample)
         if timeout is not None and latency > timeout:
             await asyncio.sleep(timeout)
             return 0.0
         await asyncio.sleep(latency)
         if response.status != "finished" or response.truncated:
             return 0.0
-        return hidden.rewards[sample]
+        return reward
 
 
 class SimTrainer:

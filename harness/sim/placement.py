@@ -110,8 +110,10 @@ class EnginePool:
             await task
 
     async def resize(self, replicas: int) -> int:
-        """Keep the first `replicas` replicas; move the others' requests onto them
-        (aborted there, resumed here with their tokens: the KV cache is recomputed)."""
+        """Keep the first `replicas` replicas (0: all of them); move the others'
+        requests onto them (aborted there, resumed here with their tokens: the KV
+        cache is recomputed). Returns the GPUs released."""
+        replicas = replicas or len(self.engines)
         if not 1 <= replicas <= len(self.engines):
             raise ValueError(f"resize: {replicas} replicas of {len(self.engines)}")
         leaving = [rid for rid, (_, _, i) in self._live.items() if i >= replicas]

@@ -79,7 +79,7 @@ class SimRuntime:
 
     @staticmethod
     def _target_tokens(req: Request) -> int:
-        return min(req.prompt.hidden.lengths[req.sample], req.max_tokens)
+        return min(req.prompt.hidden.sample(req.sample)[0], req.max_tokens)
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:

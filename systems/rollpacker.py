@@ -1,0 +1,198 @@
+"""RollPacker: tail batching for synchronous RL, with its three helpers.
+
+Each component can be switched off (config `rollpacker_*` fields), so Table 2's
+cumulative breakdown can be rebuilt; with all four off this is veRL.
+
+- Tail batching: a short round launches ceil(eta x P0) prompts with
+  ceil(eta x R0) responses each; a prompt is done when its first R0 responses
+  are, the round when P0 prompts are; everything else is aborted and its
+  prompts wait in a long-prompt queue (they restart from scratch, so training
+  stays on-policy). When the queue holds P0 prompts the next round is a long
+  round over them, without speculation.
+- Reward scheduler: rewards are computed as each response finishes,
+  overlapping the rollout, and sandboxed code gets an adaptive timeout
+  T = min(max(Tmin, lambda x Tanchor), Tmax), Tanchor being the longest run of
+  a correct response to the same prompt so far. Without it, rewards are a
+  separate stage after the rollout.
+- Parallelism planner: after a round whose preemptions rose by more than 5%
+  the engine's tensor-parallel size doubles (up to 8, one server); after four
+  rounds without preemptions it halves.
+- Stream trainer: once 20-50% of the round's responses are done (the first
+  5% milestone at which half the engine replicas could hold the running
+  sequences, or a fixed `rollpacker_stream_at`), half the rollout GPUs leave
+  the engine and compute gradients of completed prompts while the rest
+  generate; the optimizer step still waits for the whole rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from harness.runtime import Group, Prompt, Request, Response, Runtime
+from systems.common import BatchCounter
+
+T_MIN, T_MAX, LAMBDA = 2.0, 30.0, 1.5
+MILESTONES = [0.20 + 0.05 * i for i in range(7)]  # 20%, 25%, ... 50%
+
+
+class RollPacker:
+    name = "rollpacker"
+    summary = "tail batching, async rewards with adaptive timeouts, TP planner, stream trainer"
+
+    def __init__(self) -> None:
+        self.batches = BatchCounter()
+        self.long_queue: list[Prompt] = []
+        self.anchor: dict[int, float] = {}  # prompt index -> longest correct check (s)
+        self.preempt_history: list[int] = []
+
+    # -- reward scheduler -------------------------------------------------
+    async def _score(self, rt: Runtime, response: Response) -> float:
+        prompt = response.request.prompt
+        adaptive = rt.config.rollpacker_reward_scheduler and _is_sandbox(prompt)
+        if not adaptive:
+            return await rt.verifier.score(response)
+        anchor = self.anchor.get(prompt.index)
+        timeout = T_MAX if anchor is None else min(max(T_MIN, LAMBDA * anchor), T_MAX)
+        start = rt.now()
+        reward = await rt.verifier.score(response, timeout=timeout)
+        if reward > 0:
+            self.anchor[prompt.index] = max(anchor or 0.0, rt.now() - start)
+        return reward
+
+    # -- one group: speculative responses ------------------------------------
+    async def _group(self, rt: Runtime, group: Group, n: int, keep: int,
+                     on_done: asyncio.Queue[Group]) -> None:
+        cfg = rt.config
+        futures = [rt.engine.submit(Request(group.round, group.id, s, group.prompt,
+                                            cfg.max_response_tokens)) for s in range(n)]
+        done: list[Response] = []
+        scores: list[asyncio.Task[float]] = []
+        waiting = set(range(n))
+        while len(done) < keep:
+            finished = await _first(futures, waiting)
+            waiting.discard(finished)
+            response = futures[finished].result()
+            if response.status != "finished":
+                return  # the round stopped this prompt
+            done.append(response)
+            if cfg.rollpacker_reward_scheduler:
+                scores.append(rt.spawn(self._score(rt, response)))
+        if waiting:  # the speculative extra responses are not needed
+            await rt.engine.abort([f"{group.id}.{s}" for s in sorted(waiting)])
+        group.responses = done
+        rt.emit("group_complete", group=group.id, round=group.round)
+        if cfg.rollpacker_reward_scheduler:
+            group.rewards = [await s for s in scores]
+            await rt.materialize(group)
+        on_done.put_nowait(group)
+
+    # -- a round ------------------------------------------------------------
+    async def run(self, rt: Runtime) -> None:
+        for rnd in range(rt.config.rounds):
+            await self._plan_parallelism(rt)
+            rt.emit("rollout_start", round=rnd, version=rt.engine.version)
+            await self._round(rt, rnd)
+            await rt.trainer.publish()
+
+    async def _round(self, rt: Runtime, rnd: int) -> None:
+        cfg = rt.config
+        p0, r0 = cfg.groups, cfg.group_size
+        eta = cfg.rollpacker_speculation if cfg.rollpacker_tail_batching else 1.0
+        if cfg.rollpacker_tail_batching and len(self.long_queue) >= p0:
+            prompts, self.long_queue = self.long_queue[:p0], self.long_queue[p0:]
+            n_resp, kind = r0, "long"
+        else:
+            prompts = rt.workload.take(math.ceil(eta * p0))
+            n_resp, kind = math.ceil(eta * r0), "short" if eta > 1 else "standard"
+        rt.emit("decision", what=f"{kind}_round", prompts=len(prompts), responses=n_resp)
+        groups = [Group(rt.new_group_id(), rnd, p) for p in prompts]
+        done: asyncio.Queue[Group] = asyncio.Queue()
+        tasks = [rt.spawn(self._group(rt, g, n_resp, r0, done)) for g in groups]
+        ready: list[Group] = []
+        stream: asyncio.Queue[Group | None] = asyncio.Queue()
+        streamer: asyncio.Task[list[Group]] | None = None
+        while len(ready) < p0:
+            ready.append(await done.get())
+            if cfg.rollpacker_stream_trainer and streamer is None:
+                released = await self._maybe_release(rt, len(ready) / p0)
+                if released:
+                    streamer = rt.spawn(self._stream(rt, stream, released))
+                    for group in ready:
+                        stream.put_nowait(group)
+            elif streamer is not None:
+                stream.put_nowait(ready[-1])
+        stopped = [g for g, t in zip(groups, tasks, strict=True) if not t.done()]
+        await rt.engine.abort([f"{g.id}.{s}" for g in stopped for s in range(n_resp)])
+        for task in tasks:
+            await task
+        self.long_queue += [g.prompt for g in stopped]
+        if not cfg.rollpacker_reward_scheduler:  # a separate reward stage
+            rt.emit("decision", what="reward_stage", round=rnd)
+            scores = [[rt.spawn(self._score(rt, r)) for r in g.responses] for g in ready]
+            for group, group_scores in zip(ready, scores, strict=True):
+                group.rewards = [await s for s in group_scores]
+            for task in [rt.spawn(rt.materialize(g)) for g in ready]:
+                await task
+        rt.emit("rollout_complete", round=rnd)
+        streamed: list[Group] = []
+        if streamer is not None:
+            stream.put_nowait(None)
+            streamed = await streamer
+            await rt.engine.resize(0)  # every replica back for the next rollout
+        rest = [g for g in ready if g not in streamed]
+        for i in range(0, len(rest), cfg.update_groups):
+            await self.batches.dispatch(rt, rest[i : i + cfg.update_groups])
+        await rt.trainer.step()  # one update for the whole rollout: on-policy
+
+    # -- stream trainer -------------------------------------------------------
+    async def _maybe_release(self, rt: Runtime, progress: float) -> int:
+        """Hand half the rollout GPUs to the trainer when the criteria hold."""
+        cfg = rt.config
+        if cfg.rollpacker_stream_at > 0:
+            due = progress >= cfg.rollpacker_stream_at
+        else:  # adaptive: a 5% milestone in 20-50% at which half the replicas fit
+            load = rt.engine.load()
+            due = (any(abs(progress - m) < 0.5 / cfg.groups for m in MILESTONES)
+                   and load.waiting == 0 and 2 * load.kv_used <= 0.9)
+        if not due or progress > 0.5 or rt.engine.replicas < 2:
+            return 0
+        return await rt.engine.resize(rt.engine.replicas // 2)
+
+    async def _stream(self, rt: Runtime, stream: asyncio.Queue[Group | None],
+                      gpus: int) -> list[Group]:
+        """Gradients of completed prompts on the released GPUs, no update yet."""
+        streamed: list[Group] = []
+        while (group := await stream.get()) is not None:
+            if not group.advantages:  # rewards come later without the reward scheduler
+                continue
+            await self.batches.dispatch(rt, [group], gpus=gpus)
+            streamed.append(group)
+        return streamed
+
+    async def _plan_parallelism(self, rt: Runtime) -> None:
+        if not rt.config.rollpacker_planner:
+            return
+        load = rt.engine.load()
+        self.preempt_history.append(load.preemptions)
+        h = self.preempt_history
+        if len(h) < 3:
+            return
+        this, before = h[-1] - h[-2], h[-2] - h[-3]
+        tp = load.tp
+        if this > 1.05 * before and this > 0 and tp < 8:
+            await rt.engine.reconfigure(tp * 2)
+        elif len(h) >= 5 and all(h[-i] == h[-i - 1] for i in range(1, 5)) and tp > 1:
+            await rt.engine.reconfigure(tp // 2)
+
+
+def _is_sandbox(prompt: Prompt) -> bool:
+    return getattr(prompt.hidden, "kind", "local") == "sandbox"
+
+
+async def _first(futures: list[asyncio.Future[Response]], waiting: set[int]) -> int:
+    """The index of the first of the waiting futures to finish (lowest index on ties)."""
+    pending = [futures[i] for i in sorted(waiting)]
+    if not any(f.done() for f in pending):
+        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    return next(i for i in sorted(waiting) if futures[i].done())
