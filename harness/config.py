@@ -62,7 +62,8 @@ class RunConfig:
     partial_rollout: bool = True
     dynamic_sampling: bool = False
     rollpacker_tail_batching: bool = True
-    rollpacker_speculation: float = 1.25
+    rollpacker_speculation: float = 1.25  # eta for prompts
+    rollpacker_response_speculation: float = 1.25  # eta for responses per prompt
     rollpacker_reward_scheduler: bool = True
     rollpacker_planner: bool = True
     rollpacker_stream_trainer: bool = True
@@ -85,6 +86,8 @@ class RunConfig:
         need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")
         need(self.over_sampling_groups >= 0, "over-sampling-groups", "must be >= 0")
         need(self.rollpacker_speculation >= 1, "set rollpacker_speculation", "must be >= 1")
+        need(self.rollpacker_response_speculation >= 1, "set rollpacker_response_speculation",
+             "must be >= 1")
         need(0 <= self.rollpacker_stream_at <= 0.5, "set rollpacker_stream_at",
              "must lie in [0, 0.5] (0: adaptive)")
         need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")

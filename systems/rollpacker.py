@@ -16,7 +16,9 @@ cumulative breakdown can be rebuilt; with all four off this is veRL.
   separate stage after the rollout.
 - Parallelism planner: after a round whose preemptions rose by more than 5%
   the engine's tensor-parallel size doubles (up to 8, one server); after four
-  rounds without preemptions it halves.
+  rounds without preemptions it halves, but never below the size the run
+  started with (the offline profile's choice: below it the weights would leave
+  too little KV cache, e.g. a 32B model on one 80 GB GPU).
 - Stream trainer: once 20-50% of the round's responses are done (the first
   5% milestone at which half the engine replicas could hold the running
   sequences, or a fixed `rollpacker_stream_at`), half the rollout GPUs leave
@@ -44,20 +46,41 @@ class RollPacker:
         self.batches = BatchCounter()
         self.long_queue: list[Prompt] = []
         self.anchor: dict[int, float] = {}  # prompt index -> longest correct check (s)
+        self.anchor_changed: dict[int, asyncio.Event] = {}
+        self.default_tp = 0  # the offline-profiled TP: the planner does not go below it
         self.preempt_history: list[int] = []
 
     # -- reward scheduler -------------------------------------------------
     async def _score(self, rt: Runtime, response: Response) -> float:
+        """Score a response; sandboxed code is stopped early once it runs past
+        min(max(Tmin, lambda x Tanchor), Tmax), re-evaluated whenever a correct
+        response of the same prompt sets a longer-lived anchor."""
         prompt = response.request.prompt
-        adaptive = rt.config.rollpacker_reward_scheduler and _is_sandbox(prompt)
-        if not adaptive:
+        if not (rt.config.rollpacker_reward_scheduler and _is_sandbox(prompt)):
             return await rt.verifier.score(response)
-        anchor = self.anchor.get(prompt.index)
-        timeout = T_MAX if anchor is None else min(max(T_MIN, LAMBDA * anchor), T_MAX)
         start = rt.now()
-        reward = await rt.verifier.score(response, timeout=timeout)
+        check = rt.spawn(rt.verifier.score(response, timeout=T_MAX))
+        changed = self.anchor_changed.setdefault(prompt.index, asyncio.Event())
+        while not check.done():
+            anchor = self.anchor.get(prompt.index)
+            limit = T_MAX if anchor is None else min(max(T_MIN, LAMBDA * anchor), T_MAX)
+            remaining = start + limit - rt.now()
+            if remaining <= 0:
+                check.cancel()
+                rt.emit("decision", what="sandbox_timeout", group=response.request.group,
+                        sample=response.request.sample, limit=round(limit, 3))
+                return 0.0
+            changed.clear()
+            wake = rt.spawn(changed.wait())
+            await asyncio.wait([check, wake], timeout=remaining,
+                               return_when=asyncio.FIRST_COMPLETED)
+            wake.cancel()
+        reward = check.result()
         if reward > 0:
-            self.anchor[prompt.index] = max(anchor or 0.0, rt.now() - start)
+            took = rt.now() - start
+            if took > self.anchor.get(prompt.index, 0.0):
+                self.anchor[prompt.index] = took
+                changed.set()
         return reward
 
     # -- one group: speculative responses ------------------------------------
@@ -98,13 +121,16 @@ class RollPacker:
     async def _round(self, rt: Runtime, rnd: int) -> None:
         cfg = rt.config
         p0, r0 = cfg.groups, cfg.group_size
-        eta = cfg.rollpacker_speculation if cfg.rollpacker_tail_batching else 1.0
-        if cfg.rollpacker_tail_batching and len(self.long_queue) >= p0:
+        tail = cfg.rollpacker_tail_batching
+        eta_p = cfg.rollpacker_speculation if tail else 1.0
+        eta_r = cfg.rollpacker_response_speculation if tail else 1.0
+        if tail and len(self.long_queue) >= p0:
             prompts, self.long_queue = self.long_queue[:p0], self.long_queue[p0:]
             n_resp, kind = r0, "long"
         else:
-            prompts = rt.workload.take(math.ceil(eta * p0))
-            n_resp, kind = math.ceil(eta * r0), "short" if eta > 1 else "standard"
+            prompts = rt.workload.take(math.ceil(eta_p * p0))
+            n_resp = math.ceil(eta_r * r0)
+            kind = "short" if len(prompts) > p0 or n_resp > r0 else "standard"
         rt.emit("decision", what=f"{kind}_round", prompts=len(prompts), responses=n_resp)
         groups = [Group(rt.new_group_id(), rnd, p) for p in prompts]
         done: asyncio.Queue[Group] = asyncio.Queue()
@@ -136,7 +162,8 @@ class RollPacker:
                 await task
         rt.emit("rollout_complete", round=rnd)
         streamed: list[Group] = []
-        if streamer is not None:
+        if streamer is not None:  # the rest goes to all GPUs, not to the stream
+            self.stream_open = False
             stream.put_nowait(None)
             streamed = await streamer
             await rt.engine.resize(0)  # every replica back for the next rollout
@@ -163,7 +190,8 @@ class RollPacker:
                       gpus: int) -> list[Group]:
         """Gradients of completed prompts on the released GPUs, no update yet."""
         streamed: list[Group] = []
-        while (group := await stream.get()) is not None:
+        self.stream_open = True
+        while self.stream_open and (group := await stream.get()) is not None:
             if not group.advantages:  # rewards come later without the reward scheduler
                 continue
             await self.batches.dispatch(rt, [group], gpus=gpus)
@@ -174,6 +202,7 @@ class RollPacker:
         if not rt.config.rollpacker_planner:
             return
         load = rt.engine.load()
+        self.default_tp = self.default_tp or load.tp
         self.preempt_history.append(load.preemptions)
         h = self.preempt_history
         if len(h) < 3:
@@ -182,7 +211,8 @@ class RollPacker:
         tp = load.tp
         if this > 1.05 * before and this > 0 and tp < 8:
             await rt.engine.reconfigure(tp * 2)
-        elif len(h) >= 5 and all(h[-i] == h[-i - 1] for i in range(1, 5)) and tp > 1:
+        elif (len(h) >= 5 and all(h[-i] == h[-i - 1] for i in range(1, 5))
+              and tp > self.default_tp):
             await rt.engine.reconfigure(tp // 2)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.claims import Claim, summary_markdown, to_csv, to_markdown
-from harness.reproduce import april, pipelinerl, rolloutpipe
+from harness.reproduce import april, pipelinerl, rolloutpipe, rollpacker
 from harness.results import dump_json, provenance, write_atomic
 from harness.sim import calibration
 
@@ -14,6 +14,7 @@ PAPERS: dict[str, Callable[..., list[Claim]]] = {
     "rolloutpipe": rolloutpipe.reproduce,
     "pipelinerl": pipelinerl.reproduce,
     "april": april.reproduce,
+    "rollpacker": rollpacker.reproduce,
 }
 
 

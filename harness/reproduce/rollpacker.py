@@ -1,0 +1,169 @@
+"""RollPacker: Table 2's cumulative speedups, Fig. 11's eta sensitivity, Table 3's stream trainer.
+
+Setup as in the paper: Qwen2.5-7B/14B/32B with response caps 8k/16k/32k on
+16/32/64 H800s (rollout TP 1/2/2), colocated, P0=128 prompts x R0=8 responses,
+one optimizer step per rollout, the mixed math/code/judge workload (`rp-mix`).
+The baseline is veRL (generate, then a reward
+stage, then train). A period of five rounds (four short, one long) is
+simulated, and a system's step time is the period's wall time over five.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.claims import Claim
+from harness.config import RunConfig
+from harness.plots import save_figure
+from harness.results import execute, write_atomic
+from harness.sim.calibration import load as calibration_file
+from harness.trace import read_trace
+
+PAPER = "rollpacker"
+ROUNDS = 5
+SIZES = {  # name: model, cap, GPUs, TP
+    "7B/8k": ("qwen2.5-7b", 8192, 16, 1),
+    "14B/16k": ("qwen2.5-14b", 16384, 32, 2),
+    "32B/32k": ("qwen2.5-32b", 32768, 64, 2),
+}
+STAGES = ("tail batching", "+ reward scheduler", "+ parallelism planner", "+ stream trainer")
+TABLE2 = {  # cumulative speedup over veRL per size
+    "7B/8k": (1.30, 2.01, 2.01, 2.03),
+    "14B/16k": (1.48, 1.99, 2.02, 2.22),
+    "32B/32k": (2.21, 2.48, 2.52, 2.56),
+}
+TABLE3 = {"none": 124.2, "20%": 122.7, "30%": 118.2, "40%": 119.8, "adaptive": 115.2}
+STREAM_AT = {"none": None, "20%": 0.2, "30%": 0.3, "40%": 0.4, "adaptive": 0.0}
+ROLLOUT_SPEEDUP_MAX = 3.9  # Fig. 11: tail batching speeds the average rollout up to 3.9x
+
+
+def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str = "rp-mix",
+           calibration: str = PAPER) -> RunConfig:
+    """`stage` counts the RollPacker components switched on, in Table 2's order."""
+    model, cap, gpus, tp = SIZES[size]
+    cfg = RunConfig(system=system, workload=workload, seed=seed, rounds=ROUNDS, groups=128,
+                    update_groups=128, group_size=8, max_response_tokens=cap,
+                    rollpacker_tail_batching=stage >= 1, rollpacker_reward_scheduler=stage >= 2,
+                    rollpacker_planner=stage >= 3, rollpacker_stream_trainer=stage >= 4)
+    s = cfg.sim
+    s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = calibration, model, "h800-sxm", \
+        "h800-sxm"
+    s.rollout_tp, s.rollout_engines, s.placement = tp, gpus // tp, "colocated"
+    s.verifier_workers = int(calibration_file(calibration).get("fixed", {}).get(
+        "verifier_workers", 64))
+    return cfg
+
+
+def run(cfg: RunConfig, name: str) -> dict[str, float]:
+    """Step time and the veRL-style breakdown of one simulated period."""
+    path = Path("runs") / PAPER / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    execute(cfg, path)
+    events = read_trace(path)
+    end = events[-1]["t"]
+    starts = [e["t"] for e in events if e["ev"] == "rollout_start"]
+    reward = [e["t"] for e in events if e["ev"] == "decision" and e["what"] == "reward_stage"]
+    complete = [e["t"] for e in events if e["ev"] == "rollout_complete"]
+    train = sum(e["t"] for e in events if e["ev"] == "train_end") - sum(
+        e["t"] for e in events if e["ev"] == "train_start")
+    stage_starts = reward or complete  # without a reward stage the rollout ends at completion
+    rollout = sum(r - s for s, r in zip(starts, stage_starts, strict=True))
+    rewards = sum(c - r for r, c in zip(reward, complete, strict=True)) if reward else 0.0
+    n = len(starts)
+    return {"step_s": end / n, "rollout_s": rollout / n, "reward_s": rewards / n,
+            "train_s": train / n}
+
+
+def table2(seed: int) -> pd.DataFrame:
+    rows = []
+    for size in SIZES:
+        rows.append({"size": size, "system": "veRL",
+                     **run(config(size, "verl", seed=seed), f"verl-{size.replace('/', '-')}")})
+        for stage, label in enumerate(STAGES, start=1):
+            cfg = config(size, "rollpacker", stage, seed)
+            rows.append({"size": size, "system": label,
+                         **run(cfg, f"stage{stage}-{size.replace('/', '-')}")})
+    return pd.DataFrame(rows)
+
+
+def eta_sweep(seed: int) -> pd.DataFrame:
+    """Fig. 11 at 32B/32k: eta on prompts with R fixed, then on responses with P fixed."""
+    rows = []
+    for axis in ("prompts", "responses"):
+        for eta in (1.0, 1.25, 1.5):
+            cfg = config("32B/32k", "rollpacker", 1, seed)
+            cfg.rollpacker_speculation = eta if axis == "prompts" else 1.0
+            cfg.rollpacker_response_speculation = eta if axis == "responses" else 1.0
+            rows.append({"axis": axis, "eta": eta,
+                         **run(cfg, f"eta-{axis}-{eta}")})
+    return pd.DataFrame(rows)
+
+
+def table3(seed: int) -> pd.DataFrame:
+    rows = []
+    for label, at in STREAM_AT.items():
+        cfg = config("7B/8k", "rollpacker", 3 if at is None else 4, seed, workload="rp-math")
+        if at is not None:
+            cfg.rollpacker_stream_at = at
+        rows.append({"stream": label, **run(cfg, f"stream-{label.rstrip('%')}")})
+    return pd.DataFrame(rows)
+
+
+def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame) -> list[Claim]:
+    out: list[Claim] = []
+    step = t2.set_index(["size", "system"])["step_s"]
+    for size, paper in TABLE2.items():
+        base = step[(size, "veRL")]
+        for label, value in zip(STAGES, paper, strict=True):
+            out.append(Claim(PAPER, f"Table 2 speedup over veRL: {label}", "step_s", size,
+                             value, value, base / step[(size, label)], 0.10))
+    by = eta.set_index(["axis", "eta"])["rollout_s"]
+    base = by[("prompts", 1.0)]
+    best = max(base / by[(axis, e)] for axis in ("prompts", "responses") for e in (1.25, 1.5))
+    out.append(Claim(PAPER, "tail batching rollout speedup, best eta (up to)", "rollout_s",
+                     "32B/32k", 1.0, ROLLOUT_SPEEDUP_MAX, best, 0.10))
+    worse = float(by[("prompts", 1.5)] > by[("prompts", 1.25)])
+    out.append(Claim(PAPER, "eta 1.5 on prompts slower than 1.25 (1 = holds)", "rollout_s",
+                     "32B/32k", 1.0, 1.0, worse, 0.0))
+    s3 = t3.set_index("stream")["step_s"]
+    for label, value in TABLE3.items():
+        if label != "none":
+            ratio = value / TABLE3["none"]
+            out.append(Claim(PAPER, f"Table 3 stream trainer at {label}: step / none",
+                             "step_s", "7B/8k math", round(ratio, 4), round(ratio, 4),
+                             s3[label] / s3["none"], 0.03))
+    return out
+
+
+def figure(t2: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    x = np.arange(len(SIZES))
+    step = t2.set_index(["size", "system"])["step_s"]
+    for i, label in enumerate(STAGES):
+        sim = [step[(s, "veRL")] / step[(s, label)] for s in SIZES]
+        ax.bar(x + (i - 1.5) * 0.2, sim, 0.2, label=label)
+        ax.scatter(x + (i - 1.5) * 0.2, [TABLE2[s][i] for s in SIZES], marker="_", s=200,
+                   color="k", zorder=3, label="paper" if i == 0 else None)
+    ax.set_xticks(x, list(SIZES))
+    ax.set_ylabel("speedup over veRL")
+    ax.axhline(1, color="#555555", lw=0.8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    ax.set_title("Simulated RollPacker Table 2: cumulative speedup (paper: black ticks)",
+                 fontsize=10)
+    save_figure(fig, path)
+
+
+def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
+    """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (a period of 5)."""
+    t2, eta, t3 = table2(seed), eta_sweep(seed), table3(seed)
+    for name, df in (("table2", t2), ("eta", eta), ("table3", t3)):
+        write_atomic(out / f"rollpacker_{name}.csv", df.to_csv(index=False,
+                                                               float_format="%.6g"))
+    figure(t2, figures / "rollpacker_table2.png")
+    return claims(t2, eta, t3)

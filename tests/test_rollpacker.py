@@ -1,0 +1,77 @@
+"""RollPacker's and veRL's invariants on simulated traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.config import RunConfig
+from harness.results import execute
+from harness.trace import read_trace
+
+
+def run(tmp_path: Path, system: str = "rollpacker", **over: object) -> list[dict]:
+    cfg = RunConfig(system=system, workload="rp-mix", groups=8, update_groups=8, group_size=4,
+                    rounds=6, max_response_tokens=8192)
+    s = cfg.sim
+    s.model, s.rollout_gpu, s.trainer_gpu, s.rollout_tp = "qwen2.5-7b", "h800-sxm", "h800-sxm", 1
+    s.rollout_engines, s.placement, s.calibration, s.verifier_workers = 2, "colocated", \
+        "rollpacker", 8
+    for key, value in over.items():
+        setattr(cfg, key, value)
+    path = tmp_path / f"{system}.jsonl"
+    execute(cfg.validate(), path)
+    return read_trace(path)
+
+
+def test_every_round_trains_p0_groups_of_r0_once(tmp_path: Path) -> None:
+    events = run(tmp_path)
+    kinds = [e["what"] for e in events if e["ev"] == "decision" and e["what"].endswith("_round")]
+    assert kinds[:4] == ["short_round"] * 4  # 8 x 1.25 = 10 prompts: 2 deferred per round
+    assert kinds[4] == "long_round"  # 4 rounds defer 8 = P0 prompts: a long round
+    steps = [e for e in events if e["ev"] == "optimizer_step"]
+    assert [e["version"] for e in steps] == list(range(1, 7))  # one update per rollout
+    trained = [g for e in events if e["ev"] == "batch_dispatch" for g in e["groups"]]
+    assert len(trained) == len(set(trained)) == 6 * 8
+    finished = {}
+    for e in events:
+        if e["ev"] == "request_finish" and e["status"] == "finished":
+            finished.setdefault(e["group"], 0)
+            finished[e["group"]] += 1
+    assert all(finished[g] >= 4 for g in trained)  # each trained group kept R0 responses
+
+
+def test_deferred_prompts_run_in_a_long_round(tmp_path: Path) -> None:
+    events = run(tmp_path)
+    rounds = [e for e in events if e["ev"] == "decision" and e["what"].endswith("_round")]
+    long_start = next(e["t"] for e in rounds if e["what"] == "long_round")
+    submits = [e for e in events if e["ev"] == "request_submit"]
+    # prompt lengths identify prompts: every prompt of the long round appeared in a short one
+    short = {e["prompt_tokens"] for e in submits if e["t"] < long_start}
+    long_groups = {e["group"] for e in submits if e["t"] >= long_start and e["round"] == 4}
+    long_prompts = {e["prompt_tokens"] for e in submits if e["group"] in long_groups}
+    assert long_prompts <= short
+    trained = {g for e in events if e["ev"] == "batch_dispatch" for g in e["groups"]}
+    assert long_groups <= trained  # the long round trains every deferred prompt
+
+
+def test_components_can_be_switched_off_to_verl_like(tmp_path: Path) -> None:
+    events = run(tmp_path, rollpacker_tail_batching=False, rollpacker_reward_scheduler=False,
+                 rollpacker_planner=False, rollpacker_stream_trainer=False)
+    kinds = {e["what"] for e in events if e["ev"] == "decision"}
+    assert "standard_round" in kinds and "reward_stage" in kinds
+    assert not [e for e in events if e["ev"] == "request_finish" and e["status"] == "aborted"]
+    (tmp_path / "v").mkdir()
+    verl = run(tmp_path / "v", system="verl")
+    assert [e["ev"] for e in verl if e["ev"] == "optimizer_step"] == ["optimizer_step"] * 6
+
+
+def test_stream_trainer_overlaps_training_with_rollout(tmp_path: Path) -> None:
+    events = run(tmp_path, rollpacker_stream_at=0.2)
+    resize = [e for e in events if e["ev"] == "engine_resize"]
+    assert resize, "half the rollout GPUs should move to training"
+    partial = [e for e in events if e["ev"] == "train_start" and e["gpus"] < 2]
+    completes = [e["t"] for e in events if e["ev"] == "rollout_complete"]
+    assert any(e["t"] < max(completes) for e in partial)  # gradients during the rollout
+    steps = [e["t"] for e in events if e["ev"] == "optimizer_step"]
+    for step, done in zip(steps, completes, strict=True):
+        assert step > done  # the update still waits for the whole rollout
