@@ -37,6 +37,10 @@ TABLE2 = {  # cumulative speedup over veRL per size
 TABLE3 = {"none": 124.2, "20%": 122.7, "30%": 118.2, "40%": 119.8, "adaptive": 115.2}
 STREAM_AT = {"none": None, "20%": 0.2, "30%": 0.3, "40%": 0.4, "adaptive": 0.0}
 ROLLOUT_SPEEDUP_MAX = 3.9  # Fig. 11: tail batching speeds the average rollout up to 3.9x
+MAX_LEN_CUT = 8.9  # Sec. 3: short rounds cut the longest response by up to 8.9x (14B/16k)
+LONG_ROUND_EVERY = 5  # a long round about every fifth step
+SCALE_2X = 1.5  # Sec. 6.7: twice the GPUs give about 1.5x the throughput
+AT_SCALE = 2.2  # 2.2x the throughput of veRL at scale
 
 
 def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str = "rp-mix",
@@ -72,8 +76,19 @@ def run(cfg: RunConfig, name: str) -> dict[str, float]:
     rollout = sum(r - s for s, r in zip(starts, stage_starts, strict=True))
     rewards = sum(c - r for r, c in zip(reward, complete, strict=True)) if reward else 0.0
     n = len(starts)
+    longest = [0] * n
+    round_of = {(e["group"], e["sample"]): e["round"] for e in events
+                if e["ev"] == "request_submit"}
+    for e in events:
+        if e["ev"] == "request_finish" and e["status"] == "finished":
+            r = round_of[(e["group"], e["sample"])]
+            longest[r] = max(longest[r], e["response_tokens"])
+    kinds = [e["what"] for e in events if e["ev"] == "decision" and e["what"].endswith("_round")]
     return {"step_s": end / n, "rollout_s": rollout / n, "reward_s": rewards / n,
-            "train_s": train / n}
+            "train_s": train / n, "long_rounds": kinds.count("long_round") / n,
+            "max_len_short": max([m for m, k in zip(longest, kinds, strict=False)
+                                  if k != "long_round"] or [0]),
+            "max_len_by_round": longest}
 
 
 def table2(seed: int) -> pd.DataFrame:
@@ -85,6 +100,16 @@ def table2(seed: int) -> pd.DataFrame:
             cfg = config(size, "rollpacker", stage, seed)
             rows.append({"size": size, "system": label,
                          **run(cfg, f"stage{stage}-{size.replace('/', '-')}")})
+    return pd.DataFrame(rows)
+
+
+def scaling(seed: int) -> pd.DataFrame:
+    """14B/16k on twice the GPUs (64 H800), RollPacker and veRL."""
+    rows = []
+    for system in ("verl", "rollpacker"):
+        cfg = config("14B/16k", system, 4, seed)
+        cfg.sim.rollout_engines *= 2
+        rows.append({"system": system, "gpus": 64, **run(cfg, f"scale64-{system}")})
     return pd.DataFrame(rows)
 
 
@@ -111,9 +136,24 @@ def table3(seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame) -> list[Claim]:
+def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame,
+           scale: pd.DataFrame) -> list[Claim]:
     out: list[Claim] = []
     step = t2.set_index(["size", "system"])["step_s"]
+    tb = t2.set_index(["size", "system"]).loc[("14B/16k", "tail batching")]
+    verl = t2.set_index(["size", "system"]).loc[("14B/16k", "veRL")]
+    cut = max(v / t for v, t in zip(verl["max_len_by_round"][:4], tb["max_len_by_round"][:4],
+                                     strict=True) if t)
+    out.append(Claim(PAPER, "short rounds cut the longest response (up to, x)", "max_len",
+                     "14B/16k", MAX_LEN_CUT, MAX_LEN_CUT, cut, 0.25))
+    out.append(Claim(PAPER, "long rounds per step (about every fifth)", "rounds", "14B/16k",
+                     1 / LONG_ROUND_EVERY, 1 / LONG_ROUND_EVERY, tb["long_rounds"], 0.0))
+    sc = scale.set_index("system")["step_s"]
+    out.append(Claim(PAPER, "2x GPUs: RollPacker throughput gain (x)", "step_s",
+                     "14B/16k 32->64 H800", SCALE_2X, SCALE_2X,
+                     step[("14B/16k", "+ stream trainer")] / sc["rollpacker"], 0.10))
+    out.append(Claim(PAPER, "throughput over veRL at scale (x)", "step_s", "14B/16k 64 H800",
+                     AT_SCALE, AT_SCALE, sc["verl"] / sc["rollpacker"], 0.10))
     for size, paper in TABLE2.items():
         base = step[(size, "veRL")]
         for label, value in zip(STAGES, paper, strict=True):
@@ -161,9 +201,28 @@ def figure(t2: pd.DataFrame, path: Path) -> None:
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (a period of 5)."""
-    t2, eta, t3 = table2(seed), eta_sweep(seed), table3(seed)
-    for name, df in (("table2", t2), ("eta", eta), ("table3", t3)):
-        write_atomic(out / f"rollpacker_{name}.csv", df.to_csv(index=False,
-                                                               float_format="%.6g"))
+    t2, eta, t3, scale = table2(seed), eta_sweep(seed), table3(seed), scaling(seed)
+    for name, df in (("table2", t2), ("eta", eta), ("table3", t3), ("scaling", scale)):
+        write_atomic(out / f"rollpacker_{name}.csv",
+                     df.drop(columns="max_len_by_round").to_csv(index=False,
+                                                                float_format="%.6g"))
     figure(t2, figures / "rollpacker_table2.png")
-    return claims(t2, eta, t3)
+    eta_figure(eta, figures / "rollpacker_fig11_eta.png")
+    return claims(t2, eta, t3, scale)
+
+
+def eta_figure(eta: pd.DataFrame, path: Path) -> None:
+    """Fig. 11: average rollout time per round against eta, normalised to no tail batching."""
+    import matplotlib.pyplot as plt
+
+    base = eta[(eta["axis"] == "prompts") & (eta["eta"] == 1.0)]["rollout_s"].iloc[0]
+    fig, ax = plt.subplots(figsize=(5, 3))
+    for axis, marker in (("prompts", "o"), ("responses", "s")):
+        sub = eta[eta["axis"] == axis]
+        ax.plot(sub["eta"], sub["rollout_s"] / base, marker=marker, label=f"eta on {axis}")
+    ax.set_xlabel("speculation factor eta")
+    ax.set_ylabel("rollout time / no tail batching")
+    ax.set_title("Simulated RollPacker Fig. 11 (32B/32k)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
