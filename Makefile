@@ -29,7 +29,7 @@ reproduce-rolloutpipe: setup
 	$(BIN)/rolloutbench reproduce rolloutpipe --out results --figures figures
 
 calibrate: setup
-	$(BIN)/rolloutbench calibrate rolloutpipe
+	$(BIN)/rolloutbench calibrate all
 
 bench: setup
 	$(BIN)/python -m harness.bench

@@ -182,17 +182,21 @@ def metrics_cmd(
 
 @app.command("calibrate")
 def calibrate_cmd(
-    paper: Annotated[str, typer.Argument(help="Which calibration to fit: rolloutpipe.")],
+    paper: Annotated[str, typer.Argument(
+        help="Which calibration to fit: rolloutpipe, april, rollpacker, or all.")],
     dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
 ) -> None:
     """Fit the simulator's free parameters to the baseline's observations only."""
     from harness import calibrate
 
-    if paper not in calibrate.FITS:
-        fail(str(UnknownName(f"unknown calibration {paper!r}; known: "
-                             f"{', '.join(calibrate.FITS)}")))
-    result = calibrate.FITS[paper](write=not dry_run, progress=True)
-    console.print_json(json.dumps(result))
+    names = list(calibrate.FITS) if paper == "all" else [paper]
+    for name in names:
+        if name not in calibrate.FITS:
+            fail(str(UnknownName(f"unknown calibration {name!r}; known: all, "
+                                 f"{', '.join(calibrate.FITS)}")))
+    for name in names:
+        result = calibrate.FITS[name](write=not dry_run, progress=True)
+        console.print_json(json.dumps({"calibration": name, **result}))
 
 
 @app.command("reproduce")
