@@ -52,6 +52,18 @@ def print_metrics(rows: list[dict]) -> None:
     console.print(table)
 
 
+def print_rows(rows: list[dict]) -> None:
+    """A plain table of any rows with the same keys."""
+    if not rows:
+        return
+    table = Table(show_header=True, header_style="bold")
+    for key in rows[0]:
+        table.add_column(key, justify="left" if key in ("system", "workload") else "right")
+    for row in rows:
+        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
+    console.print(table)
+
+
 @app.command("systems")
 def systems_cmd() -> None:
     """List the system backends."""
@@ -164,18 +176,25 @@ def run_cmd(
 def metrics_cmd(
     traces: Annotated[list[Path], typer.Argument(help="Trace files (JSON lines).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
+                                        "ESS) instead of per round.")] = False,
 ) -> None:
-    """Per-round metrics of one or more traces."""
-    from harness.metrics import metrics_for_traces
+    """Per-round metrics of one or more traces (or per optimizer step with --steps)."""
+    from harness.metrics import metrics_for_traces, step_metrics
     from harness.results import dump_json
-    from harness.trace import TraceError
+    from harness.trace import TraceError, read_trace
 
     try:
-        rows = metrics_for_traces([str(p) for p in traces])
+        if steps:
+            rows = [r for p in traces for r in step_metrics(read_trace(p))]
+        else:
+            rows = metrics_for_traces([str(p) for p in traces])
     except TraceError as err:
         fail(str(err))
     if json_out:
         sys.stdout.write(dump_json(rows))
+    elif steps:
+        print_rows(rows)
     else:
         print_metrics(rows)
 

@@ -192,3 +192,20 @@ def metrics_for_traces(paths: Iterable[str]) -> list[dict[str, Any]]:
     for path in paths:
         rows.extend(round_metrics(read_trace(path)))
     return rows
+
+
+STEP_KEYS = ("step", "version", "tokens", "lag_min", "lag_mean", "lag_max", "ess",
+             "ess_clamped")
+
+
+def step_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per optimizer step: its lag and ESS figures as the trace carries them
+    (modelled on the simulator, measured on live runs)."""
+    head = events[0]
+    rows = []
+    for e in events:
+        if e["ev"] == "optimizer_step":
+            row = {"system": head["system"], "workload": head["workload"], "t": e["t"]}
+            row.update({k: e.get(k, _nan()) for k in STEP_KEYS})
+            rows.append(row)
+    return rows

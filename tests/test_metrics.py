@@ -329,3 +329,16 @@ def test_request_belongs_to_the_round_named_in_its_submit() -> None:
     assert r0["mean_response_tokens"] == 100.0  # only sample 0 finished in round 0
     assert r1["mean_response_tokens"] == 300.0  # the resubmitted sample
     assert r1["rollout_tokens_per_s"] == pytest.approx(150.0)  # 300 tokens / (5 - 3) s
+
+
+def test_step_metrics_carry_the_trace_figures() -> None:
+    from harness.metrics import step_metrics
+
+    e = [head(), ev(0.0, "rollout_start", round=0, version=0),
+         ev(3.0, "optimizer_step", step=1, version=1, tokens=10, lag_min=0, lag_mean=0.5,
+            lag_max=1, ess=0.9, ess_clamped=0.95),
+         ev(4.0, "optimizer_step", step=2, version=2)]
+    rows = step_metrics(e)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert (rows[0]["lag_max"], rows[0]["ess"], rows[0]["tokens"]) == (1, 0.9, 10)
+    assert math.isnan(rows[1]["ess"])  # a trace without the figures reports NaN
