@@ -125,25 +125,28 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
 @app.command("run")
 def run_cmd(
     out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
-    system: Annotated[str | None, typer.Option(help="System backend (see `systems`).")] = None,
-    workload: Annotated[str | None, typer.Option(help="Workload (see `workloads`).")] = None,
-    groups: Annotated[int | None, typer.Option("--groups", "-R", help="Groups per rollout R.")]
-    = None,
-    group_size: Annotated[int | None, typer.Option("--group-size", "-K",
-                                                  help="Samples per prompt K.")] = None,
-    update_groups: Annotated[int | None, typer.Option("--update-groups", "-U",
-                                                     help="Groups per update U.")] = None,
-    frontier: Annotated[int | None, typer.Option(help="FGD frontier width F_w.")] = None,
+    system: Annotated[str | None, typer.Option(
+        help="System backend (see `systems`) [default: slime].")] = None,
+    workload: Annotated[str | None, typer.Option(
+        help="Workload (see `workloads`) [default: lsat-ar].")] = None,
+    groups: Annotated[int | None, typer.Option(
+        "--groups", "-R", help="Groups per rollout R [default: 32].")] = None,
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", "-K", help="Samples per prompt K [default: 8].")] = None,
+    update_groups: Annotated[int | None, typer.Option(
+        "--update-groups", "-U", help="Groups per update U [default: 2].")] = None,
+    frontier: Annotated[int | None, typer.Option(
+        help="FGD frontier width F_w [default: 2].")] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="PipelineRL: sequences in flight per engine replica H.")] = None,
+        help="PipelineRL: sequences in flight per engine replica H [default: 64].")] = None,
     max_lag: Annotated[int | None, typer.Option(
         help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
         help="APRIL: groups in flight per round (slime's --over-sampling-batch-size).")] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
         help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
-    rounds: Annotated[int | None, typer.Option(help="Rollout rounds.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rollout rounds [default: 4].")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed [default: 0].")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override: section.field=value"
