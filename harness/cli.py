@@ -244,5 +244,42 @@ def reproduce_cmd(
     console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
 
 
+data_app = typer.Typer(help="Real benchmark datasets: loaders and verifiers.",
+                       no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("check")
+def data_check_cmd(
+    workload: Annotated[str, typer.Option(
+        help="lsat-ar, agieval-math, sci-xw, sci-jl or olyphys.")],
+    data_dir: Annotated[Path, typer.Option(
+        help="A root laid out like shared/data (agieval/, scibench/, olympiadbench/).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Load a dataset, show one example, and score every reference answer with the
+    set's own verifier (each must pass, or the failure is listed with its reason)."""
+    from workloads.check import check
+    from workloads.datasets import WORKLOADS, DatasetError
+
+    if workload not in WORKLOADS:
+        fail(str(UnknownName(f"unknown dataset workload {workload!r}; known: "
+                             f"{', '.join(WORKLOADS)}")))
+    try:
+        result = check(workload, data_dir)
+    except (DatasetError, ImportError) as err:
+        fail(str(err))
+    if json_out:
+        keys = ("workload", "count", "reference_ok", "example")
+        sys.stdout.write(json.dumps({k: result[k] for k in keys}, indent=2) + "\n")
+        return
+    console.print(f"[bold]{workload}[/bold]: {result['count']} problems, "
+                  f"{result['reference_ok']} reference answers pass their verifier",
+                  highlight=False)
+    console.print(result["example"], highlight=False)
+    for failure in result["failures"]:
+        console.print(f"  fails: {failure}", highlight=False)
+
+
 def main() -> None:  # pragma: no cover
     app()

@@ -163,3 +163,23 @@ def test_error_text_is_not_read_as_markup(tmp_path: Path) -> None:
     assert "'[/x]'" in words(out.stderr)
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "out").exists()
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared/data is not beside the checkout")
+def test_data_check_json_scores_every_reference(tmp_path: Path) -> None:
+    out = cli("data", "check", "--workload", "lsat-ar", "--data-dir", str(SHARED), "--json",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-300:]
+    got = json.loads(out.stdout)
+    assert set(got) == {"workload", "count", "reference_ok", "example"}
+    assert got["count"] == got["reference_ok"] == 230
+
+
+def test_data_check_missing_file_exits_2(tmp_path: Path) -> None:
+    out = cli("data", "check", "--workload", "olyphys", "--data-dir", str(tmp_path),
+              cwd=tmp_path)
+    assert out.returncode == 2
+    assert "OE_TO_physics_en_COMP.json" in out.stderr and "Traceback" not in out.stderr

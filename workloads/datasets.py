@@ -36,7 +36,7 @@ SCIBENCH_SUBSETS: dict[str, list[str]] = {
 }
 
 OLYMPIAD_PHYSICS = "OE_TO_physics_en_COMP"
-WORKLOADS = ("lsat-ar", "sci-xw", "sci-jl", "olyphys")
+WORKLOADS = ("lsat-ar", "agieval-math", "sci-xw", "sci-jl", "olyphys")
 LSAT_LETTERS = ("A", "B", "C", "D", "E")
 
 
@@ -182,6 +182,8 @@ def workload_files(workload: str, data_dir: str | os.PathLike[str]) -> list[Path
     root = Path(data_dir)
     if workload == "lsat-ar":
         return [root / "agieval" / "lsat-ar.jsonl"]
+    if workload == "agieval-math":
+        return [root / "agieval" / "math.jsonl"]
     if workload in SCIBENCH_SUBSETS:
         return [root / "scibench" / f"{book}.json" for book in SCIBENCH_SUBSETS[workload]]
     if workload == "olyphys":
@@ -199,6 +201,8 @@ def load(workload: str, data_dir: str | os.PathLike[str]) -> list[Problem]:
     files = workload_files(workload, data_dir)
     if workload == "lsat-ar":
         return load_lsat_ar(files[0])
+    if workload == "agieval-math":
+        return load_agieval_math(files[0])
     if workload == "olyphys":
         return load_olympiadbench(files[0])
     return [p for f in files for p in load_scibench(f)]

@@ -1,0 +1,84 @@
+"""`data check`: load a workload's problems and score every reference answer.
+
+A live run's reward is only as good as its verifier's reading of the reference
+answers, so before a run relies on a data set this scores, for every problem, a
+perfect response (the reference in a final box) with the set's own verifier.
+Any reference that fails is listed with the reason, instead of silently
+becoming a problem that no model can ever get right.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workloads import datasets
+from workloads.datasets import Problem
+from workloads.verifiers import (
+    extract_letter,
+    extract_number,
+    last_boxed,
+    parse_number,
+    reference_response,
+    strip_math_dollars,
+    verifier_for,
+)
+
+
+def load_workload(workload: str, data_dir: str | os.PathLike[str]) -> list[Problem]:
+    """The problems of `workload`, read from `data_dir`."""
+    return datasets.load(workload, data_dir)
+
+
+def _why(workload: str, response: str, reference: str) -> str:
+    """A one-line reason why `response` did not score, naming what was extracted."""
+    if workload == "lsat-ar":
+        return f"extracted letter {extract_letter(response)!r}, label {reference!r}"
+    if workload.startswith("sci-"):
+        return f"extracted {extract_number(response)!r}, reference {parse_number(reference)!r}"
+    import math_verify  # score_math already ran, so the package is there
+
+    # no SIGALRM time limit, so that a check run off the main thread still works
+    boxed = last_boxed(response)
+    target = f"\\boxed{{{boxed}}}" if boxed is not None else response
+    pred = math_verify.parse(target, parsing_timeout=None)
+    gold = math_verify.parse(f"${strip_math_dollars(reference)}$", parsing_timeout=None)
+    if not gold:
+        return f"math-verify cannot parse the reference {reference!r}"
+    return f"math-verify: response parses as {pred!r}, reference as {gold!r}; not equivalent"
+
+
+def check(workload: str, data_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Count, reference answers that pass their verifier, one example, failures.
+
+    Returns {"workload", "count", "reference_ok", "example", "failures"}, where
+    each failure is {"id", "answer", "reason"}. Raises `datasets.DatasetError`
+    for a missing or malformed file, ValueError for an unknown workload and
+    ImportError when the verifier's package (math-verify) is not installed."""
+    score = verifier_for(workload)
+    problems = load_workload(workload, data_dir)
+    failures: list[dict[str, str]] = []
+    for problem in problems:
+        response = reference_response(problem)
+        try:
+            ok = score(response, problem.answer) == 1.0
+            reason = "" if ok else _why(workload, response, problem.answer)
+        except ImportError:
+            raise
+        except Exception as exc:  # a reference the verifier cannot read at all
+            ok, reason = False, f"{type(exc).__name__}: {exc}"
+        if not ok:
+            failures.append({"id": problem.id, "answer": problem.answer, "reason": reason})
+    first = problems[0]
+    return {
+        "workload": workload,
+        "count": len(problems),
+        "reference_ok": len(problems) - len(failures),
+        "example": {
+            "id": first.id,
+            "source": first.source,
+            "text": first.text,
+            "answer": first.answer,
+        },
+        "failures": failures,
+    }
