@@ -73,6 +73,7 @@ class Response:
     truncated: bool = False
     text: str = ""
     logprobs: list[float] | None = None
+    token_ids: list[int] | None = None  # live only: the generated token ids
 
     @property
     def versions(self) -> list[int]:

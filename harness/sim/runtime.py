@@ -1,7 +1,8 @@
 """The simulated runtime: virtual clock, engine, verifier, trainer, workload.
 
 `SimRuntime(cfg, trace_path).run(system)` drives a system coroutine to the
-end on a `VirtualTimeLoop` and writes the trace as it goes.
+end on a `VirtualTimeLoop` and writes the trace as it goes; what it shares
+with the live runtime is in `harness.runner`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, grpo
 from harness.config import RunConfig
 from harness.results import resolve_defaults
-from harness.runtime import Group, Request
+from harness.runner import RunnerBase
+from harness.runtime import Request
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
@@ -21,7 +22,6 @@ from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
-from harness.trace import SCHEMA, TraceWriter
 from workloads.profile import make_workload
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
@@ -38,13 +38,12 @@ def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
     return int(per_gpu * tp / model.kv_bytes_per_token())
 
 
-class SimRuntime:
+class SimRuntime(RunnerBase):
     name = "sim"
 
     def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
-        self.config = resolve_defaults(cfg)
         self.loop = VirtualTimeLoop()
-        self._writer = TraceWriter(trace_path, self.loop.time)
+        super().__init__(resolve_defaults(cfg), trace_path)
         s = cfg.sim
         self.params = resolve(s)
         hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
@@ -74,8 +73,6 @@ class SimRuntime:
             self.share.attach(engines, self.trainer.lock)
         self.verifier = SimVerifier(s.verifier_workers)
         self.workload = make_workload(cfg.workload, cfg.seed, cfg.group_size)
-        self._groups = 0
-        self._failure: asyncio.Future[BaseException] = self.loop.create_future()
 
     @staticmethod
     def _target_tokens(req: Request) -> int:
@@ -85,48 +82,14 @@ class SimRuntime:
     def now(self) -> float:
         return self.loop.time()
 
-    def emit(self, ev: str, **fields: Any) -> None:
-        self._writer.emit(ev, **fields)
-
-    def new_group_id(self) -> int:
-        self._groups += 1
-        return self._groups - 1
-
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = self.loop.create_task(coro)
-        task.add_done_callback(self._check)
-        return task
-
-    def _check(self, task: asyncio.Task[Any]) -> None:
-        """A failed task fails the run at once (instead of leaving others waiting)."""
-        if not task.cancelled() and task.exception() is not None and not self._failure.done():
-            self._failure.set_result(task.exception())
-
-    async def materialize(self, group: Group) -> None:
+    async def _materialize_delay(self) -> None:
         await asyncio.sleep(self.params["materialize_s"])
-        group.advantages = grpo.advantages(group.rewards)
-        self.emit("group_materialized", group=group.id, round=group.round)
 
-    # -- driving a run ---------------------------------------------------
-    def run(self, system: Any) -> None:
-        cfg = self.config
-        self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
-                  runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
-                  sim_params=self.params)
+    def header(self) -> dict[str, Any]:
+        return {"sim_params": self.params}
+
+    def _loop_run(self, coro: Any) -> None:
         try:
-            self.loop.run_until_complete(self._main(system))
-        except BaseException as err:
-            self.emit("run_end", error=f"{type(err).__name__}: {err}")
-            raise
+            self.loop.run_until_complete(coro)
         finally:
-            self._writer.close()
             self.loop.close()
-
-    async def _main(self, system: Any) -> None:
-        main = self.loop.create_task(system.run(self))
-        await asyncio.wait([main, self._failure], return_when=asyncio.FIRST_COMPLETED)
-        if self._failure.done():
-            main.cancel()
-            raise self._failure.result()
-        main.result()
-        self.emit("run_end", preemptions=self.engine.preemptions)

@@ -1,0 +1,100 @@
+"""What both runtimes share: the trace, group ids, task supervision, materialisation.
+
+A runtime subclasses `RunnerBase`, builds its engine, verifier, trainer and
+workload, and implements `now()` and `_loop_run(coro)`. A task that fails ends
+the run at once with that error (instead of leaving the others waiting), and a
+failed run still closes its trace with a `run_end` event that names the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from harness import __version__, grpo
+from harness.config import RunConfig
+from harness.runtime import Group
+from harness.trace import SCHEMA, TraceWriter
+
+
+class RunnerBase:
+    name = "base"
+
+    def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
+        self.config = cfg
+        self._writer = TraceWriter(trace_path, self.now)
+        self._groups = 0
+        self._failure: asyncio.Future[BaseException] | None = None
+        self.engine: Any = None
+
+    # -- the Runtime contract --------------------------------------------
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self._writer.emit(ev, **fields)
+
+    def new_group_id(self) -> int:
+        self._groups += 1
+        return self._groups - 1
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(self._check)
+        return task
+
+    def _check(self, task: asyncio.Task[Any]) -> None:
+        failure = self._failure
+        if (failure is not None and not task.cancelled() and task.exception() is not None
+                and not failure.done()):
+            failure.set_result(task.exception())
+
+    async def _materialize_delay(self) -> None:
+        """The control node's own time per group (nothing extra when live)."""
+
+    async def materialize(self, group: Group) -> None:
+        await self._materialize_delay()
+        group.advantages = grpo.advantages(group.rewards)
+        self.emit("group_materialized", group=group.id, round=group.round)
+
+    # -- driving a run ---------------------------------------------------
+    def header(self) -> dict[str, Any]:
+        """Extra fields for `run_start` (calibrated parameters, live facts)."""
+        return {}
+
+    def run(self, system: Any) -> None:
+        cfg = self.config
+        self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
+                  runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
+                  **self.header())
+        try:
+            self._loop_run(self._main(system))
+        except BaseException as err:
+            self.emit("run_end", error=f"{type(err).__name__}: {err}")
+            raise
+        finally:
+            self._writer.close()
+
+    def _loop_run(self, coro: Any) -> None:
+        raise NotImplementedError
+
+    async def _setup(self) -> None:
+        """Start what needs a running event loop (a live engine)."""
+
+    async def _teardown(self) -> None:
+        """Stop what `_setup` started."""
+
+    async def _main(self, system: Any) -> None:
+        self._failure = asyncio.get_running_loop().create_future()
+        await self._setup()
+        try:
+            main = asyncio.get_running_loop().create_task(system.run(self))
+            await asyncio.wait([main, self._failure], return_when=asyncio.FIRST_COMPLETED)
+            if self._failure.done():
+                main.cancel()
+                raise self._failure.result()
+            main.result()
+        finally:
+            await self._teardown()
+        self.emit("run_end", preemptions=self.engine.preemptions)
