@@ -102,6 +102,18 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
     from systems import get_system
 
     get_system(cfg.system)
+    if cfg.runtime == "live":
+        from harness.live.runtime import available
+
+        missing = [k for k, ok in available().items() if not ok and k != "ray"]
+        if missing:
+            raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
+                              "(install the live extras: pip install -e '.[live]')")
+        if not Path(cfg.live.model_dir, "config.json").exists():
+            raise ConfigError(f"--set live.model_dir: no model in {cfg.live.model_dir} "
+                              "(make one: rolloutbench model init DIR)")
+        resolve_defaults(cfg)
+        return cfg
     resolve_defaults(cfg)
     if cfg.runtime == "sim":
         from harness.sim.calibration import resolve

@@ -46,6 +46,18 @@ class SimConfig:
 
 
 @dataclass
+class LiveConfig:
+    """The live runtime: a model folder made by `rolloutbench model init`."""
+
+    model_dir: str = "runs/live-model"
+    data_dir: str = ""
+    lr: float = 1e-4
+    temperature: float = 1.0
+    max_model_len: int = 1024
+    kv_cache_mb: int = 256
+
+
+@dataclass
 class RunConfig:
     system: str = "slime"
     workload: str = "lsat-ar"
@@ -71,6 +83,7 @@ class RunConfig:
     max_response_tokens: int = 0  # 0: the workload profile's own cap
     clamp: float = 5.0
     sim: SimConfig = field(default_factory=SimConfig)
+    live: LiveConfig = field(default_factory=LiveConfig)
 
     def validate(self) -> RunConfig:
         def need(ok: bool, opt: str, msg: str) -> None:
@@ -95,7 +108,8 @@ class RunConfig:
         need(self.clamp > 0, "set clamp", "the importance-weight clamp must be positive")
         need(self.groups % self.update_groups == 0, "update-groups",
              f"U={self.update_groups} must divide the groups per rollout R={self.groups}")
-        need(self.runtime in ("sim",), "runtime", f"unknown runtime {self.runtime!r} (known: sim)")
+        need(self.runtime in ("sim", "live"), "runtime",
+             f"unknown runtime {self.runtime!r} (known: sim, live)")
         s = self.sim
         need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")

@@ -72,13 +72,18 @@ def dump_json(obj: Any) -> str:
     return json.dumps(obj, indent=2) + "\n"
 
 
+LIVE_RESPONSE_CAP = 256  # the tiny live model's default response cap
+
+
 def resolve_defaults(cfg: RunConfig) -> RunConfig:
     """Fill the fields whose default depends on the workload (the response cap)."""
-    from workloads.profile import load_profile
-
-    profile = load_profile(cfg.workload)
     if cfg.max_response_tokens == 0:
-        cfg.max_response_tokens = profile.max_tokens
+        if cfg.runtime == "live":
+            cfg.max_response_tokens = LIVE_RESPONSE_CAP
+        else:
+            from workloads.profile import load_profile
+
+            cfg.max_response_tokens = load_profile(cfg.workload).max_tokens
     return cfg
 
 
@@ -93,6 +98,10 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
         from harness.sim.runtime import SimRuntime
 
         SimRuntime(cfg, trace_path).run(system)
+    elif cfg.runtime == "live":
+        from harness.live.runtime import LiveRuntime
+
+        LiveRuntime(cfg, trace_path).run(system)
     else:  # validated earlier; kept for a clear message if called directly
         raise ValueError(f"runtime {cfg.runtime!r} is not available")
     return round_metrics(read_trace(trace_path))

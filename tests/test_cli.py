@@ -104,7 +104,7 @@ BAD: dict[str, tuple[list[str], list[str], str | None]] = {
     "unknown_set_field": (["--set", "sim.nope=1"], ["sim.nope", "unknown field"], None),
     "set_without_value": (["--set", "groups"], ["--set", "groups"], None),
     "set_bad_type": (["--set", "sim.rollout_tp=abc"], ["sim.rollout_tp"], None),
-    "unknown_runtime": (["--set", "runtime=live"], ["runtime", "'live'"], None),
+    "unknown_runtime": (["--set", "runtime=gpu"], ["runtime", "'gpu'"], None),
     "cache_too_small": (["--set", "sim.mem_fraction=0.01"], ["sim.mem_fraction"], None),
     "config_unknown_field": (["--config", "c.toml"], ["bogus", "unknown field"], UNKNOWN_FIELD),
     "config_bad_toml": (["--config", "c.toml"], ["--config", "c.toml"], BAD_TOML),

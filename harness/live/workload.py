@@ -1,0 +1,86 @@
+"""Live prompt sources and their verifiers.
+
+`arith` is a procedural task set made here (sums and products of small
+integers, the answer in `\\boxed{}`): verifiable, endless, and within reach of
+the tiny warmed-up model, so rewards are real and not all zero. The dataset
+workloads (`lsat-ar`, `agieval-math`, `sci-xw`, `sci-jl`, `olyphys`) read
+the real files from `live.data_dir` and score with the set's own verifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+from harness.runtime import Prompt, Response
+from workloads.verifiers import last_boxed
+
+PROCEDURAL = ("arith",)
+
+
+def arith_problem(index: int, seed: int) -> tuple[str, str]:
+    """Problem `index` of the arith stream: (question, answer)."""
+    rng = random.Random(f"{seed}:{index}")
+    a, b = rng.randint(2, 60), rng.randint(2, 60)
+    if rng.random() < 0.5:
+        return f"What is {a} + {b}?", str(a + b)
+    return f"What is {a} * {b}?", str(a * b)
+
+
+def score_arith(text: str, answer: str) -> float:
+    """1 when the last \\boxed{} holds exactly the answer."""
+    found = last_boxed(text)
+    return 1.0 if found is not None and found.strip() == answer else 0.0
+
+
+class LiveWorkload:
+    """The run's prompt stream (implements runtime.Workload)."""
+
+    def __init__(self, name: str, seed: int, count_tokens: Callable[[str], int],
+                 data_dir: str = "") -> None:
+        self.name = name
+        self._seed = seed
+        self._count = count_tokens
+        self._next = 0
+        if name in PROCEDURAL:
+            self._problems: list[tuple[str, Any]] | None = None
+            self.score: Callable[[str, Any], float] = score_arith
+        else:
+            from workloads.datasets import load
+            from workloads.verifiers import verifier_for
+
+            if not data_dir:
+                raise ValueError(f"workload {name!r} reads real data: set live.data_dir")
+            self._problems = [(p.text, p.answer) for p in load(name, data_dir)]
+            random.Random(seed).shuffle(self._problems)
+            self.score = verifier_for(name)
+
+    def take(self, n: int) -> list[Prompt]:
+        out = []
+        for i in range(self._next, self._next + n):
+            if self._problems is None:
+                text, answer = arith_problem(i, self._seed)
+            else:
+                text, answer = self._problems[i % len(self._problems)]
+            out.append(Prompt(index=i, tokens=self._count(text), text=text, answer=answer))
+        self._next += n
+        return out
+
+
+class LiveVerifier:
+    """Scores responses with the workload's verifier, in a worker thread."""
+
+    def __init__(self, workload: LiveWorkload) -> None:
+        self._workload = workload
+
+    async def score(self, response: Response, timeout: float | None = None) -> float:
+        if response.status != "finished":
+            return 0.0
+        check = asyncio.to_thread(self._workload.score, response.text,
+                                  response.request.prompt.answer)
+        try:
+            return float(await asyncio.wait_for(check, timeout))
+        except TimeoutError:
+            return 0.0
