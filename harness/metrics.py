@@ -180,9 +180,11 @@ def _lower_bound(
     u = len(batches[0][2])
     if len(ready) < u:
         return _nan()
-    t_u = ready[u - 1][0] - t0
+    # Groups made ready before the round began (pipelined systems) are ready at t0.
+    t_u = max(0.0, ready[u - 1][0] - t0)
     t_last, last_batch = ready[-1]
-    return max(t_u + sum(compute.values()), t_last - t0 + compute.get(last_batch, 0.0))
+    return max(t_u + sum(compute.values()),
+               max(0.0, t_last - t0) + compute.get(last_batch, 0.0))
 
 
 def metrics_for_traces(paths: Iterable[str]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ token's log-prob; each chunk is tagged with the weights version current when it
 arrived, so a response generated across an in-flight update carries several
 versions. Abort returns the partial response (tokens, log-probs, versions);
 a resumed request continues from its prompt plus those tokens. New weights are
-installed in place (`reload_weights` through `collective_rpc`) with generation
+installed in place (`reload_weights` of a checkpoint through `collective_rpc`) with generation
 paused in `keep` mode, so running sequences keep their KV cache.
 
 vLLM reports no admission event: `request_admit` is recorded when a request's
@@ -95,12 +95,14 @@ class VLLMEngine:
         running = sum(1 for x in self._live.values() if x.admitted)
         return EngineLoad(running, len(self._live) - running, 0.0, self.preemptions, 1)
 
-    async def install(self, version: int, state_dict: dict[str, Any]) -> None:
-        """New weights in place, generation paused (KV cache kept) meanwhile."""
+    async def install(self, version: int, weights_path: str) -> None:
+        """New weights in place from a checkpoint folder, generation paused (KV
+        cache kept) meanwhile. A folder, not tensors: the engine core may live in
+        another process, and a path crosses that boundary as it is."""
         await self._llm.pause_generation(mode="keep", clear_cache=False)
         try:
-            await self._llm.collective_rpc(
-                "reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
+            await self._llm.collective_rpc("reload_weights",
+                                           kwargs={"weights_path": weights_path})
             self.version = version
         finally:
             await self._llm.resume_generation()
@@ -139,9 +141,13 @@ class VLLMEngine:
                 finish = piece.finish_reason or finish
         except asyncio.CancelledError:
             live.aborted = True
-        finally:
-            status = "aborted" if live.aborted or finish == "abort" else "finished"
-            self._finish(live, status, finish == "length")
+        except Exception as err:  # the engine failed: fail whoever awaits this request
+            self._live.pop(req.id, None)
+            if not live.future.done():
+                live.future.set_exception(err)
+            return
+        status = "aborted" if live.aborted or finish == "abort" else "finished"
+        self._finish(live, status, finish == "length")
 
     def _take(self, live: _Live, piece: Any) -> None:
         ids = list(piece.token_ids)

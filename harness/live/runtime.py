@@ -63,8 +63,9 @@ class LiveRuntime(RunnerBase):
 
     # -- prompts -------------------------------------------------------------
     def _ids(self, text: str) -> list[int]:
-        return list(self._tok.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True))
+        chat = self._tok.apply_chat_template([{"role": "user", "content": text}],
+                                             add_generation_prompt=True, tokenize=False)
+        return list(self._tok(chat, add_special_tokens=False)["input_ids"])
 
     def _count(self, text: str) -> int:
         return len(self._ids(text))
@@ -91,9 +92,21 @@ class LiveRuntime(RunnerBase):
                                  live.temperature)
         self.trainer = TorchTrainer(live.model_dir, self.engine, self.emit, self.prompt_ids,
                                     lr=live.lr, clamp=self.config.clamp, seed=self.config.seed)
+        await self._warm_up()
         for what in ("colocated placement", "engine replicas"):
             self.emit("decision", what="not_applicable", operation=what,
                       reason="one CPU process holds the engine and the trainer")
+
+    async def _warm_up(self) -> None:
+        """One short request before the clock matters: the first sampling call
+        with log-probs compiles kernels (seconds), which is not scheduling."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=4, logprobs=0)
+        async for _ in self._llm.generate({"prompt_token_ids": self._ids("warm up")}, params,
+                                          request_id="warm-up"):
+            pass
+        self.emit("decision", what="engine_warm_up")
 
     async def _teardown(self) -> None:
         llm = getattr(self, "_llm", None)

@@ -16,7 +16,10 @@ Compute runs in a worker thread so the engine keeps generating meanwhile.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +53,7 @@ class TorchTrainer:
         self._step = 0
         self._weights: list[np.ndarray] = []
         self._lags: dict[int, int] = {}
+        self._weights_dir = tempfile.mkdtemp(prefix="rolloutbench-weights-")
 
     async def train(self, batch: int, groups: Sequence[Group], gpus: int | None = None) -> None:
         async with self.lock:
@@ -107,8 +111,21 @@ class TorchTrainer:
         self._opt.zero_grad(set_to_none=True)
 
     async def publish(self, in_flight: bool = False) -> None:
-        torch = self._torch
-        state = {k: v.detach().to(torch.bfloat16).clone()
-                 for k, v in self.model.state_dict().items()}
-        await self._engine.install(self.version, state)
+        """Write the weights as a safetensors checkpoint (the LM head too, even when
+        tied, or the engine keeps a stale one) and have the engine load it."""
+        path = Path(self._weights_dir) / f"v{self.version}"
+        await asyncio.to_thread(self._save, path)
+        await self._engine.install(self.version, str(path))
         self._emit("weights_published", version=self.version, in_flight=in_flight)
+
+    def _save(self, path: Path) -> None:
+        from safetensors.torch import save_file
+
+        path.mkdir(parents=True, exist_ok=True)
+        torch = self._torch
+        state = {k: v.detach().to(torch.bfloat16).contiguous().clone()
+                 for k, v in self.model.state_dict().items()}
+        save_file(state, str(path / "model.safetensors"))
+        old = path.parent / f"v{self.version - 2}"  # keep the last two
+        if old.exists():
+            shutil.rmtree(old, ignore_errors=True)
