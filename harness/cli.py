@@ -293,5 +293,51 @@ def data_check_cmd(
         console.print(f"  fails: {failure}", highlight=False)
 
 
+model_app = typer.Typer(help="The tiny live model, built locally (no downloads).",
+                        no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+@model_app.command("init")
+def model_init_cmd(
+    out: Annotated[Path, typer.Argument(help="Folder for the model and its tokenizer.")],
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    force: Annotated[bool, typer.Option(help="Rebuild even if the folder holds a model.")]
+    = False,
+) -> None:
+    """Build a tiny Qwen3-architecture model and train its tokenizer (cached)."""
+    try:
+        from harness.live.model import init_model
+    except ImportError as err:
+        fail(f"model init needs the live extras (make setup-live): {err}")
+    try:
+        path = init_model(out, seed=seed, force=force)
+    except (ValueError, FileExistsError) as err:
+        fail(str(err))
+    console.print(f"model ready in {path}", highlight=False)
+
+
+@model_app.command("warmup")
+def model_warmup_cmd(
+    model_dir: Annotated[Path, typer.Argument(help="A folder made by `model init`.")],
+    workload: Annotated[str, typer.Option(help="Task format to warm up on.")] = "arith",
+    examples: Annotated[int, typer.Option(help="Supervised examples.")] = 2000,
+    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 200,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """A short supervised warm-up on the task format, so live rewards are not all zero."""
+    if workload != "arith":
+        fail(f"--workload: warm-up knows the arith format only, not {workload!r}")
+    try:
+        from harness.live.model import arith_examples, warmup
+    except ImportError as err:
+        fail(f"model warmup needs the live extras (make setup-live): {err}")
+    try:
+        result = warmup(model_dir, arith_examples(examples, seed), steps=steps, seed=seed)
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
+    console.print_json(json.dumps(result, default=str))
+
+
 def main() -> None:  # pragma: no cover
     app()
