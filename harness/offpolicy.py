@@ -46,15 +46,33 @@ def lag_histogram(spans: Iterable[Sequence[int]], version: int) -> dict[int, int
     return hist
 
 
+def lag_stats(hist: dict[int, int]) -> dict[str, float]:
+    """Token count and lag figures of one step from its lag histogram."""
+    tokens = sum(hist.values())
+    if tokens == 0:
+        nan = float("nan")
+        return {"tokens": 0, "lag_min": nan, "lag_mean": nan, "lag_max": nan}
+    lags = np.fromiter(hist, dtype=float)
+    counts = np.fromiter(hist.values(), dtype=float)
+    return {"tokens": int(tokens), "lag_min": float(lags.min()),
+            "lag_mean": float((lags * counts).sum() / tokens), "lag_max": float(lags.max())}
+
+
+def measured_stats(hist: dict[int, int], weights: np.ndarray, clamp: float
+                   ) -> dict[str, float]:
+    """Lag and ESS figures of one step from importance weights measured on real
+    log-probs (the live trainer)."""
+    return {**lag_stats(hist), "ess": round(ess(weights), 6),
+            "ess_clamped": round(ess(np.minimum(weights, clamp)), 6)}
+
+
 def step_stats(
     hist: dict[int, int], drift: float, clamp: float, rng: np.random.Generator
 ) -> dict[str, float]:
     """Lag and ESS figures of one step from its lag histogram and the drift model."""
     tokens = sum(hist.values())
     if tokens == 0:
-        nan = float("nan")
-        return {"tokens": 0, "lag_min": nan, "lag_mean": nan, "lag_max": nan, "ess": nan,
-                "ess_clamped": nan}
+        return {**lag_stats(hist), "ess": float("nan"), "ess_clamped": float("nan")}
     lags = np.fromiter(hist, dtype=float)
     counts = np.fromiter(hist.values(), dtype=float)
     share = min(1.0, MAX_SAMPLED_TOKENS / tokens)
@@ -63,12 +81,4 @@ def step_stats(
         drawn[np.argmax(counts)] = 1
     s2 = np.repeat(drift * lags, drawn)
     log_w = rng.standard_normal(s2.size) * np.sqrt(s2) - s2 / 2
-    w = np.exp(log_w)
-    return {
-        "tokens": int(tokens),
-        "lag_min": float(lags.min()),
-        "lag_mean": float((lags * counts).sum() / tokens),
-        "lag_max": float(lags.max()),
-        "ess": round(ess(w), 6),
-        "ess_clamped": round(ess(np.minimum(w, clamp)), 6),
-    }
+    return measured_stats(hist, np.exp(log_w), clamp)

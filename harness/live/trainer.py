@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.offpolicy import ess, lag_histogram
+from harness.offpolicy import lag_histogram, measured_stats
 from harness.runtime import Group, Request
 
 
@@ -91,16 +91,7 @@ class TorchTrainer:
             self._step += 1
             self.version += 1
             w = np.concatenate(self._weights) if self._weights else np.array([])
-            lags = self._lags
-            tokens = sum(lags.values())
-            stats: dict[str, Any] = {"tokens": int(tokens)}
-            if tokens:
-                keys = np.array(list(lags), dtype=float)
-                counts = np.array(list(lags.values()), dtype=float)
-                stats.update(lag_min=float(keys.min()), lag_max=float(keys.max()),
-                             lag_mean=float((keys * counts).sum() / tokens),
-                             ess=round(ess(w), 6),
-                             ess_clamped=round(ess(np.minimum(w, self._clamp)), 6))
+            stats = measured_stats(self._lags, w, self._clamp)
             self._weights, self._lags = [], {}
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
