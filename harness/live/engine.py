@@ -124,10 +124,12 @@ class VLLMEngine:
 
         req = live.request
         done = len(live.tokens)
+        # No per-request seed: on CPU, vLLM's seeded generators crash when a sampled
+        # token is discarded (chunked prefill: "CPU Generator does not use offset").
+        # The engine's own seed is set once; a live run is not byte-repeatable anyway.
         params = SamplingParams(
             max_tokens=max(1, req.max_tokens - done), temperature=self._temperature,
-            logprobs=0, output_kind=RequestOutputKind.DELTA,
-            seed=hash((self._seed, req.group, req.sample, done)) & 0x7FFFFFFF)
+            logprobs=0, output_kind=RequestOutputKind.DELTA)
         prompt = {"prompt_token_ids": self._prompt_ids(req) + live.tokens}
         finish = None
         try:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,8 @@ def init_model(out_dir: str | Path, *, vocab: int = 1024, hidden: int = 128, lay
     out.mkdir(parents=True, exist_ok=True)
     (out / STAMP).unlink(missing_ok=True)
     tok = _train_tokenizer(vocab, seed)
+    if len(tok) > vocab:  # the byte alphabet and the special tokens alone need 259 ids
+        raise ValueError(f"vocab={vocab} is below the tokenizer's minimum {len(tok)}")
     ids = tok.convert_tokens_to_ids(SPECIAL_TOKENS)
     config = Qwen3Config(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=3 * hidden,
@@ -171,17 +174,17 @@ def init_model(out_dir: str | Path, *, vocab: int = 1024, hidden: int = 128, lay
     return out
 
 
+WARMUP_STREAM = 1_000_003  # warm-up problems come from their own stream, not the live one
+
+
 def arith_examples(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Verifiable small-number arithmetic prompts with ``\\boxed{}`` answers (warm-up default)."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        op = rng.choice("+-*")
-        a, b = (rng.randint(0, 12), rng.randint(0, 12)) if op == "*" else (
-            rng.randint(0, 50), rng.randint(0, 50))
-        val = {"+": a + b, "-": a - b, "*": a * b}[op]
-        out.append((f"What is {a} {op} {b}?", f"\\boxed{{{val}}}"))
-    return out
+    """Warm-up pairs in the live `arith` format (``\\boxed{}`` answers), drawn from
+    the same generator as the live workload but another stream, so the model
+    never trains on the exact problems it is later scored on."""
+    from harness.live.workload import arith_problem
+
+    pairs = (arith_problem(i, seed + WARMUP_STREAM) for i in range(n))
+    return [(q, f"\\boxed{{{a}}}") for q, a in pairs]
 
 
 def _encode(tok: Any, prompt: str, answer: str) -> tuple[list[int], list[int]]:
@@ -219,8 +222,6 @@ def warmup(model_dir: str | Path, examples: list[tuple[str, str]], *, steps: int
         init_model(out, **{k: base[k] for k in ("vocab", "hidden", "layers", "heads",
                                                 "kv_heads", "seed")}, force=True)
         stamp = _read_stamp(out) or {}
-
-    import time
 
     import torch
     from transformers import AutoTokenizer, Qwen3ForCausalLM

@@ -1,7 +1,7 @@
 """Live prompt sources and their verifiers.
 
-`arith` is a procedural task set made here (sums and products of small
-integers, the answer in `\\boxed{}`): verifiable, endless, and within reach of
+`arith` is a procedural task set made here (sums, differences and products of
+small integers, the answer in `\\boxed{}`): verifiable, endless, and within reach of
 the tiny warmed-up model, so rewards are real and not all zero. The dataset
 workloads (`lsat-ar`, `agieval-math`, `sci-xw`, `sci-jl`, `olyphys`) read
 the real files from `live.data_dir` and score with the set's own verifier.
@@ -21,12 +21,14 @@ PROCEDURAL = ("arith",)
 
 
 def arith_problem(index: int, seed: int) -> tuple[str, str]:
-    """Problem `index` of the arith stream: (question, answer)."""
+    """Problem `index` of the arith stream: (question, answer). Sums and
+    differences of numbers up to 50, products up to 12 x 12: within reach of
+    the tiny warmed-up model, so rewards are not all zero."""
     rng = random.Random(f"{seed}:{index}")
-    a, b = rng.randint(2, 60), rng.randint(2, 60)
-    if rng.random() < 0.5:
-        return f"What is {a} + {b}?", str(a + b)
-    return f"What is {a} * {b}?", str(a * b)
+    op = rng.choice("+-*")
+    hi = 12 if op == "*" else 50
+    a, b = rng.randint(0, hi), rng.randint(0, hi)
+    return f"What is {a} {op} {b}?", str({"+": a + b, "-": a - b, "*": a * b}[op])
 
 
 def score_arith(text: str, answer: str) -> float:
