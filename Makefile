@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LIVE_STAMP := $(VENV)/.live-installed
 
-.PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe bench calibrate clean
+.PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe bench calibrate live-demo clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,9 @@ reproduce-rolloutpipe: setup
 
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all
+
+live-demo: setup setup-live
+	$(BIN)/rolloutbench live-demo --out runs/live-demo
 
 bench: setup
 	$(BIN)/python -m harness.bench

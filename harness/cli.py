@@ -339,5 +339,25 @@ def model_warmup_cmd(
     console.print_json(json.dumps(result, default=str))
 
 
+@app.command("live-demo")
+def live_demo_cmd(
+    out: Annotated[Path, typer.Option(help="Folder for the model, traces, table, figure.")]
+    = Path("runs/live-demo"),
+    rounds: Annotated[int, typer.Option(help="Live rounds per system.")] = 2,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Every system live on the tiny warmed-up model (needs `make setup-live`)."""
+    from harness.live.runtime import available
+
+    missing = [k for k, ok in available().items() if not ok and k != "ray"]
+    if missing:
+        fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
+    from harness.live import demo
+
+    df = demo.run(out, seed=seed, rounds=rounds)
+    print_metrics(df.to_dict("records"))
+    console.print(f"traces, metrics.csv and live_demo.png in {out}", highlight=False)
+
+
 def main() -> None:  # pragma: no cover
     app()
