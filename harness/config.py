@@ -55,6 +55,7 @@ class LiveConfig:
     temperature: float = 1.0
     max_model_len: int = 1024
     kv_cache_mb: int = 256
+    request_timeout_s: float = 300.0  # a request still running then fails the run (0: none)
 
 
 @dataclass

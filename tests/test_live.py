@@ -57,3 +57,15 @@ def test_live_run_trains_and_updates_weights(model_dir: Path, tmp_path: Path,
     assert spans == sorted(spans)  # trainer spans never overlap
     if system == "pipelinerl":  # weights installed in flight after every step
         assert published == [1, 2, 3, 4]
+
+
+def test_a_request_past_its_timeout_fails_the_run(model_dir: Path, tmp_path: Path) -> None:
+    cfg = RunConfig(system="slime", workload="arith", runtime="live", groups=2, group_size=2,
+                    update_groups=1, rounds=1, max_response_tokens=32)
+    cfg.live.model_dir = str(model_dir)
+    cfg.live.request_timeout_s = 1e-4
+    path = tmp_path / "t.jsonl"
+    with pytest.raises(TimeoutError, match="timeout"):
+        execute(cfg.validate(), path)
+    last = read_trace(path)[-1]
+    assert last["ev"] == "run_end" and "timeout" in last["error"]

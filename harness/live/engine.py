@@ -41,8 +41,10 @@ class VLLMEngine:
     replicas = 1
 
     def __init__(self, llm: Any, prompt_ids: Callable[[Request], list[int]],
-                 emit: Callable[..., Any], seed: int = 0, temperature: float = 1.0) -> None:
+                 emit: Callable[..., Any], seed: int = 0, temperature: float = 1.0,
+                 timeout_s: float | None = None) -> None:
         self._llm = llm
+        self._timeout = timeout_s
         self._prompt_ids = prompt_ids
         self._emit = emit
         self._seed = seed
@@ -133,16 +135,24 @@ class VLLMEngine:
         prompt = {"prompt_token_ids": self._prompt_ids(req) + live.tokens}
         finish = None
         try:
-            async for out in self._llm.generate(prompt, params, request_id=req.id,
-                                                priority=req.priority):
-                piece = out.outputs[0]
-                if piece.token_ids and not live.admitted:
-                    live.admitted = True
-                    self._emit("request_admit", group=req.group, sample=req.sample, engine=0)
-                self._take(live, piece)
-                finish = piece.finish_reason or finish
+            async with asyncio.timeout(self._timeout):
+                async for out in self._llm.generate(prompt, params, request_id=req.id,
+                                                    priority=req.priority):
+                    piece = out.outputs[0]
+                    if piece.token_ids and not live.admitted:
+                        live.admitted = True
+                        self._emit("request_admit", group=req.group, sample=req.sample,
+                                   engine=0)
+                    self._take(live, piece)
+                    finish = piece.finish_reason or finish
         except asyncio.CancelledError:
             live.aborted = True
+        except TimeoutError:
+            self._live.pop(req.id, None)
+            if not live.future.done():
+                live.future.set_exception(TimeoutError(
+                    f"request {req.id} ran past its {self._timeout} s timeout"))
+            return
         except Exception as err:  # the engine failed: fail whoever awaits this request
             self._live.pop(req.id, None)
             if not live.future.done():

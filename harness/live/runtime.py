@@ -89,7 +89,7 @@ class LiveRuntime(RunnerBase):
             scheduling_policy="priority")
         self._llm = AsyncLLM.from_engine_args(args)
         self.engine = VLLMEngine(self._llm, self.prompt_ids, self.emit, self.config.seed,
-                                 live.temperature)
+                                 live.temperature, live.request_timeout_s or None)
         self.trainer = TorchTrainer(live.model_dir, self.engine, self.emit, self.prompt_ids,
                                     lr=live.lr, clamp=self.config.clamp, seed=self.config.seed)
         await self._warm_up()
