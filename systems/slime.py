@@ -8,7 +8,7 @@ published after the round.
 
 from __future__ import annotations
 
-from harness.runtime import Runtime
+from harness.runtime import Group, Runtime
 from systems.common import BatchCounter, new_groups, serve
 
 
@@ -19,14 +19,18 @@ class Slime:
     def __init__(self) -> None:
         self.batches = BatchCounter()
 
+    async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
+        """Generate and materialise every group (rewards as each sample finishes)."""
+        tasks = [rt.spawn(serve(rt, g)) for g in groups]
+        for task in tasks:
+            await task
+
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config
         for rnd in range(cfg.rounds):
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
             groups = new_groups(rt, rnd, rt.workload.take(cfg.groups))
-            tasks = [rt.spawn(serve(rt, g)) for g in groups]
-            for task in tasks:
-                await task
+            await self.rollout(rt, groups)
             rt.emit("rollout_complete", round=rnd)
             for i in range(0, len(groups), cfg.update_groups):
                 await self.batches.train(rt, groups[i : i + cfg.update_groups])
