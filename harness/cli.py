@@ -217,12 +217,23 @@ def metrics_cmd(
 @app.command("calibrate")
 def calibrate_cmd(
     paper: Annotated[str, typer.Argument(
-        help="Which calibration to fit: rolloutpipe, april, rollpacker, or all.")],
+        help="Which calibration to fit: rolloutpipe, april, rollpacker, all; or engine "
+             "(measure this machine's live engine and trainer).")],
     dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
+    model_dir: Annotated[Path, typer.Option(help="engine: the live model to measure.")]
+    = Path("runs/live-model"),
 ) -> None:
     """Fit the simulator's free parameters to the baseline's observations only."""
     from harness import calibrate
 
+    if paper == "engine":
+        if not (model_dir / "config.json").exists():
+            fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init)")
+        from harness.live.measure import calibrate_engine
+        from harness.sim.calibration import path_of
+
+        console.print_json(json.dumps(calibrate_engine(str(model_dir), path_of("cpu-live"))))
+        return
     names = list(calibrate.FITS) if paper == "all" else [paper]
     for name in names:
         if name not in calibrate.FITS:
@@ -337,6 +348,40 @@ def model_warmup_cmd(
     except (FileNotFoundError, ValueError) as err:
         fail(str(err))
     console.print_json(json.dumps(result, default=str))
+
+
+@app.command("validate")
+def validate_cmd(
+    systems: Annotated[str, typer.Option(help="Comma-separated systems.")]
+    = "slime,cgp,cgp-fgd",
+    out: Annotated[Path, typer.Option(help="Folder for traces and validate.csv.")]
+    = Path("runs/validate"),
+    model_dir: Annotated[Path, typer.Option(help="The live model (model init + warmup).")]
+    = Path("runs/live-demo/model"),
+    groups: Annotated[int, typer.Option("--groups", "-R")] = 8,
+    group_size: Annotated[int, typer.Option("--group-size", "-K")] = 4,
+    update_groups: Annotated[int, typer.Option("--update-groups", "-U")] = 2,
+    rounds: Annotated[int, typer.Option()] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Run systems live and on the simulator (this machine's measured calibration)."""
+    from harness.sim.calibration import path_of
+
+    if not path_of("cpu-live").exists():
+        fail("no cpu-live calibration: run rolloutbench calibrate engine first")
+    try:
+        base = build_config(None, [], workload="arith", groups=groups, group_size=group_size,
+                            update_groups=update_groups, rounds=rounds, seed=seed)
+    except (ConfigError, UnknownName) as err:
+        fail(str(err))
+    base.max_response_tokens = 48
+    base.live.model_dir = str(model_dir)
+    from harness.live.validate import validate
+
+    df = validate([x.strip() for x in systems.split(",")], base, out)
+    print_rows(df.to_dict("records"))
+    console.print(f"median relative error {df['rel_error'].median():.1%} "
+                  f"({out / 'validate.csv'})", highlight=False)
 
 
 @app.command("live-demo")

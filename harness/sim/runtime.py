@@ -15,6 +15,7 @@ from harness.config import RunConfig
 from harness.results import resolve_defaults
 from harness.runner import RunnerBase
 from harness.runtime import Request
+from harness.sim import calibration
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
@@ -50,9 +51,17 @@ class SimRuntime(RunnerBase):
         colocated = s.placement == "colocated"
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
 
+        measured = calibration.load(s.calibration)  # a measured engine replaces the roofline
+
         def make(index: int, tp: int, version: int) -> SimEngine:
-            decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
-                                       self.params["step_overhead_s"], self.params["compute_eff"])
+            if "decode" in measured:
+                d = measured["decode"]
+                decode = DecodeModel(d["fixed_s"], d["per_seq_s"], 0.0, d["per_ctx_token_s"],
+                                     0.0, d["prefill_per_token_s"])
+            else:
+                decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
+                                           self.params["step_overhead_s"],
+                                           self.params["compute_eff"])
             engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg, tp), s.max_running,
                                self.emit, self._target_tokens, index=index, share=self.share)
             engine.version = version
@@ -64,8 +73,12 @@ class SimRuntime(RunnerBase):
         # Colocated: the trainer runs on the rollout GPUs themselves.
         train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
                               else (s.trainer_gpu, s.trainer_gpus))
-        train = TrainModel.build(load_hardware(train_gpu), model, train_n,
-                                 self.params["train_mfu"], self.params["micro_overhead_s"])
+        if "train" in measured:  # seconds per token, measured: FLOPs become seconds
+            train = TrainModel(1.0, measured["train"]["seconds_per_token"], 0.0,
+                               self.params["micro_overhead_s"], 0.0)
+        else:
+            train = TrainModel.build(load_hardware(train_gpu), model, train_n,
+                                     self.params["train_mfu"], self.params["micro_overhead_s"])
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
                                   cfg.clamp, cfg.seed, share=self.share, gpus=train_n)

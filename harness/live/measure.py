@@ -1,0 +1,105 @@
+"""`rolloutbench calibrate engine`: measure this machine's live engine and trainer.
+
+The engine is timed on fixed-length generations (end-of-sequence ignored) at
+several batch sizes and prompt lengths; a least-squares fit of
+
+    step time = fixed + per_seq x batch + per_ctx_token x context tokens
+
+gives the simulator's decode model for this machine, and a long prompt with
+one new token gives the prefill cost per token. The trainer is timed on
+backward passes over sequences of known length (seconds per token). The result
+is a calibration file (`[decode]`, `[train]`) the simulator uses in place of
+its roofline, so simulated and live runs of the same system can be compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BATCHES = (1, 4, 16, 32)
+PROMPTS = (16, 192)
+NEW_TOKENS = 48
+
+
+async def _generate(llm: Any, batch: int, prompt_len: int, new_tokens: int, tag: str) -> float:
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0,
+                            logprobs=0)
+
+    async def one(i: int) -> None:
+        prompt = {"prompt_token_ids": [(7 * i + j) % 200 + 20 for j in range(prompt_len)]}
+        async for _ in llm.generate(prompt, params, request_id=f"{tag}-{i}"):
+            pass
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(batch)))
+    return time.perf_counter() - start
+
+
+async def measure_engine(model_dir: str, kv_cache_mb: int = 256) -> dict[str, float]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    llm = AsyncLLM.from_engine_args(AsyncEngineArgs(
+        model=model_dir, dtype="bfloat16", enforce_eager=True, max_model_len=1024,
+        distributed_executor_backend="uni", kv_cache_memory_bytes=kv_cache_mb << 20, seed=0))
+    try:
+        await _generate(llm, 2, 16, 8, "warm")
+        prefill_long = await _generate(llm, 1, 768, 1, "prefill-long")
+        prefill_short = await _generate(llm, 1, 16, 1, "prefill-short")
+        rows, times = [], []
+        for prompt_len in PROMPTS:
+            for batch in BATCHES:
+                took = await _generate(llm, batch, prompt_len, NEW_TOKENS, f"b{batch}p{prompt_len}")
+                ctx = batch * (prompt_len + NEW_TOKENS / 2)  # mean context over the run
+                rows.append([1.0, batch, ctx])
+                times.append(took / NEW_TOKENS)  # prefill is small next to 48 steps
+    finally:
+        llm.shutdown()
+    coef, *_ = np.linalg.lstsq(np.array(rows), np.array(times), rcond=None)
+    fixed, per_seq, per_ctx = (float(max(c, 0.0)) for c in coef)
+    return {"fixed_s": fixed, "per_seq_s": per_seq, "per_ctx_token_s": per_ctx,
+            "prefill_per_token_s": max(prefill_long - prefill_short, 0.0) / (768 - 16),
+            "fit_rms_s": float(np.sqrt(np.mean((np.array(rows) @ coef - times) ** 2)))}
+
+
+def measure_trainer(model_dir: str, lengths: tuple[int, ...] = (64, 256)) -> dict[str, float]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    per_token = []
+    for n in lengths:
+        x = torch.randint(20, 200, (1, n))
+        model(x).logits.sum().backward()  # warm
+        start = time.perf_counter()
+        for _ in range(3):
+            model(x).logits.float().log_softmax(-1).mean().backward()
+        per_token.append((time.perf_counter() - start) / (3 * n))
+    return {"seconds_per_token": float(np.mean(per_token))}
+
+
+def calibrate_engine(model_dir: str, out: Path) -> dict[str, Any]:
+    """Measure, then write the `cpu-live` calibration file."""
+    from harness.results import git_commit, write_atomic
+
+    engine = asyncio.run(measure_engine(model_dir))
+    trainer = measure_trainer(model_dir)
+    lines = ["# Written by `rolloutbench calibrate engine`: measured on this machine's live",
+             f"# engine and trainer (model {model_dir}). commit: {git_commit()}", "",
+             "[fixed]", "materialize_s = 0.0", "weight_sync_s = 0.05", "switch_s = 0.0",
+             "drift = 0.0", "micro_overhead_s = 0.0",
+             "# roofline parameters are unused when [decode] is present",
+             "bw_eff = 1.0", "step_overhead_s = 0.0", "compute_eff = 1.0", "train_mfu = 1.0",
+             "", "[decode]"]
+    lines += [f"{k} = {v!r}" for k, v in engine.items()]
+    lines += ["", "[train]"] + [f"{k} = {v!r}" for k, v in trainer.items()]
+    write_atomic(out, "\n".join(lines) + "\n")
+    return {"decode": engine, "train": trainer, "file": str(out)}
