@@ -53,6 +53,9 @@ async def measure_engine(model_dir: str, kv_cache_mb: int = 256) -> dict[str, fl
         await _generate(llm, 2, 16, 8, "warm")
         prefill_long = await _generate(llm, 1, 768, 1, "prefill-long")
         prefill_short = await _generate(llm, 1, 16, 1, "prefill-short")
+        # A request's fixed cost (intake, scheduling, output handling): many one-token
+        # requests against one, beyond their prompt tokens.
+        many = await _generate(llm, 32, 16, 1, "admit-many")
         rows, times = [], []
         for prompt_len in PROMPTS:
             for batch in BATCHES:
@@ -66,24 +69,35 @@ async def measure_engine(model_dir: str, kv_cache_mb: int = 256) -> dict[str, fl
     fixed, per_seq, per_ctx = (float(max(c, 0.0)) for c in coef)
     return {"fixed_s": fixed, "per_seq_s": per_seq, "per_ctx_token_s": per_ctx,
             "prefill_per_token_s": max(prefill_long - prefill_short, 0.0) / (768 - 16),
+            "admit_per_request_s": max(many - prefill_short, 0.0) / 31,
             "fit_rms_s": float(np.sqrt(np.mean((np.array(rows) @ coef - times) ** 2)))}
 
 
-def measure_trainer(model_dir: str, lengths: tuple[int, ...] = (64, 256)) -> dict[str, float]:
+def measure_trainer(model_dir: str, lengths: tuple[int, ...] = (16, 64, 256)
+                    ) -> dict[str, float]:
+    """Seconds per sequence (a forward/backward call's fixed cost) and per token,
+    fitted over sequence lengths, and one optimizer step."""
     import torch
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    per_token = []
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
     for n in lengths:
         x = torch.randint(20, 200, (1, n))
         model(x).logits.sum().backward()  # warm
         start = time.perf_counter()
-        for _ in range(3):
+        for _ in range(5):
             model(x).logits.float().log_softmax(-1).mean().backward()
-        per_token.append((time.perf_counter() - start) / (3 * n))
-    return {"seconds_per_token": float(np.mean(per_token))}
+        times.append((time.perf_counter() - start) / 5)
+    per_token, per_sequence = np.polyfit(np.array(lengths, dtype=float), np.array(times), 1)
+    start = time.perf_counter()
+    for _ in range(5):
+        opt.step()
+    return {"seconds_per_token": float(max(per_token, 0.0)),
+            "per_sequence_s": float(max(per_sequence, 0.0)),
+            "optimizer_s": (time.perf_counter() - start) / 5}
 
 
 def calibrate_engine(model_dir: str, out: Path) -> dict[str, Any]:

@@ -281,7 +281,7 @@ class SimEngine:
 
     def _admit(self) -> float:
         """Admit waiting sequences that fit; returns the prefill time they cost."""
-        tokens = 0
+        tokens = admitted = 0
         ctx = self._ctx_base + len(self._running) * self._steps
         waiting = self._waiting
         while waiting and len(self._running) < self._max_running:
@@ -304,10 +304,12 @@ class SimEngine:
             self._ctx_base += need - self._steps
             ctx += need
             tokens += need
+            admitted += 1
             heapq.heappush(self._finish_heap, (self._due(seq), seq.admit_no, seq))
             req = seq.req
             self._emit("request_admit", group=req.group, sample=req.sample, engine=self.index)
-        return tokens * self._decode.prefill_per_token_s
+        return (tokens * self._decode.prefill_per_token_s
+                + admitted * self._decode.admit_per_request_s)
 
     def _preempt(self) -> None:
         """Evict the newest running sequence; it is recomputed when readmitted."""

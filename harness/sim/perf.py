@@ -34,6 +34,7 @@ class DecodeModel:
     per_ctx_token_s: float  # reading one context token's KV cache
     compute_per_seq_s: float  # 2N FLOPs for one sequence's new token
     prefill_per_token_s: float  # prompt (or recompute) tokens admitted
+    admit_per_request_s: float = 0.0  # fixed cost of taking a request in (measured engines)
 
     @classmethod
     def build(
@@ -104,6 +105,7 @@ class TrainModel:
     attn_coeff: float  # causal attention FLOPs = attn_coeff * L^2 per sequence
     micro_overhead_s: float
     optimizer_s: float
+    per_sequence_s: float = 0.0  # fixed cost per sequence (a measured trainer's per-call cost)
 
     @classmethod
     def build(
@@ -124,4 +126,5 @@ class TrainModel:
 
     def micro_time(self, seq_lens: list[int]) -> float:
         flops = sum(self.flops_per_token * n + self.attn_coeff * n * n for n in seq_lens)
-        return self.micro_overhead_s + flops / self.flops_per_s
+        return (self.micro_overhead_s + self.per_sequence_s * len(seq_lens)
+                + flops / self.flops_per_s)

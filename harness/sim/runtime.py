@@ -57,7 +57,8 @@ class SimRuntime(RunnerBase):
             if "decode" in measured:
                 d = measured["decode"]
                 decode = DecodeModel(d["fixed_s"], d["per_seq_s"], 0.0, d["per_ctx_token_s"],
-                                     0.0, d["prefill_per_token_s"])
+                                     0.0, d["prefill_per_token_s"],
+                                     d.get("admit_per_request_s", 0.0))
             else:
                 decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
                                            self.params["step_overhead_s"],
@@ -74,8 +75,9 @@ class SimRuntime(RunnerBase):
         train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
                               else (s.trainer_gpu, s.trainer_gpus))
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds
-            train = TrainModel(1.0, measured["train"]["seconds_per_token"], 0.0,
-                               self.params["micro_overhead_s"], 0.0)
+            t = measured["train"]
+            train = TrainModel(1.0, t["seconds_per_token"], 0.0, self.params["micro_overhead_s"],
+                               t.get("optimizer_s", 0.0), t.get("per_sequence_s", 0.0))
         else:
             train = TrainModel.build(load_hardware(train_gpu), model, train_n,
                                      self.params["train_mfu"], self.params["micro_overhead_s"])
