@@ -109,6 +109,15 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
         if missing:
             raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
                               "(install the live extras: pip install -e '.[live]')")
+        from harness.live.workload import PROCEDURAL, REASONING_GYM
+        from harness.registry import unknown_name
+        from workloads.datasets import WORKLOADS
+
+        known = [*PROCEDURAL, *REASONING_GYM, *WORKLOADS]
+        if cfg.workload not in known:
+            raise unknown_name("live workload", cfg.workload, known)
+        if cfg.workload in WORKLOADS and not cfg.live.data_dir:
+            raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
         if not Path(cfg.live.model_dir, "config.json").exists():
             raise ConfigError(f"--set live.model_dir: no model in {cfg.live.model_dir} "
                               "(make one: rolloutbench model init DIR)")

@@ -4,7 +4,8 @@
 small integers, the answer in `\\boxed{}`): verifiable, endless, and within reach of
 the tiny warmed-up model, so rewards are real and not all zero. The dataset
 workloads (`lsat-ar`, `agieval-math`, `sci-xw`, `sci-jl`, `olyphys`) read
-the real files from `live.data_dir` and score with the set's own verifier.
+the real files from `live.data_dir` and score with the set's own verifier;
+`rg-zebra`, `rg-arith` and `rg-gsm` come from reasoning-gym.
 """
 
 from __future__ import annotations
@@ -18,6 +19,35 @@ from harness.runtime import Prompt, Response
 from workloads.verifiers import last_boxed
 
 PROCEDURAL = ("arith",)
+# reasoning-gym task sets (procedural, verifiable, generated offline): the
+# constraint puzzles stand in for LSAT-AR's arrangement questions.
+REASONING_GYM = {"rg-zebra": "zebra_puzzles", "rg-arith": "basic_arithmetic",
+                 "rg-gsm": "gsm_symbolic"}
+RG_SIZE = 100_000  # items are generated on demand, by index, from the seed
+INSTRUCTION = "Give only the final answer, in \\boxed{}."
+
+
+class ReasoningGymTasks:
+    """A reasoning-gym dataset as a prompt source and its scorer. The answer is
+    taken from the last \\boxed{} (our format), else from <answer> tags
+    (reasoning-gym's), and scored by the dataset's own `score_answer`."""
+
+    def __init__(self, name: str, seed: int) -> None:
+        import reasoning_gym
+
+        self._data = reasoning_gym.create_dataset(REASONING_GYM[name], size=RG_SIZE, seed=seed)
+
+    def problem(self, index: int) -> tuple[str, Any]:
+        entry = self._data[index % RG_SIZE]
+        return f"{entry['question']}\n{INSTRUCTION}", entry
+
+    def score(self, text: str, entry: Any) -> float:
+        from reasoning_gym.utils import extract_answer
+
+        answer = last_boxed(text)
+        if answer is None:
+            answer = extract_answer(text) or text.strip()
+        return float(self._data.score_answer(answer=answer, entry=entry) or 0.0)
 
 
 def arith_problem(index: int, seed: int) -> tuple[str, str]:
@@ -46,9 +76,14 @@ class LiveWorkload:
         self._seed = seed
         self._count = count_tokens
         self._next = 0
+        self._rg: ReasoningGymTasks | None = None
         if name in PROCEDURAL:
             self._problems: list[tuple[str, Any]] | None = None
             self.score: Callable[[str, Any], float] = score_arith
+        elif name in REASONING_GYM:
+            self._problems = None
+            self._rg = ReasoningGymTasks(name, seed)
+            self.score = self._rg.score
         else:
             from workloads.datasets import load
             from workloads.verifiers import verifier_for
@@ -62,7 +97,9 @@ class LiveWorkload:
     def take(self, n: int) -> list[Prompt]:
         out = []
         for i in range(self._next, self._next + n):
-            if self._problems is None:
+            if self._rg is not None:
+                text, answer = self._rg.problem(i)
+            elif self._problems is None:
                 text, answer = arith_problem(i, self._seed)
             else:
                 text, answer = self._problems[i % len(self._problems)]
