@@ -84,3 +84,43 @@ def test_validate_compares_live_and_simulated_runs(model_dir: Path, tmp_path: Pa
     assert (tmp_path / "validate.csv").exists()
     sim = read_trace(tmp_path / "cgp-sim.jsonl")
     assert sim[0]["runtime"] == "sim" and sim[0]["config"]["sim"]["calibration"] == "cpu-live"
+
+
+class _KillsTheEngine:
+    """Submits requests, then kills the engine's core process mid-rollout."""
+
+    name = "killer"
+
+    async def run(self, rt) -> None:  # type: ignore[no-untyped-def]
+        import asyncio
+        import os
+        import signal
+
+        from harness.runtime import Request
+
+        rt.emit("rollout_start", round=0, version=0)
+        prompts = rt.workload.take(4)
+        futures = [rt.engine.submit(Request(0, i, 0, p, 32)) for i, p in enumerate(prompts)]
+        await asyncio.sleep(0.05)
+        proc = rt._llm.engine_core.resources.engine_manager.processes[0]
+        os.kill(proc.pid, signal.SIGKILL)
+        self.pid = proc.pid
+        for f in futures:
+            await f
+
+
+def test_a_killed_engine_ends_the_run_with_an_error(model_dir: Path, tmp_path: Path) -> None:
+    import os
+
+    from harness.live.runtime import LiveRuntime
+
+    cfg = RunConfig(system="slime", workload="arith", runtime="live", max_response_tokens=32)
+    cfg.live.model_dir = str(model_dir)
+    path = tmp_path / "t.jsonl"
+    system = _KillsTheEngine()
+    with pytest.raises(Exception):  # noqa: B017 - vLLM names the failure its own way
+        LiveRuntime(cfg.validate(), path).run(system)
+    last = read_trace(path)[-1]
+    assert last["ev"] == "run_end" and last["error"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(system.pid, 0)  # the engine process is gone, not left behind
