@@ -103,9 +103,9 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
 
     get_system(cfg.system)
     if cfg.runtime == "live":
-        from harness.live.runtime import available
+        from harness.live.runtime import missing_live
 
-        missing = [k for k, ok in available().items() if not ok and k != "ray"]
+        missing = missing_live()
         if missing:
             raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
                               "(install the live extras: pip install -e '.[live]')")

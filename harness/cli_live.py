@@ -12,7 +12,7 @@ import typer
 
 from harness.cli import app, build_config, console, fail, print_metrics, print_rows
 from harness.config import ConfigError
-from harness.registry import UnknownName
+from harness.registry import UnknownName, unknown_name
 
 
 @app.command("backends")
@@ -53,8 +53,7 @@ def data_check_cmd(
     from workloads.datasets import WORKLOADS, DatasetError
 
     if workload not in WORKLOADS:
-        fail(str(UnknownName(f"unknown dataset workload {workload!r}; known: "
-                             f"{', '.join(WORKLOADS)}")))
+        fail(str(unknown_name("dataset workload", workload, list(WORKLOADS))))
     try:
         result = check(workload, data_dir)
     except (DatasetError, ImportError) as err:
@@ -159,9 +158,9 @@ def live_demo_cmd(
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
 ) -> None:
     """Every system live on the tiny warmed-up model (needs `make setup-live`)."""
-    from harness.live.runtime import available
+    from harness.live.runtime import missing_live
 
-    missing = [k for k, ok in available().items() if not ok and k != "ray"]
+    missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
     from harness.live import demo

@@ -41,13 +41,12 @@ class VLLMEngine:
     replicas = 1
 
     def __init__(self, llm: Any, prompt_ids: Callable[[Request], list[int]],
-                 emit: Callable[..., Any], seed: int = 0, temperature: float = 1.0,
+                 emit: Callable[..., Any], temperature: float = 1.0,
                  timeout_s: float | None = None) -> None:
         self._llm = llm
         self._timeout = timeout_s
         self._prompt_ids = prompt_ids
         self._emit = emit
-        self._seed = seed
         self._temperature = temperature
         self.version = 0
         self._live: dict[str, _Live] = {}

@@ -34,6 +34,11 @@ def available() -> dict[str, bool]:
             for name in ("vllm", "torch", "transformers", "ray")}
 
 
+def missing_live() -> list[str]:
+    """The packages a live run needs and this machine lacks (Ray is optional)."""
+    return [name for name, ok in available().items() if not ok and name != "ray"]
+
+
 class LiveRuntime(RunnerBase):
     name = "live"
 
@@ -88,8 +93,8 @@ class LiveRuntime(RunnerBase):
             kv_cache_memory_bytes=live.kv_cache_mb << 20, seed=self.config.seed,
             scheduling_policy="priority")
         self._llm = AsyncLLM.from_engine_args(args)
-        self.engine = VLLMEngine(self._llm, self.prompt_ids, self.emit, self.config.seed,
-                                 live.temperature, live.request_timeout_s or None)
+        self.engine = VLLMEngine(self._llm, self.prompt_ids, self.emit, live.temperature,
+                                 live.request_timeout_s or None)
         self.trainer = TorchTrainer(live.model_dir, self.engine, self.emit, self.prompt_ids,
                                     lr=live.lr, clamp=self.config.clamp, seed=self.config.seed)
         await self._warm_up()
