@@ -90,7 +90,10 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
     if config is not None:
         apply(cfg, load_toml(config))
     steps = options.pop("steps_per_rollout", None)
+    ray_address = options.pop("ray_address", None)
     apply(cfg, {k: v for k, v in options.items() if v is not None})
+    if ray_address is not None:
+        cfg.live.ray_address = str(ray_address)
     if steps is not None:
         if not isinstance(steps, int) or steps < 1:
             raise ConfigError("--steps-per-rollout: must be a positive integer")
@@ -118,6 +121,9 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
             raise unknown_name("live workload", cfg.workload, known)
         if cfg.workload in WORKLOADS and not cfg.live.data_dir:
             raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
+        from harness.live.backends import check
+
+        check(cfg)
         if not Path(cfg.live.model_dir, "config.json").exists():
             raise ConfigError(f"--set live.model_dir: no model in {cfg.live.model_dir} "
                               "(make one: rolloutbench model init DIR)")
@@ -168,13 +174,19 @@ def run_cmd(
         help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds [default: 4].")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed [default: 0].")] = None,
+    runtime: Annotated[str | None, typer.Option(
+        help="sim (the simulator) or live (a real engine and trainer) [default: sim].")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Live: 'local' starts Ray here, HOST:PORT joins a cluster, 'off' runs in one "
+             "process [default: local].")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override: section.field=value"
                                                    )] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
 ) -> None:
-    """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json."""
+    """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
+    Ctrl-C stops it cleanly: the trace ends with a run_end that says so."""
     from harness.results import dump_json, execute, provenance, write_atomic
 
     try:
@@ -183,11 +195,20 @@ def run_cmd(
                            frontier=frontier, rounds=rounds, seed=seed,
                            concurrency=concurrency, max_lag=max_lag,
                            over_sampling_groups=over_sampling_groups,
-                           steps_per_rollout=steps_per_rollout)
+                           steps_per_rollout=steps_per_rollout, runtime=runtime,
+                           ray_address=ray_address)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
-    rows = execute(cfg, out / "trace.jsonl")
+    try:
+        rows = execute(cfg, out / "trace.jsonl")
+    except KeyboardInterrupt:
+        typer.echo(f"error: interrupted; the trace {out / 'trace.jsonl'} is closed", err=True)
+        raise typer.Exit(130) from None
+    except Exception as err:  # the run failed; its trace names the error too
+        typer.echo(f"error: run failed: {type(err).__name__}: {err} "
+                   f"(trace: {out / 'trace.jsonl'})", err=True)
+        raise typer.Exit(1) from None
     write_atomic(out / "metrics.json", dump_json(rows))
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
     if json_out:

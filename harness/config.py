@@ -56,6 +56,15 @@ class LiveConfig:
     max_model_len: int = 1024
     kv_cache_mb: int = 256
     request_timeout_s: float = 300.0  # a request still running then fails the run (0: none)
+    ray_address: str = "local"  # "local": start Ray here; "host:port": join; "off": one process
+    engine: str = "vllm"  # vllm | vllm-http | sglang (see `rolloutbench backends`)
+    engine_url: str = ""  # the server of an HTTP engine
+    trainer: str = "torch"  # torch | megatron
+    engine_gpus: float = 0.0  # GPUs the engine actor asks Ray for
+    trainer_gpus: float = 0.0  # GPUs the trainer actor asks Ray for
+    megatron_tp: int = 1
+    megatron_pp: int = 1
+    megatron_bucket_mb: int = 512  # weight-update bucket size
 
 
 @dataclass

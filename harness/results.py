@@ -99,9 +99,17 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
 
         SimRuntime(cfg, trace_path).run(system)
     elif cfg.runtime == "live":
-        from harness.live.runtime import LiveRuntime
+        from harness.live import backends
 
-        LiveRuntime(cfg, trace_path).run(system)
+        backends.check(cfg)
+        if cfg.live.ray_address == "off":
+            from harness.live.runtime import LiveRuntime
+
+            LiveRuntime(cfg, trace_path).run(system)
+        else:
+            from harness.live.ray_actors import run_on_ray
+
+            run_on_ray(cfg, trace_path, system)
     else:  # validated earlier; kept for a clear message if called directly
         raise ValueError(f"runtime {cfg.runtime!r} is not available")
     return round_metrics(read_trace(trace_path))

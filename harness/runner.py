@@ -64,12 +64,19 @@ class RunnerBase:
         return {}
 
     def run(self, system: Any) -> None:
+        self._loop_run(self.run_async(system))
+
+    async def run_async(self, system: Any) -> None:
+        """The whole run on an already running loop (a Ray actor's, for one)."""
         cfg = self.config
         self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
                   runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
                   **self.header())
         try:
-            self._loop_run(self._main(system))
+            await self._main(system)
+        except asyncio.CancelledError:  # Ctrl-C, or the driver cancelled the run
+            self.emit("run_end", error="interrupted")
+            raise
         except BaseException as err:
             self.emit("run_end", error=f"{type(err).__name__}: {err}")
             raise
@@ -87,14 +94,16 @@ class RunnerBase:
 
     async def _main(self, system: Any) -> None:
         self._failure = asyncio.get_running_loop().create_future()
-        await self._setup()
+        main: asyncio.Task[Any] | None = None
         try:
+            await self._setup()
             main = asyncio.get_running_loop().create_task(system.run(self))
             await asyncio.wait([main, self._failure], return_when=asyncio.FIRST_COMPLETED)
             if self._failure.done():
-                main.cancel()
                 raise self._failure.result()
             main.result()
         finally:
+            if main is not None and not main.done():  # failed, or interrupted
+                main.cancel()
             await self._teardown()
         self.emit("run_end", preemptions=self.engine.preemptions)

@@ -32,6 +32,7 @@ def live_run(model_dir: Path, system: str, out: Path) -> list[dict]:
     cfg = RunConfig(system=system, workload="arith", runtime="live", groups=4, group_size=4,
                     update_groups=2, rounds=2, max_response_tokens=32, concurrency=8)
     cfg.live.model_dir = str(model_dir)
+    cfg.live.ray_address = "off"  # one process here; tests/test_live_ray.py covers Ray
     path = out / f"{system}.jsonl"
     execute(cfg.validate(), path)
     return read_trace(path)
@@ -63,6 +64,7 @@ def test_a_request_past_its_timeout_fails_the_run(model_dir: Path, tmp_path: Pat
     cfg = RunConfig(system="slime", workload="arith", runtime="live", groups=2, group_size=2,
                     update_groups=1, rounds=1, max_response_tokens=32)
     cfg.live.model_dir = str(model_dir)
+    cfg.live.ray_address = "off"
     cfg.live.request_timeout_s = 1e-4
     path = tmp_path / "t.jsonl"
     with pytest.raises(TimeoutError, match="timeout"):
@@ -77,6 +79,7 @@ def test_validate_compares_live_and_simulated_runs(model_dir: Path, tmp_path: Pa
     base = RunConfig(workload="arith", groups=4, group_size=4, update_groups=2, rounds=1,
                      max_response_tokens=32)
     base.live.model_dir = str(model_dir)
+    base.live.ray_address = "off"
     df = validate(["cgp"], base, tmp_path)
     assert list(df.columns) == ["system", "metric", "live", "sim", "rel_error"]
     assert list(df["metric"]) == list(METRICS)
@@ -86,41 +89,21 @@ def test_validate_compares_live_and_simulated_runs(model_dir: Path, tmp_path: Pa
     assert sim[0]["runtime"] == "sim" and sim[0]["config"]["sim"]["calibration"] == "cpu-live"
 
 
-class _KillsTheEngine:
-    """Submits requests, then kills the engine's core process mid-rollout."""
-
-    name = "killer"
-
-    async def run(self, rt) -> None:  # type: ignore[no-untyped-def]
-        import asyncio
-        import os
-        import signal
-
-        from harness.runtime import Request
-
-        rt.emit("rollout_start", round=0, version=0)
-        prompts = rt.workload.take(4)
-        futures = [rt.engine.submit(Request(0, i, 0, p, 32)) for i, p in enumerate(prompts)]
-        await asyncio.sleep(0.05)
-        proc = rt._llm.engine_core.resources.engine_manager.processes[0]
-        os.kill(proc.pid, signal.SIGKILL)
-        self.pid = proc.pid
-        for f in futures:
-            await f
-
-
 def test_a_killed_engine_ends_the_run_with_an_error(model_dir: Path, tmp_path: Path) -> None:
     import os
 
+    from harness.live.faults import KillsTheEngine
     from harness.live.runtime import LiveRuntime
 
     cfg = RunConfig(system="slime", workload="arith", runtime="live", max_response_tokens=32)
     cfg.live.model_dir = str(model_dir)
     path = tmp_path / "t.jsonl"
-    system = _KillsTheEngine()
+    system = KillsTheEngine()
     with pytest.raises(Exception):  # noqa: B017 - vLLM names the failure its own way
         LiveRuntime(cfg.validate(), path).run(system)
     last = read_trace(path)[-1]
     assert last["ev"] == "run_end" and last["error"]
-    with pytest.raises(ProcessLookupError):
-        os.kill(system.pid, 0)  # the engine process is gone, not left behind
+    assert system.pids
+    for pid in system.pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # the engine process is gone, not left behind

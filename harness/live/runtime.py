@@ -1,24 +1,28 @@
-"""The live runtime: a real vLLM engine, a real torch trainer, real verifiers.
+"""The live runtime: a real engine, a real torch trainer, real verifiers.
 
 The same system code that runs on the simulator runs here, on the ordinary
-asyncio loop and the wall clock. This first version keeps engine and trainer
-in one process (vLLM in-process on CPU, the trainer in a worker thread); the
-Ray actors of the design come next. Components with no meaning on one CPU
-engine (tensor-parallel planning, resizing, colocation) are recorded as
-`decision` events with `not_applicable` and the run carries on.
+asyncio loop and the wall clock. By default (`live.ray_address = "local"`) the
+engine and the trainer are Ray actors and this runtime itself runs in the
+control-node actor (see `harness.live.ray_actors`); with `"off"` all three share
+this process, the trainer's compute in a worker thread. The engine backend is
+chosen by `live.engine`: vLLM in process, a vLLM server or an SGLang server over
+HTTP. Components with no meaning on one CPU engine (tensor-parallel planning,
+resizing, colocation) are recorded as `decision` events with `not_applicable`
+and the run carries on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
-from harness.live.engine import VLLMEngine
-from harness.live.trainer import TorchTrainer
+from harness.live.engine import LiveEngine
+from harness.live.trainer import LiveTrainer
 from harness.live.workload import LiveVerifier, LiveWorkload
 from harness.runner import RunnerBase
 from harness.runtime import Request
@@ -42,7 +46,8 @@ def missing_live() -> list[str]:
 class LiveRuntime(RunnerBase):
     name = "live"
 
-    def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
+    def __init__(self, cfg: RunConfig, trace_path: str | Path, actors: bool = False) -> None:
+        self.actors = actors
         for key, value in LIVE_ENV.items():
             os.environ.setdefault(key, value)
         self._t0 = time.monotonic()
@@ -61,7 +66,10 @@ class LiveRuntime(RunnerBase):
         return time.monotonic() - self._t0
 
     def header(self) -> dict[str, Any]:
-        return {"live": {"components": available(), "env": LIVE_ENV}}
+        live = self.config.live
+        return {"live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
+                         "trainer": live.trainer,
+                         "ray": live.ray_address if self.actors else "off"}}
 
     def _loop_run(self, coro: Any) -> None:
         asyncio.run(coro)
@@ -83,37 +91,48 @@ class LiveRuntime(RunnerBase):
 
     # -- engine and trainer ----------------------------------------------------
     async def _setup(self) -> None:
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
+        from harness.live import backends
 
-        live = self.config.live
-        args = AsyncEngineArgs(
-            model=live.model_dir, dtype="bfloat16", enforce_eager=True,
-            max_model_len=live.max_model_len, distributed_executor_backend="uni",
-            kv_cache_memory_bytes=live.kv_cache_mb << 20, seed=self.config.seed,
-            scheduling_policy="priority")
-        self._llm = AsyncLLM.from_engine_args(args)
-        self.engine = VLLMEngine(self._llm, self.prompt_ids, self.emit, live.temperature,
+        cfg, live = self.config, self.config.live
+        calls, publish_with = backends.trainer_calls(cfg, self.actors)  # starts loading
+        self._calls = calls
+        backend = self._backend = await backends.engine_backend(cfg, self.actors)
+        if hasattr(backend, "warm_up"):  # compile kernels before the clock matters
+            await backend.warm_up(self._ids("warm up"))
+            self.emit("decision", what="engine_warm_up")
+        self.engine = LiveEngine(backend, self.prompt_ids, self.emit, live.temperature,
                                  live.request_timeout_s or None)
-        self.trainer = TorchTrainer(live.model_dir, self.engine, self.emit, self.prompt_ids,
-                                    lr=live.lr, clamp=self.config.clamp, seed=self.config.seed)
-        await self._warm_up()
+        if hasattr(calls, "ready"):
+            await calls.ready()
+        self.trainer = LiveTrainer(calls, self.engine, self.emit, self.prompt_ids, publish_with)
         for what in ("colocated placement", "engine replicas"):
             self.emit("decision", what="not_applicable", operation=what,
-                      reason="one CPU process holds the engine and the trainer")
-
-    async def _warm_up(self) -> None:
-        """One short request before the clock matters: the first sampling call
-        with log-probs compiles kernels (seconds), which is not scheduling."""
-        from vllm import SamplingParams
-
-        params = SamplingParams(max_tokens=4, logprobs=0)
-        async for _ in self._llm.generate({"prompt_token_ids": self._ids("warm up")}, params,
-                                          request_id="warm-up"):
-            pass
-        self.emit("decision", what="engine_warm_up")
+                      reason="one live engine and one trainer, each whole")
 
     async def _teardown(self) -> None:
-        llm = getattr(self, "_llm", None)
-        if llm is not None:
-            llm.shutdown()
+        """Stop whatever `_setup` got as far as starting."""
+        if self.engine is not None:
+            await self.engine.shutdown()
+        elif getattr(self, "_backend", None) is not None:
+            await self._backend.shutdown()
+        if hasattr(getattr(self, "_calls", None), "actor"):
+            import ray
+
+            ray.kill(self._calls.actor)
+
+    def inject_fault(self, what: str) -> list[int]:
+        """Kill the engine (its actor, or its engine-core processes) mid-run, for
+        the fault tests; returns the killed process ids."""
+        if what != "engine":
+            raise ValueError(f"unknown fault {what!r}")
+        backend = self.engine.backend
+        if getattr(backend, "actor", None) is not None:
+            import ray
+
+            pids = ray.get(backend.actor.pids.remote())
+            ray.kill(backend.actor)
+            return pids
+        pids = backend.engine_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return pids

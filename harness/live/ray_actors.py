@@ -1,0 +1,215 @@
+"""The live runtime on Ray: rollout node, control node and trainer node as actors.
+
+- `EngineActor` (rollout node) holds the vLLM engine. A request is one
+  streaming call that yields "admit" at its first token and then the whole
+  generation, so the control node sees admission as it happens without a Ray
+  object per token.
+- `TrainerActor` (trainer node) holds the `GRPOLearner`; weights travel to the
+  engine as safetensors bytes through Ray's object store, so the two may sit
+  on different nodes.
+- `ControlActor` (control node) runs the system itself, the verifiers, group
+  materialisation and the trace. It is pinned to the driver's node so the
+  trace lands where the user asked for it.
+
+`run_on_ray` starts a local Ray (or joins one at an address), runs one
+configuration, and on Ctrl-C cancels the run so the trace still ends with a
+`run_end` that names the interruption. Every actor is killed on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.config import RunConfig
+from harness.live.engine import Generation, Sampling
+
+NAMESPACE = "rolloutbench"
+
+
+class EngineActor:
+    """The rollout node: a `VLLMLocalBackend` behind actor calls."""
+
+    def __init__(self, model_dir: str, max_model_len: int, kv_cache_mb: int, seed: int) -> None:
+        from harness.live.vllm_local import VLLMLocalBackend
+
+        self.backend = VLLMLocalBackend.start(model_dir, max_model_len, kv_cache_mb, seed)
+
+    async def warm_up(self, prompt_ids: list[int]) -> None:
+        await self.backend.warm_up(prompt_ids)
+
+    async def generate(self, s: Sampling, gen: Generation) -> Any:
+        """Streaming: yields 'admit' (if any token came) and then the Generation."""
+        admitted = asyncio.Event()
+        task = asyncio.ensure_future(self.backend.generate(s, gen, admitted.set))
+        first = asyncio.ensure_future(admitted.wait())
+        await asyncio.wait([task, first], return_when=asyncio.FIRST_COMPLETED)
+        first.cancel()
+        if admitted.is_set():
+            yield "admit"
+        yield await task
+
+    async def abort(self, request_ids: list[str]) -> None:
+        await self.backend.abort(request_ids)
+
+    async def pause(self, mode: str) -> None:
+        await self.backend.pause(mode)
+
+    async def resume(self) -> None:
+        await self.backend.resume()
+
+    async def install(self, version: int, weights: str | bytes) -> int:
+        await self.backend.install(version, weights)
+        return self.backend.version
+
+    async def shutdown(self) -> None:
+        await self.backend.shutdown()
+
+    def pids(self) -> list[int]:
+        import os
+
+        return [os.getpid(), *self.backend.engine_pids()]
+
+
+class RayEngineBackend:
+    """An `EngineBackend` that forwards to an `EngineActor`."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self.version = 0
+
+    async def warm_up(self, prompt_ids: list[int]) -> None:
+        await self.actor.warm_up.remote(prompt_ids)
+
+    async def generate(self, s: Sampling, gen: Generation,
+                       on_admit: Callable[[], None]) -> Generation:
+        stream = self.actor.generate.options(num_returns="streaming").remote(s, gen)
+        result = gen
+        async for ref in stream:
+            item = await ref
+            if isinstance(item, str):
+                on_admit()
+            else:
+                result = item
+        return result
+
+    async def abort(self, request_ids: list[str]) -> None:
+        await self.actor.abort.remote(request_ids)
+
+    async def pause(self, mode: str) -> None:
+        await self.actor.pause.remote(mode)
+
+    async def resume(self) -> None:
+        await self.actor.resume.remote()
+
+    async def install(self, version: int, weights: str | bytes) -> None:
+        self.version = await self.actor.install.remote(version, weights)
+
+    async def shutdown(self) -> None:
+        import ray
+
+        try:
+            await asyncio.wait_for(self.actor.shutdown.remote(), 30)
+        except Exception:  # already dead or stuck: killing it below is enough
+            pass
+        ray.kill(self.actor)
+
+
+class TrainerActor:
+    """The trainer node: the learner (`GRPOLearner` or Megatron's) behind actor calls."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        from harness.live.backends import make_learner
+
+        self.learner = make_learner(cfg)
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.learner, method)(*args)
+
+    def ready(self) -> bool:
+        return True
+
+
+class ActorCalls:
+    """`harness.live.trainer.Calls` for a learner in a `TrainerActor`."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def call(self, method: str, *args: Any) -> Any:
+        return await self.actor.call.remote(method, *args)
+
+    async def ready(self) -> None:
+        """Wait until the actor has built its model (before the clock matters)."""
+        await self.actor.ready.remote()
+
+
+def _env() -> dict[str, Any]:
+    from harness.live.runtime import LIVE_ENV
+
+    return {"env_vars": dict(LIVE_ENV)}
+
+
+def start_engine(cfg: RunConfig) -> Any:
+    import ray
+
+    live = cfg.live
+    actor = ray.remote(EngineActor).options(
+        num_cpus=0, num_gpus=live.engine_gpus, runtime_env=_env(), max_concurrency=10_000)
+    return actor.remote(live.model_dir, live.max_model_len, live.kv_cache_mb, cfg.seed)
+
+
+def start_trainer(cfg: RunConfig) -> Any:
+    import ray
+
+    live = cfg.live
+    actor = ray.remote(TrainerActor).options(num_cpus=0, num_gpus=live.trainer_gpus,
+                                             runtime_env=_env())
+    return actor.remote(cfg)
+
+
+class ControlActor:
+    """The control node: runs one system on a `LiveRuntime` whose engine and
+    trainer are the actors above."""
+
+    async def run(self, cfg: RunConfig, trace_path: str, system: Any = None) -> None:
+        from harness.live.runtime import LiveRuntime
+        from systems import get_system
+
+        runtime = LiveRuntime(cfg, trace_path, actors=True)
+        await runtime.run_async(system or get_system(cfg.system))
+
+
+def run_on_ray(cfg: RunConfig, trace_path: str | Path, system: Any = None) -> None:
+    """Run one live configuration on Ray; the trace is written on this node."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    address = cfg.live.ray_address
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=None if address == "local" else address, namespace=NAMESPACE,
+                 include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 runtime_env=_env())
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    control = ray.remote(ControlActor).options(num_cpus=0, scheduling_strategy=here,
+                                               runtime_env=_env()).remote()
+    ref = control.run.remote(cfg, str(Path(trace_path).resolve()), system)
+    try:
+        try:
+            ray.get(ref)
+        except KeyboardInterrupt:
+            ray.cancel(ref)
+            try:
+                ray.get(ref, timeout=60)
+            except Exception:  # the cancellation itself, reported below
+                pass
+            raise
+        except ray.exceptions.RayTaskError as err:
+            raise err.as_instanceof_cause() from None
+    finally:
+        ray.kill(control)
+        if started:
+            ray.shutdown()
