@@ -301,4 +301,5 @@ def main() -> None:  # pragma: no cover
     app()
 
 
-from harness import cli_live  # noqa: E402, F401  (registers the live commands on `app`)
+# The other command modules register themselves on `app` when imported.
+from harness import cli_live, cli_sweep  # noqa: E402, F401

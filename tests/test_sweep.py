@@ -1,0 +1,233 @@
+"""`rolloutbench sweep`: spec expansion, bad specs, resuming, failed cells, the
+results table, Ctrl-C, and Ray. Cells are tiny (a fraction of a second each)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import harness.cli_sweep  # noqa: F401  (registers `sweep` on the app)
+from harness.cli import app
+from harness.config import ConfigError
+from harness.metrics import KEYS
+from harness.sweep import load_spec, parse_spec, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"workload": "sci-jl", "groups": 4, "update_groups": 2, "group_size": 2, "rounds": 2}
+TINY_TOML = ('[base]\nworkload = "sci-jl"\ngroups = 4\nupdate_groups = 2\ngroup_size = 2\n'
+             "rounds = 2\n")
+
+
+def spec(**tables: object) -> dict:
+    return {"base": dict(TINY), **tables}
+
+
+def sweep_cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["sweep", *args])
+    return result.exit_code, result.output
+
+
+def test_grid_is_a_product_and_repeats_are_seeds() -> None:
+    sweep = parse_spec(spec(grid={"system": ["slime", "cgp"], "sim.rollout_tp": [1, 2]},
+                            repeats=3))
+    assert len(sweep.cells) == 2 * 2 * 3
+    assert sweep.columns == ["system", "sim.rollout_tp"]
+    points = {(c.config.system, c.config.sim.rollout_tp, c.config.seed) for c in sweep.cells}
+    assert points == {(s, tp, seed) for s in ("slime", "cgp") for tp in (1, 2)
+                      for seed in range(3)}
+    assert len({c.key for c in sweep.cells}) == 12
+    # every cell keeps the base and has its workload default resolved
+    assert all(c.config.groups == 4 and c.config.max_response_tokens > 0 for c in sweep.cells)
+
+
+def test_zip_varies_together_and_nested_grid_tables_flatten() -> None:
+    sweep = parse_spec(spec(zip={"groups": [4, 8], "update_groups": [2, 4]},
+                            grid={"sim": {"rollout_engines": [1, 2]}}))
+    assert sweep.columns == ["sim.rollout_engines", "groups", "update_groups"]
+    pairs = {(c.config.groups, c.config.update_groups, c.config.sim.rollout_engines)
+             for c in sweep.cells}
+    assert pairs == {(4, 2, 1), (8, 4, 1), (4, 2, 2), (8, 4, 2)}
+
+
+def test_ranges_expand_like_python_range() -> None:
+    sweep = parse_spec(spec(grid={"groups": {"start": 2, "stop": 8, "step": 2},
+                                  "sim.mem_fraction": {"start": 0.5, "stop": 0.8,
+                                                       "step": 0.1}}))
+    assert sorted({c.config.groups for c in sweep.cells}) == [2, 4, 6]
+    assert sorted({c.config.sim.mem_fraction for c in sweep.cells}) == [0.5, 0.6, 0.7]
+    seeds = parse_spec(spec(grid={"seed": {"stop": 3}}))
+    assert [c.config.seed for c in seeds.cells] == [0, 1, 2]
+
+
+def test_without_repeats_the_base_seed_is_kept() -> None:
+    sweep = parse_spec({"base": {**TINY, "seed": 7}, "grid": {"system": ["slime", "cgp"]}})
+    assert [c.config.seed for c in sweep.cells] == [7, 7]
+
+
+def test_the_same_point_has_the_same_key_in_any_spec() -> None:
+    a = parse_spec(spec(grid={"groups": [4, 8]}))
+    b = parse_spec({"base": {**TINY, "groups": 8}})
+    assert b.cells[0].key in {c.key for c in a.cells}
+
+
+def test_example_spec() -> None:
+    sweep = load_spec(ROOT / "sweeps" / "example.toml")
+    assert len(sweep.cells) == 8
+    assert sweep.columns == ["system", "groups"]
+    assert {c.config.workload for c in sweep.cells} == {"lsat-ar"}
+
+
+@pytest.mark.parametrize(("bad", "named"), [
+    ({"grids": {"system": ["slime"]}}, "grids"),
+    ({"grid": {"bogus": [1]}}, "grid.bogus"),
+    ({"grid": {"sim": {"bogus": [1]}}}, "grid.sim.bogus"),
+    ({"grid": {"sim.bogus": [1]}}, "grid.sim.bogus"),
+    ({"grid": {"groups": ["many"]}}, "grid.groups"),
+    ({"grid": {"groups": [4, 2.5]}}, "grid.groups"),
+    ({"grid": {"groups": 4}}, "grid.groups"),
+    ({"grid": {"groups": []}}, "grid.groups"),
+    ({"grid": {"groups": {"start": 4, "stop": 2}}}, "grid.groups"),
+    ({"grid": {"groups": {"start": 1, "stop": 4, "step": 0}}}, "grid.groups.step"),
+    ({"zip": {"groups": [4, 8], "update_groups": [2]}}, "zip"),
+    ({"zip": {"partial_rollout": [1]}}, "zip.partial_rollout"),
+    ({"grid": {"groups": [4]}, "zip": {"groups": [8]}}, "zip.groups"),
+    ({"repeats": 0}, "repeats"),
+    ({"repeats": 2, "grid": {"seed": [1, 2]}}, "repeats"),
+    ({"base": {"nope": 1}}, "base.nope"),
+    ({"base": {**TINY, "repeats": 2}}, "base.repeats"),
+    ({"base": {"sim": {"rollout_tp": "two"}}}, "base.sim.rollout_tp"),
+])
+def test_bad_specs_name_the_key(bad: dict, named: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_spec({"base": dict(TINY), **bad})
+    message = str(err.value)
+    assert message.startswith(named) and "\n" not in message
+
+
+def test_cli_rejects_a_bad_spec_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(TINY_TOML + '[grid]\nsystem = ["slime"]\nbogus = [1]\n')
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert output.strip().startswith("error:") and "grid.bogus: unknown field" in output
+    assert len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_resume_runs_only_the_missing_cell(tmp_path: Path) -> None:
+    sweep = parse_spec(spec(grid={"system": ["slime", "cgp"]}, repeats=2))
+    out = tmp_path / "out"
+    assert len(run_sweep(sweep, out, jobs=2)) == 4
+    results = {c.key: out / "cells" / c.key / "result.json" for c in sweep.cells}
+    stamps = {k: p.stat().st_mtime_ns for k, p in results.items()}
+    gone = sweep.cells[2].key
+    results[gone].unlink()
+    ran = run_sweep(sweep, out, jobs=2)
+    assert [c.key for c in ran] == [gone]
+    assert all(results[k].stat().st_mtime_ns == stamps[k] for k in results if k != gone)
+    assert run_sweep(sweep, out, jobs=2) == []
+    # a widened spec reuses the cells it shares with the first
+    wider = parse_spec(spec(grid={"system": ["slime", "cgp", "cgp-fgd"]}, repeats=2))
+    assert {c.config.system for c in run_sweep(wider, out, jobs=2)} == {"cgp-fgd"}
+
+
+def test_a_failing_cell_is_recorded_and_the_others_run(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(TINY_TOML + '[grid]\nsystem = ["cgp", "nope"]\n'
+                                     "groups = [4, 6]\n")
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+                             "--jobs", "2")
+    assert code == 1, output  # some cells failed; the rest ran
+    assert "2 ok, 2 failed" in " ".join(output.split())
+    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    failed = frame[frame["error"].notna()]
+    assert sorted(failed["groups"]) == [4, 6] and set(failed["system"]) == {"nope"}
+    assert all("nope" in e and "\n" not in e for e in failed["error"])
+    assert failed["round"].isna().all() and failed["rollout_to_train_end_s"].isna().all()
+    good = frame[frame["error"].isna()]
+    assert set(good["system"]) == {"cgp"} and len(good) == 2 * 2  # 2 cells x 2 rounds
+    for key in failed["cell"]:
+        result = json.loads((tmp_path / "out" / "cells" / key / "result.json").read_text())
+        assert "nope" in result["error"] and result["rounds"] == []
+    # a failed cell counts as done, unless asked to retry
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert "0 to run" in output
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+                             "--retry-failed")
+    assert "2 to run" in output
+
+
+def test_results_table_one_row_per_cell_and_round(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text("repeats = 2\n" + TINY_TOML + '[grid]\nsystem = ["slime", '
+                                     '"cgp-fgd"]\n[zip]\ngroups = [4, 8]\n'
+                                     "update_groups = [2, 4]\n")
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+                             "--jobs", "2")
+    assert code == 0, output
+    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    cols = list(frame.columns)
+    assert cols[:6] == ["cell", "system", "groups", "update_groups", "workload", "seed"]
+    assert cols[6] == "round" and cols[-1] == "error"
+    assert set(KEYS) <= set(cols[7:-1])
+    assert len(frame) == 2 * 2 * 2 * 2  # systems x zip rows x repeats x rounds
+    assert frame.groupby("cell").size().eq(2).all() and frame["cell"].nunique() == 8
+    assert frame["error"].isna().all()
+    assert (frame["groups"] == 2 * frame["update_groups"]).all()
+    csv = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert list(csv.columns) == cols and len(csv) == len(frame)
+    for key in frame["cell"].unique():
+        cell = tmp_path / "out" / "cells" / key
+        assert (cell / "trace.jsonl").stat().st_size > 0
+        body = json.loads((cell / "result.json").read_text())
+        assert body["cell"] == key and [r["round"] for r in body["rounds"]] == [0, 1]
+        assert body["config"]["system"] in ("slime", "cgp-fgd")
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_cells_and_rerun_resumes(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text('[base]\nworkload = "lsat-ar"\ngroups = 64\nrounds = 6\n'
+                                     "[grid]\nseed = {stop = 12}\n")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "import harness.cli_sweep; from harness.cli import app; "
+           "app()", "sweep", str(tmp_path / "s.toml"), "--out", str(out), "--jobs", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("cells/*/result.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "rerun to resume" in err and "Traceback" not in err
+    done = len(list(out.glob("cells/*/result.json")))
+    assert 1 <= done < 12
+    assert len(pd.read_csv(out / "results.csv")) == done * 6
+    sweep = load_spec(tmp_path / "s.toml")
+    assert len(run_sweep(sweep, out, jobs=2)) == 12 - done
+
+
+@pytest.mark.slow
+def test_ray_local(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(TINY_TOML + '[grid]\nsystem = ["slime", "cgp"]\n')
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+                             "--jobs", "2", "--ray-address", "local")
+    assert code == 0, output
+    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert len(frame) == 2 * 2 and set(frame["system"]) == {"slime", "cgp"}
+    # traces come back from the Ray workers and land in the cells
+    assert len(list((tmp_path / "out").glob("cells/*/trace.jsonl"))) == 2
+
+
+def test_ray_missing_is_a_one_line_error(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
+    (tmp_path / "s.toml").write_text(TINY_TOML)
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+                             "--ray-address", "local")
+    assert code == 2 and "error: --ray-address: Ray is not installed" in output
