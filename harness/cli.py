@@ -302,4 +302,4 @@ def main() -> None:  # pragma: no cover
 
 
 # The other command modules register themselves on `app` when imported.
-from harness import cli_live, cli_sweep  # noqa: E402, F401
+from harness import cli_live, cli_regress, cli_sweep  # noqa: E402, F401

@@ -16,7 +16,8 @@ from harness.config import ConfigError
 
 @app.command("sweep")
 def sweep_cmd(
-    spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML): tables base, grid and zip, and repeats = N.")],
+    spec: Annotated[Path, typer.Argument(
+        help="Sweep spec (TOML): tables base, grid and zip, and repeats = N.")],
     out: Annotated[Path, typer.Option(help="Directory for cells/, results.parquet and "
                                       "results.csv.")],
     jobs: Annotated[int | None, typer.Option(

@@ -34,12 +34,14 @@ def run(out: Path, seed: int = 0, rounds: int = 2, progress: bool = True) -> pd.
 
     model_dir = Path(init_model(out / "model", seed=seed))
     warmup(model_dir, arith_examples(4000, seed), seed=seed)
+    from harness.live.ray_actors import session
+
     rows = []
-    for system in SYSTEMS:
-        if progress:
-            print(f"live: {system} ...", flush=True)
-        metrics = execute(config(system, model_dir, seed, rounds), out / f"{system}.jsonl")
-        rows += metrics
+    with session(RunConfig().live.ray_address):
+        for system in SYSTEMS:
+            if progress:
+                print(f"live: {system} ...", flush=True)
+            rows += execute(config(system, model_dir, seed, rounds), out / f"{system}.jsonl")
     df = pd.DataFrame(rows)
     write_atomic(out / "metrics.csv", df.to_csv(index=False, float_format="%.6g"))
     figure(df, out / "live_demo.png")

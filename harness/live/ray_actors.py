@@ -19,7 +19,8 @@ configuration, and on Ctrl-C cancels the run so the trace still ends with a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -182,17 +183,39 @@ class ControlActor:
         await runtime.run_async(system or get_system(cfg.system))
 
 
+def connect(address: str) -> bool:
+    """Start a local Ray ('local') or join a cluster, unless connected already;
+    True when this call connected (and so should disconnect)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=None if address == "local" else address, namespace=NAMESPACE,
+             include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env=_env())
+    return True
+
+
+@contextmanager
+def session(address: str) -> Iterator[None]:
+    """One Ray for several runs (the demo, validate): actors start fresh per run,
+    Ray itself once. 'off' does nothing."""
+    started = address != "off" and connect(address)
+    try:
+        yield
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
 def run_on_ray(cfg: RunConfig, trace_path: str | Path, system: Any = None) -> None:
     """Run one live configuration on Ray; the trace is written on this node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    address = cfg.live.ray_address
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=None if address == "local" else address, namespace=NAMESPACE,
-                 include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 runtime_env=_env())
+    started = connect(cfg.live.ray_address)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     control = ray.remote(ControlActor).options(num_cpus=0, scheduling_strategy=here,
                                                runtime_env=_env()).remote()

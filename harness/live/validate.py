@@ -35,17 +35,20 @@ def sim_twin(live: RunConfig) -> RunConfig:
 
 def validate(systems: list[str], base: RunConfig, out: Path) -> pd.DataFrame:
     out.mkdir(parents=True, exist_ok=True)
+    from harness.live.ray_actors import session
+
     rows = []
-    for system in systems:
-        live = copy.deepcopy(base)
-        live.system, live.runtime = system, "live"
-        live_rows = execute(live.validate(), out / f"{system}-live.jsonl")
-        sim_rows = execute(sim_twin(live).validate(), out / f"{system}-sim.jsonl")
-        for metric in METRICS:
-            a = statistics.fmean(r[metric] for r in live_rows)
-            b = statistics.fmean(r[metric] for r in sim_rows)
-            rows.append({"system": system, "metric": metric, "live": a, "sim": b,
-                         "rel_error": abs(b - a) / abs(a) if a else float("nan")})
+    with session(base.live.ray_address):
+        for system in systems:
+            live = copy.deepcopy(base)
+            live.system, live.runtime = system, "live"
+            live_rows = execute(live.validate(), out / f"{system}-live.jsonl")
+            sim_rows = execute(sim_twin(live).validate(), out / f"{system}-sim.jsonl")
+            for metric in METRICS:
+                a = statistics.fmean(r[metric] for r in live_rows)
+                b = statistics.fmean(r[metric] for r in sim_rows)
+                rows.append({"system": system, "metric": metric, "live": a, "sim": b,
+                             "rel_error": abs(b - a) / abs(a) if a else float("nan")})
     df = pd.DataFrame(rows)
     write_atomic(out / "validate.csv", df.to_csv(index=False, float_format="%.6g"))
     return df

@@ -1,0 +1,90 @@
+"""`rolloutbench regress`: recompute the baseline grid and compare its scheduling
+metrics with results/baselines/ (or accept them with --update); the logic lives
+in harness.regress."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from harness.cli import app, console, fail
+from harness.config import ConfigError
+from harness.registry import UnknownName
+from harness.regress import DEFAULT_DIR, Report, RowKey, regress, update
+
+
+def _num(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.10g}"
+
+
+def _by_cell(keys: list[RowKey]) -> list[str]:
+    """(cell, round) pairs as 'cell (rounds 0, 1)', one entry per cell."""
+    rounds: dict[str, list[int]] = {}
+    for cell, rnd in keys:
+        rounds.setdefault(cell, []).append(rnd)
+    return [f"{cell} (round{'s' if len(r) > 1 else ''} {', '.join(map(str, sorted(r)))})"
+            for cell, r in rounds.items()]
+
+
+def print_report(report: Report) -> None:
+    """The moved metrics as a table, then cells added or missing, then one summary line."""
+    if report.moved:
+        table = Table(title="metrics moved beyond tolerance", show_header=True,
+                      header_style="bold")
+        for col in ("cell", "round", "metric", "baseline", "now", "change %"):
+            table.add_column(col, justify="left" if col in ("cell", "metric") else "right")
+        for m in report.moved:
+            pct = m.change_pct
+            table.add_row(m.cell, str(m.round), m.metric, _num(m.baseline), _num(m.now),
+                          "-" if math.isnan(pct) else f"{pct:+.4g}")
+        console.print(table)
+    for label, keys in (("added (no baseline)", report.added),
+                        ("missing (in the baselines, not in the grid)", report.missing)):
+        for entry in _by_cell(keys):
+            console.print(f"{label}: {entry}", highlight=False, markup=False)
+    line = f"{report.cells} cells, {report.compared} metrics, {len(report.moved)} moved"
+    if report.added or report.missing:
+        line += (f", {len(_by_cell(report.added))} cells added, "
+                 f"{len(_by_cell(report.missing))} missing")
+    console.print(line, highlight=False)
+
+
+@app.command("regress")
+def regress_cmd(
+    baselines: Annotated[Path, typer.Option(
+        help="Directory with grid.toml, tolerances.toml and metrics.csv (grid and "
+             "tolerances default to the committed ones when absent).")] = DEFAULT_DIR,
+    update_: Annotated[bool, typer.Option(
+        "--update", help="Rewrite metrics.csv from this run (after an intended change).")]
+    = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", help="Cells at a time, in worker processes.")] = 1,
+) -> None:
+    """Recompute the regression grid and compare every per-round metric with the
+    baselines; exit 1 when one moved beyond its tolerance or cells differ."""
+    if jobs < 1:
+        fail("--jobs: must be a positive integer")
+    start = time.perf_counter()
+    try:
+        report, rows = regress(baselines, jobs)
+    except (ConfigError, UnknownName) as err:
+        fail(str(err))
+    seconds = time.perf_counter() - start
+    print_report(report)
+    if update_:
+        update(baselines, rows)
+        cells = len({r["cell"] for r in rows})
+        console.print(f"wrote {baselines / 'metrics.csv'} ({cells} cells, {len(rows)} rows) "
+                      f"in {seconds:.1f} s", highlight=False, markup=False)
+        return
+    console.print(f"{'ok' if report.ok else 'FAILED'} in {seconds:.1f} s"
+                  + ("" if report.ok else
+                     f"; if intended: rolloutbench regress --update --baselines {baselines}"),
+                  highlight=False, markup=False)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,92 @@
+"""`rolloutbench regress`: the committed baselines are the CI gate on scheduling
+metrics (test_committed_baselines_pass runs the real grid, a couple of seconds),
+and the check itself must catch a moved value, accept one within tolerance,
+and write baselines that pass with --update."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import harness.cli_regress  # noqa: F401  (registers `regress` on the app)
+from harness.cli import app
+from harness.regress import DEFAULT_DIR, load_grid, load_tolerances, within
+
+CELL, ROUND, METRIC = "slime/lsat-ar/small", "0", "rollout_to_train_end_s"
+
+
+def regress_cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["regress", *args])
+    return result.exit_code, result.output
+
+
+def perturbed(tmp_path: Path, factor: float) -> Path:
+    """A copy of the committed baselines with one value of one cell scaled by `factor`."""
+    out = tmp_path / "baselines"
+    shutil.copytree(DEFAULT_DIR, out)
+    path = out / "metrics.csv"
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    col = rows[0].index(METRIC)
+    (row,) = [r for r in rows if r[0] == CELL and r[1] == ROUND]
+    row[col] = repr(float(row[col]) * factor)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue())
+    return out
+
+
+def test_committed_baselines_pass() -> None:
+    """The regression gate: if this fails, a change moved a scheduling metric. If
+    that was intended, run `rolloutbench regress --update` and commit the CSV."""
+    code, out = regress_cli()
+    assert code == 0, out
+    cells = len(load_grid(DEFAULT_DIR / "grid.toml"))
+    assert f"{cells} cells, " in out and ", 0 moved" in out
+    assert "added" not in out and "missing" not in out
+
+
+def test_a_value_beyond_tolerance_fails_and_is_named(tmp_path: Path) -> None:
+    code, out = regress_cli("--baselines", str(perturbed(tmp_path, 1.01)))
+    assert code == 1, out
+    (line,) = [ln for ln in out.splitlines() if CELL in ln]
+    assert METRIC in line and "-0.9901" in line  # now is 1/1.01 of the baseline: -0.99 %
+    assert ", 1 moved" in out
+
+
+def test_a_value_within_tolerance_passes(tmp_path: Path) -> None:
+    rel, _ = load_tolerances(DEFAULT_DIR / "tolerances.toml")[METRIC]
+    code, out = regress_cli("--baselines", str(perturbed(tmp_path, 1 + rel / 10)))
+    assert code == 0, out
+    assert ", 0 moved" in out
+
+
+def test_update_writes_baselines_that_then_pass(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    code, out = regress_cli("--baselines", str(fresh), "--update", "--jobs", "2")
+    assert code == 0, out
+    assert "cells added" in out  # nothing to compare with yet: every cell is new
+    assert {p.name for p in fresh.iterdir()} == {"grid.toml", "tolerances.toml",
+                                                 "metrics.csv"}
+    assert (fresh / "metrics.csv").read_text() == (DEFAULT_DIR / "metrics.csv").read_text()
+    code, out = regress_cli("--baselines", str(fresh))
+    assert code == 0, out
+
+
+def test_missing_cells_fail(tmp_path: Path) -> None:
+    out_dir = perturbed(tmp_path, 1.0)
+    grid = out_dir / "grid.toml"
+    grid.write_text(grid.read_text().replace('"lsat-ar", ', ""))
+    code, out = regress_cli("--baselines", str(out_dir))
+    assert code == 1, out
+    assert f"missing (in the baselines, not in the grid): {CELL} (rounds 0, 1)" in out
+
+
+def test_tolerance_rule() -> None:
+    assert within(100.0, 100.00009, 1e-6, 0.0) and not within(100.0, 100.001, 1e-6, 0.0)
+    assert within(0.0, 1e-9, 0.0, 1e-8) and not within(0.0, 1e-9, 1.0, 0.0)
+    assert within(math.nan, math.nan, 0.0, 0.0) and not within(math.nan, 1.0, 1.0, 1.0)
