@@ -11,6 +11,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,10 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
         from harness.live import backends
 
         backends.check(cfg)
+        from harness.live.engine import NOT_APPLICABLE
+
+        print("live: not modelled on one live engine (recorded in the trace when a system "
+              "asks): " + "; ".join(NOT_APPLICABLE.values()), file=sys.stderr)
         if cfg.live.ray_address == "off":
             from harness.live.runtime import LiveRuntime
 

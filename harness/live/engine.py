@@ -89,6 +89,14 @@ class EngineBackend(Protocol):
     async def shutdown(self) -> None: ...
 
 
+NOT_APPLICABLE = {
+    "reconfigure": "tensor-parallel planning: one live engine has no TP to change",
+    "resize": "engine resize: one live engine replica, no GPUs to release",
+    "colocated placement": "colocation's memory switch: engine and trainer are separate here",
+    "engine replicas": "several engine replicas: one live engine",
+}
+
+
 @dataclass
 class _Live:
     request: Request
@@ -114,6 +122,7 @@ class LiveEngine:
         self._live: dict[str, _Live] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.preemptions = 0  # the engines do not report them per request
+        self._said: set[str] = set()
 
     @property
     def version(self) -> int:
@@ -160,13 +169,19 @@ class LiveEngine:
 
     async def reconfigure(self, tp: int) -> None:
         if tp != 1:
-            self._emit("decision", what="not_applicable", operation="reconfigure",
-                       reason="one live engine has no tensor parallelism here")
+            self._not_applicable("reconfigure")
 
     async def resize(self, replicas: int) -> int:
-        self._emit("decision", what="not_applicable", operation="resize",
-                   reason="one live engine replica: nothing to release")
+        self._not_applicable("resize")
         return 0
+
+    def _not_applicable(self, operation: str) -> None:
+        """Recorded once per run: the system asked for something one live engine
+        cannot do, and the run carries on without it."""
+        if operation not in self._said:
+            self._said.add(operation)
+            self._emit("decision", what="not_applicable", operation=operation,
+                       reason=NOT_APPLICABLE[operation])
 
     async def shutdown(self) -> None:
         for task in list(self._tasks):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
-from harness.live.engine import LiveEngine
+from harness.live.engine import NOT_APPLICABLE, LiveEngine
 from harness.live.trainer import LiveTrainer
 from harness.live.workload import LiveVerifier, LiveWorkload
 from harness.runner import RunnerBase
@@ -69,7 +69,8 @@ class LiveRuntime(RunnerBase):
         live = self.config.live
         return {"live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
                          "trainer": live.trainer,
-                         "ray": live.ray_address if self.actors else "off"}}
+                         "ray": live.ray_address if self.actors else "off",
+                         "not_applicable": NOT_APPLICABLE}}
 
     def _loop_run(self, coro: Any) -> None:
         asyncio.run(coro)
@@ -105,9 +106,11 @@ class LiveRuntime(RunnerBase):
         if hasattr(calls, "ready"):
             await calls.ready()
         self.trainer = LiveTrainer(calls, self.engine, self.emit, self.prompt_ids, publish_with)
-        for what in ("colocated placement", "engine replicas"):
-            self.emit("decision", what="not_applicable", operation=what,
-                      reason="one live engine and one trainer, each whole")
+        sim = cfg.sim
+        if sim.placement == "colocated":
+            self.engine._not_applicable("colocated placement")
+        if sim.rollout_engines > 1:
+            self.engine._not_applicable("engine replicas")
 
     async def _teardown(self) -> None:
         """Stop whatever `_setup` got as far as starting."""
