@@ -190,9 +190,13 @@ def connect(address: str) -> bool:
 
     if ray.is_initialized():
         return False
-    ray.init(address=None if address == "local" else address, namespace=NAMESPACE,
-             include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env=_env())
+    try:
+        ray.init(address=None if address == "local" else address, namespace=NAMESPACE,
+                 include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 runtime_env=_env())
+    except ConnectionError as err:
+        raise ConnectionError(f"{err}; a cluster started with token authentication (Ray's "
+                              "default) needs RAY_AUTH_MODE=token here too") from None
     return True
 
 
