@@ -12,6 +12,7 @@ from typing import Any
 from harness.registry import unknown_name
 from systems.april import APRIL
 from systems.cgp import CGP
+from systems.cgp_april import CGPAPRIL
 from systems.cgp_fgd import CGPFGD
 from systems.pipelinerl import PipelineRL
 from systems.rollpacker import RollPacker
@@ -19,7 +20,7 @@ from systems.slime import Slime
 from systems.verl import VeRL
 
 SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
-                                                  RollPacker)}
+                                                  RollPacker, CGPAPRIL)}
 
 
 def system_names() -> list[str]:

@@ -72,6 +72,10 @@ class APRIL:
         await rt.materialize(group)
         return True
 
+    def _ready(self, rt: Runtime, group: Group) -> None:
+        """A group has joined the round's R trainable groups. Nothing to do here (the
+        round trains them all at its end); a subclass may hand it on at once."""
+
     async def run(self, rt: Runtime) -> None:
         for rnd in range(rt.config.rounds):
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
@@ -86,6 +90,8 @@ class APRIL:
         over = max(cfg.over_sampling_groups, cfg.groups)
         ready: list[Group] = self.spare[: cfg.groups]
         self.spare = self.spare[cfg.groups :]
+        for group in ready:
+            self._ready(rt, group)
         finished = asyncio.Event()
         stopped: list[_Work] = []
         if len(ready) == cfg.groups:
@@ -112,6 +118,7 @@ class APRIL:
                 return
             if len(ready) < cfg.groups:
                 ready.append(work.group)
+                self._ready(rt, work.group)
                 if len(ready) == cfg.groups:
                     finished.set()
             else:  # completed in the same instant as the R-th: keep it for later

@@ -53,6 +53,11 @@ PIPELINERL = Target(32768, 128, {"mean": (1800, 2200), "share_at_cap": (1e-5, 0.
                     also={"mean": (1800, 2200)})
 
 ARITH = Target(48, 8, {"mean": (5.5, 6.1)}, paper="live-demo responses (measured)")
+# What-if profiles (docs/whatif/heavy-tails.md): lsat-ar's mean, longer tails.
+HEAVY = Target(16384, 32, {"mean": (3300, 3700), "share_at_cap": (0.005, 0.05),
+                           "max_median": (5, 10)}, paper="what-if: heavier tail than lsat-ar")
+XHEAVY = Target(32768, 32, {"mean": (3300, 3700), "share_at_cap": (0.002, 0.03),
+                            "max_median": (12, 25)}, paper="what-if: much heavier tail")
 
 TARGETS: dict[str, Target] = {
     "arith": ARITH,
@@ -60,6 +65,8 @@ TARGETS: dict[str, Target] = {
     **dict.fromkeys(["dapo-math-17k", "deepscaler", "deepmath-103k"], APRIL),
     **dict.fromkeys(["rp-math", "rp-code", "rp-judge"], ROLLPACKER),
     "orz-math": PIPELINERL,
+    "lsat-ar-heavy": HEAVY,
+    "lsat-ar-xheavy": XHEAVY,
 }
 
 NAMES = [n for n in profile_names() if not isinstance(load_profile(n), Mixture)]

@@ -1,0 +1,57 @@
+"""`rolloutbench whatif`: the what-if studies of docs/whatif/ (logic in harness.whatif)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.cli import app, console, fail
+from harness.config import ConfigError
+
+
+@app.command("whatif")
+def whatif_cmd(
+    name: Annotated[str, typer.Argument(
+        help="A study (fgd-frontier, heavy-tails, april-oversampling, "
+             "pipelinerl-concurrency, combos) or all.")] = "all",
+    out: Annotated[Path, typer.Option(help="Directory; each study's sweep goes to OUT/NAME.")]
+    = Path("runs/whatif"),
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Cells at a time.")] = 2,
+    figures: Annotated[Path | None, typer.Option(
+        help="Directory for whatif_NAME.png [default: OUT/NAME].")] = None,
+) -> None:
+    """Run what-if sweeps on the simulator and draw their figures; prints each study's
+    summary and wall time. Reruns resume the sweeps (finished cells are kept)."""
+    from harness.registry import UnknownName, unknown_name
+    from harness.whatif import run_study, study_names
+
+    if jobs < 1:
+        fail("--jobs: must be a positive integer")
+    names = study_names() if name == "all" else [name]
+    if name != "all" and name not in study_names():
+        fail(str(unknown_name("what-if study", name, ["all", *study_names()])))
+    for study in names:
+        count = {"n": 0}
+
+        def tick(_cell: Any, result: dict[str, Any], count: dict[str, int] = count) -> None:
+            count["n"] += 1
+            if result.get("error"):
+                typer.echo(f"  cell failed: {result['error']}", err=True)
+
+        console.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
+        try:
+            res = run_study(study, out, jobs, figures, on_done=tick)
+        except (ConfigError, UnknownName) as err:
+            fail(f"{study}: {err}")
+        except KeyboardInterrupt:
+            typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
+            raise typer.Exit(130) from None
+        typer.echo(res.summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        timing = (f"{res.ran} cells in {res.wall_s:.1f} s wall on {jobs} jobs" if res.ran
+                  else "all cells were done already")
+        console.print(f"{study}: {res.cells} cells ({timing}, {res.failed} failed); "
+                      f"figure {res.figure}; summary {res.out / 'summary.csv'}", highlight=False)
+        if res.failed:
+            raise typer.Exit(1)

@@ -1,0 +1,46 @@
+"""CGP with APRIL's active partial rollouts: a combination neither paper tried.
+
+The rollout is APRIL's (`systems.april`): `over_sampling_groups` groups in
+flight, the round stops once R of them are complete, and the unfinished rest
+is aborted and, with `partial_rollout`, resumed first in the next round. The
+hand-off is CGP's (`systems.cgp`): each of those R groups joins a ready FIFO
+the moment it is materialised, and U of them leave for the trainer as soon as
+U are there, while the rollout goes on. Weights stay fixed for the round and
+are published once its R/U optimizer steps are done; only carried-over tokens
+are off-policy, as in APRIL.
+
+The question it asks: APRIL cuts the long tail of the rollout, CGP hides the
+trainer behind the rollout; do the two savings add up?
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from harness.runtime import Group, Runtime
+from systems.april import APRIL
+
+
+class CGPAPRIL(APRIL):
+    name = "cgp-april"
+    summary = "APRIL's over-sampling and carry-over, with CGP's U-group hand-off to the trainer"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handoff: asyncio.Queue[Group] = asyncio.Queue()
+
+    def _ready(self, rt: Runtime, group: Group) -> None:
+        self.handoff.put_nowait(group)
+
+    async def run(self, rt: Runtime) -> None:
+        cfg = rt.config
+        for rnd in range(cfg.rounds):
+            rt.emit("rollout_start", round=rnd, version=rt.engine.version)
+            self.handoff = asyncio.Queue()
+            rollout = rt.spawn(self._rollout(rt, rnd))
+            rollout.add_done_callback(lambda _t, r=rnd: rt.emit("rollout_complete", round=r))
+            for _ in range(cfg.groups // cfg.update_groups):
+                batch = [await self.handoff.get() for _ in range(cfg.update_groups)]
+                await self.batches.train(rt, batch)
+            await rollout
+            await rt.trainer.publish()

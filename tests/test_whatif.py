@@ -1,0 +1,74 @@
+"""The what-if studies (harness/whatif.py, docs/whatif/): every spec expands, every
+study has its page and figure, and each study's sweep, summary and figure run end
+to end on a shrunken copy of its spec (a few small cells)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import harness.cli_whatif  # noqa: F401  (registers `whatif` on the app)
+from harness.cli import app
+from harness.sweep import load_spec
+from harness.whatif import run_study, spec_path, study_names
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_study_has_a_spec_a_page_and_a_figure() -> None:
+    assert study_names() == ["fgd-frontier", "heavy-tails", "april-oversampling",
+                             "pipelinerl-concurrency", "combos"]
+    index = (REPO / "docs" / "whatif" / "README.md").read_text()
+    for name in study_names():
+        sweep = load_spec(spec_path(name))
+        assert 10 <= len(sweep.cells) <= 150, name  # small enough for a minute on 2 cores
+        page = (REPO / "docs" / "whatif" / f"{name}.md").read_text()
+        assert f"whatif_{name}.png" in page and f"sweeps/whatif/{name}.toml" in page
+        assert (REPO / "figures" / f"whatif_{name}.png").exists()
+        assert f"({name}.md)" in index
+
+
+def _shrink(table: dict[str, Any], zipped: bool) -> None:
+    """Lists of values to their first and last (zip rows: only when there are many)."""
+    for key, value in table.items():
+        if isinstance(value, dict):
+            _shrink(value, zipped)
+        elif isinstance(value, list) and len(value) > 2 and (not zipped or len(value) > 6):
+            table[key] = [value[0], value[-1]]
+
+
+def tiny(name: str) -> dict[str, Any]:
+    with open(spec_path(name), "rb") as fh:
+        spec = copy.deepcopy(tomllib.load(fh))
+    spec.pop("repeats", None)
+    base = spec["base"]
+    base.update(rounds=3, groups=8, update_groups=min(base.get("update_groups", 2), 8))
+    _shrink(spec.get("grid", {}), zipped=False)
+    _shrink(spec.get("zip", {}), zipped=True)
+    return spec
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", study_names())
+def test_study_runs_end_to_end_on_a_small_grid(name: str, tmp_path: Path) -> None:
+    res = run_study(name, tmp_path, jobs=1, figures=tmp_path / "fig", spec=tiny(name))
+    assert res.failed == 0 and res.ran == res.cells > 0
+    assert res.figure == tmp_path / "fig" / f"whatif_{name}.png" and res.figure.stat().st_size
+    assert len(res.summary) and (tmp_path / name / "summary.csv").exists()
+    info = json.loads((tmp_path / name / "study.json").read_text())
+    assert info["cells"] == res.cells and info["wall_s"] >= 0
+    again = run_study(name, tmp_path, jobs=1, figures=tmp_path / "fig", spec=tiny(name))
+    assert again.ran == 0 and again.wall_s == 0  # resumed: nothing left to run
+
+
+def test_cli_rejects_an_unknown_study(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["whatif", "heavy-tail", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "did you mean 'heavy-tails'" in result.output
+    assert not any(tmp_path.iterdir())
