@@ -1,0 +1,134 @@
+"""Two runs side by side, metric by metric.
+
+Why: "did this change help?" is a difference of metrics between two runs (two
+systems, two configs, a run and a reproduction CSV). Each side is a trace, a
+directory of traces, or a result set; both become the same per-round rows
+(`harness.metrics.round_metrics`), so a trace and the table made from it
+compare as equal.
+
+Rows are either per metric over all rows (the mean, NaN skipped: rounds whose
+metric is undefined do not count) or per round and metric (`per_round`),
+aligned on the round number.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harness.analysis import InputError
+from harness.analysis.tables import TABLE_SUFFIXES, read_table
+from harness.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
+from harness.trace import TraceError, read_trace
+
+TRACE_SUFFIXES = (".jsonl",)
+DIR_TABLES = ("results.parquet", "results.csv", "metrics.json")  # tried in this order
+
+
+def _trace_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            rows += round_metrics(read_trace(path))
+        except TraceError as err:
+            raise InputError(str(err)) from None
+    return rows
+
+
+def load_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Per-round metric rows from a trace (.jsonl), a result set (CSV, Parquet,
+    JSON), or a directory: its traces (searched recursively), else its
+    results.parquet, results.csv or metrics.json."""
+    path = Path(source)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        traces = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        if traces:
+            return _trace_rows(traces)
+        for name in DIR_TABLES:
+            if (path / name).is_file():
+                return load_rows(path / name)
+        raise InputError(f"{path}: no traces (*.jsonl) and none of {', '.join(DIR_TABLES)}")
+    suffix = path.suffix.lower()
+    if suffix in TRACE_SUFFIXES:
+        return _trace_rows([path])
+    if suffix not in TABLE_SUFFIXES:
+        raise InputError(f"{path}: unknown file type {suffix or '(none)'!r} (expected a "
+                         f"trace .jsonl or a result set {', '.join(TABLE_SUFFIXES)})")
+    frame = read_table(path)
+    if not any(k in frame.columns for k in KEYS):
+        raise InputError(f"{path}: no metric columns (expected some of {', '.join(KEYS)})")
+    frame = frame.astype(object).where(frame.notna(), float("nan"))
+    return frame.to_dict(orient="records")
+
+
+def metric_names(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
+    """KEYS always (a side without one shows NaN); the off-policy keys where both
+    sides have them (older result sets lack them)."""
+    have_a = {k for row in a for k in row}
+    have_b = {k for row in b for k in row}
+    return [*KEYS, *[k for k in OFFPOLICY_KEYS if k in have_a and k in have_b]]
+
+
+def _number(value: Any) -> float:
+    if value is None or isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _mean(values: list[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return sum(values) / len(values) if values else math.nan
+
+
+def _row(round_: Any, metric: str, a: float, b: float) -> dict[str, Any]:
+    diff = b - a
+    if math.isnan(diff):
+        rel = math.nan
+    elif a == 0:
+        rel = 0.0 if diff == 0 else math.nan  # undefined, not infinite
+    else:
+        rel = diff / abs(a)
+    return {"round": round_, "metric": metric, "a": a, "b": b, "diff": diff, "rel_diff": rel}
+
+
+def _rounds(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        r = _number(row.get("round"))
+        if not math.isnan(r):  # a failed sweep cell has no round
+            out[int(r)].append(row)
+    return out
+
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
+            per_round: bool = False) -> list[dict[str, Any]]:
+    """Rows of round ('mean' or a round number), metric, a, b, diff = b − a and
+    rel_diff = (b − a) / |a| (NaN where a is 0 and they differ)."""
+    names = metric_names(a, b)
+    if not per_round:
+        return [_row("mean", m, _mean([_number(r.get(m)) for r in a]),
+                     _mean([_number(r.get(m)) for r in b])) for m in names]
+    ra, rb = _rounds(a), _rounds(b)
+    common = sorted(set(ra) & set(rb))
+    if not common:
+        raise InputError(f"--per-round: no round in common (A has {sorted(ra)}, "
+                         f"B has {sorted(rb)})")
+    return [_row(r, m, _mean([_number(x.get(m)) for x in ra[r]]),
+                 _mean([_number(x.get(m)) for x in rb[r]])) for r in common for m in names]
+
+
+def describe(rows: list[dict[str, Any]]) -> str:
+    """A short label for a side: its systems and workloads, and how many rows."""
+    systems = sorted({str(r["system"]) for r in rows if r.get("system") is not None})
+    workloads = sorted({str(r["workload"]) for r in rows if r.get("workload") is not None})
+    parts = [",".join(systems[:3]) + ("…" if len(systems) > 3 else ""),
+             ",".join(workloads[:3]) + ("…" if len(workloads) > 3 else "")]
+    return " ".join(p for p in parts if p) + f" ({len(rows)} rows)"

@@ -1,0 +1,69 @@
+"""A metric against a swept field, one line per system, from a results table.
+
+Why: a sweep (or a reproduction) leaves one row per cell and round; the
+question is usually "how does METRIC move with FIELD, per system". seaborn's
+lineplot averages the rows at each x (rounds and repeated seeds) and draws the
+95% confidence interval of that mean, so repeats show as a band, not noise.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from harness.analysis import InputError
+from harness.analysis.tables import read_table, require_columns
+
+
+def parse_where(items: list[str]) -> list[tuple[str, str]]:
+    """FIELD=VALUE filters."""
+    out = []
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field:
+            raise InputError(f"--where: expected FIELD=VALUE, got {item!r}")
+        out.append((field, value))
+    return out
+
+
+def _filter(frame: Any, path: str | os.PathLike[str], where: list[tuple[str, str]]) -> Any:
+    for field, value in where:
+        require_columns(frame, path, {"--where": field})
+        frame = frame[frame[field].astype(str) == value]
+    if frame.empty:
+        raise InputError(f"--where: no rows of {path} match "
+                         f"{' and '.join(f'{f}={v}' for f, v in where)}")
+    return frame
+
+
+def plot_figure(path: str | os.PathLike[str], x: str, y: str, hue: str | None = None,
+                where: list[tuple[str, str]] | None = None) -> Any:
+    """The figure of `y` over `x` from the table at `path`, coloured by `hue`
+    (by default `system` when the table has it: one line per system)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    frame = read_table(path)
+    if hue is None and "system" in frame.columns:
+        hue = "system"
+    require_columns(frame, path, {"--x": x, "--y": y, "--hue": hue})
+    frame = _filter(frame, path, where or [])
+    values = pd.to_numeric(frame[y], errors="coerce")
+    if values.notna().sum() == 0:
+        raise InputError(f"--y: column {y!r} of {path} has no numeric values")
+    frame = frame.assign(**{y: values})
+    if hue is not None:  # categorical colours even for a numeric hue (e.g. groups)
+        frame = frame.assign(**{hue: frame[hue].astype(str)})
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    sns.lineplot(data=frame, x=x, y=y, hue=hue, style=hue, markers=True, dashes=False,
+                 errorbar=("ci", 95), ax=ax)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.grid(True, alpha=0.3)
+    if hue is not None:
+        ax.legend(title=hue, fontsize=8, frameon=False)
+    return fig
