@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 LIVE_STAMP := $(VENV)/.live-installed
 
-.PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe bench calibrate live-demo clean
+.PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe bench calibrate live-demo \
+	whatif clean
 
 setup: $(STAMP)
 
@@ -29,6 +30,7 @@ $(LIVE_STAMP): $(STAMP)
 
 test: setup setup-live
 	$(BIN)/ruff check .
+	$(BIN)/rolloutbench regress
 	$(BIN)/python -m pytest -q
 
 lint: setup
@@ -45,6 +47,9 @@ calibrate: setup
 
 live-demo: setup setup-live
 	$(BIN)/rolloutbench live-demo --out runs/live-demo
+
+whatif: setup
+	$(BIN)/rolloutbench whatif all --out runs/whatif --figures figures
 
 bench: setup
 	$(BIN)/python -m harness.bench
