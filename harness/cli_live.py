@@ -123,6 +123,8 @@ def validate_cmd(
     update_groups: Annotated[int, typer.Option("--update-groups", "-U")] = 2,
     rounds: Annotated[int, typer.Option()] = 2,
     seed: Annotated[int, typer.Option()] = 0,
+    ray_address: Annotated[str, typer.Option(
+        help="Live: 'local' (Ray actors here), HOST:PORT, or 'off' (one process).")] = "local",
 ) -> None:
     """Run systems live and on the simulator (this machine's measured calibration)."""
     from harness.sim.calibration import path_of
@@ -136,6 +138,7 @@ def validate_cmd(
         fail(str(err))
     base.max_response_tokens = 48
     base.live.model_dir = str(model_dir)
+    base.live.ray_address = ray_address
     from harness.live.validate import validate
 
     df = validate([x.strip() for x in systems.split(",")], base, out)

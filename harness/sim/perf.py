@@ -75,8 +75,12 @@ class DecodeModel:
         return base + j * comp + mem
 
     def steps_completed(self, dt: float, b: int, ctx: int, cap: int) -> int:
-        """The most steps (<= cap) that fit entirely within dt."""
+        """The most steps (<= cap) that fit entirely within dt; none while dt <= 0
+        (a segment starts after the prefill of what it admitted, so an engine cut
+        during that prefill is asked about a negative dt)."""
         k = self.steps_within(dt, b, ctx, cap)
+        if k == 0:
+            return 0
         return k if self.steps_time(k, b, ctx) <= dt + 1e-12 else k - 1
 
     def steps_within(self, dt: float, b: int, ctx: int, cap: int) -> int:
