@@ -108,6 +108,7 @@ class EngineLoad:
     kv_used: float  # fraction of the KV cache in use
     preemptions: int = 0  # since the engine started
     tp: int = 1  # tensor-parallel size of a replica
+    gpus: int = 1  # GPUs the engine spans (a reconfigure's TP must divide it)
 
 
 class Engine(Protocol):

@@ -209,7 +209,7 @@ class RollPacker:
             return
         this, before = h[-1] - h[-2], h[-2] - h[-3]
         tp = load.tp
-        if this > 1.05 * before and this > 0 and tp < 8:
+        if this > 1.05 * before and this > 0 and tp < 8 and load.gpus % (tp * 2) == 0:
             await rt.engine.reconfigure(tp * 2)
         elif (len(h) >= 5 and all(h[-i] == h[-i - 1] for i in range(1, 5))
               and tp > self.default_tp):

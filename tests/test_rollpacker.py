@@ -75,3 +75,14 @@ def test_stream_trainer_overlaps_training_with_rollout(tmp_path: Path) -> None:
     steps = [e["t"] for e in events if e["ev"] == "optimizer_step"]
     for step, done in zip(steps, completes, strict=True):
         assert step > done  # the update still waits for the whole rollout
+
+
+def test_planner_only_picks_a_tp_that_divides_the_gpus(tmp_path: Path) -> None:
+    # sci-jl on 2 GPUs at TP 2: preemptions grow, and TP 4 would not fit (it used to crash)
+    for seed in (0, 2):
+        cfg = RunConfig(system="rollpacker", workload="sci-jl", groups=32, seed=seed)
+        path = tmp_path / f"{seed}.jsonl"
+        execute(cfg.validate(), path)
+        events = read_trace(path)
+        assert "error" not in events[-1]
+        assert all(2 % e["tp"] == 0 for e in events if e["ev"] == "engine_reconfigure")

@@ -101,7 +101,8 @@ class EnginePool:
     def load(self) -> EngineLoad:
         loads = [e.load() for e in self.engines[: self._active]]
         return EngineLoad(sum(x.running for x in loads), sum(x.waiting for x in loads),
-                          sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp)
+                          sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp,
+                          self._gpus)
 
     async def install(self, version: int, transfer_s: float, in_flight: bool) -> None:
         tasks = [asyncio.ensure_future(e.install(version, transfer_s, in_flight))
