@@ -181,7 +181,8 @@ def run_cmd(
              "process [default: local].")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override: section.field=value"
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override: section.field=value (every field: rolloutbench config show)"
                                                    )] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
 ) -> None:
@@ -223,17 +224,22 @@ def metrics_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
                                         "ESS) instead of per round.")] = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Also read a trace whose last "
+                                          "line was cut mid-write (it is left out).")] = False,
 ) -> None:
-    """Per-round metrics of one or more traces (or per optimizer step with --steps)."""
-    from harness.metrics import metrics_for_traces, step_metrics
+    """Per-round metrics of one or more traces (or per optimizer step with --steps).
+    A trace that stops short (an interrupted run) is read as far as it goes: rounds
+    that did not finish are flagged `incomplete`, with a warning on stderr."""
+    from harness.metrics import metrics_for_traces, steps_for_traces
     from harness.results import dump_json
-    from harness.trace import TraceError, read_trace
+    from harness.trace import TraceError
+
+    def warn(message: str) -> None:
+        typer.echo(f"warning: {message}", err=True)
 
     try:
-        if steps:
-            rows = [r for p in traces for r in step_metrics(read_trace(p))]
-        else:
-            rows = metrics_for_traces([str(p) for p in traces])
+        read = steps_for_traces if steps else metrics_for_traces
+        rows = read([str(p) for p in traces], partial=partial, warn=warn)
     except TraceError as err:
         fail(str(err))
     if json_out:
@@ -302,4 +308,11 @@ def main() -> None:  # pragma: no cover
 
 
 # The other command modules register themselves on `app` when imported.
-from harness import cli_live, cli_regress, cli_sweep  # noqa: E402, F401
+from harness import (  # noqa: E402, F401
+    cli_analysis,
+    cli_config,
+    cli_live,
+    cli_regress,
+    cli_sweep,
+    cli_whatif,
+)

@@ -2,12 +2,14 @@
 
 Every field is reachable from a TOML file (`--config`), from the named CLI
 options, and from `--set section.field=value`; the resolved object is written
-whole into the trace's `run_start` header.
+whole into the trace's `run_start` header. Every field carries a help text
+(`help_of`), shown by `rolloutbench config show`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,82 +20,122 @@ class ConfigError(ValueError):
     """A bad configuration value; the message names the option."""
 
 
+def opt(default: Any, help: str) -> Any:
+    """A config field with a default and its help text (in the field's metadata)."""
+    return field(default=default, metadata={"help": help})
+
+
+def help_of(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("help", ""))
+
+
 @dataclass
 class SimConfig:
     """The simulated cluster. `None` calibrated values come from `calibration`."""
 
-    model: str = "qwen3-1.7b"
-    rollout_gpu: str = "a100-40gb-pcie"
-    rollout_tp: int = 2
-    rollout_engines: int = 1
-    placement: str = "disaggregated"
-    mem_fraction: float = 0.85
-    max_running: int = 1024
-    trainer_gpu: str = "rtx-4090"
-    trainer_gpus: int = 8
-    micro_batch_tokens: int = 16384
-    verifier_workers: int = 0  # reward checks at a time; 0: no limit
-    calibration: str = "rolloutpipe"
-    bw_eff: float | None = None
-    step_overhead_s: float | None = None
-    compute_eff: float | None = None
-    train_mfu: float | None = None
-    micro_overhead_s: float | None = None
-    weight_sync_s: float | None = None
-    materialize_s: float | None = None
-    drift: float | None = None
-    switch_s: float | None = None
+    model: str = opt("qwen3-1.7b", "policy model preset (harness/sim/presets/models.toml)")
+    rollout_gpu: str = opt("a100-40gb-pcie",
+                           "GPU preset of the rollout engines (harness/sim/presets/hardware.toml)")
+    rollout_tp: int = opt(2, "tensor-parallel size of each engine replica (GPUs per replica)")
+    rollout_engines: int = opt(1, "engine replicas; requests go to the least loaded one")
+    placement: str = opt("disaggregated", "disaggregated (own GPUs for engine and trainer) or "
+                         "colocated (they take turns on the rollout GPUs)")
+    mem_fraction: float = opt(0.85, "share of each GPU's memory the engine may use "
+                              "(weights plus KV cache), in (0, 1)")
+    max_running: int = opt(1024, "most sequences in one replica's running batch")
+    trainer_gpu: str = opt("rtx-4090", "GPU preset of the trainer (disaggregated placement)")
+    trainer_gpus: int = opt(8, "trainer GPUs (disaggregated placement)")
+    micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
+    verifier_workers: int = opt(0, "reward checks running at a time; 0: no limit")
+    calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
+                           "come from (harness/sim/calibration/NAME.toml)")
+    bw_eff: float | None = opt(None, "decode: fraction of HBM bandwidth reached "
+                               "(None: from the calibration)")
+    step_overhead_s: float | None = opt(None, "decode: fixed seconds per engine step "
+                                        "(None: from the calibration)")
+    compute_eff: float | None = opt(None, "prefill and decode: fraction of peak BF16 FLOPs "
+                                    "reached (None: from the calibration)")
+    train_mfu: float | None = opt(None, "trainer: model FLOPs utilisation "
+                                  "(None: from the calibration)")
+    micro_overhead_s: float | None = opt(None, "trainer: fixed seconds per micro-batch "
+                                         "(None: from the calibration)")
+    weight_sync_s: float | None = opt(None, "seconds to publish weights from trainer to engine "
+                                      "(None: from the calibration)")
+    materialize_s: float | None = opt(None, "seconds per group for rewards' statistics and "
+                                      "advantages (None: from the calibration)")
+    drift: float | None = opt(None, "variance of a token's log importance ratio per step of "
+                              "lag, for the ESS model (None: from the calibration)")
+    switch_s: float | None = opt(None, "colocated: seconds per hand-over of the GPUs between "
+                                 "engine and trainer (None: from the calibration)")
 
 
 @dataclass
 class LiveConfig:
     """The live runtime: a model folder made by `rolloutbench model init`."""
 
-    model_dir: str = "runs/live-model"
-    data_dir: str = ""
-    lr: float = 1e-4
-    temperature: float = 1.0
-    max_model_len: int = 1024
-    kv_cache_mb: int = 256
-    request_timeout_s: float = 300.0  # a request still running then fails the run (0: none)
-    ray_address: str = "local"  # "local": start Ray here; "host:port": join; "off": one process
-    engine: str = "vllm"  # vllm | vllm-http | sglang (see `rolloutbench backends`)
-    engine_url: str = ""  # the server of an HTTP engine
-    trainer: str = "torch"  # torch | megatron
-    engine_gpus: float = 0.0  # GPUs the engine actor asks Ray for
-    trainer_gpus: float = 0.0  # GPUs the trainer actor asks Ray for
-    megatron_tp: int = 1
-    megatron_pp: int = 1
-    megatron_bucket_mb: int = 512  # weight-update bucket size
+    model_dir: str = opt("runs/live-model", "the model folder (make one: rolloutbench model "
+                         "init DIR)")
+    data_dir: str = opt("", "root of the real datasets (agieval/, scibench/, olympiadbench/); "
+                        "needed by dataset workloads")
+    lr: float = opt(1e-4, "trainer learning rate")
+    temperature: float = opt(1.0, "sampling temperature")
+    max_model_len: int = opt(1024, "engine context length (prompt plus response tokens)")
+    kv_cache_mb: int = opt(256, "in-process vLLM: KV cache size in MiB")
+    request_timeout_s: float = opt(300.0, "a request still running after this many seconds "
+                                   "fails the run (0: no limit)")
+    ray_address: str = opt("local", "'local': start Ray here; 'HOST:PORT': join a cluster; "
+                           "'off': run in one process")
+    engine: str = opt("vllm", "engine backend: vllm, vllm-http or sglang "
+                      "(see `rolloutbench backends`)")
+    engine_url: str = opt("", "server URL of an HTTP engine (vllm-http, sglang)")
+    trainer: str = opt("torch", "trainer backend: torch or megatron")
+    engine_gpus: float = opt(0.0, "GPUs the engine actor asks Ray for")
+    trainer_gpus: float = opt(0.0, "GPUs the trainer actor asks Ray for")
+    megatron_tp: int = opt(1, "megatron trainer: tensor-parallel size")
+    megatron_pp: int = opt(1, "megatron trainer: pipeline-parallel size")
+    megatron_bucket_mb: int = opt(512, "megatron trainer: weight-update bucket size in MiB")
 
 
 @dataclass
 class RunConfig:
-    system: str = "slime"
-    workload: str = "lsat-ar"
-    runtime: str = "sim"
-    seed: int = 0
-    rounds: int = 4
-    groups: int = 32
-    group_size: int = 8
-    update_groups: int = 2
-    frontier: int = 2
-    concurrency: int = 64
-    max_lag: int = -1
-    over_sampling_groups: int = 0
-    partial_rollout: bool = True
-    dynamic_sampling: bool = False
-    rollpacker_tail_batching: bool = True
-    rollpacker_speculation: float = 1.25  # eta for prompts
-    rollpacker_response_speculation: float = 1.25  # eta for responses per prompt
-    rollpacker_reward_scheduler: bool = True
-    rollpacker_planner: bool = True
-    rollpacker_stream_trainer: bool = True
-    rollpacker_stream_at: float = 0.0  # 0: adaptive; else a fixed share of prompts done
-    max_response_tokens: int = 0  # 0: the workload profile's own cap
-    clamp: float = 5.0
-    sim: SimConfig = field(default_factory=SimConfig)
-    live: LiveConfig = field(default_factory=LiveConfig)
+    """One run: the system, the workload, the RL loop's shape and both runtimes."""
+
+    system: str = opt("slime", "system backend (see `rolloutbench systems`)")
+    workload: str = opt("lsat-ar", "workload profile (see `rolloutbench workloads`)")
+    runtime: str = opt("sim", "sim (the simulator) or live (a real engine and trainer)")
+    seed: int = opt(0, "random seed (prompts, lengths, rewards)")
+    rounds: int = opt(4, "rollout rounds")
+    groups: int = opt(32, "groups (prompts) per rollout round, R")
+    group_size: int = opt(8, "samples per prompt, K (GRPO needs >= 2)")
+    update_groups: int = opt(2, "groups per optimizer update, U (must divide R)")
+    frontier: int = opt(2, "cgp-fgd: groups in service at once, F_w")
+    concurrency: int = opt(64, "pipelinerl: sequences in flight per engine replica, H")
+    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps (-1: none)")
+    over_sampling_groups: int = opt(0, "april: groups in flight per round "
+                                    "(0: R, no over-sampling)")
+    partial_rollout: bool = opt(True, "april: resume aborted partial responses next round "
+                                "(false: discard them)")
+    dynamic_sampling: bool = opt(False, "april: drop groups whose K rewards are all equal "
+                                 "and sample a new one (DAPO)")
+    rollpacker_tail_batching: bool = opt(True, "rollpacker: speculative short rounds; long "
+                                         "prompts wait for a long round")
+    rollpacker_speculation: float = opt(1.25, "rollpacker: eta for prompts (>= 1)")
+    rollpacker_response_speculation: float = opt(1.25, "rollpacker: eta for responses per "
+                                                 "prompt (>= 1)")
+    rollpacker_reward_scheduler: bool = opt(True, "rollpacker: rewards as responses finish, "
+                                            "adaptive sandbox timeouts")
+    rollpacker_planner: bool = opt(True, "rollpacker: adapt the engine's tensor-parallel size "
+                                   "to preemptions")
+    rollpacker_stream_trainer: bool = opt(True, "rollpacker: half the rollout GPUs train on "
+                                          "finished prompts while the rest generate")
+    rollpacker_stream_at: float = opt(0.0, "rollpacker: share of prompts done at which the "
+                                      "stream trainer starts, in [0, 0.5] (0: adaptive)")
+    max_response_tokens: int = opt(0, "response length cap (0: the workload profile's own cap)")
+    clamp: float = opt(5.0, "importance-weight clamp (trainer loss and ess_clamped), > 0")
+    sim: SimConfig = field(default_factory=SimConfig,
+                           metadata={"help": "the simulated cluster (the [sim] table)"})
+    live: LiveConfig = field(default_factory=LiveConfig,
+                             metadata={"help": "the live runtime (the [live] table)"})
 
     def validate(self) -> RunConfig:
         def need(ok: bool, opt: str, msg: str) -> None:
@@ -128,39 +170,81 @@ class RunConfig:
         need(0 < s.mem_fraction < 1, "set sim.mem_fraction", "must lie in (0, 1)")
         need(s.trainer_gpus >= 1, "set sim.trainer_gpus", "must be >= 1")
         need(s.max_running >= 1, "set sim.max_running", "must be >= 1")
+        need(s.micro_batch_tokens >= 1, "set sim.micro_batch_tokens", "must be >= 1")
+        need(s.verifier_workers >= 0, "set sim.verifier_workers", "must be >= 0 (0: no limit)")
+        for name in ("bw_eff", "compute_eff", "train_mfu"):
+            value = getattr(s, name)
+            need(value is None or value > 0, f"set sim.{name}", "must be positive")
+        for name in ("step_overhead_s", "micro_overhead_s", "weight_sync_s", "materialize_s",
+                     "drift", "switch_s"):
+            value = getattr(s, name)
+            need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _coerce(value: Any, current: Any, where: str) -> Any:
-    """Convert a value (a TOML value, or text from the CLI) to the field's type."""
-    if isinstance(value, str) and not isinstance(current, str):
-        try:
-            value = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            raise ConfigError(f"{where}: cannot read {value!r}") from None
-    if current is None:  # an optional numeric override
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if isinstance(current, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(current, float):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif isinstance(current, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, type(current))
-    if not ok:
-        raise ConfigError(f"{where}: expected {type(current).__name__}, got {value!r}")
+# A field's declared type (its annotation, a string here) -> (Python type, name in messages).
+TYPES: dict[str, tuple[type, str]] = {
+    "str": (str, "str"),
+    "int": (int, "int"),
+    "float": (float, "float"),
+    "bool": (bool, "bool (true or false)"),
+    "float | None": (float, "float"),
+}
+
+
+def type_name(f: dataclasses.Field[Any]) -> str:
+    """The declared type of a config field, as written in the dataclass."""
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+class CliText(str):
+    """A value typed on the command line (`--set`): for a field that is not a
+    string it is read as a TOML value (a string in a TOML file is not)."""
+
+
+def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
+    """Convert a value (a TOML value, or CLI text) to the field's declared type."""
+    want, name = TYPES[type_name(f)]
+    if isinstance(value, CliText):
+        text, value = str(value), str(value)
+        if want is not str:
+            try:
+                value = tomllib.loads(f"v = {text}")["v"]
+            except tomllib.TOMLDecodeError:
+                raise ConfigError(f"{where}: expected {name}, got {text!r}") from None
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}: expected {name}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     return value
 
 
+class ConfigFile(dict[str, Any]):
+    """The tables of a TOML config file; errors in them name the file."""
+
+    def __init__(self, data: dict[str, Any], path: str | Path) -> None:
+        super().__init__(data)
+        self.path = str(path)
+
+
 def apply(cfg: Any, data: dict[str, Any], prefix: str = "") -> None:
-    """Set fields of a (nested) config dataclass from a dict, rejecting unknown keys."""
+    """Set fields of a (nested) config dataclass from a dict, rejecting unknown keys
+    and values of the wrong type with a message that names the key (and the file)."""
+    if isinstance(data, ConfigFile):
+        try:
+            _apply(cfg, data, prefix)
+        except ConfigError as err:
+            raise ConfigError(f"--config {data.path}: {err}") from None
+    else:
+        _apply(cfg, data, prefix)
+
+
+def _apply(cfg: Any, data: dict[str, Any], prefix: str) -> None:
     names = {f.name: f for f in dataclasses.fields(cfg)}
     for key, value in data.items():
         where = f"{prefix}{key}"
@@ -170,10 +254,14 @@ def apply(cfg: Any, data: dict[str, Any], prefix: str = "") -> None:
         current = getattr(cfg, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: expected a table")
-            apply(current, value, f"{where}.")
+                raise ConfigError(f"{where}: is a table of fields; expected "
+                                  f"{where}.FIELD = VALUE, got {value!r}")
+            _apply(current, value, f"{where}.")
+        elif isinstance(value, dict):
+            raise ConfigError(f"{where}: is a single value, not a table "
+                              f"(it has no field {next(iter(value), '')!r})")
         else:
-            setattr(cfg, key, _coerce(value, current, where))
+            setattr(cfg, key, _coerce(value, names[key], where))
 
 
 def set_path(cfg: RunConfig, assignment: str) -> None:
@@ -181,18 +269,33 @@ def set_path(cfg: RunConfig, assignment: str) -> None:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected field=value")
     path, value = assignment.split("=", 1)
-    *parents, leaf = path.strip().split(".")
-    tree: dict[str, Any] = {leaf: value.strip()}
+    parts = [p.strip() for p in path.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"--set {assignment!r}: expected section.field=value")
+    *parents, leaf = parts
+    tree: dict[str, Any] = {leaf: CliText(value.strip())}
     for parent in reversed(parents):
         tree = {parent: tree}
     apply(cfg, tree)
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
+def load_toml(path: str | Path) -> ConfigFile:
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            return ConfigFile(tomllib.load(fh), path)
     except OSError as err:
         raise ConfigError(f"--config {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--config {path}: {err}") from None
+
+
+def config_fields(cfg: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any], Any]]:
+    """Every leaf field of a (nested) config as (dotted name, field, value)."""
+    out: list[tuple[str, dataclasses.Field[Any], Any]] = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            out += config_fields(value, f"{prefix}{f.name}.")
+        else:
+            out.append((f"{prefix}{f.name}", f, value))
+    return out

@@ -15,13 +15,18 @@ trainer compute, t_last is when the last group was materialised and c_last the
 compute of the batch that holds it (that batch cannot start earlier). Both
 terms come from the same run, so `efficiency` = bound / actual lies in (0, 1]
 and says how much of the trainer's idle time the schedule could still recover.
+
+A trace that stops short (an interrupted run: no `run_end`, or one naming an
+error) is read as far as it goes (`metrics_for_traces`): rounds it shows
+finished (`finished_rounds`) get exactly the figures the whole trace would give;
+the others are flagged `incomplete`, with NaN figures.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 KEYS = (
@@ -187,12 +192,114 @@ def _lower_bound(
                max(0.0, t_last - t0) + compute.get(last_batch, 0.0))
 
 
-def metrics_for_traces(paths: Iterable[str]) -> list[dict[str, Any]]:
-    from harness.trace import read_trace
+def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
+    """The rounds of a trace that stops short (no `run_end`, or one with an error)
+    whose figures are final: the round's rollout completed, every request it
+    submitted finished, every batch dispatched in it (attributed as `round_metrics`
+    does) finished training, and the run went on past it: a later round started
+    or, for the last round, weights were published after all that. The last round
+    of an interrupted pipelined run may be left out though it finished: the trace
+    cannot tell."""
+    starts: dict[int, float] = {}
+    completed: dict[int, int] = {}  # round -> index of its rollout_complete
+    dispatch: list[tuple[float, int]] = []
+    ended: dict[int, int] = {}  # batch -> index of its last train_end
+    training: set[int] = set()  # batches with a span open where the trace stops
+    published = -1  # index of the last weights_published
+    pending: dict[tuple[int, int], int] = {}  # request -> round, until it finishes
+    finishes: dict[int, int] = {}  # round -> index of its last request_finish
+    for i, e in enumerate(events):
+        ev = e["ev"]
+        if ev == "request_submit":
+            pending[(e["group"], e["sample"])] = e["round"]
+        elif ev == "request_finish":
+            rnd = pending.pop((e["group"], e["sample"]), None)
+            if rnd is not None:
+                finishes[rnd] = i
+        elif ev == "rollout_start":
+            starts[e["round"]] = e["t"]
+        elif ev == "rollout_complete":
+            completed[e["round"]] = i
+        elif ev == "batch_dispatch":
+            dispatch.append((e["t"], e["batch"]))
+        elif ev == "train_start":
+            training.add(e["batch"])
+        elif ev == "train_end":
+            training.discard(e["batch"])
+            ended[e["batch"]] = i
+        elif ev == "weights_published":
+            published = i
+    order = sorted(starts, key=starts.__getitem__)
+    times = [starts[r] for r in order]
+    batches: dict[int, list[int]] = defaultdict(list)
+    for t, batch in dispatch:
+        idx = bisect.bisect_right(times, t) - 1
+        if idx >= 0:
+            batches[order[idx]].append(batch)
+    unfinished = set(pending.values())
+    finished = set()
+    for n, rnd in enumerate(order):
+        if rnd not in completed or rnd in unfinished or any(
+                b not in ended or b in training for b in batches[rnd]):
+            continue
+        last = max([completed[rnd], finishes.get(rnd, -1), *(ended[b] for b in batches[rnd])])
+        if n + 1 < len(order) or published > last:
+            finished.add(rnd)
+    return finished
 
+
+def prefix_metrics(trace: Any) -> list[dict[str, Any]]:
+    """`round_metrics` of a `harness.trace.Trace`, each row with `incomplete`: true
+    for a round that did not finish (the trace stops short in it or before its
+    training ended); such a round's figures are NaN."""
+    rows = round_metrics(trace.events)
+    finished = None if trace.complete else finished_rounds(trace.events)
+    for row in rows:
+        row["incomplete"] = finished is not None and row["round"] not in finished
+        if row["incomplete"]:
+            row.update(dict.fromkeys((*KEYS, *OFFPOLICY_KEYS), _nan()))
+    return rows
+
+
+def _read(path: str, partial: bool) -> Any:
+    """The trace at `path` as far as it goes (a `harness.trace.Trace`)."""
+    from harness.trace import CutLine, read_prefix
+
+    try:
+        return read_prefix(path, allow_cut=partial)
+    except CutLine as err:
+        raise CutLine(f"{err}; --partial reads the lines before it") from None
+
+
+def metrics_for_traces(paths: Iterable[str], partial: bool = False,
+                       warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Per-round rows of every trace (`prefix_metrics`). A trace that stops short
+    (an interrupted run) is read as far as it goes, and `warn` gets one line about
+    it; with `partial` its last line may also be cut mid-write."""
     rows: list[dict[str, Any]] = []
     for path in paths:
-        rows.extend(round_metrics(read_trace(path)))
+        trace = _read(path, partial)
+        trace_rows = prefix_metrics(trace)
+        if not trace.complete and warn is not None:
+            left = [str(r["round"]) for r in trace_rows if r["incomplete"]]
+            what = (f"round(s) {', '.join(left)} did not finish: figures left out" if left
+                    else "every round it started finished" if trace_rows
+                    else "no round started")
+            warn(f"{path}: incomplete trace ({trace.problem()}); {what}")
+        rows.extend(trace_rows)
+    return rows
+
+
+def steps_for_traces(paths: Iterable[str], partial: bool = False,
+                     warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """`step_metrics` of every trace, read as `metrics_for_traces` reads them (each
+    optimizer step of a trace that stops short is whole)."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        trace = _read(path, partial)
+        if not trace.complete and warn is not None:
+            warn(f"{path}: incomplete trace ({trace.problem()}); steps up to where it stops")
+        rows.extend(step_metrics(trace.events))
     return rows
 
 

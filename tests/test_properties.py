@@ -1,0 +1,361 @@
+"""Property tests: random valid configurations of every system on the simulator.
+
+Hypothesis draws a system's knobs, a cheap workload profile, a small shape
+(groups, samples, rounds), a seed and a few simulator knobs; each run's trace
+must keep the bookkeeping every system owes, whatever the schedule:
+
+- no request is lost: per (group, sample), submits and finishes alternate and
+  the last event is a finish; a request aborted mid-run is resumed in the next
+  round (APRIL's carry-over, with its tokens) or its group is accounted for;
+- every group is trained exactly once, or left out for a reason the system
+  states (APRIL: dropped, discarded, carried over at the end, or a spare that
+  completed with the R-th; RollPacker: aborted to the long queue, or a surplus
+  speculative prompt); every round trains R groups;
+- policy versions only move forward, and no token is newer than the weights
+  the engine had;
+- the per-round metrics are finite and in range.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_invariants import of, round_groups
+
+from harness.cli import build_config
+from harness.config import ConfigError, RunConfig
+from harness.metrics import prefix_metrics, round_metrics
+from harness.results import dump_json, execute
+from harness.trace import Trace, read_trace
+from systems import SYSTEMS, system_names
+from systems.april import APRIL
+from systems.rollpacker import RollPacker
+
+WORKLOADS = ("sci-jl", "orz-math", "rp-code", "rp-mix", "arith")
+# Examples per system, the same ones every run; ROLLOUTBENCH_PROPERTY_EXAMPLES=500
+# explores further, with fresh random examples.
+EXAMPLES = int(os.environ.get("ROLLOUTBENCH_PROPERTY_EXAMPLES", "15"))
+FIXED = "ROLLOUTBENCH_PROPERTY_EXAMPLES" not in os.environ
+
+
+@st.composite
+def settings_for(draw: st.DrawFn, system: str) -> list[str]:
+    """`--set` assignments for one run of `system` (valid or rejected by build_config)."""
+    u = draw(st.sampled_from([1, 2]))
+    k = draw(st.integers(2, 4))
+    sets = {
+        "system": system,
+        "workload": draw(st.sampled_from(WORKLOADS)),
+        "seed": draw(st.integers(0, 2**16)),
+        "rounds": draw(st.integers(1, 3)),
+        "update_groups": u,
+        "groups": u * draw(st.integers(1, 4)),
+        "group_size": k,
+        "max_response_tokens": draw(st.sampled_from([0, 64, 512, 2048])),
+        "sim.rollout_engines": draw(st.integers(1, 3)),
+        "sim.rollout_tp": draw(st.sampled_from([1, 2])),
+        "sim.placement": draw(st.sampled_from(["disaggregated", "colocated"])),
+        "sim.mem_fraction": draw(st.sampled_from([0.2, 0.3, 0.85])),
+        "sim.max_running": draw(st.sampled_from([2, 8, 1024])),
+        "sim.verifier_workers": draw(st.integers(0, 3)),
+        "sim.micro_batch_tokens": draw(st.sampled_from([1024, 16384])),
+        # not 0: a step would share its time with the next rollout_start (KNOWN BUG below)
+        "sim.weight_sync_s": draw(st.sampled_from([0.5, 2.0])),
+    }
+    if system == "cgp-fgd":
+        sets["frontier"] = draw(st.integers(1, 4))
+        sets["sim.placement"] = "disaggregated"  # colocated can deadlock: KNOWN BUG (below)
+    if system == "pipelinerl":
+        sets["concurrency"] = k * draw(st.integers(1, 3))
+        sets["max_lag"] = draw(st.sampled_from([-1, 0, 1, 3]))
+    if issubclass(SYSTEMS[system], APRIL):
+        sets["over_sampling_groups"] = draw(st.integers(0, 2 * sets["groups"]))
+        sets["partial_rollout"] = draw(st.booleans())
+        # DAPO's filter redraws a group whose rewards are all equal, with no limit on
+        # redraws: under a short response cap every response is truncated (reward 0)
+        # and the run never ends; on arith (pass rate 5%) nearly every group is redrawn.
+        sets["dynamic_sampling"] = (draw(st.booleans()) and sets["workload"] != "arith"
+                                    and sets["max_response_tokens"] == 0)
+        if system == "cgp-april" and sets["sim.placement"] == "colocated":
+            sets["dynamic_sampling"] = False  # it deadlocks: KNOWN BUG (below)
+    if issubclass(SYSTEMS[system], RollPacker):
+        for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
+            sets[f"rollpacker_{knob}"] = draw(st.booleans())
+        sets["rollpacker_speculation"] = draw(st.sampled_from([1.0, 1.25, 2.0]))
+        sets["rollpacker_response_speculation"] = draw(st.sampled_from([1.0, 1.5]))
+        sets["rollpacker_stream_at"] = draw(st.sampled_from([0.0, 0.25, 0.5]))
+    return [f"{key}={str(v).lower() if isinstance(v, bool) else v}" for key, v in sets.items()]
+
+
+def configure(sets: list[str]) -> RunConfig:
+    """The config the CLI would run, or a rejected example (KV cache too small)."""
+    try:
+        return build_config(None, sets)
+    except ConfigError:
+        assume(False)
+        raise
+
+
+# -- the bookkeeping -------------------------------------------------------------
+
+
+def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
+    """Submits and finishes alternate per request and every request ends finished
+    or aborted; an aborted request is resumed only as its system allows."""
+    carries = issubclass(SYSTEMS[cfg.system], APRIL) and cfg.partial_rollout
+    moves = {e["t"] for e in trace if e["ev"] in ("engine_resize", "engine_reconfigure")}
+    history: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for e in trace:
+        if e["ev"] in ("request_submit", "request_finish"):
+            history[(e["group"], e["sample"])].append(e)
+    samples = cfg.group_size
+    if issubclass(SYSTEMS[cfg.system], RollPacker):
+        samples = math.ceil(cfg.rollpacker_response_speculation * cfg.group_size)
+    for key, events in history.items():
+        assert 0 <= key[1] < samples, key
+        kinds = [e["ev"] for e in events]
+        assert kinds == ["request_submit", "request_finish"] * (len(events) // 2), (key, kinds)
+        for submit, finish in zip(events[::2], events[1::2], strict=True):
+            assert finish["response_tokens"] >= submit.get("resumed_tokens", 0), key
+            spans = finish.get("version_spans", [])
+            assert sum(n for _, n in spans) == finish["response_tokens"], key
+        for n in range(2, len(events), 2):
+            # a request is submitted again, with the tokens it had, only when carried
+            # over to the next round, or moved to another replica in the same instant
+            submit, finish, resubmit = events[n - 2 : n + 1]
+            assert finish["status"] == "aborted", key
+            assert resubmit.get("resumed_tokens", 0) == finish["response_tokens"], key
+            moved = (resubmit["round"] == submit["round"] and resubmit["t"] == finish["t"]
+                     and finish["t"] in moves)
+            carried = carries and resubmit["round"] == submit["round"] + 1
+            assert moved or carried, (key, events)
+        if carries:  # aborted before the last round: resumed in the next one
+            last_submit, last_finish = events[-2], events[-1]
+            if last_finish["status"] == "aborted" and last_submit["round"] < cfg.rounds - 1:
+                pytest.fail(f"request {key} aborted in round {last_submit['round']} "
+                            "and never resumed")
+
+
+def check_groups(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
+    """Every group is trained once or left out for a reason its system states."""
+    dispatched = Counter(g for e in of(trace, "batch_dispatch") for g in e["groups"])
+    assert set(dispatched.values()) <= {1}, "a group was trained twice"
+    assert sum(dispatched.values()) == cfg.rounds * cfg.groups
+    materialized = {e["group"]: i for i, e in enumerate(trace)
+                    if e["ev"] == "group_materialized"}
+    complete = {e["group"] for e in of(trace, "group_complete")}
+    for i, e in enumerate(trace):
+        if e["ev"] == "batch_dispatch":
+            for g in e["groups"]:
+                assert g in complete and materialized.get(g, len(trace)) < i, g
+    submitted = set().union(*round_groups(trace).values())
+    assert set(dispatched) <= submitted
+    left = submitted - set(dispatched)
+    cls = SYSTEMS[cfg.system]
+    if issubclass(cls, APRIL):
+        dropped = {e["group"] for e in of(trace, "decision") if e["what"] == "drop_group"}
+        discarded = {g for e in of(trace, "decision") if e["what"] == "discard_groups"
+                     for g in e["groups"]}
+        last_round = {e["group"]: e["round"] for e in of(trace, "request_submit")}
+        last_status = {(e["group"], e["sample"]): e["status"]
+                       for e in of(trace, "request_finish")}
+        for g in left - dropped - discarded:
+            carried = g not in complete and last_round[g] == cfg.rounds - 1
+            spare = g in materialized  # completed with the R-th: waits for the next round
+            # KNOWN BUG (below): discard_groups may leave out a group the round stopped
+            stopped = not cfg.partial_rollout and g not in complete and "aborted" in {
+                status for (group, _), status in last_status.items() if group == g}
+            assert carried or spare or stopped, f"group {g} was neither trained nor accounted for"
+        assert not discarded or not cfg.partial_rollout
+        assert not dropped or cfg.dynamic_sampling
+    elif issubclass(cls, RollPacker):
+        aborted = {e["group"] for e in of(trace, "request_finish") if e["status"] == "aborted"}
+        for g in left:  # its prompt waits in the long queue, or a surplus speculative one
+            assert g in aborted or g in complete, g
+    else:
+        assert not left, f"groups never trained: {sorted(left)}"
+        last = {(e["group"], e["sample"]): e["status"] for e in of(trace, "request_finish")}
+        assert set(last.values()) == {"finished"}
+
+
+def check_versions(trace: list[dict[str, Any]]) -> None:
+    """Versions only move forward; a token is never newer than the served weights."""
+    steps = of(trace, "optimizer_step")
+    assert [e["step"] for e in steps] == list(range(1, len(steps) + 1))
+    assert [e["version"] for e in steps] == list(range(1, len(steps) + 1))
+    trained = published = 0
+    first_seen: dict[tuple[int, int], int] = {}
+    starts = []
+    for e in trace:
+        ev = e["ev"]
+        if ev == "optimizer_step":
+            trained = e["version"]
+        elif ev == "weights_published":
+            assert published <= e["version"] <= trained
+            published = e["version"]
+        elif ev == "rollout_start":
+            assert e["version"] <= trained
+            starts.append(e["version"])
+        elif ev == "request_submit":
+            first_seen.setdefault((e["group"], e["sample"]), published)
+        elif ev == "request_finish":
+            versions = [v for v, _ in e.get("version_spans", [])]
+            assert versions == sorted(versions)
+            assert all(first_seen[(e["group"], e["sample"])] <= v <= published
+                       for v in [*versions, *e["versions"]]), e
+    assert starts == sorted(starts)
+
+
+def check_trainer(trace: list[dict[str, Any]]) -> None:
+    """Trainer spans never overlap and each batch's spans close."""
+    open_batch = None
+    for e in trace:
+        if e["ev"] == "train_start":
+            assert open_batch is None
+            open_batch = e["batch"]
+        elif e["ev"] == "train_end":
+            assert open_batch == e["batch"]
+            open_batch = None
+    assert open_batch is None
+    batches = [e["batch"] for e in of(trace, "batch_dispatch")]
+    assert len(batches) == len(set(batches))
+
+
+TIMES = ("rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s",
+         "trainer_compute_s", "lower_bound_s")
+RATIOS = ("waiting_ratio", "start_wait_ratio", "offpolicy_token_frac")
+
+
+def check_metrics(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
+    rows = round_metrics(trace)
+    assert [r["round"] for r in rows] == list(range(cfg.rounds))
+    eps = 1e-9
+    finished = {e["round"] for e in of(trace, "request_submit")}  # rounds that submitted
+    for row in rows:
+        keys = [*TIMES, "batch_tokens_per_s", "waiting_ratio", "start_wait_ratio",
+                "efficiency"]
+        if row["round"] in finished:  # pipelinerl's last group of a round may start earlier
+            keys += ["mean_response_tokens", "rollout_tokens_per_s"]
+        for key in keys:
+            assert math.isfinite(row[key]), (key, row)
+        for key in TIMES:
+            assert row[key] >= 0, (key, row)
+        for key in RATIOS:
+            assert math.isnan(row[key]) or -eps <= row[key] <= 1 + eps, (key, row)
+        assert 0 < row["efficiency"] <= 1 + eps, row
+        assert row["lower_bound_s"] <= row["rollout_to_train_end_s"] + eps, row
+        assert row["trainer_compute_s"] <= row["rollout_to_train_end_s"] + eps, row
+        assert not row["mean_response_tokens"] <= 0, row
+        for key in ("ess", "ess_clamped"):
+            assert math.isnan(row[key]) or 0 < row[key] <= 1 + eps, (key, row)
+        for key in ("lag_mean", "lag_max"):
+            assert math.isnan(row[key]) or row[key] >= 0, (key, row)
+        assert row["versions_per_sample_max"] >= 1
+
+
+def check_prefixes(trace: list[dict[str, Any]], path: Path) -> None:
+    """Were the run interrupted anywhere, the rounds its trace calls finished would
+    have exactly the whole run's figures, and none would be lost later."""
+    full = json.loads(dump_json(round_metrics(trace)))
+    before: set[int] = set()
+    for n in sorted({*range(1, len(trace), max(1, len(trace) // 25)), len(trace) - 1}):
+        rows = json.loads(dump_json(prefix_metrics(Trace(path, trace[:n]))))
+        done = {r["round"] for r in rows if not r.pop("incomplete")}
+        assert before <= done, n
+        before = done
+        assert [r for r in rows if r["round"] in done] == [full[r] for r in sorted(done)], n
+
+
+def check_run(tmp_path: Path, sets: list[str]) -> None:
+    cfg = configure(sets)
+    path = tmp_path / "trace.jsonl"
+    rows = execute(cfg, path)
+    trace = read_trace(path, strict=True)
+    assert trace[0]["ev"] == "run_start" and trace[-1]["ev"] == "run_end"
+    assert "error" not in trace[-1]
+    assert dump_json(rows) == dump_json(round_metrics(trace))
+    check_requests(trace, cfg)
+    check_groups(trace, cfg)
+    check_versions(trace)
+    check_trainer(trace)
+    check_metrics(trace, cfg)
+    check_prefixes(trace, path)
+
+
+@pytest.mark.parametrize("system", system_names())
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=FIXED,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_runs_keep_the_bookkeeping(tmp_path: Path, system: str,
+                                          data: st.DataObject) -> None:
+    check_run(tmp_path, data.draw(settings_for(system), label="sets"))
+
+
+# -- KNOWN BUGS the properties found ------------------------------------------------
+# Outside the reach of this test file (systems/, harness/sim/); the checks above
+# step around them. Each is pinned here: when one is fixed its test passes, the
+# strict xfail fails, and the workaround above (marked KNOWN BUG) can go.
+
+
+def run_sets(tmp_path: Path, sets: list[str]) -> list[dict[str, Any]]:
+    path = tmp_path / "trace.jsonl"
+    execute(build_config(None, sets), path)
+    return read_trace(path)
+
+
+SMALL = ["workload=sci-jl", "seed=0", "group_size=2", "sim.rollout_tp=1", "sim.max_running=2",
+         "sim.mem_fraction=0.2", "sim.micro_batch_tokens=1024", "sim.weight_sync_s=0.5"]
+
+
+@pytest.mark.xfail(strict=True, reason="systems/april.py: _rollout emits discard_groups "
+                   "before the done-callbacks of tasks that ended before the abort have run")
+def test_known_bug_april_discard_decision_misses_a_stopped_group(tmp_path: Path) -> None:
+    trace = run_sets(tmp_path, [*SMALL, "system=april", "rounds=2", "groups=4",
+                                "update_groups=2", "over_sampling_groups=6",
+                                "partial_rollout=false"])
+    trained = {g for e in of(trace, "batch_dispatch") for g in e["groups"]}
+    discarded = {g for e in of(trace, "decision") if e["what"] == "discard_groups"
+                 for g in e["groups"]}
+    assert set().union(*round_groups(trace).values()) == trained | discarded
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="colocated GPUs: cgp-fgd "
+                   "(always with frontier 1, sometimes with more) and cgp-april with dynamic "
+                   "sampling end in 'simulation deadlock'")
+@pytest.mark.parametrize("system", ["cgp-fgd", "cgp-april"])
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_known_bug_colocated_pipelining_deadlocks(tmp_path: Path, system: str) -> None:
+    extra = {"cgp-fgd": ["groups=3", "frontier=1"],
+             "cgp-april": ["groups=2", "dynamic_sampling=true", "partial_rollout=false"]}
+    try:
+        run_sets(tmp_path, [*SMALL, f"system={system}", "rounds=1", "update_groups=1",
+                            "sim.placement=colocated", *extra[system]])
+    except RuntimeError as err:
+        message = str(err)
+    else:
+        return
+    gc.collect()  # the stuck run's tasks go now, under this test's warning filter
+    raise RuntimeError(message)
+
+
+@pytest.mark.xfail(strict=True, reason="harness/metrics.py: round_metrics attributes optimizer "
+                   "steps by time, t0 <= t < t_next, so a step at the same instant as the next "
+                   "rollout_start (weight_sync_s = 0) counts for the next round")
+def test_known_bug_a_step_at_the_next_rounds_start_counts_for_that_round(tmp_path: Path
+                                                                        ) -> None:
+    trace = run_sets(tmp_path, [*SMALL, "system=slime", "rounds=2", "groups=1",
+                                "update_groups=1", "sim.weight_sync_s=0.0"])
+    steps = of(trace, "optimizer_step")
+    starts = of(trace, "rollout_start")
+    assert steps[0]["t"] == starts[1]["t"]  # the tie
+    assert all(math.isfinite(row["ess"]) for row in round_metrics(trace))
