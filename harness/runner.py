@@ -26,6 +26,7 @@ class RunnerBase:
         self._writer = TraceWriter(trace_path, self.now)
         self._groups = 0
         self._failure: asyncio.Future[BaseException] | None = None
+        self._ended = False
         self.engine: Any = None
 
     # -- the Runtime contract --------------------------------------------
@@ -64,7 +65,11 @@ class RunnerBase:
         return {}
 
     def run(self, system: Any) -> None:
-        self._loop_run(self.run_async(system))
+        try:
+            self._loop_run(self.run_async(system))
+        except BaseException as err:  # the loop itself failed (a simulated deadlock)
+            self._end(f"{type(err).__name__}: {err}")
+            raise
 
     async def run_async(self, system: Any) -> None:
         """The whole run on an already running loop (a Ray actor's, for one)."""
@@ -75,13 +80,25 @@ class RunnerBase:
         try:
             await self._main(system)
         except asyncio.CancelledError:  # Ctrl-C, or the driver cancelled the run
-            self.emit("run_end", error="interrupted")
+            self._end("interrupted")
+            raise
+        except GeneratorExit:  # the loop died under this coroutine: `run` ends the trace
             raise
         except BaseException as err:
-            self.emit("run_end", error=f"{type(err).__name__}: {err}")
+            self._end(f"{type(err).__name__}: {err}")
             raise
-        finally:
-            self._writer.close()
+        self._end(None)
+
+    def _end(self, error: str | None) -> None:
+        """The last event, once: `run_end` (naming the error if any), then close."""
+        if self._ended:
+            return
+        self._ended = True
+        if error is None:
+            self.emit("run_end", preemptions=self.engine.preemptions)
+        else:
+            self.emit("run_end", error=error)
+        self._writer.close()
 
     def _loop_run(self, coro: Any) -> None:
         raise NotImplementedError
@@ -106,4 +123,3 @@ class RunnerBase:
             if main is not None and not main.done():  # failed, or interrupted
                 main.cancel()
             await self._teardown()
-        self.emit("run_end", preemptions=self.engine.preemptions)
