@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -149,6 +150,10 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
     return cfg
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @app.command("run")
 def run_cmd(
     out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
@@ -201,6 +206,7 @@ def run_cmd(
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:
         rows = execute(cfg, out / "trace.jsonl")
     except KeyboardInterrupt:
