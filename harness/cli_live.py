@@ -124,7 +124,9 @@ def validate_cmd(
     rounds: Annotated[int, typer.Option()] = 2,
     seed: Annotated[int, typer.Option()] = 0,
     ray_address: Annotated[str, typer.Option(
-        help="Live: 'local' (Ray actors here), HOST:PORT, or 'off' (one process).")] = "local",
+        help="Live: 'off' (one process, as `calibrate engine` measures the engine), 'local' "
+             "(Ray actors here: adds the actor calls' cost, which the calibration lacks), "
+             "or HOST:PORT.")] = "off",
 ) -> None:
     """Run systems live and on the simulator (this machine's measured calibration)."""
     from harness.sim.calibration import path_of
