@@ -21,13 +21,6 @@ from harness.trace import read_trace  # noqa: E402
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from harness.live.model import init_model
-
-    return Path(init_model(tmp_path_factory.mktemp("live") / "model"))
-
-
 def live_run(model_dir: Path, system: str, out: Path) -> list[dict]:
     cfg = RunConfig(system=system, workload="arith", runtime="live", groups=4, group_size=4,
                     update_groups=2, rounds=2, max_response_tokens=32, concurrency=8)

@@ -28,13 +28,6 @@ pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from harness.live.model import init_model
-
-    return Path(init_model(tmp_path_factory.mktemp("live") / "model"))
-
-
-@pytest.fixture(scope="module")
 def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -27,13 +27,6 @@ from harness.trace import read_trace  # noqa: E402
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from harness.live.model import init_model
-
-    return Path(init_model(tmp_path_factory.mktemp("live") / "model"))
-
-
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
