@@ -1,9 +1,12 @@
 """Per-round metrics, computed from a trace alone.
 
 Any trace that follows the schema (simulated, live, or converted from another
-system's logs) is analysed by the same code. A batch belongs to the round in
-which it was dispatched (between that round's `rollout_start` and the next);
-a request belongs to the round named in its `request_submit`.
+system's logs) is analysed by the same code. A batch dispatch or an optimizer
+step belongs to the round whose `rollout_start` is the last one before it in the
+trace (`owning_rounds`): events are appended in order, so that is the round
+under way when it happened, even when it shares its time with the next round's
+`rollout_start` (weight sync that takes no time). A batch's training spans go
+with its dispatch; a request belongs to the round named in its `request_submit`.
 
 Lower bound (`lower_bound_s`): no schedule of the round's work can end before
 
@@ -24,7 +27,6 @@ the others are flagged `incomplete`, with NaN figures.
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -51,6 +53,24 @@ def _nan() -> float:
     return float("nan")
 
 
+def owning_rounds(events: Sequence[dict[str, Any]]) -> list[int | None]:
+    """For each event, the round whose `rollout_start` is the last one before it in
+    the trace (a `rollout_start` owns itself; None before the first).
+
+    Attribution by position rather than by comparing times: ties are common (an
+    optimizer step, its publication and the next `rollout_start` share a time when
+    weight sync takes none) and the file order says which came first. It depends
+    only on the events before, so a trace cut short attributes every event it
+    holds as the whole trace does."""
+    out: list[int | None] = []
+    current: int | None = None
+    for e in events:
+        if e["ev"] == "rollout_start":
+            current = e["round"]
+        out.append(current)
+    return out
+
+
 def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One dict per round: `system`, `workload`, `round` and the `KEYS`."""
     head = events[0]
@@ -61,14 +81,14 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     materialized: dict[int, float] = {}
     finished_tokens: dict[int, list[int]] = defaultdict(list)
     all_tokens: dict[int, int] = defaultdict(int)
-    dispatch: list[tuple[float, int, list[int]]] = []
-    steps: list[dict[str, Any]] = []
+    by_round: dict[int, list[tuple[float, int, list[int]]]] = defaultdict(list)  # dispatches
+    steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
     round_version: dict[int, int] = {}
     spans_by_group: dict[int, list[list[list[int]]]] = defaultdict(list)
     spans: dict[int, list[float]] = defaultdict(list)  # batch -> [start, end, start, end...]
     span_open = _nan()  # spans of one trainer never overlap: an end closes the open span
 
-    for e in events:
+    for e, owner in zip(events, owning_rounds(events), strict=True):
         ev = e["ev"]
         if ev == "request_finish":
             key = (e["group"], e["sample"])
@@ -90,28 +110,22 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             starts[e["round"]] = e["t"]
             round_version[e["round"]] = e["version"]
         elif ev == "optimizer_step":
-            steps.append(e)
+            if owner is not None:
+                steps[owner].append(e)
         elif ev == "rollout_complete":
             complete[e["round"]] = e["t"]
         elif ev == "group_materialized":
             materialized[e["group"]] = e["t"]
         elif ev == "batch_dispatch":
-            dispatch.append((e["t"], e["batch"], list(e["groups"])))
+            if owner is not None:
+                by_round[owner].append((e["t"], e["batch"], list(e["groups"])))
         elif ev == "train_start":
             span_open = e["t"]
         elif ev == "train_end":
             spans[e["batch"]] += [span_open, e["t"]]
 
-    order = sorted(starts)
-    start_times = [starts[r] for r in order]
-    by_round: dict[int, list[tuple[float, int, list[int]]]] = defaultdict(list)
-    for d in dispatch:
-        idx = bisect.bisect_right(start_times, d[0]) - 1
-        if idx >= 0:
-            by_round[order[idx]].append(d)
-
     out = []
-    for rnd in order:
+    for rnd in sorted(starts):
         t0 = starts[rnd]
         row: dict[str, Any] = {"system": head["system"], "workload": head["workload"],
                                "round": rnd}
@@ -137,10 +151,8 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         )
         row["lower_bound_s"] = _lower_bound(batches, compute, materialized, t0)
         row["efficiency"] = row["lower_bound_s"] / elapsed if elapsed > 0 else _nan()
-        t_next = next((starts[r] for r in order if starts[r] > t0), float("inf"))
         trained = [spans_by_group.get(g, []) for _, _, gs in batches for g in gs]
-        row.update(_offpolicy([e for e in steps if t0 <= e["t"] < t_next], trained,
-                              round_version[rnd]))
+        row.update(_offpolicy(steps.get(rnd, []), trained, round_version[rnd]))
         batch_tokens = sum(n for group in trained for spans in group for _, n in spans)
         row["batch_tokens_per_s"] = batch_tokens / done if done > 0 else _nan()
         out.append(row)
@@ -195,20 +207,19 @@ def _lower_bound(
 def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
     """The rounds of a trace that stops short (no `run_end`, or one with an error)
     whose figures are final: the round's rollout completed, every request it
-    submitted finished, every batch dispatched in it (attributed as `round_metrics`
-    does) finished training, and the run went on past it: a later round started
-    or, for the last round, weights were published after all that. The last round
-    of an interrupted pipelined run may be left out though it finished: the trace
-    cannot tell."""
-    starts: dict[int, float] = {}
+    submitted finished, every batch dispatched in it (`owning_rounds`) finished
+    training, and the run went on past it: a later round started or, for the last
+    round, weights were published after all that. The last round of an interrupted
+    pipelined run may be left out though it finished: the trace cannot tell."""
+    order: list[int] = []  # rounds in the order they started
     completed: dict[int, int] = {}  # round -> index of its rollout_complete
-    dispatch: list[tuple[float, int]] = []
+    batches: dict[int, list[int]] = defaultdict(list)  # round -> batches dispatched in it
     ended: dict[int, int] = {}  # batch -> index of its last train_end
     training: set[int] = set()  # batches with a span open where the trace stops
     published = -1  # index of the last weights_published
     pending: dict[tuple[int, int], int] = {}  # request -> round, until it finishes
     finishes: dict[int, int] = {}  # round -> index of its last request_finish
-    for i, e in enumerate(events):
+    for i, (e, owner) in enumerate(zip(events, owning_rounds(events), strict=True)):
         ev = e["ev"]
         if ev == "request_submit":
             pending[(e["group"], e["sample"])] = e["round"]
@@ -217,11 +228,12 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
             if rnd is not None:
                 finishes[rnd] = i
         elif ev == "rollout_start":
-            starts[e["round"]] = e["t"]
+            order.append(e["round"])
         elif ev == "rollout_complete":
             completed[e["round"]] = i
         elif ev == "batch_dispatch":
-            dispatch.append((e["t"], e["batch"]))
+            if owner is not None:
+                batches[owner].append(e["batch"])
         elif ev == "train_start":
             training.add(e["batch"])
         elif ev == "train_end":
@@ -229,13 +241,6 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
             ended[e["batch"]] = i
         elif ev == "weights_published":
             published = i
-    order = sorted(starts, key=starts.__getitem__)
-    times = [starts[r] for r in order]
-    batches: dict[int, list[int]] = defaultdict(list)
-    for t, batch in dispatch:
-        idx = bisect.bisect_right(times, t) - 1
-        if idx >= 0:
-            batches[order[idx]].append(batch)
     unfinished = set(pending.values())
     finished = set()
     for n, rnd in enumerate(order):
