@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.analysis import InputError
 from harness.analysis.spans import Attempt, attempts, groups, round_of, train_spans
+from harness.metrics import owning_rounds
 
 MAX_LABELLED_GROUPS = 40  # above this, group tick labels would overlap
 MAX_LABELLED_BATCHES = 60  # likewise batch labels on the trainer row
@@ -58,7 +59,9 @@ def gantt_figure(events: Sequence[dict[str, Any]], rnd: int | None = None) -> An
     t0, t_next = windows[rnd]
     tries = [a for a in attempts(events) if a.round == rnd]
     gs = groups(events, tries)
-    batches = [e for e in events if e["ev"] == "batch_dispatch" and t0 <= e["t"] < t_next]
+    owner = owning_rounds(events)  # by file position, as `harness.metrics` counts them
+    batches = [e for e, r in zip(events, owner, strict=True)
+               if e["ev"] == "batch_dispatch" and r == rnd]
     batch_ids = {e["batch"] for e in batches}
     spans = [s for s in train_spans(events) if s.batch in batch_ids]
     complete = next((e["t"] for e in events
