@@ -8,7 +8,9 @@ round, ahead of new prompts; without it they are discarded. The complete
 groups make one optimizer step per round (global batch = R x K samples).
 
 `dynamic_sampling` is DAPO's filter: a group whose K rewards are all equal
-carries no signal and is dropped, and a new group takes its place.
+carries no signal and is dropped, and a new group takes its place, up to
+`MAX_SAMPLING_BATCHES` over-sampling batches a round; past that limit a
+zero-variance group is trained when the round would otherwise fall short.
 With `over_sampling_groups` = R and no partial rollout, this is the standard
 synchronous baseline.
 """
@@ -22,6 +24,22 @@ from harness.runtime import Group, Request, Response, Runtime
 from systems.common import BatchCounter
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
+
+MAX_SAMPLING_BATCHES = 10
+"""Dynamic sampling's limit: a round draws at most this many over-sampling batches
+of prompts (`max(over_sampling_groups, groups)` groups each, the first, carried
+groups included, counts as one), so at most `(MAX_SAMPLING_BATCHES - 1) x over`
+new groups replace dropped ones. DAPO bounds its redraws the same way (verl's
+`algorithm.filter_groups.max_num_gen_batches`, 10 in the DAPO recipe). Without a
+limit a round whose groups all score alike (every response cut off by a short
+`max_response_tokens` scores 0) never ends. Past the limit the round goes on with
+what it has, as slime's `check_reward_nonzero_std_with_fallback` does: a
+zero-variance group is still dropped while the groups in flight could fill the
+round without it, and otherwise trained, so each round still trains R groups. It
+is recorded as a `redraw_limit` decision (once a round) and a `keep_group`
+decision per zero-variance group kept. (verl instead stops the run with an error.)
+Not a RunConfig field: harness/config.py is shared by every system, and no run
+in this repository comes near the limit."""
 
 
 @dataclass
@@ -97,6 +115,7 @@ class APRIL:
         if len(ready) == cfg.groups:
             finished.set()
         live: dict[asyncio.Task[bool], _Work] = {}
+        redraws = (MAX_SAMPLING_BATCHES - 1) * over  # dynamic sampling's budget
 
         def launch(work: _Work, resumed: bool) -> None:
             task = rt.spawn(self._serve(rt, work, resumed))
@@ -104,6 +123,7 @@ class APRIL:
             task.add_done_callback(on_done)
 
         def on_done(task: asyncio.Task[bool]) -> None:
+            nonlocal redraws
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
                 return
@@ -111,11 +131,24 @@ class APRIL:
                 stopped.append(work)
                 return
             if cfg.dynamic_sampling and len(set(work.group.rewards)) == 1:
-                rt.emit("decision", what="drop_group", group=work.group.id)
-                if len(ready) < cfg.groups:
+                if len(ready) >= cfg.groups:  # not needed: drop it
+                    rt.emit("decision", what="drop_group", group=work.group.id)
+                    return
+                if redraws > 0:  # drop it and draw a new group in its place
+                    rt.emit("decision", what="drop_group", group=work.group.id)
+                    redraws -= 1
                     (prompt,) = rt.workload.take(1)
                     launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
-                return
+                    return
+                if redraws == 0:  # the limit stops a redraw: say so, once a round
+                    redraws = -1
+                    rt.emit("decision", what="redraw_limit", round=rnd,
+                            batches=MAX_SAMPLING_BATCHES)
+                if len(ready) + len(live) >= cfg.groups:  # the rest may fill the round
+                    rt.emit("decision", what="drop_group", group=work.group.id)
+                    return
+                rt.emit("decision", what="keep_group", group=work.group.id,
+                        reason="redraw_limit")
             if len(ready) < cfg.groups:
                 ready.append(work.group)
                 self._ready(rt, work.group)
@@ -136,6 +169,11 @@ class APRIL:
                                for s in range(cfg.group_size) if s not in w.done])
         for task in list(live):
             await task
+        # Every task has ended, but the done-callbacks of those that ended during the
+        # abort may still wait in the loop's queue: let them run, so that `stopped`
+        # holds every group the abort stopped (and in the order they stopped).
+        while live:
+            await asyncio.sleep(0)
         if cfg.partial_rollout:
             self.carried = stopped
         elif stopped:

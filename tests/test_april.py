@@ -70,3 +70,48 @@ def test_carried_tokens_are_off_policy(tmp_path: Path) -> None:
 def test_standard_config_is_synchronous(tmp_path: Path) -> None:
     events, _ = run(tmp_path, over_sampling_groups=0, partial_rollout=False)
     assert not [e for e in events if e["ev"] == "request_finish" and e["status"] == "aborted"]
+
+
+@pytest.mark.parametrize("system", ["april", "cgp-april"])
+@pytest.mark.parametrize("partial", [True, False])
+def test_dynamic_sampling_redraws_are_bounded(tmp_path: Path, system: str,
+                                              partial: bool) -> None:
+    """A response cap of 16 tokens truncates every response: every group scores 0
+    and DAPO's filter would drop it. Redraws stop after MAX_SAMPLING_BATCHES
+    over-sampling batches a round, and the round trains zero-variance groups.
+    Run in a subprocess: before the limit the run never ended (its trace grew by
+    megabytes a second)."""
+    import subprocess
+    import sys
+
+    from systems.april import MAX_SAMPLING_BATCHES
+
+    rounds, groups, k, over = 2, 4, 2, 6
+    path = tmp_path / "trace.jsonl"
+    code = ("import sys\nfrom harness.cli import build_config\n"
+            "from harness.results import execute\n"
+            "execute(build_config(None, sys.argv[2:]), sys.argv[1])\n")
+    sets = [f"system={system}", "workload=sci-jl", "seed=0", f"rounds={rounds}",
+            f"groups={groups}", "update_groups=2", f"group_size={k}",
+            f"over_sampling_groups={over}", "dynamic_sampling=true",
+            f"partial_rollout={str(partial).lower()}", "max_response_tokens=16"]
+    try:
+        subprocess.run([sys.executable, "-c", code, str(path), *sets], check=True,
+                       timeout=30, capture_output=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail("dynamic sampling redraws without end")
+    events = read_trace(path, strict=True)
+    assert "error" not in events[-1]
+    submits = [e for e in events if e["ev"] == "request_submit"]
+    per_round = {r: len({e["group"] for e in submits if e["round"] == r}) for r in range(rounds)}
+    assert all(n <= MAX_SAMPLING_BATCHES * over for n in per_round.values()), per_round
+    decisions = [e for e in events if e["ev"] == "decision"]
+    limits = [e for e in decisions if e["what"] == "redraw_limit"]
+    assert [e["round"] for e in limits] == list(range(rounds))
+    kept = {e["group"] for e in decisions if e["what"] == "keep_group"}
+    batches = [e["groups"] for e in events if e["ev"] == "batch_dispatch"]
+    trained = [g for b in batches for g in b]
+    assert len(trained) == len(set(trained)) == rounds * groups
+    assert set(trained) == kept  # every group scored alike: each trained one was kept
+    rollouts = [e["round"] for e in events if e["ev"] == "rollout_complete"]
+    assert rollouts == list(range(rounds))
