@@ -18,7 +18,6 @@ must keep the bookkeeping every system owes, whatever the schedule:
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import os
@@ -68,25 +67,18 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
         "sim.max_running": draw(st.sampled_from([2, 8, 1024])),
         "sim.verifier_workers": draw(st.integers(0, 3)),
         "sim.micro_batch_tokens": draw(st.sampled_from([1024, 16384])),
-        # not 0: a step would share its time with the next rollout_start (KNOWN BUG below)
-        "sim.weight_sync_s": draw(st.sampled_from([0.5, 2.0])),
+        # 0: a step shares its time with the next rollout_start (the regression test below)
+        "sim.weight_sync_s": draw(st.sampled_from([0.0, 0.5, 2.0])),
     }
     if system == "cgp-fgd":
         sets["frontier"] = draw(st.integers(1, 4))
-        sets["sim.placement"] = "disaggregated"  # colocated can deadlock: KNOWN BUG (below)
     if system == "pipelinerl":
         sets["concurrency"] = k * draw(st.integers(1, 3))
         sets["max_lag"] = draw(st.sampled_from([-1, 0, 1, 3]))
     if issubclass(SYSTEMS[system], APRIL):
         sets["over_sampling_groups"] = draw(st.integers(0, 2 * sets["groups"]))
         sets["partial_rollout"] = draw(st.booleans())
-        # DAPO's filter redraws a group whose rewards are all equal, with no limit on
-        # redraws: under a short response cap every response is truncated (reward 0)
-        # and the run never ends; on arith (pass rate 5%) nearly every group is redrawn.
-        sets["dynamic_sampling"] = (draw(st.booleans()) and sets["workload"] != "arith"
-                                    and sets["max_response_tokens"] == 0)
-        if system == "cgp-april" and sets["sim.placement"] == "colocated":
-            sets["dynamic_sampling"] = False  # it deadlocks: KNOWN BUG (below)
+        sets["dynamic_sampling"] = draw(st.booleans())
     if issubclass(SYSTEMS[system], RollPacker):
         for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
             sets[f"rollpacker_{knob}"] = draw(st.booleans())
@@ -166,15 +158,12 @@ def check_groups(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
         discarded = {g for e in of(trace, "decision") if e["what"] == "discard_groups"
                      for g in e["groups"]}
         last_round = {e["group"]: e["round"] for e in of(trace, "request_submit")}
-        last_status = {(e["group"], e["sample"]): e["status"]
-                       for e in of(trace, "request_finish")}
+        kept = {e["group"] for e in of(trace, "decision") if e["what"] == "keep_group"}
+        assert kept <= set(dispatched) - dropped, "a zero-variance group kept but not trained"
         for g in left - dropped - discarded:
             carried = g not in complete and last_round[g] == cfg.rounds - 1
             spare = g in materialized  # completed with the R-th: waits for the next round
-            # KNOWN BUG (below): discard_groups may leave out a group the round stopped
-            stopped = not cfg.partial_rollout and g not in complete and "aborted" in {
-                status for (group, _), status in last_status.items() if group == g}
-            assert carried or spare or stopped, f"group {g} was neither trained nor accounted for"
+            assert carried or spare, f"group {g} was neither trained nor accounted for"
         assert not discarded or not cfg.partial_rollout
         assert not dropped or cfg.dynamic_sampling
     elif issubclass(cls, RollPacker):
@@ -317,9 +306,9 @@ SMALL = ["workload=sci-jl", "seed=0", "group_size=2", "sim.rollout_tp=1", "sim.m
          "sim.mem_fraction=0.2", "sim.micro_batch_tokens=1024", "sim.weight_sync_s=0.5"]
 
 
-@pytest.mark.xfail(strict=True, reason="systems/april.py: _rollout emits discard_groups "
-                   "before the done-callbacks of tasks that ended before the abort have run")
-def test_known_bug_april_discard_decision_misses_a_stopped_group(tmp_path: Path) -> None:
+def test_april_discard_decision_lists_every_stopped_group(tmp_path: Path) -> None:
+    """Fixed: _rollout emitted discard_groups before the done-callbacks of tasks
+    that ended during the abort had run, and left those groups out."""
     trace = run_sets(tmp_path, [*SMALL, "system=april", "rounds=2", "groups=4",
                                 "update_groups=2", "over_sampling_groups=6",
                                 "partial_rollout=false"])
@@ -329,33 +318,25 @@ def test_known_bug_april_discard_decision_misses_a_stopped_group(tmp_path: Path)
     assert set().union(*round_groups(trace).values()) == trained | discarded
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="colocated GPUs: cgp-fgd "
-                   "(always with frontier 1, sometimes with more) and cgp-april with dynamic "
-                   "sampling end in 'simulation deadlock'")
 @pytest.mark.parametrize("system", ["cgp-fgd", "cgp-april"])
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_known_bug_colocated_pipelining_deadlocks(tmp_path: Path, system: str) -> None:
+def test_colocated_pipelining_hands_the_gpus_back(tmp_path: Path, system: str) -> None:
+    """Fixed (harness/sim/placement.py): a request submitted while the trainer was
+    taking the colocated GPUs (switching) was forgotten, so they stayed with the
+    trainer after its call and the run ended in 'simulation deadlock'."""
     extra = {"cgp-fgd": ["groups=3", "frontier=1"],
              "cgp-april": ["groups=2", "dynamic_sampling=true", "partial_rollout=false"]}
-    try:
-        run_sets(tmp_path, [*SMALL, f"system={system}", "rounds=1", "update_groups=1",
-                            "sim.placement=colocated", *extra[system]])
-    except RuntimeError as err:
-        message = str(err)
-    else:
-        return
-    gc.collect()  # the stuck run's tasks go now, under this test's warning filter
-    raise RuntimeError(message)
+    check_run(tmp_path, [*SMALL, f"system={system}", "rounds=1", "update_groups=1",
+                         "sim.placement=colocated", *extra[system]])
 
 
-@pytest.mark.xfail(strict=True, reason="harness/metrics.py: round_metrics attributes optimizer "
-                   "steps by time, t0 <= t < t_next, so a step at the same instant as the next "
-                   "rollout_start (weight_sync_s = 0) counts for the next round")
-def test_known_bug_a_step_at_the_next_rounds_start_counts_for_that_round(tmp_path: Path
-                                                                        ) -> None:
+def test_a_step_at_the_next_rounds_start_counts_for_its_own_round(tmp_path: Path) -> None:
+    """Fixed: round_metrics attributed optimizer steps by time, t0 <= t < t_next, so a
+    step at the same instant as the next rollout_start (weight_sync_s = 0) counted for
+    the next round; now by position in the trace."""
     trace = run_sets(tmp_path, [*SMALL, "system=slime", "rounds=2", "groups=1",
                                 "update_groups=1", "sim.weight_sync_s=0.0"])
     steps = of(trace, "optimizer_step")
     starts = of(trace, "rollout_start")
     assert steps[0]["t"] == starts[1]["t"]  # the tie
-    assert all(math.isfinite(row["ess"]) for row in round_metrics(trace))
+    assert [row["ess"] for row in round_metrics(trace)] == [e["ess"] for e in steps]
+    check_prefixes(trace, tmp_path / "trace.jsonl")

@@ -5,10 +5,13 @@ request goes to the replica with the fewest outstanding requests (ties to the
 lowest index); pause, resume and new weights reach every replica.
 
 `GpuShare` is the colocated placement: engine and trainer take turns on the
-same GPUs. The trainer gets them only when every replica is idle, the engine
-gets them back when it has work and the trainer is between calls; each
-hand-over costs `switch_s` (offloading one side, loading the other) and is
-recorded as a `placement_switch` event.
+same GPUs. The trainer gets them only when every replica is idle (it never
+preempts a running request), possibly mid-rollout, between two requests.
+While the trainer has or is taking the GPUs, generation is paused: new
+requests wait in the engine. When the trainer's call (train or step) ends and
+requests are waiting, the GPUs go back to the engine before the trainer's
+next call. Each hand-over costs `switch_s` (offloading one side, loading the
+other) and is recorded as a `placement_switch` event.
 """
 
 from __future__ import annotations
@@ -173,7 +176,11 @@ class GpuShare:
                     waiter.set_result(None)
 
     def engine_wants(self) -> None:
-        if self.owner == "trainer" and self._to_engine is None:
+        """The engine has requests but not the GPUs: they come back once the
+        trainer's current call ends. Also while the trainer is still taking
+        them ("switching"): a request submitted then must not be forgotten, or
+        the GPUs stay with the trainer and the run deadlocks."""
+        if self.owner != "engine" and self._to_engine is None:
             self._to_engine = asyncio.ensure_future(self._switch_to_engine())
 
     async def trainer_acquire(self) -> None:
@@ -196,7 +203,8 @@ class GpuShare:
     async def _switch_to_engine(self) -> None:
         assert self._trainer_lock is not None
         async with self._trainer_lock:  # wait for the trainer's current call to end
-            await self._switch("engine")
+            if self.owner != "engine" and not all(e.idle() for e in self.engines):
+                await self._switch("engine")  # else the requests went (aborted)
         self._to_engine = None
         for engine in self.engines:
             engine.wake()
