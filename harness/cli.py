@@ -272,9 +272,12 @@ def calibrate_cmd(
         if not (model_dir / "config.json").exists():
             fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init)")
         from harness.live.measure import calibrate_engine
+        from harness.live.runtime import available
         from harness.sim.calibration import path_of
 
-        console.print_json(json.dumps(calibrate_engine(str(model_dir), path_of("cpu-live"))))
+        ray_out = path_of("cpu-live-ray") if available()["ray"] else None
+        console.print_json(json.dumps(calibrate_engine(str(model_dir), path_of("cpu-live"),
+                                                       ray_out)))
         return
     names = list(calibrate.FITS) if paper == "all" else [paper]
     for name in names:

@@ -124,15 +124,15 @@ def validate_cmd(
     rounds: Annotated[int, typer.Option()] = 2,
     seed: Annotated[int, typer.Option()] = 0,
     ray_address: Annotated[str, typer.Option(
-        help="Live: 'off' (one process, as `calibrate engine` measures the engine), 'local' "
-             "(Ray actors here: adds the actor calls' cost, which the calibration lacks), "
-             "or HOST:PORT.")] = "off",
+        help="Live: 'local' (Ray actors here; simulated with the cpu-live-ray calibration), "
+             "'off' (one process; cpu-live), or HOST:PORT.")] = "local",
 ) -> None:
     """Run systems live and on the simulator (this machine's measured calibration)."""
     from harness.sim.calibration import path_of
 
-    if not path_of("cpu-live").exists():
-        fail("no cpu-live calibration: run rolloutbench calibrate engine first")
+    needed = "cpu-live" if ray_address == "off" else "cpu-live-ray"
+    if not path_of(needed).exists():
+        fail(f"no {needed} calibration: run rolloutbench calibrate engine first")
     try:
         base = build_config(None, [], workload="arith", groups=groups, group_size=group_size,
                             update_groups=update_groups, rounds=rounds, seed=seed)

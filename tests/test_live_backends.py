@@ -255,3 +255,17 @@ def test_weight_buckets_keep_order_and_size() -> None:
     assert plan_buckets(sizes, 1000) == [["a", "b", "c", "d", "e"]]
     with pytest.raises(ValueError):
         plan_buckets(sizes, 0)
+
+
+def test_validate_simulates_with_the_calibration_of_the_deployment() -> None:
+    from harness.live.validate import sim_twin
+    from harness.sim import calibration
+
+    cfg = RunConfig(runtime="live")
+    assert sim_twin(cfg).sim.calibration == "cpu-live-ray"  # Ray actors, the default
+    cfg.live.ray_address = "off"
+    assert sim_twin(cfg).sim.calibration == "cpu-live"
+    ray, one = calibration.load("cpu-live-ray"), calibration.load("cpu-live")
+    # what the actors add is measured into the Ray calibration, not fitted
+    assert ray["decode"]["admit_per_request_s"] > one["decode"]["admit_per_request_s"]
+    assert ray["fixed"]["micro_overhead_s"] > 0 == one["fixed"]["micro_overhead_s"]

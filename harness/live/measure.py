@@ -100,20 +100,91 @@ def measure_trainer(model_dir: str, lengths: tuple[int, ...] = (16, 64, 256)
             "optimizer_s": (time.perf_counter() - start) / 5}
 
 
-def calibrate_engine(model_dir: str, out: Path) -> dict[str, Any]:
-    """Measure, then write the `cpu-live` calibration file."""
+async def _ray_costs(engine: Any, calls: Any, prompt: list[int]) -> dict[str, float]:
+    from harness.live.engine import Generation, Sampling
+
+    async def burst(n: int, tag: str) -> float:
+        async def one(i: int) -> None:
+            await engine.generate(Sampling(f"{tag}-{i}", prompt, 1, 0, 1.0), Generation(),
+                                  lambda: None)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return time.perf_counter() - start
+
+    await engine.warm_up(prompt)
+    await calls.ready()
+    await burst(4, "warm")
+    single, many = await burst(1, "one"), await burst(32, "many")
+    start = time.perf_counter()
+    for _ in range(10):
+        await calls.ready()
+    call = (time.perf_counter() - start) / 10
+    start = time.perf_counter()
+    await engine.install(1, await calls.call("export"))
+    return {"admit_per_request_s": max(many - single, 0.0) / 31, "call_s": call,
+            "weight_sync_s": time.perf_counter() - start}
+
+
+def measure_ray(model_dir: str) -> dict[str, float]:
+    """What the Ray actors add: a request's fixed cost through the engine actor's
+    streaming call (one-token requests, many against one, as in process), a
+    trainer call's round trip, and one weight publication (export, object store,
+    install)."""
+    import ray
+
+    from harness.config import RunConfig
+    from harness.live.ray_actors import (
+        ActorCalls,
+        RayEngineBackend,
+        connect,
+        start_engine,
+        start_trainer,
+    )
+
+    cfg = RunConfig(runtime="live")
+    cfg.live.model_dir = model_dir
+    started = connect("local")
+    engine, calls = RayEngineBackend(start_engine(cfg)), ActorCalls(start_trainer(cfg))
+    try:
+        return asyncio.run(_ray_costs(engine, calls, [(7 * j) % 200 + 20 for j in range(16)]))
+    finally:
+        ray.kill(engine.actor)
+        ray.kill(calls.actor)
+        if started:
+            ray.shutdown()
+
+
+def _write(out: Path, model_dir: str, how: str, engine: dict[str, float],
+           trainer: dict[str, float], weight_sync_s: float, micro_overhead_s: float) -> None:
     from harness.results import git_commit, write_atomic
 
-    engine = asyncio.run(measure_engine(model_dir))
-    trainer = measure_trainer(model_dir)
     lines = ["# Written by `rolloutbench calibrate engine`: measured on this machine's live",
-             f"# engine and trainer (model {model_dir}). commit: {git_commit()}", "",
-             "[fixed]", "materialize_s = 0.0", "weight_sync_s = 0.05", "switch_s = 0.0",
-             "drift = 0.0", "micro_overhead_s = 0.0",
+             f"# engine and trainer {how} (model {model_dir}). commit: {git_commit()}", "",
+             "[fixed]", "materialize_s = 0.0", f"weight_sync_s = {weight_sync_s!r}",
+             "switch_s = 0.0", "drift = 0.0", f"micro_overhead_s = {micro_overhead_s!r}",
              "# roofline parameters are unused when [decode] is present",
              "bw_eff = 1.0", "step_overhead_s = 0.0", "compute_eff = 1.0", "train_mfu = 1.0",
              "", "[decode]"]
     lines += [f"{k} = {v!r}" for k, v in engine.items()]
     lines += ["", "[train]"] + [f"{k} = {v!r}" for k, v in trainer.items()]
     write_atomic(out, "\n".join(lines) + "\n")
-    return {"decode": engine, "train": trainer, "file": str(out)}
+
+
+def calibrate_engine(model_dir: str, out: Path, ray_out: Path | None = None) -> dict[str, Any]:
+    """Measure, then write the `cpu-live` calibration (engine and trainer in one
+    process) and, when Ray is installed and `ray_out` given, `cpu-live-ray`: the
+    same with what the actors add per request, per trainer call and per weight
+    publication, each measured, none fitted to live runs."""
+    engine = asyncio.run(measure_engine(model_dir))
+    trainer = measure_trainer(model_dir)
+    _write(out, model_dir, "in one process", engine, trainer, 0.05, 0.0)
+    result: dict[str, Any] = {"decode": engine, "train": trainer, "file": str(out)}
+    if ray_out is not None:
+        ray = measure_ray(model_dir)
+        _write(ray_out, model_dir, "as Ray actors", {**engine, "admit_per_request_s":
+               ray["admit_per_request_s"]},
+               {**trainer, "optimizer_s": trainer["optimizer_s"] + ray["call_s"]},
+               ray["weight_sync_s"], ray["call_s"])
+        result["ray"] = {**ray, "file": str(ray_out)}
+    return result

@@ -26,7 +26,9 @@ def sim_twin(live: RunConfig) -> RunConfig:
     cfg = copy.deepcopy(live)
     cfg.runtime = "sim"
     s = cfg.sim
-    s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = ("cpu-live", "tiny-qwen3",
+    # the calibration measured on the same deployment: one process, or Ray actors
+    deployed = "cpu-live" if live.live.ray_address == "off" else "cpu-live-ray"
+    s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = (deployed, "tiny-qwen3",
                                                            "cpu-2core", "cpu-2core")
     s.rollout_tp, s.rollout_engines, s.trainer_gpus = 1, 1, 1
     s.placement, s.micro_batch_tokens = "disaggregated", 1 << 20
