@@ -95,6 +95,19 @@ def resolve_defaults(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
+_SAID: list[bool] = []
+
+
+def _say_not_applicable() -> None:
+    """Once per process: what one live engine cannot do (the trace records it per run)."""
+    if not _SAID:
+        from harness.live.engine import NOT_APPLICABLE
+
+        _SAID.append(True)
+        print("live: not modelled on one live engine (recorded in the trace when a system "
+              "asks): " + "; ".join(NOT_APPLICABLE.values()), file=sys.stderr)
+
+
 def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Run one configuration on its runtime, writing the trace; returns its metrics."""
     from systems import get_system
@@ -110,10 +123,7 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
         from harness.live import backends
 
         backends.check(cfg)
-        from harness.live.engine import NOT_APPLICABLE
-
-        print("live: not modelled on one live engine (recorded in the trace when a system "
-              "asks): " + "; ".join(NOT_APPLICABLE.values()), file=sys.stderr)
+        _say_not_applicable()
         if cfg.live.ray_address == "off":
             from harness.live.runtime import LiveRuntime
 

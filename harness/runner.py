@@ -27,6 +27,7 @@ class RunnerBase:
         self._groups = 0
         self._failure: asyncio.Future[BaseException] | None = None
         self._ended = False
+        self._spawned: set[asyncio.Task[Any]] = set()
         self.engine: Any = None
 
     # -- the Runtime contract --------------------------------------------
@@ -43,7 +44,18 @@ class RunnerBase:
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._check)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
         return task
+
+    async def _reap(self) -> None:
+        """A run ends with every task it started: those a system left behind (a
+        timer it no longer needs, a check it gave up on) are cancelled and awaited,
+        not left for the loop to destroy pending."""
+        left = [t for t in self._spawned if not t.done()]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
 
     def _check(self, task: asyncio.Task[Any]) -> None:
         failure = self._failure
@@ -122,4 +134,5 @@ class RunnerBase:
         finally:
             if main is not None and not main.done():  # failed, or interrupted
                 main.cancel()
+            await self._reap()
             await self._teardown()
