@@ -34,6 +34,22 @@ def _figure_path(out: Path) -> None:
              f"(expected one of {', '.join(FIGURE_SUFFIXES)})")
 
 
+def _draw(out: Path, make: Any) -> None:
+    """Build a figure with `make()` and save it to OUT; either failure is one line."""
+    from harness.plots import save_figure
+
+    _figure_path(out)
+    try:
+        fig = make()
+    except InputError as err:
+        fail(str(err))
+    try:
+        save_figure(fig, out)
+    except OSError as err:
+        fail(f"--out: {out}: cannot write ({err.strerror})")
+    console.print(f"wrote {out}", highlight=False)
+
+
 @app.command("timeline")
 def timeline_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines).")],
@@ -69,18 +85,8 @@ def gantt_cmd(
     """A Gantt figure of one round (as RolloutPipe's Fig. 1(b)/3): requests by
     group, group hand-offs, batch dispatches and the trainer's batches."""
     from harness.analysis.gantt import gantt_figure
-    from harness.plots import save_figure
 
-    _figure_path(out)
-    try:
-        fig = gantt_figure(_events(trace), round_)
-    except InputError as err:
-        fail(str(err))
-    try:
-        save_figure(fig, out)
-    except OSError as err:
-        fail(f"--out: {out}: cannot write ({err.strerror})")
-    console.print(f"wrote {out}", highlight=False)
+    _draw(out, lambda: gantt_figure(_events(trace), round_))
 
 
 def _cell(value: Any, pct: bool = False) -> str:
@@ -140,15 +146,5 @@ def plot_cmd(
     """A seaborn line plot of a metric over a field, one line per --hue, with
     markers and the 95% confidence interval over repeats (seeds, rounds)."""
     from harness.analysis.plot import parse_where, plot_figure
-    from harness.plots import save_figure
 
-    _figure_path(out)
-    try:
-        fig = plot_figure(results, x, y, hue, parse_where(where or []))
-    except InputError as err:
-        fail(str(err))
-    try:
-        save_figure(fig, out)
-    except OSError as err:
-        fail(f"--out: {out}: cannot write ({err.strerror})")
-    console.print(f"wrote {out}", highlight=False)
+    _draw(out, lambda: plot_figure(results, x, y, hue, parse_where(where or [])))
