@@ -16,9 +16,10 @@ import pandas as pd
 from harness.plots import save_figure
 
 R2TE = "rollout_to_train_end_s"
-PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3"]
+PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
+           "#8c8c8c"]
 LABELS = {"slime": "Slime", "cgp": "CGP", "cgp-fgd": "CGP+FGD", "april": "APRIL",
-          "cgp-april": "CGP+APRIL"}
+          "cgp-april": "CGP+APRIL", "rollpacker": "RollPacker", "cgp-tail": "CGP+tail"}
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,7 @@ def _combos_summary(df: pd.DataFrame) -> pd.DataFrame:
         offpolicy_token_frac=("offpolicy_token_frac", "mean"), lag_mean=("lag_mean", "mean"),
         ess=("ess", "mean"), mean_response_tokens=("mean_response_tokens", "mean"),
     ).reset_index()
-    for ref in ("Slime", "CGP"):
+    for ref in ("Slime", "CGP", "RollPacker"):
         base = out[out["schedule"] == ref].set_index("workload")["r2te_s"]
         out[f"r2te_vs_{ref.lower()}_pct"] = 100 * (out["r2te_s"] / out["workload"].map(base) - 1)
     return out
@@ -312,9 +313,11 @@ def _combos_figure(df: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(x, workloads)
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylim(bottom=0)  # a long round's spread would reach below 0
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("What-if: CGP + APRIL partial rollouts (Qwen3-1.7B, 2x A100 TP=2, "
-                 "8x RTX 4090, R=32, U=2; rounds 2-7 of 8, 3 seeds, ±1 sd)", fontsize=9, y=1.02)
+    fig.suptitle("What-if: CGP + APRIL partial rollouts, CGP + RollPacker tail batching "
+                 "(Qwen3-1.7B, 2x A100 TP=2, 8x RTX 4090, R=32, U=2; rounds 2-7 of 8, 3 seeds, "
+                 "±1 sd)", fontsize=9, y=1.02)
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -328,6 +331,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           _april_summary, _april_figure),
     Study("pipelinerl-concurrency", "PipelineRL's lag and ESS against concurrency H",
           _pipelinerl_summary, _pipelinerl_figure),
-    Study("combos", "CGP's hand-off with APRIL's partial rollouts (cgp-april)",
+    Study("combos", "CGP's hand-off with APRIL's partial rollouts (cgp-april) and with "
+          "RollPacker's tail batching (cgp-tail)",
           _combos_summary, _combos_figure),
 )}

@@ -14,13 +14,14 @@ from systems.april import APRIL
 from systems.cgp import CGP
 from systems.cgp_april import CGPAPRIL
 from systems.cgp_fgd import CGPFGD
+from systems.cgp_tail import CGPTail
 from systems.pipelinerl import PipelineRL
 from systems.rollpacker import RollPacker
 from systems.slime import Slime
 from systems.verl import VeRL
 
 SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
-                                                  RollPacker, CGPAPRIL)}
+                                                  RollPacker, CGPAPRIL, CGPTail)}
 
 
 def system_names() -> list[str]:

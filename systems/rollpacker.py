@@ -99,13 +99,13 @@ class RollPacker:
             if response.status != "finished":
                 return  # the round stopped this prompt
             done.append(response)
-            if cfg.rollpacker_reward_scheduler:
+            if self._rewards_as_responses_finish(rt):
                 scores.append(rt.spawn(self._score(rt, response)))
         if waiting:  # the speculative extra responses are not needed
             await rt.engine.abort([f"{group.id}.{s}" for s in sorted(waiting)])
         group.responses = done
         rt.emit("group_complete", group=group.id, round=group.round)
-        if cfg.rollpacker_reward_scheduler:
+        if self._rewards_as_responses_finish(rt):
             group.rewards = [await s for s in scores]
             await rt.materialize(group)
         on_done.put_nowait(group)
@@ -118,7 +118,39 @@ class RollPacker:
             await self._round(rt, rnd)
             await rt.trainer.publish()
 
+    # -- hooks a subclass may override (systems.cgp_tail) ------------------------
+    def _rewards_as_responses_finish(self, rt: Runtime) -> bool:
+        """Score each response as it finishes (else: a reward stage after the rollout)."""
+        return bool(rt.config.rollpacker_reward_scheduler)
+
+    def _streams(self, rt: Runtime) -> bool:
+        """Whether the stream trainer takes half the rollout GPUs mid-rollout."""
+        return bool(rt.config.rollpacker_stream_trainer)
+
+    def _ready(self, rt: Runtime, group: Group) -> None:
+        """One of the round's P0 kept groups is done (materialised when rewards come
+        as responses finish). RollPacker trains them after the rollout; a subclass
+        may hand it on at once."""
+
     async def _round(self, rt: Runtime, rnd: int) -> None:
+        cfg = rt.config
+        ready, stream, streamer = await self._rollout(rt, rnd)
+        streamed: list[Group] = []
+        if streamer is not None:  # the rest goes to all GPUs, not to the stream
+            self.stream_open = False
+            stream.put_nowait(None)
+            streamed = await streamer
+            await rt.engine.resize(0)  # every replica back for the next rollout
+        rest = [g for g in ready if g not in streamed]
+        for i in range(0, len(rest), cfg.update_groups):
+            await self.batches.dispatch(rt, rest[i : i + cfg.update_groups])
+        await rt.trainer.step()  # one update for the whole rollout: on-policy
+
+    async def _rollout(self, rt: Runtime, rnd: int
+                       ) -> tuple[list[Group], asyncio.Queue[Group | None],
+                                  asyncio.Task[list[Group]] | None]:
+        """A short or long round's rollout, up to and including rollout_complete:
+        the P0 kept groups, and the stream trainer's queue and task if it started."""
         cfg = rt.config
         p0, r0 = cfg.groups, cfg.group_size
         tail = cfg.rollpacker_tail_batching
@@ -140,7 +172,8 @@ class RollPacker:
         streamer: asyncio.Task[list[Group]] | None = None
         while len(ready) < p0:
             ready.append(await done.get())
-            if cfg.rollpacker_stream_trainer and streamer is None:
+            self._ready(rt, ready[-1])
+            if self._streams(rt) and streamer is None:
                 released = await self._maybe_release(rt, len(ready) / p0)
                 if released:
                     streamer = rt.spawn(self._stream(rt, stream, released))
@@ -153,7 +186,7 @@ class RollPacker:
         for task in tasks:
             await task
         self.long_queue += [g.prompt for g in stopped]
-        if not cfg.rollpacker_reward_scheduler:  # a separate reward stage
+        if not self._rewards_as_responses_finish(rt):  # a separate reward stage
             rt.emit("decision", what="reward_stage", round=rnd)
             scores = [[rt.spawn(self._score(rt, r)) for r in g.responses] for g in ready]
             for group, group_scores in zip(ready, scores, strict=True):
@@ -161,16 +194,7 @@ class RollPacker:
             for task in [rt.spawn(rt.materialize(g)) for g in ready]:
                 await task
         rt.emit("rollout_complete", round=rnd)
-        streamed: list[Group] = []
-        if streamer is not None:  # the rest goes to all GPUs, not to the stream
-            self.stream_open = False
-            stream.put_nowait(None)
-            streamed = await streamer
-            await rt.engine.resize(0)  # every replica back for the next rollout
-        rest = [g for g in ready if g not in streamed]
-        for i in range(0, len(rest), cfg.update_groups):
-            await self.batches.dispatch(rt, rest[i : i + cfg.update_groups])
-        await rt.trainer.step()  # one update for the whole rollout: on-policy
+        return ready, stream, streamer
 
     # -- stream trainer -------------------------------------------------------
     async def _maybe_release(self, rt: Runtime, progress: float) -> int:

@@ -9,8 +9,8 @@ must keep the bookkeeping every system owes, whatever the schedule:
   round (APRIL's carry-over, with its tokens) or its group is accounted for;
 - every group is trained exactly once, or left out for a reason the system
   states (APRIL: dropped, discarded, carried over at the end, or a spare that
-  completed with the R-th; RollPacker: aborted to the long queue, or a surplus
-  speculative prompt); every round trains R groups;
+  completed with the R-th; RollPacker and cgp-tail, its subclass: aborted to the
+  long queue, or a surplus speculative prompt); every round trains R groups;
 - policy versions only move forward, and no token is newer than the weights
   the engine had;
 - the per-round metrics are finite and in range.
