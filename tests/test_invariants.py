@@ -70,12 +70,18 @@ def index(events: list[dict[str, Any]], kind: str, **match: Any) -> int:
 # -- structure ---------------------------------------------------------------
 
 
-def test_trace_is_framed_and_time_ordered(trace: list[dict[str, Any]]) -> None:
+def assert_framed(trace: list[dict[str, Any]], rounds: int) -> None:
+    """run_start first, run_end last without an error, time never going back, and
+    every round started and completed (shared by the per-system test files)."""
     assert trace[0]["ev"] == "run_start" and trace[-1]["ev"] == "run_end"
     assert "error" not in trace[-1]
     times = [e["t"] for e in trace]
     assert times == sorted(times)
-    assert len(of(trace, "rollout_start")) == len(of(trace, "rollout_complete")) == ROUNDS
+    assert len(of(trace, "rollout_start")) == len(of(trace, "rollout_complete")) == rounds
+
+
+def test_trace_is_framed_and_time_ordered(trace: list[dict[str, Any]]) -> None:
+    assert_framed(trace, ROUNDS)
 
 
 def test_every_group_of_a_round_is_in_exactly_one_batch(trace: list[dict[str, Any]]) -> None:
