@@ -6,7 +6,7 @@ says what each figure shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +48,18 @@ def _schedule(row: pd.Series) -> str:
     if system in ("april", "cgp-april") and "over_sampling_groups" in row:
         return f"{label} {int(row['over_sampling_groups']) / int(row['groups']):g}xR"
     return label
+
+
+def _bar_groups(summary: pd.DataFrame, workloads: list[str]
+                ) -> Iterator[tuple[int, str, pd.DataFrame, np.ndarray, float]]:
+    """Grouped bars: one group per workload, one bar per schedule. Yields each
+    schedule's index, name, rows (in workload order), bar positions and width."""
+    schedules = list(dict.fromkeys(summary["schedule"]))
+    x = np.arange(len(workloads))
+    width = 0.8 / len(schedules)
+    for i, sched in enumerate(schedules):
+        rows = summary[summary["schedule"] == sched].set_index("workload").loc[workloads]
+        yield i, sched, rows, x + (i - (len(schedules) - 1) / 2) * width, width
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -164,13 +176,8 @@ def _tails_figure(df: pd.DataFrame, path: Path) -> None:
     plt = _plt()
     summary = _tails_summary(df)
     workloads = list(dict.fromkeys(summary["workload"]))
-    schedules = list(dict.fromkeys(summary["schedule"]))
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    x = np.arange(len(workloads))
-    width = 0.8 / len(schedules)
-    for i, sched in enumerate(schedules):
-        rows = summary[summary["schedule"] == sched].set_index("workload").loc[workloads]
-        pos = x + (i - (len(schedules) - 1) / 2) * width
+    for i, sched, rows, pos, width in _bar_groups(summary, workloads):
         axes[0].bar(pos, rows["r2te_s"], width, yerr=rows["r2te_sd"], capsize=2,
                     color=PALETTE[i], label=sched)
         axes[1].bar(pos, 100 * rows["waiting_ratio"], width, color=PALETTE[i], label=sched)
@@ -181,7 +188,7 @@ def _tails_figure(df: pd.DataFrame, path: Path) -> None:
     tail = summary.groupby("workload")["max_over_median"].first()
     ticks = [f"{w}\nlongest/median {tail[w]:.1f}x" for w in workloads]
     for ax in axes:
-        ax.set_xticks(x, ticks, fontsize=8)
+        ax.set_xticks(np.arange(len(workloads)), ticks, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("rollout-to-train-end (s)")
     axes[1].set_ylabel("trainer waiting ratio (%)")
@@ -297,20 +304,15 @@ def _combos_figure(df: pd.DataFrame, path: Path) -> None:
     plt = _plt()
     s = _combos_summary(df)
     workloads = list(dict.fromkeys(s["workload"]))
-    schedules = list(dict.fromkeys(s["schedule"]))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    x = np.arange(len(workloads))
-    width = 0.8 / len(schedules)
-    for i, sched in enumerate(schedules):
-        rows = s[s["schedule"] == sched].set_index("workload").loc[workloads]
-        pos = x + (i - (len(schedules) - 1) / 2) * width
+    for i, sched, rows, pos, width in _bar_groups(s, workloads):
         axes[0].bar(pos, rows["r2te_s"], width, yerr=rows["r2te_sd"], capsize=2,
                     color=PALETTE[i], label=sched)
         axes[1].bar(pos, 100 * rows["waiting_ratio"], width, color=PALETTE[i])
         axes[2].bar(pos, 100 * rows["offpolicy_token_frac"], width, color=PALETTE[i])
     for ax, label in zip(axes, ("rollout-to-train-end (s)", "trainer waiting ratio (%)",
                                 "trained tokens from older policies (%)"), strict=True):
-        ax.set_xticks(x, workloads)
+        ax.set_xticks(np.arange(len(workloads)), workloads)
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylim(bottom=0)  # a long round's spread would reach below 0
