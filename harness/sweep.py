@@ -259,19 +259,10 @@ def run_ray(cells: list[Cell], address: str, jobs: int, done: Done) -> None:
     except ImportError:
         raise ConfigError("--ray-address: Ray is not installed "
                           "(pip install -e '.[ray]')") from None
-    import logging
+    from harness.ray_connect import connect
 
-    import harness
-    import systems
-    import workloads
-
-    started = not ray.is_initialized()
     try:
-        if started and address == "local":
-            ray.init(num_cpus=jobs, include_dashboard=False, logging_level=logging.ERROR)
-        elif started:
-            ray.init(address=address, logging_level=logging.ERROR,
-                     runtime_env={"py_modules": [harness, systems, workloads]})
+        started = connect(address, num_cpus=jobs)
     except Exception as err:  # noqa: BLE001  (no cluster there: say so in one line)
         raise ConfigError(f"--ray-address {address}: {_one_line(err)}") from None
     task = ray.remote(num_cpus=1)(run_cell)

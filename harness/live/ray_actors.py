@@ -27,8 +27,6 @@ from typing import Any
 from harness.config import RunConfig
 from harness.live.engine import Generation, Sampling
 
-NAMESPACE = "rolloutbench"
-
 
 class EngineActor:
     """The rollout node: a `VLLMLocalBackend` behind actor calls."""
@@ -184,20 +182,11 @@ class ControlActor:
 
 
 def connect(address: str) -> bool:
-    """Start a local Ray ('local') or join a cluster, unless connected already;
-    True when this call connected (and so should disconnect)."""
-    import ray
+    """Ray for a live run: its actors get the live runtime's environment."""
+    from harness.live.runtime import LIVE_ENV
+    from harness.ray_connect import connect as ray_connect
 
-    if ray.is_initialized():
-        return False
-    try:
-        ray.init(address=None if address == "local" else address, namespace=NAMESPACE,
-                 include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 runtime_env=_env())
-    except ConnectionError as err:
-        raise ConnectionError(f"{err}; a cluster started with token authentication (Ray's "
-                              "default) needs RAY_AUTH_MODE=token here too") from None
-    return True
+    return ray_connect(address, env_vars=LIVE_ENV)
 
 
 @contextmanager
