@@ -169,13 +169,13 @@ class LiveEngine:
 
     async def reconfigure(self, tp: int) -> None:
         if tp != 1:
-            self._not_applicable("reconfigure")
+            self.not_applicable("reconfigure")
 
     async def resize(self, replicas: int) -> int:
-        self._not_applicable("resize")
+        self.not_applicable("resize")
         return 0
 
-    def _not_applicable(self, operation: str) -> None:
+    def not_applicable(self, operation: str) -> None:
         """Recorded once per run: the system asked for something one live engine
         cannot do, and the run carries on without it."""
         if operation not in self._said:

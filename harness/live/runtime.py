@@ -108,9 +108,9 @@ class LiveRuntime(RunnerBase):
         self.trainer = LiveTrainer(calls, self.engine, self.emit, self.prompt_ids, publish_with)
         sim = cfg.sim
         if sim.placement == "colocated":
-            self.engine._not_applicable("colocated placement")
+            self.engine.not_applicable("colocated placement")
         if sim.rollout_engines > 1:
-            self.engine._not_applicable("engine replicas")
+            self.engine.not_applicable("engine replicas")
 
     async def _teardown(self) -> None:
         """Stop whatever `_setup` got as far as starting."""
