@@ -102,6 +102,8 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
     for assignment in sets:
         set_path(cfg, assignment)
     cfg.validate()
+    if cfg.runtime == "sim" or cfg.live.lengths == "replay":
+        _limits(cfg)  # an unknown workload, or a trace that cannot drive a run
     from harness.results import resolve_defaults
     from systems import get_system
 
@@ -113,15 +115,10 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
         if missing:
             raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
                               "(install the live extras: pip install -e '.[live]')")
-        from harness.live.workload import PROCEDURAL, REASONING_GYM
-        from harness.registry import unknown_name
-        from workloads.datasets import WORKLOADS
-
-        known = [*PROCEDURAL, *REASONING_GYM, *WORKLOADS]
-        if cfg.workload not in known:
-            raise unknown_name("live workload", cfg.workload, known)
-        if cfg.workload in WORKLOADS and not cfg.live.data_dir:
-            raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
+        if cfg.live.lengths == "replay":
+            _check_replay(cfg)
+        else:
+            _check_live_workload(cfg)
         from harness.live.backends import check
 
         check(cfg)
@@ -140,14 +137,49 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
         load_hardware(cfg.sim.rollout_gpu)
         load_hardware(cfg.sim.trainer_gpu)
         resolve(cfg.sim)
-        from workloads.profile import load_profile
-
-        profile = load_profile(cfg.workload)
-        longest = cfg.max_response_tokens + profile.prompt_max
+        longest = cfg.max_response_tokens + _limits(cfg)[1]
         if kv_capacity_tokens(cfg) < longest:
             raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
                               f"of {longest} tokens")
     return cfg
+
+
+def _limits(cfg: RunConfig) -> tuple[int, int]:
+    """(response cap, longest prompt) of the run's workload; a trace that cannot
+    drive a run is a config error naming it."""
+    from harness.trace import TraceError
+    from workloads.profile import workload_limits
+
+    try:
+        return workload_limits(cfg.workload, cfg.group_size)
+    except (TraceError, ValueError) as err:
+        raise ConfigError(f"--workload {cfg.workload}: {err}") from None
+
+
+def _check_replay(cfg: RunConfig) -> None:
+    """A live replay draws the simulator's workload: each prompt and response must
+    fit the engine's context."""
+    from harness.results import resolve_defaults
+
+    resolve_defaults(cfg)
+    cap, prompt_max = _limits(cfg)
+    if prompt_max + cfg.max_response_tokens > cfg.live.max_model_len:
+        raise ConfigError(
+            f"--set live.max_model_len: {cfg.live.max_model_len} tokens cannot hold the "
+            f"workload's longest prompt ({prompt_max}) plus a response of "
+            f"{cfg.max_response_tokens} (raise it, or lower max_response_tokens)")
+
+
+def _check_live_workload(cfg: RunConfig) -> None:
+    from harness.live.workload import PROCEDURAL, REASONING_GYM
+    from harness.registry import unknown_name
+    from workloads.datasets import WORKLOADS
+
+    known = [*PROCEDURAL, *REASONING_GYM, *WORKLOADS]
+    if cfg.workload not in known:
+        raise unknown_name("live workload", cfg.workload, known)
+    if cfg.workload in WORKLOADS and not cfg.live.data_dir:
+        raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
 
 
 def _interrupt(signum: int, frame: object) -> None:

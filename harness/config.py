@@ -43,6 +43,8 @@ class SimConfig:
     mem_fraction: float = opt(0.85, "share of each GPU's memory the engine may use "
                               "(weights plus KV cache), in (0, 1)")
     max_running: int = opt(1024, "most sequences in one replica's running batch")
+    kv_cache_tokens: int = opt(0, "KV-cache tokens of one replica (0: from the GPU's memory, "
+                               "mem_fraction and the model; set it to a live engine's cache)")
     trainer_gpu: str = opt("rtx-4090", "GPU preset of the trainer (disaggregated placement)")
     trainer_gpus: int = opt(8, "trainer GPUs (disaggregated placement)")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
@@ -79,6 +81,10 @@ class LiveConfig:
                         "needed by dataset workloads")
     lr: float = opt(1e-4, "trainer learning rate")
     temperature: float = opt(1.0, "sampling temperature")
+    lengths: str = opt("model", "model: the model decides each response's length (EOS ends "
+                       "it); replay: every response has exactly the length the workload "
+                       "assigns it, EOS ignored, and the workload's reward (a profile or "
+                       "trace:PATH workload; its simulated twin processes the same tokens)")
     max_model_len: int = opt(1024, "engine context length (prompt plus response tokens)")
     kv_cache_mb: int = opt(256, "in-process vLLM: KV cache size in MiB")
     request_timeout_s: float = opt(300.0, "a request still running after this many seconds "
@@ -171,6 +177,9 @@ class RunConfig:
         need(s.trainer_gpus >= 1, "set sim.trainer_gpus", "must be >= 1")
         need(s.max_running >= 1, "set sim.max_running", "must be >= 1")
         need(s.micro_batch_tokens >= 1, "set sim.micro_batch_tokens", "must be >= 1")
+        need(s.kv_cache_tokens >= 0, "set sim.kv_cache_tokens", "must be >= 0 (0: from memory)")
+        need(self.live.lengths in ("model", "replay"), "set live.lengths",
+             f"must be model or replay, not {self.live.lengths!r}")
         need(s.verifier_workers >= 0, "set sim.verifier_workers", "must be >= 0 (0: no limit)")
         for name in ("bw_eff", "compute_eff", "train_mfu"):
             value = getattr(s, name)

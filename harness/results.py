@@ -86,12 +86,12 @@ LIVE_RESPONSE_CAP = 256  # the tiny live model's default response cap
 def resolve_defaults(cfg: RunConfig) -> RunConfig:
     """Fill the fields whose default depends on the workload (the response cap)."""
     if cfg.max_response_tokens == 0:
-        if cfg.runtime == "live":
+        if cfg.runtime == "live" and cfg.live.lengths != "replay":
             cfg.max_response_tokens = LIVE_RESPONSE_CAP
-        else:
-            from workloads.profile import load_profile
+        else:  # the simulator, or a live run replaying the workload's lengths
+            from workloads.profile import workload_limits
 
-            cfg.max_response_tokens = load_profile(cfg.workload).max_tokens
+            cfg.max_response_tokens = workload_limits(cfg.workload, cfg.group_size)[0]
     return cfg
 
 

@@ -69,7 +69,9 @@ class RunnerBase:
     async def materialize(self, group: Group) -> None:
         await self._materialize_delay()
         group.advantages = grpo.advantages(group.rewards)
-        self.emit("group_materialized", group=group.id, round=group.round)
+        self.emit("group_materialized", group=group.id, round=group.round,
+                  samples=[r.request.sample for r in group.responses],
+                  rewards=list(group.rewards))
 
     # -- driving a run ---------------------------------------------------
     def header(self) -> dict[str, Any]:

@@ -225,11 +225,27 @@ class MixtureWorkload:
         return self._parts[min(part, len(self._parts) - 1)].prompt(index)
 
 
-def make_workload(name: str, seed: int, group_size: int) -> SimWorkload | MixtureWorkload:
+def make_workload(name: str, seed: int, group_size: int) -> Any:
+    """The prompt stream named by a workload: a profile, a mixture, or `trace:PATH`."""
+    from workloads.trace_source import TraceWorkload, is_trace
+
+    if is_trace(name):
+        return TraceWorkload(name, group_size)
     profile = load_profile(name)
     if isinstance(profile, Mixture):
         return MixtureWorkload(profile, seed, group_size)
     return SimWorkload(profile, seed, group_size)
+
+
+def workload_limits(name: str, group_size: int = 2) -> tuple[int, int]:
+    """(response cap, longest prompt) of a workload, for defaults and checks."""
+    from workloads.trace_source import TraceWorkload, is_trace
+
+    if is_trace(name):
+        source = TraceWorkload(name, group_size)
+        return source.max_tokens, source.prompt_max
+    profile = load_profile(name)
+    return profile.max_tokens, profile.prompt_max
 
 
 def _profiles_dir() -> Path:

@@ -64,6 +64,7 @@ class Sampling:
     max_tokens: int
     priority: int
     temperature: float
+    exact: bool = False  # generate exactly max_tokens, end-of-sequence ignored (replay)
 
 
 class EngineBackend(Protocol):
@@ -113,8 +114,10 @@ class LiveEngine:
 
     def __init__(self, backend: EngineBackend, prompt_ids: Callable[[Request], list[int]],
                  emit: Callable[..., Any], temperature: float = 1.0,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None,
+                 target: Callable[[Request], int] | None = None) -> None:
         self.backend = backend
+        self._target = target  # replay: each request's assigned length
         self._timeout = timeout_s
         self._prompt_ids = prompt_ids
         self._emit = emit
@@ -132,6 +135,8 @@ class LiveEngine:
     def submit(self, request: Request) -> asyncio.Future[Response]:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         live = _Live(request, future, Generation.resuming(request.resume))
+        if self._target is not None and self._target(request) <= len(live.gen.token_ids):
+            raise ValueError(f"request {request.id}: nothing left to generate")
         self._live[request.id] = live
         self._emit("request_submit", round=request.round, group=request.group,
                    sample=request.sample, prompt_tokens=request.prompt.tokens,
@@ -191,9 +196,10 @@ class LiveEngine:
     # -- one request -------------------------------------------------------
     async def _run(self, live: _Live) -> None:
         req = live.request
+        goal = self._target(req) if self._target is not None else req.max_tokens
         spec = Sampling(req.id, self._prompt_ids(req) + live.gen.token_ids,
-                        max(1, req.max_tokens - len(live.gen.token_ids)), req.priority,
-                        self._temperature)
+                        max(1, goal - len(live.gen.token_ids)), req.priority,
+                        self._temperature, exact=self._target is not None)
 
         def admitted() -> None:
             if not live.admitted:
@@ -213,7 +219,11 @@ class LiveEngine:
             self._fail(live, err)
             return
         aborted = live.aborted or live.gen.finish == "abort"
-        self._finish(live, "aborted" if aborted else "finished", live.gen.finish == "length")
+        # Replayed responses always stop on length; like the simulator's, they count
+        # as truncated only when they reach the request's cap.
+        cut = (len(live.gen.token_ids) >= req.max_tokens if self._target is not None
+               else live.gen.finish == "length")
+        self._finish(live, "aborted" if aborted else "finished", cut)
 
     def _fail(self, live: _Live, err: BaseException) -> None:
         self._live.pop(live.request.id, None)

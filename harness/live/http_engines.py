@@ -33,7 +33,8 @@ from harness.live.engine import Generation, Sampling
 def vllm_payload(s: Sampling, model: str) -> dict[str, Any]:
     return {"model": model, "prompt": s.prompt_ids, "max_tokens": s.max_tokens,
             "temperature": s.temperature, "logprobs": 0, "stream": True,
-            "return_token_ids": True, "priority": s.priority, "request_id": s.request_id}
+            "return_token_ids": True, "priority": s.priority, "request_id": s.request_id,
+            "ignore_eos": s.exact}
 
 
 def vllm_chunk(gen: Generation, chunk: dict[str, Any], version: int) -> None:
@@ -57,7 +58,7 @@ def sglang_payload(s: Sampling) -> dict[str, Any]:
     return {"input_ids": s.prompt_ids, "rid": s.request_id, "stream": True,
             "return_logprob": True, "priority": s.priority,
             "sampling_params": {"max_new_tokens": s.max_tokens,
-                                "temperature": s.temperature}}
+                                "temperature": s.temperature, "ignore_eos": s.exact}}
 
 
 class SGLangStream:

@@ -23,9 +23,11 @@ from typing import Any
 from harness.config import RunConfig
 from harness.live.engine import NOT_APPLICABLE, LiveEngine
 from harness.live.trainer import LiveTrainer
-from harness.live.workload import LiveVerifier, LiveWorkload
+from harness.live.workload import LiveVerifier, LiveWorkload, ReplayVerifier
 from harness.runner import RunnerBase
 from harness.runtime import Request
+from workloads.profile import make_workload
+from workloads.replay import synthetic_prompt_ids, target_tokens
 
 LIVE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1"}
 
@@ -56,8 +58,13 @@ class LiveRuntime(RunnerBase):
 
         live = cfg.live
         self._tok = AutoTokenizer.from_pretrained(live.model_dir)
-        self.workload = LiveWorkload(cfg.workload, cfg.seed, self._count, live.data_dir)
-        self.verifier = LiveVerifier(self.workload)
+        self.replay = live.lengths == "replay"
+        if self.replay:  # the simulator's prompt stream: same prompts, lengths, rewards
+            self.workload: Any = make_workload(cfg.workload, cfg.seed, cfg.group_size)
+            self.verifier: Any = ReplayVerifier()
+        else:
+            self.workload = LiveWorkload(cfg.workload, cfg.seed, self._count, live.data_dir)
+            self.verifier = LiveVerifier(self.workload)
         self._prompts: dict[int, list[int]] = {}
         self.engine: Any = None
         self.trainer: Any = None
@@ -67,7 +74,8 @@ class LiveRuntime(RunnerBase):
 
     def header(self) -> dict[str, Any]:
         live = self.config.live
-        return {"live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
+        return {"lengths": live.lengths,
+                "live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
                          "trainer": live.trainer,
                          "ray": live.ray_address if self.actors else "off",
                          "not_applicable": NOT_APPLICABLE}}
@@ -85,10 +93,13 @@ class LiveRuntime(RunnerBase):
         return len(self._ids(text))
 
     def prompt_ids(self, request: Request) -> list[int]:
-        index = request.prompt.index
-        if index not in self._prompts:
-            self._prompts[index] = self._ids(request.prompt.text)
-        return self._prompts[index]
+        prompt = request.prompt
+        if prompt.index not in self._prompts:
+            self._prompts[prompt.index] = (
+                synthetic_prompt_ids(prompt.index, prompt.tokens, len(self._tok),
+                                     self.config.seed)
+                if self.replay else self._ids(prompt.text))
+        return self._prompts[prompt.index]
 
     # -- engine and trainer ----------------------------------------------------
     async def _setup(self) -> None:
@@ -102,7 +113,8 @@ class LiveRuntime(RunnerBase):
             await backend.warm_up(self._ids("warm up"))
             self.emit("decision", what="engine_warm_up")
         self.engine = LiveEngine(backend, self.prompt_ids, self.emit, live.temperature,
-                                 live.request_timeout_s or None)
+                                 live.request_timeout_s or None,
+                                 target_tokens if self.replay else None)
         if hasattr(calls, "ready"):
             await calls.ready()
         self.trainer = LiveTrainer(calls, self.engine, self.emit, self.prompt_ids, publish_with)

@@ -64,7 +64,7 @@ class VLLMLocalBackend:
         # token is discarded (chunked prefill: "CPU Generator does not use offset").
         # The engine's own seed is set once; a live run is not byte-repeatable anyway.
         params = SamplingParams(max_tokens=s.max_tokens, temperature=s.temperature, logprobs=0,
-                                output_kind=RequestOutputKind.DELTA)
+                                output_kind=RequestOutputKind.DELTA, ignore_eos=s.exact)
         async for out in self.llm.generate({"prompt_token_ids": s.prompt_ids}, params,
                                            request_id=s.request_id, priority=s.priority):
             piece = out.outputs[0]

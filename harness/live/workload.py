@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.runtime import Prompt, Response
+from workloads.replay import hidden_score
 from workloads.verifiers import last_boxed
 
 PROCEDURAL = ("arith",)
@@ -123,3 +124,11 @@ class LiveVerifier:
             return float(await asyncio.wait_for(check, timeout))
         except TimeoutError:
             return 0.0
+
+
+class ReplayVerifier:
+    """Replay (`live.lengths = "replay"`): the workload's reward for each sample,
+    after its check latency in real seconds, exactly as the simulator scores it."""
+
+    async def score(self, response: Response, timeout: float | None = None) -> float:
+        return await hidden_score(response, timeout)

@@ -16,6 +16,7 @@ import numpy as np
 from harness.offpolicy import lag_histogram, step_stats
 from harness.runtime import Group, Response
 from harness.sim.perf import TrainModel
+from workloads.replay import hidden_score
 
 
 class SimVerifier:
@@ -33,16 +34,7 @@ class SimVerifier:
 
     @staticmethod
     async def _check(response: Response, timeout: float | None) -> float:
-        hidden = response.request.prompt.hidden
-        sample = response.request.sample
-        _, reward, latency = hidden.sample(sample)
-        if timeout is not None and latency > timeout:
-            await asyncio.sleep(timeout)
-            return 0.0
-        await asyncio.sleep(latency)
-        if response.status != "finished" or response.truncated:
-            return 0.0
-        return reward
+        return await hidden_score(response, timeout)
 
 
 class SimTrainer:

@@ -14,7 +14,6 @@ from typing import Any
 from harness.config import RunConfig
 from harness.results import resolve_defaults
 from harness.runner import RunnerBase
-from harness.runtime import Request
 from harness.sim import calibration
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
@@ -24,6 +23,7 @@ from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
 from workloads.profile import make_workload
+from workloads.replay import target_tokens
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
 
@@ -33,6 +33,8 @@ def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
     memory share after the (sharded) weights and a fixed activation reserve."""
     s = cfg.sim
     tp = tp or s.rollout_tp
+    if s.kv_cache_tokens:  # a measured or configured cache (a live engine's twin)
+        return s.kv_cache_tokens
     hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
     per_gpu = hw.memory_gb * 1e9 * s.mem_fraction - model.weight_bytes() / tp
     per_gpu -= ACTIVATION_RESERVE_BYTES
@@ -64,7 +66,7 @@ class SimRuntime(RunnerBase):
                                            self.params["step_overhead_s"],
                                            self.params["compute_eff"])
             engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg, tp), s.max_running,
-                               self.emit, self._target_tokens, index=index, share=self.share)
+                               self.emit, target_tokens, index=index, share=self.share)
             engine.version = version
             return engine
 
@@ -89,10 +91,6 @@ class SimRuntime(RunnerBase):
         self.verifier = SimVerifier(s.verifier_workers)
         self.workload = make_workload(cfg.workload, cfg.seed, cfg.group_size)
 
-    @staticmethod
-    def _target_tokens(req: Request) -> int:
-        return min(req.prompt.hidden.sample(req.sample)[0], req.max_tokens)
-
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
         return self.loop.time()
@@ -101,7 +99,7 @@ class SimRuntime(RunnerBase):
         await asyncio.sleep(self.params["materialize_s"])
 
     def header(self) -> dict[str, Any]:
-        return {"sim_params": self.params}
+        return {"lengths": "workload", "sim_params": self.params}
 
     def _loop_run(self, coro: Any) -> None:
         try:

@@ -1,0 +1,100 @@
+"""Trace-driven workloads (`--workload trace:PATH`): a run replays a trace's work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config import RunConfig
+from harness.results import execute
+from harness.trace import read_trace
+from workloads.trace_source import TraceWorkload, TraceWorkloadError, read_groups
+
+
+def sim_run(tmp: Path, name: str, **fields: object) -> list[dict]:
+    cfg = RunConfig(**{"groups": 4, "group_size": 4, "update_groups": 2, "rounds": 2,
+                       **fields})  # type: ignore[arg-type]
+    path = tmp / f"{name}.jsonl"
+    execute(cfg.validate(), path)
+    return read_trace(path)
+
+
+def work(events: list[dict]) -> list[tuple[int, int, list[int], list[float]]]:
+    """Per group, in id order: prompt tokens, finished lengths by sample, rewards."""
+    prompts = {e["group"]: e["prompt_tokens"] for e in events if e["ev"] == "request_submit"}
+    lengths: dict[int, dict[int, int]] = {}
+    for e in events:
+        if e["ev"] == "request_finish" and e["status"] == "finished":
+            lengths.setdefault(e["group"], {})[e["sample"]] = e["response_tokens"]
+    rewards = {e["group"]: e["rewards"] for e in events if e["ev"] == "group_materialized"}
+    done = {g: [n for _, n in sorted(lengths.get(g, {}).items())] for g in prompts}
+    return [(g, prompts[g], done[g], rewards.get(g, [])) for g in sorted(prompts)]
+
+
+def test_a_trace_driven_run_replays_the_lengths_and_rewards_exactly(tmp_path: Path) -> None:
+    source = sim_run(tmp_path, "source", system="slime", workload="lsat-ar")
+    replay = sim_run(tmp_path, "replay", system="slime",
+                     workload=f"trace:{tmp_path / 'source.jsonl'}")
+    want, got = work(source), work(replay)
+    assert len(want) == 8 and got == want
+    assert replay[0]["workload"] == f"trace:{tmp_path / 'source.jsonl'}"
+
+
+def test_another_system_schedules_the_same_work(tmp_path: Path) -> None:
+    source = sim_run(tmp_path, "source", system="slime", workload="sci-xw")
+    replay = sim_run(tmp_path, "replay", system="cgp",
+                     workload=f"trace:{tmp_path / 'source.jsonl'}")
+    assert [w[1:3] for w in work(replay)] == [w[1:3] for w in work(source)]
+
+
+def test_partial_rollouts_replay_their_whole_length(tmp_path: Path) -> None:
+    """APRIL aborts and resumes: a group replays with each sample's final length
+    (its carried prefix included), and groups never finished are left out."""
+    source = sim_run(tmp_path, "april", system="april", workload="lsat-ar",
+                     over_sampling_groups=8)
+    groups, _ = read_groups(tmp_path / "april.jsonl")
+    finished = {g: lens for g, _, lens, _ in work(source) if len(lens) == 4}
+    assert [list(g.lengths) for g in groups] == [finished[g] for g in sorted(finished)]
+    resumed = [e for e in source if e["ev"] == "request_submit" and e.get("resumed_tokens")]
+    assert resumed  # the case is exercised
+
+
+def test_missing_rewards_get_the_documented_default(tmp_path: Path, capsys) -> None:
+    sim_run(tmp_path, "source", system="slime", workload="lsat-ar")
+    stripped = tmp_path / "stripped.jsonl"
+    with open(tmp_path / "source.jsonl") as src, open(stripped, "w") as dst:
+        for line in src:
+            event = json.loads(line)
+            event.pop("rewards", None)
+            dst.write(json.dumps(event) + "\n")
+    source = TraceWorkload(f"trace:{stripped}", 4)
+    (prompt,) = source.take(1)
+    assert [prompt.hidden.sample(i)[1] for i in range(4)] == [1.0, 1.0, 0.0, 0.0]
+    assert "records no rewards" in capsys.readouterr().err
+
+
+def test_too_few_groups_or_samples_are_errors_naming_both_numbers(tmp_path: Path) -> None:
+    sim_run(tmp_path, "source", system="slime", workload="lsat-ar")
+    name = f"trace:{tmp_path / 'source.jsonl'}"
+    source = TraceWorkload(name, 4)
+    source.take(8)
+    with pytest.raises(TraceWorkloadError, match="has 8 complete groups.*group 9"):
+        source.take(1)
+    with pytest.raises(TraceWorkloadError, match="4 samples per group.*asks for 8"):
+        TraceWorkload(name, 8)
+
+
+def test_the_cli_refuses_a_bad_trace_before_any_work(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"t": 0, "ev": "rollout_start"}\n')
+    out = tmp_path / "run"
+    cli = str(Path(sys.executable).parent / "rolloutbench")
+    done = subprocess.run([cli, "run", "--workload", f"trace:{bad}", "--out", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "bad.jsonl:1" in done.stderr
+    assert not (out / "trace.jsonl").exists()

@@ -1,0 +1,178 @@
+"""Trace-driven workloads: `--workload trace:PATH` replays the work of a run.
+
+Any trace that follows the schema (simulated, live, or converted from another
+system's logs) becomes a prompt stream: its groups, in the order their ids were
+given out (the order the run drew its prompts), each with the prompt length of
+its `request_submit`, the final response length of each sample (the last
+`request_finish` with status `finished`; a resumed response counts its carried
+prefix) and the rewards of its `group_materialized`. A group replays only when
+every one of its samples finished in the source run; groups cut off by the run's
+end, or aborted and never resumed, carry no full lengths and are skipped.
+
+What a trace may lack, and the documented default used instead (said once):
+- rewards (`group_materialized.rewards`, written since schema 2): sample i of a
+  group scores 1 when i < ceil(K/2), else 0, so every group has reward variance;
+- verifier latency (no trace records it): 0 s.
+
+A run that asks for more samples per group than the trace holds is refused; a
+system that asks for extra samples beyond K (RollPacker's speculation) gets the
+trace's samples again, cyclically. A run that asks for more groups than the
+trace holds is an error naming both numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.runtime import Prompt
+from harness.trace import iter_trace
+
+PREFIX = "trace:"
+DEFAULT_VERIFY_S = 0.0
+
+
+class TraceWorkloadError(ValueError):
+    """A trace that cannot drive the run; the message names the file and numbers."""
+
+
+@dataclass(frozen=True)
+class TraceGroup:
+    """One replayable group of the source trace."""
+
+    prompt_tokens: int
+    lengths: tuple[int, ...]
+    rewards: tuple[float, ...] | None  # None: the trace recorded none
+
+
+@dataclass(frozen=True)
+class TraceHidden:
+    """Ground truth of a replayed prompt (the simulator's `Hidden` protocol)."""
+
+    lengths: tuple[int, ...]
+    rewards: tuple[float, ...]
+    kind: str = "local"
+
+    def sample(self, i: int) -> tuple[int, float, float]:
+        j = i % len(self.lengths)
+        return self.lengths[j], self.rewards[j], DEFAULT_VERIFY_S
+
+
+def is_trace(name: str) -> bool:
+    return name.startswith(PREFIX)
+
+
+def trace_path(name: str) -> Path:
+    return Path(name[len(PREFIX):])
+
+
+def read_groups(path: Path) -> tuple[list[TraceGroup], dict[str, Any]]:
+    """The replayable groups of a trace, in id order, and its run_start header
+    (read once per file version: a config check and the run share the reading)."""
+    try:
+        stat = path.stat()
+    except OSError as err:
+        raise TraceWorkloadError(f"{path}: cannot read the trace ({err.strerror})") from None
+    return _read_groups(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_groups(name: str, mtime_ns: int, size: int
+                 ) -> tuple[list[TraceGroup], dict[str, Any]]:
+    path = Path(name)
+    header: dict[str, Any] = {}
+    prompts: dict[int, int] = {}
+    lengths: dict[int, dict[int, int]] = {}
+    scored: dict[int, dict[int, float]] = {}  # group -> sample -> reward
+    for ev in iter_trace(path):
+        kind = ev["ev"]
+        if kind == "run_start":
+            header = ev
+        elif kind == "request_submit":
+            prompts.setdefault(ev["group"], ev["prompt_tokens"])
+        elif kind == "request_finish" and ev["status"] == "finished":
+            lengths.setdefault(ev["group"], {})[ev["sample"]] = ev["response_tokens"]
+        elif kind == "group_materialized" and "rewards" in ev:
+            # rewards follow the group's responses; `samples` names them (a system
+            # may keep the first K to finish of more than K)
+            samples = ev.get("samples") or range(len(ev["rewards"]))
+            scored[ev["group"]] = dict(zip(samples, map(float, ev["rewards"]), strict=False))
+    k = _group_size(header, lengths)
+    groups = []
+    for gid in sorted(prompts):
+        got = lengths.get(gid, {})
+        rw = scored.get(gid, {})
+        order = [s for s in rw if s in got] + sorted(s for s in got if s not in rw)
+        if len(order) < k:
+            continue
+        order = order[:k]
+        groups.append(TraceGroup(prompts[gid], tuple(got[s] for s in order),
+                                 tuple(rw[s] for s in order) if all(s in rw for s in order)
+                                 else None))
+    if not groups:
+        raise TraceWorkloadError(f"{path}: no group with all {k} samples finished to replay")
+    return groups, header
+
+
+def _group_size(header: dict[str, Any], lengths: dict[int, dict[int, int]]) -> int:
+    """K of the source run: its config's group_size, else the most common count."""
+    config = header.get("config")
+    if isinstance(config, dict) and isinstance(config.get("group_size"), int):
+        return config["group_size"]
+    counts = [len(v) for v in lengths.values()]
+    return max(set(counts), key=counts.count) if counts else 1
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        print(f"note: {message}", file=sys.stderr)
+
+
+class TraceWorkload:
+    """The prompt stream of a trace (implements `harness.runtime.Workload`)."""
+
+    def __init__(self, name: str, group_size: int) -> None:
+        self.name = name
+        self.path = trace_path(name)
+        self.groups, header = read_groups(self.path)
+        self.source_k = len(self.groups[0].lengths)
+        if group_size > self.source_k:
+            raise TraceWorkloadError(
+                f"{self.path}: the trace has {self.source_k} samples per group; the run "
+                f"asks for {group_size} (--group-size)")
+        self._k = group_size
+        config = header.get("config") if isinstance(header.get("config"), dict) else {}
+        self.max_tokens = int(config.get("max_response_tokens") or 0) or max(
+            max(g.lengths) for g in self.groups)
+        self.prompt_max = max(g.prompt_tokens for g in self.groups)
+        self._next = 0
+        if any(g.rewards is None for g in self.groups):
+            _say_once(f"{self.path} records no rewards for some groups: those replay with "
+                      f"sample i scoring 1 when i < ceil(K/2), else 0")
+        _say_once(f"{self.path} records no verifier latency: replayed checks take "
+                  f"{DEFAULT_VERIFY_S:g} s")
+
+    def take(self, n: int) -> list[Prompt]:
+        if self._next + n > len(self.groups):
+            raise TraceWorkloadError(
+                f"{self.path}: the trace has {len(self.groups)} complete groups; the run "
+                f"asked for group {self._next + n} (use fewer --rounds or --groups)")
+        out = [self.prompt(self._next + i) for i in range(n)]
+        self._next += n
+        return out
+
+    def prompt(self, index: int) -> Prompt:
+        g = self.groups[index]
+        k = self._k
+        rewards = g.rewards[:k] if g.rewards is not None else tuple(
+            1.0 if i < math.ceil(k / 2) else 0.0 for i in range(k))
+        return Prompt(index=index, tokens=g.prompt_tokens,
+                      hidden=TraceHidden(g.lengths[:k], rewards))
