@@ -136,7 +136,10 @@ def build_config(config: Path | None, sets: list[str], **options: object) -> Run
         load_model(cfg.sim.model)
         load_hardware(cfg.sim.rollout_gpu)
         load_hardware(cfg.sim.trainer_gpu)
-        resolve(cfg.sim)
+        try:
+            resolve(cfg.sim)
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"--set sim.calibration: {err}") from None
         longest = cfg.max_response_tokens + _limits(cfg)[1]
         if kv_capacity_tokens(cfg) < longest:
             raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "

@@ -1,5 +1,9 @@
 """Calibrated simulator parameters, one committed TOML file per calibration.
 
+A calibration may also be any TOML file of the same shape, named by its path
+(`sim.calibration = "runs/calibration/HOST/cpu-live.toml"`): a live engine's
+calibration is measured on the machine that uses it and stays with the results.
+
 `[fit]` holds the values `rolloutbench calibrate` fitted to baseline
 observations; `[fixed]` holds documented priors that are not fitted. A run's
 `SimConfig` may override any of them.
@@ -17,6 +21,10 @@ PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhe
 
 
 def path_of(name: str) -> Path:
+    """A committed calibration by name, or a calibration file by path (a name that
+    ends in .toml or holds a '/': what `calibrate engine --out` wrote)."""
+    if name.endswith(".toml") or "/" in name:
+        return Path(name)
     return Path(str(resources.files("harness.sim.calibration") / f"{name}.toml"))
 
 
@@ -24,8 +32,11 @@ def load(name: str) -> dict[str, Any]:
     path = path_of(name)
     if not path.exists():
         raise FileNotFoundError(f"no calibration named {name!r} ({path})")
-    with open(path, "rb") as fh:
-        return tomllib.load(fh)
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"calibration {path}: not a TOML file ({err})") from None
 
 
 def resolve(sim: Any) -> dict[str, float]:
@@ -35,5 +46,7 @@ def resolve(sim: Any) -> dict[str, float]:
     out = {}
     for name in PARAMS:
         override = getattr(sim, name)
+        if override is None and name not in values:
+            raise ValueError(f"calibration {path_of(sim.calibration)} has no value for {name!r}")
         out[name] = float(override if override is not None else values[name])
     return out
