@@ -3,12 +3,19 @@
 A trace is JSON lines. The first line is a `run_start` header; every line has
 `t` (seconds since the run started, on the runtime's clock) and `ev` (its kind).
 The kinds and required fields in `REQUIRED` are a public contract read by tools
-outside the project: fields may be added, never renamed or dropped.
+outside the project: fields may be added, never renamed or dropped without a new
+schema version.
 
 The reader refuses a bad line with one line naming the file, the line and the
 field: invalid JSON, a missing field, `t` not a number or going backwards, an
 event before `run_start`; `strict` reading (what the metrics need) also checks
 the types in `FIELD_TYPES`. `read_prefix` reads an interrupted run's trace.
+
+Schema history (`run_start`'s `schema`; the reader reads every one up to `SCHEMA`
+and refuses a newer one rather than misread it):
+  1  `train_start` carried `micro`: micro-batches on the simulator, samples live.
+  2  `train_start` carries `micro_batches` and `samples` on both runtimes; `micro`
+     is kept for the index of one micro-batch's span (nothing writes it yet).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-SCHEMA = 1
+SCHEMA = 2  # the schema this version writes; 1 to SCHEMA are read
 
 # kind -> fields every event of that kind must carry (besides `t` and `ev`).
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -89,7 +96,7 @@ def _is_number(v: Any) -> bool:
 
 
 # Field types that `strict` reading checks: the required fields, and the optional
-# ones the metrics read (those may also be null). type name -> test.
+# ones the metrics or the contract name (those may also be null). type name -> test.
 TYPE_TESTS = {
     "an integer": _is_int,
     "a number or null": lambda v: v is None or _is_number(v),
@@ -114,7 +121,7 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
     "group_complete": {"group": _INT},
     "group_materialized": {"group": _INT},
     "batch_dispatch": {"batch": _INT, "groups": "a list of integers"},
-    "train_start": {"batch": _INT},
+    "train_start": {"batch": _INT, "micro_batches": _INT, "samples": _INT},
     "train_end": {"batch": _INT},
     "optimizer_step": {"step": _INT, "version": _INT, "ess": _NUM, "ess_clamped": _NUM,
                        "lag_mean": _NUM, "lag_max": _NUM},
@@ -126,6 +133,12 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
     "engine_reconfigure": {"tp": _INT, "replicas": _INT},
     "run_end": {},
 }
+
+
+def _known_schema(value: Any) -> bool:
+    """Schemas 1 to `SCHEMA` are read; any other value, a newer schema above all,
+    is refused: its fields may mean what this reader does not know."""
+    return _is_int(value) and 1 <= value <= SCHEMA
 
 
 def _show(value: Any) -> str:
@@ -155,6 +168,9 @@ def check_event(event: Any, where: str) -> None:
     missing = [f for f in REQUIRED[kind] if f not in event]
     if missing:
         raise TraceError(f"{where}: {kind} lacks field(s) {', '.join(map(repr, missing))}")
+    if kind == "run_start" and not _known_schema(event["schema"]):
+        raise TraceError(f"{where}: run_start field 'schema' is {_show(event['schema'])}, "
+                         f"this reader knows schemas 1 to {SCHEMA} (a newer rolloutbench?)")
     if kind == "request_finish" and event["status"] not in STATUSES:
         raise TraceError(f"{where}: request_finish field 'status' must be one of {STATUSES}, "
                          f"got {_show(event['status'])}")

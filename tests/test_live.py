@@ -49,6 +49,9 @@ def test_live_run_trains_and_updates_weights(model_dir: Path, tmp_path: Path,
     assert published[-1] == 4
     spans = [e["t"] for e in events if e["ev"] in ("train_start", "train_end")]
     assert spans == sorted(spans)  # trainer spans never overlap
+    starts = [e for e in events if e["ev"] == "train_start"]
+    # U*K = 2*4 responses per batch, each with tokens: one forward/backward pass each
+    assert all(e["samples"] == e["micro_batches"] == 8 and "micro" not in e for e in starts)
     if system == "pipelinerl":  # weights installed in flight after every step
         assert published == [1, 2, 3, 4]
 

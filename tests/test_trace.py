@@ -169,7 +169,9 @@ TIME = st.floats(min_value=0, max_value=1e7, allow_nan=False)
 @st.composite
 def event_fields(draw: st.DrawFn, kind: str) -> dict[str, Any]:
     required = REQUIRED[kind]
-    fields = {f: draw(st.sampled_from(STATUSES) if f == "status" else JSON) for f in required}
+    known = {"status": st.sampled_from(STATUSES),  # the reader refuses any other
+             "schema": st.integers(1, SCHEMA)}
+    fields = {f: draw(known.get(f, JSON)) for f in required}
     extra_key = st.text(min_size=1, max_size=6).filter(
         lambda k: k not in ("t", "ev", "self") and k not in required)
     fields.update(draw(st.dictionaries(extra_key, JSON, max_size=3)))

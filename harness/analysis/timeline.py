@@ -16,7 +16,7 @@ Processes (tracks):
                 (admit→preempt/finish); counters of running and waiting
                 sequences and of estimated KV-cache tokens
 
-KV-cache use is not in the trace (schema 1), so it is estimated: a running
+KV-cache use is not in the trace (schema 2), so it is estimated: a running
 sequence holds its prompt plus the tokens generated so far, and an attempt's
 tokens (response_tokens − resumed_tokens) are spread evenly over its running
 time; a preempted sequence frees its cache and recomputes it on readmission.

@@ -43,6 +43,13 @@ class Sample:
     version_spans: list[list[int]]
 
 
+def passes(samples: Sequence[Sample]) -> list[Sample]:
+    """The forward/backward passes `GRPOLearner.backward` runs: one per sample
+    that has response tokens. Shared with `LiveTrainer`, so the `micro_batches`
+    it writes to the trace is what the learner really runs."""
+    return [s for s in samples if s.token_ids]
+
+
 class GRPOLearner:
     """The policy and its optimizer; every method is synchronous compute."""
 
@@ -76,9 +83,7 @@ class GRPOLearner:
         """Accumulate the gradient of a batch; returns its response tokens."""
         torch = self._torch
         total = sum(len(s.token_ids) for s in samples) or 1
-        for s in samples:
-            if not s.token_ids:
-                continue
+        for s in passes(samples):
             x = torch.tensor([s.prompt_ids + s.token_ids])
             logits = self._logits(x)[len(s.prompt_ids) - 1 : -1].float()
             logp = torch.log_softmax(logits, dim=-1).gather(
@@ -174,9 +179,10 @@ class LiveTrainer:
 
     async def train(self, batch: int, groups: Sequence[Group], gpus: int | None = None) -> None:
         async with self.lock:
-            self._emit("train_start", batch=batch, micro=sum(len(g.responses) for g in groups),
-                       gpus=1)
-            tokens = await self._calls.call("backward", self._samples(groups))
+            samples = self._samples(groups)
+            self._emit("train_start", batch=batch, micro_batches=len(passes(samples)),
+                       samples=len(samples), gpus=1)
+            tokens = await self._calls.call("backward", samples)
             self._emit("train_end", batch=batch, tokens=tokens)
 
     async def step(self) -> int:

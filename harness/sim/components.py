@@ -97,7 +97,8 @@ class SimTrainer:
                 for resp in group.responses:
                     for lag, n in lag_histogram(resp.version_spans, self.version).items():
                         self._lags[lag] = self._lags.get(lag, 0) + n
-            self._emit("train_start", batch=batch, micro=len(micros), gpus=gpus or self.gpus)
+            self._emit("train_start", batch=batch, micro_batches=len(micros),
+                       samples=sum(map(len, micros)), gpus=gpus or self.gpus)
             await asyncio.sleep(slowdown * sum(self._model.micro_time(m) for m in micros))
             self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
 
