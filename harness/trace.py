@@ -103,6 +103,7 @@ TYPE_TESTS = {
     "a string": lambda v: isinstance(v, str),
     "an object": lambda v: isinstance(v, dict),
     "a list of integers": lambda v: isinstance(v, list) and all(map(_is_int, v)),
+    "a list of numbers": lambda v: isinstance(v, list) and all(map(_is_number, v)),
     "a list of [version, tokens] pairs": lambda v: isinstance(v, list) and all(
         isinstance(p, list) and len(p) == 2 and all(map(_is_int, p)) for p in v),
 }
@@ -119,7 +120,8 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
                        "status": _STR, "versions": "a list of integers",
                        "version_spans": "a list of [version, tokens] pairs"},
     "group_complete": {"group": _INT},
-    "group_materialized": {"group": _INT},
+    "group_materialized": {"group": _INT, "samples": "a list of integers",
+                           "rewards": "a list of numbers"},
     "batch_dispatch": {"batch": _INT, "groups": "a list of integers"},
     "train_start": {"batch": _INT, "micro_batches": _INT, "samples": _INT},
     "train_end": {"batch": _INT},
