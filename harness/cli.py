@@ -85,9 +85,11 @@ def workloads_cmd() -> None:
                       f"{p.mean_tokens:.0f} tokens)", highlight=False)
 
 
-def build_config(config: Path | None, sets: list[str], **options: object) -> RunConfig:
-    """Defaults, then the TOML file, then named options, then --set overrides."""
-    cfg = RunConfig()
+def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
+                 **options: object) -> RunConfig:
+    """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
+    then --set overrides."""
+    cfg = start if start is not None else RunConfig()
     if config is not None:
         apply(cfg, load_toml(config))
     steps = options.pop("steps_per_rollout", None)

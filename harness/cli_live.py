@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import app, build_config, console, fail, print_metrics, print_rows
-from harness.config import ConfigError
+from harness.cli import app, build_config, console, fail, print_metrics
+from harness.config import ConfigError, RunConfig
 from harness.registry import UnknownName, unknown_name
 
 
@@ -110,43 +110,88 @@ def model_warmup_cmd(
     console.print_json(json.dumps(result, default=str))
 
 
+VALIDATE_SYSTEMS = "slime,cgp,cgp-fgd"
+
+
+def validate_defaults(model_dir: Path) -> RunConfig:
+    """What `validate` runs unless told otherwise: the LSAT-AR-shaped live profile,
+    replayed, one round of 8 groups of 4, in one process."""
+    cfg = RunConfig(workload="lsat-ar-live", groups=8, group_size=4, update_groups=2,
+                    rounds=1, runtime="live")
+    cfg.live.lengths, cfg.live.max_model_len, cfg.live.ray_address = "replay", 2048, "off"
+    cfg.live.model_dir = str(model_dir)
+    return cfg
+
+
 @app.command("validate")
 def validate_cmd(
-    systems: Annotated[str, typer.Option(help="Comma-separated systems.")]
-    = "slime,cgp,cgp-fgd",
-    out: Annotated[Path, typer.Option(help="Folder for traces and validate.csv.")]
+    out: Annotated[Path, typer.Option(help="Folder for traces, tables and the figure.")]
     = Path("runs/validate"),
-    model_dir: Annotated[Path, typer.Option(help="The live model (model init + warmup).")]
-    = Path("runs/live-demo/model"),
-    groups: Annotated[int, typer.Option("--groups", "-R")] = 8,
-    group_size: Annotated[int, typer.Option("--group-size", "-K")] = 4,
-    update_groups: Annotated[int, typer.Option("--update-groups", "-U")] = 2,
-    rounds: Annotated[int, typer.Option()] = 2,
-    seed: Annotated[int, typer.Option()] = 0,
+    systems: Annotated[str, typer.Option(
+        help="Comma-separated systems, one cell each (ignored with --grid).")]
+    = VALIDATE_SYSTEMS,
+    grid: Annotated[Path | None, typer.Option(
+        help="A validation grid file (see sweeps/validation.toml); the run options "
+             "below are ignored.")] = None,
+    calibration: Annotated[Path | None, typer.Option(
+        help="A calibration file to simulate with; by default this machine's engine "
+             "and trainer are measured first.")] = None,
+    model_dir: Annotated[Path, typer.Option(help="The live model (rolloutbench model init).")]
+    = Path("runs/live-model"),
+    workload: Annotated[str, typer.Option(help="A profile or trace:PATH.")] = "lsat-ar-live",
+    groups: Annotated[int, typer.Option("--groups", "-R", help="Groups per rollout R.")] = 8,
+    group_size: Annotated[int, typer.Option("--group-size", "-K",
+                                            help="Samples per prompt K.")] = 4,
+    update_groups: Annotated[int, typer.Option("--update-groups", "-U",
+                                               help="Groups per update U.")] = 2,
+    frontier: Annotated[int | None, typer.Option(
+        help="cgp-fgd: frontier width F_w [default: 2].")] = None,
+    rounds: Annotated[int, typer.Option(help="Rollout rounds.")] = 1,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     ray_address: Annotated[str, typer.Option(
-        help="Live: 'local' (Ray actors here; simulated with the cpu-live-ray calibration), "
-             "'off' (one process; cpu-live), or HOST:PORT.")] = "local",
+        help="'off': one process, one engine lent to every cell; 'local' or HOST:PORT: "
+             "Ray actors, an engine per cell.")] = "off",
+    config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
+    = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override: section.field=value (e.g. live.lengths=model)")] = None,
 ) -> None:
-    """Run systems live and on the simulator (this machine's measured calibration)."""
-    from harness.sim.calibration import path_of
+    """Run systems live (responses replayed to the workload's lengths) and on the
+    simulator with this machine's calibration, measured first; compare them."""
+    from harness.live.grid import Cell, load_grid
+    from harness.live.runtime import missing_live
 
-    needed = "cpu-live" if ray_address == "off" else "cpu-live-ray"
-    if not path_of(needed).exists():
-        fail(f"no {needed} calibration: run rolloutbench calibrate engine first")
+    missing = missing_live()
+    if missing:
+        fail(f"validate needs {', '.join(missing)}: run make setup-live")
+    if calibration is not None and not calibration.is_file():
+        fail(f"--calibration: no file {calibration}")
     try:
-        base = build_config(None, [], workload="arith", groups=groups, group_size=group_size,
-                            update_groups=update_groups, rounds=rounds, seed=seed)
+        if grid is not None:
+            cells = load_grid(grid)
+            for cell in cells:
+                cell.config.live.model_dir = str(model_dir)
+                build_config(None, [], start=cell.config)
+        else:
+            cells = []
+            for system in [x.strip() for x in systems.split(",") if x.strip()]:
+                cfg = build_config(config, set_ or [], start=validate_defaults(model_dir),
+                                   system=system, workload=workload, groups=groups,
+                                   group_size=group_size, update_groups=update_groups,
+                                   frontier=frontier, rounds=rounds, seed=seed,
+                                   ray_address=ray_address)
+                cells.append(Cell(f"{workload} R={groups}", system, cfg))
     except (ConfigError, UnknownName) as err:
         fail(str(err))
-    base.max_response_tokens = 48
-    base.live.model_dir = str(model_dir)
-    base.live.ray_address = ray_address
     from harness.live.validate import validate
 
-    df = validate([x.strip() for x in systems.split(",")], base, out)
-    print_rows(df.to_dict("records"))
-    console.print(f"median relative error {df['rel_error'].median():.1%} "
-                  f"({out / 'validate.csv'})", highlight=False)
+    def say(message: str) -> None:
+        console.print(message, highlight=False)
+
+    result = validate(cells, out, calibration, say)
+    console.print((out / "summary.md").read_text(), highlight=False)
+    console.print(f"tables, traces and validation.png in {out} "
+                  f"(median error {result['median_rel_error']:.1%})", highlight=False)
 
 
 @app.command("live-demo")

@@ -188,6 +188,16 @@ class LiveEngine:
             self._emit("decision", what="not_applicable", operation=operation,
                        reason=NOT_APPLICABLE[operation])
 
+    async def release(self) -> None:
+        """End this front's requests and tasks, leaving the backend running (it is
+        lent to the next run)."""
+        left = list(self._live)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if left:
+            await self.backend.abort(left)
+
     async def shutdown(self) -> None:
         for task in list(self._tasks):
             task.cancel()

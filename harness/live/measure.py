@@ -1,76 +1,115 @@
 """`rolloutbench calibrate engine`: measure this machine's live engine and trainer.
 
-The engine is timed on fixed-length generations (end-of-sequence ignored) at
-several batch sizes and prompt lengths; a least-squares fit of
+The engine's decode step is timed on fixed-length generations (end-of-sequence
+ignored) over a grid of batch sizes and prompt lengths that spans the engine's
+context: every token's arrival is stamped, and a step's time is read from the
+window in which all b sequences are decoding (after the last first token,
+before the first last token), so prefill and stragglers do not leak into it.
+A least-squares fit, weighted by 1/time so small batches count as much as big
+ones, of
 
     step time = fixed + per_seq x batch + per_ctx_token x context tokens
 
-gives the simulator's decode model for this machine, and a long prompt with
-one new token gives the prefill cost per token. The trainer is timed on
-backward passes over sequences of known length (seconds per token). The result
-is a calibration file (`[decode]`, `[train]`) the simulator uses in place of
-its roofline, so simulated and live runs of the same system can be compared.
+gives the simulator's decode model for this machine; a long prompt with one new
+token gives the prefill cost per token. The trainer is timed on backward passes
+over sequences of known length (seconds per token). The result is a calibration
+file (`[decode]`, `[train]`) the simulator uses in place of its roofline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-BATCHES = (1, 4, 16, 32)
-PROMPTS = (16, 192)
+BATCHES = (1, 4, 16, 32, 64, 96)
 NEW_TOKENS = 48
 
 
-async def _generate(llm: Any, batch: int, prompt_len: int, new_tokens: int, tag: str) -> float:
+def prompt_lengths(max_model_len: int) -> tuple[int, ...]:
+    """Prompt lengths that take the context from short to most of the window."""
+    room = max_model_len - NEW_TOKENS - 1
+    return tuple(sorted({16, max(16, room // 4), max(16, room * 3 // 4)}))
+
+
+def _ids(i: int, n: int) -> list[int]:
+    return [(7 * i + 13 * j + j * j) % 900 + 20 for j in range(n)]
+
+
+async def _stamped(llm: Any, batch: int, prompt_len: int, new_tokens: int, tag: str
+                   ) -> tuple[list[list[float]], float]:
+    """Generate `batch` requests; each token's arrival time, and the wall time."""
     from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
 
     params = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0,
-                            logprobs=0)
+                            logprobs=0, output_kind=RequestOutputKind.DELTA)
+    stamps: list[list[float]] = [[] for _ in range(batch)]
 
     async def one(i: int) -> None:
-        prompt = {"prompt_token_ids": [(7 * i + j) % 200 + 20 for j in range(prompt_len)]}
-        async for _ in llm.generate(prompt, params, request_id=f"{tag}-{i}"):
-            pass
+        async for out in llm.generate({"prompt_token_ids": _ids(i, prompt_len)}, params,
+                                      request_id=f"{tag}-{i}"):
+            stamps[i] += [time.perf_counter()] * len(out.outputs[0].token_ids)
 
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(batch)))
-    return time.perf_counter() - start
+    return stamps, time.perf_counter() - start
 
 
-async def measure_engine(model_dir: str, kv_cache_mb: int = 256) -> dict[str, float]:
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.v1.engine.async_llm import AsyncLLM
+def step_time(stamps: list[list[float]]) -> tuple[float, float]:
+    """(seconds per decode step, steps) in the window where every sequence decodes:
+    from the last first-token to the first last-token."""
+    t0, t1 = max(s[0] for s in stamps), min(s[-1] for s in stamps)
+    steps = statistics.median(sum(1 for x in s if t0 < x <= t1) for s in stamps)
+    return ((t1 - t0) / steps, steps) if steps else (float("nan"), 0.0)
 
-    llm = AsyncLLM.from_engine_args(AsyncEngineArgs(
-        model=model_dir, dtype="bfloat16", enforce_eager=True, max_model_len=1024,
-        distributed_executor_backend="uni", kv_cache_memory_bytes=kv_cache_mb << 20, seed=0))
-    try:
-        await _generate(llm, 2, 16, 8, "warm")
-        prefill_long = await _generate(llm, 1, 768, 1, "prefill-long")
-        prefill_short = await _generate(llm, 1, 16, 1, "prefill-short")
-        # A request's fixed cost (intake, scheduling, output handling): many one-token
-        # requests against one, beyond their prompt tokens.
-        many = await _generate(llm, 32, 16, 1, "admit-many")
-        rows, times = [], []
-        for prompt_len in PROMPTS:
-            for batch in BATCHES:
-                took = await _generate(llm, batch, prompt_len, NEW_TOKENS, f"b{batch}p{prompt_len}")
-                ctx = batch * (prompt_len + NEW_TOKENS / 2)  # mean context over the run
-                rows.append([1.0, batch, ctx])
-                times.append(took / NEW_TOKENS)  # prefill is small next to 48 steps
-    finally:
-        llm.shutdown()
-    coef, *_ = np.linalg.lstsq(np.array(rows), np.array(times), rcond=None)
+
+async def measure_decode(llm: Any, max_model_len: int) -> dict[str, float]:
+    """Measure a running `AsyncLLM` (the same engine a validation then uses)."""
+    await _stamped(llm, 2, 16, 8, "warm")
+    _, prefill_long = await _stamped(llm, 1, max_model_len // 2, 1, "prefill-long")
+    _, prefill_short = await _stamped(llm, 1, 16, 1, "prefill-short")
+    # A request's fixed cost (intake, scheduling, output handling): many one-token
+    # requests against one, beyond their prompt tokens.
+    _, many = await _stamped(llm, 32, 16, 1, "admit-many")
+    rows, times = [], []
+    for prompt_len in prompt_lengths(max_model_len):
+        for batch in BATCHES:
+            stamps, _ = await _stamped(llm, batch, prompt_len, NEW_TOKENS,
+                                       f"b{batch}p{prompt_len}")
+            took, steps = step_time(stamps)
+            if steps >= NEW_TOKENS // 4:
+                rows.append([1.0, batch, batch * (prompt_len + NEW_TOKENS / 2)])
+                times.append(took)
+    x, y = np.array(rows), np.array(times)
+    weight = 1.0 / y  # relative error: small batches count as much as large ones
+    coef, *_ = np.linalg.lstsq(x * weight[:, None], y * weight, rcond=None)
     fixed, per_seq, per_ctx = (float(max(c, 0.0)) for c in coef)
+    fit = x @ np.array([fixed, per_seq, per_ctx])
     return {"fixed_s": fixed, "per_seq_s": per_seq, "per_ctx_token_s": per_ctx,
-            "prefill_per_token_s": max(prefill_long - prefill_short, 0.0) / (768 - 16),
+            "prefill_per_token_s": max(prefill_long - prefill_short, 0.0)
+            / (max_model_len // 2 - 16),
             "admit_per_request_s": max(many - prefill_short, 0.0) / 31,
-            "fit_rms_s": float(np.sqrt(np.mean((np.array(rows) @ coef - times) ** 2)))}
+            "fit_rel_rms": float(np.sqrt(np.mean(((fit - y) / y) ** 2))),
+            "points": len(y), "max_batch": float(max(BATCHES)),
+            "max_context_tokens": float(x[:, 2].max())}
+
+
+async def measure_engine(model_dir: str, max_model_len: int = 2048, kv_cache_mb: int = 256
+                         ) -> dict[str, float]:
+    """Start an in-process engine with these settings, measure it, stop it."""
+    from harness.live.vllm_local import VLLMLocalBackend
+
+    backend = VLLMLocalBackend.start(model_dir, max_model_len, kv_cache_mb, 0)
+    try:
+        return await measure_decode(backend.llm, max_model_len)
+    finally:
+        await backend.shutdown()
 
 
 def measure_trainer(model_dir: str, lengths: tuple[int, ...] = (16, 64, 256)
@@ -155,13 +194,32 @@ def measure_ray(model_dir: str) -> dict[str, float]:
             ray.shutdown()
 
 
+def machine() -> dict[str, str]:
+    """Which machine a calibration was measured on, and when."""
+    import platform
+    import socket
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    return {"host": socket.gethostname(), "cpu": cpu, "measured_at":
+            time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def _write(out: Path, model_dir: str, how: str, engine: dict[str, float],
-           trainer: dict[str, float], weight_sync_s: float, micro_overhead_s: float) -> None:
+           trainer: dict[str, float], weight_sync_s: float, micro_overhead_s: float,
+           settings: dict[str, Any] | None = None) -> None:
     from harness.results import git_commit, write_atomic
 
     lines = ["# Written by `rolloutbench calibrate engine`: measured on this machine's live",
              f"# engine and trainer {how} (model {model_dir}). commit: {git_commit()}", "",
-             "[fixed]", "materialize_s = 0.0", f"weight_sync_s = {weight_sync_s!r}",
+             "[machine]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in {**machine(), **(settings or {})}.items()]
+    lines += ["", "[fixed]", "materialize_s = 0.0", f"weight_sync_s = {weight_sync_s!r}",
              "switch_s = 0.0", "drift = 0.0", f"micro_overhead_s = {micro_overhead_s!r}",
              "# roofline parameters are unused when [decode] is present",
              "bw_eff = 1.0", "step_overhead_s = 0.0", "compute_eff = 1.0", "train_mfu = 1.0",
@@ -171,14 +229,23 @@ def _write(out: Path, model_dir: str, how: str, engine: dict[str, float],
     write_atomic(out, "\n".join(lines) + "\n")
 
 
-def calibrate_engine(model_dir: str, out: Path, ray_out: Path | None = None) -> dict[str, Any]:
-    """Measure, then write the `cpu-live` calibration (engine and trainer in one
-    process) and, when Ray is installed and `ray_out` given, `cpu-live-ray`: the
-    same with what the actors add per request, per trainer call and per weight
-    publication, each measured, none fitted to live runs."""
-    engine = asyncio.run(measure_engine(model_dir))
+def write_calibration(out: Path, model_dir: str, engine: dict[str, float],
+                      trainer: dict[str, float], weight_sync_s: float = 0.05,
+                      settings: dict[str, Any] | None = None) -> None:
+    """The in-process calibration file (engine and trainer in one process)."""
+    _write(out, model_dir, "in one process", engine, trainer, weight_sync_s, 0.0, settings)
+
+
+def calibrate_engine(model_dir: str, out: Path, ray_out: Path | None = None,
+                     max_model_len: int = 2048, kv_cache_mb: int = 256) -> dict[str, Any]:
+    """Measure, then write `out` (engine and trainer in one process) and, when Ray
+    is installed and `ray_out` given, `ray_out`: the same with what the actors add
+    per request, per trainer call and per weight publication, each measured, none
+    fitted to live runs."""
+    engine = asyncio.run(measure_engine(model_dir, max_model_len, kv_cache_mb))
     trainer = measure_trainer(model_dir)
-    _write(out, model_dir, "in one process", engine, trainer, 0.05, 0.0)
+    write_calibration(out, model_dir, engine, trainer,
+                      settings={"max_model_len": max_model_len, "kv_cache_mb": kv_cache_mb})
     result: dict[str, Any] = {"decode": engine, "train": trainer, "file": str(out)}
     if ray_out is not None:
         ray = measure_ray(model_dir)

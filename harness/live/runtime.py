@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.config import RunConfig
 from harness.live.engine import NOT_APPLICABLE, LiveEngine
+from harness.live.session import Session
 from harness.live.trainer import LiveTrainer
 from harness.live.workload import LiveVerifier, LiveWorkload, ReplayVerifier
 from harness.runner import RunnerBase
@@ -48,8 +49,10 @@ def missing_live() -> list[str]:
 class LiveRuntime(RunnerBase):
     name = "live"
 
-    def __init__(self, cfg: RunConfig, trace_path: str | Path, actors: bool = False) -> None:
+    def __init__(self, cfg: RunConfig, trace_path: str | Path, actors: bool = False,
+                 session: Session | None = None) -> None:
         self.actors = actors
+        self.session = session  # an engine and learner lent for this run (validation)
         for key, value in LIVE_ENV.items():
             os.environ.setdefault(key, value)
         self._t0 = time.monotonic()
@@ -74,7 +77,9 @@ class LiveRuntime(RunnerBase):
 
     def header(self) -> dict[str, Any]:
         live = self.config.live
-        return {"lengths": live.lengths,
+        backend = self.session.backend if self.session is not None else None
+        facts = backend.facts() if hasattr(backend, "facts") else {}
+        return {"lengths": live.lengths, "engine_facts": facts,
                 "live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
                          "trainer": live.trainer,
                          "ray": live.ray_address if self.actors else "off",
@@ -106,12 +111,17 @@ class LiveRuntime(RunnerBase):
         from harness.live import backends
 
         cfg, live = self.config, self.config.live
-        calls, publish_with = backends.trainer_calls(cfg, self.actors)  # starts loading
-        self._calls = calls
-        backend = self._backend = await backends.engine_backend(cfg, self.actors)
-        if hasattr(backend, "warm_up"):  # compile kernels before the clock matters
-            await backend.warm_up(self._ids("warm up"))
-            self.emit("decision", what="engine_warm_up")
+        if self.session is not None:  # borrowed: already started and warm
+            await self.session.lend()
+            calls, publish_with = self.session.calls, self.session.publish_with
+            backend = self.session.backend
+        else:
+            calls, publish_with = backends.trainer_calls(cfg, self.actors)  # starts loading
+            self._calls = calls
+            backend = self._backend = await backends.engine_backend(cfg, self.actors)
+            if hasattr(backend, "warm_up"):  # compile kernels before the clock matters
+                await backend.warm_up(self._ids("warm up"))
+                self.emit("decision", what="engine_warm_up")
         self.engine = LiveEngine(backend, self.prompt_ids, self.emit, live.temperature,
                                  live.request_timeout_s or None,
                                  target_tokens if self.replay else None)
@@ -125,7 +135,12 @@ class LiveRuntime(RunnerBase):
             self.engine.not_applicable("engine replicas")
 
     async def _teardown(self) -> None:
-        """Stop whatever `_setup` got as far as starting."""
+        """Stop whatever `_setup` got as far as starting (a borrowed engine is only
+        cleared of this run's requests)."""
+        if self.session is not None:
+            if self.engine is not None:
+                await self.engine.release()
+            return
         if self.engine is not None:
             await self.engine.shutdown()
         elif getattr(self, "_backend", None) is not None:

@@ -1,56 +1,140 @@
-"""`rolloutbench validate`: the same systems live and on the simulator, compared.
+"""`rolloutbench validate`: the same runs live and on the simulator, compared.
 
-Each system runs live (vLLM, torch, real verifiers) and then on the simulator
-with this machine's measured calibration (`cpu-live`, from `rolloutbench
-calibrate engine`), the tiny model's shapes and the `arith` profile measured
-on the live model's answers: same workload, same seed, same sizes. The table
-gives each metric's round mean on both sides and the relative error.
+Each cell runs live first, every response replayed to the length its workload
+assigns (`live.lengths = "replay"`), and then on the simulator as its twin: the
+same system, workload, seed and sizes, with the calibration measured on this
+machine just before (`calibrate engine`'s microbenchmarks on the very engine
+the live runs use, never fitted to the runs) and the live engine's own limits
+(KV-cache tokens, most sequences at once). Both sides process the same tokens,
+request for request, so what differs is the timing model.
+
+In one process (`live.ray_address = "off"`, the default here) one engine and one
+learner are started once and lent to every cell (`harness.live.session`); on
+Ray each cell starts its own, as `rolloutbench run` does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import statistics
+import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
-
-import pandas as pd
+from typing import Any
 
 from harness.config import RunConfig
-from harness.results import execute, write_atomic
+from harness.live.grid import Cell
+from harness.results import execute
+from harness.trace import read_trace
 
-METRICS = ("rollout_to_train_end_s", "first_dispatch_s", "waiting_ratio", "rollout_complete_s")
+Say = Callable[[str], None]
 
 
-def sim_twin(live: RunConfig) -> RunConfig:
+def sim_twin(live: RunConfig, calibration: str, facts: dict[str, int]) -> RunConfig:
     """The simulated configuration of a live run on this machine."""
     cfg = copy.deepcopy(live)
     cfg.runtime = "sim"
     s = cfg.sim
-    # the calibration measured on the same deployment: one process, or Ray actors
-    deployed = "cpu-live" if live.live.ray_address == "off" else "cpu-live-ray"
-    s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = (deployed, "tiny-qwen3",
+    s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = (calibration, "tiny-qwen3",
                                                            "cpu-2core", "cpu-2core")
     s.rollout_tp, s.rollout_engines, s.trainer_gpus = 1, 1, 1
     s.placement, s.micro_batch_tokens = "disaggregated", 1 << 20
+    s.kv_cache_tokens = int(facts.get("kv_cache_tokens", 0))
+    if facts.get("max_num_seqs"):
+        s.max_running = int(facts["max_num_seqs"])
     return cfg
 
 
-def validate(systems: list[str], base: RunConfig, out: Path) -> pd.DataFrame:
+def _facts(trace: Path) -> dict[str, int]:
+    with open(trace, "rb") as fh:
+        import msgspec
+
+        head = msgspec.json.decode(fh.readline())
+    return head.get("engine_facts") or {}
+
+
+async def _live_in_process(cells: list[Cell], out: Path, calibration: Path | None,
+                           say: Say) -> Path:
+    """Every cell live on lent engines; measures the calibration first unless given."""
+    from harness.live.runtime import LiveRuntime
+    from harness.live.session import Session, engine_key, measure, open_session
+    from systems import get_system
+
+    session: Session | None = None
+    used = calibration
+    try:
+        for i, cell in enumerate(cells, start=1):
+            if session is None or session.key != engine_key(cell.config):
+                if session is not None:
+                    await session.close()
+                say(f"starting the engine ({cell.config.live.kv_cache_mb} MiB KV cache)")
+                session = await open_session(cell.config)
+                if used is None:
+                    say("calibrating: decode, prefill, trainer and weight-sync "
+                        "microbenchmarks on this engine")
+                    used = out / "calibration.toml"
+                    await measure(session, cell.config, used)
+            start = time.monotonic()
+            trace = out / f"{cell.slug}-live.jsonl"
+            await LiveRuntime(cell.config, trace, session=session).run_async(
+                get_system(cell.config.system))
+            say(f"[{i}/{len(cells)}] live {cell.name}: {time.monotonic() - start:.0f} s")
+    finally:
+        if session is not None:
+            await session.close()
+    assert used is not None
+    return used
+
+
+def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -> Path:
+    """Run every cell live; returns the calibration file the twins will use."""
     out.mkdir(parents=True, exist_ok=True)
+    if calibration is not None:
+        shutil.copy(calibration, out / "calibration.toml")  # it travels with the results
+        calibration = out / "calibration.toml"
+    if all(c.config.live.ray_address == "off" for c in cells):
+        import os
+
+        from harness.live.runtime import LIVE_ENV
+
+        for key, value in {**LIVE_ENV, "VLLM_LOGGING_LEVEL": "ERROR"}.items():
+            os.environ.setdefault(key, value)
+        return asyncio.run(_live_in_process(cells, out, calibration, say))
+    if calibration is None:
+        from harness.live.measure import calibrate_engine
+
+        live = cells[0].config.live
+        say("calibrating: this machine's engine and trainer, in process and on Ray")
+        calibrate_engine(live.model_dir, out / "calibration-one-process.toml",
+                         out / "calibration.toml", live.max_model_len, live.kv_cache_mb)
+        calibration = out / "calibration.toml"
     from harness.live.ray_actors import session
 
-    rows = []
-    with session(base.live.ray_address):
-        for system in systems:
-            live = copy.deepcopy(base)
-            live.system, live.runtime = system, "live"
-            live_rows = execute(live.validate(), out / f"{system}-live.jsonl")
-            sim_rows = execute(sim_twin(live).validate(), out / f"{system}-sim.jsonl")
-            for metric in METRICS:
-                a = statistics.fmean(r[metric] for r in live_rows)
-                b = statistics.fmean(r[metric] for r in sim_rows)
-                rows.append({"system": system, "metric": metric, "live": a, "sim": b,
-                             "rel_error": abs(b - a) / abs(a) if a else float("nan")})
-    df = pd.DataFrame(rows)
-    write_atomic(out / "validate.csv", df.to_csv(index=False, float_format="%.6g"))
-    return df
+    with session(cells[0].config.live.ray_address):
+        for i, cell in enumerate(cells, start=1):
+            start = time.monotonic()
+            execute(copy.deepcopy(cell.config), out / f"{cell.slug}-live.jsonl")
+            say(f"[{i}/{len(cells)}] live {cell.name}: {time.monotonic() - start:.0f} s")
+    return calibration
+
+
+def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say) -> None:
+    start = time.monotonic()
+    for cell in cells:
+        facts = _facts(out / f"{cell.slug}-live.jsonl")
+        execute(sim_twin(cell.config, str(calibration), facts).validate(),
+                out / f"{cell.slug}-sim.jsonl")
+    say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")
+
+
+def validate(cells: list[Cell], out: Path, calibration: Path | None,
+             say: Say = lambda _: None) -> dict[str, Any]:
+    """Live, then simulated, then compared; writes the tables and the figure."""
+    from harness.live import compare
+
+    used = run_live(cells, out, calibration, say)
+    run_sims(cells, out, used, say)
+    traces = {c.name: (read_trace(out / f"{c.slug}-live.jsonl"),
+                       read_trace(out / f"{c.slug}-sim.jsonl")) for c in cells}
+    return compare.write(cells, traces, out)

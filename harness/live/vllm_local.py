@@ -45,6 +45,15 @@ class VLLMLocalBackend:
         return cls(AsyncLLM.from_engine_args(
             engine_args(model_dir, max_model_len, kv_cache_mb, seed)))
 
+    def facts(self) -> dict[str, int]:
+        """The engine's own limits, for its simulated twin: KV-cache tokens, the most
+        sequences it runs at once, and its KV block size."""
+        vc = self.llm.vllm_config
+        cache = vc.cache_config
+        return {"kv_cache_tokens": int(cache.num_gpu_blocks or 0) * int(cache.block_size),
+                "max_num_seqs": int(vc.scheduler_config.max_num_seqs),
+                "block_size": int(cache.block_size)}
+
     async def warm_up(self, prompt_ids: list[int]) -> None:
         """One short request before the clock matters: the first sampling call
         with log-probs compiles kernels (seconds), which is not scheduling."""
@@ -109,6 +118,7 @@ class VLLMLocalBackend:
 
     async def shutdown(self) -> None:
         self.llm.shutdown()
+        self.llm.shutdown = lambda *args, **kwargs: None  # not again from __del__ at exit
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
