@@ -16,14 +16,15 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("transformers")
 
+from test_invariants import assert_framed, of  # noqa: E402
+from test_trace_workload import work  # noqa: E402
+
 from harness.config import RunConfig  # noqa: E402
 from harness.live.grid import Cell  # noqa: E402
 from harness.live.validate import validate  # noqa: E402
 from harness.results import execute  # noqa: E402
 from harness.sim.calibration import path_of  # noqa: E402
 from harness.trace import read_trace  # noqa: E402
-from test_invariants import assert_framed, of  # noqa: E402
-from test_trace_workload import work  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
