@@ -301,20 +301,38 @@ def calibrate_cmd(
     dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
     model_dir: Annotated[Path, typer.Option(help="engine: the live model to measure.")]
     = Path("runs/live-model"),
+    out: Annotated[Path | None, typer.Option(
+        help="engine: the calibration file to write (the Ray one goes beside it, "
+             "NAME-ray.toml) [default: runs/calibration/HOST/cpu-live.toml].")] = None,
+    max_model_len: Annotated[int, typer.Option(
+        help="engine: context length of the measured engine (as the runs will use).")]
+    = 2048,
+    kv_cache_mb: Annotated[int, typer.Option(help="engine: its KV cache in MiB.")] = 256,
 ) -> None:
-    """Fit the simulator's free parameters to the baseline's observations only."""
+    """Fit the simulator's free parameters to the baseline's observations only; or,
+    with `engine`, measure this machine's live engine and trainer into a calibration
+    file that `--set sim.calibration=FILE` and `validate --calibration FILE` use."""
     from harness import calibrate
 
     if paper == "engine":
+        import socket
+
+        from harness.live.runtime import missing_live
+
+        if missing_live():
+            fail(f"calibrate engine needs {', '.join(missing_live())}: run make setup-live")
         if not (model_dir / "config.json").exists():
-            fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init)")
+            fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init "
+                 f"{model_dir})")
         from harness.live.measure import calibrate_engine
         from harness.live.runtime import available
-        from harness.sim.calibration import path_of
 
-        ray_out = path_of("cpu-live-ray") if available()["ray"] else None
-        console.print_json(json.dumps(calibrate_engine(str(model_dir), path_of("cpu-live"),
-                                                       ray_out)))
+        target = out or Path("runs/calibration") / socket.gethostname() / "cpu-live.toml"
+        if target.exists() and target.is_dir():
+            fail(f"--out: {target} is a folder; give a file name ending in .toml")
+        ray_out = target.with_name(f"{target.stem}-ray.toml") if available()["ray"] else None
+        console.print_json(json.dumps(calibrate_engine(str(model_dir), target, ray_out,
+                                                       max_model_len, kv_cache_mb)))
         return
     names = list(calibrate.FITS) if paper == "all" else [paper]
     for name in names:

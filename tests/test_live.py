@@ -69,22 +69,6 @@ def test_a_request_past_its_timeout_fails_the_run(model_dir: Path, tmp_path: Pat
     assert last["ev"] == "run_end" and "timeout" in last["error"]
 
 
-def test_validate_compares_live_and_simulated_runs(model_dir: Path, tmp_path: Path) -> None:
-    from harness.live.validate import METRICS, validate
-
-    base = RunConfig(workload="arith", groups=4, group_size=4, update_groups=2, rounds=1,
-                     max_response_tokens=32)
-    base.live.model_dir = str(model_dir)
-    base.live.ray_address = "off"
-    df = validate(["cgp"], base, tmp_path)
-    assert list(df.columns) == ["system", "metric", "live", "sim", "rel_error"]
-    assert list(df["metric"]) == list(METRICS)
-    assert (df["live"] > 0).all() and (df["sim"] > 0).all()
-    assert (tmp_path / "validate.csv").exists()
-    sim = read_trace(tmp_path / "cgp-sim.jsonl")
-    assert sim[0]["runtime"] == "sim" and sim[0]["config"]["sim"]["calibration"] == "cpu-live"
-
-
 def test_a_killed_engine_ends_the_run_with_an_error(model_dir: Path, tmp_path: Path) -> None:
     import os
 

@@ -65,7 +65,15 @@ def test_sglang_request_uses_native_fields() -> None:
     body = sglang_payload(S)
     assert body["input_ids"] == [5, 6, 7] and body["rid"] == "3.1"
     assert body["return_logprob"] and body["stream"]
-    assert body["sampling_params"] == {"max_new_tokens": 16, "temperature": 0.7}
+    assert body["sampling_params"] == {"max_new_tokens": 16, "temperature": 0.7,
+                                       "ignore_eos": False}
+
+
+def test_replayed_requests_ignore_the_end_of_sequence_on_both_servers() -> None:
+    exact = Sampling("3.1", [5, 6, 7], 16, 2, 0.7, exact=True)
+    assert vllm_payload(exact, "m")["ignore_eos"] is True
+    assert sglang_payload(exact)["sampling_params"]["ignore_eos"] is True
+    assert vllm_payload(S, "m")["ignore_eos"] is False
 
 
 @pytest.mark.parametrize("incremental", [False, True])
@@ -257,14 +265,18 @@ def test_weight_buckets_keep_order_and_size() -> None:
         plan_buckets(sizes, 0)
 
 
-def test_validate_simulates_with_the_calibration_of_the_deployment() -> None:
+def test_the_simulated_twin_takes_the_calibration_and_the_engine_s_limits() -> None:
     from harness.live.validate import sim_twin
     from harness.sim import calibration
 
     cfg = RunConfig(runtime="live")
-    assert sim_twin(cfg).sim.calibration == "cpu-live-ray"  # Ray actors, the default
-    cfg.live.ray_address = "off"
-    assert sim_twin(cfg).sim.calibration == "cpu-live"
+    twin = sim_twin(cfg, "runs/calibration/host/cpu-live.toml",
+                    {"kv_cache_tokens": 16384, "max_num_seqs": 128})
+    assert twin.runtime == "sim" and twin.sim.calibration.endswith("cpu-live.toml")
+    assert (twin.sim.kv_cache_tokens, twin.sim.max_running) == (16384, 128)
+    assert (twin.sim.rollout_tp, twin.sim.rollout_engines, twin.sim.placement) == (
+        1, 1, "disaggregated")
+    assert cfg.runtime == "live"  # the live config is left as it was
     ray, one = calibration.load("cpu-live-ray"), calibration.load("cpu-live")
     # what the actors add is measured into the Ray calibration, not fitted
     assert ray["decode"]["admit_per_request_s"] > one["decode"]["admit_per_request_s"]
