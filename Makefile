@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe bench calibrate live-demo \
-	whatif clean
+	whatif validate clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,22 @@ reproduce-rolloutpipe: setup
 
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all
+
+# The simulator against live runs replayed to the same lengths (about 40 minutes on
+# 2 cores): the validation grid, then FGD's frontier; tables and figures are copied
+# to results/validation/.
+VALIDATION := runs/validation
+validate: setup setup-live
+	test -f runs/live-model/config.json || $(BIN)/rolloutbench model init runs/live-model
+	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION)/grid
+	$(BIN)/rolloutbench validate --grid sweeps/validation-fgd.toml --out $(VALIDATION)/fgd
+	mkdir -p results/validation
+	cd $(VALIDATION)/grid && cp validate.csv requests.csv summary.md calibration.toml \
+		validation.png $(CURDIR)/results/validation/
+	cp $(VALIDATION)/fgd/validate.csv results/validation/fgd.csv
+	cp $(VALIDATION)/fgd/requests.csv results/validation/fgd_requests.csv
+	cp $(VALIDATION)/fgd/summary.md results/validation/fgd_summary.md
+	cp $(VALIDATION)/fgd/frontier.png results/validation/frontier.png
 
 live-demo: setup setup-live
 	$(BIN)/rolloutbench live-demo --out runs/live-demo

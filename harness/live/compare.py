@@ -129,6 +129,43 @@ def figure(cells: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def frontier_figure(cells: list[Cell], table: pd.DataFrame, path: Path) -> bool:
+    """CGP+FGD's rollout-to-train-end against its frontier F_w, live and simulated,
+    with CGP's as flat lines; drawn when a shape has cgp and three or more
+    frontiers. Returns whether it was drawn."""
+    frontier = {c.name: c.config.frontier for c in cells if c.config.system == "cgp-fgd"}
+    r2te = table[table.metric == "rollout_to_train_end_s"]
+    shapes = [s for s, part in r2te.groupby("shape")
+              if part.cell.map(frontier).nunique() >= 3 and (part.system == "cgp").any()]
+    if not shapes:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4.2), squeeze=False)
+    for ax, shape in zip(axes[0], shapes, strict=True):
+        part = r2te[r2te["shape"] == shape]
+        fgd = part[part.system == "cgp-fgd"].assign(fw=lambda d: d.cell.map(frontier))
+        fgd = fgd.sort_values("fw")
+        cgp = part[part.system == "cgp"].iloc[0]
+        for side, colour in (("live", "tab:blue"), ("sim", "tab:orange")):
+            label = "live" if side == "live" else "simulated"
+            ax.plot(fgd.fw, fgd[side], marker="o", color=colour, label=f"CGP+FGD {label}")
+            ax.axhline(cgp[side], color=colour, ls="--", lw=1, label=f"CGP {label}")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(fgd.fw), [str(int(v)) for v in fgd.fw])
+        ax.set(title=shape, xlabel="frontier F_w (groups in service)",
+               ylabel="rollout to train end (s, round mean)")
+        ax.legend(fontsize=8)
+    fig.suptitle("Does a narrow frontier starve the engine? CGP+FGD against CGP")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> str:
     lines = [f"median |relative error| over {len(cells)} cell-metrics: "
              f"{s['median_rel_error']:.1%}",
@@ -153,4 +190,5 @@ def write(cells: list[Cell], traces: dict[str, tuple[list[dict], list[dict]]], o
     write_atomic(out / "requests.csv", requests.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "summary.md", markdown(table, requests, s))
     figure(table, out / "validation.png")
+    s["frontier_figure"] = frontier_figure(cells, table, out / "frontier.png")
     return s

@@ -10,8 +10,9 @@ ones, of
 
     step time = fixed + per_seq x batch + per_ctx_token x context tokens
 
-gives the simulator's decode model for this machine; a long prompt with one new
-token gives the prefill cost per token. The trainer is timed on backward passes
+gives the simulator's decode model for this machine; bursts of one-token
+requests of several sizes give a request's intake cost and the prefill cost per
+prompt token (`measure_admission`). The trainer is timed on backward passes
 over sequences of known length (seconds per token). The result is a calibration
 file (`[decode]`, `[train]`) the simulator uses in place of its roofline.
 """
@@ -69,20 +70,44 @@ def step_time(stamps: list[list[float]]) -> tuple[float, float]:
     return ((t1 - t0) / steps, steps) if steps else (float("nan"), 0.0)
 
 
+def admissions(max_model_len: int) -> tuple[tuple[int, int], ...]:
+    """(requests, prompt tokens) of the one-token bursts that time admission."""
+    long = max_model_len // 2
+    return ((1, 16), (1, long), (8, 16), (8, long // 2), (32, 16), (32, long // 8),
+            (64, 64))
+
+
+async def measure_admission(llm: Any, max_model_len: int) -> dict[str, float]:
+    """A request's fixed intake cost and the prefill cost per prompt token, fitted
+    over bursts of one-token requests (each shape run once to warm it, then timed
+    twice, the faster kept): time = base + admit x requests + prefill x tokens."""
+    rows, times = [], []
+    for batch, prompt_len in admissions(max_model_len):
+        tag = f"admit-b{batch}p{prompt_len}"
+        await _stamped(llm, batch, prompt_len, 1, f"{tag}-warm")
+        took = min([(await _stamped(llm, batch, prompt_len, 1, f"{tag}-{i}"))[1]
+                    for i in range(2)])
+        rows.append([1.0, batch, batch * prompt_len])
+        times.append(took)
+    x, y = np.array(rows), np.array(times)
+    coef, *_ = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)
+    fit = x @ coef
+    return {"prefill_per_token_s": float(max(coef[2], 0.0)),
+            "admit_per_request_s": float(max(coef[1], 0.0)),
+            "admit_fit_rel_rms": float(np.sqrt(np.mean(((fit - y) / y) ** 2)))}
+
+
 async def measure_decode(llm: Any, max_model_len: int) -> dict[str, float]:
     """Measure a running `AsyncLLM` (the same engine a validation then uses)."""
     await _stamped(llm, 2, 16, 8, "warm")
-    _, prefill_long = await _stamped(llm, 1, max_model_len // 2, 1, "prefill-long")
-    _, prefill_short = await _stamped(llm, 1, 16, 1, "prefill-short")
-    # A request's fixed cost (intake, scheduling, output handling): many one-token
-    # requests against one, beyond their prompt tokens.
-    _, many = await _stamped(llm, 32, 16, 1, "admit-many")
+    admission = await measure_admission(llm, max_model_len)
     rows, times = [], []
     for prompt_len in prompt_lengths(max_model_len):
         for batch in BATCHES:
-            stamps, _ = await _stamped(llm, batch, prompt_len, NEW_TOKENS,
-                                       f"b{batch}p{prompt_len}")
-            took, steps = step_time(stamps)
+            runs = [step_time((await _stamped(llm, batch, prompt_len, NEW_TOKENS,
+                                              f"b{batch}p{prompt_len}-{i}"))[0])
+                    for i in range(2)]
+            took, steps = min(runs)  # the first of a shape may pay for warming it
             if steps >= NEW_TOKENS // 4:
                 rows.append([1.0, batch, batch * (prompt_len + NEW_TOKENS / 2)])
                 times.append(took)
@@ -92,10 +117,7 @@ async def measure_decode(llm: Any, max_model_len: int) -> dict[str, float]:
     fixed, per_seq, per_ctx = (float(max(c, 0.0)) for c in coef)
     fit = x @ np.array([fixed, per_seq, per_ctx])
     return {"fixed_s": fixed, "per_seq_s": per_seq, "per_ctx_token_s": per_ctx,
-            "prefill_per_token_s": max(prefill_long - prefill_short, 0.0)
-            / (max_model_len // 2 - 16),
-            "admit_per_request_s": max(many - prefill_short, 0.0) / 31,
-            "fit_rel_rms": float(np.sqrt(np.mean(((fit - y) / y) ** 2))),
+            **admission, "fit_rel_rms": float(np.sqrt(np.mean(((fit - y) / y) ** 2))),
             "points": len(y), "max_batch": float(max(BATCHES)),
             "max_context_tokens": float(x[:, 2].max())}
 
