@@ -45,21 +45,15 @@ reproduce-rolloutpipe: setup
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all
 
-# The simulator against live runs replayed to the same lengths (about 40 minutes on
-# 2 cores): the validation grid, then FGD's frontier; tables and figures are copied
-# to results/validation/.
+# The simulator against live runs replayed to the same lengths (about 35 minutes on
+# 2 cores): tables and figures are copied to results/validation/.
 VALIDATION := runs/validation
 validate: setup setup-live
 	test -f runs/live-model/config.json || $(BIN)/rolloutbench model init runs/live-model
-	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION)/grid
-	$(BIN)/rolloutbench validate --grid sweeps/validation-fgd.toml --out $(VALIDATION)/fgd
+	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION)
 	mkdir -p results/validation
-	cd $(VALIDATION)/grid && cp validate.csv requests.csv summary.md calibration.toml \
-		validation.png $(CURDIR)/results/validation/
-	cp $(VALIDATION)/fgd/validate.csv results/validation/fgd.csv
-	cp $(VALIDATION)/fgd/requests.csv results/validation/fgd_requests.csv
-	cp $(VALIDATION)/fgd/summary.md results/validation/fgd_summary.md
-	cp $(VALIDATION)/fgd/frontier.png results/validation/frontier.png
+	cd $(VALIDATION) && cp validate.csv requests.csv summary.md calibration.toml \
+		validation.png frontier.png $(CURDIR)/results/validation/
 
 live-demo: setup setup-live
 	$(BIN)/rolloutbench live-demo --out runs/live-demo

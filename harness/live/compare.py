@@ -134,7 +134,11 @@ def frontier_figure(cells: list[Cell], table: pd.DataFrame, path: Path) -> bool:
     with CGP's as flat lines; drawn when a shape has cgp and three or more
     frontiers. Returns whether it was drawn."""
     frontier = {c.name: c.config.frontier for c in cells if c.config.system == "cgp-fgd"}
-    r2te = table[table.metric == "rollout_to_train_end_s"]
+    # cells of one workload, size and cache, wherever the grid put them
+    where = {c.name: f"{c.config.workload} R={c.config.groups}, "
+             f"{c.config.live.kv_cache_mb} MiB KV" for c in cells}
+    r2te = table[table.metric == "rollout_to_train_end_s"].copy()
+    r2te["shape"] = r2te.cell.map(where)
     shapes = [s for s, part in r2te.groupby("shape")
               if part.cell.map(frontier).nunique() >= 3 and (part.system == "cgp").any()]
     if not shapes:
