@@ -298,8 +298,9 @@ def reproduce_cmd(
     = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    only: Annotated[str, typer.Option(help="would-need: search only these papers' rows "
-                                      "(comma-separated); the others are kept.")] = "",
+    only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
+                                      "or claims (comma-separated: a paper, or part of a "
+                                      "claim); the others are kept.")] = "",
 ) -> None:
     """Reproduce a paper's experiments on the simulator, with figures and claims.
 

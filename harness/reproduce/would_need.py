@@ -112,6 +112,7 @@ class Family:
     unit = ""
     lo, hi = 0.25, 4.0  # the knob's search range
     log = True
+    neutral = 1.0  # the knob's value in the claims table (a scale of 1 changes nothing)
 
     def __init__(self) -> None:
         self.cache: dict[Hashable, dict[float, dict[tuple[str, str], float]]] = {}
@@ -138,6 +139,7 @@ class Family:
     def search(self, m: Miss, max_evals: int) -> Solution:
         group = self.group(m)
         known = {x: v[m.key] for x, v in self.cache.get(group, {}).items() if m.key in v}
+        known.setdefault(self.neutral, m.harness)  # the table's own value costs nothing
         return solve(lambda x: self.values(group, x)[m.key], m.target, self.lo, self.hi,
                      known=known, max_evals=max_evals, ftol=m.ftol, log=self.log)
 
@@ -160,8 +162,9 @@ def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
         progress: bool = True, claims_csv: Path | None = None,
         log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Search every missed prediction of OUT/claims.csv; writes OUT/would_need.csv.
-    `only` limits the search to some papers (the other rows are kept from an
-    existing would_need.csv, so a partial run does not lose them)."""
+    `only` limits the search to some rows: each item names a paper or a part of a
+    claim (the other rows are kept from an existing would_need.csv, so a partial
+    run does not lose them)."""
     from harness.reproduce.would_need_families import families, not_searchable
 
     rows = misses(claims_csv or out / "claims.csv")
@@ -170,7 +173,7 @@ def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
     outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
     todo: list[tuple[Family | None, Miss]] = []
     for m in rows:
-        if only is not None and m.paper not in only:
+        if only is not None and not any(o == m.paper or o in m.claim for o in only):
             if (m.paper, m.claim, m.config) in kept:
                 outcomes[(m.paper, m.claim, m.config)] = kept[(m.paper, m.claim, m.config)]
             continue

@@ -32,7 +32,7 @@ class PipelineAnalytic(Family):
     claims = tuple(f"Appendix A: {k}" for k in pl.APPENDIX if k != "H")
     parameter = "trainer MFU (tau = 3 / MFU flashes per trained token)"
     lo, hi = 0.1, 3.0
-    now = analytic.TRAIN_MFU
+    now = neutral = analytic.TRAIN_MFU
 
     def case(self, x: float) -> dict[str, float]:
         return analytic.case_study(tau=analytic.train_tau(x))
@@ -58,7 +58,7 @@ class PipelineAnalyticH(PipelineAnalytic):
     claims = ("Appendix A: H",)
     parameter = "HBM efficiency of the decode GEMM (eta_memory in U(h))"
     lo, hi = 0.2, 3.0
-    now = analytic.ETA_MEMORY
+    now = neutral = analytic.ETA_MEMORY
 
     def case(self, x: float) -> dict[str, float]:
         return analytic.case_study(util=functools.partial(analytic.utilisation, eta_memory=x))
@@ -206,6 +206,7 @@ class RollPackerMfu(Family):
     parameter = "trainer MFU (H800)"
     unit = "fraction of peak"
     lo, hi = 0.02, 0.6
+    neutral = float(rpk.calibration_file(rpk.PAPER)["fit"]["train_mfu"])  # as calibrated
     SHARE = 0.22  # veRL's training share of a step, Table 1 (14B/16k): the fit's input
 
     def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
