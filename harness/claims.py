@@ -45,25 +45,48 @@ class Claim:
         return {k: out[k] for k in COLUMNS}
 
 
-def to_csv(claims: list[Claim]) -> str:
+# What a missed prediction would need (`rolloutbench reproduce would-need`): keyed by
+# (paper, claim, config), the texts of the `would_need` and `bound` columns.
+WouldNeed = dict[tuple[str, str, str], tuple[str, str]]
+
+
+def _need(c: Claim, would_need: WouldNeed) -> tuple[str, str]:
+    """The would-need texts of a claim; blank for rows that hold or are inputs."""
+    if c.kind != "prediction" or c.within:
+        return ("", "")
+    return would_need.get((c.paper, c.claim, c.config), ("", ""))
+
+
+def to_csv(claims: list[Claim], would_need: WouldNeed | None = None) -> str:
+    """The claims table; with `would_need` (a would_need.csv exists) two more columns."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    extra = ("would_need", "bound") if would_need is not None else ()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS + extra, lineterminator="\n")
     writer.writeheader()
     for c in claims:
-        writer.writerow(c.row())
+        row = c.row()
+        if would_need is not None:
+            row.update(zip(extra, _need(c, would_need), strict=True))
+        writer.writerow(row)
     return buf.getvalue()
 
 
-def to_markdown(claims: list[Claim]) -> str:
-    """A compact table for the README: one line per claim."""
-    lines = ["| paper | claim | config | paper | harness | within |",
-             "|---|---|---|---|---|---|"]
+def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None) -> str:
+    """A compact table for the README: one line per claim (and, with `would_need`,
+    what each missed prediction would need, beside the bound on it)."""
+    more = would_need is not None
+    lines = ["| paper | claim | config | paper | harness | within |"
+             + (" would need | bound |" if more else ""),
+             "|---|---|---|---|---|---|" + ("---|---|" if more else "")]
     for c in claims:
         paper = (f"{c.paper_low:g}" if c.paper_low == c.paper_high
                  else f"{c.paper_low:g}-{c.paper_high:g}")
         mark = "yes" if c.within else "**no**"
-        lines.append(f"| {c.paper} | {c.claim} | {c.config} | {paper} | {c.harness:.4g} | "
-                     f"{mark} |")
+        line = f"| {c.paper} | {c.claim} | {c.config} | {paper} | {c.harness:.4g} | {mark} |"
+        if would_need is not None:
+            need, bound = _need(c, would_need)
+            line += f" {need} | {bound} |"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 

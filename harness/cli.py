@@ -353,10 +353,20 @@ def reproduce_cmd(
     = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
+                                      "or claims (comma-separated: a paper, or part of a "
+                                      "claim); the others are kept.")] = "",
 ) -> None:
-    """Reproduce a paper's experiments on the simulator, with figures and claims."""
+    """Reproduce a paper's experiments on the simulator, with figures and claims.
+
+    `reproduce would-need` is separate (minutes): for every missed prediction of
+    OUT/claims.csv it searches the parameter value that would reproduce the paper
+    and writes OUT/would_need.csv, which later claims tables carry."""
     from harness import reproduce
 
+    if paper == "would-need":
+        would_need_cmd(out, [p for p in only.split(",") if p] or None)
+        return
     names = list(reproduce.PAPERS) if paper == "all" else [paper]
     for name in names:
         if name not in reproduce.PAPERS:
@@ -365,6 +375,29 @@ def reproduce_cmd(
     claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
     hits = sum(1 for c in claims if c["within"])
     console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
+
+
+def would_need_cmd(out: Path, only: list[str] | None) -> None:
+    """Run the would-need searches and print what each missed prediction needs."""
+    import time
+
+    from harness.reproduce import would_need
+
+    if not (out / "claims.csv").exists():
+        fail(f"--out: no claims.csv in {out} (run `rolloutbench reproduce all` first)")
+    start = time.perf_counter()
+    rows = would_need.run(out, only=only)
+    table = Table(show_header=True, header_style="bold")
+    for col in ("paper", "claim", "config", "current", "would_need", "physical_bound",
+                "plausible"):
+        table.add_column(col)
+    for r in rows:
+        unit = f" {r['unit']}" if r["unit"] else ""
+        table.add_row(r["paper"], r["claim"], r["config"], f"{r['current']}{unit}",
+                      f"{r['would_need']}", r["physical_bound"], r["plausible"])
+    console.print(table)
+    console.print(f"would-need: {len(rows)} missed predictions in "
+                  f"{time.perf_counter() - start:.0f} s wall (see {out / 'would_need.csv'})")
 
 
 def main() -> None:  # pragma: no cover

@@ -346,3 +346,41 @@ def test_step_metrics_carry_the_trace_figures() -> None:
     assert [r["step"] for r in rows] == [1, 2]
     assert (rows[0]["lag_max"], rows[0]["ess"], rows[0]["tokens"]) == (1, 0.9, 10)
     assert math.isnan(rows[1]["ess"])  # a trace without the figures reports NaN
+
+
+def test_both_throughput_definitions_by_hand() -> None:
+    """APRIL-style carry-over across two rounds. `batch_tokens_per_s` is slime's
+    logged throughput (full lengths of the samples the round trains, resumed
+    prefixes included); `rollout_tokens_per_s` is the paper's text (tokens
+    generated in the round, aborted work included, resumed prefixes not again)."""
+    e = [
+        head(), ev(0.0, "rollout_start", round=0, version=0),
+        *[submit(0.0, 0, g, s) for g in range(2) for s in range(2)],
+        finish(1.0, 0, 0, 100, 0),
+        finish(2.0, 1, 0, 50, 0),
+        finish(3.0, 1, 1, 70, 0), ev(3.0, "group_complete", group=1),
+        ev(3.0, "group_materialized", group=1),
+        finish(4.0, 0, 1, 40, 0, status="aborted"),  # stopped: carried to round 1
+        ev(4.0, "rollout_complete", round=0),
+        ev(4.0, "batch_dispatch", batch=0, groups=[1]),
+        ev(4.0, "train_start", batch=0), ev(5.0, "train_end", batch=0),
+        ev(5.0, "optimizer_step", step=1, version=1),
+        ev(5.0, "rollout_start", round=1, version=1),
+        submit(5.0, 1, 0, 1, resumed_tokens=40),
+        finish(7.0, 0, 1, 100, 1),  # 40 carried + 60 generated now
+        ev(7.0, "group_complete", group=0), ev(7.0, "group_materialized", group=0),
+        ev(7.0, "rollout_complete", round=1),
+        ev(7.0, "batch_dispatch", batch=1, groups=[0]),
+        ev(7.0, "train_start", batch=1), ev(8.0, "train_end", batch=1),
+        ev(8.0, "optimizer_step", step=2, version=2),
+    ]
+    r0, r1 = round_metrics(e)
+    # round 0: generated 100 + 50 + 70 + 40 (aborted) = 260 tokens in 4 s
+    assert r0["rollout_tokens_per_s"] == pytest.approx(65.0)
+    # round 0 trains group 1 only: 50 + 70 = 120 tokens in 4 s
+    assert r0["batch_tokens_per_s"] == pytest.approx(30.0)
+    # round 1: generated 100 - 40 = 60 tokens in 7 - 5 = 2 s
+    assert r1["rollout_tokens_per_s"] == pytest.approx(30.0)
+    # round 1 trains group 0: sample 0 (100, made in round 0) + sample 1 (100, its first
+    # 40 made in round 0) = 200 tokens in 2 s
+    assert r1["batch_tokens_per_s"] == pytest.approx(100.0)

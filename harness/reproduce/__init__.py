@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.claims import Claim, summary_markdown, to_csv, to_markdown
+from harness.claims import Claim, WouldNeed, summary_markdown, to_csv, to_markdown
 from harness.reproduce import april, pipelinerl, rolloutpipe, rollpacker
 from harness.results import dump_json, provenance, write_atomic
 from harness.sim import calibration
@@ -23,17 +23,28 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     claims: list[Claim] = []
     for name in names:
         claims += PAPERS[name](out=out, figures=figures, rounds=rounds, seed=seed)
-    write_atomic(out / "claims.csv", to_csv(claims))
+    need = would_need_texts(out / "would_need.csv")
+    write_atomic(out / "claims.csv", to_csv(claims, need))
     meta = provenance(reproductions=names, rounds=rounds, seed=seed,
                       calibration=calibration.load("rolloutpipe"),
                       files=sorted(p.name for p in out.iterdir() if not p.name.startswith(".")))
     write_atomic(out / "provenance.json", dump_json(meta))
-    write_atomic(out / "claims.md", to_markdown(claims))
+    write_atomic(out / "claims.md", to_markdown(claims, need))
     summary = summary_markdown(claims)
     write_atomic(out / "claims_summary.md", summary)
     if set(names) == set(PAPERS):  # only a full run speaks for the whole table
         update_readme(Path("README.md"), summary)
     return [c.row() for c in claims]
+
+
+def would_need_texts(path: Path) -> WouldNeed | None:
+    """The would-need columns from `rolloutbench reproduce would-need`'s CSV, when
+    one was written (the search is its own command: `reproduce` never runs it)."""
+    if not path.exists():
+        return None
+    from harness.reproduce.would_need import joined
+
+    return joined(path)
 
 
 START, END = "<!-- claims:start -->", "<!-- claims:end -->"

@@ -87,7 +87,10 @@ def point_means(df: pd.DataFrame) -> pd.DataFrame:
     return df.groupby(["system", "workload", "groups"]).mean(numeric_only=True)
 
 
-def claims(df: pd.DataFrame) -> list[Claim]:
+def claims(df: pd.DataFrame, workloads: tuple[str, ...] = WORKLOADS,
+           groups: tuple[int, ...] = GROUPS) -> list[Claim]:
+    """The claims of the grid in `df`; `workloads` and `groups` pick a part of it
+    (`rolloutbench reproduce would-need` simulates one point at a time)."""
     m = point_means(df)
     out: list[Claim] = []
 
@@ -95,8 +98,8 @@ def claims(df: pd.DataFrame) -> list[Claim]:
             kind: str = "prediction", tol: float = 0.10) -> None:
         out.append(Claim(PAPER, claim, metric, config, lo, hi, float(value), tol, kind))
 
-    for w in WORKLOADS:
-        for r in GROUPS:
+    for w in workloads:
+        for r in groups:
             cfg = f"{w} R={r}"
             s, c, f = (m.loc[(sys, w, r)] for sys in SYSTEMS)
             r2te = "rollout_to_train_end_s"
@@ -124,13 +127,15 @@ def claims(df: pd.DataFrame) -> list[Claim]:
             add("trainer compute spread across systems %", "trainer_compute_s", cfg,
                 *COMPUTE_SPREAD_PCT, 100 * (comp.max() - comp.min()) / comp.mean(),
                 tol=0.0)
+        if 96 not in groups:
+            continue
         cfg = f"{w} R=96"
         add("Slime first dispatch (= rollout completion)", "first_dispatch_s", cfg,
             *SLIME_FIRST_DISPATCH_R96, m.loc[("slime", w, 96)]["first_dispatch_s"], "input")
         for sys, (lo, hi) in FIRST_DISPATCH_R96.items():
             add(f"{sys} first dispatch", "first_dispatch_s", cfg, lo, hi,
                 m.loc[(sys, w, 96)]["first_dispatch_s"])
-    for sys, value in SCI_XW_R96.items():
+    for sys, value in SCI_XW_R96.items() if "sci-xw" in workloads and 96 in groups else ():
         add(f"{sys} rollout-to-train-end", "rollout_to_train_end_s", "sci-xw R=96", value,
             value, m.loc[(sys, "sci-xw", 96)]["rollout_to_train_end_s"])
     return out

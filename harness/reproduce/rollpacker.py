@@ -60,9 +60,10 @@ def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str 
     return cfg
 
 
-def run(cfg: RunConfig, name: str) -> dict[str, float]:
-    """Step time and the veRL-style breakdown of one simulated period."""
-    path = Path("runs") / PAPER / f"{name}.jsonl"
+def run(cfg: RunConfig, name: str, traces: Path | None = None) -> dict[str, float]:
+    """Step time and the veRL-style breakdown of one simulated period (trace in
+    `traces`, runs/rollpacker by default)."""
+    path = (traces or Path("runs") / PAPER) / f"{name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     execute(cfg, path)
     events = read_trace(path)

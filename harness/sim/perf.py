@@ -35,6 +35,10 @@ class DecodeModel:
     compute_per_seq_s: float  # 2N FLOPs for one sequence's new token
     prefill_per_token_s: float  # prompt (or recompute) tokens admitted
     admit_per_request_s: float = 0.0  # fixed cost of taking a request in (measured engines)
+    # A probe knob (harness/sim/knobs.py), off by default: steps of at most `small_batch`
+    # sequences take `small_batch_scale` times as long.
+    small_batch: int = 0
+    small_batch_scale: float = 1.0
 
     @classmethod
     def build(
@@ -72,6 +76,8 @@ class DecodeModel:
         j = 0 if m0 >= comp else min(n, math.ceil((comp - m0) / slope) if slope > 0 else n)
         mem_steps = n - j
         mem = mem_steps * m0 + slope * (j * mem_steps + mem_steps * (mem_steps - 1) / 2)
+        if b <= self.small_batch:
+            return self.small_batch_scale * (base + j * comp + mem)
         return base + j * comp + mem
 
     def steps_completed(self, dt: float, b: int, ctx: int, cap: int) -> int:
@@ -98,6 +104,22 @@ class DecodeModel:
             else:
                 lo = mid + 1
         return lo
+
+
+def roofline_floor(hw: Hardware, model: Model, tp: int, batch: int, ctx_tokens: int) -> float:
+    """The shortest decode step physics allows, in seconds: `batch` sequences holding
+    `ctx_tokens` context tokens in all, on a TP-`tp` replica at the datasheet's peaks.
+
+        max((weight bytes + ctx_tokens * KV bytes per token) / (tp * HBM bandwidth),
+            2N * batch / (tp * peak BF16 FLOP/s))
+        + 2 * layers * link latency + batch * all-reduce bytes per sequence / link bandwidth
+
+    i.e. the step model above with full bandwidth and FLOPs and no scheduling
+    overhead. It is the bound a `would_need` step time is checked against: an
+    engine may be slower than this, never faster. (The link latency is the
+    presets' estimate, not a datasheet figure.)"""
+    floor = DecodeModel.build(hw, model, tp, bw_eff=1.0, step_overhead_s=0.0, compute_eff=1.0)
+    return floor.steps_time(1, batch, ctx_tokens)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from harness.config import RunConfig
 from harness.results import resolve_defaults
 from harness.runner import RunnerBase
-from harness.sim import calibration
+from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
@@ -22,7 +22,6 @@ from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
-from workloads.profile import make_workload
 from workloads.replay import target_tokens
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
@@ -48,7 +47,8 @@ class SimRuntime(RunnerBase):
         self.loop = VirtualTimeLoop()
         super().__init__(resolve_defaults(cfg), trace_path)
         s = cfg.sim
-        self.params = resolve(s)
+        self.knobs = knobs.current()  # None outside a `would-need` probe: no change
+        self.params = knobs.apply_params(resolve(s), self.knobs)
         hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
         colocated = s.placement == "colocated"
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
@@ -65,6 +65,7 @@ class SimRuntime(RunnerBase):
                 decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
                                            self.params["step_overhead_s"],
                                            self.params["compute_eff"])
+            decode = knobs.apply_decode(decode, self.knobs)
             engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg, tp), s.max_running,
                                self.emit, target_tokens, index=index, share=self.share)
             engine.version = version
@@ -89,7 +90,7 @@ class SimRuntime(RunnerBase):
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
         self.verifier = SimVerifier(s.verifier_workers)
-        self.workload = make_workload(cfg.workload, cfg.seed, cfg.group_size)
+        self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
@@ -99,7 +100,10 @@ class SimRuntime(RunnerBase):
         await asyncio.sleep(self.params["materialize_s"])
 
     def header(self) -> dict[str, Any]:
-        return {"lengths": "workload", "sim_params": self.params}
+        head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params}
+        if self.knobs is not None:  # a probe run says so; a plain run's header is as ever
+            head["knobs"] = self.knobs.describe()
+        return head
 
     def _loop_run(self, coro: Any) -> None:
         try:
