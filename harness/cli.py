@@ -76,13 +76,15 @@ def systems_cmd() -> None:
 
 @app.command("workloads")
 def workloads_cmd() -> None:
-    """List the workload profiles."""
+    """List the workload profiles (and how to replay a trace's work instead)."""
     from workloads.profile import load_profile, profile_names
 
     for name in profile_names():
         p = load_profile(name)
         console.print(f"[bold]{name:10}[/bold] {p.summary} (mean response "
                       f"{p.mean_tokens:.0f} tokens)", highlight=False)
+    console.print("[bold]trace:PATH[/bold] the groups of a trace, replayed: its prompt and "
+                  "response lengths and rewards (docs/trace.md)", highlight=False)
 
 
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,

@@ -59,7 +59,17 @@ HEAVY = Target(16384, 32, {"mean": (3300, 3700), "share_at_cap": (0.005, 0.05),
 XHEAVY = Target(32768, 32, {"mean": (3300, 3700), "share_at_cap": (0.002, 0.03),
                             "max_median": (12, 25)}, paper="what-if: much heavier tail")
 
+# Validation profiles (make validate): scaled into the live model's 2k context,
+# with a median of at least 300 tokens and the longest of a round of 8 groups at
+# least 4x its median (issue 9's scale), and about a 500-token mean.
+LSAT_LIVE = Target(1800, 8, {"mean": (450, 550), "median": (300, 450),
+                              "max_median": (4, INF)}, paper="validation scale")
+DAPO_LIVE = Target(1820, 8, {"mean": (450, 550), "median": (300, 450),
+                              "max_median": (4, INF)}, paper="validation scale")
+
 TARGETS: dict[str, Target] = {
+    "lsat-ar-live": LSAT_LIVE,
+    "dapo-math-live": DAPO_LIVE,
     "arith": ARITH,
     **dict.fromkeys(["lsat-ar", "sci-xw", "sci-jl", "olyphys"], ROLLOUTPIPE),
     **dict.fromkeys(["dapo-math-17k", "deepscaler", "deepmath-103k"], APRIL),
