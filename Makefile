@@ -45,7 +45,7 @@ reproduce-rolloutpipe: setup
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all
 
-# The simulator against live runs replayed to the same lengths (about 35 minutes on
+# The simulator against live runs replayed to the same lengths (about 34 minutes on
 # 2 cores): tables and figures are copied to results/validation/.
 VALIDATION := runs/validation
 validate: setup setup-live

@@ -63,13 +63,15 @@ class TraceError(ValueError):
 
 
 class TraceWriter:
-    """Appends events as JSON lines and flushes each one, so a crash leaves a
-    readable prefix and a reader never sees half a line."""
+    """Writes events as JSON lines and flushes each one, so a crash leaves a
+    readable prefix and a reader never sees half a line. A new writer starts the
+    file afresh: a run repeated into the same path replaces the old trace rather
+    than appending a second run to it."""
 
     def __init__(self, path: str | os.PathLike[str], clock) -> None:
         self.path = Path(path)
         self._clock = clock
-        self._file = open(self.path, "ab", buffering=0)
+        self._file = open(self.path, "wb", buffering=0)
 
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
         event = {"t": round(self._clock(), 6), "ev": ev, **fields}

@@ -147,7 +147,12 @@ def test_vllm_generates_with_logprobs_matching_hf(llm: Any, warm_dir: Path) -> N
         logp = torch.log_softmax(model(ids).logits[0, :-1].float(), dim=-1)
     n = len(out.prompt_token_ids)
     ref = logp[n - 1:, :].gather(1, torch.tensor(gen.token_ids)[:, None])[:, 0].tolist()
-    assert max(abs(a - b) for a, b in zip(sampled, ref, strict=True)) < 0.1
+    # bf16 logits carry a relative error of about 2^-8, so a rarely sampled token (log-prob
+    # -5 or below) may differ by more in absolute terms: bound each token's gap relative to
+    # its size, and the mean tightly.
+    gaps = [abs(a - b) for a, b in zip(sampled, ref, strict=True)]
+    assert all(g < 0.1 + 0.03 * abs(b) for g, b in zip(gaps, ref, strict=True)), gaps
+    assert sum(gaps) / len(gaps) < 0.05, gaps
     assert tok.decode(gen.token_ids, skip_special_tokens=True) == gen.text
 
 

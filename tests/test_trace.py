@@ -223,3 +223,11 @@ def test_cli_metrics_error_names_a_path_with_brackets(tmp_path: Path) -> None:
     out = _run_cli("metrics", "d[a]/bad.jsonl", cwd=tmp_path)
     assert out.returncode == 2
     assert "d[a]/bad.jsonl:3" in out.stderr, out.stderr
+
+
+def test_a_second_writer_on_one_path_replaces_the_trace(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    for _ in range(2):
+        with TraceWriter(path, lambda: 0.0) as w:
+            w.emit("run_start", schema=2)
+    assert path.read_bytes().count(b"run_start") == 1

@@ -95,7 +95,20 @@ def summary(cells: pd.DataFrame, requests: pd.DataFrame) -> dict[str, Any]:
             "p50_median_rel_error": float(requests.p50_rel_error.median()),
             "p90_median_rel_error": float(requests.p90_rel_error.median()),
             "same_length": int(requests.same_length.sum()),
-            "compared_lengths": int(requests.compared.sum())}
+            "compared_lengths": int(requests.compared.sum()),
+            "metric_median": cells.groupby("metric", sort=False)["rel_error"].median().to_dict(),
+            **scale(cells, requests)}
+
+
+def scale(cells: pd.DataFrame, requests: pd.DataFrame) -> dict[str, float]:
+    """How big the live work was: round length (rollout to train end, round mean),
+    response tokens per cell (median) and the longest against that median."""
+    rounds = cells[cells.metric == "rollout_to_train_end_s"].live
+    tail = requests.max_tokens / requests.median_tokens
+    return {"round_s_min": float(rounds.min()), "round_s_median": float(rounds.median()),
+            "rounds_10s": int((rounds >= 10).sum()), "cells": int(len(rounds)),
+            "median_tokens_min": float(requests.median_tokens.min()),
+            "tail_ratio_min": float(tail.min())}
 
 
 def figure(cells: pd.DataFrame, path: Path) -> None:
@@ -171,14 +184,21 @@ def frontier_figure(cells: list[Cell], table: pd.DataFrame, path: Path) -> bool:
 
 
 def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> str:
-    lines = [f"median |relative error| over {len(cells)} cell-metrics: "
+    lines = [f"- median |relative error| over {len(cells)} cell-metrics: "
              f"{s['median_rel_error']:.1%}",
-             f"ranking by rollout-to-train-end alike in {s['ranking_alike']}/"
+             f"- ranking by rollout-to-train-end alike in {s['ranking_alike']}/"
              f"{s['ranking_pairs']} pairs",
-             f"request latency P50 median error {s['p50_median_rel_error']:.1%}, "
+             f"- request latency P50 median error {s['p50_median_rel_error']:.1%}, "
              f"P90 {s['p90_median_rel_error']:.1%}",
-             f"finished samples of equal length on both sides: {s['same_length']}/"
-             f"{s['compared_lengths']}", "", "| variant | median error | worst |", "|---|---|---|"]
+             f"- finished samples of equal length on both sides: {s['same_length']}/"
+             f"{s['compared_lengths']}",
+             "- per metric (median error): " + ", ".join(
+                 f"{m} {e:.1%}" for m, e in s["metric_median"].items()),
+             f"- live rounds: shortest {s['round_s_min']:.1f} s, median "
+             f"{s['round_s_median']:.1f} s, {s['rounds_10s']}/{s['cells']} cells at 10 s or "
+             f"more; per cell, median response {s['median_tokens_min']:.0f} tokens or more "
+             f"and the longest {s['tail_ratio_min']:.1f}x that median or more",
+             "", "| variant | median error | worst |", "|---|---|---|"]
     for v, med in s["variant_median"].items():
         lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |")
     return "\n".join(lines) + "\n"

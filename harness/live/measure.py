@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-BATCHES = (1, 4, 16, 32, 64, 96)
+BATCHES = (1, 4, 16, 32, 64, 128)  # 128: the CPU engine's max_num_seqs
 NEW_TOKENS = 48
 
 
