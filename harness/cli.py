@@ -32,37 +32,33 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def print_metrics(rows: list[dict]) -> None:
-    from harness.metrics import KEYS
+def print_metrics(rows: list[dict], fmt: str = "table") -> None:
+    """Per-round metrics: a table that fits 100 columns, or every field as JSON/CSV."""
+    from harness.cli_tables import emit, metrics_table
 
-    table = Table(show_header=True, header_style="bold")
-    short = {"rollout_to_train_end_s": "r2te s", "first_dispatch_s": "1st disp s",
-             "rollout_complete_s": "rollout s", "trainer_compute_s": "train s",
-             "mean_response_tokens": "resp tok", "rollout_tokens_per_s": "tok/s",
-             "waiting_ratio": "wait", "start_wait_ratio": "start wait",
-             "lower_bound_s": "bound s", "efficiency": "eff"}
-    for col in ("system", "workload", "round", *[short[k] for k in KEYS]):
-        table.add_column(col, justify="left" if col in ("system", "workload") else "right")
-    for row in rows:
-        cells = [str(row["system"]), str(row["workload"]), str(row["round"])]
-        for key in KEYS:
-            v = row[key]
-            cells.append("-" if v is None or v != v else
-                         f"{v:.3f}" if "ratio" in key or key == "efficiency" else f"{v:,.1f}")
-        table.add_row(*cells)
-    console.print(table)
+    emit(console, rows, fmt, metrics_table)
 
 
-def print_rows(rows: list[dict]) -> None:
-    """A plain table of any rows with the same keys."""
-    if not rows:
-        return
-    table = Table(show_header=True, header_style="bold")
-    for key in rows[0]:
-        table.add_column(key, justify="left" if key in ("system", "workload") else "right")
-    for row in rows:
-        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
-    console.print(table)
+def print_rows(rows: list[dict], fmt: str = "table") -> None:
+    """Any rows with the same keys: a table, or JSON/CSV."""
+    from harness.cli_tables import emit, rows_table
+
+    emit(console, rows, fmt, rows_table)
+
+
+def output_format(json_out: bool, csv_out: bool) -> str:
+    """'table', 'json' or 'csv'; both flags at once is a one-line error."""
+    from harness.cli_tables import pick_format
+
+    try:
+        return pick_format(json_out, csv_out)
+    except ValueError as err:
+        fail(str(err))
+    raise AssertionError  # unreachable: fail() exits
+
+
+JSON_HELP = "Print the rows as JSON (every field, full precision)."
+CSV_HELP = "Print the rows as CSV (every field, full precision)."
 
 
 @app.command("systems")
@@ -228,12 +224,14 @@ def run_cmd(
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override: section.field=value (every field: rolloutbench config show)"
                                                    )] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
     Ctrl-C stops it cleanly: the trace ends with a run_end that says so."""
     from harness.results import dump_json, execute, provenance, write_atomic
 
+    fmt = output_format(json_out, csv_out)
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,
@@ -257,16 +255,14 @@ def run_cmd(
         raise typer.Exit(1) from None
     write_atomic(out / "metrics.json", dump_json(rows))
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
-    if json_out:
-        sys.stdout.write(dump_json(rows))
-    else:
-        print_metrics(rows)
+    print_metrics(rows, fmt)
 
 
 @app.command("metrics")
 def metrics_cmd(
     traces: Annotated[list[Path], typer.Argument(help="Trace files (JSON lines).")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
                                         "ESS) instead of per round.")] = False,
     partial: Annotated[bool, typer.Option("--partial", help="Also read a trace whose last "
@@ -276,8 +272,9 @@ def metrics_cmd(
     A trace that stops short (an interrupted run) is read as far as it goes: rounds
     that did not finish are flagged `incomplete`, with a warning on stderr."""
     from harness.metrics import metrics_for_traces, steps_for_traces
-    from harness.results import dump_json
     from harness.trace import TraceError
+
+    fmt = output_format(json_out, csv_out)
 
     def warn(message: str) -> None:
         typer.echo(f"warning: {message}", err=True)
@@ -287,12 +284,7 @@ def metrics_cmd(
         rows = read([str(p) for p in traces], partial=partial, warn=warn)
     except TraceError as err:
         fail(str(err))
-    if json_out:
-        sys.stdout.write(dump_json(rows))
-    elif steps:
-        print_rows(rows)
-    else:
-        print_metrics(rows)
+    (print_rows if steps else print_metrics)(rows, fmt)
 
 
 @app.command("calibrate")

@@ -4,15 +4,13 @@ errors as one line (exit 2), and writes outputs atomically."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from harness.analysis import InputError
-from harness.cli import app, console, fail
+from harness.cli import CSV_HELP, JSON_HELP, app, console, fail, output_format
 from harness.trace import TraceError, read_trace
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
@@ -89,14 +87,6 @@ def gantt_cmd(
     _draw(out, lambda: gantt_figure(_events(trace), round_))
 
 
-def _cell(value: Any, pct: bool = False) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if pct:
-        return f"{value:+.2%}"
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
 @app.command("compare")
 def compare_cmd(
     a: Annotated[str, typer.Argument(help="A: a trace (.jsonl), a result set (.csv, "
@@ -105,30 +95,24 @@ def compare_cmd(
     per_round: Annotated[bool, typer.Option(
         "--per-round", help="One row per round and metric (rounds both have), not the "
                             "mean over rounds.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Every metric of A and B, the difference B − A and the relative difference
     (B − A) / |A|; the mean over rounds unless --per-round."""
     from harness.analysis.compare import compare, describe, load_rows
-    from harness.results import dump_json
+    from harness.cli_tables import compare_table, emit
 
+    fmt = output_format(json_out, csv_out)
     try:
         rows_a, rows_b = load_rows(a), load_rows(b)
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))
-    if json_out:
-        sys.stdout.write(dump_json(rows))
-        return
-    console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
-                  highlight=False)
-    table = Table(show_header=True, header_style="bold")
-    for col in ("round", "metric", "A", "B", "B − A", "rel"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for row in rows:
-        table.add_row(str(row["round"]), row["metric"], _cell(row["a"]), _cell(row["b"]),
-                      _cell(row["diff"]), _cell(row["rel_diff"], pct=True))
-    console.print(table)
+    if fmt == "table":
+        console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
+                      highlight=False, markup=False)
+    emit(console, rows, fmt, compare_table)
 
 
 @app.command("plot")
