@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from harness.config import ConfigError, RunConfig, apply, load_toml, set_path
 from harness.registry import UnknownName
@@ -23,6 +21,15 @@ app = typer.Typer(
 console = Console()
 if not console.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
     console = Console(width=200)
+
+
+D = RunConfig()  # the defaults the run options' help shows
+
+
+def shown(value: object) -> str:
+    """' [default: VALUE]' for a help text, for an option whose own default (None)
+    means "the config's value". The bracket is escaped: typer reads help as markup."""
+    return f" \\[default: {value}]"
 
 
 def fail(message: str) -> None:
@@ -193,32 +200,38 @@ def _interrupt(signum: int, frame: object) -> None:
 def run_cmd(
     out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
     system: Annotated[str | None, typer.Option(
-        help="System backend (see `systems`) [default: slime].")] = None,
+        help="System backend (see `systems`)." + shown(D.system))] = None,
     workload: Annotated[str | None, typer.Option(
-        help="Workload (see `workloads`) [default: lsat-ar].")] = None,
+        help="Workload (see `workloads`)." + shown(D.workload))] = None,
     groups: Annotated[int | None, typer.Option(
-        "--groups", "-R", help="Groups per rollout R [default: 32].")] = None,
+        "--groups", "-R", help="Groups per rollout R." + shown(D.groups))]
+    = None,
     group_size: Annotated[int | None, typer.Option(
-        "--group-size", "-K", help="Samples per prompt K [default: 8].")] = None,
+        "--group-size", "-K", help="Samples per prompt K." + shown(D.group_size))]
+    = None,
     update_groups: Annotated[int | None, typer.Option(
-        "--update-groups", "-U", help="Groups per update U [default: 2].")] = None,
+        "--update-groups", "-U", help="Groups per update U." + shown(D.update_groups))]
+    = None,
     frontier: Annotated[int | None, typer.Option(
-        help="FGD frontier width F_w [default: 2].")] = None,
+        help="FGD frontier width F_w." + shown(D.frontier))] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="PipelineRL: sequences in flight per engine replica H [default: 64].")] = None,
+        help="PipelineRL: sequences in flight per engine replica H."
+             + shown(D.concurrency))] = None,
     max_lag: Annotated[int | None, typer.Option(
         help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
         help="APRIL: groups in flight per round (slime's --over-sampling-batch-size).")] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
         help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
-    rounds: Annotated[int | None, typer.Option(help="Rollout rounds [default: 4].")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed [default: 0].")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rollout rounds." + shown(D.rounds))]
+    = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed." + shown(D.seed))] = None,
     runtime: Annotated[str | None, typer.Option(
-        help="sim (the simulator) or live (a real engine and trainer) [default: sim].")] = None,
+        help="sim (the simulator) or live (a real engine and trainer)."
+             + shown(D.runtime))] = None,
     ray_address: Annotated[str | None, typer.Option(
         help="Live: 'local' starts Ray here, HOST:PORT joins a cluster, 'off' runs in one "
-             "process [default: local].")] = None,
+             "process." + shown(D.live.ray_address))] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -297,7 +310,8 @@ def calibrate_cmd(
     = Path("runs/live-model"),
     out: Annotated[Path | None, typer.Option(
         help="engine: the calibration file to write (the Ray one goes beside it, "
-             "NAME-ray.toml) [default: runs/calibration/HOST/cpu-live.toml].")] = None,
+             "NAME-ray.toml)." + shown("runs/calibration/HOST/cpu-live.toml"))]
+    = None,
     max_model_len: Annotated[int, typer.Option(
         help="engine: context length of the measured engine (as the runs will use).")]
     = 2048,
@@ -338,18 +352,25 @@ def calibrate_cmd(
         console.print_json(json.dumps({"calibration": name, **result}))
 
 
+REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "all", "would-need")
+
+
 @app.command("reproduce")
 def reproduce_cmd(
-    paper: Annotated[str, typer.Argument(help="rolloutpipe, or all.")],
+    paper: Annotated[str, typer.Argument(
+        help="A paper (rolloutpipe, pipelinerl, april, rollpacker), all four (all), or "
+             "would-need (the search for what each missed prediction needs).")],
     out: Annotated[Path, typer.Option(help="Directory for CSV results and claims.")] = Path(
         "results"),
-    figures: Annotated[Path | None, typer.Option(help="Directory for figures (default: OUT).")]
-    = None,
+    figures: Annotated[Path | None, typer.Option(
+        help="Directory for figures." + shown("OUT"))] = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
                                       "or claims (comma-separated: a paper, or part of a "
                                       "claim); the others are kept.")] = "",
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Reproduce a paper's experiments on the simulator, with figures and claims.
 
@@ -358,40 +379,49 @@ def reproduce_cmd(
     and writes OUT/would_need.csv, which later claims tables carry."""
     from harness import reproduce
 
+    fmt = output_format(json_out, csv_out)
     if paper == "would-need":
-        would_need_cmd(out, [p for p in only.split(",") if p] or None)
+        would_need_cmd(out, [p for p in only.split(",") if p] or None, fmt)
         return
     names = list(reproduce.PAPERS) if paper == "all" else [paper]
     for name in names:
         if name not in reproduce.PAPERS:
-            fail(str(UnknownName(f"unknown reproduction {name!r}; known: all, "
-                                 f"{', '.join(reproduce.PAPERS)}")))
+            fail(str(UnknownName(f"unknown reproduction {name!r}; known: "
+                                 f"{', '.join(REPRODUCE_CHOICES)}")))
     claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    if fmt != "table":
+        from harness.cli_tables import machine
+
+        machine(claims, fmt)
+        return
     hits = sum(1 for c in claims if c["within"])
-    console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
+    console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})",
+                  highlight=False)
 
 
-def would_need_cmd(out: Path, only: list[str] | None) -> None:
+def would_need_cmd(out: Path, only: list[str] | None, fmt: str = "table") -> None:
     """Run the would-need searches and print what each missed prediction needs."""
     import time
 
+    from harness.cli_tables import Column, build, emit, machine
     from harness.reproduce import would_need
 
     if not (out / "claims.csv").exists():
         fail(f"--out: no claims.csv in {out} (run `rolloutbench reproduce all` first)")
     start = time.perf_counter()
     rows = would_need.run(out, only=only)
-    table = Table(show_header=True, header_style="bold")
-    for col in ("paper", "claim", "config", "current", "would_need", "physical_bound",
-                "plausible"):
-        table.add_column(col)
-    for r in rows:
-        unit = f" {r['unit']}" if r["unit"] else ""
-        table.add_row(r["paper"], r["claim"], r["config"], f"{r['current']}{unit}",
-                      f"{r['would_need']}", r["physical_bound"], r["plausible"])
-    console.print(table)
+    if fmt != "table":
+        machine(rows, fmt)
+        return
+    shown = [{**r, "current": f"{r['current']}{' ' + r['unit'] if r['unit'] else ''}"}
+             for r in rows]
+    columns = [Column(k, k.replace("_", " "), "text") for k in
+               ("paper", "claim", "config", "current", "would_need", "physical_bound",
+                "plausible")]
+    emit(console, shown, fmt, lambda rs: build(rs, columns, lift=()))
     console.print(f"would-need: {len(rows)} missed predictions in "
-                  f"{time.perf_counter() - start:.0f} s wall (see {out / 'would_need.csv'})")
+                  f"{time.perf_counter() - start:.0f} s wall (see {out / 'would_need.csv'})",
+                  highlight=False)
 
 
 def main() -> None:  # pragma: no cover

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from harness.analysis import InputError
-from harness.cli import CSV_HELP, JSON_HELP, app, console, fail, output_format
+from harness.cli import CSV_HELP, JSON_HELP, app, console, fail, output_format, shown
 from harness.trace import TraceError, read_trace
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
@@ -78,7 +78,7 @@ def gantt_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output figure (.png, .pdf, .svg).")],
     round_: Annotated[int | None, typer.Option(
-        "--round", help="Which round [default: the first].")] = None,
+        "--round", help="Which round." + shown("the first"))] = None,
 ) -> None:
     """A Gantt figure of one round (as RolloutPipe's Fig. 1(b)/3): requests by
     group, group hand-offs, batch dispatches and the trainer's batches."""
@@ -123,7 +123,7 @@ def plot_cmd(
     y: Annotated[str, typer.Option("--y", help="Metric column (e.g. waiting_ratio).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output figure (.png, .pdf, .svg).")],
     hue: Annotated[str | None, typer.Option(
-        "--hue", help="Column for colours [default: system, if there is one].")] = None,
+        "--hue", help="Column for colours." + shown("system, if there is one"))] = None,
     where: Annotated[list[str] | None, typer.Option(
         "--where", help="Keep rows with FIELD=VALUE (repeatable).")] = None,
 ) -> None:

@@ -10,7 +10,17 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import app, build_config, console, fail, print_metrics
+from harness.cli import (
+    CSV_HELP,
+    JSON_HELP,
+    app,
+    build_config,
+    console,
+    fail,
+    output_format,
+    print_metrics,
+    shown,
+)
 from harness.config import ConfigError, RunConfig
 from harness.registry import UnknownName, unknown_name
 
@@ -38,7 +48,9 @@ def data_check_cmd(
     workload: Annotated[str, typer.Option(
         help="lsat-ar, agieval-math, sci-xw, sci-jl or olyphys.")],
     data_dir: Annotated[Path, typer.Option(
-        help="A root laid out like shared/data (agieval/, scibench/, olympiadbench/).")],
+        help="The folder you downloaded the published sets to (none ship with "
+             "rolloutbench): agieval/lsat-ar.jsonl and math.jsonl, scibench/BOOK.json, "
+             "olympiadbench/OE_TO_physics_en_COMP.json.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Load a dataset, show one example, and score every reference answer with the
@@ -145,7 +157,7 @@ def validate_cmd(
     update_groups: Annotated[int, typer.Option("--update-groups", "-U",
                                                help="Groups per update U.")] = 2,
     frontier: Annotated[int | None, typer.Option(
-        help="cgp-fgd: frontier width F_w [default: 2].")] = None,
+        help="cgp-fgd: frontier width F_w." + shown(RunConfig().frontier))] = None,
     rounds: Annotated[int, typer.Option(help="Rollout rounds.")] = 1,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     ray_address: Annotated[str, typer.Option(
@@ -200,17 +212,25 @@ def live_demo_cmd(
     = Path("runs/live-demo"),
     rounds: Annotated[int, typer.Option(help="Live rounds per system.")] = 2,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
-    """Every system live on the tiny warmed-up model (needs `make setup-live`)."""
+    """Six systems live on the tiny warmed-up model: slime, cgp, cgp-fgd, pipelinerl,
+    april and rollpacker (needs `make setup-live`). Not run: verl, whose point is
+    colocation (one live engine and trainer do not share memory, so it would run as
+    slime), and cgp-april and cgp-tail, combinations of the six; run any of them
+    with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
 
+    fmt = output_format(json_out, csv_out)
     missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
     from harness.live import demo
 
     df = demo.run(out, seed=seed, rounds=rounds)
-    print_metrics(df.to_dict("records"))
-    console.print(f"traces, metrics.csv and live_demo.png in {out}", highlight=False)
+    print_metrics(df.to_dict("records"), fmt)
+    if fmt == "table":
+        console.print(f"traces, metrics.csv and live_demo.png in {out}", highlight=False)
 
 

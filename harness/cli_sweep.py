@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.cli import app, console, fail
+from harness.cli import app, console, fail, shown
 from harness.config import ConfigError
 
 
@@ -21,7 +21,7 @@ def sweep_cmd(
     out: Annotated[Path, typer.Option(help="Directory for cells/, results.parquet and "
                                       "results.csv.")],
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", help="Cells at a time [default: the CPU count].")] = None,
+        "--jobs", "-j", help="Cells at a time." + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, typer.Option(
         help="Run cells as Ray tasks on this cluster ('local': start a private Ray).")]
     = None,

@@ -111,17 +111,18 @@ def show(console: Console, renderable: Any) -> None:
     console.print(renderable, width=min(console.width, WIDTH))
 
 
+def machine(rows: Sequence[dict[str, Any]], fmt: str) -> None:
+    """The rows in full on stdout: fmt 'json' or 'csv'."""
+    import sys
+
+    sys.stdout.write(to_json(rows) if fmt == "json" else to_csv(rows))
+
+
 def emit(console: Console, rows: Sequence[dict[str, Any]], fmt: str,
          table: Callable[[Sequence[dict[str, Any]]], Table]) -> None:
     """The rows as a table for people, or in full as JSON or CSV on stdout."""
-    if fmt == "json":
-        import sys
-
-        sys.stdout.write(to_json(rows))
-    elif fmt == "csv":
-        import sys
-
-        sys.stdout.write(to_csv(rows))
+    if fmt != "table":
+        machine(rows, fmt)
     elif rows:
         show(console, table(rows))
 
