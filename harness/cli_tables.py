@@ -64,14 +64,15 @@ class Column:
 
     key: str
     header: str
-    kind: str = "num"  # text, int, num (magnitude-dependent decimals), ratio, sig, pct
+    kind: str = "num"  # text, id (text, right-justified), int, num (decimals by
+    # magnitude), ratio, sig (5 significant digits), pct
 
 
 def cell(value: Any, kind: str = "num") -> str:
     """A value as a short string: at most about 7 characters for a number."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if kind == "text" or isinstance(value, str) or isinstance(value, bool):
+    if kind in ("text", "id") or isinstance(value, str) or isinstance(value, bool):
         return str(value)
     if kind == "int" or (isinstance(value, int) and kind != "pct"):
         return f"{value:,}" if isinstance(value, int) else f"{value:,.0f}"
@@ -85,24 +86,48 @@ def cell(value: Any, kind: str = "num") -> str:
     return f"{value:,.0f}" if size >= 1000 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
 
 
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None,
+           caption: str | None) -> Table:
+    # two spaces between columns: a left pad and the box's blank separator
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), show_edge=False,
+                  header_style="bold", title=title, title_justify="left", caption=caption,
+                  caption_justify="left")
+    for col in columns:
+        text = col.kind == "text"
+        table.add_column(col.header, justify="left" if text else "right",
+                         no_wrap=not text, overflow="fold")
+    for row in rows:
+        table.add_row(*[Text(cell(row.get(c.key), c.kind)) for c in columns])
+    return table
+
+
+def natural_width(table: Table) -> int:
+    """The columns a table takes when nothing constrains it."""
+    return Console(width=10_000, file=io.StringIO()).measure(table).maximum
+
+
 def build(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None = None,
-          caption: str | None = None, lift: Iterable[str] = ("system", "workload")) -> Table:
-    """A compact table of `rows`. Each `lift` column whose value is the same in every
-    row leaves the table for the title ("cgp · lsat-ar"), where it costs no width."""
+          caption: str | None = None, lift: Iterable[str] = ("system", "workload"),
+          optional: Sequence[str] = ()) -> Table:
+    """A compact table of `rows`, at most WIDTH columns wide where it can be. Each
+    `lift` column whose value is the same in every row leaves the table for the
+    title ("cgp · lsat-ar"), where it costs no width; then the `optional` columns
+    are dropped, in that order, while the table is still too wide (the caption
+    says which: --json and --csv have them)."""
     lifted = [c for c in columns
               if c.key in lift and rows and len({str(r.get(c.key)) for r in rows}) == 1]
     shown = [c for c in columns if c not in lifted]
     head = " · ".join(str(rows[0].get(c.key)) for c in lifted) if rows else ""
     full_title = " · ".join(t for t in (title, head) if t) or None
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, header_style="bold",
-                  title=full_title, title_justify="left", caption=caption,
-                  caption_justify="left")
-    for col in shown:
-        text = col.kind == "text"
-        table.add_column(col.header, justify="left" if text else "right",
-                         no_wrap=not text, overflow="fold")
-    for row in rows:
-        table.add_row(*[Text(cell(row.get(c.key), c.kind)) for c in shown])
+    dropped: list[Column] = []
+    table = _table(rows, shown, full_title, caption)
+    for key in optional:
+        if natural_width(table) <= WIDTH:
+            break
+        dropped += [c for c in shown if c.key == key]
+        shown = [c for c in shown if c.key != key]
+        note = f"not shown for width: {', '.join(c.header.replace(chr(10), ' ') for c in dropped)}"
+        table = _table(rows, shown, full_title, " · ".join(x for x in (caption, note) if x))
     return table
 
 
@@ -130,7 +155,7 @@ def emit(console: Console, rows: Sequence[dict[str, Any]], fmt: str,
 # -- the tables of the commands ---------------------------------------------
 METRIC_COLUMNS = (
     Column("system", "system", "text"), Column("workload", "workload", "text"),
-    Column("round", "round", "int"),
+    Column("round", "round", "id"),
     Column("rollout_to_train_end_s", "r2te\ns"), Column("first_dispatch_s", "disp\ns"),
     Column("rollout_complete_s", "rollout\ns"), Column("trainer_compute_s", "train\ns"),
     Column("mean_response_tokens", "resp\ntok"), Column("rollout_tokens_per_s", "tok/s"),
@@ -145,11 +170,14 @@ METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · re
 
 def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:
     """Per-round metrics (harness.metrics.KEYS; the lower bound is in eff). A round
-    that did not finish (an interrupted run) is marked in a column of its own."""
-    columns = list(METRIC_COLUMNS)
+    that did not finish (an interrupted run) is marked with a star."""
+    caption = METRIC_LEGEND
     if any(r.get("incomplete") for r in rows):
-        columns.insert(3, Column("incomplete", "incomplete", "text"))
-    return build(rows, columns, caption=METRIC_LEGEND)
+        rows = [{**r, "round": f"{r['round']}*" if r.get("incomplete") else r["round"]}
+                for r in rows]
+        caption += " · *: round did not finish"
+    return build(rows, METRIC_COLUMNS, caption=caption, optional=("efficiency",
+                                                                   "start_wait_ratio"))
 
 
 SHORT = {"lag_min": "lag\nmin", "lag_mean": "lag\nmean", "lag_max": "lag\nmax",
