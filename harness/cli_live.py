@@ -90,11 +90,16 @@ def model_init_cmd(
 ) -> None:
     """Build a tiny Qwen3-architecture model and train its tokenizer (cached)."""
     try:
+        from harness.live.logs import quiet_bars
         from harness.live.model import init_model
     except ImportError as err:
         fail(f"model init needs the live extras (make setup-live): {err}")
+    from harness.progress import stage
+
+    quiet_bars()  # no checkpoint-writing bars
     try:
-        path = init_model(out, seed=seed, force=force)
+        with stage(f"model init: training the tokenizer and building the model in {out}"):
+            path = init_model(out, seed=seed, force=force)
     except (ValueError, FileExistsError) as err:
         fail(str(err))
     console.print(f"model ready in {path}", highlight=False)
@@ -112,11 +117,18 @@ def model_warmup_cmd(
     if workload != "arith":
         fail(f"--workload: warm-up knows the arith format only, not {workload!r}")
     try:
+        from harness.live.logs import quiet_bars
         from harness.live.model import arith_examples, warmup
     except ImportError as err:
         fail(f"model warmup needs the live extras (make setup-live): {err}")
+    from harness.progress import Bar
+
+    quiet_bars()  # no checkpoint-reading and -writing bars
     try:
-        result = warmup(model_dir, arith_examples(examples, seed), steps=steps, seed=seed)
+        with Bar(f"model warmup: {steps} optimizer steps on {examples} examples",
+                 steps) as bar:
+            result = warmup(model_dir, arith_examples(examples, seed), steps=steps, seed=seed,
+                            on_step=lambda _step: bar.advance())
     except (FileNotFoundError, ValueError) as err:
         fail(str(err))
     console.print_json(json.dumps(result, default=str))

@@ -46,7 +46,8 @@ def sweep_cmd(
                TextColumn("{task.completed}/{task.total} done, {task.fields[failed]} failed, "
                           "{task.fields[left]} remaining"), TimeElapsedColumn())
     counts = {"done": 0, "failed": 0}
-    with Progress(*columns, console=console) as progress:
+    # a bar on a terminal; piped, the line above is the stage's one line
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("sweep", total=todo, failed=0, left=todo)
 
         def on_done(_cell: Any, result: dict[str, Any]) -> None:
