@@ -339,8 +339,12 @@ def calibrate_cmd(
         if target.exists() and target.is_dir():
             fail(f"--out: {target} is a folder; give a file name ending in .toml")
         ray_out = target.with_name(f"{target.stem}-ray.toml") if available()["ray"] else None
-        console.print_json(json.dumps(calibrate_engine(str(model_dir), target, ray_out,
-                                                       max_model_len, kv_cache_mb)))
+        from harness.live.logs import engine_log
+
+        with engine_log(target.parent / "engine.log"):  # vLLM's lines, not stdout
+            result = calibrate_engine(str(model_dir), target, ray_out, max_model_len,
+                                      kv_cache_mb)
+        console.print_json(json.dumps(result))
         return
     names = list(calibrate.FITS) if paper == "all" else [paper]
     for name in names:
