@@ -123,3 +123,15 @@ def test_follower_says_the_notice_when_the_system_asks(tmp_path: Path) -> None:
         fh.write('art", "round": 0}\n')
     follower.poll()
     assert stages == ["live rollpacker: round 1 of 1"]
+
+
+def test_follower_thread_starts_and_stops(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    stages: list[str] = []
+    follower = TraceFollower(trace, "live cgp", 1, stages.append, print, every_s=0.01)
+    follower.start()
+    assert follower.is_alive()  # (a `_stop` attribute once shadowed Thread's own)
+    write_trace(trace, [{"t": 0, "ev": "run_start"}])
+    follower.stop()
+    assert not follower.is_alive()
+    assert stages == ["live cgp: starting the engine and the trainer"]

@@ -28,16 +28,16 @@ class TraceFollower(threading.Thread):
         super().__init__(daemon=True, name="trace-follower")
         self.path, self.label, self.rounds = Path(path), label, rounds
         self.update, self.say, self.every_s = update, say, every_s
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._pos = 0
         self._rest = b""
 
     def run(self) -> None:
-        while not self._stop.wait(self.every_s):
+        while not self._halt.wait(self.every_s):
             self.poll()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
         self.poll()  # the last events
 
