@@ -179,11 +179,17 @@ def validate_cmd(
     = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override: section.field=value (e.g. live.lengths=model)")] = None,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the summary as JSON (progress goes to stderr).")] = False,
+    csv_out: Annotated[bool, typer.Option(
+        "--csv", help="Print OUT/validate.csv, one row per cell and metric.")] = False,
 ) -> None:
     """Run systems live (responses replayed to the workload's lengths) and on the
     simulator with this machine's calibration, measured first; compare them."""
     from harness.live.grid import Cell, load_grid
     from harness.live.runtime import missing_live
+
+    fmt = output_format(json_out, csv_out)
 
     missing = missing_live()
     if missing:
@@ -210,9 +216,18 @@ def validate_cmd(
     from harness.live.validate import validate
 
     def say(message: str) -> None:
-        console.print(message, highlight=False)
+        if fmt == "table":
+            console.print(message, highlight=False)
+        else:  # stdout is the machine's
+            typer.echo(message, err=True)
 
     result = validate(cells, out, calibration, say)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+        return
+    if fmt == "csv":
+        sys.stdout.write((out / "validate.csv").read_text())
+        return
     console.print((out / "summary.md").read_text(), highlight=False)
     console.print(f"tables, traces and validation.png in {out} "
                   f"(median error {result['median_rel_error']:.1%})", highlight=False)
