@@ -12,6 +12,7 @@ import typer
 
 from harness.cli import app, build_config, console, fail, print_metrics
 from harness.config import ConfigError, RunConfig
+from harness.ray_connect import HELP as RAY_HELP
 from harness.registry import UnknownName, unknown_name
 
 
@@ -150,7 +151,7 @@ def validate_cmd(
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     ray_address: Annotated[str, typer.Option(
         help="'off': one process, one engine lent to every cell; 'local' or HOST:PORT: "
-             "Ray actors, an engine per cell.")] = "off",
+             f"Ray actors, an engine per cell. {RAY_HELP}")] = "off",
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(

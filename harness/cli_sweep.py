@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cli import app, console, fail
 from harness.config import ConfigError
+from harness.ray_connect import HELP as RAY_HELP
 
 
 @app.command("sweep")
@@ -23,7 +24,8 @@ def sweep_cmd(
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Cells at a time [default: the CPU count].")] = None,
     ray_address: Annotated[str | None, typer.Option(
-        help="Run cells as Ray tasks on this cluster ('local': start a private Ray).")]
+        help="Run cells as Ray tasks on this cluster ('local': start a private Ray). "
+             f"{RAY_HELP}")]
     = None,
     retry_failed: Annotated[bool, typer.Option(
         help="Run again the cells recorded as failed.")] = False,
