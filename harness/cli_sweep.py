@@ -40,6 +40,10 @@ def sweep_cmd(
         sweep = load_spec(spec)
     except ConfigError as err:
         fail(f"{spec}: {err}")
+    if ray_address:  # before the first line of progress: an address must answer
+        from harness.ray_connect import check_address
+
+        check_address(ray_address)
     todo = len(pending(sweep, out, retry_failed))
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",

@@ -155,7 +155,10 @@ def connect(address: str, num_cpus: int | None = None,
     check_address(address)
     runtime_env: dict[str, Any] = {"env_vars": dict(env_vars or {})}
     if address == "local":
-        where: dict[str, Any] = {"num_cpus": num_cpus, "include_dashboard": False}
+        # address="local": always a new private Ray; with no address, ray.init would
+        # join any cluster `ray start` left on this machine.
+        where: dict[str, Any] = {"address": "local", "num_cpus": num_cpus,
+                                 "include_dashboard": False}
     else:
         where = {"address": address}
         runtime_env["py_modules"] = [harness, systems, workloads]
