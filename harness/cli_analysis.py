@@ -109,7 +109,7 @@ def compare_cmd(
 ) -> None:
     """Every metric of A and B, the difference B − A and the relative difference
     (B − A) / |A|; the mean over rounds unless --per-round."""
-    from harness.analysis.compare import compare, describe, load_rows
+    from harness.analysis.compare import compare, describe, load_rows, unrelated
     from harness.results import dump_json
 
     try:
@@ -117,6 +117,9 @@ def compare_cmd(
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))
+    warning = unrelated(rows_a, rows_b)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
     if json_out:
         sys.stdout.write(dump_json(rows))
         return

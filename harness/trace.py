@@ -224,10 +224,15 @@ class TraceReader:
                         break
                     raise CutLine(f"{where}: incomplete line (no newline at end)")
                 try:
-                    event = _decoder.decode(raw)
-                except msgspec.DecodeError as err:
-                    raise TraceError(f"{where}: not valid JSON ({err})") from None
-                check_event(event, where)
+                    try:
+                        event = _decoder.decode(raw)
+                    except msgspec.DecodeError as err:
+                        raise TraceError(f"{where}: not valid JSON ({err})") from None
+                    check_event(event, where)
+                except TraceError as err:
+                    if lineno == 1:
+                        raise _named(err, path) from None
+                    raise
                 if self.strict:
                     check_types(event, where)
                 kind = event["ev"]
@@ -247,6 +252,14 @@ class TraceReader:
             if events == 0:
                 raise TraceError(f"{path}: empty trace" + (
                     f" (line {self.cut_line} was cut mid-write)" if self.cut_line else ""))
+
+
+def _named(err: TraceError, path: Path) -> TraceError:
+    """A first line that is no event: name the kind of file it is, when known."""
+    from harness.file_kind import not_a_trace
+
+    reason = not_a_trace(path)
+    return TraceError(reason) if reason else err
 
 
 def iter_trace(path: str | os.PathLike[str], *, strict: bool = False
