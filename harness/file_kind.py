@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+GENERIC = "a JSON document, not one event per line"
 MAX_BYTES = 64 << 20  # a bigger JSON document is not read whole just to name it
 TABLES = {".csv": "a results table (CSV)", ".parquet": "a results table (Parquet)",
           ".toml": "a TOML file (a config or a sweep spec)",
@@ -29,7 +30,7 @@ def _json_kind(doc: Any) -> str:
             return "a sweep cell's result.json"
         if "commit" in doc and "version" in doc:
             return "a run's run.json"
-    return "a JSON document"
+    return GENERIC
 
 
 def describe(path: str | Path) -> str | None:
@@ -46,9 +47,10 @@ def describe(path: str | Path) -> str | None:
     return _json_kind(doc)
 
 
-def not_a_trace(path: str | Path) -> str | None:
-    """The one-line reason a file is not a trace, when its kind is known."""
+def not_a_trace(path: str | Path, first_line_is_json: bool) -> str | None:
+    """The one-line reason a file is not a trace, when its kind is known. A file
+    whose first line is JSON (a bad event) is only named as a known kind."""
     kind = describe(path)
-    if kind is None:
+    if kind is None or (first_line_is_json and kind == GENERIC):
         return None
     return f"{path}: not a trace (JSON lines, as a run's trace.jsonl) but {kind}"
