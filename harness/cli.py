@@ -268,9 +268,9 @@ def calibrate_cmd(
 
         if missing_live():
             fail(f"calibrate engine needs {', '.join(missing_live())}: run make setup-live")
-        if not (model_dir / "config.json").exists():
-            fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init "
-                 f"{model_dir})")
+        from harness.checks import check_model_dir
+
+        check_model_dir(model_dir, "--model-dir")
         from harness.live.measure import calibrate_engine
         from harness.live.runtime import available
 

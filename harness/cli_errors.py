@@ -60,8 +60,9 @@ class OneLineErrors(TyperGroup):
             where = user_path(err, ctx.meta.get(ARGV, []))
             if where is None:
                 raise
-            name = err.filename2 or err.filename
-            _fail(f"{where}: {err.strerror or err} ({name})")
+            name = str(err.filename2 or err.filename)
+            detail = "" if where.endswith(f" {name}") or where == name else f" ({name})"
+            _fail(f"{where}: {err.strerror or err}{detail}")
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None

@@ -167,6 +167,9 @@ def validate_cmd(
         fail(f"validate needs {', '.join(missing)}: run make setup-live")
     if calibration is not None and not calibration.is_file():
         fail(f"--calibration: no file {calibration}")
+    from harness.checks import check_model_dir
+
+    check_model_dir(model_dir, "--model-dir")  # its ConfigError: one line, exit 2
     try:
         if grid is not None:
             cells = load_grid(grid)
@@ -208,6 +211,11 @@ def live_demo_cmd(
     missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
+    if rounds < 1:
+        fail("--rounds: must be a positive integer")
+    from harness.checks import out_dir
+
+    out_dir(out)  # a file, or a folder that cannot be made: one line before any work
     from harness.live import demo
 
     df = demo.run(out, seed=seed, rounds=rounds)
