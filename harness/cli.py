@@ -114,7 +114,12 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """`kill` is Ctrl-C: whatever handles SIGINT now handles it (during a simulated
+    run, asyncio's Runner, which cancels the run's task instead of raising mid-step)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)  # type: ignore[arg-type]
 
 
 def _never_started(out: Path, made: bool) -> bool:

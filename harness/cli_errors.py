@@ -12,6 +12,7 @@ keeps its traceback.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -52,6 +53,8 @@ class OneLineErrors(TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
+        if getattr(signal.getsignal(signal.SIGINT), "rolloutbench_startup", False):
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # see harness.main
         try:
             return super().invoke(ctx)
         except (ConfigError, UnknownName) as err:
