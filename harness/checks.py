@@ -144,6 +144,25 @@ def check_model_dir(path: Path, option: str) -> None:
         raise ConfigError(f"{option} {path}: no weights ({' or '.join(WEIGHTS)}) {make}")
 
 
+def check_out(path: Path, option: str = "--out") -> None:
+    """An output folder that can be made (or is one): refused in one line when it is
+    a file, lies under a file, or its nearest existing folder is not writable.
+    Nothing is created (the command makes it when it writes)."""
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"{option} {path}: is a file; give a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} {path}: the folder is not writable")
+        return
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{option} {path}: cannot be made ({parent} is a file)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: cannot be made ({parent} is not writable)")
+
+
 def out_dir(path: Path, option: str = "--out") -> bool:
     """Make the output folder (and its parents); True when this call made it, so a
     run that then never starts can remove it again. One line if it cannot be."""

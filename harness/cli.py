@@ -324,6 +324,11 @@ def reproduce_cmd(
         if name not in reproduce.PAPERS:
             fail(str(UnknownName(f"unknown reproduction {name!r}; known: all, "
                                  f"{', '.join(reproduce.PAPERS)}")))
+    from harness.checks import check_out
+
+    for folder, option in ((out, "--out"), (figures, "--figures")):
+        if folder is not None:
+            check_out(folder, option)  # a file, or unmakeable: one line before any work
     claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
     hits = sum(1 for c in claims if c["within"])
     console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")

@@ -187,7 +187,10 @@ def validate_cmd(
                 cells.append(Cell(f"{workload} R={groups}", system, cfg))
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    from harness.checks import check_out
     from harness.live.validate import validate
+
+    check_out(out)  # a file, or unmakeable: one line before any work
 
     def say(message: str) -> None:
         console.print(message, highlight=False)
@@ -213,9 +216,9 @@ def live_demo_cmd(
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
     if rounds < 1:
         fail("--rounds: must be a positive integer")
-    from harness.checks import out_dir
+    from harness.checks import check_out
 
-    out_dir(out)  # a file, or a folder that cannot be made: one line before any work
+    check_out(out)  # a file, or a folder that cannot be made: one line before any work
     from harness.live import demo
 
     df = demo.run(out, seed=seed, rounds=rounds)

@@ -44,6 +44,9 @@ def sweep_cmd(
         from harness.ray_connect import check_address
 
         check_address(ray_address)
+    from harness.checks import check_out
+
+    check_out(out)  # a file, or unmakeable: one line before any cell runs
     todo = len(pending(sweep, out, retry_failed))
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",
