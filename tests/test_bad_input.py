@@ -125,3 +125,55 @@ def test_bad_input_is_one_line_and_exit_2(scratch: Path, path: tuple[str, ...],
     assert not (scratch / "o").exists()  # refused before any work: nothing written
     if "{closed}" in args:
         assert address in lines[0]  # the address the user typed, not Ray's rewrite of it
+
+
+@pytest.mark.parametrize(("name", "text", "kind"), [
+    ("metrics.json", json.dumps([{"system": "slime", "round": 0}], indent=2),
+     "a metrics file (a run's metrics.json)"),
+    ("timeline.json", json.dumps({"traceEvents": []}, indent=2),
+     "a timeline (from `rolloutbench timeline`)"),
+    ("run.json", json.dumps({"version": "0", "commit": "abc"}, indent=2), "a run's run.json"),
+    ("results.csv", "cell,system\nabc,slime\n", "a results table (CSV)"),
+    ("other.json", json.dumps({"a": 1}, indent=2), "a JSON document, not one event per line"),
+])
+def test_a_file_of_the_wrong_kind_is_named(tmp_path: Path, name: str, text: str,
+                                           kind: str) -> None:
+    (tmp_path / name).write_text(text + "\n")
+    for argv in (["timeline", str(tmp_path / name), "--out", str(tmp_path / "t.json")],
+                 ["metrics", str(tmp_path / name)]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 2
+        assert result.stderr == (f"error: {tmp_path / name}: not a trace (JSON lines, as a "
+                                 f"run's trace.jsonl) but {kind}\n")
+
+
+def rows(system: str, workload: str, rounds: int) -> list[dict[str, object]]:
+    return [{"system": system, "workload": workload, "round": r} for r in range(rounds)]
+
+
+def test_compare_warns_about_unrelated_runs_only() -> None:
+    from harness.analysis.compare import unrelated
+
+    assert unrelated(rows("slime", "lsat-ar", 1), rows("cgp", "sci-jl", 2)) == (
+        "A and B share no system (slime vs cgp), no workload (lsat-ar vs sci-jl) and not "
+        "their rounds (1 vs 2): unrelated runs?")
+    # sharing any one of the three is a comparison someone means
+    assert unrelated(rows("slime", "lsat-ar", 1), rows("slime", "sci-jl", 2)) is None
+    assert unrelated(rows("slime", "lsat-ar", 1), rows("cgp", "lsat-ar", 2)) is None
+    assert unrelated(rows("slime", "lsat-ar", 2), rows("cgp", "sci-jl", 2)) is None
+
+
+def test_compare_of_unrelated_traces_says_so_in_one_line(tmp_path: Path) -> None:
+    from harness.config import RunConfig
+    from harness.results import execute
+
+    for name, system, workload, rounds in (("a", "slime", "lsat-ar", 1),
+                                           ("b", "cgp", "sci-jl", 2)):
+        execute(RunConfig(system=system, workload=workload, groups=4, group_size=2,
+                          rounds=rounds), tmp_path / f"{name}.jsonl")
+    result = CliRunner().invoke(app, ["compare", str(tmp_path / "a.jsonl"),
+                                      str(tmp_path / "b.jsonl"), "--json"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith("warning: A and B share no system (slime vs cgp)")
+    assert len(result.stderr.splitlines()) == 1
+    assert json.loads(result.stdout)  # still compared
