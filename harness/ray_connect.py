@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 from harness.config import ConfigError
@@ -31,6 +32,7 @@ HELP = (f"An address that does not answer fails after {DEFAULT_TIMEOUT_S:.0f} s 
 # The client's HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113, 3.4).
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 _SETTINGS = 0x04
+_GET_CLUSTER_ID = "/ray.rpc.NodeInfoGcsService/GetClusterId"  # Ray's gcs_service.proto
 
 
 def timeout_s() -> float:
@@ -58,11 +60,15 @@ def host_port(address: str) -> tuple[str, int]:
 
 
 def check_address(address: str, timeout: float | None = None) -> None:
-    """Raise ConfigError naming `address` unless a gRPC server answers there within
-    `timeout` seconds (default `timeout_s()`); 'off', 'local' and 'auto' pass."""
+    """Raise ConfigError naming `address` unless Ray's GCS answers there within
+    `timeout` seconds in all (default `timeout_s()`); 'off', 'local' and 'auto' pass."""
     if address in NO_PROBE:
         return
     limit = timeout_s() if timeout is None else timeout
+    deadline = time.monotonic() + limit
+
+    def left() -> float:
+        return max(0.01, deadline - time.monotonic())
     host, port = host_port(address)
     where = f"--ray-address {address}"
     try:
@@ -79,12 +85,13 @@ def check_address(address: str, timeout: float | None = None) -> None:
     with sock:
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
             return  # a TLS server waits for the client's hello: the TCP answer must do
+        sock.settimeout(left())
         _check_grpc(sock, where, limit)
     if "://" not in address:  # a GCS (not a Ray client server): ask it what ray.init asks
-        _check_gcs(host, port, where, limit)
+        _check_gcs(host, port, where, limit, left())
 
 
-def _check_gcs(host: str, port: int, where: str, limit: float) -> None:
+def _check_gcs(host: str, port: int, where: str, limit: float, left: float) -> None:
     """Call the GCS's GetClusterId, the first thing `ray.init` asks; a server that
     does not know it is no Ray cluster. Waited for in small steps, so Ctrl-C works."""
     try:
@@ -94,11 +101,11 @@ def _check_gcs(host: str, port: int, where: str, limit: float) -> None:
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     channel = grpc.insecure_channel(target)
     try:
-        call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId")
-        future = call.future(b"", timeout=limit)  # b"": an empty GetClusterIdRequest
+        call = channel.unary_unary(_GET_CLUSTER_ID)
+        future = call.future(b"", timeout=left)  # b"": an empty GetClusterIdRequest
         answered = threading.Event()
         future.add_done_callback(lambda _f: answered.set())
-        answered.wait(limit + 1.0)
+        answered.wait(left + 1.0)
         future.result(timeout=0)
     except grpc.RpcError as err:
         code = err.code()

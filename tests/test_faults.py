@@ -144,3 +144,61 @@ def test_interrupting_a_simulated_run_is_quiet(tmp_path: Path, sig: signal.Signa
                                      "error": "interrupted"}
     assert sum('"ev":"run_end"' in line for line in lines) == 1
     assert not (tmp_path / "x" / "metrics.json").exists()  # no metrics of half a run
+
+
+@pytest.fixture
+def grpc_server() -> Iterator[tuple[str, list[str]]]:
+    """A gRPC server that knows only GetClusterId (as a Ray GCS does); yields its
+    address and the methods called."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+
+    called: list[str] = []
+
+    class Handler(grpc.GenericRpcHandler):
+        def service(self, details):  # type: ignore[no-untyped-def]
+            called.append(details.method)
+            if details.method != "/ray.rpc.NodeInfoGcsService/GetClusterId":
+                return None  # UNIMPLEMENTED
+            return grpc.unary_unary_rpc_method_handler(lambda request, context: b"")
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1), handlers=[Handler()])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}", called
+    server.stop(None)
+
+
+def test_a_gcs_passes_the_probe(grpc_server: tuple[str, list[str]]) -> None:
+    address, called = grpc_server
+    ray_connect.check_address(address, timeout=10)
+    assert called == ["/ray.rpc.NodeInfoGcsService/GetClusterId"]
+
+
+def test_a_grpc_server_that_is_no_gcs_is_named(grpc_server: tuple[str, list[str]],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    address, _ = grpc_server
+    monkeypatch.setattr(ray_connect, "_GET_CLUSTER_ID", "/other.Service/GetClusterId")
+    with pytest.raises(ConfigError, match=f"^--ray-address {address}: something answers "
+                       "there, but not a Ray cluster's GCS"):
+        ray_connect.check_address(address, timeout=10)
+
+
+def test_a_server_that_speaks_no_grpc_is_named() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = address_of(server)
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        with pytest.raises(ConfigError, match=f"^--ray-address {address}: something answers "
+                           r"there, but not a Ray cluster \(no gRPC\)"):
+            ray_connect.check_address(address, timeout=10)
+        thread.join(10)
