@@ -26,7 +26,12 @@ ARGV = "rolloutbench.argv"
 
 
 def _inside(path: Path, given: Path) -> bool:
+    """`path` is `given` or lies in it; a `given` that holds the working folder
+    ('.', '..') is too broad to blame for anything."""
     path, given = Path(os.path.abspath(path)), Path(os.path.abspath(given))
+    here = Path(os.getcwd())
+    if given == here or given in here.parents:
+        return False
     return path == given or given in path.parents
 
 
