@@ -177,3 +177,19 @@ def test_compare_of_unrelated_traces_says_so_in_one_line(tmp_path: Path) -> None
     assert result.stderr.startswith("warning: A and B share no system (slime vs cgp)")
     assert len(result.stderr.splitlines()) == 1
     assert json.loads(result.stdout)  # still compared
+
+
+def test_an_os_error_is_blamed_on_the_path_typed_only(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from harness.cli_errors import user_path
+
+    monkeypatch.chdir(tmp_path)
+    err = OSError(errno.ENOTDIR, "Not a directory", "afile/model")
+    assert user_path(err, ["model", "init", "afile"]) == "afile"
+    assert user_path(err, ["live-demo", "--out", "afile"]) == "--out afile"
+    assert user_path(err, ["live-demo", "--out=afile"]) == "--out afile"
+    assert user_path(err, ["run", "--out", "other"]) is None  # not a path typed: a bug
+    assert user_path(OSError(errno.EACCES, "Permission denied", str(tmp_path / "x")),
+                     ["data", "check", "--data-dir", "."]) is None  # '.' holds everything
