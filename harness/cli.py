@@ -10,10 +10,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from harness.cli_errors import OneLineErrors
 from harness.config import ConfigError, RunConfig, apply, load_toml, set_path
+from harness.ray_connect import HELP as RAY_HELP
 from harness.registry import UnknownName
 
 app = typer.Typer(
+    cls=OneLineErrors,  # bad input in any command: one line, exit 2
     help="Benchmark and reproduce the scheduling of LLM RL with verifiable rewards.",
     no_args_is_help=True,
     add_completion=False,
@@ -93,7 +96,7 @@ def workloads_cmd() -> None:
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
                  **options: object) -> RunConfig:
     """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
-    then --set overrides."""
+    then --set overrides; then the whole config is checked (`harness.checks`)."""
     cfg = start if start is not None else RunConfig()
     if config is not None:
         apply(cfg, load_toml(config))
@@ -108,92 +111,31 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
         cfg.groups = steps * cfg.update_groups
     for assignment in sets:
         set_path(cfg, assignment)
-    cfg.validate()
-    if cfg.runtime == "sim" or cfg.live.lengths == "replay":
-        _limits(cfg)  # an unknown workload, or a trace that cannot drive a run
-    from harness.results import resolve_defaults
-    from systems import get_system
+    from harness.checks import check_run
 
-    get_system(cfg.system)
-    if cfg.runtime == "live":
-        from harness.live.runtime import missing_live
-
-        missing = missing_live()
-        if missing:
-            raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
-                              "(install the live extras: pip install -e '.[live]')")
-        if cfg.live.lengths == "replay":
-            _check_replay(cfg)
-        else:
-            _check_live_workload(cfg)
-        from harness.live.backends import check
-
-        check(cfg)
-        if not Path(cfg.live.model_dir, "config.json").exists():
-            raise ConfigError(f"--set live.model_dir: no model in {cfg.live.model_dir} "
-                              "(make one: rolloutbench model init DIR)")
-        resolve_defaults(cfg)
-        return cfg
-    resolve_defaults(cfg)
-    if cfg.runtime == "sim":
-        from harness.sim.calibration import resolve
-        from harness.sim.presets import load_hardware, load_model
-        from harness.sim.runtime import kv_capacity_tokens
-
-        load_model(cfg.sim.model)
-        load_hardware(cfg.sim.rollout_gpu)
-        load_hardware(cfg.sim.trainer_gpu)
-        try:
-            resolve(cfg.sim)
-        except (OSError, ValueError) as err:
-            raise ConfigError(f"--set sim.calibration: {err}") from None
-        longest = cfg.max_response_tokens + _limits(cfg)[1]
-        if kv_capacity_tokens(cfg) < longest:
-            raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
-                              f"of {longest} tokens")
-    return cfg
-
-
-def _limits(cfg: RunConfig) -> tuple[int, int]:
-    """(response cap, longest prompt) of the run's workload; a trace that cannot
-    drive a run is a config error naming it."""
-    from harness.trace import TraceError
-    from workloads.profile import workload_limits
-
-    try:
-        return workload_limits(cfg.workload, cfg.group_size)
-    except (TraceError, ValueError) as err:
-        raise ConfigError(f"--workload {cfg.workload}: {err}") from None
-
-
-def _check_replay(cfg: RunConfig) -> None:
-    """A live replay draws the simulator's workload: each prompt and response must
-    fit the engine's context."""
-    from harness.results import resolve_defaults
-
-    resolve_defaults(cfg)
-    cap, prompt_max = _limits(cfg)
-    if prompt_max + cfg.max_response_tokens > cfg.live.max_model_len:
-        raise ConfigError(
-            f"--set live.max_model_len: {cfg.live.max_model_len} tokens cannot hold the "
-            f"workload's longest prompt ({prompt_max}) plus a response of "
-            f"{cfg.max_response_tokens} (raise it, or lower max_response_tokens)")
-
-
-def _check_live_workload(cfg: RunConfig) -> None:
-    from harness.live.workload import PROCEDURAL, REASONING_GYM
-    from harness.registry import unknown_name
-    from workloads.datasets import WORKLOADS
-
-    known = [*PROCEDURAL, *REASONING_GYM, *WORKLOADS]
-    if cfg.workload not in known:
-        raise unknown_name("live workload", cfg.workload, known)
-    if cfg.workload in WORKLOADS and not cfg.live.data_dir:
-        raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
+    return check_run(cfg)
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """`kill` is Ctrl-C: whatever handles SIGINT now handles it (during a simulated
+    run, asyncio's Runner, which cancels the run's task instead of raising mid-step)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)  # type: ignore[arg-type]
+
+
+def _never_started(out: Path, made: bool) -> bool:
+    """No trace was written: an empty trace goes, and so does OUT if this run made it."""
+    from harness.checks import remove_if_empty
+
+    trace = out / "trace.jsonl"
+    if trace.exists() and trace.stat().st_size > 0:
+        return False
+    trace.unlink(missing_ok=True)
+    if made:
+        remove_if_empty(out)
+    return True
 
 
 @app.command("run")
@@ -231,7 +173,7 @@ def run_cmd(
              + shown(D.runtime))] = None,
     ray_address: Annotated[str | None, typer.Option(
         help="Live: 'local' starts Ray here, HOST:PORT joins a cluster, 'off' runs in one "
-             "process." + shown(D.live.ray_address))] = None,
+             "process." + shown(D.live.ray_address) + f" {RAY_HELP}")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -242,6 +184,7 @@ def run_cmd(
 ) -> None:
     """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
     Ctrl-C stops it cleanly: the trace ends with a run_end that says so."""
+    from harness.checks import out_dir
     from harness.results import dump_json, execute, provenance, write_atomic
 
     fmt = output_format(json_out, csv_out)
@@ -255,14 +198,21 @@ def run_cmd(
                            ray_address=ray_address)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
-    out.mkdir(parents=True, exist_ok=True)
+    made = out_dir(out)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:
         rows = execute(cfg, out / "trace.jsonl")
     except KeyboardInterrupt:
-        typer.echo(f"error: interrupted; the trace {out / 'trace.jsonl'} is closed", err=True)
+        said = ("nothing was written" if _never_started(out, made)
+                else f"the trace {out / 'trace.jsonl'} is closed")
+        typer.echo(f"error: interrupted; {said}", err=True)
         raise typer.Exit(130) from None
     except Exception as err:  # the run failed; its trace names the error too
+        if _never_started(out, made):  # it failed to start: say why, leave nothing
+            if isinstance(err, ConfigError):
+                fail(str(err))
+            typer.echo(f"error: run failed to start: {type(err).__name__}: {err}", err=True)
+            raise typer.Exit(1) from None
         typer.echo(f"error: run failed: {type(err).__name__}: {err} "
                    f"(trace: {out / 'trace.jsonl'})", err=True)
         raise typer.Exit(1) from None
@@ -329,9 +279,9 @@ def calibrate_cmd(
 
         if missing_live():
             fail(f"calibrate engine needs {', '.join(missing_live())}: run make setup-live")
-        if not (model_dir / "config.json").exists():
-            fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init "
-                 f"{model_dir})")
+        from harness.checks import check_model_dir
+
+        check_model_dir(model_dir, "--model-dir")
         from harness.live.measure import calibrate_engine
         from harness.live.runtime import available
 
@@ -392,6 +342,11 @@ def reproduce_cmd(
         if name not in reproduce.PAPERS:
             fail(str(UnknownName(f"unknown reproduction {name!r}; known: "
                                  f"{', '.join(REPRODUCE_CHOICES)}")))
+    from harness.checks import check_out
+
+    for folder, option in ((out, "--out"), (figures, "--figures")):
+        if folder is not None:
+            check_out(folder, option)  # a file, or unmakeable: one line before any work
     claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
     if fmt != "table":
         from harness.cli_tables import machine

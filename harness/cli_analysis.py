@@ -100,7 +100,7 @@ def compare_cmd(
 ) -> None:
     """Every metric of A and B, the difference B − A and the relative difference
     (B − A) / |A|; the mean over rounds unless --per-round."""
-    from harness.analysis.compare import compare, describe, load_rows
+    from harness.analysis.compare import compare, describe, load_rows, unrelated
     from harness.cli_tables import compare_table, emit
 
     fmt = output_format(json_out, csv_out)
@@ -109,6 +109,9 @@ def compare_cmd(
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))
+    warning = unrelated(rows_a, rows_b)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
     if fmt == "table":
         console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
                       highlight=False, markup=False)

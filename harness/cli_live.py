@@ -22,6 +22,7 @@ from harness.cli import (
     shown,
 )
 from harness.config import ConfigError, RunConfig
+from harness.ray_connect import HELP as RAY_HELP
 from harness.registry import UnknownName, unknown_name
 
 
@@ -174,7 +175,7 @@ def validate_cmd(
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     ray_address: Annotated[str, typer.Option(
         help="'off': one process, one engine lent to every cell; 'local' or HOST:PORT: "
-             "Ray actors, an engine per cell.")] = "off",
+             f"Ray actors, an engine per cell. {RAY_HELP}")] = "off",
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -196,6 +197,9 @@ def validate_cmd(
         fail(f"validate needs {', '.join(missing)}: run make setup-live")
     if calibration is not None and not calibration.is_file():
         fail(f"--calibration: no file {calibration}")
+    from harness.checks import check_model_dir
+
+    check_model_dir(model_dir, "--model-dir")  # its ConfigError: one line, exit 2
     try:
         if grid is not None:
             cells = load_grid(grid)
@@ -213,7 +217,10 @@ def validate_cmd(
                 cells.append(Cell(f"{workload} R={groups}", system, cfg))
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    from harness.checks import check_out
     from harness.live.validate import validate
+
+    check_out(out)  # a file, or unmakeable: one line before any work
 
     def say(message: str) -> None:
         if fmt == "table":
@@ -253,6 +260,11 @@ def live_demo_cmd(
     missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
+    if rounds < 1:
+        fail("--rounds: must be a positive integer")
+    from harness.checks import check_out
+
+    check_out(out)  # a file, or a folder that cannot be made: one line before any work
     from harness.live import demo
 
     df = demo.run(out, seed=seed, rounds=rounds)

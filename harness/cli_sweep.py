@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cli import app, console, fail, shown
 from harness.config import ConfigError
+from harness.ray_connect import HELP as RAY_HELP
 
 
 @app.command("sweep")
@@ -23,7 +24,8 @@ def sweep_cmd(
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Cells at a time." + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, typer.Option(
-        help="Run cells as Ray tasks on this cluster ('local': start a private Ray).")]
+        help="Run cells as Ray tasks on this cluster ('local': start a private Ray). "
+             f"{RAY_HELP}")]
     = None,
     retry_failed: Annotated[bool, typer.Option(
         help="Run again the cells recorded as failed.")] = False,
@@ -38,6 +40,13 @@ def sweep_cmd(
         sweep = load_spec(spec)
     except ConfigError as err:
         fail(f"{spec}: {err}")
+    if ray_address:  # before the first line of progress: an address must answer
+        from harness.ray_connect import check_address
+
+        check_address(ray_address)
+    from harness.checks import check_out
+
+    check_out(out)  # a file, or unmakeable: one line before any cell runs
     todo = len(pending(sweep, out, retry_failed))
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",

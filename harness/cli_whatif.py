@@ -42,6 +42,11 @@ def whatif_cmd(
     names = study_names() if name == "all" else [name]
     if name != "all" and name not in study_names():
         fail(str(unknown_name("what-if study", name, ["all", *study_names()])))
+    from harness.checks import check_out
+
+    for folder, option in ((out, "--out"), (figures, "--figures")):
+        if folder is not None:
+            check_out(folder, option)  # a file, or unmakeable: one line before any work
     for study in names:
         count = {"n": 0}
 
