@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from harness.cli_errors import OneLineErrors
 from harness.config import ConfigError, RunConfig, apply, load_toml, set_path
+from harness.ray_connect import HELP as RAY_HELP
 from harness.registry import UnknownName
 
 app = typer.Typer(
+    cls=OneLineErrors,  # bad input in any command: one line, exit 2
     help="Benchmark and reproduce the scheduling of LLM RL with verifiable rewards.",
     no_args_is_help=True,
     add_completion=False,
@@ -25,6 +26,15 @@ if not console.is_terminal:  # piped or captured: do not squeeze tables into 80 
     console = Console(width=200)
 
 
+D = RunConfig()  # the defaults the run options' help shows
+
+
+def shown(value: object) -> str:
+    """' [default: VALUE]' for a help text, for an option whose own default (None)
+    means "the config's value". The bracket is escaped: typer reads help as markup."""
+    return f" \\[default: {value}]"
+
+
 def fail(message: str) -> None:
     """A one-line error and exit code 2; nothing has been written yet. Plain
     text: no wrapping, no markup, so paths and brackets survive intact."""
@@ -32,37 +42,33 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def print_metrics(rows: list[dict]) -> None:
-    from harness.metrics import KEYS
+def print_metrics(rows: list[dict], fmt: str = "table") -> None:
+    """Per-round metrics: a table that fits 100 columns, or every field as JSON/CSV."""
+    from harness.cli_tables import emit, metrics_table
 
-    table = Table(show_header=True, header_style="bold")
-    short = {"rollout_to_train_end_s": "r2te s", "first_dispatch_s": "1st disp s",
-             "rollout_complete_s": "rollout s", "trainer_compute_s": "train s",
-             "mean_response_tokens": "resp tok", "rollout_tokens_per_s": "tok/s",
-             "waiting_ratio": "wait", "start_wait_ratio": "start wait",
-             "lower_bound_s": "bound s", "efficiency": "eff"}
-    for col in ("system", "workload", "round", *[short[k] for k in KEYS]):
-        table.add_column(col, justify="left" if col in ("system", "workload") else "right")
-    for row in rows:
-        cells = [str(row["system"]), str(row["workload"]), str(row["round"])]
-        for key in KEYS:
-            v = row[key]
-            cells.append("-" if v is None or v != v else
-                         f"{v:.3f}" if "ratio" in key or key == "efficiency" else f"{v:,.1f}")
-        table.add_row(*cells)
-    console.print(table)
+    emit(console, rows, fmt, metrics_table)
 
 
-def print_rows(rows: list[dict]) -> None:
-    """A plain table of any rows with the same keys."""
-    if not rows:
-        return
-    table = Table(show_header=True, header_style="bold")
-    for key in rows[0]:
-        table.add_column(key, justify="left" if key in ("system", "workload") else "right")
-    for row in rows:
-        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
-    console.print(table)
+def print_rows(rows: list[dict], fmt: str = "table") -> None:
+    """Any rows with the same keys: a table, or JSON/CSV."""
+    from harness.cli_tables import emit, rows_table
+
+    emit(console, rows, fmt, rows_table)
+
+
+def output_format(json_out: bool, csv_out: bool) -> str:
+    """'table', 'json' or 'csv'; both flags at once is a one-line error."""
+    from harness.cli_tables import pick_format
+
+    try:
+        return pick_format(json_out, csv_out)
+    except ValueError as err:
+        fail(str(err))
+    raise AssertionError  # unreachable: fail() exits
+
+
+JSON_HELP = "Print the rows as JSON (every field, full precision)."
+CSV_HELP = "Print the rows as CSV (every field, full precision)."
 
 
 @app.command("systems")
@@ -90,7 +96,7 @@ def workloads_cmd() -> None:
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
                  **options: object) -> RunConfig:
     """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
-    then --set overrides."""
+    then --set overrides; then the whole config is checked (`harness.checks`)."""
     cfg = start if start is not None else RunConfig()
     if config is not None:
         apply(cfg, load_toml(config))
@@ -105,135 +111,83 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
         cfg.groups = steps * cfg.update_groups
     for assignment in sets:
         set_path(cfg, assignment)
-    cfg.validate()
-    if cfg.runtime == "sim" or cfg.live.lengths == "replay":
-        _limits(cfg)  # an unknown workload, or a trace that cannot drive a run
-    from harness.results import resolve_defaults
-    from systems import get_system
+    from harness.checks import check_run
 
-    get_system(cfg.system)
-    if cfg.runtime == "live":
-        from harness.live.runtime import missing_live
-
-        missing = missing_live()
-        if missing:
-            raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
-                              "(install the live extras: pip install -e '.[live]')")
-        if cfg.live.lengths == "replay":
-            _check_replay(cfg)
-        else:
-            _check_live_workload(cfg)
-        from harness.live.backends import check
-
-        check(cfg)
-        if not Path(cfg.live.model_dir, "config.json").exists():
-            raise ConfigError(f"--set live.model_dir: no model in {cfg.live.model_dir} "
-                              "(make one: rolloutbench model init DIR)")
-        resolve_defaults(cfg)
-        return cfg
-    resolve_defaults(cfg)
-    if cfg.runtime == "sim":
-        from harness.sim.calibration import resolve
-        from harness.sim.presets import load_hardware, load_model
-        from harness.sim.runtime import kv_capacity_tokens
-
-        load_model(cfg.sim.model)
-        load_hardware(cfg.sim.rollout_gpu)
-        load_hardware(cfg.sim.trainer_gpu)
-        try:
-            resolve(cfg.sim)
-        except (OSError, ValueError) as err:
-            raise ConfigError(f"--set sim.calibration: {err}") from None
-        longest = cfg.max_response_tokens + _limits(cfg)[1]
-        if kv_capacity_tokens(cfg) < longest:
-            raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
-                              f"of {longest} tokens")
-    return cfg
-
-
-def _limits(cfg: RunConfig) -> tuple[int, int]:
-    """(response cap, longest prompt) of the run's workload; a trace that cannot
-    drive a run is a config error naming it."""
-    from harness.trace import TraceError
-    from workloads.profile import workload_limits
-
-    try:
-        return workload_limits(cfg.workload, cfg.group_size)
-    except (TraceError, ValueError) as err:
-        raise ConfigError(f"--workload {cfg.workload}: {err}") from None
-
-
-def _check_replay(cfg: RunConfig) -> None:
-    """A live replay draws the simulator's workload: each prompt and response must
-    fit the engine's context."""
-    from harness.results import resolve_defaults
-
-    resolve_defaults(cfg)
-    cap, prompt_max = _limits(cfg)
-    if prompt_max + cfg.max_response_tokens > cfg.live.max_model_len:
-        raise ConfigError(
-            f"--set live.max_model_len: {cfg.live.max_model_len} tokens cannot hold the "
-            f"workload's longest prompt ({prompt_max}) plus a response of "
-            f"{cfg.max_response_tokens} (raise it, or lower max_response_tokens)")
-
-
-def _check_live_workload(cfg: RunConfig) -> None:
-    from harness.live.workload import PROCEDURAL, REASONING_GYM
-    from harness.registry import unknown_name
-    from workloads.datasets import WORKLOADS
-
-    known = [*PROCEDURAL, *REASONING_GYM, *WORKLOADS]
-    if cfg.workload not in known:
-        raise unknown_name("live workload", cfg.workload, known)
-    if cfg.workload in WORKLOADS and not cfg.live.data_dir:
-        raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
+    return check_run(cfg)
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """`kill` is Ctrl-C: whatever handles SIGINT now handles it (during a simulated
+    run, asyncio's Runner, which cancels the run's task instead of raising mid-step)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)  # type: ignore[arg-type]
+
+
+def _never_started(out: Path, made: bool) -> bool:
+    """No trace was written: an empty trace goes, and so does OUT if this run made it."""
+    from harness.checks import remove_if_empty
+
+    trace = out / "trace.jsonl"
+    if trace.exists() and trace.stat().st_size > 0:
+        return False
+    trace.unlink(missing_ok=True)
+    if made:
+        remove_if_empty(out)
+    return True
 
 
 @app.command("run")
 def run_cmd(
     out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
     system: Annotated[str | None, typer.Option(
-        help="System backend (see `systems`) [default: slime].")] = None,
+        help="System backend (see `systems`)." + shown(D.system))] = None,
     workload: Annotated[str | None, typer.Option(
-        help="Workload (see `workloads`) [default: lsat-ar].")] = None,
+        help="Workload (see `workloads`)." + shown(D.workload))] = None,
     groups: Annotated[int | None, typer.Option(
-        "--groups", "-R", help="Groups per rollout R [default: 32].")] = None,
+        "--groups", "-R", help="Groups per rollout R." + shown(D.groups))]
+    = None,
     group_size: Annotated[int | None, typer.Option(
-        "--group-size", "-K", help="Samples per prompt K [default: 8].")] = None,
+        "--group-size", "-K", help="Samples per prompt K." + shown(D.group_size))]
+    = None,
     update_groups: Annotated[int | None, typer.Option(
-        "--update-groups", "-U", help="Groups per update U [default: 2].")] = None,
+        "--update-groups", "-U", help="Groups per update U." + shown(D.update_groups))]
+    = None,
     frontier: Annotated[int | None, typer.Option(
-        help="FGD frontier width F_w [default: 2].")] = None,
+        help="FGD frontier width F_w." + shown(D.frontier))] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="PipelineRL: sequences in flight per engine replica H [default: 64].")] = None,
+        help="PipelineRL: sequences in flight per engine replica H."
+             + shown(D.concurrency))] = None,
     max_lag: Annotated[int | None, typer.Option(
         help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
         help="APRIL: groups in flight per round (slime's --over-sampling-batch-size).")] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
         help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
-    rounds: Annotated[int | None, typer.Option(help="Rollout rounds [default: 4].")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed [default: 0].")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rollout rounds." + shown(D.rounds))]
+    = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed." + shown(D.seed))] = None,
     runtime: Annotated[str | None, typer.Option(
-        help="sim (the simulator) or live (a real engine and trainer) [default: sim].")] = None,
+        help="sim (the simulator) or live (a real engine and trainer)."
+             + shown(D.runtime))] = None,
     ray_address: Annotated[str | None, typer.Option(
         help="Live: 'local' starts Ray here, HOST:PORT joins a cluster, 'off' runs in one "
-             "process [default: local].")] = None,
+             "process." + shown(D.live.ray_address) + f" {RAY_HELP}")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override: section.field=value (every field: rolloutbench config show)"
                                                    )] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
     Ctrl-C stops it cleanly: the trace ends with a run_end that says so."""
+    from harness.checks import out_dir
     from harness.results import dump_json, execute, provenance, write_atomic
 
+    fmt = output_format(json_out, csv_out)
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,
@@ -244,29 +198,34 @@ def run_cmd(
                            ray_address=ray_address)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
-    out.mkdir(parents=True, exist_ok=True)
+    made = out_dir(out)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:
         rows = execute(cfg, out / "trace.jsonl")
     except KeyboardInterrupt:
-        typer.echo(f"error: interrupted; the trace {out / 'trace.jsonl'} is closed", err=True)
+        said = ("nothing was written" if _never_started(out, made)
+                else f"the trace {out / 'trace.jsonl'} is closed")
+        typer.echo(f"error: interrupted; {said}", err=True)
         raise typer.Exit(130) from None
     except Exception as err:  # the run failed; its trace names the error too
+        if _never_started(out, made):  # it failed to start: say why, leave nothing
+            if isinstance(err, ConfigError):
+                fail(str(err))
+            typer.echo(f"error: run failed to start: {type(err).__name__}: {err}", err=True)
+            raise typer.Exit(1) from None
         typer.echo(f"error: run failed: {type(err).__name__}: {err} "
                    f"(trace: {out / 'trace.jsonl'})", err=True)
         raise typer.Exit(1) from None
     write_atomic(out / "metrics.json", dump_json(rows))
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
-    if json_out:
-        sys.stdout.write(dump_json(rows))
-    else:
-        print_metrics(rows)
+    print_metrics(rows, fmt)
 
 
 @app.command("metrics")
 def metrics_cmd(
     traces: Annotated[list[Path], typer.Argument(help="Trace files (JSON lines).")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
                                         "ESS) instead of per round.")] = False,
     partial: Annotated[bool, typer.Option("--partial", help="Also read a trace whose last "
@@ -276,8 +235,9 @@ def metrics_cmd(
     A trace that stops short (an interrupted run) is read as far as it goes: rounds
     that did not finish are flagged `incomplete`, with a warning on stderr."""
     from harness.metrics import metrics_for_traces, steps_for_traces
-    from harness.results import dump_json
     from harness.trace import TraceError
+
+    fmt = output_format(json_out, csv_out)
 
     def warn(message: str) -> None:
         typer.echo(f"warning: {message}", err=True)
@@ -287,12 +247,7 @@ def metrics_cmd(
         rows = read([str(p) for p in traces], partial=partial, warn=warn)
     except TraceError as err:
         fail(str(err))
-    if json_out:
-        sys.stdout.write(dump_json(rows))
-    elif steps:
-        print_rows(rows)
-    else:
-        print_metrics(rows)
+    (print_rows if steps else print_metrics)(rows, fmt)
 
 
 @app.command("calibrate")
@@ -305,7 +260,8 @@ def calibrate_cmd(
     = Path("runs/live-model"),
     out: Annotated[Path | None, typer.Option(
         help="engine: the calibration file to write (the Ray one goes beside it, "
-             "NAME-ray.toml) [default: runs/calibration/HOST/cpu-live.toml].")] = None,
+             "NAME-ray.toml)." + shown("runs/calibration/HOST/cpu-live.toml"))]
+    = None,
     max_model_len: Annotated[int, typer.Option(
         help="engine: context length of the measured engine (as the runs will use).")]
     = 2048,
@@ -323,9 +279,9 @@ def calibrate_cmd(
 
         if missing_live():
             fail(f"calibrate engine needs {', '.join(missing_live())}: run make setup-live")
-        if not (model_dir / "config.json").exists():
-            fail(f"--model-dir: no model in {model_dir} (make one: rolloutbench model init "
-                 f"{model_dir})")
+        from harness.checks import check_model_dir
+
+        check_model_dir(model_dir, "--model-dir")
         from harness.live.measure import calibrate_engine
         from harness.live.runtime import available
 
@@ -333,8 +289,12 @@ def calibrate_cmd(
         if target.exists() and target.is_dir():
             fail(f"--out: {target} is a folder; give a file name ending in .toml")
         ray_out = target.with_name(f"{target.stem}-ray.toml") if available()["ray"] else None
-        console.print_json(json.dumps(calibrate_engine(str(model_dir), target, ray_out,
-                                                       max_model_len, kv_cache_mb)))
+        from harness.live.logs import engine_log
+
+        with engine_log(target.parent / "engine.log"):  # vLLM's lines, not stdout
+            result = calibrate_engine(str(model_dir), target, ray_out, max_model_len,
+                                      kv_cache_mb)
+        console.print_json(json.dumps(result))
         return
     names = list(calibrate.FITS) if paper == "all" else [paper]
     for name in names:
@@ -346,18 +306,25 @@ def calibrate_cmd(
         console.print_json(json.dumps({"calibration": name, **result}))
 
 
+REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "all", "would-need")
+
+
 @app.command("reproduce")
 def reproduce_cmd(
-    paper: Annotated[str, typer.Argument(help="rolloutpipe, or all.")],
+    paper: Annotated[str, typer.Argument(
+        help="A paper (rolloutpipe, pipelinerl, april, rollpacker), all four (all), or "
+             "would-need (the search for what each missed prediction needs).")],
     out: Annotated[Path, typer.Option(help="Directory for CSV results and claims.")] = Path(
         "results"),
-    figures: Annotated[Path | None, typer.Option(help="Directory for figures (default: OUT).")]
-    = None,
+    figures: Annotated[Path | None, typer.Option(
+        help="Directory for figures." + shown("OUT"))] = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
                                       "or claims (comma-separated: a paper, or part of a "
                                       "claim); the others are kept.")] = "",
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Reproduce a paper's experiments on the simulator, with figures and claims.
 
@@ -366,40 +333,54 @@ def reproduce_cmd(
     and writes OUT/would_need.csv, which later claims tables carry."""
     from harness import reproduce
 
+    fmt = output_format(json_out, csv_out)
     if paper == "would-need":
-        would_need_cmd(out, [p for p in only.split(",") if p] or None)
+        would_need_cmd(out, [p for p in only.split(",") if p] or None, fmt)
         return
     names = list(reproduce.PAPERS) if paper == "all" else [paper]
     for name in names:
         if name not in reproduce.PAPERS:
-            fail(str(UnknownName(f"unknown reproduction {name!r}; known: all, "
-                                 f"{', '.join(reproduce.PAPERS)}")))
+            fail(str(UnknownName(f"unknown reproduction {name!r}; known: "
+                                 f"{', '.join(REPRODUCE_CHOICES)}")))
+    from harness.checks import check_out
+
+    for folder, option in ((out, "--out"), (figures, "--figures")):
+        if folder is not None:
+            check_out(folder, option)  # a file, or unmakeable: one line before any work
     claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    if fmt != "table":
+        from harness.cli_tables import machine
+
+        machine(claims, fmt)
+        return
     hits = sum(1 for c in claims if c["within"])
-    console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
+    console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})",
+                  highlight=False)
 
 
-def would_need_cmd(out: Path, only: list[str] | None) -> None:
+def would_need_cmd(out: Path, only: list[str] | None, fmt: str = "table") -> None:
     """Run the would-need searches and print what each missed prediction needs."""
     import time
 
+    from harness.cli_tables import Column, build, emit, machine
     from harness.reproduce import would_need
 
     if not (out / "claims.csv").exists():
         fail(f"--out: no claims.csv in {out} (run `rolloutbench reproduce all` first)")
     start = time.perf_counter()
     rows = would_need.run(out, only=only)
-    table = Table(show_header=True, header_style="bold")
-    for col in ("paper", "claim", "config", "current", "would_need", "physical_bound",
-                "plausible"):
-        table.add_column(col)
-    for r in rows:
-        unit = f" {r['unit']}" if r["unit"] else ""
-        table.add_row(r["paper"], r["claim"], r["config"], f"{r['current']}{unit}",
-                      f"{r['would_need']}", r["physical_bound"], r["plausible"])
-    console.print(table)
+    if fmt != "table":
+        machine(rows, fmt)
+        return
+    shown = [{**r, "current": f"{r['current']}{' ' + r['unit'] if r['unit'] else ''}"}
+             for r in rows]
+    columns = [Column(k, k.replace("_", " "), "text") for k in
+               ("paper", "claim", "config", "current", "would_need", "physical_bound",
+                "plausible")]
+    emit(console, shown, fmt, lambda rs: build(rs, columns, lift=()))
     console.print(f"would-need: {len(rows)} missed predictions in "
-                  f"{time.perf_counter() - start:.0f} s wall (see {out / 'would_need.csv'})")
+                  f"{time.perf_counter() - start:.0f} s wall (see {out / 'would_need.csv'})",
+                  highlight=False)
 
 
 def main() -> None:  # pragma: no cover

@@ -4,15 +4,13 @@ errors as one line (exit 2), and writes outputs atomically."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from harness.analysis import InputError
-from harness.cli import app, console, fail
+from harness.cli import CSV_HELP, JSON_HELP, app, console, fail, output_format, shown
 from harness.trace import TraceError, read_trace
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
@@ -80,21 +78,13 @@ def gantt_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output figure (.png, .pdf, .svg).")],
     round_: Annotated[int | None, typer.Option(
-        "--round", help="Which round [default: the first].")] = None,
+        "--round", help="Which round." + shown("the first"))] = None,
 ) -> None:
     """A Gantt figure of one round (as RolloutPipe's Fig. 1(b)/3): requests by
     group, group hand-offs, batch dispatches and the trainer's batches."""
     from harness.analysis.gantt import gantt_figure
 
     _draw(out, lambda: gantt_figure(_events(trace), round_))
-
-
-def _cell(value: Any, pct: bool = False) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if pct:
-        return f"{value:+.2%}"
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 @app.command("compare")
@@ -105,30 +95,27 @@ def compare_cmd(
     per_round: Annotated[bool, typer.Option(
         "--per-round", help="One row per round and metric (rounds both have), not the "
                             "mean over rounds.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Every metric of A and B, the difference B − A and the relative difference
     (B − A) / |A|; the mean over rounds unless --per-round."""
-    from harness.analysis.compare import compare, describe, load_rows
-    from harness.results import dump_json
+    from harness.analysis.compare import compare, describe, load_rows, unrelated
+    from harness.cli_tables import compare_table, emit
 
+    fmt = output_format(json_out, csv_out)
     try:
         rows_a, rows_b = load_rows(a), load_rows(b)
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))
-    if json_out:
-        sys.stdout.write(dump_json(rows))
-        return
-    console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
-                  highlight=False)
-    table = Table(show_header=True, header_style="bold")
-    for col in ("round", "metric", "A", "B", "B − A", "rel"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for row in rows:
-        table.add_row(str(row["round"]), row["metric"], _cell(row["a"]), _cell(row["b"]),
-                      _cell(row["diff"]), _cell(row["rel_diff"], pct=True))
-    console.print(table)
+    warning = unrelated(rows_a, rows_b)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+    if fmt == "table":
+        console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
+                      highlight=False, markup=False)
+    emit(console, rows, fmt, compare_table)
 
 
 @app.command("plot")
@@ -139,7 +126,7 @@ def plot_cmd(
     y: Annotated[str, typer.Option("--y", help="Metric column (e.g. waiting_ratio).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output figure (.png, .pdf, .svg).")],
     hue: Annotated[str | None, typer.Option(
-        "--hue", help="Column for colours [default: system, if there is one].")] = None,
+        "--hue", help="Column for colours." + shown("system, if there is one"))] = None,
     where: Annotated[list[str] | None, typer.Option(
         "--where", help="Keep rows with FIELD=VALUE (repeatable).")] = None,
 ) -> None:

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from harness.cli import app, build_config, console, fail
+from harness.cli import CSV_HELP, JSON_HELP, app, build_config, console, fail, output_format
+from harness.cli_tables import show
 from harness.config import (
     ConfigError,
     RunConfig,
@@ -85,12 +87,14 @@ def show_cmd(
     = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override: section.field=value (repeatable).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Every config field with its resolved value (defaults, then --config, then
     --set, validated as `run` does), its type, where the value came from, and what
     it means."""
     sets = set_ or []
+    fmt = output_format(json_out, csv_out)
     try:
         cfg = build_config(config, sets)
         from_file = _keys(load_toml(config)) if config is not None else set()
@@ -98,20 +102,28 @@ def show_cmd(
         fail(str(err))
     from_set = {a.split("=", 1)[0].strip() for a in sets}
     rows = field_rows(cfg, from_file, from_set)
-    if json_out:
+    if fmt == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if fmt == "csv":
+        from harness.cli_tables import to_csv
+
+        sys.stdout.write(to_csv(rows))
         return
     sections = {f.name: help_of(f) for f in dataclasses.fields(RunConfig)
                 if dataclasses.is_dataclass(f.default_factory)}
-    table = Table(show_header=True, header_style="bold")
-    for col in ("field", "type", "value", "source", "help"):
-        table.add_column(col, overflow="fold")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), header_style="bold")
+    widest = {"value": 18, "source": 12}  # names whole, the help takes the rest
+    for col in ("field", "value", "source", "help (type)"):
+        table.add_column(col, overflow="fold", no_wrap=col == "field",
+                         max_width=widest.get(col))
     section = ""
     for row in rows:
         if "." in row["field"] and row["field"].split(".")[0] != section:
             section = row["field"].split(".")[0]
-            table.add_row(Text(section, style="bold"), "table", "", "",
-                          Text(sections.get(section, "")))
-        cells = (row["field"], row["type"], _show(row["value"]), row["source"], row["help"])
+            table.add_row(Text(section, style="bold"), "", "",
+                          Text(f"{sections.get(section, '')} (table)"))
+        cells = (row["field"], _show(row["value"]), row["source"],
+                 f"{row['help']} ({row['type']})")
         table.add_row(*map(Text, cells))  # plain text: "[sim]" is not markup
-    console.print(table)
+    show(console, table)

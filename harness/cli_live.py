@@ -10,8 +10,19 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import app, build_config, console, fail, print_metrics
+from harness.cli import (
+    CSV_HELP,
+    JSON_HELP,
+    app,
+    build_config,
+    console,
+    fail,
+    output_format,
+    print_metrics,
+    shown,
+)
 from harness.config import ConfigError, RunConfig
+from harness.ray_connect import HELP as RAY_HELP
 from harness.registry import UnknownName, unknown_name
 
 
@@ -38,7 +49,9 @@ def data_check_cmd(
     workload: Annotated[str, typer.Option(
         help="lsat-ar, agieval-math, sci-xw, sci-jl or olyphys.")],
     data_dir: Annotated[Path, typer.Option(
-        help="A root laid out like shared/data (agieval/, scibench/, olympiadbench/).")],
+        help="The folder you downloaded the published sets to (none ship with "
+             "rolloutbench): agieval/lsat-ar.jsonl and math.jsonl, scibench/BOOK.json, "
+             "olympiadbench/OE_TO_physics_en_COMP.json.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Load a dataset, show one example, and score every reference answer with the
@@ -78,11 +91,16 @@ def model_init_cmd(
 ) -> None:
     """Build a tiny Qwen3-architecture model and train its tokenizer (cached)."""
     try:
+        from harness.live.logs import quiet_bars
         from harness.live.model import init_model
     except ImportError as err:
         fail(f"model init needs the live extras (make setup-live): {err}")
+    from harness.progress import stage
+
+    quiet_bars()  # no checkpoint-writing bars
     try:
-        path = init_model(out, seed=seed, force=force)
+        with stage(f"model init: training the tokenizer and building the model in {out}"):
+            path = init_model(out, seed=seed, force=force)
     except (ValueError, FileExistsError) as err:
         fail(str(err))
     console.print(f"model ready in {path}", highlight=False)
@@ -100,11 +118,18 @@ def model_warmup_cmd(
     if workload != "arith":
         fail(f"--workload: warm-up knows the arith format only, not {workload!r}")
     try:
+        from harness.live.logs import quiet_bars
         from harness.live.model import arith_examples, warmup
     except ImportError as err:
         fail(f"model warmup needs the live extras (make setup-live): {err}")
+    from harness.progress import Bar
+
+    quiet_bars()  # no checkpoint-reading and -writing bars
     try:
-        result = warmup(model_dir, arith_examples(examples, seed), steps=steps, seed=seed)
+        with Bar(f"model warmup: {steps} optimizer steps on {examples} examples",
+                 steps) as bar:
+            result = warmup(model_dir, arith_examples(examples, seed), steps=steps, seed=seed,
+                            on_step=lambda _step: bar.advance())
     except (FileNotFoundError, ValueError) as err:
         fail(str(err))
     console.print_json(json.dumps(result, default=str))
@@ -145,27 +170,36 @@ def validate_cmd(
     update_groups: Annotated[int, typer.Option("--update-groups", "-U",
                                                help="Groups per update U.")] = 2,
     frontier: Annotated[int | None, typer.Option(
-        help="cgp-fgd: frontier width F_w [default: 2].")] = None,
+        help="cgp-fgd: frontier width F_w." + shown(RunConfig().frontier))] = None,
     rounds: Annotated[int, typer.Option(help="Rollout rounds.")] = 1,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     ray_address: Annotated[str, typer.Option(
         help="'off': one process, one engine lent to every cell; 'local' or HOST:PORT: "
-             "Ray actors, an engine per cell.")] = "off",
+             f"Ray actors, an engine per cell. {RAY_HELP}")] = "off",
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override: section.field=value (e.g. live.lengths=model)")] = None,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the summary as JSON (progress goes to stderr).")] = False,
+    csv_out: Annotated[bool, typer.Option(
+        "--csv", help="Print OUT/validate.csv, one row per cell and metric.")] = False,
 ) -> None:
     """Run systems live (responses replayed to the workload's lengths) and on the
     simulator with this machine's calibration, measured first; compare them."""
     from harness.live.grid import Cell, load_grid
     from harness.live.runtime import missing_live
 
+    fmt = output_format(json_out, csv_out)
+
     missing = missing_live()
     if missing:
         fail(f"validate needs {', '.join(missing)}: run make setup-live")
     if calibration is not None and not calibration.is_file():
         fail(f"--calibration: no file {calibration}")
+    from harness.checks import check_model_dir
+
+    check_model_dir(model_dir, "--model-dir")  # its ConfigError: one line, exit 2
     try:
         if grid is not None:
             cells = load_grid(grid)
@@ -183,12 +217,24 @@ def validate_cmd(
                 cells.append(Cell(f"{workload} R={groups}", system, cfg))
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    from harness.checks import check_out
     from harness.live.validate import validate
 
+    check_out(out)  # a file, or unmakeable: one line before any work
+
     def say(message: str) -> None:
-        console.print(message, highlight=False)
+        if fmt == "table":
+            console.print(message, highlight=False)
+        else:  # stdout is the machine's
+            typer.echo(message, err=True)
 
     result = validate(cells, out, calibration, say)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+        return
+    if fmt == "csv":
+        sys.stdout.write((out / "validate.csv").read_text())
+        return
     console.print((out / "summary.md").read_text(), highlight=False)
     console.print(f"tables, traces and validation.png in {out} "
                   f"(median error {result['median_rel_error']:.1%})", highlight=False)
@@ -200,17 +246,30 @@ def live_demo_cmd(
     = Path("runs/live-demo"),
     rounds: Annotated[int, typer.Option(help="Live rounds per system.")] = 2,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
-    """Every system live on the tiny warmed-up model (needs `make setup-live`)."""
+    """Six systems live on the tiny warmed-up model: slime, cgp, cgp-fgd, pipelinerl,
+    april and rollpacker (needs `make setup-live`). Not run: verl, whose point is
+    colocation (one live engine and trainer do not share memory, so it would run as
+    slime), and cgp-april and cgp-tail, combinations of the six; run any of them
+    with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
 
+    fmt = output_format(json_out, csv_out)
     missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
+    if rounds < 1:
+        fail("--rounds: must be a positive integer")
+    from harness.checks import check_out
+
+    check_out(out)  # a file, or a folder that cannot be made: one line before any work
     from harness.live import demo
 
     df = demo.run(out, seed=seed, rounds=rounds)
-    print_metrics(df.to_dict("records"))
-    console.print(f"traces, metrics.csv and live_demo.png in {out}", highlight=False)
+    print_metrics(df.to_dict("records"), fmt)
+    if fmt == "table":
+        console.print(f"traces, metrics.csv and live_demo.png in {out}", highlight=False)
 
 

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
+from rich.console import Console
 from rich.table import Table
 
-from harness.cli import app, console, fail
+from harness.cli import app, console, fail, output_format
+from harness.cli_tables import machine, show
 from harness.config import ConfigError
 from harness.registry import UnknownName
 from harness.regress import DEFAULT_DIR, Report, RowKey, regress, update
@@ -31,18 +34,21 @@ def _by_cell(keys: list[RowKey]) -> list[str]:
             for cell, r in rounds.items()]
 
 
-def print_report(report: Report) -> None:
+def print_report(report: Report, console: Console = console) -> None:
     """The moved metrics as a table, then cells added or missing, then one summary line."""
     if report.moved:
-        table = Table(title="metrics moved beyond tolerance", show_header=True,
+        table = Table(title="metrics moved beyond tolerance", title_justify="left",
+                      box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1),
                       header_style="bold")
         for col in ("cell", "round", "metric", "baseline", "now", "change %"):
-            table.add_column(col, justify="left" if col in ("cell", "metric") else "right")
+            text = col in ("cell", "metric")
+            table.add_column(col, justify="left" if text else "right", no_wrap=not text,
+                             overflow="fold")
         for m in report.moved:
             pct = m.change_pct
             table.add_row(m.cell, str(m.round), m.metric, _num(m.baseline), _num(m.now),
                           "-" if math.isnan(pct) else f"{pct:+.4g}")
-        console.print(table)
+        show(console, table)
     for label, keys in (("added (no baseline)", report.added),
                         ("missing (in the baselines, not in the grid)", report.missing)):
         for entry in _by_cell(keys):
@@ -64,9 +70,14 @@ def regress_cmd(
     = False,
     jobs: Annotated[int, typer.Option(
         "--jobs", "-j", help="Cells at a time, in worker processes.")] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the moved metrics as JSON "
+                                           "(the summary goes to stderr).")] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print the moved metrics as CSV "
+                                          "(the summary goes to stderr).")] = False,
 ) -> None:
     """Recompute the regression grid and compare every per-round metric with the
     baselines; exit 1 when one moved beyond its tolerance or cells differ."""
+    fmt = output_format(json_out, csv_out)
     if jobs < 1:
         fail("--jobs: must be a positive integer")
     start = time.perf_counter()
@@ -75,16 +86,22 @@ def regress_cmd(
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     seconds = time.perf_counter() - start
-    print_report(report)
+    if fmt != "table":  # the rows for a program on stdout, the words for a person on stderr
+        moved = [{"cell": m.cell, "round": m.round, "metric": m.metric,
+                  "baseline": m.baseline, "now": m.now, "change_pct": m.change_pct}
+                 for m in report.moved]
+        machine(moved, fmt)
+    say = console if fmt == "table" else Console(stderr=True, width=200)
+    print_report(report, say)
     if update_:
         update(baselines, rows)
         cells = len({r["cell"] for r in rows})
-        console.print(f"wrote {baselines / 'metrics.csv'} ({cells} cells, {len(rows)} rows) "
-                      f"in {seconds:.1f} s", highlight=False, markup=False)
+        say.print(f"wrote {baselines / 'metrics.csv'} ({cells} cells, {len(rows)} rows) "
+                  f"in {seconds:.1f} s", highlight=False, markup=False)
         return
-    console.print(f"{'ok' if report.ok else 'FAILED'} in {seconds:.1f} s"
-                  + ("" if report.ok else
-                     f"; if intended: rolloutbench regress --update --baselines {baselines}"),
-                  highlight=False, markup=False)
+    say.print(f"{'ok' if report.ok else 'FAILED'} in {seconds:.1f} s"
+              + ("" if report.ok else
+                 f"; if intended: rolloutbench regress --update --baselines {baselines}"),
+              highlight=False, markup=False)
     if not report.ok:
         raise typer.Exit(1)

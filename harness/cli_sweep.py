@@ -10,8 +10,9 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.cli import app, console, fail
+from harness.cli import app, console, fail, shown
 from harness.config import ConfigError
+from harness.ray_connect import HELP as RAY_HELP
 
 
 @app.command("sweep")
@@ -21,9 +22,10 @@ def sweep_cmd(
     out: Annotated[Path, typer.Option(help="Directory for cells/, results.parquet and "
                                       "results.csv.")],
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", help="Cells at a time [default: the CPU count].")] = None,
+        "--jobs", "-j", help="Cells at a time." + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, typer.Option(
-        help="Run cells as Ray tasks on this cluster ('local': start a private Ray).")]
+        help="Run cells as Ray tasks on this cluster ('local': start a private Ray). "
+             f"{RAY_HELP}")]
     = None,
     retry_failed: Annotated[bool, typer.Option(
         help="Run again the cells recorded as failed.")] = False,
@@ -38,6 +40,13 @@ def sweep_cmd(
         sweep = load_spec(spec)
     except ConfigError as err:
         fail(f"{spec}: {err}")
+    if ray_address:  # before the first line of progress: an address must answer
+        from harness.ray_connect import check_address
+
+        check_address(ray_address)
+    from harness.checks import check_out
+
+    check_out(out)  # a file, or unmakeable: one line before any cell runs
     todo = len(pending(sweep, out, retry_failed))
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",
@@ -46,7 +55,8 @@ def sweep_cmd(
                TextColumn("{task.completed}/{task.total} done, {task.fields[failed]} failed, "
                           "{task.fields[left]} remaining"), TimeElapsedColumn())
     counts = {"done": 0, "failed": 0}
-    with Progress(*columns, console=console) as progress:
+    # a bar on a terminal; piped, the line above is the stage's one line
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("sweep", total=todo, failed=0, left=todo)
 
         def on_done(_cell: Any, result: dict[str, Any]) -> None:

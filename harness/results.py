@@ -11,7 +11,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -95,17 +94,30 @@ def resolve_defaults(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
-_SAID: list[bool] = []
+def _run_live(cfg: RunConfig, trace_path: str | os.PathLike[str], system: Any) -> None:
+    """A live run: the engine's and libraries' logs to RUN_FOLDER/engine.log, one
+    line (piped) or a spinner (terminal) per stage on stderr."""
+    from harness.live.logs import engine_log
+    from harness.live.watch import TraceFollower
+    from harness.progress import say, stage
 
+    label = f"live {cfg.system}"
+    with engine_log(Path(trace_path).parent / "engine.log"), \
+            stage(f"{label}: starting" + (" Ray" if cfg.live.ray_address != "off" else "")
+                  ) as update:
+        follower = TraceFollower(trace_path, label, cfg.rounds, update, say)
+        follower.start()
+        try:
+            if cfg.live.ray_address == "off":
+                from harness.live.runtime import LiveRuntime
 
-def _say_not_applicable() -> None:
-    """Once per process: what one live engine cannot do (the trace records it per run)."""
-    if not _SAID:
-        from harness.live.engine import NOT_APPLICABLE
+                LiveRuntime(cfg, trace_path).run(system)
+            else:
+                from harness.live.ray_actors import run_on_ray
 
-        _SAID.append(True)
-        print("live: not modelled on one live engine (recorded in the trace when a system "
-              "asks): " + "; ".join(NOT_APPLICABLE.values()), file=sys.stderr)
+                run_on_ray(cfg, trace_path, system)
+        finally:
+            follower.stop()
 
 
 def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -123,15 +135,7 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
         from harness.live import backends
 
         backends.check(cfg)
-        _say_not_applicable()
-        if cfg.live.ray_address == "off":
-            from harness.live.runtime import LiveRuntime
-
-            LiveRuntime(cfg, trace_path).run(system)
-        else:
-            from harness.live.ray_actors import run_on_ray
-
-            run_on_ray(cfg, trace_path, system)
+        _run_live(cfg, trace_path, system)
     else:  # validated earlier; kept for a clear message if called directly
         raise ValueError(f"runtime {cfg.runtime!r} is not available")
     return round_metrics(read_trace(trace_path))

@@ -4,8 +4,10 @@ into one table (DIR/results.parquet and DIR/results.csv).
 
 A cell's directory is named by a hash of its resolved config, so rerunning a
 spec (or a widened one) finds the cells already done and runs only the rest.
-Spec mistakes (unknown keys, wrong types) stop the sweep before anything runs;
-a cell that fails while running is recorded with its error and the sweep goes on.
+Spec mistakes (unknown keys, wrong types, and any cell that `run` would refuse:
+a system typo, an unknown preset, U not dividing R) stop the sweep before
+anything runs; a cell that fails while running is recorded with its error and
+the sweep goes on.
 `repeats = N` runs seeds 0..N-1 (overriding base.seed); without it the base seed.
 """
 
@@ -139,12 +141,40 @@ def parse_spec(spec: dict[str, Any]) -> Sweep:
             for seed in seeds:
                 cell = make_cell(template, varied, seed)
                 cells.setdefault(cell.key, cell)  # a duplicate point runs once
-    return Sweep(list(cells.values()), [*grid, *zipped])
+    sweep = Sweep(list(cells.values()), [*grid, *zipped])
+    check_cells(sweep, template)
+    return sweep
+
+
+def _problem(cfg: RunConfig) -> str | None:
+    """What `run` would refuse in this config, or None."""
+    from harness.checks import check_run
+    from harness.registry import UnknownName
+
+    try:
+        check_run(copy.deepcopy(cfg))
+    except (ConfigError, UnknownName) as err:
+        return str(err)
+    return None
+
+
+def check_cells(sweep: Sweep, base: RunConfig) -> None:
+    """Every cell checked as `run` checks its options (system, workload, presets,
+    calibration, U divides R, ...) before any runs; the first bad one is a
+    ConfigError naming its varied values, or `base` when the base alone is bad."""
+    for cell in sweep.cells:
+        problem = _problem(cell.config)
+        if problem is None:
+            continue
+        if not cell.varied or _problem(base) == problem:
+            raise ConfigError(f"base: {problem}")
+        values = ", ".join(f"{k}={v!r}" for k, v in cell.varied.items())
+        raise ConfigError(f"cell {values}: {problem}")
 
 
 def make_cell(template: RunConfig, varied: dict[str, Any], seed: int | None) -> Cell:
-    """The point's config, keyed by its resolved form. Types were checked in parse_spec;
-    value checks (validate) run in the worker, so one bad point fails alone."""
+    """The point's config, keyed by its resolved form. Types were checked in parse_spec
+    and values are checked by `check_cells`, before any cell runs."""
     from harness.results import resolve_defaults
 
     cfg = copy.deepcopy(template)
@@ -263,6 +293,8 @@ def run_ray(cells: list[Cell], address: str, jobs: int, done: Done) -> None:
 
     try:
         started = connect(address, num_cpus=jobs)
+    except ConfigError:  # the address does not answer: its one line names it
+        raise
     except Exception as err:  # noqa: BLE001  (no cluster there: say so in one line)
         raise ConfigError(f"--ray-address {address}: {_one_line(err)}") from None
     task = ray.remote(num_cpus=1)(run_cell)
@@ -292,6 +324,10 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
     from harness.results import provenance
 
     todo = pending(sweep, out, retry_failed)
+    if todo and ray_address:  # an address that does not answer: refused before OUT is made
+        from harness.ray_connect import check_address
+
+        check_address(ray_address)
     prov = provenance()
     ran: list[Cell] = []
 

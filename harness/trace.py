@@ -228,8 +228,12 @@ class TraceReader:
                 try:
                     event = _decoder.decode(raw)
                 except msgspec.DecodeError as err:
-                    raise TraceError(f"{where}: not valid JSON ({err})") from None
-                check_event(event, where)
+                    bad = TraceError(f"{where}: not valid JSON ({err})")
+                    raise (_named(bad, path, False) if lineno == 1 else bad) from None
+                try:
+                    check_event(event, where)
+                except TraceError as err:
+                    raise (_named(err, path, True) if lineno == 1 else err) from None
                 if self.strict:
                     check_types(event, where)
                 kind = event["ev"]
@@ -249,6 +253,14 @@ class TraceReader:
             if events == 0:
                 raise TraceError(f"{path}: empty trace" + (
                     f" (line {self.cut_line} was cut mid-write)" if self.cut_line else ""))
+
+
+def _named(err: TraceError, path: Path, first_line_is_json: bool) -> TraceError:
+    """A first line that is no event: name the kind of file it is, when known."""
+    from harness.file_kind import not_a_trace
+
+    reason = not_a_trace(path, first_line_is_json)
+    return TraceError(reason) if reason else err
 
 
 def iter_trace(path: str | os.PathLike[str], *, strict: bool = False

@@ -32,9 +32,15 @@ def live_run(model_dir: Path, system: str, out: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("system", ["slime", "pipelinerl"])
-def test_live_run_trains_and_updates_weights(model_dir: Path, tmp_path: Path,
-                                             system: str) -> None:
+def test_live_run_trains_and_updates_weights(model_dir: Path, tmp_path: Path, system: str,
+                                             capfd: pytest.CaptureFixture[str]) -> None:
+    capfd.readouterr()
     events = live_run(model_dir, system, tmp_path)
+    # stdout carries none of vLLM's (or any library's) log lines: they are in engine.log
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert not [line for line in err.splitlines() if " INFO " in line or "WARNING" in line]
+    assert "vllm" in (tmp_path / "engine.log").read_text()
     assert events[0]["runtime"] == "live" and events[-1]["ev"] == "run_end"
     assert "error" not in events[-1]
     finishes = [e for e in events if e["ev"] == "request_finish"]

@@ -18,7 +18,7 @@ import harness.cli_sweep  # noqa: F401  (registers `sweep` on the app)
 from harness.cli import app
 from harness.config import ConfigError
 from harness.metrics import KEYS
-from harness.sweep import load_spec, parse_spec, run_sweep
+from harness.sweep import load_spec, parse_spec, pending, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"workload": "sci-jl", "groups": 4, "update_groups": 2, "group_size": 2, "rounds": 2}
@@ -138,14 +138,38 @@ def test_resume_runs_only_the_missing_cell(tmp_path: Path) -> None:
     assert {c.config.system for c in run_sweep(wider, out, jobs=2)} == {"cgp-fgd"}
 
 
+@pytest.mark.parametrize(("grid", "named"), [
+    ('system = ["cgp", "cgpp"]', "cell system='cgpp': unknown system 'cgpp'; did you mean"),
+    ('groups = [4, 6]\nupdate_groups = [2, 4]',
+     "cell groups=6, update_groups=4: --update-groups: U=4 must divide"),
+    ('"sim.rollout_gpu" = ["a100-40gb-pcie", "h100"]',
+     "cell sim.rollout_gpu='h100': --set sim.rollout_gpu: unknown hardware preset 'h100'"),
+    ('"sim.calibration" = ["nope"]', "cell sim.calibration='nope': --set sim.calibration: no "
+                                     "calibration named 'nope'"),
+])
+def test_a_bad_cell_is_refused_before_any_cell_runs(tmp_path: Path, grid: str,
+                                                     named: str) -> None:
+    (tmp_path / "s.toml").write_text(f"{TINY_TOML}[grid]\n{grid}\n")
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert code == 2, output
+    assert output.startswith(f"error: {tmp_path / 's.toml'}: {named}"), output
+    assert len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing was written
+
+
+def test_a_bad_base_is_named_as_the_base() -> None:
+    with pytest.raises(ConfigError, match=r"^base: --set sim.model: unknown model preset"):
+        parse_spec(spec(base={**TINY, "sim": {"model": "qwen3-17b"}}, grid={"groups": [4, 8]}))
+
+
 def test_a_failing_cell_is_recorded_and_the_others_run(tmp_path: Path) -> None:
-    (tmp_path / "s.toml").write_text(TINY_TOML + '[grid]\nsystem = ["cgp", "nope"]\n'
-                                     "groups = [4, 6]\n")
-    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
-                             "--jobs", "2")
-    assert code == 1, output  # some cells failed; the rest ran
-    assert "2 ok, 2 failed" in " ".join(output.split())
-    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    sweep = parse_spec(spec(grid={"system": ["cgp", "slime"], "groups": [4, 6]}))
+    for cell in sweep.cells:  # fails only once it runs: past the spec's checks
+        if cell.config.system == "slime":
+            cell.config.system = "nope"
+    out = tmp_path / "out"
+    assert len(run_sweep(sweep, out, jobs=2)) == 4
+    frame = pd.read_parquet(out / "results.parquet")
     failed = frame[frame["error"].notna()]
     assert sorted(failed["groups"]) == [4, 6] and set(failed["system"]) == {"nope"}
     assert all("nope" in e and "\n" not in e for e in failed["error"])
@@ -153,14 +177,11 @@ def test_a_failing_cell_is_recorded_and_the_others_run(tmp_path: Path) -> None:
     good = frame[frame["error"].isna()]
     assert set(good["system"]) == {"cgp"} and len(good) == 2 * 2  # 2 cells x 2 rounds
     for key in failed["cell"]:
-        result = json.loads((tmp_path / "out" / "cells" / key / "result.json").read_text())
+        result = json.loads((out / "cells" / key / "result.json").read_text())
         assert "nope" in result["error"] and result["rounds"] == []
     # a failed cell counts as done, unless asked to retry
-    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
-    assert "0 to run" in output
-    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
-                             "--retry-failed")
-    assert "2 to run" in output
+    assert pending(sweep, out) == []
+    assert {c.key for c in pending(sweep, out, retry_failed=True)} == set(failed["cell"])
 
 
 def test_results_table_one_row_per_cell_and_round(tmp_path: Path) -> None:

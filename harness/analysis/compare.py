@@ -132,3 +132,21 @@ def describe(rows: list[dict[str, Any]]) -> str:
     parts = [",".join(systems[:3]) + ("…" if len(systems) > 3 else ""),
              ",".join(workloads[:3]) + ("…" if len(workloads) > 3 else "")]
     return " ".join(p for p in parts if p) + f" ({len(rows)} rows)"
+
+
+def _facts(rows: list[dict[str, Any]]) -> tuple[set[str], set[str], int]:
+    systems = {str(r["system"]) for r in rows if r.get("system") is not None}
+    workloads = {str(r["workload"]) for r in rows if r.get("workload") is not None}
+    return systems, workloads, len(_rounds(rows))
+
+
+def unrelated(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:
+    """One line when A and B share no system, no workload and not their number of
+    rounds (two unrelated runs, most likely a wrong path); None otherwise. They
+    are still compared: the user may mean it."""
+    (sa, wa, ra), (sb, wb, rb) = _facts(a), _facts(b)
+    if not (sa and sb and wa and wb) or sa & sb or wa & wb or ra == rb:
+        return None
+    return (f"A and B share no system ({','.join(sorted(sa))} vs {','.join(sorted(sb))}), "
+            f"no workload ({','.join(sorted(wa))} vs {','.join(sorted(wb))}) and not their "
+            f"rounds ({ra} vs {rb}): unrelated runs?")

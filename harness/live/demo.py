@@ -30,17 +30,21 @@ def config(system: str, model_dir: Path, seed: int, rounds: int) -> RunConfig:
 
 
 def run(out: Path, seed: int = 0, rounds: int = 2, progress: bool = True) -> pd.DataFrame:
+    from harness.live.logs import quiet_bars
     from harness.live.model import arith_examples, init_model, warmup
+    from harness.progress import Bar, stage
 
-    model_dir = Path(init_model(out / "model", seed=seed))
-    warmup(model_dir, arith_examples(4000, seed), seed=seed)
+    quiet_bars()
+    with stage("live-demo: building the model"):
+        model_dir = Path(init_model(out / "model", seed=seed))
+    with Bar("live-demo: warming the model up", 200, enabled=progress) as bar:
+        warmup(model_dir, arith_examples(4000, seed), seed=seed,
+               on_step=lambda _step: bar.advance())
     from harness.live.ray_actors import session
 
     rows = []
     with session(RunConfig().live.ray_address):
-        for system in SYSTEMS:
-            if progress:
-                print(f"live: {system} ...", flush=True)
+        for system in SYSTEMS:  # each run says its own stages
             rows += execute(config(system, model_dir, seed, rounds), out / f"{system}.jsonl")
     df = pd.DataFrame(rows)
     write_atomic(out / "metrics.csv", df.to_csv(index=False, float_format="%.6g"))

@@ -15,6 +15,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,13 +198,13 @@ def _encode(tok: Any, prompt: str, answer: str) -> tuple[list[int], list[int]]:
 
 
 def warmup(model_dir: str | Path, examples: list[tuple[str, str]], *, steps: int = 200,
-           lr: float = 3e-3, seed: int = 0, batch_size: int = 32, force: bool = False
-           ) -> dict[str, Any]:
+           lr: float = 3e-3, seed: int = 0, batch_size: int = 32, force: bool = False,
+           on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Supervised fine-tune on (prompt, answer) pairs in place, so the model emits the format.
 
     Cached by a digest of the examples and the hyper-parameters. Warming a folder that was warmed
     differently is refused unless ``force``, which rebuilds the base model first so the result
-    never depends on history.
+    never depends on history. `on_step(i)` is called after each optimizer step (progress).
     """
     out = Path(model_dir)
     stamp = _read_stamp(out)
@@ -240,7 +241,7 @@ def warmup(model_dir: str | Path, examples: list[tuple[str, str]], *, steps: int
     gen = torch.Generator().manual_seed(seed)
     pad = tok.pad_token_id
     losses: list[float] = []
-    for _ in range(steps):
+    for step in range(steps):
         idx = torch.randint(len(encoded), (batch_size,), generator=gen).tolist()
         width = max(len(encoded[i][0]) for i in idx)
         ids = torch.full((batch_size, width), pad, dtype=torch.long)
@@ -257,6 +258,8 @@ def warmup(model_dir: str | Path, examples: list[tuple[str, str]], *, steps: int
         opt.step()
         sched.step()
         losses.append(loss.item())
+        if on_step is not None:
+            on_step(step)
     (out / STAMP).unlink(missing_ok=True)
     model.save_pretrained(out)
     tail = losses[-max(1, steps // 10):]

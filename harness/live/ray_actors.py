@@ -32,7 +32,10 @@ class EngineActor:
     """The rollout node: a `VLLMLocalBackend` behind actor calls."""
 
     def __init__(self, model_dir: str, max_model_len: int, kv_cache_mb: int, seed: int) -> None:
+        from harness.live.logs import route_from_env
         from harness.live.vllm_local import VLLMLocalBackend
+
+        route_from_env()  # vLLM's lines to the run's engine.log
 
         self.backend = VLLMLocalBackend.start(model_dir, max_model_len, kv_cache_mb, seed)
 
@@ -121,6 +124,9 @@ class TrainerActor:
 
     def __init__(self, cfg: RunConfig) -> None:
         from harness.live.backends import make_learner
+        from harness.live.logs import route_from_env
+
+        route_from_env()
 
         self.learner = make_learner(cfg)
 
@@ -146,9 +152,10 @@ class ActorCalls:
 
 
 def _env() -> dict[str, Any]:
+    from harness.live.logs import actor_env
     from harness.live.runtime import LIVE_ENV
 
-    return {"env_vars": dict(LIVE_ENV)}
+    return {"env_vars": {**LIVE_ENV, **actor_env()}}
 
 
 def start_engine(cfg: RunConfig) -> Any:
@@ -174,8 +181,11 @@ class ControlActor:
     trainer are the actors above."""
 
     async def run(self, cfg: RunConfig, trace_path: str, system: Any = None) -> None:
+        from harness.live.logs import route_from_env
         from harness.live.runtime import LiveRuntime
         from systems import get_system
+
+        route_from_env()
 
         runtime = LiveRuntime(cfg, trace_path, actors=True)
         await runtime.run_async(system or get_system(cfg.system))

@@ -88,8 +88,16 @@ async def _live_in_process(cells: list[Cell], out: Path, calibration: Path | Non
 
 
 def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -> Path:
-    """Run every cell live; returns the calibration file the twins will use."""
+    """Run every cell live; returns the calibration file the twins will use. The
+    engine's and libraries' own logs go to OUT/engine.log."""
+    from harness.live.logs import engine_log
+
     out.mkdir(parents=True, exist_ok=True)
+    with engine_log(out / "engine.log"):
+        return _run_live(cells, out, calibration, say)
+
+
+def _run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -> Path:
     if calibration is not None:
         shutil.copy(calibration, out / "calibration.toml")  # it travels with the results
         calibration = out / "calibration.toml"

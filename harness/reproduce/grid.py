@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from rich.progress import Progress
 
 from harness.config import RunConfig
 from harness.metrics import KEYS, OFFPOLICY_KEYS
+from harness.progress import Bar
 from harness.results import execute
 
 
@@ -29,8 +29,7 @@ def run_grid(
     names = list(axes)
     combos = list(itertools.product(*(list(v) for v in axes.values())))
     rows: list[dict[str, Any]] = []
-    with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task(label, total=len(combos))
+    with Bar(label, len(combos), enabled=progress) as bar:  # piped: one line
         for values in combos:
             cfg = copy.deepcopy(base)
             for name, value in zip(names, values, strict=True):
@@ -39,6 +38,6 @@ def run_grid(
             stem = "-".join(f"{v}" for v in values)
             for row in execute(cfg, traces / f"{stem}.jsonl"):
                 rows.append({"groups": cfg.groups, **row})
-            bar.advance(task)
+            bar.advance()
     cols = ["system", "workload", "groups", "round", *KEYS, *OFFPOLICY_KEYS]
     return pd.DataFrame(rows)[cols]

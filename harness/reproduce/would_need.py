@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.progress import Progress
-
 from harness.reproduce.bracket import Solution, solve
 from harness.results import write_atomic
 
@@ -180,15 +178,16 @@ def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
         todo.append((next((f for f in fams if f.matches(m)), None), m))
     todo.sort(key=lambda fm: (fams.index(fm[0]) if fm[0] else len(fams),
                               fm[0].order(fm[1]) if fm[0] else 0))
-    with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("would-need searches", total=len(todo))
+    from harness.progress import Bar
+
+    with Bar("would-need searches", len(todo), enabled=progress) as bar:  # piped: one line
         for fam, m in todo:
-            bar.update(task, description=f"would-need: {m.paper} {m.claim[:40]} {m.config}")
+            bar.describe(f"would-need: {m.paper} {m.claim[:40]} {m.config}")
             result = fam.outcome(m, fam.search(m, max_evals)) if fam else not_searchable(m)
             outcomes[(m.paper, m.claim, m.config)] = result.row()
             if log is not None:
                 log(f"{m.paper} | {m.claim} | {m.config}: {result.would_need} {result.unit}")
-            bar.advance(task)
+            bar.advance()
     ordered = [outcomes[(m.paper, m.claim, m.config)] for m in rows
                if (m.paper, m.claim, m.config) in outcomes]
     write_atomic(out / "would_need.csv", to_csv(ordered))

@@ -8,15 +8,14 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
+from harness.registry import UnknownName
+
 T = TypeVar("T")
 
 
-class PresetError(KeyError):
-    """Unknown preset name; a KeyError so ``except KeyError`` callers keep working."""
-
-    def __str__(self) -> str:
-        # KeyError.__str__ repr()-quotes its argument; we want the plain one-line message.
-        return str(self.args[0]) if self.args else ""
+class PresetError(UnknownName):
+    """Unknown preset name: an UnknownName (so a KeyError, and one line on the command
+    line like any unknown name); ``except KeyError`` callers keep working."""
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,9 @@ class SimRuntime(RunnerBase):
         return head
 
     def _loop_run(self, coro: Any) -> None:
-        try:
-            self.loop.run_until_complete(coro)
-        finally:
-            self.loop.close()
+        """asyncio's Runner on the virtual loop: Ctrl-C cancels the run (its trace
+        ends with `run_end` "interrupted") and then KeyboardInterrupt is raised; on
+        any exit every task left is cancelled and awaited before the loop closes,
+        so none is destroyed pending."""
+        with asyncio.Runner(loop_factory=lambda: self.loop) as runner:
+            runner.run(coro)

@@ -1,0 +1,195 @@
+"""Every command, given bad input, answers with one line on stderr and exit code 2:
+no traceback, and nothing written.
+
+The commands are walked from the app itself, so a command added later without a
+bad-input case here fails `test_every_command_has_a_bad_input_case`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+# Bad input per command (path of names -> argument lists); None: the command takes
+# no input at all. "{closed}" becomes an address where nothing listens.
+BAD: dict[tuple[str, ...], list[list[str]] | None] = {
+    ("systems",): None,
+    ("workloads",): None,
+    ("backends",): None,
+    ("run",): [["--out", "o", "--set", "sim.model=qwen3-17b"],
+               ["--out", "o", "--set", "sim.rollout_gpu=h100"],
+               ["--out", "o", "--set", "sim.trainer_gpu=h100"],
+               ["--out", "o", "--set", "sim.calibration=nope"],
+               ["--out", "o", "--update-groups", "3"],
+               ["--out", "o", "--system", "cgpp"],
+               ["--out", "afile"],
+               ["--out", "afile/sub"],
+               ["--out", "o", "--runtime", "live", "--ray-address", "{closed}"],
+               ["--out", "o", "--runtime", "live", "--ray-address", "nohostport"]],
+    ("metrics",): [["metrics.json"], ["missing.jsonl"]],
+    ("calibrate",): [["nope"], ["engine", "--model-dir", "notmodel"]],
+    ("reproduce",): [["nope", "--out", "o"], ["rolloutpipe", "--out", "afile"],
+                     ["rolloutpipe", "--out", "o", "--figures", "afile"]],
+    ("timeline",): [["metrics.json", "--out", "t.json"]],
+    ("gantt",): [["metrics.json", "--out", "g.png"]],
+    ("compare",): [["missing.jsonl", "metrics.json"]],
+    ("plot",): [["missing.csv", "--x", "groups", "--y", "waiting_ratio", "--out", "p.png"]],
+    ("validate",): [["--model-dir", "notmodel", "--out", "o"],
+                    ["--model-dir", "looksmodel", "--out", "o", "--ray-address", "{closed}"],
+                    ["--model-dir", "looksmodel", "--out", "afile"]],
+    ("live-demo",): [["--out", "afile"], ["--out", "o", "--rounds", "0"]],
+    ("regress",): [["--jobs", "0"]],
+    ("sweep",): [["bad.toml", "--out", "o"], ["typo.toml", "--out", "o"],
+                 ["good.toml", "--out", "o", "--ray-address", "{closed}"],
+                 ["good.toml", "--out", "afile"]],
+    ("whatif",): [["nope", "--out", "o"], ["fgd-frontier", "--out", "afile"]],
+    ("config", "show"): [["--set", "sim.model=qwen3-17b"], ["--set", "sim.calibration=nope"]],
+    ("data", "check"): [["--workload", "nope", "--data-dir", "."]],
+    ("model", "init"): [["afile"]],
+    ("model", "warmup"): [["notmodel"]],
+}
+
+
+def commands() -> dict[tuple[str, ...], object]:
+    """Every leaf command registered on the app, by its path of names."""
+    found: dict[tuple[str, ...], object] = {}
+
+    def walk(command: object, path: tuple[str, ...]) -> None:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            found[path] = command
+            return
+        for name, sub in subs.items():
+            walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+def test_every_command_has_a_bad_input_case() -> None:
+    registered = commands()
+    assert set(registered) == set(BAD), "add the new command's bad input to BAD"
+    for path, cases in BAD.items():
+        takes = [p.name for p in registered[path].params]  # type: ignore[attr-defined]
+        assert (cases is None) == (not takes), (path, takes)
+
+
+def closed_port() -> str:
+    with socket.socket() as sock:  # bound, never listening: a connect is refused
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding a file, folders that are no model, a metrics file and specs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("not a folder\n")
+    (tmp_path / "notmodel").mkdir()
+    (tmp_path / "notmodel" / "config.json").write_text("{}\n")
+    looks = tmp_path / "looksmodel"  # passes the folder check; the Ray address is next
+    looks.mkdir()
+    (looks / "config.json").write_text('{"model_type": "qwen3"}\n')
+    (looks / "tokenizer.json").write_text("{}\n")
+    (looks / "model.safetensors").write_bytes(b"")
+    (tmp_path / "metrics.json").write_text(json.dumps(
+        [{"system": "slime", "workload": "lsat-ar", "round": 0}], indent=2) + "\n")
+    base = '[base]\nworkload = "sci-jl"\ngroups = 4\ngroup_size = 2\nrounds = 1\n'
+    (tmp_path / "bad.toml").write_text(base + "[grid]\nbogus = [1]\n")
+    (tmp_path / "typo.toml").write_text(base + '[grid]\nsystem = ["cgp", "cgpp"]\n')
+    (tmp_path / "good.toml").write_text(base + '[grid]\nsystem = ["cgp"]\n')
+    return tmp_path
+
+
+CASES = [(path, args) for path, cases in BAD.items() for args in cases or []]
+
+
+@pytest.mark.parametrize(("path", "args"), CASES,
+                         ids=[" ".join((*p, *a)) for p, a in CASES])
+def test_bad_input_is_one_line_and_exit_2(scratch: Path, path: tuple[str, ...],
+                                          args: list[str]) -> None:
+    address = closed_port()
+    argv = [*path, *[a.replace("{closed}", address) for a in args]]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    assert not (scratch / "o").exists()  # refused before any work: nothing written
+    if "{closed}" in args:
+        assert address in lines[0]  # the address the user typed, not Ray's rewrite of it
+
+
+@pytest.mark.parametrize(("name", "text", "kind"), [
+    ("metrics.json", json.dumps([{"system": "slime", "round": 0}], indent=2),
+     "a metrics file (a run's metrics.json)"),
+    ("timeline.json", json.dumps({"traceEvents": []}, indent=2),
+     "a timeline (from `rolloutbench timeline`)"),
+    ("run.json", json.dumps({"version": "0", "commit": "abc"}, indent=2), "a run's run.json"),
+    ("results.csv", "cell,system\nabc,slime\n", "a results table (CSV)"),
+    ("other.json", json.dumps({"a": 1}, indent=2), "a JSON document, not one event per line"),
+])
+def test_a_file_of_the_wrong_kind_is_named(tmp_path: Path, name: str, text: str,
+                                           kind: str) -> None:
+    (tmp_path / name).write_text(text + "\n")
+    for argv in (["timeline", str(tmp_path / name), "--out", str(tmp_path / "t.json")],
+                 ["metrics", str(tmp_path / name)]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 2
+        assert result.stderr == (f"error: {tmp_path / name}: not a trace (JSON lines, as a "
+                                 f"run's trace.jsonl) but {kind}\n")
+
+
+def rows(system: str, workload: str, rounds: int) -> list[dict[str, object]]:
+    return [{"system": system, "workload": workload, "round": r} for r in range(rounds)]
+
+
+def test_compare_warns_about_unrelated_runs_only() -> None:
+    from harness.analysis.compare import unrelated
+
+    assert unrelated(rows("slime", "lsat-ar", 1), rows("cgp", "sci-jl", 2)) == (
+        "A and B share no system (slime vs cgp), no workload (lsat-ar vs sci-jl) and not "
+        "their rounds (1 vs 2): unrelated runs?")
+    # sharing any one of the three is a comparison someone means
+    assert unrelated(rows("slime", "lsat-ar", 1), rows("slime", "sci-jl", 2)) is None
+    assert unrelated(rows("slime", "lsat-ar", 1), rows("cgp", "lsat-ar", 2)) is None
+    assert unrelated(rows("slime", "lsat-ar", 2), rows("cgp", "sci-jl", 2)) is None
+
+
+def test_compare_of_unrelated_traces_says_so_in_one_line(tmp_path: Path) -> None:
+    from harness.config import RunConfig
+    from harness.results import execute
+
+    for name, system, workload, rounds in (("a", "slime", "lsat-ar", 1),
+                                           ("b", "cgp", "sci-jl", 2)):
+        execute(RunConfig(system=system, workload=workload, groups=4, group_size=2,
+                          rounds=rounds), tmp_path / f"{name}.jsonl")
+    result = CliRunner().invoke(app, ["compare", str(tmp_path / "a.jsonl"),
+                                      str(tmp_path / "b.jsonl"), "--json"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith("warning: A and B share no system (slime vs cgp)")
+    assert len(result.stderr.splitlines()) == 1
+    assert json.loads(result.stdout)  # still compared
+
+
+def test_an_os_error_is_blamed_on_the_path_typed_only(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from harness.cli_errors import user_path
+
+    monkeypatch.chdir(tmp_path)
+    err = OSError(errno.ENOTDIR, "Not a directory", "afile/model")
+    assert user_path(err, ["model", "init", "afile"]) == "afile"
+    assert user_path(err, ["live-demo", "--out", "afile"]) == "--out afile"
+    assert user_path(err, ["live-demo", "--out=afile"]) == "--out afile"
+    assert user_path(err, ["run", "--out", "other"]) is None  # not a path typed: a bug
+    assert user_path(OSError(errno.EACCES, "Permission denied", str(tmp_path / "x")),
+                     ["data", "check", "--data-dir", "."]) is None  # '.' holds everything
