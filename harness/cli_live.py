@@ -95,8 +95,10 @@ def model_init_cmd(
         from harness.live.model import init_model
     except ImportError as err:
         fail(f"model init needs the live extras (make setup-live): {err}")
+    from harness.checks import check_out
     from harness.progress import stage
 
+    check_out(out, "OUT")  # a file or an unmakeable folder: one line before any work
     quiet_bars()  # no checkpoint-writing bars
     try:
         with stage(f"model init: training the tokenizer and building the model in {out}"):
@@ -122,8 +124,10 @@ def model_warmup_cmd(
         from harness.live.model import arith_examples, warmup
     except ImportError as err:
         fail(f"model warmup needs the live extras (make setup-live): {err}")
+    from harness.checks import check_model_dir
     from harness.progress import Bar
 
+    check_model_dir(model_dir, "MODEL_DIR")  # not a model: one line before any work
     quiet_bars()  # no checkpoint-reading and -writing bars
     try:
         with Bar(f"model warmup: {steps} optimizer steps on {examples} examples",
