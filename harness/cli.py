@@ -99,12 +99,13 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     apply(cfg, {k: v for k, v in options.items() if v is not None})
     if ray_address is not None:
         cfg.live.ray_address = str(ray_address)
-    if steps is not None:
-        if not isinstance(steps, int) or steps < 1:
-            raise ConfigError("--steps-per-rollout: must be a positive integer")
-        cfg.groups = steps * cfg.update_groups
+    groups_given, before = options.get("groups"), cfg.groups
     for assignment in sets:
         set_path(cfg, assignment)
+    if steps is not None:  # R = G x U; an R given beside it must agree
+        from harness.knob_check import steps_to_groups
+
+        steps_to_groups(cfg, steps, cfg.groups if cfg.groups != before else groups_given)
     cfg.validate()
     if cfg.runtime == "sim" or cfg.live.lengths == "replay":
         _limits(cfg)  # an unknown workload, or a trace that cannot drive a run
@@ -195,7 +196,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 @app.command("run")
 def run_cmd(
-    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
+    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json; "
+                                      "one that holds a run already needs --force.")],
     system: Annotated[str | None, typer.Option(
         help="System backend (see `systems`) [default: slime].")] = None,
     workload: Annotated[str | None, typer.Option(
@@ -207,15 +209,17 @@ def run_cmd(
     update_groups: Annotated[int | None, typer.Option(
         "--update-groups", "-U", help="Groups per update U [default: 2].")] = None,
     frontier: Annotated[int | None, typer.Option(
-        help="FGD frontier width F_w [default: 2].")] = None,
+        help="cgp-fgd: frontier width F_w [default: 2].")] = None,
     concurrency: Annotated[int | None, typer.Option(
         help="PipelineRL: sequences in flight per engine replica H [default: 64].")] = None,
     max_lag: Annotated[int | None, typer.Option(
-        help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
+        help="PipelineRL: admission limit in optimizer steps [default: -1, none].")] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
-        help="APRIL: groups in flight per round (slime's --over-sampling-batch-size).")] = None,
+        help="APRIL, cgp-april: groups in flight per round, slime's "
+             "--over-sampling-batch-size; 0 or R: none [default: 2R, the paper's].")] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
-        help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
+        help="Conventional RL with G steps per rollout: sets R = G x U (an -R that "
+             "disagrees is refused).")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds [default: 4].")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed [default: 0].")] = None,
     runtime: Annotated[str | None, typer.Option(
@@ -229,9 +233,14 @@ def run_cmd(
         "--set", help="Override: section.field=value (every field: rolloutbench config show)"
                                                    )] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the run already in OUT.")] = False,
 ) -> None:
     """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
-    Ctrl-C stops it cleanly: the trace ends with a run_end that says so."""
+    An option the system does not read is refused. Ctrl-C stops it cleanly: the
+    trace ends with a run_end that says so."""
+    from harness.knob_check import check_knobs, cluster_notes
+    from harness.out_guard import refuse_existing_run
     from harness.results import dump_json, execute, provenance, write_atomic
 
     try:
@@ -242,8 +251,12 @@ def run_cmd(
                            over_sampling_groups=over_sampling_groups,
                            steps_per_rollout=steps_per_rollout, runtime=runtime,
                            ray_address=ray_address)
+        check_knobs(cfg.system, cfg)
+        refuse_existing_run(out, force)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    for note in cluster_notes(cfg):
+        typer.echo(f"note: {note}", err=True)
     out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:

@@ -125,7 +125,8 @@ def validate_defaults(model_dir: Path) -> RunConfig:
 
 @app.command("validate")
 def validate_cmd(
-    out: Annotated[Path, typer.Option(help="Folder for traces, tables and the figure.")]
+    out: Annotated[Path, typer.Option(help="Folder for traces, tables and the figure; one "
+                                      "that holds a validation already needs --force.")]
     = Path("runs/validate"),
     systems: Annotated[str, typer.Option(
         help="Comma-separated systems, one cell each (ignored with --grid).")]
@@ -155,12 +156,19 @@ def validate_cmd(
     = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override: section.field=value (e.g. live.lengths=model)")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the validation already in OUT.")] = False,
 ) -> None:
     """Run systems live (responses replayed to the workload's lengths) and on the
     simulator with this machine's calibration, measured first; compare them."""
     from harness.live.grid import Cell, load_grid
     from harness.live.runtime import missing_live
+    from harness.out_guard import refuse_existing_run
 
+    try:
+        refuse_existing_run(out, force, ("validate.csv",), "a validation")
+    except ConfigError as err:
+        fail(str(err))
     missing = missing_live()
     if missing:
         fail(f"validate needs {', '.join(missing)}: run make setup-live")
@@ -196,14 +204,22 @@ def validate_cmd(
 
 @app.command("live-demo")
 def live_demo_cmd(
-    out: Annotated[Path, typer.Option(help="Folder for the model, traces, table, figure.")]
+    out: Annotated[Path, typer.Option(help="Folder for the model, traces, table, figure; "
+                                      "one that holds a demo already needs --force.")]
     = Path("runs/live-demo"),
     rounds: Annotated[int, typer.Option(help="Live rounds per system.")] = 2,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the demo already in OUT (its model is kept).")] = False,
 ) -> None:
     """Every system live on the tiny warmed-up model (needs `make setup-live`)."""
     from harness.live.runtime import missing_live
+    from harness.out_guard import refuse_existing_run
 
+    try:
+        refuse_existing_run(out, force, ("metrics.csv",), "a live demo")
+    except ConfigError as err:
+        fail(str(err))
     missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
