@@ -125,7 +125,7 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
         fix = ""
     elif s.rollout_tp % 2 == 0:
         fix = (f"; --set sim.rollout_tp={s.rollout_tp // 2} --set sim.rollout_engines="
-               f"{2 * s.rollout_engines} gives {it} work on the same {gpus} GPUs")
+               f"{2 * s.rollout_engines} gives {it} room on the same {gpus} GPUs")
     else:
-        fix = f"; --set sim.rollout_engines={2 * s.rollout_engines} gives {it} work"
+        fix = f"; --set sim.rollout_engines={2 * s.rollout_engines} gives {it} room"
     return [f"{cfg.system}: {' and '.join(idle)}{fix}"]
