@@ -99,13 +99,12 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     apply(cfg, {k: v for k, v in options.items() if v is not None})
     if ray_address is not None:
         cfg.live.ray_address = str(ray_address)
-    groups_given, before = options.get("groups"), cfg.groups
     for assignment in sets:
         set_path(cfg, assignment)
     if steps is not None:  # R = G x U; an R given beside it must agree
         from harness.knob_check import steps_to_groups
 
-        steps_to_groups(cfg, steps, cfg.groups if cfg.groups != before else groups_given)
+        steps_to_groups(cfg, steps, options.get("groups"), sets)
     cfg.validate()
     if cfg.runtime == "sim" or cfg.live.lengths == "replay":
         _limits(cfg)  # an unknown workload, or a trace that cannot drive a run

@@ -17,6 +17,7 @@ every system, so that runs of two systems compare; it is not changed per system.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from harness.config import ConfigError, RunConfig
@@ -87,11 +88,15 @@ def check_knobs(system_name: str, cfg: RunConfig) -> None:
         raise ConfigError("; ".join(messages))
 
 
-def steps_to_groups(cfg: RunConfig, steps: Any, groups_given: int | None) -> None:
+def steps_to_groups(cfg: RunConfig, steps: Any, groups_given: int | None,
+                    sets: Sequence[str] = ()) -> None:
     """`--steps-per-rollout G`: R = G x U (U as finally configured). An R given too
-    (-R, or --set groups) must agree; it is not silently replaced."""
+    (-R, or --set groups=, already applied to `cfg`) must agree; it is not silently
+    replaced."""
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ConfigError("--steps-per-rollout: must be a positive integer")
+    if any(a.split("=", 1)[0].strip() == "groups" for a in sets):
+        groups_given = cfg.groups
     want = steps * cfg.update_groups
     if groups_given is not None and groups_given != want:
         raise ConfigError(
