@@ -50,13 +50,13 @@ calibrate: setup
 VALIDATION := runs/validation
 validate: setup setup-live
 	test -f runs/live-model/config.json || $(BIN)/rolloutbench model init runs/live-model
-	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION)
+	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION) --force
 	mkdir -p results/validation
 	cd $(VALIDATION) && cp validate.csv requests.csv summary.md calibration.toml \
 		validation.png frontier.png $(CURDIR)/results/validation/
 
 live-demo: setup setup-live
-	$(BIN)/rolloutbench live-demo --out runs/live-demo
+	$(BIN)/rolloutbench live-demo --out runs/live-demo --force
 
 whatif: setup
 	$(BIN)/rolloutbench whatif all --out runs/whatif --figures figures

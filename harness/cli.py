@@ -105,12 +105,12 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     apply(cfg, {k: v for k, v in options.items() if v is not None})
     if ray_address is not None:
         cfg.live.ray_address = str(ray_address)
-    if steps is not None:
-        if not isinstance(steps, int) or steps < 1:
-            raise ConfigError("--steps-per-rollout: must be a positive integer")
-        cfg.groups = steps * cfg.update_groups
     for assignment in sets:
         set_path(cfg, assignment)
+    if steps is not None:  # R = G x U; an R given beside it must agree
+        from harness.knob_check import steps_to_groups
+
+        steps_to_groups(cfg, steps, options.get("groups"), sets)
     from harness.checks import check_run
 
     return check_run(cfg)
@@ -140,7 +140,8 @@ def _never_started(out: Path, made: bool) -> bool:
 
 @app.command("run")
 def run_cmd(
-    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json.")],
+    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json; "
+                                      "one that holds a run already needs --force.")],
     system: Annotated[str | None, typer.Option(
         help="System backend (see `systems`)." + shown(D.system))] = None,
     workload: Annotated[str | None, typer.Option(
@@ -155,16 +156,18 @@ def run_cmd(
         "--update-groups", "-U", help="Groups per update U." + shown(D.update_groups))]
     = None,
     frontier: Annotated[int | None, typer.Option(
-        help="FGD frontier width F_w." + shown(D.frontier))] = None,
+        help="cgp-fgd: frontier width F_w." + shown(D.frontier))] = None,
     concurrency: Annotated[int | None, typer.Option(
         help="PipelineRL: sequences in flight per engine replica H."
              + shown(D.concurrency))] = None,
     max_lag: Annotated[int | None, typer.Option(
-        help="PipelineRL: admission limit in optimizer steps (-1: none).")] = None,
+        help="PipelineRL: admission limit in optimizer steps [default: -1, none].")] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
-        help="APRIL: groups in flight per round (slime's --over-sampling-batch-size).")] = None,
+        help="APRIL, cgp-april: groups in flight per round, slime's "
+             "--over-sampling-batch-size (default 2R, the paper's; 0 or R: none).")] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
-        help="Conventional RL with G steps per rollout: sets R = G x U.")] = None,
+        help="Conventional RL with G steps per rollout: sets R = G x U (an -R that "
+             "disagrees is refused).")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds." + shown(D.rounds))]
     = None,
     seed: Annotated[int | None, typer.Option(help="Random seed." + shown(D.seed))] = None,
@@ -181,10 +184,15 @@ def run_cmd(
                                                    )] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the run already in OUT.")] = False,
 ) -> None:
     """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
-    Ctrl-C stops it cleanly: the trace ends with a run_end that says so."""
+    An option the system does not read is refused. Ctrl-C stops it cleanly: the
+    trace ends with a run_end that says so."""
     from harness.checks import out_dir
+    from harness.knob_check import check_knobs, cluster_notes
+    from harness.out_guard import refuse_existing_run
     from harness.results import dump_json, execute, provenance, write_atomic
 
     fmt = output_format(json_out, csv_out)
@@ -196,8 +204,12 @@ def run_cmd(
                            over_sampling_groups=over_sampling_groups,
                            steps_per_rollout=steps_per_rollout, runtime=runtime,
                            ray_address=ray_address)
+        check_knobs(cfg.system, cfg)
+        refuse_existing_run(out, force)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    for note in cluster_notes(cfg):
+        typer.echo(f"note: {note}", err=True)
     made = out_dir(out)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:

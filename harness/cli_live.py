@@ -154,7 +154,8 @@ def validate_defaults(model_dir: Path) -> RunConfig:
 
 @app.command("validate")
 def validate_cmd(
-    out: Annotated[Path, typer.Option(help="Folder for traces, tables and the figure.")]
+    out: Annotated[Path, typer.Option(help="Folder for traces, tables and the figure; one "
+                                      "that holds a validation already needs --force.")]
     = Path("runs/validate"),
     systems: Annotated[str, typer.Option(
         help="Comma-separated systems, one cell each (ignored with --grid).")]
@@ -188,14 +189,21 @@ def validate_cmd(
         "--json", help="Print the summary as JSON (progress goes to stderr).")] = False,
     csv_out: Annotated[bool, typer.Option(
         "--csv", help="Print OUT/validate.csv, one row per cell and metric.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the validation already in OUT.")] = False,
 ) -> None:
     """Run systems live (responses replayed to the workload's lengths) and on the
     simulator with this machine's calibration, measured first; compare them."""
     from harness.live.grid import Cell, load_grid
     from harness.live.runtime import missing_live
+    from harness.out_guard import refuse_existing_run
 
     fmt = output_format(json_out, csv_out)
 
+    try:
+        refuse_existing_run(out, force, ("validate.csv",), "a validation")
+    except ConfigError as err:
+        fail(str(err))
     missing = missing_live()
     if missing:
         fail(f"validate needs {', '.join(missing)}: run make setup-live")
@@ -246,12 +254,15 @@ def validate_cmd(
 
 @app.command("live-demo")
 def live_demo_cmd(
-    out: Annotated[Path, typer.Option(help="Folder for the model, traces, table, figure.")]
+    out: Annotated[Path, typer.Option(help="Folder for the model, traces, table, figure; "
+                                      "one that holds a demo already needs --force.")]
     = Path("runs/live-demo"),
     rounds: Annotated[int, typer.Option(help="Live rounds per system.")] = 2,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the demo already in OUT (its model is kept).")] = False,
 ) -> None:
     """Six systems live on the tiny warmed-up model: slime, cgp, cgp-fgd, pipelinerl,
     april and rollpacker (needs `make setup-live`). Not run: verl, whose point is
@@ -259,8 +270,13 @@ def live_demo_cmd(
     slime), and cgp-april and cgp-tail, combinations of the six; run any of them
     with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
+    from harness.out_guard import refuse_existing_run
 
     fmt = output_format(json_out, csv_out)
+    try:
+        refuse_existing_run(out, force, ("metrics.csv",), "a live demo")
+    except ConfigError as err:
+        fail(str(err))
     missing = missing_live()
     if missing:
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")

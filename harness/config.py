@@ -117,8 +117,9 @@ class RunConfig:
     frontier: int = opt(2, "cgp-fgd: groups in service at once, F_w")
     concurrency: int = opt(64, "pipelinerl: sequences in flight per engine replica, H")
     max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps (-1: none)")
-    over_sampling_groups: int = opt(0, "april: groups in flight per round "
-                                    "(0: R, no over-sampling)")
+    over_sampling_groups: int | None = opt(None, "april, cgp-april: groups in flight per "
+                                           "round, N' (unset: the paper's 2R; 0 or R: no "
+                                           "over-sampling; otherwise at least R)")
     partial_rollout: bool = opt(True, "april: resume aborted partial responses next round "
                                 "(false: discard them)")
     dynamic_sampling: bool = opt(False, "april: drop groups whose K rewards are all equal "
@@ -155,7 +156,11 @@ class RunConfig:
         need(self.concurrency >= self.group_size, "concurrency",
              "must hold at least one group (>= --group-size)")
         need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")
-        need(self.over_sampling_groups >= 0, "over-sampling-groups", "must be >= 0")
+        over = self.over_sampling_groups
+        need(over is None or over == 0 or over >= self.groups, "over-sampling-groups",
+             f"{over} groups in flight is fewer than the R={self.groups} a round keeps, so "
+             f"nothing would be over-sampled; give at least R (0 or R: no over-sampling; "
+             f"unset: the paper's 2R)")
         need(self.rollpacker_speculation >= 1, "set rollpacker_speculation", "must be >= 1")
         need(self.rollpacker_response_speculation >= 1, "set rollpacker_response_speculation",
              "must be >= 1")
@@ -201,6 +206,7 @@ TYPES: dict[str, tuple[type, str]] = {
     "float": (float, "float"),
     "bool": (bool, "bool (true or false)"),
     "float | None": (float, "float"),
+    "int | None": (int, "int"),
 }
 
 

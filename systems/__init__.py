@@ -1,7 +1,9 @@
 """System backends, one small module each, and their registry.
 
-A system is a class with `name`, `summary` and `async run(rt)`; it is built
-fresh for every run. Systems use `harness.runtime` only, never a runtime's
+A system is a class with `name`, `summary`, `knobs` (the config fields it reads
+beyond the shared ones: harness.knob_check refuses the others) and `async run(rt)`;
+it is built fresh for every run. It may define `paper_defaults(cfg)`, which fills
+its unset knobs with its paper's settings. Systems use `harness.runtime` only, never a runtime's
 internals, so each runs unchanged on the simulator and on real components.
 """
 

@@ -11,19 +11,31 @@ groups make one optimizer step per round (global batch = R x K samples).
 carries no signal and is dropped, and a new group takes its place, up to
 `MAX_SAMPLING_BATCHES` over-sampling batches a round; past that limit a
 zero-variance group is trained when the round would otherwise fall short.
-With `over_sampling_groups` = R and no partial rollout, this is the standard
-synchronous baseline.
+With `over_sampling_groups` = R (or 0) and no partial rollout, this is the standard
+synchronous baseline. Unset, `over_sampling_groups` is the paper's 2R (its runs:
+`over_sampling_batch_size=64` for `rollout_batch_size=32`), with partial rollout on,
+so `--system april` alone runs APRIL as published.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.runtime import Group, Request, Response, Runtime
 from systems.common import BatchCounter
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
+PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
+
+
+def over_sampling_groups(cfg: Any) -> int:
+    """N', the groups in flight per round: the config's (0 means R: none), or the
+    paper's 2R when unset."""
+    if cfg.over_sampling_groups is None:
+        return PAPER_OVER_SAMPLING * cfg.groups
+    return max(cfg.over_sampling_groups, cfg.groups)
 
 MAX_SAMPLING_BATCHES = 10
 """Dynamic sampling's limit: a round draws at most this many over-sampling batches
@@ -54,6 +66,15 @@ class _Work:
 class APRIL:
     name = "april"
     summary = "over-sample groups, stop at R complete, resume the partial rest next round"
+    # The config fields this system reads beyond the shared ones (harness.knob_check
+    # refuses the others). U is not among them: a round trains its R groups in one step.
+    knobs: tuple[str, ...] = ("over_sampling_groups", "partial_rollout", "dynamic_sampling")
+
+    @staticmethod
+    def paper_defaults(cfg: Any) -> None:
+        """Fill the unset knobs with the paper's settings (the trace header shows them)."""
+        if cfg.over_sampling_groups is None:
+            cfg.over_sampling_groups = over_sampling_groups(cfg)
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
@@ -105,7 +126,7 @@ class APRIL:
     async def _rollout(self, rt: Runtime, rnd: int) -> list[Group]:
         """One round: over-sample, stop at R complete groups, keep or drop the rest."""
         cfg = rt.config
-        over = max(cfg.over_sampling_groups, cfg.groups)
+        over = over_sampling_groups(cfg)
         ready: list[Group] = self.spare[: cfg.groups]
         self.spare = self.spare[cfg.groups :]
         for group in ready:

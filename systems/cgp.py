@@ -18,6 +18,7 @@ from systems.common import BatchCounter, new_groups, serve
 class CGP:
     name = "cgp"
     summary = "complete-group pipelining: train on U materialised groups while the rollout runs"
+    knobs: tuple[str, ...] = ("update_groups",)  # read beyond the shared fields
 
     def __init__(self) -> None:
         self.batches = BatchCounter()

@@ -24,6 +24,7 @@ from systems.april import APRIL
 class CGPAPRIL(APRIL):
     name = "cgp-april"
     summary = "APRIL's over-sampling and carry-over, with CGP's U-group hand-off to the trainer"
+    knobs = (*APRIL.knobs, "update_groups")
 
     def __init__(self) -> None:
         super().__init__()

@@ -18,6 +18,7 @@ from systems.common import serve
 class CGPFGD(CGP):
     name = "cgp-fgd"
     summary = "CGP with frontier admission: at most F_w groups in service, lowest order first"
+    knobs = (*CGP.knobs, "frontier")
 
     async def admit(self, rt: Runtime, groups: list[Group], ready: asyncio.Queue[Group]) -> None:
         slots = asyncio.Semaphore(rt.config.frontier)

@@ -32,6 +32,8 @@ from systems.rollpacker import RollPacker
 class CGPTail(RollPacker):
     name = "cgp-tail"
     summary = "RollPacker's tail batching (speculative short, then long rounds), CGP's hand-off"
+    knobs = tuple(k for k in RollPacker.knobs  # no stream trainer: see above
+                  if k not in ("rollpacker_stream_trainer", "rollpacker_stream_at"))
 
     def __init__(self) -> None:
         super().__init__()

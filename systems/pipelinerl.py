@@ -28,6 +28,7 @@ from systems.common import BatchCounter, serve
 class PipelineRL:
     name = "pipelinerl"
     summary = "continuous generation at concurrency H, in-flight weight updates every step"
+    knobs: tuple[str, ...] = ("update_groups", "concurrency", "max_lag")
 
     def __init__(self) -> None:
         self.batches = BatchCounter()

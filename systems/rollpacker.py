@@ -41,6 +41,10 @@ MILESTONES = [0.20 + 0.05 * i for i in range(7)]  # 20%, 25%, ... 50%
 class RollPacker:
     name = "rollpacker"
     summary = "tail batching, async rewards with adaptive timeouts, TP planner, stream trainer"
+    knobs: tuple[str, ...] = (
+        "update_groups", "rollpacker_tail_batching", "rollpacker_speculation",
+        "rollpacker_response_speculation", "rollpacker_reward_scheduler", "rollpacker_planner",
+        "rollpacker_stream_trainer", "rollpacker_stream_at")
 
     def __init__(self) -> None:
         self.batches = BatchCounter()

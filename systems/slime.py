@@ -15,6 +15,7 @@ from systems.common import BatchCounter, new_groups, serve
 class Slime:
     name = "slime"
     summary = "synchronous baseline: the trainer starts when the whole rollout is done"
+    knobs: tuple[str, ...] = ("update_groups",)  # read beyond the shared fields
 
     def __init__(self) -> None:
         self.batches = BatchCounter()

@@ -76,7 +76,10 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
         sets["concurrency"] = k * draw(st.integers(1, 3))
         sets["max_lag"] = draw(st.sampled_from([-1, 0, 1, 3]))
     if issubclass(SYSTEMS[system], APRIL):
-        sets["over_sampling_groups"] = draw(st.integers(0, 2 * sets["groups"]))
+        over = draw(st.one_of(st.none(), st.just(0),  # unset: the paper's 2R; 0: none
+                              st.integers(sets["groups"], 2 * sets["groups"])))
+        if over is not None:
+            sets["over_sampling_groups"] = over
         sets["partial_rollout"] = draw(st.booleans())
         sets["dynamic_sampling"] = draw(st.booleans())
     if issubclass(SYSTEMS[system], RollPacker):
