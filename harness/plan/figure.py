@@ -40,5 +40,6 @@ def pareto_figure(space: Space, table: pd.DataFrame, front: pd.DataFrame, path: 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("off-policy token share (%)")
     ax.grid(alpha=0.3)
-    ax.legend(title="system", fontsize=8, loc="best")
+    if systems:
+        ax.legend(title="system", fontsize=8, loc="best")
     save_figure(fig, path)

@@ -168,9 +168,23 @@ def check(plan: Plan, budget: int) -> None:
         raise PlanError(f"--workload: {err}") from None
     except ValueError as err:  # a trace that cannot drive a run (TraceError is one)
         raise PlanError(f"--workload {r.workload}: {err}") from None
+    _check_trace(r)
     try:
         from harness.sim.calibration import resolve
 
         resolve(cfg.sim)
     except (OSError, ValueError) as err:
         raise PlanError(f"--calibration: {err}") from None
+
+
+def _check_trace(r: Recipe) -> None:
+    """A trace workload replays its own groups: it must hold R x rounds of them
+    (a system that draws more, over-sampling or speculating, fails its points)."""
+    from workloads.trace_source import TraceWorkload, is_trace
+
+    if not is_trace(r.workload):
+        return
+    held = len(TraceWorkload(r.workload, r.group_size).groups)
+    if held < r.groups * r.rounds:
+        raise PlanError(f"--workload {r.workload}: the trace has {held} complete groups; the "
+                        f"plan needs R x rounds = {r.groups * r.rounds} (lower -R or --rounds)")
