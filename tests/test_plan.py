@@ -140,3 +140,24 @@ def test_summarise_by_hand() -> None:
     assert got["throughput_tok_s"] == (50 * 80 + 10 * 200) / 400  # 15 tokens/s
     assert got["offpolicy_token_frac"] == pytest.approx(0.1)
     assert got["lag_max"] == 3.0 and got["rollout_s"] == 140.0
+
+
+def test_pareto_front_by_hand() -> None:
+    import pandas as pd
+
+    from harness.plan.output import pareto_table
+    from harness.plan.space import build_space
+
+    space = build_space(plan_of(), ["cgp"])
+    table = pd.DataFrame({
+        "trial": [0, 1, 2, 3, 4, 5],
+        "step_time_s": [100.0, 90.0, 120.0, 100.0, 80.0, 95.0],
+        "offpolicy_token_frac": [0.0, 0.1, 0.0, 0.0, 0.3, 0.1],
+        "lag_max": [7.0, 3.0, 7.0, 7.0, 9.0, 3.0],
+        "throughput_tok_s": [1.0] * 6,
+        "feasible": [True, True, True, True, True, False],
+        "key": list("abcdef"),
+    })
+    # 2 is beaten by 0; 3 ties 0 everywhere (kept: neither beats the other); 5 is infeasible.
+    front = pareto_table(space, table)
+    assert list(front["trial"]) == [4, 1, 0, 3]

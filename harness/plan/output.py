@@ -4,7 +4,7 @@ best/<system>.toml, excluded.csv, pareto.png, and the top of the front as a tabl
 - plan.csv: one row per distinct configuration tried (a point proposed again
   is not repeated), with its layout, knobs, figures, feasibility and error;
 - pareto.csv: the feasible configurations no other one beats on the objective
-  and both staleness figures at once (Optuna's Pareto front), best first;
+  and both staleness figures at once (the Pareto front of what was tried);
 - best/<system>.toml: each system's best feasible configuration by the
   objective (ties: less off-policy, then lower lag), a complete run config;
 - excluded.csv: the systems left out, and restrictions on those kept.
@@ -17,11 +17,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from harness.config import RunConfig, config_fields
 from harness.plan.evaluate import METRICS
 from harness.plan.search import finished
+from harness.plan.search import row as row_of
 from harness.plan.space import Layout, Point, Space
 from harness.results import write_atomic
 
@@ -44,7 +46,7 @@ def plan_table(study: Any, space: Space) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for t in sorted(finished(study), key=lambda t: t.number):
-        attrs = t.user_attrs
+        attrs = row_of(t)
         if attrs["key"] in seen:
             continue
         seen.add(attrs["key"])
@@ -62,11 +64,20 @@ def _rank(space: Space, frame: pd.DataFrame) -> pd.DataFrame:
                              ascending=[not up, True, True, True])
 
 
-def pareto_table(study: Any, space: Space, table: pd.DataFrame) -> pd.DataFrame:
-    """The feasible Pareto front, one row per configuration, best first."""
-    keys = {t.user_attrs["key"] for t in study.best_trials}
-    front = table[table["key"].isin(keys) & table["feasible"]]
-    return _rank(space, front).reset_index(drop=True)
+def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
+    """The feasible configurations that no other feasible one matches or beats on
+    the objective, the off-policy token share and the max lag at once (and beats
+    on one), best first. A filter of what was tried, not a search."""
+    ok = table[table["feasible"]]
+    sign = -1.0 if space.plan.limits.objective == "throughput" else 1.0
+    main = "throughput_tok_s" if sign < 0 else "step_time_s"
+    loss = np.column_stack([sign * ok[main].to_numpy(float),
+                            ok["offpolicy_token_frac"].to_numpy(float),
+                            ok["lag_max"].to_numpy(float)])
+    no_worse = (loss[:, None, :] <= loss[None, :, :]).all(axis=2)  # [i, j]: i <= j everywhere
+    better = (loss[:, None, :] < loss[None, :, :]).any(axis=2)
+    dominated = (no_worse & better).any(axis=0)
+    return _rank(space, ok[~dominated]).reset_index(drop=True)
 
 
 def best_per_system(space: Space, table: pd.DataFrame) -> dict[str, pd.Series]:
@@ -76,7 +87,7 @@ def best_per_system(space: Space, table: pd.DataFrame) -> dict[str, pd.Series]:
 
 def point_of(space: Space, row: pd.Series, study: Any) -> Point:
     trial = study.trials[int(row["trial"])]
-    knobs = tuple(trial.user_attrs["knob_values"].items())
+    knobs = tuple(row_of(trial)["knob_values"].items())
     lay = Layout(row["placement"], int(row["tp"]), int(row["replicas"]), int(row["trainer_gpus"]))
     return Point(row["system"], lay, knobs)
 
@@ -110,7 +121,7 @@ def write_all(study: Any, space: Space, out: Path, command: str) -> dict[str, An
     """Every output file; returns the tables for printing."""
     table = plan_table(study, space)
     write_atomic(out / "plan.csv", table.to_csv(index=False))
-    front = pareto_table(study, space, table)
+    front = pareto_table(space, table)
     write_atomic(out / "pareto.csv", front.to_csv(index=False))
     rows = [{"system": s, "status": "excluded", "reason": r} for s, r in space.excluded.items()]
     rows += [{"system": s, "status": "restricted", "reason": r} for s, r in space.notes.items()]
