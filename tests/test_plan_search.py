@@ -42,15 +42,15 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def test_search_best_is_within_2pct_of_the_exhaustive_best(tmp_path: Path) -> None:
     # RolloutPipe's cluster at R=16: 210 distinct configurations of six systems,
-    # simulated one by one here; the TPE search makes 40 trials (a fifth at most).
+    # simulated one by one here; the TPE search simulates at most 60 of them.
     plan = rollouptipe_plan(16)
     space = build_space(plan)
     points = space.points()
     assert len(points) == 210
     exhaustive = min(f["step_time_s"] for f in (evaluate(p.config(plan)) for p in points)
                      if not f["error"])
-    study = search.run_search(space, tmp_path, budget=40, sampler="tpe", jobs=1, seed=0)
-    assert len(search.finished(study)) == 40 and search.distinct(study) <= 40
+    study = search.run_search(space, tmp_path, budget=60, sampler="tpe", jobs=1, seed=0)
+    assert search.distinct(study) <= 60
     best = min(search.row(t)["step_time_s"] for t in search.finished(study)
                if not search.row(t)["error"])
     assert exhaustive <= best <= 1.02 * exhaustive
@@ -102,7 +102,7 @@ def test_an_interrupted_plan_resumes(tmp_path: Path) -> None:
     space = build_space(rollouptipe_plan(8), ["cgp-fgd", "pipelinerl"])
     first = search.run_search(space, tmp_path, budget=5, sampler="tpe", jobs=1, seed=1)
     keys = {search.row(t)["key"] for t in search.finished(first)}
-    assert len(search.finished(first)) == 5
+    assert len(keys) == 5
     # a trial left running by a killed plan: failed on resume, its point asked again
     stale = first.ask()
     search.suggest(stale, space)
@@ -110,7 +110,7 @@ def test_an_interrupted_plan_resumes(tmp_path: Path) -> None:
     states = [t.state for t in again.trials]
     assert states[stale.number] == optuna.trial.TrialState.FAIL
     later = {search.row(t)["key"] for t in search.finished(again)}
-    assert len(search.finished(again)) == 8 and keys <= later  # five kept, three more
+    assert len(later) == 8 and keys < later  # five kept, three more simulated
 
 
 def test_other_inputs_in_the_same_folder_are_refused(tmp_path: Path) -> None:

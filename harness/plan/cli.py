@@ -54,8 +54,8 @@ def plan_cmd(
                                     "round's starting weights: no carried tokens, no in-flight "
                                     "updates (excludes PipelineRL, APRIL's partial rollout).")]
     = False,
-    budget: Annotated[int, _opt(help="Trials: configurations the sampler proposes (one "
-                                "proposed again is not simulated again).")] = 200,
+    budget: Annotated[int, _opt(help="Distinct configurations to simulate (the sampler "
+                                "is asked at most twice as often).")] = 200,
     rounds: Annotated[int, _opt(help="Rounds per configuration (tail batching runs at least "
                                 "one short-long period).")] = 2,
     seed: Annotated[int, _opt(help="Seed of the workload and the sampler.")] = 0,
@@ -123,15 +123,15 @@ def _search(space, out: Path, budget: int, sampler: str, jobs: int | None, seed:
     jobs = jobs or search.default_jobs()
     interrupted = False
     bar = Progress(TextColumn("search"), BarColumn(), TextColumn("{task.completed}/"
-                   "{task.total} trials"), TimeElapsedColumn(), console=console,
+                   "{task.total} configurations"), TimeElapsedColumn(), console=console,
                    disable=not console.is_terminal)
     try:
         study, budget = search.prepare(space, out, budget, sampler, seed)
     except ConfigError as err:
         fail(str(err))
-    before = len(search.finished(study))
+    before = search.distinct(study)
     if before:
-        _stage(f"resuming: {before} of {budget} trials done already")
+        _stage(f"resuming: {before} of {budget} configurations done already")
     try:
         with bar:
             task = bar.add_task("search", total=budget)
@@ -144,10 +144,14 @@ def _search(space, out: Path, budget: int, sampler: str, jobs: int | None, seed:
         interrupted = True
     except ConfigError as err:
         fail(str(err))
-    n = len(search.finished(study))
-    _stage(f"search: {n - before} trials in {time.perf_counter() - start:.1f} s, "
-           f"{search.distinct(study)} distinct configurations simulated in all "
-           f"({jobs} {'Ray tasks' if ray_address else 'processes'} at a time)")
+    n = search.distinct(study)
+    _stage(f"search: {n - before} configurations simulated in "
+           f"{time.perf_counter() - start:.1f} s ({len(study.trials)} trials of "
+           f"{sampler_name(study)}, {jobs} {'Ray tasks' if ray_address else 'processes'} "
+           "at a time)")
+    if n < budget and not interrupted:
+        _stage(f"  the sampler kept proposing configurations already simulated: stopped "
+               f"after {search.ASK_LIMIT} x {budget} proposals")
     if n == 0:
         typer.echo("interrupted before any configuration finished", err=True)
         raise typer.Exit(130)
@@ -161,6 +165,10 @@ def _search(space, out: Path, budget: int, sampler: str, jobs: int | None, seed:
         typer.echo(f"interrupted: finished configurations are kept in {out}/study.journal; "
                    "rerun the same command to resume", err=True)
         raise typer.Exit(130)
+
+
+def sampler_name(study) -> str:  # noqa: ANN001
+    return study.study_name.rsplit("-", 1)[-1]
 
 
 def _print_front(space, front) -> None:  # noqa: ANN001

@@ -10,10 +10,7 @@ The study lives in DIR/study.journal (Optuna's append-only journal storage):
 an interrupted plan, run again with the same inputs, finds its finished points
 there and runs only the rest of the budget. Each finished trial carries its
 point and figures as user attributes, so every output is rebuilt from the
-journal alone. The budget counts trials: a point proposed again (TPE, on a
-discrete space, repeats itself as it closes in) is told its earlier figures
-without simulating it again, so a plan of N trials simulates at most N
-configurations and asks the sampler exactly N times.
+journal alone. The budget counts distinct configurations (see ASK_LIMIT).
 
 Samplers: `exhaustive` enqueues every distinct point (chosen by `auto` when
 the space fits the budget); `tpe` is Optuna's multi-objective TPE (the default
@@ -36,6 +33,12 @@ from harness.plan.recipe import PlanError
 from harness.plan.space import Point, Space
 
 SAMPLERS = ("auto", "exhaustive", "tpe", "nsga2")
+ASK_LIMIT = 2
+"""The budget counts distinct configurations simulated. A point proposed again
+is not simulated again: it is told as pruned (not run), which also steers TPE
+away from it. TPE on a discrete space repeats itself more as it closes in, so
+a plan asks the sampler at most ASK_LIMIT x budget times and may end with fewer
+configurations than its budget (the command says so)."""
 Progress = Callable[[int, int], None]
 
 
@@ -223,45 +226,42 @@ def run_search(space: Space, out: Path, budget: int, sampler: str = "auto", jobs
 
 def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str | None = None,
         progress: Progress | None = None) -> None:
-    """Ask, simulate and tell until `budget` trials are finished. Ctrl-C stops the
+    """Ask, simulate and tell until `budget` distinct configurations are finished
+    (or the sampler was asked ASK_LIMIT x budget times). Ctrl-C stops the
     workers; what finished is in the study already."""
     cache = {row(t)["key"]: row(t) for t in finished(study)}
-    done = len(finished(study))
+    done, asked = len(cache), len(study.trials)
+    most = ASK_LIMIT * budget
     pool, submit, close = _executor(jobs, ray_address)
-    running: dict[Future[Any], tuple[str, list[Any]]] = {}  # future -> key, (trial, point)s
-    by_key: dict[str, Future[Any]] = {}
+    running: dict[Future[Any], tuple[str, Any, Point]] = {}  # future -> key, trial, point
+    keys: set[str] = set()  # running
     try:
-        while done < budget or running:
-            while done + sum(len(v[1]) for v in running.values()) < budget \
-                    and len(running) < jobs:
+        while (done < budget and asked < most) or running:
+            while done + len(running) < budget and len(running) < jobs and asked < most:
                 trial = study.ask()
+                asked += 1
                 point = suggest(trial, space)
                 key = point.key(space.plan)
-                if key in cache:  # proposed again: the same figures, no simulation
-                    _tell(study, space, trial, point, key, cache[key], repeat=True)
-                    done += 1
-                elif key in by_key:  # the same point is running: told when it ends
-                    running[by_key[key]][1].append((trial, point))
+                if key in cache or key in keys:  # proposed again: not simulated again
+                    _tell_repeat(study, trial, point, key)
                 else:
-                    fut = submit(point.config(space.plan))
-                    running[fut] = (key, [(trial, point)])
-                    by_key[key] = fut
+                    running[submit(point.config(space.plan))] = (key, trial, point)
+                    keys.add(key)
             if progress is not None:
                 progress(done, budget)
             if not running:
                 continue
             ready, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for fut in ready:
-                key, trials = running.pop(fut)
-                by_key.pop(key, None)
+                key, trial, point = running.pop(fut)
+                keys.discard(key)
                 try:
                     figures = fut.result()
                 except Exception as err:  # noqa: BLE001  (a worker died)
                     figures = {"error": f"{type(err).__name__}: {err}"[:300]}
                 cache[key] = {**figures, "key": key}
-                for i, (trial, point) in enumerate(trials):
-                    _tell(study, space, trial, point, key, figures, repeat=i > 0)
-                    done += 1
+                _tell(study, space, trial, point, key, figures)
+                done += 1
         if progress is not None:
             progress(done, budget)
     finally:
@@ -289,15 +289,23 @@ def row(trial: Any) -> dict[str, Any]:
     return trial.user_attrs.get("row", {})
 
 
+def _tell_repeat(study: Any, trial: Any, point: Point, key: str) -> None:
+    """A point already simulated (or running): pruned, i.e. not run again."""
+    from optuna.trial import TrialState
+
+    trial.set_user_attr("repeat", key)
+    study.tell(trial, state=TrialState.PRUNED)
+
+
 def _tell(study: Any, space: Space, trial: Any, point: Point, key: str,
-          figures: dict[str, Any], repeat: bool) -> None:
+          figures: dict[str, Any]) -> None:
     from optuna.trial import TrialState
 
     lay = point.layout
     attrs = {"key": key, "system": point.system, "layout": lay.label,
              "placement": lay.placement, "engine_gpus": lay.engine_gpus, "tp": lay.tp,
              "replicas": lay.replicas, "trainer_gpus": lay.trainer_gpus,
-             "knobs": point.knob_text(), "knob_values": dict(point.knobs), "repeat": repeat,
+             "knobs": point.knob_text(), "knob_values": dict(point.knobs),
              "error": figures.get("error", ""), "sim_seconds": figures.get("sim_seconds", 0.0),
              **{m: figures[m] for m in METRICS if m in figures}}
     trial.set_user_attr("row", attrs)
