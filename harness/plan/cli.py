@@ -5,19 +5,25 @@ the outputs (harness.plan.output) and prints the top of the Pareto front."""
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.cli import app, console, fail
+from harness.cli import _interrupt, app, console, fail
 from harness.config import ConfigError
 from harness.registry import UnknownName
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.plan.space import Space
 
 _opt = typer.Option
 
@@ -115,7 +121,7 @@ def _stage(text: str) -> None:
     console.print(text, highlight=False, markup=False)
 
 
-def _search(space, out: Path, budget: int, sampler: str, jobs: int | None, seed: int,  # noqa: ANN001
+def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None, seed: int,
             ray_address: str | None) -> None:
     from harness.plan import output, search
 
@@ -132,6 +138,7 @@ def _search(space, out: Path, budget: int, sampler: str, jobs: int | None, seed:
     before = search.distinct(study)
     if before:
         _stage(f"resuming: {before} of {budget} configurations done already")
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a plan as cleanly as Ctrl-C
     try:
         with bar:
             task = bar.add_task("search", total=budget)
@@ -167,11 +174,12 @@ def _search(space, out: Path, budget: int, sampler: str, jobs: int | None, seed:
         raise typer.Exit(130)
 
 
-def sampler_name(study) -> str:  # noqa: ANN001
+def sampler_name(study: Any) -> str:
+    """The sampler a study was made with (the last part of its name)."""
     return study.study_name.rsplit("-", 1)[-1]
 
 
-def _print_front(space, front) -> None:  # noqa: ANN001
+def _print_front(space: Space, front: pd.DataFrame) -> None:
     from harness.plan.output import front_rows
 
     if not len(front):
