@@ -408,3 +408,4 @@ from harness import (  # noqa: E402, F401
     cli_sweep,
     cli_whatif,
 )
+from harness.plan import cli as _plan_cli  # noqa: E402, F401

@@ -1,0 +1,163 @@
+"""`rolloutbench plan` without the search: its inputs, space and evaluation.
+
+The search itself (Optuna) is tested in test_plan_search.py."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.config import RunConfig
+from harness.plan.evaluate import simulate, summarise
+from harness.plan.recipe import Cluster, Limits, Plan, PlanError, Recipe, recipe_from_slime
+from harness.plan.space import COLOCATED, DISAGGREGATED, Layout, Point, build_space, layouts
+from harness.results import execute
+
+ROLLOUTPIPE = Cluster("qwen3-1.7b", 2, "a100-40gb-pcie", "rtx-4090", 8)
+
+
+def plan_of(cluster: Cluster = ROLLOUTPIPE, r: int = 16, k: int = 8, u: int = 2,
+            workload: str = "lsat-ar", **limits: object) -> Plan:
+    return Plan(cluster, Recipe(workload, r, k, u), Limits(**limits))  # type: ignore[arg-type]
+
+
+def invoke(*args: str):  # noqa: ANN201
+    return CliRunner().invoke(app, ["plan", *args])
+
+
+BASE = {"--model": "qwen3-8b", "--gpus": "16", "--gpu": "h100-sxm", "--workload": "dapo-math-17k"}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"--model": "qwen9-8b"}, "--model: unknown model preset 'qwen9-8b'"),
+    ({"--gpu": "h200"}, "--gpu: unknown hardware preset 'h200'"),
+    ({"--gpus": "1", "--model": "qwen2.5-32b", "--gpu": "rtx-4090"},
+     "--gpus 1: too few rtx-4090 GPUs for qwen2.5-32b"),
+    ({"-R": "30", "-U": "4"}, "--update-groups: U=4 must divide the groups per rollout R=30"),
+    ({"--workload": "lsat"}, "--workload: unknown workload 'lsat'"),
+    ({"--global-batch-size": "20", "-K": "8"}, "--global-batch-size 20: must be a multiple"),
+    ({"--objective": "speed"}, "--objective 'speed'"),
+    ({"--budget": "0"}, "--budget 0"),
+    ({"--trainer-gpu": "rtx-4090"}, "--trainer-gpu and --trainer-gpus: give both"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, change: dict,
+                                                        named: str) -> None:
+    argv = [x for pair in {**BASE, **change}.items() for x in pair]
+    result = invoke(*argv, "--out", str(tmp_path / "p"))
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], result.output
+    assert not (tmp_path / "p").exists()
+
+
+def test_slime_names_give_r_k_u() -> None:
+    # rollout batch size 64 prompts, 16 samples each, 256 samples per update: U = 256/16
+    assert recipe_from_slime(None, None, None, 64, 16, 256) == (64, 16, 16)
+    assert recipe_from_slime(32, 8, 4, None, None, None) == (32, 8, 4)
+    with pytest.raises(PlanError, match="disagree"):
+        recipe_from_slime(32, None, None, 64, None, None)
+
+
+def test_layouts_of_a_small_pool_by_hand() -> None:
+    # Qwen3-8B (32 heads) on 4 H100: the trainer needs 16 B x 8.191e9 = 131 GB in 80% of
+    # 80 GB per GPU, so at least 3 GPUs: one engine GPU (TP 1) plus 3, or colocated on 4
+    # at TP 1, 2 or 4 (one replica holds the weights and a 16k+600-token sequence).
+    plan = plan_of(Cluster("qwen3-8b", 4, "h100-sxm"), workload="dapo-math-17k")
+    assert [lay.label for lay in layouts(plan)] == [
+        "tp1x1+3", "tp1x4 coloc", "tp2x2 coloc", "tp4x1 coloc"]
+
+
+def test_rollouptipe_cluster_keeps_its_trainer_pool() -> None:
+    got = layouts(plan_of())
+    assert got == [Layout(DISAGGREGATED, 1, 2, 8), Layout(DISAGGREGATED, 2, 1, 8)]
+
+
+def test_exclusions_name_the_reason() -> None:
+    space = build_space(plan_of(on_policy=True))
+    assert "U = R" in space.excluded["april"] and "U = R" in space.excluded["rollpacker"]
+    assert "--on-policy" in space.excluded["pipelinerl"]
+    assert "colocated" in space.excluded["verl"]  # the RolloutPipe cluster has no such layout
+    assert space.knobs["cgp-april"]["partial_rollout"] == [False]
+    assert set(space.systems) == {"slime", "cgp", "cgp-fgd", "cgp-april", "cgp-tail"}
+    # U = R: the one-step-per-rollout systems can run it
+    assert "april" in build_space(plan_of(u=16)).systems
+
+
+def test_max_lag_bounds_pipelinerl_admission() -> None:
+    space = build_space(plan_of(max_lag=2))
+    assert space.knobs["pipelinerl"]["max_lag"] == [0, 1, 2]
+
+
+def test_point_config_sets_layout_and_knobs() -> None:
+    plan = plan_of(Cluster("qwen2.5-7b", 16, "h800-sxm"), r=16, u=16, workload="rp-mix")
+    point = Point("rollpacker", Layout(DISAGGREGATED, 2, 3, 10),
+                  (("rollpacker_speculation", 1.5), ("rollpacker_stream_trainer", True)))
+    cfg = point.config(plan)
+    s = cfg.sim
+    assert (s.placement, s.rollout_tp, s.rollout_engines, s.trainer_gpus) == (
+        DISAGGREGATED, 2, 3, 10)
+    assert cfg.rollpacker_speculation == 1.5
+    assert cfg.rollpacker_stream_trainer is False  # it borrows rollout GPUs: colocated only
+    assert cfg.rounds == 3  # eta 1.5: two short rounds, then a long one
+    coloc = Point("rollpacker", Layout(COLOCATED, 2, 8, 16), point.knobs).config(plan)
+    assert coloc.rollpacker_stream_trainer is True
+    assert point.key(plan) != Point("rollpacker", Layout(COLOCATED, 2, 8, 16),
+                                    point.knobs).key(plan)
+
+
+@pytest.mark.parametrize(("system", "placement"), [("cgp", DISAGGREGATED),
+                                                   ("pipelinerl", DISAGGREGATED),
+                                                   ("slime", COLOCATED)])
+def test_in_memory_metrics_equal_the_trace_files(tmp_path: Path, system: str,
+                                                 placement: str) -> None:
+    cfg = RunConfig(system=system, groups=8, rounds=2, seed=3)
+    cfg.sim.placement = placement
+    mem = simulate(copy.deepcopy(cfg))
+    disk = execute(cfg, tmp_path / "trace.jsonl")
+    assert len(mem) == len(disk) == 2
+    for a, b in zip(mem, disk, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            same = a[key] == b[key] or (isinstance(a[key], float) and math.isnan(a[key])
+                                        and math.isnan(b[key]))
+            assert same, (key, a[key], b[key])
+
+
+def test_summarise_by_hand() -> None:
+    rows = [{"rollout_to_train_end_s": 100.0, "batch_tokens_per_s": 50.0,
+             "rollout_complete_s": 80.0, "offpolicy_token_frac": 0.0, "lag_max": float("nan"),
+             "ess": 1.0, "waiting_ratio": 0.5, "trainer_compute_s": 40.0},
+            {"rollout_to_train_end_s": 300.0, "batch_tokens_per_s": 10.0,
+             "rollout_complete_s": 200.0, "offpolicy_token_frac": 0.2, "lag_max": 3.0,
+             "ess": 0.8, "waiting_ratio": 0.1, "trainer_compute_s": 60.0}]
+    got = summarise(rows)
+    assert got["step_time_s"] == 200.0
+    assert got["throughput_tok_s"] == (50 * 80 + 10 * 200) / 400  # 15 tokens/s
+    assert got["offpolicy_token_frac"] == pytest.approx(0.1)
+    assert got["lag_max"] == 3.0 and got["rollout_s"] == 140.0
+
+
+def test_pareto_front_by_hand() -> None:
+    import pandas as pd
+
+    from harness.plan.output import pareto_table
+    from harness.plan.space import build_space
+
+    space = build_space(plan_of(), ["cgp"])
+    table = pd.DataFrame({
+        "trial": [0, 1, 2, 3, 4, 5],
+        "step_time_s": [100.0, 90.0, 120.0, 100.0, 80.0, 95.0],
+        "offpolicy_token_frac": [0.0, 0.1, 0.0, 0.0, 0.3, 0.1],
+        "lag_max": [7.0, 3.0, 7.0, 7.0, 9.0, 3.0],
+        "throughput_tok_s": [1.0] * 6,
+        "feasible": [True, True, True, True, True, False],
+        "key": list("abcdef"),
+    })
+    # 2 is beaten by 0; 3 ties 0 everywhere (kept: neither beats the other); 5 is infeasible.
+    front = pareto_table(space, table)
+    assert list(front["trial"]) == [4, 1, 0, 3]
