@@ -93,7 +93,7 @@ def point_of(space: Space, row: pd.Series, study: Any) -> Point:
 
 
 def toml_text(cfg: RunConfig, header: list[str]) -> str:
-    """A run config as TOML: every top-level field, then [sim] (set fields only)."""
+    """A run config as TOML: every set top-level field, then [sim] (set fields only)."""
     def show(value: Any) -> str:
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -106,7 +106,7 @@ def toml_text(cfg: RunConfig, header: list[str]) -> str:
         if name.startswith("sim."):
             if value is not None:
                 sim.append(f"{name[4:]} = {show(value)}")
-        else:
+        elif value is not None:  # unset: the system's own default (APRIL's 2R, say)
             top.append(f"{name} = {show(value)}")
     lines = [f"# {h}" for h in header] + top + ["", "[sim]"] + sim
     return "\n".join(lines) + "\n"
