@@ -40,6 +40,16 @@ def quiet_bars() -> None:
     hf_logging.disable_progress_bar()
 
 
+def _library_loggers() -> list[logging.Logger]:
+    """The libraries' top loggers, and any of their children that print on their own
+    (torch gives `torch.distributed` its own stderr handler once vLLM is loaded)."""
+    tops = [logging.getLogger(name) for name in LIBRARIES]
+    children = [logger for name, logger in list(logging.root.manager.loggerDict.items())
+                if isinstance(logger, logging.Logger) and logger.handlers
+                and any(name.startswith(top + ".") for top in LIBRARIES)]
+    return tops + children
+
+
 def route(path: str | os.PathLike[str]) -> tuple[logging.Handler, Saved, bool]:
     """Send the libraries' loggers to `path` (appending); returns what `restore`
     needs to put them back."""
@@ -50,12 +60,12 @@ def route(path: str | os.PathLike[str]) -> tuple[logging.Handler, Saved, bool]:
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(FORMAT))
     saved: Saved = []
-    for name in LIBRARIES:
-        logger = logging.getLogger(name)
+    for logger in _library_loggers():
         saved.append((logger, list(logger.handlers), logger.propagate, logger.level))
         logger.handlers = [handler]
         logger.propagate = False
-        logger.setLevel(logging.INFO)
+        if logger.name in LIBRARIES:
+            logger.setLevel(logging.INFO)
     was_capturing = getattr(logging, "_warnings_showwarning", None) is not None
     logging.captureWarnings(True)
     return handler, saved, was_capturing
