@@ -118,7 +118,9 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
     if cfg.runtime == "sim":
         from harness.sim.runtime import SimRuntime
 
-        SimRuntime(cfg, trace_path).run(system)
+        runtime = SimRuntime(cfg, trace_path)
+        runtime.run(system)
+        return round_metrics(runtime.events())
     elif cfg.runtime == "live":
         from harness.live import backends
 

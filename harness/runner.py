@@ -23,12 +23,17 @@ class RunnerBase:
 
     def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
         self.config = cfg
-        self._writer = TraceWriter(trace_path, self.now)
+        self._writer = self._open_trace(trace_path)
         self._groups = 0
         self._failure: asyncio.Future[BaseException] | None = None
         self._ended = False
         self._spawned: set[asyncio.Task[Any]] = set()
         self.engine: Any = None
+
+    def _open_trace(self, trace_path: str | Path) -> TraceWriter:
+        """The run's trace writer: one flushed line per event (a live run can die
+        at any moment, and its trace is read while it runs)."""
+        return TraceWriter(trace_path, self.now)
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:

@@ -108,8 +108,9 @@ class SimTrainer:
                 await self._share.trainer_acquire()
             await asyncio.sleep(self._model.optimizer_s)
             self._step += 1
-            rng = np.random.default_rng([self._seed, 0xE55, self._step])
-            stats = step_stats(self._lags, self._drift, self._clamp, rng)
+            key = [self._seed, 0xE55, self._step]
+            stats = step_stats(self._lags, self._drift, self._clamp,
+                               lambda: np.random.default_rng(key))
             self._lags = {}
             self.version += 1
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
