@@ -355,6 +355,8 @@ def reproduce_cmd(
     = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    jobs: Annotated[int, typer.Option(help="Worker processes, 0: one per core (the results "
+                                      "are the same for any number).")] = 0,
     only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
                                       "or claims (comma-separated: a paper, or part of a "
                                       "claim); the others are kept.")] = "",
@@ -374,7 +376,12 @@ def reproduce_cmd(
         if name not in reproduce.PAPERS:
             fail(str(UnknownName(f"unknown reproduction {name!r}; known: all, "
                                  f"{', '.join(reproduce.PAPERS)}")))
-    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    from harness.reproduce.pool import default_jobs
+
+    if jobs < 0:
+        fail(f"--jobs: must be 0 (one per core) or more, got {jobs}")
+    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed,
+                           jobs=jobs or default_jobs())
     hits = sum(1 for c in claims if c["within"])
     console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
 

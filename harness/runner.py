@@ -48,10 +48,15 @@ class RunnerBase:
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
-        task.add_done_callback(self._check)
         self._spawned.add(task)
-        task.add_done_callback(self._spawned.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """One callback, not two: a run spawns a task per sample, and each callback
+        is a turn of the loop."""
+        self._check(task)
+        self._spawned.discard(task)
 
     async def _reap(self) -> None:
         """A run ends with every task it started: those a system left behind (a

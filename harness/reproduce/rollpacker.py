@@ -17,7 +17,8 @@ import pandas as pd
 from harness.claims import Claim
 from harness.config import RunConfig
 from harness.plots import save_figure
-from harness.results import execute, write_atomic
+from harness.reproduce.grid import run_configs
+from harness.results import write_atomic
 from harness.sim.calibration import load as calibration_file
 from harness.trace import read_trace
 
@@ -63,10 +64,22 @@ def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str 
 def run(cfg: RunConfig, name: str, traces: Path | None = None) -> dict[str, float]:
     """Step time and the veRL-style breakdown of one simulated period (trace in
     `traces`, runs/rollpacker by default)."""
-    path = (traces or Path("runs") / PAPER) / f"{name}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    execute(cfg, path)
-    events = read_trace(path)
+    return run_all([(cfg, name)], traces)[0]
+
+
+def run_all(items: list[tuple[RunConfig, str]], traces: Path | None = None
+            ) -> list[dict[str, float]]:
+    """`run` for several configurations at once (side by side in `reproduce`'s pool)."""
+    folder = traces or Path("runs") / PAPER
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.jsonl" for _, name in items]
+    run_configs([(cfg, path) for (cfg, _), path in zip(items, paths, strict=True)],
+                label="RollPacker", progress=False)
+    return [breakdown(read_trace(path)) for path in paths]
+
+
+def breakdown(events: list[dict]) -> dict[str, float]:
+    """Step time and the veRL-style breakdown of one period, from its trace."""
     end = events[-1]["t"]
     starts = [e["t"] for e in events if e["ev"] == "rollout_start"]
     reward = [e["t"] for e in events if e["ev"] == "decision" and e["what"] == "reward_stage"]
@@ -92,49 +105,56 @@ def run(cfg: RunConfig, name: str, traces: Path | None = None) -> dict[str, floa
             "max_len_by_round": longest}
 
 
+def table(rows: list[dict], items: list[tuple[RunConfig, str]]) -> pd.DataFrame:
+    """`rows` (the labels), each joined with its configuration's run."""
+    return pd.DataFrame([{**row, **res} for row, res in zip(rows, run_all(items), strict=True)])
+
+
 def table2(seed: int) -> pd.DataFrame:
-    rows = []
+    rows, items = [], []
     for size in SIZES:
-        rows.append({"size": size, "system": "veRL",
-                     **run(config(size, "verl", seed=seed), f"verl-{size.replace('/', '-')}")})
+        rows.append({"size": size, "system": "veRL"})
+        items.append((config(size, "verl", seed=seed), f"verl-{size.replace('/', '-')}"))
         for stage, label in enumerate(STAGES, start=1):
-            cfg = config(size, "rollpacker", stage, seed)
-            rows.append({"size": size, "system": label,
-                         **run(cfg, f"stage{stage}-{size.replace('/', '-')}")})
-    return pd.DataFrame(rows)
+            rows.append({"size": size, "system": label})
+            items.append((config(size, "rollpacker", stage, seed),
+                          f"stage{stage}-{size.replace('/', '-')}"))
+    return table(rows, items)
 
 
 def scaling(seed: int) -> pd.DataFrame:
     """14B/16k on twice the GPUs (64 H800), RollPacker and veRL."""
-    rows = []
+    rows, items = [], []
     for system in ("verl", "rollpacker"):
         cfg = config("14B/16k", system, 4, seed)
         cfg.sim.rollout_engines *= 2
-        rows.append({"system": system, "gpus": 64, **run(cfg, f"scale64-{system}")})
-    return pd.DataFrame(rows)
+        rows.append({"system": system, "gpus": 64})
+        items.append((cfg, f"scale64-{system}"))
+    return table(rows, items)
 
 
 def eta_sweep(seed: int) -> pd.DataFrame:
     """Fig. 11 at 32B/32k: eta on prompts with R fixed, then on responses with P fixed."""
-    rows = []
+    rows, items = [], []
     for axis in ("prompts", "responses"):
         for eta in (1.0, 1.25, 1.5):
             cfg = config("32B/32k", "rollpacker", 1, seed)
             cfg.rollpacker_speculation = eta if axis == "prompts" else 1.0
             cfg.rollpacker_response_speculation = eta if axis == "responses" else 1.0
-            rows.append({"axis": axis, "eta": eta,
-                         **run(cfg, f"eta-{axis}-{eta}")})
-    return pd.DataFrame(rows)
+            rows.append({"axis": axis, "eta": eta})
+            items.append((cfg, f"eta-{axis}-{eta}"))
+    return table(rows, items)
 
 
 def table3(seed: int) -> pd.DataFrame:
-    rows = []
+    rows, items = [], []
     for label, at in STREAM_AT.items():
         cfg = config("7B/8k", "rollpacker", 3 if at is None else 4, seed, workload="rp-math")
         if at is not None:
             cfg.rollpacker_stream_at = at
-        rows.append({"stream": label, **run(cfg, f"stream-{label.rstrip('%')}")})
-    return pd.DataFrame(rows)
+        rows.append({"stream": label})
+        items.append((cfg, f"stream-{label.rstrip('%')}"))
+    return table(rows, items)
 
 
 def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame,

@@ -68,6 +68,12 @@ class _Handle(events.Handle):
         self._repr = None
         self._source_traceback = None
 
+    def cancel(self) -> None:
+        if not self._cancelled:
+            self._cancelled = True
+            self._callback = None
+            self._args = None
+
 
 class _Timer(events.TimerHandle):
     """A timer, likewise; its place in the heap is kept beside it, not compared."""
@@ -85,6 +91,12 @@ class _Timer(events.TimerHandle):
         self._when = when
         self._scheduled = True
 
+    def cancel(self) -> None:  # the loop skips it when it comes up: no count to keep
+        if not self._cancelled:
+            self._cancelled = True
+            self._callback = None
+            self._args = None
+
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """`time()` is virtual seconds; idle waits advance it to the next timer."""
@@ -98,6 +110,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._now
+
+    def create_task(self, coro, **kwargs):  # type: ignore[no-untyped-def]
+        if self._task_factory is not None or kwargs.get("name") is not None:  # type: ignore[attr-defined]
+            return super().create_task(coro, **kwargs)
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        return asyncio.Task(coro, loop=self, **kwargs)
 
     def call_soon(self, callback: Callable[..., Any], *args: Any,
                   context: contextvars.Context | None = None) -> events.Handle:
