@@ -28,13 +28,9 @@ class SimVerifier:
 
     async def score(self, response: Response, timeout: float | None = None) -> float:
         if self._slots is None:
-            return await self._check(response, timeout)
+            return await hidden_score(response, timeout)
         async with self._slots:
-            return await self._check(response, timeout)
-
-    @staticmethod
-    async def _check(response: Response, timeout: float | None) -> float:
-        return await hidden_score(response, timeout)
+            return await hidden_score(response, timeout)
 
 
 class SimTrainer:
