@@ -34,15 +34,16 @@ import json, sys, tempfile, time
 from pathlib import Path
 from harness.reproduce import rolloutpipe as rp
 with tempfile.TemporaryDirectory() as tmp:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     df = rp.simulate(rounds=4, seed=0, traces=Path(tmp), progress=False)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     events, simulated = 0, 0.0
     for path in Path(tmp).glob("*.jsonl"):
         lines = path.read_bytes().splitlines()
         events += len(lines)
         simulated += float(lines[-1].split(b'"t":', 1)[1].split(b",", 1)[0])
-print(json.dumps({"wall": wall, "events": events, "simulated": simulated, "rounds": len(df)}))
+print(json.dumps({"wall": wall, "cpu": cpu, "events": events, "simulated": simulated,
+                  "rounds": len(df)}))
 """
 
 # All four reproductions into the current folder (a temporary one: no README there).

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
-from harness.metrics import round_metrics
+from harness.metrics import ROUND_METRIC_EVENTS, round_metrics
 from harness.trace import read_trace
 
 
@@ -120,7 +120,7 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
 
         runtime = SimRuntime(cfg, trace_path)
         runtime.run(system)
-        return round_metrics(runtime.events())
+        return round_metrics(runtime.events(ROUND_METRIC_EVENTS))
     elif cfg.runtime == "live":
         from harness.live import backends
 

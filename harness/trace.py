@@ -64,57 +64,20 @@ class TraceError(ValueError):
 
 class TraceWriter:
     """Appends events as JSON lines and flushes each one, so a crash leaves a
-    readable prefix and a reader never sees half a line.
+    readable prefix and a reader never sees half a line."""
 
-    `buffered` (the simulator's writer): lines are kept in memory and written in
-    large blocks of whole lines, at the latest on `close`. A simulated run emits
-    an event every few microseconds of wall time, and one system call per event
-    would cost more than simulating it; the run is over in well under a second,
-    so there is no one watching the file grow. The kept lines also give the run's
-    events back without reading the file again (`events`)."""
-
-    FLUSH_LINES = 8192  # a buffered writer's block
-
-    def __init__(self, path: str | os.PathLike[str], clock, *, buffered: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], clock) -> None:
         self.path = Path(path)
         self._clock = clock
         self._file = open(self.path, "ab", buffering=0)
-        self._lines: list[bytes] | None = [] if buffered else None
-        self._written = 0  # lines of `_lines` already in the file
-        self._now: float | None = None
-        self._t = 0.0
 
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
-        now = self._clock()
-        if now is not self._now:  # events come in bursts at one time: round once per burst
-            self._now, self._t = now, round(now, 6)
-        event = {"t": self._t, "ev": ev, **fields}
-        lines = self._lines
-        if lines is None:
-            self._file.write(_encoder.encode(event) + b"\n")
-        else:
-            lines.append(_encoder.encode(event))
-            if len(lines) - self._written >= self.FLUSH_LINES:
-                self.flush()
+        event = {"t": round(self._clock(), 6), "ev": ev, **fields}
+        self._file.write(_encoder.encode(event) + b"\n")
         return event
-
-    def flush(self) -> None:
-        """Write the buffered lines (a no-op for an unbuffered writer)."""
-        lines = self._lines
-        if lines is not None and self._written < len(lines) and not self._file.closed:
-            self._file.write(b"\n".join(lines[self._written:]) + b"\n")
-            self._written = len(lines)
-
-    def events(self) -> list[dict[str, Any]]:
-        """A buffered writer's events as a reader would decode them from the file
-        (the same JSON, decoded at once; no schema check: the writer is ours)."""
-        if self._lines is None:
-            raise ValueError(f"{self.path}: an unbuffered writer keeps no events")
-        return _decoder.decode(b"[" + b",".join(self._lines) + b"]")
 
     def close(self) -> None:
         if not self._file.closed:
-            self.flush()
             self._file.close()
 
     def __enter__(self) -> TraceWriter:

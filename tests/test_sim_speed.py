@@ -18,6 +18,7 @@ import pytest
 
 from harness.offpolicy import ess, lag_stats, step_stats
 from harness.sim.loop import VirtualTimeLoop
+from harness.sim.trace_buffer import BufferedTraceWriter
 from harness.trace import TraceWriter
 
 
@@ -75,13 +76,12 @@ def test_waiting_on_nothing_is_a_deadlock() -> None:
 
 
 EVENTS = [("run_start", {"schema": 2, "config": {"a": [1, 2]}}), ("x", {"v": float("nan")}),
-          ("x", {"v": 1e-7, "s": "é"}), ("x", {"spans": [[0, 3], [1, 4]]}), ("run_end", {})]
-TIMES = [0.0, 0.0, 0.1234567891, 0.1234567891, 2.5]
+          ("x", {"v": 1e-7, "s": "é"}), ("x", {"spans": [[0, 3], [1, 4]]}), ("y", {}),
+          ("z", {"t": 5, "k": True}), ("run_end", {})]
+TIMES = [0.0, 0.0, 0.1234567891, 0.1234567891, 1.0, 2.0, 2.5]
 
 
-def write(path: Path, buffered: bool) -> TraceWriter:
-    times = iter(TIMES)
-    writer = TraceWriter(path, lambda: next(times), buffered=buffered)
+def write(writer: TraceWriter) -> TraceWriter:
     for ev, fields in EVENTS:
         writer.emit(ev, **fields)
     return writer
@@ -89,19 +89,23 @@ def write(path: Path, buffered: bool) -> TraceWriter:
 
 def test_buffered_writer_writes_the_same_bytes(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    write(tmp_path / "plain.jsonl", buffered=False).close()
-    monkeypatch.setattr(TraceWriter, "FLUSH_LINES", 2)  # blocks of two lines
-    writer = write(tmp_path / "buffered.jsonl", buffered=True)
+    write(TraceWriter(tmp_path / "plain.jsonl", iter(TIMES).__next__)).close()
+    monkeypatch.setattr(BufferedTraceWriter, "FLUSH_LINES", 3)  # blocks of three lines
+    writer = write(BufferedTraceWriter(tmp_path / "buffered.jsonl", iter(TIMES).__next__))
     # before close: the two full blocks are in the file, whole lines only
-    assert (tmp_path / "buffered.jsonl").read_bytes().count(b"\n") == 4
+    assert (tmp_path / "buffered.jsonl").read_bytes().count(b"\n") == 6
     assert (tmp_path / "buffered.jsonl").read_bytes().endswith(b"\n")
     events = writer.events()
     writer.close()
     plain = (tmp_path / "plain.jsonl").read_bytes()
     assert (tmp_path / "buffered.jsonl").read_bytes() == plain
-    assert plain.splitlines()[2] == b'{"t":0.123457,"ev":"x","v":1e-7,"s":"\xc3\xa9"}'
-    assert events == [msgspec.json.decode(line) for line in plain.splitlines()]
+    lines = plain.splitlines()
+    assert lines[2] == '{"t":0.123457,"ev":"x","v":1e-7,"s":"é"}'.encode()
+    assert lines[4] == b'{"t":1.0,"ev":"y"}'
+    assert lines[5] == b'{"t":5,"ev":"z","k":true}'  # a field named t overrides the time
+    assert events == [msgspec.json.decode(line) for line in lines]
     assert events[1]["v"] is None  # NaN is written as null, and read back as it
+    assert writer.events({"x", "y"}) == events[1:5]
 
 
 def plain_step_stats(hist: dict[int, int], drift: float, clamp: float,

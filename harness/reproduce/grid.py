@@ -32,8 +32,10 @@ def run_configs(tasks: list[tuple[RunConfig, Path]], label: str = "simulating",
     active = pool.active()
     if active is not None:
         return active.run(tasks, label)
+    if not progress:
+        return [execute(cfg, path) for cfg, path in tasks]
     out = []
-    with Progress(disable=not progress, transient=True) as bar:
+    with Progress(transient=True) as bar:
         task = bar.add_task(label, total=len(tasks))
         for cfg, path in tasks:
             out.append(execute(cfg, path))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
+from harness.sim.trace_buffer import BufferedTraceWriter
 from harness.trace import TraceWriter
 from workloads.replay import target_tokens
 
@@ -51,7 +52,7 @@ class SimRuntime(RunnerBase):
         self.loop = VirtualTimeLoop()
         super().__init__(resolve_defaults(cfg), trace_path)
         # Every component emits through the writer itself: one call per event, not three.
-        self.emit = self._writer.emit  # type: ignore[method-assign]
+        self.emit = self._writer.record  # type: ignore[method-assign,attr-defined]
         s = cfg.sim
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
@@ -99,12 +100,13 @@ class SimRuntime(RunnerBase):
         self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
-        """Buffered, on the loop's own clock (see `TraceWriter`)."""
-        return TraceWriter(trace_path, self.loop.time, buffered=True)
+        """Buffered, on the loop's own clock (see `BufferedTraceWriter`)."""
+        return BufferedTraceWriter(trace_path, self.loop.time)
 
-    def events(self) -> list[dict[str, Any]]:
-        """The run's events, as the trace file holds them, without reading it back."""
-        return self._writer.events()
+    def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The run's events (of `kinds`, when given) as the trace file holds them,
+        without reading it back."""
+        return self._writer.events(kinds)  # type: ignore[attr-defined]
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
