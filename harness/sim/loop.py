@@ -28,6 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 _CLOCK_RESOLUTION = 1e-9
+_new = object.__new__
+_copy_context = contextvars.copy_context
 
 
 class _NoIOSelector(selectors.BaseSelector):
@@ -118,11 +120,20 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             raise RuntimeError("Event loop is closed")
         return asyncio.Task(coro, loop=self, **kwargs)
 
+    # call_soon and call_at fill the handle in place (`_new` is object.__new__):
+    # the same object as the constructors make, one Python frame fewer per callback.
     def call_soon(self, callback: Callable[..., Any], *args: Any,
                   context: contextvars.Context | None = None) -> events.Handle:
         if self._closed:  # type: ignore[attr-defined]
             raise RuntimeError("Event loop is closed")
-        handle = _Handle(callback, args, self, context)
+        handle = _new(_Handle)
+        handle._context = _copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
         self._ready.append(handle)  # type: ignore[attr-defined]
         return handle
 
@@ -130,7 +141,16 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                 context: contextvars.Context | None = None) -> events.TimerHandle:
         if self._closed:  # type: ignore[attr-defined]
             raise RuntimeError("Event loop is closed")
-        timer = _Timer(when, callback, args, self, context)
+        timer = _new(_Timer)
+        timer._context = _copy_context() if context is None else context
+        timer._loop = self
+        timer._callback = callback
+        timer._args = args
+        timer._cancelled = False
+        timer._repr = None
+        timer._source_traceback = None
+        timer._when = when
+        timer._scheduled = True
         heapq.heappush(self._timers, (when, next(self._timer_seq), timer))
         return timer
 
