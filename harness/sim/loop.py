@@ -159,32 +159,38 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return self.call_at(self._now + delay, callback, *args, context=context)
 
     def _run_once(self) -> None:
+        """Iterations until the loop is stopped: `run_forever` would only call again
+        (it stops after the iteration in which `stop()` was called)."""
         ready = self._ready  # type: ignore[attr-defined]
         timers = self._timers
         pop = heapq.heappop
-        while timers and timers[0][2]._cancelled:
-            pop(timers)[2]._scheduled = False
-        if not ready and not self._stopping:  # type: ignore[attr-defined]
-            if not timers:
-                raise RuntimeError("simulation deadlock: every task waits and no timer is set")
-            if timers[0][0] > self._now:
-                self._now = timers[0][0]
-        end = self._now + _CLOCK_RESOLUTION
-        while timers and timers[0][0] < end:
-            timer = pop(timers)[2]
-            timer._scheduled = False
-            ready.append(timer)
         popleft = ready.popleft
-        for _ in range(len(ready)):
-            handle = popleft()
-            if handle._cancelled:
-                continue
-            try:
-                handle._context.run(handle._callback, *handle._args)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self._callback_failed(handle, exc)
+        while True:
+            while timers and timers[0][2]._cancelled:
+                pop(timers)[2]._scheduled = False
+            if not ready and not self._stopping:  # type: ignore[attr-defined]
+                if not timers:
+                    raise RuntimeError(
+                        "simulation deadlock: every task waits and no timer is set")
+                if timers[0][0] > self._now:
+                    self._now = timers[0][0]
+            end = self._now + _CLOCK_RESOLUTION
+            while timers and timers[0][0] < end:
+                timer = pop(timers)[2]
+                timer._scheduled = False
+                ready.append(timer)
+            for _ in range(len(ready)):
+                handle = popleft()
+                if handle._cancelled:
+                    continue
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self._callback_failed(handle, exc)
+            if self._stopping:  # type: ignore[attr-defined]
+                return
 
     def _callback_failed(self, handle: events.Handle, exc: BaseException) -> None:
         """What the stock `Handle._run` does when a callback raises."""
