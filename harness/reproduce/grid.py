@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,27 +18,29 @@ from rich.progress import Progress
 
 from harness.config import RunConfig
 from harness.metrics import KEYS, OFFPOLICY_KEYS
-from harness.results import execute
 
 COLUMNS = ["system", "workload", "groups", "round", *KEYS, *OFFPOLICY_KEYS]  # a grid's rows
 
 
 def run_configs(tasks: list[tuple[RunConfig, Path]], label: str = "simulating",
-                progress: bool = True) -> list[list[dict[str, Any]]]:
-    """Run each (config, trace path); returns each run's metric rows, in order. The
-    configs must be validated; the traces' folders must exist."""
+                progress: bool = True, reader: Callable[[Path], Any] | None = None
+                ) -> list[Any]:
+    """Run each (config, trace path); returns each run's metric rows, in order, or
+    what `reader` (a module-level function, so that it travels to a worker
+    process) makes of its trace. The configs must be validated; the traces'
+    folders must exist."""
     from harness.reproduce import pool
 
     active = pool.active()
     if active is not None:
-        return active.run(tasks, label)
+        return active.run(tasks, label, reader)
     if not progress:
-        return [execute(cfg, path) for cfg, path in tasks]
+        return [pool.run_one(cfg, path, reader)[0] for cfg, path in tasks]
     out = []
     with Progress(transient=True) as bar:
         task = bar.add_task(label, total=len(tasks))
         for cfg, path in tasks:
-            out.append(execute(cfg, path))
+            out.append(pool.run_one(cfg, path, reader)[0])
             bar.advance(task)
     return out
 

@@ -86,9 +86,15 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
         folder = traces / name.replace(" ", "_").replace("=", "")
         folder.mkdir(parents=True, exist_ok=True)
         tasks.append((cfg.validate(), folder / f"{cfg.system}.jsonl"))
-    run_configs(tasks, label="PipelineRL", progress=progress)
-    return pd.DataFrame([summarise(name, read_trace(path))
-                         for name, (_, path) in zip(runs, tasks, strict=True)])
+    summaries = run_configs(tasks, label="PipelineRL", progress=progress, reader=summary_file)
+    return pd.DataFrame([{**summary, "system": name}
+                         for name, summary in zip(runs, summaries, strict=True)])
+
+
+def summary_file(path: Path) -> dict[str, float]:
+    """`summarise` of a trace file (PipelineRL's steady state, by its system)."""
+    events = read_trace(path)
+    return summarise(events[0]["system"], events)
 
 
 def claims(sim: pd.DataFrame, case: dict[str, float]) -> list[Claim]:

@@ -44,10 +44,15 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def _timed_execute(cfg: RunConfig, path: Path) -> tuple[Rows, float]:
+def run_one(cfg: RunConfig, path: Path, reader: Callable[[Path], Any] | None = None
+            ) -> tuple[Any, float]:
+    """One run (in a worker, or here): its metric rows, or what `reader` makes of
+    its trace (read where it was written, not in the papers' process), and its
+    wall seconds."""
     start = time.perf_counter()
     rows = execute(cfg, path)
-    return rows, time.perf_counter() - start
+    out = rows if reader is None else reader(path)
+    return out, time.perf_counter() - start
 
 
 class Reporter:
@@ -107,19 +112,20 @@ class RunPool:
         self._executor = executor
         self._turn = turn
 
-    def run(self, tasks: list[tuple[RunConfig, Path]], label: str) -> list[Rows]:
+    def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
+            reader: Callable[[Path], Any] | None = None) -> list[Any]:
         self.reporter.expect(len(tasks))
         names = [f"{label}: {path.stem}" for _, path in tasks]
         if self._executor is None or knobs.current() is not None:  # probes stay here
             out = []
             for (cfg, path), name in zip(tasks, names, strict=True):
-                rows, took = _timed_execute(cfg, path)
+                rows, took = run_one(cfg, path, reader)
                 self.reporter.finished(name, took)
                 out.append(rows)
             return out
-        futures = {self._executor.submit(_timed_execute, cfg, path): i
+        futures = {self._executor.submit(run_one, cfg, path, reader): i
                    for i, (cfg, path) in enumerate(tasks)}
-        results: list[Rows | None] = [None] * len(tasks)
+        results: list[Any] = [None] * len(tasks)
         assert self._turn is not None
         self._turn.release()  # other papers go on while these runs are away
         try:
@@ -130,7 +136,7 @@ class RunPool:
                 self.reporter.finished(names[i], took)
         finally:
             self._turn.acquire()
-        return results  # type: ignore[return-value]
+        return results
 
 
 _ACTIVE: list[RunPool] = []
