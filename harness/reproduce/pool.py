@@ -159,7 +159,11 @@ def reproduce(papers: dict[str, Callable[..., list[Any]]], names: list[str],
         context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
         with cf.ProcessPoolExecutor(jobs, mp_context=context) as executor:
             executor.submit(int).result()  # fork every worker now, before any thread starts
-            return _threads(papers, names, kwargs, reporter, executor)
+            try:
+                return _threads(papers, names, kwargs, reporter, executor)
+            except BaseException:  # Ctrl-C, or a paper failed: drop the queued runs
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
 
 
 def _one_process(papers: dict[str, Callable[..., list[Any]]], names: list[str],
