@@ -61,6 +61,8 @@ live-demo: setup setup-live
 whatif: setup
 	$(BIN)/rolloutbench whatif all --out runs/whatif --figures figures
 
+# The simulator against the commit before (BENCH_BASE=<rev> to pick another), the
+# reproductions on one and on every core, one run's cost by R and K (about 5 minutes).
 bench: setup
 	$(BIN)/python -m harness.bench
 

@@ -332,6 +332,8 @@ def reproduce_cmd(
         help="Directory for figures." + shown("OUT"))] = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    jobs: Annotated[int, typer.Option(help="Worker processes, 0: one per core (the results "
+                                      "are the same for any number).")] = 0,
     only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
                                       "or claims (comma-separated: a paper, or part of a "
                                       "claim); the others are kept.")] = "",
@@ -359,7 +361,12 @@ def reproduce_cmd(
     for folder, option in ((out, "--out"), (figures, "--figures")):
         if folder is not None:
             check_out(folder, option)  # a file, or unmakeable: one line before any work
-    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    from harness.reproduce.pool import default_jobs
+
+    if jobs < 0:
+        fail(f"--jobs: must be 0 (one per core) or more, got {jobs}")
+    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed,
+                           jobs=jobs or default_jobs())
     if fmt != "table":
         from harness.cli_tables import machine
 

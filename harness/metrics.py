@@ -71,6 +71,15 @@ def owning_rounds(events: Sequence[dict[str, Any]]) -> list[int | None]:
     return out
 
 
+# The event kinds `round_metrics` reads; it gives the same rows for a trace with
+# only these (the simulator decodes no others: admissions and preemptions are a
+# large share of a trace and no figure needs them). Keep in step with the code.
+ROUND_METRIC_EVENTS = frozenset({
+    "run_start", "rollout_start", "request_submit", "request_finish", "group_materialized",
+    "batch_dispatch", "train_start", "train_end", "optimizer_step", "rollout_complete",
+})
+
+
 def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One dict per round: `system`, `workload`, `round` and the `KEYS`."""
     head = events[0]

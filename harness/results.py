@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig
-from harness.metrics import round_metrics
+from harness.metrics import ROUND_METRIC_EVENTS, round_metrics
 from harness.trace import read_trace
 
 
@@ -139,7 +139,9 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str]) -> list[dict[str
     if cfg.runtime == "sim":
         from harness.sim.runtime import SimRuntime
 
-        SimRuntime(cfg, trace_path).run(system)
+        runtime = SimRuntime(cfg, trace_path)
+        runtime.run(system)
+        return round_metrics(runtime.events(ROUND_METRIC_EVENTS))
     elif cfg.runtime == "live":
         from harness.live import backends
 

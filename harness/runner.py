@@ -23,12 +23,17 @@ class RunnerBase:
 
     def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
         self.config = cfg
-        self._writer = TraceWriter(trace_path, self.now)
+        self._writer = self._open_trace(trace_path)
         self._groups = 0
         self._failure: asyncio.Future[BaseException] | None = None
         self._ended = False
         self._spawned: set[asyncio.Task[Any]] = set()
         self.engine: Any = None
+
+    def _open_trace(self, trace_path: str | Path) -> TraceWriter:
+        """The run's trace writer: one flushed line per event (a live run can die
+        at any moment, and its trace is read while it runs)."""
+        return TraceWriter(trace_path, self.now)
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
@@ -43,10 +48,15 @@ class RunnerBase:
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
-        task.add_done_callback(self._check)
         self._spawned.add(task)
-        task.add_done_callback(self._spawned.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """One callback, not two: a run spawns a task per sample, and each callback
+        is a turn of the loop."""
+        self._check(task)
+        self._spawned.discard(task)
 
     async def _reap(self) -> None:
         """A run ends with every task it started: those a system left behind (a

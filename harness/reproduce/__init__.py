@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.claims import Claim, WouldNeed, summary_markdown, to_csv, to_markdown
-from harness.reproduce import april, pipelinerl, rolloutpipe, rollpacker
+from harness.reproduce import april, pipelinerl, pool, rolloutpipe, rollpacker
 from harness.results import dump_json, provenance, write_atomic
 from harness.sim import calibration
 
@@ -18,11 +18,15 @@ PAPERS: dict[str, Callable[..., list[Claim]]] = {
 }
 
 
-def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[dict]:
-    """Run the named reproductions; writes OUT/claims.csv and OUT/claims.md."""
+def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0,
+        jobs: int = 1) -> list[dict]:
+    """Run the named reproductions on `jobs` processes (`pool.reproduce`: the same
+    files whatever the number); writes OUT/claims.csv and OUT/claims.md."""
     claims: list[Claim] = []
+    done = pool.reproduce(PAPERS, names, {"out": out, "figures": figures, "rounds": rounds,
+                                          "seed": seed}, jobs)
     for name in names:
-        claims += PAPERS[name](out=out, figures=figures, rounds=rounds, seed=seed)
+        claims += done[name]
     need = would_need_texts(out / "would_need.csv")
     write_atomic(out / "claims.csv", to_csv(claims, need))
     meta = provenance(reproductions=names, rounds=rounds, seed=seed,

@@ -25,7 +25,7 @@ import pandas as pd
 from harness.claims import Claim
 from harness.config import RunConfig
 from harness.plots import save_figure
-from harness.reproduce.grid import run_grid
+from harness.reproduce.grid import COLUMNS, run_configs
 from harness.results import write_atomic
 
 PAPER = "april"
@@ -62,18 +62,25 @@ def simulate(seed: int = 0, rounds: int = ROUNDS, progress: bool = True,
              calibration: str = PAPER, algos: tuple[str, ...] = ALGOS,
              modes: tuple[bool, ...] = (False, True),
              overrides: dict[str, float] | None = None) -> pd.DataFrame:
-    frames = []
+    cells, tasks = [], []  # all runs at once (side by side in `reproduce`'s pool)
     for algo in algos:
         for model in MODELS:
             for april in modes:
-                base = config(algo, model, DATASETS[0], april, seed, rounds, calibration)
-                for key, value in (overrides or {}).items():
-                    setattr(base.sim, key, value)
                 label = f"APRIL {algo} {model} {'april' if april else 'baseline'}"
-                df = run_grid(base, {"workload": DATASETS}, Path("runs") / PAPER / label.replace(
-                    " ", "-"), label=label, progress=progress)
-                frames.append(df.assign(algo=algo, model=model,
-                                        method="april" if april else "baseline"))
+                folder = Path("runs") / PAPER / label.replace(" ", "-")
+                folder.mkdir(parents=True, exist_ok=True)
+                cells.append((algo, model, "april" if april else "baseline"))
+                for dataset in DATASETS:
+                    cfg = config(algo, model, dataset, april, seed, rounds, calibration)
+                    for key, value in (overrides or {}).items():
+                        setattr(cfg.sim, key, value)
+                    tasks.append((cfg.validate(), folder / f"{dataset}.jsonl"))
+    runs = run_configs(tasks, "APRIL", progress)
+    frames, n = [], len(DATASETS)  # one frame per cell, as a grid over the datasets gives
+    for i, (algo, model, method) in enumerate(cells):
+        rows = [{"groups": cfg.groups, **row} for (cfg, _), run in
+                zip(tasks[i * n:(i + 1) * n], runs[i * n:(i + 1) * n], strict=True) for row in run]
+        frames.append(pd.DataFrame(rows)[COLUMNS].assign(algo=algo, model=model, method=method))
     return pd.concat(frames, ignore_index=True)
 
 

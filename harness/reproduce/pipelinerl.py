@@ -20,7 +20,7 @@ from harness.analytic import pipelinerl as analytic
 from harness.claims import Claim
 from harness.config import RunConfig
 from harness.plots import save_figure
-from harness.reproduce.grid import run_grid
+from harness.reproduce.grid import run_configs
 from harness.results import write_atomic
 from harness.trace import read_trace
 
@@ -80,14 +80,21 @@ def summarise(name: str, events: list[dict]) -> dict[str, float]:
 
 
 def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
-    rows = []
-    for name, cfg in configs(seed).items():
-        path = traces / name.replace(" ", "_").replace("=", "")
-        run_grid(cfg, {"system": [cfg.system]}, path, label=f"PipelineRL: {name}",
-                 progress=progress)
-        (trace,) = path.glob("*.jsonl")
-        rows.append(summarise(name, read_trace(trace)))
-    return pd.DataFrame(rows)
+    runs = configs(seed)
+    tasks = []
+    for name, cfg in runs.items():
+        folder = traces / name.replace(" ", "_").replace("=", "")
+        folder.mkdir(parents=True, exist_ok=True)
+        tasks.append((cfg.validate(), folder / f"{cfg.system}.jsonl"))
+    summaries = run_configs(tasks, label="PipelineRL", progress=progress, reader=summary_file)
+    return pd.DataFrame([{**summary, "system": name}
+                         for name, summary in zip(runs, summaries, strict=True)])
+
+
+def summary_file(path: Path) -> dict[str, float]:
+    """`summarise` of a trace file (PipelineRL's steady state, by its system)."""
+    events = read_trace(path)
+    return summarise(events[0]["system"], events)
 
 
 def claims(sim: pd.DataFrame, case: dict[str, float]) -> list[Claim]:

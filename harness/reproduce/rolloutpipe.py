@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.claims import Claim
 from harness.config import RunConfig
-from harness.reproduce.grid import run_grid
+from harness.reproduce.grid import grid_frame, grid_tasks, run_configs, run_grid
 from harness.reproduce.rolloutpipe_plots import (
     figure4,
     figure5,
@@ -73,12 +73,15 @@ def frontier_sweep(rounds: int = 4, seed: int = 0, traces: Path | None = None,
     traces = traces or Path("runs") / f"{PAPER}-frontier"
     base = base_config(seed, rounds)
     base.system, base.groups = "cgp-fgd", 96
-    rows = []
+    grids = []  # every width's runs at once (side by side in `reproduce`'s pool)
     for fw in FRONTIERS:
         base.frontier = fw
-        df = run_grid(base, {"workload": WORKLOADS}, traces / f"fw{fw}",
-                      label=f"frontier sweep F_w={fw}", progress=progress)
-        rows.append(df.assign(frontier=fw))
+        grids.append(grid_tasks(base, {"workload": WORKLOADS}, traces / f"fw{fw}"))
+    runs = run_configs([task for grid in grids for task in grid], "frontier sweep", progress)
+    rows, at = [], 0
+    for fw, grid in zip(FRONTIERS, grids, strict=True):
+        rows.append(grid_frame(grid, runs[at:at + len(grid)]).assign(frontier=fw))
+        at += len(grid)
     return pd.concat(rows, ignore_index=True)
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 from harness.claims import Claim
 from harness.config import RunConfig
 from harness.plots import save_figure
-from harness.results import execute, write_atomic
+from harness.reproduce.grid import run_configs
+from harness.results import write_atomic
 from harness.sim.calibration import load as calibration_file
 from harness.trace import read_trace
 
@@ -63,10 +64,25 @@ def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str 
 def run(cfg: RunConfig, name: str, traces: Path | None = None) -> dict[str, float]:
     """Step time and the veRL-style breakdown of one simulated period (trace in
     `traces`, runs/rollpacker by default)."""
-    path = (traces or Path("runs") / PAPER) / f"{name}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    execute(cfg, path)
-    events = read_trace(path)
+    return run_all([(cfg, name)], traces)[0]
+
+
+def run_all(items: list[tuple[RunConfig, str]], traces: Path | None = None
+            ) -> list[dict[str, float]]:
+    """`run` for several configurations at once (side by side in `reproduce`'s pool)."""
+    folder = traces or Path("runs") / PAPER
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.jsonl" for _, name in items]
+    return run_configs([(cfg, path) for (cfg, _), path in zip(items, paths, strict=True)],
+                       label="RollPacker", progress=False, reader=breakdown_file)
+
+
+def breakdown_file(path: Path) -> dict[str, float]:
+    return breakdown(read_trace(path))
+
+
+def breakdown(events: list[dict]) -> dict[str, float]:
+    """Step time and the veRL-style breakdown of one period, from its trace."""
     end = events[-1]["t"]
     starts = [e["t"] for e in events if e["ev"] == "rollout_start"]
     reward = [e["t"] for e in events if e["ev"] == "decision" and e["what"] == "reward_stage"]
@@ -92,49 +108,87 @@ def run(cfg: RunConfig, name: str, traces: Path | None = None) -> dict[str, floa
             "max_len_by_round": longest}
 
 
-def table2(seed: int) -> pd.DataFrame:
-    rows = []
+Table = tuple[list[dict], list[tuple[RunConfig, str]]]  # row labels, each row's run
+
+
+def table(rows: list[dict], items: list[tuple[RunConfig, str]],
+          results: list[dict[str, float]] | None = None) -> pd.DataFrame:
+    """`rows` (the labels), each joined with its configuration's run."""
+    results = run_all(items) if results is None else results
+    return pd.DataFrame([{**row, **res} for row, res in zip(rows, results, strict=True)])
+
+
+def tables(parts: list[Table]) -> list[pd.DataFrame]:
+    """Several tables' runs at once (side by side in `reproduce`'s pool)."""
+    results = run_all([item for _, items in parts for item in items])
+    out, at = [], 0
+    for rows, items in parts:
+        out.append(table(rows, items, results[at:at + len(items)]))
+        at += len(items)
+    return out
+
+
+def table2_runs(seed: int) -> Table:
+    rows, items = [], []
     for size in SIZES:
-        rows.append({"size": size, "system": "veRL",
-                     **run(config(size, "verl", seed=seed), f"verl-{size.replace('/', '-')}")})
+        rows.append({"size": size, "system": "veRL"})
+        items.append((config(size, "verl", seed=seed), f"verl-{size.replace('/', '-')}"))
         for stage, label in enumerate(STAGES, start=1):
-            cfg = config(size, "rollpacker", stage, seed)
-            rows.append({"size": size, "system": label,
-                         **run(cfg, f"stage{stage}-{size.replace('/', '-')}")})
-    return pd.DataFrame(rows)
+            rows.append({"size": size, "system": label})
+            items.append((config(size, "rollpacker", stage, seed),
+                          f"stage{stage}-{size.replace('/', '-')}"))
+    return rows, items
 
 
-def scaling(seed: int) -> pd.DataFrame:
+def table2(seed: int) -> pd.DataFrame:
+    return table(*table2_runs(seed))
+
+
+def scaling_runs(seed: int) -> Table:
     """14B/16k on twice the GPUs (64 H800), RollPacker and veRL."""
-    rows = []
+    rows, items = [], []
     for system in ("verl", "rollpacker"):
         cfg = config("14B/16k", system, 4, seed)
         cfg.sim.rollout_engines *= 2
-        rows.append({"system": system, "gpus": 64, **run(cfg, f"scale64-{system}")})
-    return pd.DataFrame(rows)
+        rows.append({"system": system, "gpus": 64})
+        items.append((cfg, f"scale64-{system}"))
+    return rows, items
 
 
-def eta_sweep(seed: int) -> pd.DataFrame:
+def scaling(seed: int) -> pd.DataFrame:
+    return table(*scaling_runs(seed))
+
+
+def eta_sweep_runs(seed: int) -> Table:
     """Fig. 11 at 32B/32k: eta on prompts with R fixed, then on responses with P fixed."""
-    rows = []
+    rows, items = [], []
     for axis in ("prompts", "responses"):
         for eta in (1.0, 1.25, 1.5):
             cfg = config("32B/32k", "rollpacker", 1, seed)
             cfg.rollpacker_speculation = eta if axis == "prompts" else 1.0
             cfg.rollpacker_response_speculation = eta if axis == "responses" else 1.0
-            rows.append({"axis": axis, "eta": eta,
-                         **run(cfg, f"eta-{axis}-{eta}")})
-    return pd.DataFrame(rows)
+            rows.append({"axis": axis, "eta": eta})
+            items.append((cfg, f"eta-{axis}-{eta}"))
+    return rows, items
 
 
-def table3(seed: int) -> pd.DataFrame:
-    rows = []
+def eta_sweep(seed: int) -> pd.DataFrame:
+    return table(*eta_sweep_runs(seed))
+
+
+def table3_runs(seed: int) -> Table:
+    rows, items = [], []
     for label, at in STREAM_AT.items():
         cfg = config("7B/8k", "rollpacker", 3 if at is None else 4, seed, workload="rp-math")
         if at is not None:
             cfg.rollpacker_stream_at = at
-        rows.append({"stream": label, **run(cfg, f"stream-{label.rstrip('%')}")})
-    return pd.DataFrame(rows)
+        rows.append({"stream": label})
+        items.append((cfg, f"stream-{label.rstrip('%')}"))
+    return rows, items
+
+
+def table3(seed: int) -> pd.DataFrame:
+    return table(*table3_runs(seed))
 
 
 def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame,
@@ -202,7 +256,8 @@ def figure(t2: pd.DataFrame, path: Path) -> None:
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (a period of 5)."""
-    t2, eta, t3, scale = table2(seed), eta_sweep(seed), table3(seed), scaling(seed)
+    t2, eta, t3, scale = tables([table2_runs(seed), eta_sweep_runs(seed), table3_runs(seed),
+                                 scaling_runs(seed)])
     for name, df in (("table2", t2), ("eta", eta), ("table3", t3), ("scaling", scale)):
         write_atomic(out / f"rollpacker_{name}.csv",
                      df.drop(columns="max_len_by_round").to_csv(index=False,

@@ -28,13 +28,9 @@ class SimVerifier:
 
     async def score(self, response: Response, timeout: float | None = None) -> float:
         if self._slots is None:
-            return await self._check(response, timeout)
+            return await hidden_score(response, timeout)
         async with self._slots:
-            return await self._check(response, timeout)
-
-    @staticmethod
-    async def _check(response: Response, timeout: float | None) -> float:
-        return await hidden_score(response, timeout)
+            return await hidden_score(response, timeout)
 
 
 class SimTrainer:
@@ -108,8 +104,9 @@ class SimTrainer:
                 await self._share.trainer_acquire()
             await asyncio.sleep(self._model.optimizer_s)
             self._step += 1
-            rng = np.random.default_rng([self._seed, 0xE55, self._step])
-            stats = step_stats(self._lags, self._drift, self._clamp, rng)
+            key = [self._seed, 0xE55, self._step]
+            stats = step_stats(self._lags, self._drift, self._clamp,
+                               lambda: np.random.default_rng(key))
             self._lags = {}
             self.version += 1
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)

@@ -28,11 +28,12 @@ from harness.sim.perf import DecodeModel
 class _Seq:
     __slots__ = (
         "req", "future", "target", "ctx0", "gen0", "g0", "spans", "open_version",
-        "open_from", "arrival", "state", "admit_no",
+        "open_from", "arrival", "state", "admit_no", "rid",
     )
 
     def __init__(self, req: Request, future: asyncio.Future[Response], target: int, arrival: int):
         self.req = req
+        self.rid = req.id  # the running map's key, formatted once
         self.future = future
         self.target = target
         resumed = req.resume
@@ -84,6 +85,8 @@ class SimEngine:
         self._paused = False
         self._timer: asyncio.TimerHandle | None = None
         self._seg: tuple[float, int, int, int] | None = None  # start, n, b, ctx
+        self._cut_seg: tuple[float, int, int, int] | None = None  # the last boundary cut's
+        self._cut_now = -1.0
         self._replan: asyncio.Handle | asyncio.TimerHandle | None = None
         self.preemptions = 0
         self._drained: asyncio.Future[None] | None = None
@@ -190,7 +193,7 @@ class SimEngine:
         return resp
 
     def _detach(self, seq: _Seq) -> None:
-        del self._running[seq.req.id]
+        del self._running[seq.rid]
         self._ctx_base -= seq.ctx0 - seq.g0
         seq.gen0 = seq.gen0 + (self._steps - seq.g0)
 
@@ -207,13 +210,18 @@ class SimEngine:
             self._replan = self._loop.call_soon(self._plan)
 
     def _cut_at_boundary(self) -> None:
+        now = self._loop.time()
+        if self._seg is self._cut_seg and now == self._cut_now:
+            return  # cut at this very time already (a burst of submits): same step
         start, n, b, ctx = self._seg  # type: ignore[misc]
-        k = self._decode.steps_within(self._loop.time() - start, b, ctx, n)
+        k = self._decode.steps_within(now - start, b, ctx, n)
+        self._cut_now = now
         if k < n:
             self._timer.cancel()  # type: ignore[union-attr]
             when = start + self._decode.steps_time(k, b, ctx)
             self._seg = (start, k, b, ctx)
             self._timer = self._loop.call_at(when, self._on_segment_end)
+        self._cut_seg = self._seg
 
     def _cut(self) -> None:
         """Stop now (pause, abort, install): only the steps completed by now count;
@@ -267,13 +275,17 @@ class SimEngine:
             b = len(self._running)
             ctx = self._ctx_base + b * self._steps
         heap = self._finish_heap
-        while heap[0][2].state != "running" or heap[0][0] != self._due(heap[0][2]):
+        while True:  # drop entries of sequences that left or were readmitted since
+            due, _, head = heap[0]
+            if head.state == "running" and due == head.g0 + head.target - head.gen0:
+                break
             heapq.heappop(heap)
-        n = max(1, min(heap[0][0] - self._steps, (self._capacity - ctx) // b))
-        start = self._loop.time() + prefill
+        n = max(1, min(due - self._steps, (self._capacity - ctx) // b))
+        loop = self._loop
+        start = loop.time() + prefill
         self._seg = (start, n, b, ctx)
         end = start + self._decode.steps_time(n, b, ctx)
-        self._timer = self._loop.call_at(end, self._on_segment_end)
+        self._timer = loop.call_at(end, self._on_segment_end)
 
     @staticmethod
     def _due(seq: _Seq) -> int:
@@ -282,31 +294,35 @@ class SimEngine:
     def _admit(self) -> float:
         """Admit waiting sequences that fit; returns the prefill time they cost."""
         tokens = admitted = 0
-        ctx = self._ctx_base + len(self._running) * self._steps
+        running, steps, capacity = self._running, self._steps, self._capacity
+        ctx = self._ctx_base + len(running) * steps
         waiting = self._waiting
-        while waiting and len(self._running) < self._max_running:
+        if not waiting or (running and ctx + 1 > capacity):
+            return 0.0  # nothing waits, or not even an empty prompt would fit
+        pop, push, finish = heapq.heappop, heapq.heappush, self._finish_heap
+        while waiting and len(running) < self._max_running:
             seq = waiting[0][2]
             if seq.state != "waiting":
-                heapq.heappop(waiting)
+                pop(waiting)
                 continue
-            need = seq.req.prompt.tokens + seq.gen0
-            if ctx + need + 1 > self._capacity and self._running:
+            req = seq.req
+            need = req.prompt.tokens + seq.gen0
+            if ctx + need + 1 > capacity and running:
                 break
-            heapq.heappop(waiting)
+            pop(waiting)
             self._waiting_n -= 1
             seq.state = "running"
             seq.ctx0 = need
-            seq.g0 = self._steps
-            seq.admit_no = next(self._admits)
+            seq.g0 = steps
+            seq.admit_no = admit_no = next(self._admits)
             if seq.open_version != self.version:
                 self._close_span(seq)
-            self._running[seq.req.id] = seq
-            self._ctx_base += need - self._steps
+            running[seq.rid] = seq
+            self._ctx_base += need - steps
             ctx += need
             tokens += need
             admitted += 1
-            heapq.heappush(self._finish_heap, (self._due(seq), seq.admit_no, seq))
-            req = seq.req
+            push(finish, (steps + seq.target - seq.gen0, admit_no, seq))
             self._emit("request_admit", group=req.group, sample=req.sample, engine=self.index)
         return (tokens * self._decode.prefill_per_token_s
                 + admitted * self._decode.admit_per_request_s)

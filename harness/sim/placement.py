@@ -66,11 +66,12 @@ class EnginePool:
 
     def _dispatch(self, request: Request, outer: asyncio.Future[Response]) -> None:
         counts = self._outstanding
-        index = min(range(self._active), key=counts.__getitem__)  # ties: lowest index
-        counts[index] += 1
-        self._live[request.id] = (request, outer, index)
+        index = 0 if self._active == 1 else min(range(self._active), key=counts.__getitem__)
+        counts[index] += 1  # (ties: the lowest index)
+        rid = request.id
+        self._live[rid] = (request, outer, index)
         inner = self.engines[index].submit(request)
-        inner.add_done_callback(lambda f, rid=request.id: self._returned(rid, f))
+        inner.add_done_callback(lambda f: self._returned(rid, f))
 
     def _returned(self, request_id: str, inner: asyncio.Future[Response]) -> None:
         request, outer, index = self._live.pop(request_id)

@@ -8,6 +8,9 @@ with the live runtime is in `harness.runner`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
+from harness.sim.trace_buffer import BufferedTraceWriter
+from harness.trace import TraceWriter
 from workloads.replay import target_tokens
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
@@ -46,6 +51,8 @@ class SimRuntime(RunnerBase):
     def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
         self.loop = VirtualTimeLoop()
         super().__init__(resolve_defaults(cfg), trace_path)
+        # Every component emits through the writer itself: one call per event, not three.
+        self.emit = self._writer.record  # type: ignore[method-assign,attr-defined]
         s = cfg.sim
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
@@ -92,6 +99,15 @@ class SimRuntime(RunnerBase):
         self.verifier = SimVerifier(s.verifier_workers)
         self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
 
+    def _open_trace(self, trace_path: str | Path) -> TraceWriter:
+        """Buffered, on the loop's own clock (see `BufferedTraceWriter`)."""
+        return BufferedTraceWriter(trace_path, self.loop.time)
+
+    def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The run's events (of `kinds`, when given) as the trace file holds them,
+        without reading it back."""
+        return self._writer.events(kinds)  # type: ignore[attr-defined]
+
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
         return self.loop.time()
@@ -110,5 +126,20 @@ class SimRuntime(RunnerBase):
         ends with `run_end` "interrupted") and then KeyboardInterrupt is raised; on
         any exit every task left is cancelled and awaited before the loop closes,
         so none is destroyed pending."""
-        with asyncio.Runner(loop_factory=lambda: self.loop) as runner:
+        with fewer_collections(), asyncio.Runner(loop_factory=lambda: self.loop) as runner:
             runner.run(coro)
+
+
+@contextlib.contextmanager
+def fewer_collections(young: int = 50_000) -> Iterator[None]:
+    """Run the cyclic garbage collector less often while simulating. A run allocates
+    millions of short-lived objects (handles, futures, events) that reference
+    counting frees at once, yet each 700 allocations start a collection, and now
+    and then one that walks every object of the process (pandas and matplotlib
+    included). Nothing a run writes depends on when collections happen."""
+    before = gc.get_threshold()
+    gc.set_threshold(young, before[1], before[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

@@ -1,0 +1,91 @@
+"""Reproductions on several processes write the same bytes as on one.
+
+Two small "papers" (a grid each, a CSV and a figure) run through the pool with
+one job and with two, in separate folders; every file, traces included, must
+be identical. A failing paper raises its own error, after the others are done;
+progress is one line per run when the output is not a terminal.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from harness.config import RunConfig
+from harness.plots import save_figure
+from harness.reproduce import pool
+from harness.reproduce.grid import run_grid
+
+
+def small_paper(name: str, systems: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    def reproduce(out: Path, seed: int) -> list[str]:
+        import matplotlib.pyplot as plt
+
+        base = RunConfig(workload="sci-jl", groups=4, rounds=2, group_size=4, seed=seed)
+        df = run_grid(base, {"system": systems, "workload": ("sci-jl", "olyphys")},
+                      out / "traces" / name, label=name)
+        (out / f"{name}.csv").write_text(df.to_csv(index=False, float_format="%.9g"))
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot(df["rollout_to_train_end_s"].to_numpy())
+        save_figure(fig, out / f"{name}.png")
+        return [name, len(df)]
+
+    return reproduce
+
+
+PAPERS = {"one": small_paper("one", ("slime", "cgp")),
+          "two": small_paper("two", ("cgp-fgd", "pipelinerl", "april"))}
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_two_jobs_write_the_same_bytes_as_one(tmp_path: Path) -> None:
+    results = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        results[jobs] = pool.reproduce(PAPERS, ["one", "two"], {"out": out, "seed": 3}, jobs)
+    # 2 and 3 systems x 2 workloads x 2 rounds
+    assert results[1] == results[2] == {"one": ["one", 8], "two": ["two", 12]}
+    one, two = files(tmp_path / "jobs1"), files(tmp_path / "jobs2")
+    assert len(one) == 2 + 2 + 4 + 6  # CSVs, figures, traces
+    assert one.keys() == two.keys()
+    for name in one:
+        assert one[name] == two[name], f"{name} differs between --jobs 1 and --jobs 2"
+    assert pool.active() is None  # the pool is gone with the reproduction
+
+
+def test_a_failing_paper_raises_after_the_others(tmp_path: Path) -> None:
+    def broken(out: Path, seed: int) -> list[str]:
+        raise ValueError("paper broke")
+
+    papers = {"broken": broken, "one": PAPERS["one"]}
+    with pytest.raises(ValueError, match="paper broke"):
+        pool.reproduce(papers, ["broken", "one"], {"out": tmp_path, "seed": 0}, 2)
+    assert (tmp_path / "one.csv").exists()  # the other paper ran to its end
+
+
+def test_piped_progress_is_one_line_per_run(tmp_path: Path) -> None:
+    text = io.StringIO()
+    console = Console(file=text, width=100)  # not a terminal
+    pool.reproduce({"one": PAPERS["one"]}, ["one"], {"out": tmp_path, "seed": 0}, 2, console)
+    lines = text.getvalue().splitlines()
+    runs = [line for line in lines if line.startswith("[")]
+    assert len(runs) == 4  # 2 systems x 2 workloads
+    assert sorted(line.split("]")[0] for line in runs) == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert all(line.split("] ")[1].startswith("one: ") for line in runs)
+    assert lines[-1].startswith("one done (")
+
+
+def test_negative_jobs_is_refused() -> None:
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, ["reproduce", "all", "--jobs", "-1"])
+    assert result.exit_code == 2
+    assert "error: --jobs: must be 0" in result.output and "Traceback" not in result.output
