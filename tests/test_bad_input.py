@@ -19,6 +19,7 @@ from harness.cli import app
 
 # Bad input per command (path of names -> argument lists); None: the command takes
 # no input at all. "{closed}" becomes an address where nothing listens.
+PLAN = ["--model", "qwen3-8b", "--gpus", "8", "--gpu", "h100-sxm", "--workload", "lsat-ar"]
 BAD: dict[tuple[str, ...], list[list[str]] | None] = {
     ("systems",): None,
     ("workloads",): None,
@@ -43,15 +44,10 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
                     ["--model-dir", "looksmodel", "--out", "o", "--ray-address", "{closed}"],
                     ["--model-dir", "looksmodel", "--out", "afile"]],
     ("live-demo",): [["--out", "afile"], ["--out", "o", "--rounds", "0"]],
-    ("plan",): [["--model", "qwen3-17b", "--gpus", "8", "--gpu", "h100-sxm", "--workload", "lsat-ar",
-                 "--out", "o"],
-                ["--model", "qwen3-8b", "--gpus", "8", "--gpu", "h100", "--workload", "lsat-ar",
-                 "--out", "o"],
-                ["--model", "qwen3-8b", "--gpus", "8", "--gpu", "h100-sxm", "--workload", "lsat-ar",
-                 "-R", "32",
-                 "-U", "3", "--out", "o"],
-                ["--model", "qwen3-8b", "--gpus", "8", "--gpu", "h100-sxm", "--workload", "lsat-ar",
-                 "--out", "afile"]],
+    ("plan",): [[*PLAN[:1], "qwen3-17b", *PLAN[2:], "--out", "o"],
+                [*PLAN[:5], "h100", *PLAN[6:], "--out", "o"],
+                [*PLAN, "-R", "32", "-U", "3", "--out", "o"],
+                [*PLAN, "--out", "afile"]],
     ("reproduce",): [["nope", "--out", "o"], ["rolloutpipe", "--out", "afile"],
                      ["rolloutpipe", "--out", "o", "--figures", "afile"],
                      ["all", "--out", "o", "--jobs", "-1"]],
