@@ -64,7 +64,7 @@ whatif: setup
 # The simulator against the commit before (BENCH_BASE=<rev> to pick another), the
 # reproductions on one and on every core, one run's cost by R and K (about 5 minutes).
 bench: setup
-	$(BIN)/python -m harness.bench
+	$(BIN)/python -m harness.studies.bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,9 +1,9 @@
 """The `rolloutbench` entry point.
 
-Why not `harness.cli:app` itself: loading the commands takes a good part of a
+Why not `harness.cli.app:app` itself: loading the commands takes a good part of a
 second, and Ctrl-C in that time would print Python's traceback. Here SIGINT is
 first a quiet exit (one line, code 130); the command group puts Python's own
-handler back as a command starts (`harness.cli_errors.OneLineErrors`), from
+handler back as a command starts (`harness.cli.errors.OneLineErrors`), from
 where Ctrl-C is each command's to handle. Only the standard library is
 imported before the handler is in place.
 """
@@ -24,6 +24,6 @@ _quiet.rolloutbench_startup = True  # type: ignore[attr-defined]
 
 def main() -> None:
     signal.signal(signal.SIGINT, _quiet)
-    from harness.cli import app
+    from harness.cli.app import app
 
     app()

@@ -1,17 +1,17 @@
 """System backends, one small module each, and their registry.
 
 A system is a class with `name`, `summary`, `knobs` (the config fields it reads
-beyond the shared ones: harness.knob_check refuses the others) and `async run(rt)`;
+beyond the shared ones: harness.run.knob_check refuses the others) and `async run(rt)`;
 it is built fresh for every run. It may define `paper_defaults(cfg)`, which fills
-its unset knobs with its paper's settings. Systems use `harness.runtime` only, never a runtime's
-internals, so each runs unchanged on the simulator and on real components.
+its unset knobs with its paper's settings. Systems use `harness.core.runtime` only,
+never a runtime's internals, so each runs unchanged on the simulator and on real components.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.registry import unknown_name
+from harness.core.registry import unknown_name
 from systems.april import APRIL
 from systems.cgp import CGP
 from systems.cgp_april import CGPAPRIL

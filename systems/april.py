@@ -23,7 +23,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runtime import Group, Request, Response, Runtime
+from harness.core.runtime import Group, Request, Response, Runtime
 from systems.common import BatchCounter
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
@@ -50,7 +50,7 @@ zero-variance group is still dropped while the groups in flight could fill the
 round without it, and otherwise trained, so each round still trains R groups. It
 is recorded as a `redraw_limit` decision (once a round) and a `keep_group`
 decision per zero-variance group kept. (verl instead stops the run with an error.)
-Not a RunConfig field: harness/config.py is shared by every system, and no run
+Not a RunConfig field: harness/core/config.py is shared by every system, and no run
 in this repository comes near the limit."""
 
 
@@ -66,7 +66,7 @@ class _Work:
 class APRIL:
     name = "april"
     summary = "over-sample groups, stop at R complete, resume the partial rest next round"
-    # The config fields this system reads beyond the shared ones (harness.knob_check
+    # The config fields this system reads beyond the shared ones (harness.run.knob_check
     # refuses the others). U is not among them: a round trains its R groups in one step.
     knobs: tuple[str, ...] = ("over_sampling_groups", "partial_rollout", "dynamic_sampling")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.runtime import Group, Runtime
+from harness.core.runtime import Group, Runtime
 from systems.april import APRIL
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.runtime import Group, Runtime
+from harness.core.runtime import Group, Runtime
 from systems.cgp import CGP
 from systems.common import serve
 

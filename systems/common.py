@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from harness.runtime import Group, Prompt, Request, Response, Runtime
+from harness.core.runtime import Group, Prompt, Request, Response, Runtime
 
 
 def new_groups(rt: Runtime, round: int, prompts: Sequence[Prompt]) -> list[Group]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.runtime import Group, Response, Runtime
+from harness.core.runtime import Group, Response, Runtime
 from systems.common import BatchCounter, serve
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from harness.runtime import Group, Prompt, Request, Response, Runtime
+from harness.core.runtime import Group, Prompt, Request, Response, Runtime
 from systems.common import BatchCounter
 
 T_MIN, T_MAX, LAMBDA = 2.0, 30.0, 1.5

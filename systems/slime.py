@@ -8,7 +8,7 @@ published after the round.
 
 from __future__ import annotations
 
-from harness.runtime import Group, Runtime
+from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter, new_groups, serve
 
 

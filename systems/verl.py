@@ -9,7 +9,7 @@ Slime's round with that rollout.
 
 from __future__ import annotations
 
-from harness.runtime import Group, Request, Runtime
+from harness.core.runtime import Group, Request, Runtime
 from systems.slime import Slime
 
 

@@ -1,7 +1,7 @@
 """The analysis commands: timeline, gantt, compare, plot.
 
 Small simulated runs, checked against what is computed by hand from their
-traces. The commands are registered on `app` by importing harness.cli_analysis.
+traces. The commands live in harness/cli/analysis.py.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-import harness.cli_analysis  # noqa: E402, F401  (registers the commands)
 from harness.analysis.spans import lanes  # noqa: E402
-from harness.cli import app  # noqa: E402
-from harness.config import RunConfig  # noqa: E402
-from harness.metrics import KEYS, round_metrics  # noqa: E402
-from harness.results import dump_json, execute  # noqa: E402
-from harness.trace import read_trace  # noqa: E402
+from harness.cli.app import app  # noqa: E402
+from harness.core.config import RunConfig  # noqa: E402
+from harness.core.files import dump_json
+from harness.core.metrics import KEYS, round_metrics  # noqa: E402
+from harness.core.trace import read_trace  # noqa: E402
+from harness.run.execute import execute  # noqa: E402
 
 SUB = ("queued", "running")  # the slices nested in a request slice
 CHILDREN = (*SUB, "generate", "materialize", "ready in FIFO")  # and in a group slice

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.analytic import pipelinerl as pl
+from harness.studies.analytic import pipelinerl as pl
 
 
 def test_utilisation_memory_bound_by_hand() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig
-from harness.trace import read_trace
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
 from systems.april import APRIL
 
 
@@ -88,8 +88,8 @@ def test_dynamic_sampling_redraws_are_bounded(tmp_path: Path, system: str,
 
     rounds, groups, k, over = 2, 4, 2, 6
     path = tmp_path / "trace.jsonl"
-    code = ("import sys\nfrom harness.cli import build_config\n"
-            "from harness.results import execute\n"
+    code = ("import sys\nfrom harness.cli.common import build_config\n"
+            "from harness.run.execute import execute\n"
             "execute(build_config(None, sys.argv[2:]), sys.argv[1])\n")
     sets = [f"system={system}", "workload=sci-jl", "seed=0", f"rounds={rounds}",
             f"groups={groups}", "update_groups=2", f"group_size={k}",

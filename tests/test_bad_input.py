@@ -15,7 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.app import app
 
 # Bad input per command (path of names -> argument lists); None: the command takes
 # no input at all. "{closed}" becomes an address where nothing listens.
@@ -170,8 +170,8 @@ def test_compare_warns_about_unrelated_runs_only() -> None:
 
 
 def test_compare_of_unrelated_traces_says_so_in_one_line(tmp_path: Path) -> None:
-    from harness.config import RunConfig
-    from harness.results import execute
+    from harness.core.config import RunConfig
+    from harness.run.execute import execute
 
     for name, system, workload, rounds in (("a", "slime", "lsat-ar", 1),
                                            ("b", "cgp", "sci-jl", 2)):
@@ -189,7 +189,7 @@ def test_an_os_error_is_blamed_on_the_path_typed_only(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from harness.cli_errors import user_path
+    from harness.cli.errors import user_path
 
     monkeypatch.chdir(tmp_path)
     err = OSError(errno.ENOTDIR, "Not a directory", "afile/model")

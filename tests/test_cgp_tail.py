@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from test_invariants import assert_framed, of, round_groups
 
-from harness.config import RunConfig
-from harness.runtime import Group, Runtime
+from harness.core.config import RunConfig
+from harness.core.runtime import Group, Runtime
+from harness.core.trace import read_trace
 from harness.sim.runtime import SimRuntime
-from harness.trace import read_trace
 from systems.cgp_tail import CGPTail
 
 GROUPS, U, K, ROUNDS = 8, 2, 4, 5
@@ -51,7 +51,7 @@ def run(tmp_path: Path, system: str = "cgp-tail", name: str = "trace",
         recording = Recording()
         SimRuntime(cfg.validate(), path).run(recording)
         return read_trace(path), recording
-    from harness.results import execute
+    from harness.run.execute import execute
     execute(cfg.validate(), path)
     return read_trace(path), None
 

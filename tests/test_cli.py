@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import KEYS, round_metrics
-from harness.results import dump_json
-from harness.trace import read_trace
+from harness.core.files import dump_json
+from harness.core.metrics import KEYS, round_metrics
+from harness.core.trace import read_trace
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 SMALL = ["--system", "cgp", "--workload", "sci-jl", "--groups", "4", "--update-groups", "2",

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from harness.cli import build_config
-from harness.results import execute
-from harness.trace import read_trace
+from harness.cli.common import build_config
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 from systems import system_names
 
 SMALL = ["workload=sci-jl", "seed=0", "group_size=2", "sim.rollout_tp=1", "sim.max_running=2",

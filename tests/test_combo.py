@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from test_invariants import assert_framed, of, round_groups
 
-from harness.config import RunConfig
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
 from harness.sim.runtime import SimRuntime
-from harness.trace import read_trace
 from systems.cgp_april import CGPAPRIL
 
 GROUPS, U, K, ROUNDS, OVER = 16, 2, 8, 4, 24

@@ -3,7 +3,7 @@ and values of the wrong type (from a TOML file or `--set`) with a message that
 names the key.
 
 `config show` runs in a subprocess with no terminal attached, as in CI; the
-command module is imported explicitly (harness/cli.py may not import it yet).
+command module is imported explicitly (harness/cli/ may not import it yet).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-import harness.cli_config  # noqa: F401  (registers `config` on the app)
-from harness.config import (
+from harness.core.config import (
     TYPES,
     ConfigError,
     LiveConfig,
@@ -33,7 +32,7 @@ from harness.config import (
     type_name,
 )
 
-APP = "from harness.cli import app; import harness.cli_config; app()"
+APP = "from harness.cli.app import app; import harness.cli.config; app()"
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from test_cli import cli, words
 
-from harness.cli import build_config
-from harness.config import ConfigError, RunConfig
-from harness.knob_check import check_knobs, cluster_notes, ignored_knobs
-from harness.results import execute
-from harness.trace import read_trace
+from harness.cli.common import build_config
+from harness.core.config import ConfigError, RunConfig
+from harness.core.trace import read_trace
+from harness.run.execute import execute
+from harness.run.knob_check import check_knobs, cluster_notes, ignored_knobs
 
 
 def _events(trace: list[dict[str, Any]], ev: str) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from harness.runtime import Prompt, Request, Response
+from harness.core.runtime import Prompt, Request, Response
 from harness.sim.engine import SimEngine
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel

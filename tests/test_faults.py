@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import ray_connect
-from harness.config import ConfigError
+from harness.core.config import ConfigError
+from harness.shared import ray_connect
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 LONG_RUN = ["run", "--system", "cgp", "-R", "256", "--rounds", "40"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig
-from harness.results import execute
+from harness.core.config import RunConfig
+from harness.run.execute import execute
 from systems import system_names
 
 GOLDEN = Path(__file__).parent / "golden"

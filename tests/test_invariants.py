@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from harness.config import RunConfig
-from harness.results import execute
-from harness.runtime import Runtime
+from harness.core.config import RunConfig
+from harness.core.runtime import Runtime
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 from harness.sim.runtime import SimRuntime
-from harness.trace import read_trace
 from systems.slime import Slime
 
 SYSTEMS = ("slime", "cgp", "cgp-fgd")

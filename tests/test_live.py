@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("transformers")
 
-from harness.config import RunConfig  # noqa: E402
-from harness.results import execute  # noqa: E402
-from harness.trace import read_trace  # noqa: E402
+from harness.core.config import RunConfig  # noqa: E402
+from harness.core.trace import read_trace  # noqa: E402
+from harness.run.execute import execute  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 

@@ -16,7 +16,8 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from harness.config import ConfigError, RunConfig  # noqa: E402
+from harness.core.config import ConfigError, RunConfig  # noqa: E402
+from harness.core.runtime import Prompt, Request  # noqa: E402
 from harness.live.backends import BACKENDS, check  # noqa: E402
 from harness.live.engine import Generation, LiveEngine, Sampling  # noqa: E402
 from harness.live.http_engines import (  # noqa: E402
@@ -36,7 +37,6 @@ from harness.live.megatron import (  # noqa: E402
     split_qkv,
     to_hf,
 )
-from harness.runtime import Prompt, Request  # noqa: E402
 
 S = Sampling("3.1", [5, 6, 7], 16, 2, 0.7)
 
@@ -266,8 +266,8 @@ def test_weight_buckets_keep_order_and_size() -> None:
 
 
 def test_the_simulated_twin_takes_the_calibration_and_the_engine_s_limits() -> None:
-    from harness.live.validate import sim_twin
     from harness.sim import calibration
+    from harness.studies.validate.run import sim_twin
 
     cfg = RunConfig(runtime="live")
     twin = sim_twin(cfg, "runs/calibration/host/cpu-live.toml",

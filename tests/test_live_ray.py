@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("ray")
 
-from harness.config import RunConfig  # noqa: E402
-from harness.metrics import round_metrics  # noqa: E402
-from harness.results import execute  # noqa: E402
-from harness.trace import read_trace  # noqa: E402
+from harness.core.config import RunConfig  # noqa: E402
+from harness.core.metrics import round_metrics  # noqa: E402
+from harness.core.trace import read_trace  # noqa: E402
+from harness.run.execute import execute  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -61,7 +61,7 @@ def test_cgp_runs_on_ray_actors(model_dir: Path, tmp_path: Path) -> None:
 def test_a_killed_engine_actor_ends_the_run_with_an_error(model_dir: Path,
                                                           tmp_path: Path) -> None:
     from harness.live.faults import KillsTheEngine
-    from harness.live.ray_actors import run_on_ray
+    from harness.live.on_ray import run_on_ray
 
     cfg = RunConfig(system="slime", workload="arith", runtime="live", max_response_tokens=32)
     cfg.live.model_dir = str(model_dir)

@@ -15,15 +15,11 @@ from typing import Any
 
 import pytest
 
-from harness.config import RunConfig
-from harness.metrics import (
-    KEYS,
-    metrics_for_traces,
-    round_metrics,
-)
-from harness.runtime import Request, Runtime
+from harness.core.config import RunConfig
+from harness.core.metrics import KEYS, metrics_for_traces, round_metrics
+from harness.core.runtime import Request, Runtime
+from harness.core.trace import read_trace
 from harness.sim.runtime import SimRuntime
-from harness.trace import read_trace
 
 NAN = float("nan")
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
@@ -336,7 +332,7 @@ def test_request_belongs_to_the_round_named_in_its_submit() -> None:
 
 
 def test_step_metrics_carry_the_trace_figures() -> None:
-    from harness.metrics import step_metrics
+    from harness.core.metrics import step_metrics
 
     e = [head(), ev(0.0, "rollout_start", round=0, version=0),
          ev(3.0, "optimizer_step", step=1, version=1, tokens=10, lag_min=0, lag_mean=0.5,

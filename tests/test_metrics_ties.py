@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from test_metrics import assert_row, ev, finish, head, submit
 
-from harness.metrics import finished_rounds, prefix_metrics, round_metrics
-from harness.results import dump_json
-from harness.trace import Trace
+from harness.core.files import dump_json
+from harness.core.metrics import finished_rounds, prefix_metrics, round_metrics
+from harness.core.trace import Trace
 
 
 def ties_at_round_starts() -> list[dict[str, Any]]:

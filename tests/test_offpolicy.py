@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.offpolicy import ess, lag_histogram, step_stats
+from harness.core.offpolicy import ess, lag_histogram, step_stats
 
 
 def test_ess_hand_values() -> None:

@@ -18,8 +18,9 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from harness.cli import REPRODUCE_CHOICES, app
-from harness.cli_tables import (
+from harness.cli.app import app
+from harness.cli.reproduce import REPRODUCE_CHOICES
+from harness.cli.tables import (
     WIDTH,
     cell,
     compare_table,
@@ -29,8 +30,8 @@ from harness.cli_tables import (
     show,
     to_csv,
 )
-from harness.config import RunConfig
-from harness.metrics import KEYS, OFFPOLICY_KEYS
+from harness.core.config import RunConfig
+from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 
 SMALL = ["--system", "cgp", "--workload", "sci-jl", "-R", "4", "-U", "2", "-K", "2",
          "--rounds", "2"]
@@ -216,9 +217,9 @@ def test_run_help_shows_the_config_defaults() -> None:
 
 
 def test_help_choices_match_the_registries() -> None:
-    from harness import calibrate, reproduce
-    from harness.live.demo import SYSTEMS as DEMO
-    from harness.whatif import study_names
+    from harness.studies import calibrate, reproduce
+    from harness.studies.demo import SYSTEMS as DEMO
+    from harness.studies.whatif import study_names
     from systems import SYSTEMS
     from workloads.datasets import WORKLOADS
 

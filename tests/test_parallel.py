@@ -15,10 +15,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from harness.config import RunConfig
-from harness.plots import save_figure
-from harness.reproduce import pool
-from harness.reproduce.grid import run_grid
+from harness.core.config import RunConfig
+from harness.core.plots import save_figure
+from harness.studies.reproduce import pool
+from harness.studies.reproduce.grid import run_grid
 
 
 def small_paper(name: str, systems: tuple[str, ...]):  # type: ignore[no-untyped-def]
@@ -84,7 +84,7 @@ def test_piped_progress_is_one_line_per_run(tmp_path: Path) -> None:
 
 
 def test_negative_jobs_is_refused() -> None:
-    from harness.cli import app
+    from harness.cli.app import app
 
     result = CliRunner().invoke(app, ["reproduce", "all", "--jobs", "-1"])
     assert result.exit_code == 2

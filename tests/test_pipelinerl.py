@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig
-from harness.results import execute
-from harness.trace import read_trace
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 
 
 def run(tmp_path: Path, max_lag: int, **over: object) -> list[dict]:

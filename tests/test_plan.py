@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
-from harness.config import RunConfig
-from harness.plan.evaluate import simulate, summarise
-from harness.plan.recipe import Cluster, Limits, Plan, PlanError, Recipe, recipe_from_slime
-from harness.plan.space import COLOCATED, DISAGGREGATED, Layout, Point, build_space, layouts
-from harness.results import execute
+from harness.cli.app import app
+from harness.core.config import RunConfig
+from harness.run.execute import execute
+from harness.studies.plan.evaluate import simulate, summarise
+from harness.studies.plan.recipe import Cluster, Limits, Plan, PlanError, Recipe, recipe_from_slime
+from harness.studies.plan.space import COLOCATED, DISAGGREGATED, Layout, Point, build_space, layouts
 
 ROLLOUTPIPE = Cluster("qwen3-1.7b", 2, "a100-40gb-pcie", "rtx-4090", 8)
 
@@ -145,8 +145,8 @@ def test_summarise_by_hand() -> None:
 def test_pareto_front_by_hand() -> None:
     import pandas as pd
 
-    from harness.plan.output import pareto_table
-    from harness.plan.space import build_space
+    from harness.studies.plan.output import pareto_table
+    from harness.studies.plan.space import build_space
 
     space = build_space(plan_of(), ["cgp"])
     table = pd.DataFrame({

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
-from harness.config import RunConfig
-from harness.plan.evaluate import evaluate
-from harness.plan.recipe import Cluster, Limits, Plan, Recipe
-from harness.plan.space import build_space
-from harness.results import execute
+from harness.cli.app import app
+from harness.core.config import RunConfig
+from harness.run.execute import execute
+from harness.studies.plan.evaluate import evaluate
+from harness.studies.plan.recipe import Cluster, Limits, Plan, Recipe
+from harness.studies.plan.space import build_space
 
 optuna = pytest.importorskip("optuna")
-from harness.plan import search  # noqa: E402  (after the skip: it needs Optuna)
+from harness.studies.plan import search  # noqa: E402  (after the skip: it needs Optuna)
 
 ROLLOUTPIPE = ["--model", "qwen3-1.7b", "--gpus", "2", "--gpu", "a100-40gb-pcie",
                "--trainer-gpu", "rtx-4090", "--trainer-gpus", "8", "--workload", "lsat-ar"]

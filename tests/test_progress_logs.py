@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig
+from harness.core.config import RunConfig
+from harness.core.progress import Bar, stage
 from harness.live.logs import ENV, LOG_ENV, actor_env, engine_log
 from harness.live.watch import TraceFollower
-from harness.progress import Bar, stage
 
 
 def test_bar_piped_is_one_line_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:
@@ -46,7 +46,7 @@ def test_stage_piped_prints_each_new_text_once(capfd: pytest.CaptureFixture[str]
 def test_run_grid_piped_prints_no_blank_lines(tmp_path: Path,
                                               capfd: pytest.CaptureFixture[str]) -> None:
     # `reproduce all | cat` printed a blank line per grid: rich bars on a pipe
-    from harness.reproduce.grid import run_grid
+    from harness.studies.reproduce.grid import run_grid
 
     base = RunConfig(workload="sci-jl", groups=4, group_size=2, update_groups=2, rounds=1)
     df = run_grid(base, {"system": ["slime", "cgp"]}, tmp_path, label="tiny grid")

@@ -30,11 +30,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_invariants import of, round_groups
 
-from harness.cli import build_config
-from harness.config import ConfigError, RunConfig
-from harness.metrics import prefix_metrics, round_metrics
-from harness.results import dump_json, execute
-from harness.trace import Trace, read_trace
+from harness.cli.common import build_config
+from harness.core.config import ConfigError, RunConfig
+from harness.core.files import dump_json
+from harness.core.metrics import prefix_metrics, round_metrics
+from harness.core.trace import Trace, read_trace
+from harness.run.execute import execute
 from systems import SYSTEMS, system_names
 from systems.april import APRIL
 from systems.rollpacker import RollPacker

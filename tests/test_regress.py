@@ -13,9 +13,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-import harness.cli_regress  # noqa: F401  (registers `regress` on the app)
-from harness.cli import app
-from harness.regress import DEFAULT_DIR, load_grid, load_tolerances, within
+from harness.cli.app import app
+from harness.studies.regress import DEFAULT_DIR, load_grid, load_tolerances, within
 
 CELL, ROUND, METRIC = "slime/lsat-ar/small", "0", "rollout_to_train_end_s"
 

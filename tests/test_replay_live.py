@@ -19,12 +19,12 @@ pytest.importorskip("transformers")
 from test_invariants import assert_framed, of  # noqa: E402
 from test_trace_workload import work  # noqa: E402
 
-from harness.config import RunConfig  # noqa: E402
-from harness.live.grid import Cell  # noqa: E402
-from harness.live.validate import validate  # noqa: E402
-from harness.results import execute  # noqa: E402
+from harness.core.config import RunConfig  # noqa: E402
+from harness.core.trace import read_trace  # noqa: E402
+from harness.run.execute import execute  # noqa: E402
 from harness.sim.calibration import path_of  # noqa: E402
-from harness.trace import read_trace  # noqa: E402
+from harness.studies.validate.grid import Cell  # noqa: E402
+from harness.studies.validate.run import validate  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.config import RunConfig
-from harness.results import execute
-from harness.trace import read_trace
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 
 
 def run(tmp_path: Path, system: str = "rollpacker", **over: object) -> list[dict]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
 from harness.sim.runtime import SimRuntime
-from harness.trace import read_trace
 
 
 class _Failing:
@@ -45,7 +45,7 @@ class _Resizer:
     name = "resizer"
 
     async def run(self, rt) -> None:  # type: ignore[no-untyped-def]
-        from harness.runtime import Request
+        from harness.core.runtime import Request
 
         prompts = rt.workload.take(16)
         futures = [rt.engine.submit(Request(0, rt.new_group_id(), 0, p, 8192)) for p in prompts]

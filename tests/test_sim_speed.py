@@ -16,13 +16,13 @@ import msgspec
 import numpy as np
 import pytest
 
-from harness.config import RunConfig
-from harness.metrics import ROUND_METRIC_EVENTS, round_metrics
-from harness.offpolicy import ess, lag_stats, step_stats
-from harness.results import execute
+from harness.core.config import RunConfig
+from harness.core.metrics import ROUND_METRIC_EVENTS, round_metrics
+from harness.core.offpolicy import ess, lag_stats, step_stats
+from harness.core.trace import TraceWriter, read_trace
+from harness.run.execute import execute
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.trace_buffer import BufferedTraceWriter
-from harness.trace import TraceWriter, read_trace
 
 
 def test_timers_run_in_time_then_scheduling_order() -> None:

@@ -14,11 +14,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-import harness.cli_sweep  # noqa: F401  (registers `sweep` on the app)
-from harness.cli import app
-from harness.config import ConfigError
-from harness.metrics import KEYS
-from harness.sweep import load_spec, parse_spec, pending, run_sweep
+from harness.cli.app import app
+from harness.core.config import ConfigError
+from harness.core.metrics import KEYS
+from harness.studies.sweep import load_spec, parse_spec, pending, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"workload": "sci-jl", "groups": 4, "update_groups": 2, "group_size": 2, "rounds": 2}
@@ -216,7 +215,7 @@ def test_ctrl_c_keeps_finished_cells_and_rerun_resumes(tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text('[base]\nworkload = "lsat-ar"\ngroups = 64\nrounds = 6\n'
                                      "[grid]\nseed = {stop = 12}\n")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", "import harness.cli_sweep; from harness.cli import app; "
+    cmd = [sys.executable, "-c", "import harness.cli.sweep; from harness.cli.app import app; "
            "app()", "sweep", str(tmp_path / "s.toml"), "--out", str(out), "--jobs", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

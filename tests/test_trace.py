@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.trace import REQUIRED, SCHEMA, STATUSES, TraceError, TraceWriter, read_trace
+from harness.core.trace import REQUIRED, SCHEMA, STATUSES, TraceError, TraceWriter, read_trace
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 

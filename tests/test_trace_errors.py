@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.metrics import (
+from harness.core.files import dump_json
+from harness.core.metrics import (
     KEYS,
     OFFPOLICY_KEYS,
     finished_rounds,
@@ -32,8 +33,7 @@ from harness.metrics import (
     step_metrics,
     steps_for_traces,
 )
-from harness.results import dump_json
-from harness.trace import SCHEMA, CutLine, Trace, TraceError, read_prefix, read_trace
+from harness.core.trace import SCHEMA, CutLine, Trace, TraceError, read_prefix, read_trace
 from systems import system_names
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")

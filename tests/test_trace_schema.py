@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from harness.config import RunConfig
-from harness.metrics import metrics_for_traces, steps_for_traces
-from harness.results import dump_json, execute
-from harness.trace import SCHEMA, TraceError, read_prefix, read_trace
+from harness.core.config import RunConfig
+from harness.core.files import dump_json
+from harness.core.metrics import metrics_for_traces, steps_for_traces
+from harness.core.trace import SCHEMA, TraceError, read_prefix, read_trace
+from harness.run.execute import execute
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -122,8 +123,8 @@ class FakeLearner:
 def test_the_live_trainer_counts_its_passes_and_samples() -> None:
     """Two groups of K=2; one response is empty: 4 samples, 3 forward/backward passes
     (`GRPOLearner.backward` runs one per sample with tokens)."""
+    from harness.core.runtime import Group, Prompt, Request, Response
     from harness.live.trainer import LiveTrainer
-    from harness.runtime import Group, Prompt, Request, Response
 
     def group(gid: int, lengths: list[int]) -> Group:
         prompt = Prompt(index=gid, tokens=3)

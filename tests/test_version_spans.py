@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from harness.config import RunConfig
-from harness.results import execute
-from harness.runtime import Prompt, Request, Response
+from harness.core.config import RunConfig
+from harness.core.runtime import Prompt, Request, Response
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 from harness.sim.engine import SimEngine
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel
-from harness.trace import read_trace
 from systems import SYSTEMS
 
 STEP = 0.01

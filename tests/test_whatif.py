@@ -1,4 +1,4 @@
-"""The what-if studies (harness/whatif.py, docs/whatif/): every spec expands, every
+"""The what-if studies (harness/studies/whatif.py, docs/whatif/): every spec expands, every
 study has its page and figure, and each study's sweep, summary and figure run end
 to end on a shrunken copy of its spec (a few small cells)."""
 
@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import harness.cli_whatif  # noqa: F401  (registers `whatif` on the app)
-from harness.cli import app
-from harness.sweep import load_spec
-from harness.whatif import run_study, spec_path, study_names
+from harness.cli.app import app
+from harness.studies.sweep import load_spec
+from harness.studies.whatif import run_study, spec_path, study_names
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.claims import Claim, to_csv, to_markdown
-from harness.config import RunConfig
-from harness.reproduce.bracket import solve
-from harness.reproduce.would_need import Miss, joined, misses
-from harness.reproduce.would_need import to_csv as need_csv
-from harness.results import execute
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 from harness.sim.knobs import Knobs, active, current
 from harness.sim.perf import DecodeModel, roofline_floor
 from harness.sim.presets import load_hardware, load_model
-from harness.trace import read_trace
+from harness.studies.claims import Claim, to_csv, to_markdown
+from harness.studies.reproduce.bracket import solve
+from harness.studies.reproduce.would_need import joined, misses
+from harness.studies.reproduce.would_need import to_csv as need_csv
+from harness.studies.reproduce.would_need_base import Miss
 
 
 def test_roofline_floor_by_hand() -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import Prompt
+from harness.core.runtime import Prompt
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def profile_names() -> list[str]:
 
 
 def load_profile(name: str) -> Profile | Mixture:
-    from harness.registry import unknown_name
+    from harness.core.registry import unknown_name
 
     path = _profiles_dir() / f"{name}.toml"
     if name.startswith("_") or not path.exists():

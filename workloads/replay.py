@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.runtime import Request, Response
+from harness.core.runtime import Request, Response
 
 
 def target_tokens(request: Request) -> int:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.runtime import Prompt
-from harness.trace import iter_trace
+from harness.core.runtime import Prompt
+from harness.core.trace import iter_trace
 
 PREFIX = "trace:"
 DEFAULT_VERIFY_S = 0.0
@@ -137,7 +137,7 @@ def _say_once(message: str) -> None:
 
 
 class TraceWorkload:
-    """The prompt stream of a trace (implements `harness.runtime.Workload`)."""
+    """The prompt stream of a trace (implements `harness.core.runtime.Workload`)."""
 
     def __init__(self, name: str, group_size: int) -> None:
         self.name = name

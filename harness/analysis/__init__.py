@@ -3,7 +3,7 @@ round, a metric-by-metric comparison of two runs, and sweep plots.
 
 Everything here reads only the trace (or tables of metrics computed from traces),
 so simulated, live and converted traces are analysed alike. The command line is in
-`harness.cli_analysis`.
+`harness.cli.analysis`.
 """
 
 from __future__ import annotations

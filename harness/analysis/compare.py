@@ -3,7 +3,7 @@
 Why: "did this change help?" is a difference of metrics between two runs (two
 systems, two configs, a run and a reproduction CSV). Each side is a trace, a
 directory of traces, or a result set; both become the same per-round rows
-(`harness.metrics.round_metrics`), so a trace and the table made from it
+(`harness.core.metrics.round_metrics`), so a trace and the table made from it
 compare as equal.
 
 Rows are either per metric over all rows (the mean, NaN skipped: rounds whose
@@ -21,8 +21,8 @@ from typing import Any
 
 from harness.analysis import InputError
 from harness.analysis.tables import TABLE_SUFFIXES, read_table
-from harness.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
-from harness.trace import TraceError, read_trace
+from harness.core.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
+from harness.core.trace import TraceError, read_trace
 
 TRACE_SUFFIXES = (".jsonl",)
 DIR_TABLES = ("results.parquet", "results.csv", "metrics.json")  # tried in this order

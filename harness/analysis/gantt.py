@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.analysis import InputError
 from harness.analysis.spans import Attempt, attempts, groups, round_of, train_spans
-from harness.metrics import owning_rounds
+from harness.core.metrics import owning_rounds
 
 MAX_LABELLED_GROUPS = 40  # above this, group tick labels would overlap
 MAX_LABELLED_BATCHES = 60  # likewise batch labels on the trainer row
@@ -59,7 +59,7 @@ def gantt_figure(events: Sequence[dict[str, Any]], rnd: int | None = None) -> An
     t0, t_next = windows[rnd]
     tries = [a for a in attempts(events) if a.round == rnd]
     gs = groups(events, tries)
-    owner = owning_rounds(events)  # by file position, as `harness.metrics` counts them
+    owner = owning_rounds(events)  # by file position, as `harness.core.metrics` counts them
     batches = [e for e, r in zip(events, owner, strict=True)
                if e["ev"] == "batch_dispatch" and r == rnd]
     batch_ids = {e["batch"] for e in batches}

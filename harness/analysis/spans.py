@@ -158,7 +158,7 @@ def groups(events: Sequence[dict[str, Any]], tries: Sequence[Attempt]) -> list[G
 
 def train_spans(events: Sequence[dict[str, Any]]) -> list[TrainSpan]:
     """train_start→train_end spans; the trainer's spans never overlap, so an end
-    closes the span open at that moment (as `harness.metrics` reads them)."""
+    closes the span open at that moment (as `harness.core.metrics` reads them)."""
     out: list[TrainSpan] = []
     start: dict[str, Any] | None = None
     for e in events:
@@ -173,7 +173,7 @@ def train_spans(events: Sequence[dict[str, Any]]) -> list[TrainSpan]:
 
 def round_of(events: Sequence[dict[str, Any]]) -> dict[int, tuple[float, float]]:
     """round -> (its rollout_start, the next round's rollout_start or +inf): the window
-    that owns the batches dispatched in it, as in `harness.metrics`."""
+    that owns the batches dispatched in it, as in `harness.core.metrics`."""
     starts = sorted((e["t"], e["round"]) for e in events if e["ev"] == "rollout_start")
     return {r: (t, starts[i + 1][0] if i + 1 < len(starts) else float("inf"))
             for i, (t, r) in enumerate(starts)}

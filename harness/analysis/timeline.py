@@ -290,7 +290,7 @@ def sim_kv_capacity(head: dict[str, Any]) -> int | None:
     if head.get("runtime") != "sim":
         return None
     try:
-        from harness.config import RunConfig, apply
+        from harness.core.config import RunConfig, apply
         from harness.sim.runtime import kv_capacity_tokens
 
         def given(table: dict[str, Any]) -> dict[str, Any]:  # unset optionals stay default

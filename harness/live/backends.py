@@ -14,7 +14,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from harness.config import ConfigError, RunConfig
+from harness.core.config import ConfigError, RunConfig
+from harness.live.learner import make_learner
 
 ENGINES = ("vllm", "vllm-http", "sglang")
 TRAINERS = ("torch", "megatron")
@@ -90,18 +91,6 @@ async def engine_backend(cfg: RunConfig, actors: bool) -> Any:
 
     return VLLMLocalBackend.start(live.model_dir, live.max_model_len, live.kv_cache_mb,
                                   cfg.seed)
-
-
-def make_learner(cfg: RunConfig) -> Any:
-    """The trainer's compute half for `live.trainer`."""
-    if cfg.live.trainer == "megatron":
-        from harness.live.megatron import MegatronLearner
-
-        return MegatronLearner.from_config(cfg)
-    from harness.live.trainer import GRPOLearner
-
-    live = cfg.live
-    return GRPOLearner(live.model_dir, lr=live.lr, clamp=cfg.clamp, seed=cfg.seed)
 
 
 def trainer_calls(cfg: RunConfig, actors: bool) -> tuple[Any, str]:

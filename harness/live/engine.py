@@ -1,6 +1,6 @@
 """The live engine: the runtime contract over any generation backend.
 
-`LiveEngine` is what systems see (`harness.runtime.Engine`). It records the
+`LiveEngine` is what systems see (`harness.core.runtime.Engine`). It records the
 mechanical events (submit, admit, finish), keeps one future per request,
 enforces the request timeout, and turns an abort into a partial response. The
 backend does only the generating, so the same front serves vLLM in process,
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.runtime import EngineLoad, PauseMode, Request, Response
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 
 
 @dataclass
@@ -108,7 +108,7 @@ class _Live:
 
 
 class LiveEngine:
-    """Implements `harness.runtime.Engine` over an `EngineBackend`."""
+    """Implements `harness.core.runtime.Engine` over an `EngineBackend`."""
 
     replicas = 1
 

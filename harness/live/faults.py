@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from harness.runtime import Request
+from harness.core.runtime import Request
 
 
 class KillsTheEngine:

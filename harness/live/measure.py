@@ -194,7 +194,7 @@ def measure_ray(model_dir: str) -> dict[str, float]:
     install)."""
     import ray
 
-    from harness.config import RunConfig
+    from harness.core.config import RunConfig
     from harness.live.ray_actors import (
         ActorCalls,
         RayEngineBackend,
@@ -235,7 +235,7 @@ def machine() -> dict[str, str]:
 def _write(out: Path, model_dir: str, how: str, engine: dict[str, float],
            trainer: dict[str, float], weight_sync_s: float, micro_overhead_s: float,
            settings: dict[str, Any] | None = None) -> None:
-    from harness.results import git_commit, write_atomic
+    from harness.core.files import git_commit, write_atomic
 
     lines = ["# Written by `rolloutbench calibrate engine`: measured on this machine's live",
              f"# engine and trainer {how} (model {model_dir}). commit: {git_commit()}", "",

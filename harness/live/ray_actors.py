@@ -1,19 +1,14 @@
-"""The live runtime on Ray: rollout node, control node and trainer node as actors.
+"""The rollout and trainer nodes of the live runtime as Ray actors, and Ray itself.
 
 - `EngineActor` (rollout node) holds the vLLM engine. A request is one
   streaming call that yields "admit" at its first token and then the whole
   generation, so the control node sees admission as it happens without a Ray
   object per token.
-- `TrainerActor` (trainer node) holds the `GRPOLearner`; weights travel to the
+- `TrainerActor` (trainer node) holds the learner; weights travel to the
   engine as safetensors bytes through Ray's object store, so the two may sit
   on different nodes.
-- `ControlActor` (control node) runs the system itself, the verifiers, group
-  materialisation and the trace. It is pinned to the driver's node so the
-  trace lands where the user asked for it.
 
-`run_on_ray` starts a local Ray (or joins one at an address), runs one
-configuration, and on Ctrl-C cancels the run so the trace still ends with a
-`run_end` that names the interruption. Every actor is killed on the way out.
+The control node that runs a system on them is `harness.live.on_ray`.
 """
 
 from __future__ import annotations
@@ -21,10 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig
+from harness.core.config import RunConfig
 from harness.live.engine import Generation, Sampling
 
 
@@ -123,7 +117,7 @@ class TrainerActor:
     """The trainer node: the learner (`GRPOLearner` or Megatron's) behind actor calls."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        from harness.live.backends import make_learner
+        from harness.live.learner import make_learner
         from harness.live.logs import route_from_env
 
         route_from_env()
@@ -151,9 +145,9 @@ class ActorCalls:
         await self.actor.ready.remote()
 
 
-def _env() -> dict[str, Any]:
+def ray_env() -> dict[str, Any]:
+    from harness.live.env import LIVE_ENV
     from harness.live.logs import actor_env
-    from harness.live.runtime import LIVE_ENV
 
     return {"env_vars": {**LIVE_ENV, **actor_env()}}
 
@@ -163,7 +157,7 @@ def start_engine(cfg: RunConfig) -> Any:
 
     live = cfg.live
     actor = ray.remote(EngineActor).options(
-        num_cpus=0, num_gpus=live.engine_gpus, runtime_env=_env(), max_concurrency=10_000)
+        num_cpus=0, num_gpus=live.engine_gpus, runtime_env=ray_env(), max_concurrency=10_000)
     return actor.remote(live.model_dir, live.max_model_len, live.kv_cache_mb, cfg.seed)
 
 
@@ -172,29 +166,14 @@ def start_trainer(cfg: RunConfig) -> Any:
 
     live = cfg.live
     actor = ray.remote(TrainerActor).options(num_cpus=0, num_gpus=live.trainer_gpus,
-                                             runtime_env=_env())
+                                             runtime_env=ray_env())
     return actor.remote(cfg)
-
-
-class ControlActor:
-    """The control node: runs one system on a `LiveRuntime` whose engine and
-    trainer are the actors above."""
-
-    async def run(self, cfg: RunConfig, trace_path: str, system: Any = None) -> None:
-        from harness.live.logs import route_from_env
-        from harness.live.runtime import LiveRuntime
-        from systems import get_system
-
-        route_from_env()
-
-        runtime = LiveRuntime(cfg, trace_path, actors=True)
-        await runtime.run_async(system or get_system(cfg.system))
 
 
 def connect(address: str) -> bool:
     """Ray for a live run: its actors get the live runtime's environment."""
-    from harness.live.runtime import LIVE_ENV
-    from harness.ray_connect import connect as ray_connect
+    from harness.live.env import LIVE_ENV
+    from harness.shared.ray_connect import connect as ray_connect
 
     return ray_connect(address, env_vars=LIVE_ENV)
 
@@ -213,29 +192,3 @@ def session(address: str) -> Iterator[None]:
             ray.shutdown()
 
 
-def run_on_ray(cfg: RunConfig, trace_path: str | Path, system: Any = None) -> None:
-    """Run one live configuration on Ray; the trace is written on this node."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    started = connect(cfg.live.ray_address)
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    control = ray.remote(ControlActor).options(num_cpus=0, scheduling_strategy=here,
-                                               runtime_env=_env()).remote()
-    ref = control.run.remote(cfg, str(Path(trace_path).resolve()), system)
-    try:
-        try:
-            ray.get(ref)
-        except KeyboardInterrupt:
-            ray.cancel(ref)
-            try:
-                ray.get(ref, timeout=60)
-            except Exception:  # the cancellation itself, reported below
-                pass
-            raise
-        except ray.exceptions.RayTaskError as err:
-            raise err.as_instanceof_cause() from None
-    finally:
-        ray.kill(control)
-        if started:
-            ray.shutdown()

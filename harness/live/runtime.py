@@ -20,17 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig
+from harness.core.config import RunConfig
+from harness.core.runtime import Request
 from harness.live.engine import NOT_APPLICABLE, LiveEngine
+from harness.live.env import LIVE_ENV
 from harness.live.session import Session
 from harness.live.trainer import LiveTrainer
 from harness.live.workload import LiveVerifier, LiveWorkload, ReplayVerifier
-from harness.runner import RunnerBase
-from harness.runtime import Request
+from harness.shared.runner import RunnerBase
 from workloads.profile import make_workload
 from workloads.replay import synthetic_prompt_ids, target_tokens
-
-LIVE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1"}
 
 
 def available() -> dict[str, bool]:

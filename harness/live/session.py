@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig
+from harness.core.config import RunConfig
 
 
 @dataclass
@@ -45,7 +45,7 @@ def engine_key(cfg: RunConfig) -> tuple[Any, ...]:
 
 
 async def open_session(cfg: RunConfig) -> Session:
-    from harness.live.backends import make_learner
+    from harness.live.learner import make_learner
     from harness.live.trainer import InThread
     from harness.live.vllm_local import VLLMLocalBackend
 

@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.offpolicy import lag_histogram, measured_stats
-from harness.runtime import Group, Request
+from harness.core.offpolicy import lag_histogram, measured_stats
+from harness.core.runtime import Group, Request
 
 
 @dataclass
@@ -155,7 +155,7 @@ class InThread:
 
 
 class LiveTrainer:
-    """Implements `harness.runtime.Trainer` over a learner reached by `calls`.
+    """Implements `harness.core.runtime.Trainer` over a learner reached by `calls`.
     `publish_with` names the learner method that hands weights over: 'save'
     (a folder, same machine) or 'export' (bytes, any node)."""
 

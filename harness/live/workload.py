@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from harness.runtime import Prompt, Response
+from harness.core.runtime import Prompt, Response
 from workloads.replay import hidden_score
 from workloads.verifiers import last_boxed
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.offpolicy import lag_histogram, step_stats
-from harness.runtime import Group, Response
+from harness.core.offpolicy import lag_histogram, step_stats
+from harness.core.runtime import Group, Response
 from harness.sim.perf import TrainModel
 from workloads.replay import hidden_score
 

@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from harness.runtime import EngineLoad, PauseMode, Request, Response
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.perf import DecodeModel
 
 
@@ -52,7 +52,7 @@ class _Seq:
 
 
 class SimEngine:
-    """Implements `harness.runtime.Engine` on a `VirtualTimeLoop`."""
+    """Implements `harness.core.runtime.Engine` on a `VirtualTimeLoop`."""
 
     def __init__(
         self,

@@ -21,12 +21,12 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from harness.runtime import EngineLoad, PauseMode, Request, Response
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.engine import SimEngine
 
 
 class EnginePool:
-    """Implements `harness.runtime.Engine` over several `SimEngine` replicas.
+    """Implements `harness.core.runtime.Engine` over several `SimEngine` replicas.
 
     The pool hands out its own futures, chained to the replica's, so that a
     request can move between replicas (`resize`) without the system noticing.

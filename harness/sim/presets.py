@@ -8,7 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
-from harness.registry import UnknownName
+from harness.core.registry import UnknownName
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 `SimRuntime(cfg, trace_path).run(system)` drives a system coroutine to the
 end on a `VirtualTimeLoop` and writes the trace as it goes; what it shares
-with the live runtime is in `harness.runner`.
+with the live runtime is in `harness.shared.runner`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig
-from harness.results import resolve_defaults
-from harness.runner import RunnerBase
+from harness.core.config import RunConfig
+from harness.core.trace import TraceWriter
+from harness.shared.defaults import resolve_defaults
+from harness.shared.runner import RunnerBase
 from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
@@ -26,7 +27,6 @@ from harness.sim.perf import DecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
 from harness.sim.trace_buffer import BufferedTraceWriter
-from harness.trace import TraceWriter
 from workloads.replay import target_tokens
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack

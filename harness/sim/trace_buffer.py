@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from harness.trace import TraceWriter
+from harness.core.trace import TraceWriter
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()

@@ -1,0 +1,81 @@
+"""Bad input ends every command the same way: one line on stderr, exit code 2.
+
+Why a group class: commands raise `ConfigError` / `UnknownName` from deep inside
+(a preset, a calibration file, a sweep cell), and catching them in each command
+is how some were missed. `OneLineErrors` is the app's command group, so every
+command, and every one added later, has the same net: those errors, and an
+`OSError` about a path the user typed, become `error: ...` and exit 2;
+Ctrl-C becomes `error: interrupted` and exit 130. Anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from harness.core.config import ConfigError
+from harness.core.registry import UnknownName
+
+ARGV = "rolloutbench.argv"
+
+
+def _inside(path: Path, given: Path) -> bool:
+    """`path` is `given` or lies in it; a `given` that holds the working folder
+    ('.', '..') is too broad to blame for anything."""
+    path, given = Path(os.path.abspath(path)), Path(os.path.abspath(given))
+    here = Path(os.getcwd())
+    if given == here or given in here.parents:
+        return False
+    return path == given or given in path.parents
+
+
+def user_path(err: OSError, argv: list[str]) -> str | None:
+    """'--out x' (the option and the value typed) when `err` is about a path the
+    user typed or one inside it; None when it is about any other path."""
+    names = [n for n in (err.filename, err.filename2) if isinstance(n, str | os.PathLike)]
+    for i, token in enumerate(argv):
+        option, value = (token.split("=", 1) if token.startswith("--") and "=" in token
+                         else (argv[i - 1] if i and argv[i - 1].startswith("-") else "",
+                               token))
+        if not value or value.startswith("-"):
+            continue
+        if any(_inside(Path(name), Path(value)) for name in names):
+            return f"{option} {value}".strip()
+    return None
+
+
+class OneLineErrors(TyperGroup):
+    """The app's group: bad input anywhere below it is one line and exit 2."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        if getattr(signal.getsignal(signal.SIGINT), "rolloutbench_startup", False):
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # see harness.main
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, UnknownName) as err:
+            _fail(str(err))
+        except OSError as err:
+            where = user_path(err, ctx.meta.get(ARGV, []))
+            if where is None:
+                raise
+            name = str(err.filename2 or err.filename)
+            detail = "" if where.endswith(f" {name}") or where == name else f" ({name})"
+            _fail(f"{where}: {err.strerror or err}{detail}")
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted", err=True)
+            raise typer.Exit(130) from None
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)

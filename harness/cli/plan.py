@@ -1,0 +1,199 @@
+"""`rolloutbench plan`: which system, GPU split and knobs for this model, cluster
+and recipe? Checks every input first, searches (harness.studies.plan.search), writes
+the outputs (harness.studies.plan.output) and prints the top of the Pareto front."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.cli.common import _interrupt, console, fail
+from harness.core.config import ConfigError
+from harness.core.registry import UnknownName
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.studies.plan.space import Space
+
+_opt = typer.Option
+
+
+@commands.command("plan")
+def plan_cmd(
+    out: Annotated[Path, _opt(help="Folder for plan.csv, pareto.csv, best/, pareto.png and "
+                              "the study (rerun the same command to resume).")],
+    model: Annotated[str, _opt(help="Model preset (harness/sim/presets/models.toml).")],
+    gpus: Annotated[int, _opt(help="GPUs in the cluster, N.")],
+    gpu: Annotated[str, _opt(help="GPU preset (harness/sim/presets/hardware.toml).")],
+    workload: Annotated[str, _opt(help="Workload profile, or trace:PATH (see `workloads`).")],
+    groups: Annotated[int | None, _opt("--groups", "-R", help="Groups per rollout R.",
+                                       show_default="32")] = None,
+    group_size: Annotated[int | None, _opt("--group-size", "-K", help="Samples per prompt K.",
+                                           show_default="8")] = None,
+    update_groups: Annotated[int | None, _opt("--update-groups", "-U", help="Groups per "
+                                              "optimizer update U.", show_default="2")] = None,
+    max_response_tokens: Annotated[int | None, _opt(
+        "--max-response-tokens", help="Response cap.", show_default="the workload's cap")] = None,
+    rollout_batch_size: Annotated[int | None, _opt(help="slime's name for R.")] = None,
+    n_samples_per_prompt: Annotated[int | None, _opt(help="slime's name for K.")] = None,
+    global_batch_size: Annotated[int | None, _opt(help="slime's: samples per update, U x K."
+                                                  )] = None,
+    rollout_max_response_len: Annotated[int | None, _opt(
+        help="slime's name for --max-response-tokens.")] = None,
+    objective: Annotated[str, _opt(help="step-time (rollout-to-train-end per round, "
+                                   "minimised) or throughput (trained tokens/s).")]
+    = "step-time",
+    max_lag: Annotated[int | None, _opt(help="Most optimizer steps between a token's "
+                                        "generation and its training.", show_default="no limit")]
+    = None,
+    on_policy: Annotated[bool, _opt("--on-policy", help="Every trained token from its "
+                                    "round's starting weights: no carried tokens, no in-flight "
+                                    "updates (excludes PipelineRL, APRIL's partial rollout).")]
+    = False,
+    budget: Annotated[int, _opt(help="Distinct configurations to simulate (the sampler "
+                                "is asked at most twice as often).")] = 200,
+    rounds: Annotated[int, _opt(help="Rounds per configuration (tail batching runs at least "
+                                "one short-long period).")] = 2,
+    seed: Annotated[int, _opt(help="Seed of the workload and the sampler.")] = 0,
+    jobs: Annotated[int | None, _opt("--jobs", "-j", help="Configurations at a time.",
+                                     show_default="the CPU count")] = None,
+    ray_address: Annotated[str | None, _opt(help="Run configurations as Ray tasks on this "
+                                            "cluster ('local': a private Ray).")] = None,
+    sampler: Annotated[str, _opt(help="auto (exhaustive when the space fits the budget, "
+                                 "else tpe), exhaustive, tpe or nsga2.")] = "auto",
+    trainer_gpu: Annotated[str, _opt(help="A separate trainer pool's GPU preset (then the N "
+                                     "GPUs are all the engine's).")] = "",
+    trainer_gpus: Annotated[int, _opt(help="GPUs of the separate trainer pool.")] = 0,
+    calibration: Annotated[str, _opt(help="Simulator calibration "
+                                     "(harness/sim/calibration/NAME.toml).")] = "rolloutpipe",
+    systems: Annotated[str | None, _opt(help="Comma-separated systems to consider.",
+                                        show_default="every registered one")] = None,
+) -> None:
+    """Search systems, GPU splits and knobs for a fixed model, cluster and recipe on
+    the simulator; write the Pareto front of step time against staleness."""
+    from harness.studies.plan import recipe as rc
+    from harness.studies.plan.space import build_space
+
+    try:
+        r, k, u = rc.recipe_from_slime(groups, group_size, update_groups, rollout_batch_size,
+                                       n_samples_per_prompt, global_batch_size)
+        cap = _one_of(max_response_tokens, rollout_max_response_len)
+        plan = rc.Plan(rc.Cluster(model, gpus, gpu, trainer_gpu, trainer_gpus, calibration),
+                       rc.Recipe(workload, r, k, u, cap, rounds, seed),
+                       rc.Limits(objective, max_lag, on_policy))
+        rc.check(plan, budget)
+        if jobs is not None and jobs < 1:
+            raise rc.PlanError(f"--jobs {jobs}: must be a positive integer")
+        names = [s.strip() for s in systems.split(",")] if systems else None
+        space = build_space(plan, names)
+    except (ConfigError, UnknownName) as err:
+        fail(str(err))
+    _stage(f"space: {len(space.systems)} systems, {len(space.points())} distinct "
+           f"configurations (recipe R={r} K={k} U={u}, {rounds} rounds each)")
+    for system, why in {**space.excluded, **space.notes}.items():
+        _stage(f"  {system}: {why}")
+    _search(space, out, budget, sampler, jobs, seed, ray_address)
+
+
+def _one_of(ours: int | None, theirs: int | None) -> int:
+    from harness.studies.plan.recipe import PlanError
+
+    if ours is not None and theirs is not None and ours != theirs:
+        raise PlanError(f"--max-response-tokens {ours} and --rollout-max-response-len "
+                        f"{theirs} disagree; give one of them")
+    value = next((v for v in (ours, theirs) if v is not None), 0)
+    if value < 0:
+        raise PlanError(f"--max-response-tokens {value}: must be >= 0 (0: the workload's cap)")
+    return value
+
+
+def _stage(text: str) -> None:
+    console.print(text, highlight=False, markup=False)
+
+
+def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None, seed: int,
+            ray_address: str | None) -> None:
+    from harness.studies.plan import output, search
+
+    start = time.perf_counter()
+    jobs = jobs or search.default_jobs()
+    interrupted = False
+    bar = Progress(TextColumn("search"), BarColumn(), TextColumn("{task.completed}/"
+                   "{task.total} configurations"), TimeElapsedColumn(), console=console,
+                   disable=not console.is_terminal)
+    try:
+        study, budget = search.prepare(space, out, budget, sampler, seed)
+    except ConfigError as err:
+        fail(str(err))
+    before = search.distinct(study)
+    if before:
+        _stage(f"resuming: {before} of {budget} configurations done already")
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a plan as cleanly as Ctrl-C
+    try:
+        with bar:
+            task = bar.add_task("search", total=budget)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            search.run(study, space, budget, jobs, ray_address, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+    except ConfigError as err:
+        fail(str(err))
+    n = search.distinct(study)
+    _stage(f"search: {n - before} configurations simulated in "
+           f"{time.perf_counter() - start:.1f} s ({len(study.trials)} trials of "
+           f"{sampler_name(study)}, {jobs} {'Ray tasks' if ray_address else 'processes'} "
+           "at a time)")
+    if n < budget and not interrupted:
+        _stage(f"  the sampler kept proposing configurations already simulated: stopped "
+               f"after {search.ASK_LIMIT} x {budget} proposals")
+    if n == 0:
+        typer.echo("interrupted before any configuration finished", err=True)
+        raise typer.Exit(130)
+    command = "rolloutbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = output.write_all(study, space, out, command)
+    _stage(f"wrote {out}/plan.csv ({len(result['table'])} configurations), pareto.csv "
+           f"({len(result['front'])} on the front), best/ ({len(result['best'])} systems), "
+           "excluded.csv, pareto.png")
+    _print_front(space, result["front"])
+    if interrupted:
+        typer.echo(f"interrupted: finished configurations are kept in {out}/study.journal; "
+                   "rerun the same command to resume", err=True)
+        raise typer.Exit(130)
+
+
+def sampler_name(study: Any) -> str:
+    """The sampler a study was made with (the last part of its name)."""
+    return study.study_name.rsplit("-", 1)[-1]
+
+
+def _print_front(space: Space, front: pd.DataFrame) -> None:
+    from harness.studies.plan.output import front_rows
+
+    if not len(front):
+        _stage("no feasible configuration: see plan.csv (feasible, error)")
+        return
+    main = "tok/s" if space.plan.limits.objective == "throughput" else "step s"
+    table = Table(title="top of the Pareto front (best first)", header_style="bold")
+    for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
+                      ("step s", "right"), ("tok/s", "right"), ("off-pol %", "right"),
+                      ("lag", "right")):
+        table.add_column(col + (" *" if col == main else ""), justify=just,
+                         overflow="fold")
+    for cells in front_rows(front):
+        table.add_row(*cells)
+    Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)

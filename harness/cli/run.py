@@ -1,0 +1,189 @@
+"""The basic commands: list systems and workloads, run one configuration, read
+metrics from traces."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import (
+    CSV_HELP,
+    JSON_HELP,
+    D,
+    _interrupt,
+    build_config,
+    console,
+    fail,
+    output_format,
+    print_metrics,
+    print_rows,
+    shown,
+)
+from harness.core.config import ConfigError
+from harness.core.registry import UnknownName
+from harness.shared.ray_connect import HELP as RAY_HELP
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+
+@commands.command("systems")
+def systems_cmd() -> None:
+    """List the system backends."""
+    from systems import SYSTEMS
+
+    for name, cls in SYSTEMS.items():
+        console.print(f"[bold]{name:10}[/bold] {cls.summary}", highlight=False)
+
+
+@commands.command("workloads")
+def workloads_cmd() -> None:
+    """List the workload profiles (and how to replay a trace's work instead)."""
+    from workloads.profile import load_profile, profile_names
+
+    for name in profile_names():
+        p = load_profile(name)
+        console.print(f"[bold]{name:10}[/bold] {p.summary} (mean response "
+                      f"{p.mean_tokens:.0f} tokens)", highlight=False)
+    console.print("[bold]trace:PATH[/bold] the groups of a trace, replayed: its prompt and "
+                  "response lengths and rewards (docs/trace.md)", highlight=False)
+
+
+def _never_started(out: Path, made: bool) -> bool:
+    """No trace was written: an empty trace goes, and so does OUT if this run made it."""
+    from harness.run.checks import remove_if_empty
+
+    trace = out / "trace.jsonl"
+    if trace.exists() and trace.stat().st_size > 0:
+        return False
+    trace.unlink(missing_ok=True)
+    if made:
+        remove_if_empty(out)
+    return True
+
+
+@commands.command("run")
+def run_cmd(
+    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json; "
+                                      "one that holds a run already needs --force.")],
+    system: Annotated[str | None, typer.Option(
+        help="System backend (see `systems`)." + shown(D.system))] = None,
+    workload: Annotated[str | None, typer.Option(
+        help="Workload (see `workloads`)." + shown(D.workload))] = None,
+    groups: Annotated[int | None, typer.Option(
+        "--groups", "-R", help="Groups per rollout R." + shown(D.groups))]
+    = None,
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", "-K", help="Samples per prompt K." + shown(D.group_size))]
+    = None,
+    update_groups: Annotated[int | None, typer.Option(
+        "--update-groups", "-U", help="Groups per update U." + shown(D.update_groups))]
+    = None,
+    frontier: Annotated[int | None, typer.Option(
+        help="cgp-fgd: frontier width F_w." + shown(D.frontier))] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="PipelineRL: sequences in flight per engine replica H."
+             + shown(D.concurrency))] = None,
+    max_lag: Annotated[int | None, typer.Option(
+        help="PipelineRL: admission limit in optimizer steps [default: -1, none].")] = None,
+    over_sampling_groups: Annotated[int | None, typer.Option(
+        help="APRIL, cgp-april: groups in flight per round, slime's "
+             "--over-sampling-batch-size (default 2R, the paper's; 0 or R: none).")] = None,
+    steps_per_rollout: Annotated[int | None, typer.Option(
+        help="Conventional RL with G steps per rollout: sets R = G x U (an -R that "
+             "disagrees is refused).")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rollout rounds." + shown(D.rounds))]
+    = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed." + shown(D.seed))] = None,
+    runtime: Annotated[str | None, typer.Option(
+        help="sim (the simulator) or live (a real engine and trainer)."
+             + shown(D.runtime))] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Live: 'local' starts Ray here, HOST:PORT joins a cluster, 'off' runs in one "
+             "process." + shown(D.live.ray_address) + f" {RAY_HELP}")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
+    = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override: section.field=value (every field: rolloutbench config show)"
+                                                   )] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the run already in OUT.")] = False,
+) -> None:
+    """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
+    An option the system does not read is refused. Ctrl-C stops it cleanly: the
+    trace ends with a run_end that says so."""
+    from harness.core.files import dump_json, provenance, write_atomic
+    from harness.run.checks import out_dir
+    from harness.run.execute import execute
+    from harness.run.knob_check import check_knobs, cluster_notes
+    from harness.run.out_guard import refuse_existing_run
+
+    fmt = output_format(json_out, csv_out)
+    try:
+        cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
+                           group_size=group_size, update_groups=update_groups,
+                           frontier=frontier, rounds=rounds, seed=seed,
+                           concurrency=concurrency, max_lag=max_lag,
+                           over_sampling_groups=over_sampling_groups,
+                           steps_per_rollout=steps_per_rollout, runtime=runtime,
+                           ray_address=ray_address)
+        check_knobs(cfg.system, cfg)
+        refuse_existing_run(out, force)
+    except (ConfigError, UnknownName) as err:
+        fail(str(err))
+    for note in cluster_notes(cfg):
+        typer.echo(f"note: {note}", err=True)
+    made = out_dir(out)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
+    try:
+        rows = execute(cfg, out / "trace.jsonl")
+    except KeyboardInterrupt:
+        said = ("nothing was written" if _never_started(out, made)
+                else f"the trace {out / 'trace.jsonl'} is closed")
+        typer.echo(f"error: interrupted; {said}", err=True)
+        raise typer.Exit(130) from None
+    except Exception as err:  # the run failed; its trace names the error too
+        if _never_started(out, made):  # it failed to start: say why, leave nothing
+            if isinstance(err, ConfigError):
+                fail(str(err))
+            typer.echo(f"error: run failed to start: {type(err).__name__}: {err}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"error: run failed: {type(err).__name__}: {err} "
+                   f"(trace: {out / 'trace.jsonl'})", err=True)
+        raise typer.Exit(1) from None
+    write_atomic(out / "metrics.json", dump_json(rows))
+    write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
+    print_metrics(rows, fmt)
+
+
+@commands.command("metrics")
+def metrics_cmd(
+    traces: Annotated[list[Path], typer.Argument(help="Trace files (JSON lines).")],
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+    steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
+                                        "ESS) instead of per round.")] = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Also read a trace whose last "
+                                          "line was cut mid-write (it is left out).")] = False,
+) -> None:
+    """Per-round metrics of one or more traces (or per optimizer step with --steps).
+    A trace that stops short (an interrupted run) is read as far as it goes: rounds
+    that did not finish are flagged `incomplete`, with a warning on stderr."""
+    from harness.core.metrics import metrics_for_traces, steps_for_traces
+    from harness.core.trace import TraceError
+
+    fmt = output_format(json_out, csv_out)
+
+    def warn(message: str) -> None:
+        typer.echo(f"warning: {message}", err=True)
+
+    try:
+        read = steps_for_traces if steps else metrics_for_traces
+        rows = read([str(p) for p in traces], partial=partial, warn=warn)
+    except TraceError as err:
+        fail(str(err))
+    (print_rows if steps else print_metrics)(rows, fmt)

@@ -1,0 +1,89 @@
+"""`rolloutbench sweep`: run a grid of configurations from a TOML spec, in
+parallel, resumably; the logic lives in harness.studies.sweep."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.cli.common import console, fail, shown
+from harness.core.config import ConfigError
+from harness.shared.ray_connect import HELP as RAY_HELP
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+
+@commands.command("sweep")
+def sweep_cmd(
+    spec: Annotated[Path, typer.Argument(
+        help="Sweep spec (TOML): tables base, grid and zip, and repeats = N.")],
+    out: Annotated[Path, typer.Option(help="Directory for cells/, results.parquet and "
+                                      "results.csv.")],
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", help="Cells at a time." + shown("the CPU count"))] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Run cells as Ray tasks on this cluster ('local': start a private Ray). "
+             f"{RAY_HELP}")]
+    = None,
+    retry_failed: Annotated[bool, typer.Option(
+        help="Run again the cells recorded as failed.")] = False,
+) -> None:
+    """Run every cell of a sweep spec not done yet in OUT; write one table of all
+    cells' per-round metrics. Rerun the same command to resume after Ctrl-C."""
+    from harness.studies.sweep import load_spec, pending, read_result, run_sweep
+
+    if jobs is not None and jobs < 1:
+        fail("--jobs: must be a positive integer")
+    try:
+        sweep = load_spec(spec)
+    except ConfigError as err:
+        fail(f"{spec}: {err}")
+    if ray_address:  # before the first line of progress: an address must answer
+        from harness.shared.ray_connect import check_address
+
+        check_address(ray_address)
+    from harness.run.checks import check_out
+
+    check_out(out)  # a file, or unmakeable: one line before any cell runs
+    todo = len(pending(sweep, out, retry_failed))
+    skipped = len(sweep.cells) - todo
+    console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",
+                  highlight=False)
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total} done, {task.fields[failed]} failed, "
+                          "{task.fields[left]} remaining"), TimeElapsedColumn())
+    counts = {"done": 0, "failed": 0}
+    # a bar on a terminal; piped, the line above is the stage's one line
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("sweep", total=todo, failed=0, left=todo)
+
+        def on_done(_cell: Any, result: dict[str, Any]) -> None:
+            counts["done"] += 1
+            counts["failed"] += bool(result.get("error"))
+            progress.update(task, advance=1, failed=counts["failed"],
+                            left=todo - counts["done"])
+
+        try:
+            run_sweep(sweep, out, jobs or os.cpu_count() or 1, ray_address, on_done,
+                      retry_failed)
+        except KeyboardInterrupt:
+            progress.stop()
+            typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
+            raise typer.Exit(130) from None
+        except ConfigError as err:
+            progress.stop()
+            fail(str(err))
+    results = [(cell, read_result(out, cell)) for cell in sweep.cells]
+    errors = [(cell, r["error"]) for cell, r in results if r and r.get("error")]
+    for cell, error in errors[:5]:
+        typer.echo(f"failed {cell.key} {cell.varied} seed={cell.config.seed}: {error}",
+                   err=True)
+    console.print(f"wrote {out / 'results.parquet'} and {out / 'results.csv'} "
+                  f"({len(sweep.cells) - len(errors)} ok, {len(errors)} failed)",
+                  highlight=False)
+    if errors:
+        raise typer.Exit(1)

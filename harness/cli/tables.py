@@ -1,0 +1,205 @@
+"""Tables for people and for machines.
+
+Why a module of its own: every command that prints rows prints them the same
+way. For a person, a table fits 100 columns whatever the terminal (headers are
+abbreviated and explained in a caption, columns that hold one value for every
+row move to the title, numbers are never cut); for a program, `--json` and
+`--csv` print the same rows in full precision and every field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+WIDTH = 100  # the most columns a table may take, terminal or not
+FORMATS = ("table", "json", "csv")
+TEXT_KEYS = ("system", "workload", "cell", "paper", "claim", "config", "metric", "field")
+
+
+def pick_format(json_out: bool, csv_out: bool) -> str:
+    """'table', 'json' or 'csv' from the two flags; both at once is an error."""
+    if json_out and csv_out:
+        raise ValueError("--json and --csv: give one of them, not both")
+    return "json" if json_out else "csv" if csv_out else "table"
+
+
+def _plain(value: Any) -> Any:
+    """NaN is not JSON (null) and not a number a spreadsheet reads (empty)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def to_json(rows: Sequence[dict[str, Any]]) -> str:
+    import json
+
+    return json.dumps([{k: _plain(v) for k, v in r.items()} for r in rows], indent=2,
+                      default=str) + "\n"
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """Every field of every row (the union of their keys, in first-seen order)."""
+    fields: dict[str, None] = {}
+    for row in rows:
+        fields.update(dict.fromkeys(row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fields), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _plain(v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: the row key, its (short) header, how its values are written."""
+
+    key: str
+    header: str
+    kind: str = "num"  # text, id (text, right-justified), int, num (decimals by
+    # magnitude), ratio, sig (5 significant digits), pct
+
+
+def cell(value: Any, kind: str = "num") -> str:
+    """A value as a short string: at most about 7 characters for a number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if kind in ("text", "id") or isinstance(value, str) or isinstance(value, bool):
+        return str(value)
+    if kind == "int" or (isinstance(value, int) and kind != "pct"):
+        return f"{value:,}" if isinstance(value, int) else f"{value:,.0f}"
+    if kind == "ratio":
+        return f"{value:.3f}"
+    if kind == "pct":
+        return f"{value:+.1%}" if abs(value) < 100 else f"{value:+.3g}"
+    if kind == "sig":
+        return f"{value:.5g}"
+    size = abs(value)
+    return f"{value:,.0f}" if size >= 1000 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None,
+           caption: str | None) -> Table:
+    # two spaces between columns: a left pad and the box's blank separator
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), show_edge=False,
+                  header_style="bold", title=title, title_justify="left", caption=caption,
+                  caption_justify="left")
+    for col in columns:
+        text = col.kind == "text"
+        table.add_column(col.header, justify="left" if text else "right",
+                         no_wrap=not text, overflow="fold")
+    for row in rows:
+        table.add_row(*[Text(cell(row.get(c.key), c.kind)) for c in columns])
+    return table
+
+
+def natural_width(table: Table) -> int:
+    """The columns a table takes when nothing constrains it."""
+    return Console(width=10_000, file=io.StringIO()).measure(table).maximum
+
+
+def build(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None = None,
+          caption: str | None = None, lift: Iterable[str] = ("system", "workload"),
+          optional: Sequence[str] = ()) -> Table:
+    """A compact table of `rows`, at most WIDTH columns wide where it can be. Each
+    `lift` column whose value is the same in every row leaves the table for the
+    title ("cgp · lsat-ar"), where it costs no width; then the `optional` columns
+    are dropped, in that order, while the table is still too wide (the caption
+    says which: --json and --csv have them)."""
+    lifted = [c for c in columns
+              if c.key in lift and rows and len({str(r.get(c.key)) for r in rows}) == 1]
+    shown = [c for c in columns if c not in lifted]
+    head = " · ".join(str(rows[0].get(c.key)) for c in lifted) if rows else ""
+    full_title = " · ".join(t for t in (title, head) if t) or None
+    dropped: list[Column] = []
+    table = _table(rows, shown, full_title, caption)
+    for key in optional:
+        if natural_width(table) <= WIDTH:
+            break
+        dropped += [c for c in shown if c.key == key]
+        shown = [c for c in shown if c.key != key]
+        note = f"not shown for width: {', '.join(c.header.replace(chr(10), ' ') for c in dropped)}"
+        table = _table(rows, shown, full_title, " · ".join(x for x in (caption, note) if x))
+    return table
+
+
+def show(console: Console, renderable: Any) -> None:
+    """Print at most WIDTH columns wide, even where the console is wider (piped)."""
+    console.print(renderable, width=min(console.width, WIDTH))
+
+
+def machine(rows: Sequence[dict[str, Any]], fmt: str) -> None:
+    """The rows in full on stdout: fmt 'json' or 'csv'."""
+    import sys
+
+    sys.stdout.write(to_json(rows) if fmt == "json" else to_csv(rows))
+
+
+def emit(console: Console, rows: Sequence[dict[str, Any]], fmt: str,
+         table: Callable[[Sequence[dict[str, Any]]], Table]) -> None:
+    """The rows as a table for people, or in full as JSON or CSV on stdout."""
+    if fmt != "table":
+        machine(rows, fmt)
+    elif rows:
+        show(console, table(rows))
+
+
+# -- the tables of the commands ---------------------------------------------
+METRIC_COLUMNS = (
+    Column("system", "system", "text"), Column("workload", "workload", "text"),
+    Column("round", "round", "id"),
+    Column("rollout_to_train_end_s", "r2te\ns"), Column("first_dispatch_s", "disp\ns"),
+    Column("rollout_complete_s", "rollout\ns"), Column("trainer_compute_s", "train\ns"),
+    Column("mean_response_tokens", "resp\ntok"), Column("rollout_tokens_per_s", "tok/s"),
+    Column("waiting_ratio", "wait", "ratio"), Column("start_wait_ratio", "start\nwait",
+                                                     "ratio"),
+    Column("efficiency", "eff", "ratio"),
+)
+METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · resp tok: mean "
+                 "response · wait: trainer waiting ratio · eff: lower bound / r2te · "
+                 "every field: --json, --csv")
+
+
+def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """Per-round metrics (harness.core.metrics.KEYS; the lower bound is in eff). A round
+    that did not finish (an interrupted run) is marked with a star."""
+    caption = METRIC_LEGEND
+    if any(r.get("incomplete") for r in rows):
+        rows = [{**r, "round": f"{r['round']}*" if r.get("incomplete") else r["round"]}
+                for r in rows]
+        caption += " · *: round did not finish"
+    return build(rows, METRIC_COLUMNS, caption=caption, optional=("efficiency",
+                                                                   "start_wait_ratio"))
+
+
+SHORT = {"lag_min": "lag\nmin", "lag_mean": "lag\nmean", "lag_max": "lag\nmax",
+         "ess_clamped": "ess\nclamped", "version": "ver", "tokens": "tokens",
+         "offpolicy_token_frac": "off-policy\ntok frac", "versions_per_sample_max":
+         "versions\n/sample", "batch_tokens_per_s": "batch\ntok/s"}
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """Any rows with the same keys (e.g. `metrics --steps`), headers shortened."""
+    columns = []
+    for key in rows[0]:
+        kind = "text" if key in TEXT_KEYS else "sig"
+        columns.append(Column(key, SHORT.get(key, key.replace("_", "\n")), kind))
+    return build(rows, columns)
+
+
+COMPARE_COLUMNS = (Column("round", "round", "text"), Column("metric", "metric", "text"),
+                   Column("a", "A", "sig"), Column("b", "B", "sig"),
+                   Column("diff", "B − A", "sig"), Column("rel_diff", "rel", "pct"))
+
+
+def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """`compare`: A, B, the difference and the relative difference per metric."""
+    return build(rows, COMPARE_COLUMNS, lift=())

@@ -1,0 +1,79 @@
+"""`rolloutbench whatif`: the what-if studies of docs/whatif/ (logic in harness.studies.whatif)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.cli.common import console, fail, output_format, shown
+from harness.core.config import ConfigError
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+
+@commands.command("whatif")
+def whatif_cmd(
+    name: Annotated[str, typer.Argument(
+        help="A study (fgd-frontier, heavy-tails, april-oversampling, "
+             "pipelinerl-concurrency, combos) or all.")] = "all",
+    out: Annotated[Path, typer.Option(help="Directory; each study's sweep goes to OUT/NAME.")]
+    = Path("runs/whatif"),
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Cells at a time.")] = 2,
+    figures: Annotated[Path | None, typer.Option(
+        help="Directory for whatif_NAME.png." + shown("OUT/NAME"))] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the studies' summaries as "
+                                           "JSON, a `study` field in each row.")] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print the studies' summaries as CSV, "
+                                          "a `study` column in each row.")] = False,
+) -> None:
+    """Run what-if sweeps on the simulator and draw their figures; prints each study's
+    summary and wall time. Reruns resume the sweeps (finished cells are kept)."""
+    from rich.console import Console
+
+    from harness.cli.tables import machine, rows_table, show
+    from harness.core.registry import UnknownName, unknown_name
+    from harness.studies.whatif import run_study, study_names
+
+    fmt = output_format(json_out, csv_out)
+    say = console if fmt == "table" else Console(stderr=True, width=200)  # stdout: the rows
+    every: list[dict[str, Any]] = []
+    if jobs < 1:
+        fail("--jobs: must be a positive integer")
+    names = study_names() if name == "all" else [name]
+    if name != "all" and name not in study_names():
+        fail(str(unknown_name("what-if study", name, ["all", *study_names()])))
+    from harness.run.checks import check_out
+
+    for folder, option in ((out, "--out"), (figures, "--figures")):
+        if folder is not None:
+            check_out(folder, option)  # a file, or unmakeable: one line before any work
+    for study in names:
+        count = {"n": 0}
+
+        def tick(_cell: Any, result: dict[str, Any], count: dict[str, int] = count) -> None:
+            count["n"] += 1
+            if result.get("error"):
+                typer.echo(f"  cell failed: {result['error']}", err=True)
+
+        say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
+        try:
+            res = run_study(study, out, jobs, figures, on_done=tick)
+        except (ConfigError, UnknownName) as err:
+            fail(f"{study}: {err}")
+        except KeyboardInterrupt:
+            typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
+            raise typer.Exit(130) from None
+        rows = res.summary.to_dict("records")
+        every += [{"study": study, **r} for r in rows]
+        if fmt == "table" and rows:
+            show(console, rows_table(rows))
+        timing = (f"{res.ran} cells in {res.wall_s:.1f} s wall on {jobs} jobs" if res.ran
+                  else "all cells were done already")
+        say.print(f"{study}: {res.cells} cells ({timing}, {res.failed} failed); "
+                  f"figure {res.figure}; summary {res.out / 'summary.csv'}", highlight=False)
+        if res.failed:
+            raise typer.Exit(1)
+    if fmt != "table":
+        machine(every, fmt)

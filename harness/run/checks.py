@@ -1,0 +1,186 @@
+"""Everything a run's configuration must satisfy before any work starts.
+
+Why one place: `run`, `config show`, `validate` and every cell of a sweep go
+through `check_run`, so a bad preset, calibration, workload, system, model
+folder or Ray address is refused the same way everywhere, as a `ConfigError`
+whose one-line message names the option, before a folder is made or a cell
+runs. The command line turns that error into `error: ...` and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from harness.core.config import ConfigError, RunConfig
+from harness.core.registry import UnknownName
+
+
+def check_run(cfg: RunConfig) -> RunConfig:
+    """Validate a whole config (fields, system, workload, presets, calibration,
+    live needs) and fill the workload-dependent defaults; returns `cfg`."""
+    from harness.shared.defaults import resolve_defaults
+    from systems import get_system
+
+    cfg.validate()
+    if cfg.runtime == "sim" or cfg.live.lengths == "replay":
+        workload_limits_of(cfg)  # an unknown workload, or a trace that cannot drive a run
+    get_system(cfg.system)
+    if cfg.runtime == "live":
+        _check_live(cfg)
+        resolve_defaults(cfg)
+        return cfg
+    resolve_defaults(cfg)
+    _check_sim(cfg)
+    return cfg
+
+
+def workload_limits_of(cfg: RunConfig) -> tuple[int, int]:
+    """(response cap, longest prompt) of the run's workload; a trace that cannot
+    drive a run is a config error naming it."""
+    from harness.core.trace import TraceError
+    from workloads.profile import workload_limits
+
+    try:
+        return workload_limits(cfg.workload, cfg.group_size)
+    except (TraceError, ValueError) as err:
+        raise ConfigError(f"--workload {cfg.workload}: {err}") from None
+
+
+def _check_sim(cfg: RunConfig) -> None:
+    """Presets by name, the calibration file, and a KV cache that holds one sequence."""
+    from harness.sim.calibration import resolve
+    from harness.sim.presets import load_hardware, load_model
+    from harness.sim.runtime import kv_capacity_tokens
+
+    s = cfg.sim
+    for option, load, name in (("sim.model", load_model, s.model),
+                               ("sim.rollout_gpu", load_hardware, s.rollout_gpu),
+                               ("sim.trainer_gpu", load_hardware, s.trainer_gpu)):
+        try:
+            load(name)
+        except UnknownName as err:
+            raise ConfigError(f"--set {option}: {err}") from None
+    try:
+        resolve(s)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--set sim.calibration: {err}") from None
+    longest = cfg.max_response_tokens + workload_limits_of(cfg)[1]
+    if kv_capacity_tokens(cfg) < longest:
+        raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
+                          f"of {longest} tokens")
+
+
+def _check_live(cfg: RunConfig) -> None:
+    """The Ray address first (it is cheap and bounded), then what a live run needs."""
+    from harness.shared.ray_connect import check_address
+
+    check_address(cfg.live.ray_address)
+    from harness.live.runtime import missing_live
+
+    missing = missing_live()
+    if missing:
+        raise ConfigError(f"--set runtime=live: needs {', '.join(missing)} "
+                          "(install the live extras: pip install -e '.[live]')")
+    if cfg.live.lengths == "replay":
+        _check_replay(cfg)
+    else:
+        _check_live_workload(cfg)
+    from harness.live.backends import check
+
+    check(cfg)
+    check_model_dir(Path(cfg.live.model_dir), "--set live.model_dir")
+
+
+def _check_replay(cfg: RunConfig) -> None:
+    """A live replay draws the simulator's workload: each prompt and response must
+    fit the engine's context."""
+    from harness.shared.defaults import resolve_defaults
+
+    resolve_defaults(cfg)
+    cap, prompt_max = workload_limits_of(cfg)
+    if prompt_max + cfg.max_response_tokens > cfg.live.max_model_len:
+        raise ConfigError(
+            f"--set live.max_model_len: {cfg.live.max_model_len} tokens cannot hold the "
+            f"workload's longest prompt ({prompt_max}) plus a response of "
+            f"{cfg.max_response_tokens} (raise it, or lower max_response_tokens)")
+
+
+def _check_live_workload(cfg: RunConfig) -> None:
+    from harness.core.registry import unknown_name
+    from harness.live.workload import PROCEDURAL, REASONING_GYM
+    from workloads.datasets import WORKLOADS
+
+    known = [*PROCEDURAL, *REASONING_GYM, *WORKLOADS]
+    if cfg.workload not in known:
+        raise unknown_name("live workload", cfg.workload, known)
+    if cfg.workload in WORKLOADS and not cfg.live.data_dir:
+        raise ConfigError(f"--set live.data_dir: workload {cfg.workload!r} reads real data")
+
+
+WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
+
+
+def check_model_dir(path: Path, option: str) -> None:
+    """A folder that `model init` made (or any Hugging Face model folder): a
+    config.json that is a JSON object, a tokenizer and weights."""
+    make = f"(make one: rolloutbench model init {path})"
+    if not path.is_dir():
+        what = "is a file, not a model folder" if path.exists() else "no such folder"
+        raise ConfigError(f"{option} {path}: {what} {make}")
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{option} {path}: no model here (no config.json) {make}")
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        config = None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ConfigError(f"{option} {path}: config.json is not a model's config "
+                          f"(no model_type) {make}")
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise ConfigError(f"{option} {path}: no tokenizer (tokenizer.json) {make}")
+    if not any(next(path.glob(pattern), None) for pattern in WEIGHTS):
+        raise ConfigError(f"{option} {path}: no weights ({' or '.join(WEIGHTS)}) {make}")
+
+
+def check_out(path: Path, option: str = "--out") -> None:
+    """An output folder that can be made (or is one): refused in one line when it is
+    a file, lies under a file, or its nearest existing folder is not writable.
+    Nothing is created (the command makes it when it writes)."""
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"{option} {path}: is a file; give a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} {path}: the folder is not writable")
+        return
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{option} {path}: cannot be made ({parent} is a file)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: cannot be made ({parent} is not writable)")
+
+
+def out_dir(path: Path, option: str = "--out") -> bool:
+    """Make the output folder (and its parents); True when this call made it, so a
+    run that then never starts can remove it again. One line if it cannot be."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path}: is a file; give a folder")
+    made = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{option} {path}: cannot make the folder ({err.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: the folder is not writable")
+    return made
+
+
+def remove_if_empty(path: Path) -> None:
+    """Take back a folder a run made but never wrote to (nothing else is touched)."""
+    try:
+        path.rmdir()  # only an empty folder goes
+    except OSError:
+        pass

@@ -1,0 +1,136 @@
+"""Options that would silently do nothing, found before a run starts.
+
+Each system class declares `knobs`: the config fields it reads beyond the shared
+ones (system, workload, R, K, rounds, seed, the response cap, the clamp and the
+cluster). A knob of another system set to a value that would change that other
+system's behaviour is refused here, naming the option and the system, because
+the run would otherwise quietly ignore it (`--frontier` on cgp). A knob set to
+its default, or to a value that switches its feature off, is accepted: it asks
+for what the system does anyway (`over_sampling_groups = 0` on slime).
+
+`--steps-per-rollout G` sets R = G x U; an R given beside it that disagrees is
+refused rather than overridden. `cluster_notes` says, for the simulator, when a
+system's own component has nothing to work with on the configured cluster
+(RollPacker's stream trainer on one engine replica). The cluster is the same for
+every system, so that runs of two systems compare; it is not changed per system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harness.core.config import ConfigError, RunConfig
+
+# Flags that switch a system's feature on: false asks for nothing, so it is never
+# an ignored option.
+FEATURES = ("partial_rollout", "dynamic_sampling", "rollpacker_tail_batching",
+            "rollpacker_reward_scheduler", "rollpacker_planner", "rollpacker_stream_trainer")
+
+# Fields with a named `run` option; the others are set with --set or a config file.
+OPTIONS = {"update_groups": "--update-groups", "frontier": "--frontier",
+           "concurrency": "--concurrency", "max_lag": "--max-lag",
+           "over_sampling_groups": "--over-sampling-groups"}
+
+
+def system_knobs() -> dict[str, tuple[str, ...]]:
+    """Each system's knobs, by system name."""
+    from systems import SYSTEMS
+
+    return {name: tuple(cls.knobs) for name, cls in SYSTEMS.items()}
+
+
+def _neutral(field: str, value: Any, cfg: RunConfig) -> bool:
+    """Whether `value` asks a system that does not read `field` for nothing."""
+    if value == getattr(RunConfig(), field):
+        return True
+    if field in FEATURES:
+        return value is False
+    if field == "over_sampling_groups":  # 0 or R: no over-sampling
+        return value in (0, cfg.groups)
+    if field == "update_groups":  # a system without U trains R groups per step (APRIL)
+        return value == cfg.groups
+    return False
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def ignored_knobs(system_name: str, cfg: RunConfig) -> list[str]:
+    """One message per option that `system_name` would ignore (empty: none)."""
+    from harness.core.registry import unknown_name
+
+    knobs = system_knobs()
+    if system_name not in knobs:
+        raise unknown_name("system", system_name, list(knobs))
+    every = dict.fromkeys(k for ks in knobs.values() for k in ks)
+    out = []
+    for field in every:
+        value = getattr(cfg, field)
+        if field in knobs[system_name] or _neutral(field, value, cfg):
+            continue
+        readers = [name for name, ks in knobs.items() if field in ks]
+        why = (f"it trains a round's R={cfg.groups} groups in one optimizer step"
+               if field == "update_groups" else f"read by {', '.join(readers)}")
+        option = OPTIONS.get(field, f"--set {field}=")
+        sep = "" if option.endswith("=") else " "
+        out.append(f"{option}{sep}{_show(value)}: {system_name} does not read it ({why}); "
+                   "drop it or run a system that reads it")
+    return out
+
+
+def check_knobs(system_name: str, cfg: RunConfig) -> None:
+    """Refuse, in one line, a config with options `system_name` would ignore. For the
+    `run` command and for each cell of a sweep, before any work starts."""
+    messages = ignored_knobs(system_name, cfg)
+    if messages:
+        raise ConfigError("; ".join(messages))
+
+
+def steps_to_groups(cfg: RunConfig, steps: Any, groups_given: int | None,
+                    sets: Sequence[str] = ()) -> None:
+    """`--steps-per-rollout G`: R = G x U (U as finally configured). An R given too
+    (-R, or --set groups=, already applied to `cfg`) must agree; it is not silently
+    replaced."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ConfigError("--steps-per-rollout: must be a positive integer")
+    if any(a.split("=", 1)[0].strip() == "groups" for a in sets):
+        groups_given = cfg.groups
+    want = steps * cfg.update_groups
+    if groups_given is not None and groups_given != want:
+        raise ConfigError(
+            f"--steps-per-rollout {steps}: sets R = {steps} x U({cfg.update_groups}) = {want}, "
+            f"but --groups says R = {groups_given}; give one of the two")
+    cfg.groups = want
+
+
+def cluster_notes(cfg: RunConfig) -> list[str]:
+    """System components that the simulated cluster leaves idle, and how to give them
+    work, in one line (empty: none). Live, one engine: the runtime says what it
+    cannot model."""
+    if cfg.runtime != "sim":
+        return []
+    knobs = system_knobs().get(cfg.system, ())
+    s = cfg.sim
+    gpus = s.rollout_engines * s.rollout_tp
+    idle = []
+    if ("rollpacker_stream_trainer" in knobs and cfg.rollpacker_stream_trainer
+            and s.rollout_engines < 2):
+        idle.append("stream trainer off (it needs >= 2 engine replicas; "
+                    "sim.rollout_engines=1)")
+    if ("rollpacker_planner" in knobs and cfg.rollpacker_planner
+            and not (s.rollout_tp < 8 and gpus % (2 * s.rollout_tp) == 0)):
+        idle.append("planner idle (TP=8 is its limit)" if s.rollout_tp >= 8 else
+                    f"planner idle (TP={2 * s.rollout_tp} does not fit {gpus} rollout GPUs)")
+    if not idle:
+        return []
+    it = "them" if len(idle) > 1 else "it"
+    if s.rollout_tp >= 8:
+        fix = ""
+    elif s.rollout_tp % 2 == 0:
+        fix = (f"; --set sim.rollout_tp={s.rollout_tp // 2} --set sim.rollout_engines="
+               f"{2 * s.rollout_engines} gives {it} room on the same {gpus} GPUs")
+    else:
+        fix = f"; --set sim.rollout_engines={2 * s.rollout_engines} gives {it} room"
+    return [f"{cfg.system}: {' and '.join(idle)}{fix}"]

@@ -1,0 +1,151 @@
+"""What both runtimes share: the trace, group ids, task supervision, materialisation.
+
+A runtime subclasses `RunnerBase`, builds its engine, verifier, trainer and
+workload, and implements `now()` and `_loop_run(coro)`. A task that fails ends
+the run at once with that error (instead of leaving the others waiting), and a
+failed run still closes its trace with a `run_end` event that names the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.core import grpo
+from harness.core.config import RunConfig
+from harness.core.runtime import Group
+from harness.core.trace import SCHEMA, TraceWriter
+
+
+class RunnerBase:
+    name = "base"
+
+    def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
+        self.config = cfg
+        self._writer = self._open_trace(trace_path)
+        self._groups = 0
+        self._failure: asyncio.Future[BaseException] | None = None
+        self._ended = False
+        self._spawned: set[asyncio.Task[Any]] = set()
+        self.engine: Any = None
+
+    def _open_trace(self, trace_path: str | Path) -> TraceWriter:
+        """The run's trace writer: one flushed line per event (a live run can die
+        at any moment, and its trace is read while it runs)."""
+        return TraceWriter(trace_path, self.now)
+
+    # -- the Runtime contract --------------------------------------------
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self._writer.emit(ev, **fields)
+
+    def new_group_id(self) -> int:
+        self._groups += 1
+        return self._groups - 1
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """One callback, not two: a run spawns a task per sample, and each callback
+        is a turn of the loop."""
+        self._check(task)
+        self._spawned.discard(task)
+
+    async def _reap(self) -> None:
+        """A run ends with every task it started: those a system left behind (a
+        timer it no longer needs, a check it gave up on) are cancelled and awaited,
+        not left for the loop to destroy pending."""
+        left = [t for t in self._spawned if not t.done()]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+
+    def _check(self, task: asyncio.Task[Any]) -> None:
+        failure = self._failure
+        if (failure is not None and not task.cancelled() and task.exception() is not None
+                and not failure.done()):
+            failure.set_result(task.exception())
+
+    async def _materialize_delay(self) -> None:
+        """The control node's own time per group (nothing extra when live)."""
+
+    async def materialize(self, group: Group) -> None:
+        await self._materialize_delay()
+        group.advantages = grpo.advantages(group.rewards)
+        self.emit("group_materialized", group=group.id, round=group.round,
+                  samples=[r.request.sample for r in group.responses],
+                  rewards=list(group.rewards))
+
+    # -- driving a run ---------------------------------------------------
+    def header(self) -> dict[str, Any]:
+        """Extra fields for `run_start` (calibrated parameters, live facts)."""
+        return {}
+
+    def run(self, system: Any) -> None:
+        try:
+            self._loop_run(self.run_async(system))
+        except BaseException as err:  # the loop itself failed (a simulated deadlock)
+            self._end(f"{type(err).__name__}: {err}")
+            raise
+
+    async def run_async(self, system: Any) -> None:
+        """The whole run on an already running loop (a Ray actor's, for one)."""
+        cfg = self.config
+        self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
+                  runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
+                  **self.header())
+        try:
+            await self._main(system)
+        except asyncio.CancelledError:  # Ctrl-C, or the driver cancelled the run
+            self._end("interrupted")
+            raise
+        except GeneratorExit:  # the loop died under this coroutine: `run` ends the trace
+            raise
+        except BaseException as err:
+            self._end(f"{type(err).__name__}: {err}")
+            raise
+        self._end(None)
+
+    def _end(self, error: str | None) -> None:
+        """The last event, once: `run_end` (naming the error if any), then close."""
+        if self._ended:
+            return
+        self._ended = True
+        if error is None:
+            self.emit("run_end", preemptions=self.engine.preemptions)
+        else:
+            self.emit("run_end", error=error)
+        self._writer.close()
+
+    def _loop_run(self, coro: Any) -> None:
+        raise NotImplementedError
+
+    async def _setup(self) -> None:
+        """Start what needs a running event loop (a live engine)."""
+
+    async def _teardown(self) -> None:
+        """Stop what `_setup` started."""
+
+    async def _main(self, system: Any) -> None:
+        self._failure = asyncio.get_running_loop().create_future()
+        main: asyncio.Task[Any] | None = None
+        try:
+            await self._setup()
+            main = asyncio.get_running_loop().create_task(system.run(self))
+            await asyncio.wait([main, self._failure], return_when=asyncio.FIRST_COMPLETED)
+            if self._failure.done():
+                raise self._failure.result()
+            main.result()
+        finally:
+            if main is not None and not main.done():  # failed, or interrupted
+                main.cancel()
+            await self._reap()
+            await self._teardown()

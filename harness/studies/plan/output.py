@@ -1,0 +1,156 @@
+"""A plan's outputs, rebuilt from its study alone: plan.csv, pareto.csv,
+best/<system>.toml, excluded.csv, pareto.png, and the top of the front as a table.
+
+- plan.csv: one row per distinct configuration tried (a point proposed again
+  is not repeated), with its layout, knobs, figures, feasibility and error;
+- pareto.csv: the feasible configurations no other one beats on the objective
+  and both staleness figures at once (the Pareto front of what was tried);
+- best/<system>.toml: each system's best feasible configuration by the
+  objective (ties: less off-policy, then lower lag), a complete run config;
+- excluded.csv: the systems left out, and restrictions on those kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.core.config import RunConfig, config_fields
+from harness.core.files import write_atomic
+from harness.studies.plan.evaluate import METRICS
+from harness.studies.plan.search import finished
+from harness.studies.plan.search import row as row_of
+from harness.studies.plan.space import Layout, Point, Space
+
+LAYOUT_COLS = ("system", "layout", "placement", "engine_gpus", "tp", "replicas", "trainer_gpus",
+               "knobs")
+COLUMNS = ("trial", *LAYOUT_COLS, *METRICS, "feasible", "error", "sim_seconds", "key")
+
+
+def _feasible(space: Space, row: dict[str, Any]) -> bool:
+    lim = space.plan.limits
+    if row.get("error"):
+        return False
+    if lim.lag_bound is not None and row["lag_max"] > lim.lag_bound:
+        return False
+    return not (lim.on_policy and row["offpolicy_token_frac"] > 0)
+
+
+def plan_table(study: Any, space: Space) -> pd.DataFrame:
+    """One row per distinct configuration, in the order they were first tried."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for t in sorted(finished(study), key=lambda t: t.number):
+        attrs = row_of(t)
+        if attrs["key"] in seen:
+            continue
+        seen.add(attrs["key"])
+        row = {"trial": t.number, **{c: attrs.get(c) for c in COLUMNS[1:]}}
+        row["feasible"] = _feasible(space, row)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _rank(space: Space, frame: pd.DataFrame) -> pd.DataFrame:
+    """Best first: the objective, then less off-policy, then lower lag."""
+    up = space.plan.limits.objective == "throughput"
+    main = "throughput_tok_s" if up else "step_time_s"
+    return frame.sort_values([main, "offpolicy_token_frac", "lag_max", "trial"],
+                             ascending=[not up, True, True, True])
+
+
+def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
+    """The feasible configurations that no other feasible one matches or beats on
+    the objective, the off-policy token share and the max lag at once (and beats
+    on one), best first. A filter of what was tried, not a search."""
+    ok = table[table["feasible"]]
+    sign = -1.0 if space.plan.limits.objective == "throughput" else 1.0
+    main = "throughput_tok_s" if sign < 0 else "step_time_s"
+    loss = np.column_stack([sign * ok[main].to_numpy(float),
+                            ok["offpolicy_token_frac"].to_numpy(float),
+                            ok["lag_max"].to_numpy(float)])
+    no_worse = (loss[:, None, :] <= loss[None, :, :]).all(axis=2)  # [i, j]: i <= j everywhere
+    better = (loss[:, None, :] < loss[None, :, :]).any(axis=2)
+    dominated = (no_worse & better).any(axis=0)
+    return _rank(space, ok[~dominated]).reset_index(drop=True)
+
+
+def best_per_system(space: Space, table: pd.DataFrame) -> dict[str, pd.Series]:
+    ok = _rank(space, table[table["feasible"]])
+    return {system: rows.iloc[0] for system, rows in ok.groupby("system", sort=False)}
+
+
+def point_of(space: Space, row: pd.Series, study: Any) -> Point:
+    trial = study.trials[int(row["trial"])]
+    knobs = tuple(row_of(trial)["knob_values"].items())
+    lay = Layout(row["placement"], int(row["tp"]), int(row["replicas"]), int(row["trainer_gpus"]))
+    return Point(row["system"], lay, knobs)
+
+
+def toml_text(cfg: RunConfig, header: list[str]) -> str:
+    """A run config as TOML: every set top-level field, then [sim] (set fields only)."""
+    def show(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value) if isinstance(value, str) else repr(value)
+
+    top, sim = [], []
+    for name, _f, value in config_fields(cfg):
+        if name.startswith("live."):
+            continue
+        if name.startswith("sim."):
+            if value is not None:
+                sim.append(f"{name[4:]} = {show(value)}")
+        elif value is not None:  # unset: the system's own default (APRIL's 2R, say)
+            top.append(f"{name} = {show(value)}")
+    lines = [f"# {h}" for h in header] + top + ["", "[sim]"] + sim
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_metrics(row: pd.Series) -> str:
+    return (f"step {row['step_time_s']:.1f} s, {row['throughput_tok_s']:.0f} tok/s, "
+            f"off-policy {100 * row['offpolicy_token_frac']:.1f}%, lag {row['lag_max']:.0f}")
+
+
+def write_all(study: Any, space: Space, out: Path, command: str) -> dict[str, Any]:
+    """Every output file; returns the tables for printing."""
+    table = plan_table(study, space)
+    write_atomic(out / "plan.csv", table.to_csv(index=False))
+    front = pareto_table(space, table)
+    write_atomic(out / "pareto.csv", front.to_csv(index=False))
+    rows = [{"system": s, "status": "excluded", "reason": r} for s, r in space.excluded.items()]
+    rows += [{"system": s, "status": "restricted", "reason": r} for s, r in space.notes.items()]
+    write_atomic(out / "excluded.csv",
+                 pd.DataFrame(rows, columns=["system", "status", "reason"]).to_csv(index=False))
+    best = best_per_system(space, table)
+    for old in (out / "best").glob("*.toml") if (out / "best").exists() else []:
+        old.unlink()
+    for system, row in best.items():
+        cfg = point_of(space, row, study).config(space.plan)
+        header = [f"best {system} configuration of: {command}",
+                  f"layout {row['layout']} {row['knobs']}".rstrip(),
+                  f"simulated: {_fmt_metrics(row)}",
+                  "run it: rolloutbench run --config THIS_FILE --out DIR"]
+        write_atomic(out / "best" / f"{system}.toml", toml_text(cfg, header))
+    if len(table):
+        from harness.studies.plan.figure import pareto_figure
+
+        pareto_figure(space, table, front, out / "pareto.png")
+    return {"table": table, "front": front, "best": best}
+
+
+def front_rows(front: pd.DataFrame, top: int = 10) -> list[list[str]]:
+    """The first rows of the front, as cells of the printed table."""
+    out = []
+    for _, row in front.head(top).iterrows():
+        lag = row["lag_max"]
+        out.append([str(row["system"]), str(row["layout"]), str(row["knobs"] or "-"),
+                    f"{row['step_time_s']:.1f}", f"{row['throughput_tok_s']:,.0f}",
+                    f"{100 * row['offpolicy_token_frac']:.1f}",
+                    "-" if math.isnan(lag) else f"{lag:.0f}"])
+    return out

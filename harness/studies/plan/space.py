@@ -1,0 +1,270 @@
+"""The search space of a plan: systems, GPU layouts and each system's own knobs.
+
+The recipe is fixed; what varies is how it is scheduled and placed:
+
+- the system: every registered one that can run the recipe under the
+  constraints (the others are listed with the reason, `Space.excluded`);
+- the layout: disaggregated, each split of the N GPUs between the engine
+  (replicas x TP) and the trainer that leaves both enough memory, or colocated
+  (the engine takes all N, the trainer takes turns on them);
+- the system's knobs (`knob_choices`): F_w, H and max lag, over-sampling and
+  partial rollout, RollPacker's eta and components.
+
+A point is one choice of each; `Point.config` turns it into the `RunConfig`
+that `rolloutbench run --config` would run. Every choice is categorical with
+a fixed list per (plan, system), so that Optuna sees the same distribution for
+a parameter in every trial and an exhaustive enumeration is a plain product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.config import RunConfig
+from harness.studies.plan.recipe import (
+    TP_SIZES,
+    TRAIN_BYTES_PER_PARAM,
+    TRAIN_MEM_SHARE,
+    Plan,
+    PlanError,
+)
+
+DISAGGREGATED, COLOCATED = "disaggregated", "colocated"
+ONE_STEP_PER_ROLLOUT = ("april", "rollpacker")  # one optimizer step per round: U must be R
+DISAGGREGATED_ONLY = {
+    "pipelinerl": "in-flight weight updates need the engine and trainer on their own GPUs",
+    "cgp-tail": "CGP's hand-off trains during the rollout, on the trainer's own GPUs",
+}
+COLOCATED_ONLY = {"verl": "veRL's baseline is colocated by definition"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    placement: str
+    tp: int
+    replicas: int
+    trainer_gpus: int  # colocated: the engine's own GPUs
+
+    @property
+    def engine_gpus(self) -> int:
+        return self.tp * self.replicas
+
+    @property
+    def label(self) -> str:
+        """'tp2x4+8': 4 replicas of TP 2 and 8 trainer GPUs; 'tp2x8 coloc'."""
+        head = f"tp{self.tp}x{self.replicas}"
+        return f"{head} coloc" if self.placement == COLOCATED else f"{head}+{self.trainer_gpus}"
+
+
+def _trainer_fits(plan: Plan, gpus: int, gpu: str) -> bool:
+    from harness.sim.presets import load_hardware, load_model
+
+    need = TRAIN_BYTES_PER_PARAM * load_model(plan.cluster.model).params_b * 1e9 / gpus
+    return need <= TRAIN_MEM_SHARE * load_hardware(gpu).memory_gb * 1e9
+
+
+def engine_tps(plan: Plan) -> list[int]:
+    """TP sizes at which one replica holds the weights and one longest sequence
+    (prompt plus response cap) and the model's heads split evenly."""
+    from harness.shared.defaults import resolve_defaults
+    from harness.sim.presets import load_model
+    from harness.sim.runtime import kv_capacity_tokens
+    from workloads.profile import workload_limits
+
+    cfg = resolve_defaults(plan.base_config())
+    longest = cfg.max_response_tokens + workload_limits(cfg.workload, cfg.group_size)[1]
+    heads = load_model(plan.cluster.model).heads
+    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus and heads % tp == 0
+            and kv_capacity_tokens(cfg, tp) >= longest]
+
+
+def layouts(plan: Plan) -> list[Layout]:
+    """Every sensible placement of the cluster; PlanError when there is none."""
+    c = plan.cluster
+    tps = engine_tps(plan)
+    out: list[Layout] = []
+    if not c.pooled:  # a separate trainer pool: the N GPUs are all the engine's
+        if _trainer_fits(plan, c.trainer_gpus, c.trainer_gpu):
+            out = [Layout(DISAGGREGATED, tp, c.gpus // tp, c.trainer_gpus)
+                   for tp in tps if c.gpus % tp == 0]
+    else:
+        for engine in range(1, c.gpus):
+            trainer = c.gpus - engine
+            if _trainer_fits(plan, trainer, c.gpu):
+                out += [Layout(DISAGGREGATED, tp, engine // tp, trainer)
+                        for tp in tps if engine % tp == 0]
+        if _trainer_fits(plan, c.gpus, c.gpu):
+            out += [Layout(COLOCATED, tp, c.gpus // tp, c.gpus)
+                    for tp in tps if c.gpus % tp == 0]
+    if not out:
+        why = ("no engine TP holds the weights and one sequence's KV cache" if not tps else
+               f"the trainer needs {TRAIN_BYTES_PER_PARAM} bytes per parameter, sharded, in "
+               f"{TRAIN_MEM_SHARE:.0%} of its GPUs' memory")
+        raise PlanError(f"--gpus {c.gpus}: too few {c.gpu} GPUs for {c.model} ({why})")
+    return out
+
+
+def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
+    """Each knob (a RunConfig field) the system reads, with the values tried."""
+    r, k = plan.recipe.groups, plan.recipe.group_size
+    bound = plan.limits.lag_bound
+    if system == "cgp-fgd":
+        return {"frontier": sorted({*(2**i for i in range(8) if 2**i < r), r})}
+    if system == "pipelinerl":
+        lags = [-1, 0, 1, 2, 4, 8] if bound is None else [v for v in (0, 1, 2, 4, 8)
+                                                           if v <= bound]
+        return {"concurrency": [k * 2**i for i in range(1, 8)], "max_lag": lags}
+    if system in ("april", "cgp-april"):
+        over = sorted({r, math.ceil(1.25 * r), math.ceil(1.5 * r), 2 * r})
+        return {"over_sampling_groups": over,
+                "partial_rollout": [False] if plan.limits.on_policy else [True, False]}
+    if system in ("rollpacker", "cgp-tail"):
+        knobs: dict[str, list[Any]] = {
+            "rollpacker_speculation": [1.0, 1.25, 1.5, 2.0],
+            "rollpacker_response_speculation": [1.0, 1.25, 1.5],
+            "rollpacker_reward_scheduler": [True, False],
+            "rollpacker_planner": [True, False],
+        }
+        if system == "rollpacker":
+            knobs["rollpacker_tail_batching"] = [True, False]
+            knobs["rollpacker_stream_trainer"] = [True, False]  # colocated only (`Point`)
+        return knobs
+    return {}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration: a system, a layout and the system's knob values."""
+
+    system: str
+    layout: Layout
+    knobs: tuple[tuple[str, Any], ...] = ()
+
+    def config(self, plan: Plan) -> RunConfig:
+        cfg = plan.base_config()
+        cfg.system = self.system
+        s, lay = cfg.sim, self.layout
+        s.placement, s.rollout_tp, s.rollout_engines = lay.placement, lay.tp, lay.replicas
+        s.trainer_gpus = lay.trainer_gpus
+        for name, value in self.knobs:
+            setattr(cfg, name, value)
+        if self.system == "rollpacker" and lay.placement != COLOCATED:
+            cfg.rollpacker_stream_trainer = False  # it borrows rollout GPUs to train
+        if self.system in ("rollpacker", "cgp-tail"):
+            cfg.rounds = rounds_for(cfg)
+        return cfg
+
+    def key(self, plan: Plan) -> str:
+        """The resolved configuration's hash: two points that run alike share it."""
+        canon = json.dumps(self.config(plan).to_dict(), sort_keys=True)
+        return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+    def knob_text(self) -> str:
+        return " ".join(f"{SHORT.get(n, n)}={_fmt(v)}" for n, v in self.knobs)
+
+
+SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_groups": "over",
+         "partial_rollout": "partial", "rollpacker_speculation": "etaP",
+         "rollpacker_response_speculation": "etaR", "rollpacker_reward_scheduler": "rs",
+         "rollpacker_planner": "plan", "rollpacker_tail_batching": "tail",
+         "rollpacker_stream_trainer": "stream"}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "y" if value else "n"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def rounds_for(cfg: RunConfig) -> int:
+    """Tail batching pays its debt in a long round every ceil(1/(eta-1)) + 1 rounds
+    (eta = 1.25: four short, one long); fewer rounds would see only the short ones
+    and flatter it. So such a point runs at least one whole period."""
+    eta = cfg.rollpacker_speculation
+    if not cfg.rollpacker_tail_batching or eta <= 1.0:
+        return cfg.rounds
+    return max(cfg.rounds, math.ceil(1 / (eta - 1) - 1e-9) + 1)
+
+
+@dataclass
+class Space:
+    """The systems of a plan with their layouts and knobs, and the systems left out."""
+
+    plan: Plan
+    layouts: dict[str, list[Layout]] = field(default_factory=dict)
+    knobs: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    excluded: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def systems(self) -> list[str]:
+        return list(self.layouts)
+
+    def size(self) -> int:
+        """Points in the product of choices (before merging those that run alike)."""
+        return sum(len(self.layouts[s]) * math.prod(len(v) for v in self.knobs[s].values())
+                   for s in self.systems)
+
+    def points(self) -> list[Point]:
+        """Every point, each distinct configuration once (exhaustive enumeration)."""
+        seen: dict[str, Point] = {}
+        for system in self.systems:
+            names = list(self.knobs[system])
+            for lay in self.layouts[system]:
+                for values in itertools.product(*self.knobs[system].values()):
+                    point = Point(system, lay, tuple(zip(names, values, strict=True)))
+                    seen.setdefault(point.key(self.plan), point)
+        return list(seen.values())
+
+    def layout(self, system: str, label: str) -> Layout:
+        return next(lay for lay in self.layouts[system] if lay.label == label)
+
+
+def build_space(plan: Plan, systems: list[str] | None = None) -> Space:
+    """The space of `plan` over `systems` (default: every registered system)."""
+    from systems import SYSTEMS
+
+    space = Space(plan)
+    every = layouts(plan)
+    r, u = plan.recipe.groups, plan.recipe.update_groups
+    for name in systems or list(SYSTEMS):
+        if name not in SYSTEMS:
+            raise PlanError(f"--systems: unknown system {name!r} (known: {', '.join(SYSTEMS)})")
+        why = _excluded(name, plan, r, u)
+        lays = [lay for lay in every if _placement_ok(name, lay)]
+        if why is None and not lays:
+            why = DISAGGREGATED_ONLY.get(name) or COLOCATED_ONLY.get(name, "no layout fits")
+            why += " and this cluster has no such layout"
+        if why is not None:
+            space.excluded[name] = why
+            continue
+        space.layouts[name] = lays
+        space.knobs[name] = knob_choices(name, plan)
+        if plan.limits.on_policy and name in ("april", "cgp-april"):
+            space.notes[name] = "partial rollout off: carried tokens are off-policy"
+    if not space.layouts:
+        raise PlanError("no system can run this recipe: " + "; ".join(
+            f"{s}: {w}" for s, w in space.excluded.items()))
+    return space
+
+
+def _placement_ok(system: str, lay: Layout) -> bool:
+    if system in DISAGGREGATED_ONLY:
+        return lay.placement == DISAGGREGATED
+    if system in COLOCATED_ONLY:
+        return lay.placement == COLOCATED
+    return True
+
+
+def _excluded(system: str, plan: Plan, r: int, u: int) -> str | None:
+    if system in ONE_STEP_PER_ROLLOUT and u != r:
+        return (f"one optimizer step per rollout (U = R), but the recipe has U={u} < R={r}")
+    if system == "pipelinerl" and plan.limits.on_policy:
+        return "in-flight weight updates: responses span policy versions (--on-policy)"
+    return None
+

@@ -1,0 +1,213 @@
+"""The reproductions on every core: runs in worker processes, papers side by side.
+
+A reproduction is mostly simulated runs (run_grid / run_configs), with some
+pandas and matplotlib between them. `reproduce(names, ..., jobs)` starts a pool
+of `jobs` worker processes and one thread per paper. The threads take turns:
+only the thread holding the turn runs Python code (its paper's tables and
+figures), and it gives the turn away only while its runs are in the pool. So no
+two papers ever draw at once (matplotlib is not thread-safe), the pool is fed
+by every paper that has runs to do, and each paper's own code still runs in
+its own order on the same inputs: the outputs are byte for byte those of a
+one-process run (`--jobs 1`), which runs everything in this process.
+
+Progress goes to stderr: a bar on a terminal, one line per finished run (and
+per finished paper) otherwise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.core.config import RunConfig
+from harness.run.execute import execute
+from harness.sim import knobs
+
+Rows = list[dict[str, Any]]
+
+
+def default_jobs() -> int:
+    """Every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def run_one(cfg: RunConfig, path: Path, reader: Callable[[Path], Any] | None = None
+            ) -> tuple[Any, float]:
+    """One run (in a worker, or here): its metric rows, or what `reader` makes of
+    its trace (read where it was written, not in the papers' process), and its
+    wall seconds."""
+    start = time.perf_counter()
+    rows = execute(cfg, path)
+    out = rows if reader is None else reader(path)
+    return out, time.perf_counter() - start
+
+
+class Reporter:
+    """Counts finished units; a bar on a terminal, a line per unit when piped."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self._lock = threading.Lock()
+        self._done = self._total = 0
+        self._bar: Progress | None = None
+        if self.console.is_terminal:
+            self._bar = Progress(TextColumn("{task.description}", style="bold"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[last]}"), console=self.console,
+                                 transient=True)
+            self._task = self._bar.add_task("reproducing", total=0, last="")
+
+    def __enter__(self) -> Reporter:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def expect(self, n: int) -> None:
+        """`n` more runs were queued."""
+        with self._lock:
+            self._total += n
+            if self._bar is not None:
+                self._bar.update(self._task, total=self._total)
+
+    def finished(self, what: str, seconds: float, run: bool = True) -> None:
+        """A run (or, with `run=False`, a whole paper) is done."""
+        with self._lock:
+            self._done += run
+            if self._bar is not None:
+                self._bar.update(self._task, completed=self._done, last=what[-48:])
+                if not run:
+                    self._bar.console.print(f"{what} ({seconds:.1f} s)")
+            elif run:
+                self.console.print(f"[{self._done}/{self._total}] {what} ({seconds:.1f} s)",
+                                   highlight=False, soft_wrap=True)
+            else:
+                self.console.print(f"{what} ({seconds:.1f} s)", highlight=False, soft_wrap=True)
+
+
+class RunPool:
+    """Where `run_configs` sends its runs while a reproduction is on: a process
+    pool, or (one job) this process. Calls come from the papers' threads, each
+    holding the turn (`turn`), which the pool lends out while the runs are away."""
+
+    def __init__(self, reporter: Reporter, executor: cf.ProcessPoolExecutor | None = None,
+                 turn: threading.Lock | None = None) -> None:
+        self.reporter = reporter
+        self._executor = executor
+        self._turn = turn
+
+    def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
+            reader: Callable[[Path], Any] | None = None) -> list[Any]:
+        self.reporter.expect(len(tasks))
+        names = [f"{label}: {path.stem}" for _, path in tasks]
+        if self._executor is None or knobs.current() is not None:  # probes stay here
+            out = []
+            for (cfg, path), name in zip(tasks, names, strict=True):
+                rows, took = run_one(cfg, path, reader)
+                self.reporter.finished(name, took)
+                out.append(rows)
+            return out
+        futures = {self._executor.submit(run_one, cfg, path, reader): i
+                   for i, (cfg, path) in enumerate(tasks)}
+        results: list[Any] = [None] * len(tasks)
+        assert self._turn is not None
+        self._turn.release()  # other papers go on while these runs are away
+        try:
+            for future in cf.as_completed(futures):
+                i = futures[future]
+                rows, took = future.result()
+                results[i] = rows
+                self.reporter.finished(names[i], took)
+        finally:
+            self._turn.acquire()
+        return results
+
+
+_ACTIVE: list[RunPool] = []
+
+
+def active() -> RunPool | None:
+    """The pool of the reproduction in progress, if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def reproduce(papers: dict[str, Callable[..., list[Any]]], names: list[str],
+              kwargs: dict[str, Any], jobs: int, console: Console | None = None
+              ) -> dict[str, list[Any]]:
+    """Run `papers[name](**kwargs)` for each name on `jobs` processes; returns each
+    paper's result by name. The first paper to fail raises, after the others end.
+    Progress goes to `console` (stderr by default)."""
+    with Reporter(console) as reporter:
+        if jobs <= 1:
+            return _one_process(papers, names, kwargs, reporter)
+        context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
+        with cf.ProcessPoolExecutor(jobs, mp_context=context) as executor:
+            executor.submit(int).result()  # fork every worker now, before any thread starts
+            try:
+                return _threads(papers, names, kwargs, reporter, executor)
+            except BaseException:  # Ctrl-C, or a paper failed: drop the queued runs
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
+
+
+def _one_process(papers: dict[str, Callable[..., list[Any]]], names: list[str],
+                 kwargs: dict[str, Any], reporter: Reporter) -> dict[str, list[Any]]:
+    out = {}
+    _ACTIVE.append(RunPool(reporter))
+    try:
+        for name in names:
+            start = time.perf_counter()
+            out[name] = papers[name](**kwargs)
+            reporter.finished(f"{name} done", time.perf_counter() - start, run=False)
+    finally:
+        _ACTIVE.pop()
+    return out
+
+
+def _threads(papers: dict[str, Callable[..., list[Any]]], names: list[str],
+             kwargs: dict[str, Any], reporter: Reporter,
+             executor: cf.ProcessPoolExecutor) -> dict[str, list[Any]]:
+    turn = threading.Lock()
+    out: dict[str, list[Any]] = {}
+    errors: dict[str, BaseException] = {}
+
+    def paper(name: str) -> None:
+        start = time.perf_counter()
+        with turn:
+            try:
+                out[name] = papers[name](**kwargs)
+            except BaseException as err:  # raised in the caller's thread, below
+                errors[name] = err
+                return
+            reporter.finished(f"{name} done", time.perf_counter() - start, run=False)
+
+    _ACTIVE.append(RunPool(reporter, executor, turn))
+    try:
+        threads = [threading.Thread(target=paper, args=(n,), name=f"reproduce-{n}",
+                                    daemon=True) for n in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        _ACTIVE.pop()
+    for name in names:
+        if name in errors:
+            raise errors[name]
+    return out

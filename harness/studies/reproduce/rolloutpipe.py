@@ -1,0 +1,159 @@
+"""RolloutPipe (Slime vs CGP vs CGP+FGD): the paper's grid, claims and figures.
+
+Grid: 4 workloads x R in {32, 64, 96} x 3 systems x 4 rounds, K=8, U=2,
+F_w=2, Qwen3-1.7B, trainer 8x RTX 4090, rollout 2x A100-40GB PCIe TP=2. The
+numbers below are the paper's (see ../shared/REFERENCE.md); the harness never
+reads them while simulating, only when it compares.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.core.config import RunConfig
+from harness.core.files import write_atomic
+from harness.studies.claims import Claim
+from harness.studies.reproduce.grid import grid_frame, grid_tasks, run_configs, run_grid
+from harness.studies.reproduce.rolloutpipe_plots import (
+    figure4,
+    figure5,
+    frontier_figure,
+    table1_markdown,
+)
+
+PAPER = "rolloutpipe"
+WORKLOADS = ("lsat-ar", "sci-xw", "sci-jl", "olyphys")
+GROUPS = (32, 64, 96)
+SYSTEMS = ("slime", "cgp", "cgp-fgd")
+
+# Table 1: trainer compute time (s), [slime, cgp, cgp-fgd] per (workload, R).
+TABLE1 = {
+    ("lsat-ar", 32): (195.1, 194.7, 195.9), ("lsat-ar", 64): (388.9, 387.6, 391.9),
+    ("lsat-ar", 96): (587.4, 589.0, 586.4), ("sci-xw", 32): (191.8, 191.7, 192.5),
+    ("sci-xw", 64): (379.9, 383.4, 375.9), ("sci-xw", 96): (572.2, 573.0, 577.3),
+    ("sci-jl", 32): (194.1, 195.2, 192.5), ("sci-jl", 64): (384.6, 380.7, 385.7),
+    ("sci-jl", 96): (584.5, 584.1, 584.1), ("olyphys", 32): (211.5, 210.6, 211.1),
+    ("olyphys", 64): (420.7, 425.7, 426.9), ("olyphys", 96): (640.0, 640.0, 644.4),
+}
+SLIME_FIRST_DISPATCH_R96 = (509.0, 543.0)
+SLIME_WAITING = (47.0, 52.0)
+REDUCTION = {32: (30.7, 32.9), 64: (30.7, 42.3), 96: (39.8, 42.3)}
+CGP_SHARE = {32: (71.0, 79.0), 64: (71.0, 96.0), 96: (92.0, 96.0)}
+FGD_EXTRA = (2.5, 11.4)
+FIRST_DISPATCH_R96 = {"cgp": (46.0, 90.0), "cgp-fgd": (52.0, 61.0)}
+SCI_XW_R96 = {"cgp-fgd": 642.0, "cgp": 659.0}
+WAIT_FGD = (14.0, 33.0)
+WAIT_FGD_R96 = {"lsat-ar": 14.2, "sci-xw": 15.0, "sci-jl": 13.8, "olyphys": 13.9}
+WAIT_REDUCTION = (37.0, 76.0)
+COMPUTE_SPREAD_PCT = (0.0, 2.0)
+
+
+def base_config(seed: int, rounds: int) -> RunConfig:
+    return RunConfig(seed=seed, rounds=rounds, group_size=8, update_groups=2, frontier=2)
+
+
+def simulate(rounds: int = 4, seed: int = 0, traces: Path | None = None,
+             progress: bool = True) -> pd.DataFrame:
+    traces = traces or Path("runs") / PAPER
+    return run_grid(base_config(seed, rounds),
+                    {"workload": WORKLOADS, "groups": GROUPS, "system": SYSTEMS},
+                    traces, label="RolloutPipe grid", progress=progress)
+
+
+FRONTIERS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def frontier_sweep(rounds: int = 4, seed: int = 0, traces: Path | None = None,
+                   progress: bool = True) -> pd.DataFrame:
+    """CGP+FGD at R=96 for a range of frontier widths (not a paper claim: a what-if
+    that shows where frontier admission helps and where it starves the engine)."""
+    traces = traces or Path("runs") / f"{PAPER}-frontier"
+    base = base_config(seed, rounds)
+    base.system, base.groups = "cgp-fgd", 96
+    grids = []  # every width's runs at once (side by side in `reproduce`'s pool)
+    for fw in FRONTIERS:
+        base.frontier = fw
+        grids.append(grid_tasks(base, {"workload": WORKLOADS}, traces / f"fw{fw}"))
+    runs = run_configs([task for grid in grids for task in grid], "frontier sweep", progress)
+    rows, at = [], 0
+    for fw, grid in zip(FRONTIERS, grids, strict=True):
+        rows.append(grid_frame(grid, runs[at:at + len(grid)]).assign(frontier=fw))
+        at += len(grid)
+    return pd.concat(rows, ignore_index=True)
+
+
+def point_means(df: pd.DataFrame) -> pd.DataFrame:
+    """Four-round means per (system, workload, R), as the paper reports."""
+    return df.groupby(["system", "workload", "groups"]).mean(numeric_only=True)
+
+
+def claims(df: pd.DataFrame, workloads: tuple[str, ...] = WORKLOADS,
+           groups: tuple[int, ...] = GROUPS) -> list[Claim]:
+    """The claims of the grid in `df`; `workloads` and `groups` pick a part of it
+    (`rolloutbench reproduce would-need` simulates one point at a time)."""
+    m = point_means(df)
+    out: list[Claim] = []
+
+    def add(claim: str, metric: str, config: str, lo: float, hi: float, value: float,
+            kind: str = "prediction", tol: float = 0.10) -> None:
+        out.append(Claim(PAPER, claim, metric, config, lo, hi, float(value), tol, kind))
+
+    for w in workloads:
+        for r in groups:
+            cfg = f"{w} R={r}"
+            s, c, f = (m.loc[(sys, w, r)] for sys in SYSTEMS)
+            r2te = "rollout_to_train_end_s"
+            add("Slime trainer compute (Table 1)", "trainer_compute_s", cfg,
+                TABLE1[(w, r)][0], TABLE1[(w, r)][0], s["trainer_compute_s"], "input")
+            add("Slime waiting ratio %", "waiting_ratio", cfg, *SLIME_WAITING,
+                100 * s["waiting_ratio"], "input")
+            red = 100 * (1 - f[r2te] / s[r2te])
+            add("CGP+FGD r2te reduction vs Slime %", r2te, cfg, *REDUCTION[r], red)
+            share = 100 * (s[r2te] - c[r2te]) / (s[r2te] - f[r2te])
+            add("CGP share of the reduction %", r2te, cfg, *CGP_SHARE[r], share)
+            lo_c = round(REDUCTION[r][0] * CGP_SHARE[r][0] / 100, 1)
+            hi_c = round(REDUCTION[r][1] * CGP_SHARE[r][1] / 100, 1)
+            add("CGP r2te reduction vs Slime % (derived: share x total)", r2te, cfg, lo_c, hi_c,
+                100 * (1 - c[r2te] / s[r2te]))
+            add("CGP+FGD further reduction vs CGP %", r2te, cfg, *FGD_EXTRA,
+                100 * (1 - f[r2te] / c[r2te]))
+            lo, hi = (WAIT_FGD_R96[w],) * 2 if r == 96 else WAIT_FGD
+            add("CGP+FGD waiting ratio %", "waiting_ratio", cfg, lo, hi,
+                100 * f["waiting_ratio"])
+            add("waiting ratio reduction vs Slime %", "waiting_ratio", cfg, *WAIT_REDUCTION,
+                100 * (1 - f["waiting_ratio"] / s["waiting_ratio"]))
+            comp = np.array([s["trainer_compute_s"], c["trainer_compute_s"],
+                             f["trainer_compute_s"]])
+            add("trainer compute spread across systems %", "trainer_compute_s", cfg,
+                *COMPUTE_SPREAD_PCT, 100 * (comp.max() - comp.min()) / comp.mean(),
+                tol=0.0)
+        if 96 not in groups:
+            continue
+        cfg = f"{w} R=96"
+        add("Slime first dispatch (= rollout completion)", "first_dispatch_s", cfg,
+            *SLIME_FIRST_DISPATCH_R96, m.loc[("slime", w, 96)]["first_dispatch_s"], "input")
+        for sys, (lo, hi) in FIRST_DISPATCH_R96.items():
+            add(f"{sys} first dispatch", "first_dispatch_s", cfg, lo, hi,
+                m.loc[(sys, w, 96)]["first_dispatch_s"])
+    for sys, value in SCI_XW_R96.items() if "sci-xw" in workloads and 96 in groups else ():
+        add(f"{sys} rollout-to-train-end", "rollout_to_train_end_s", "sci-xw R=96", value,
+            value, m.loc[(sys, "sci-xw", 96)]["rollout_to_train_end_s"])
+    return out
+
+
+def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
+    """Run the grid; write rolloutpipe.csv, table1.md and the figures."""
+    df = simulate(rounds=rounds, seed=seed)
+    write_atomic(out / "rolloutpipe.csv", df.to_csv(index=False, float_format="%.6g"))
+    write_atomic(out / "rolloutpipe_table1.md", table1_markdown(df, TABLE1))
+    figures.mkdir(parents=True, exist_ok=True)
+    figure4(df, figures / "rolloutpipe_fig4.png")
+    figure5(df, figures / "rolloutpipe_fig5.png")
+    sweep = frontier_sweep(rounds=rounds, seed=seed)
+    write_atomic(out / "rolloutpipe_frontier.csv", sweep.to_csv(index=False, float_format="%.6g"))
+    cgp = df[(df["system"] == "cgp") & (df["groups"] == 96)]
+    frontier_figure(sweep, cgp, figures / "rolloutpipe_frontier.png")
+    return claims(df)

@@ -1,0 +1,106 @@
+"""Figures and tables in the manner of the RolloutPipe paper (Fig. 4, Fig. 5, Table 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from harness.core.plots import save_figure
+
+SYSTEMS = ("slime", "cgp", "cgp-fgd")
+LABELS = {"slime": "Slime", "cgp": "CGP", "cgp-fgd": "CGP+FGD"}
+COLORS = {"slime": "#8c8c8c", "cgp": "#4c72b0", "cgp-fgd": "#dd8452"}
+
+
+def figure4(df: pd.DataFrame, path: Path) -> None:
+    """Rollout-to-train-end bars (four-round mean, sample std error bars) with the
+    % reduction of CGP+FGD over Slime above each group of bars."""
+    workloads = list(dict.fromkeys(df["workload"]))
+    groups = sorted(df["groups"].unique())
+    stats = df.groupby(["workload", "groups", "system"])["rollout_to_train_end_s"].agg(
+        ["mean", "std"])
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.4), sharey=True)
+    width = 0.27
+    for ax, w in zip(np.atleast_1d(axes), workloads, strict=True):
+        x = np.arange(len(groups))
+        for i, sys in enumerate(SYSTEMS):
+            mean = [stats.loc[(w, r, sys), "mean"] for r in groups]
+            std = [stats.loc[(w, r, sys), "std"] for r in groups]
+            ax.bar(x + (i - 1) * width, mean, width, yerr=std, capsize=2, color=COLORS[sys],
+                   label=LABELS[sys])
+        for j, r in enumerate(groups):
+            s, f = stats.loc[(w, r, "slime"), "mean"], stats.loc[(w, r, "cgp-fgd"), "mean"]
+            change = 100 * (f / s - 1)  # negative: CGP+FGD is shorter than Slime
+            ax.text(x[j] + width, f + 25, f"{change:+.1f}%", ha="center", fontsize=8,
+                    color="#c44e00")
+        ax.set_xticks(x, [f"R={r}" for r in groups])
+        ax.set_title(w)
+        ax.grid(axis="y", alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
+    np.atleast_1d(axes)[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle("Simulated RolloutPipe Fig. 4: rollout-to-train-end (mean of 4 rounds, ±1 sd)",
+                 fontsize=10, y=1.03)
+    save_figure(fig, path)
+
+
+def figure5(df: pd.DataFrame, path: Path) -> None:
+    """Response length (top) and trainer waiting ratio (bottom) per workload and R."""
+    workloads = list(dict.fromkeys(df["workload"]))
+    means = df.groupby(["workload", "groups", "system"]).mean(numeric_only=True)
+    fig, axes = plt.subplots(2, len(workloads), figsize=(4 * len(workloads), 5.2),
+                             sharex=True, squeeze=False)
+    for col, w in enumerate(workloads):
+        for sys in SYSTEMS:
+            sub = means.xs((w, sys), level=("workload", "system"))
+            axes[0, col].plot(sub.index, sub["mean_response_tokens"], "o-", color=COLORS[sys],
+                              label=LABELS[sys])
+            axes[1, col].plot(sub.index, 100 * sub["waiting_ratio"], "o-", color=COLORS[sys],
+                              label=LABELS[sys])
+        axes[0, col].set_title(w)
+        axes[1, col].set_xlabel("R (groups per rollout)")
+        for row in (0, 1):
+            axes[row, col].grid(alpha=0.3)
+    axes[0, 0].set_ylabel("mean response tokens")
+    axes[1, 0].set_ylabel("trainer waiting ratio (%)")
+    axes[1, 0].legend(fontsize=8)
+    fig.suptitle("Simulated RolloutPipe Fig. 5: response length and waiting ratio",
+                 fontsize=10, y=1.03)
+    save_figure(fig, path)
+
+
+def table1_markdown(df: pd.DataFrame, paper: dict[tuple[str, int], tuple[float, ...]]) -> str:
+    """Trainer compute per workload and R: harness (paper) for each system."""
+    means = df.groupby(["workload", "groups", "system"])["trainer_compute_s"].mean()
+    lines = ["Trainer compute time (s), simulated (paper Table 1 in brackets).", "",
+             "| workload | R | Slime | CGP | CGP+FGD |", "|---|---|---|---|---|"]
+    for (w, r), values in paper.items():
+        cells = [f"{means[(w, r, sys)]:.1f} ({v:.1f})" for sys, v in zip(SYSTEMS, values,
+                                                                         strict=True)]
+        lines.append(f"| {w} | {r} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def frontier_figure(df: pd.DataFrame, cgp: pd.DataFrame, path: Path) -> None:
+    """What-if: CGP+FGD's rollout-to-train-end against the frontier width F_w,
+    with CGP (no frontier) as a dashed line, one panel per workload."""
+    workloads = list(dict.fromkeys(df["workload"]))
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.2), sharey=True)
+    for ax, w in zip(np.atleast_1d(axes), workloads, strict=True):
+        sub = df[df["workload"] == w].groupby("frontier")["rollout_to_train_end_s"].agg(
+            ["mean", "std"])
+        ax.errorbar(sub.index, sub["mean"], yerr=sub["std"], fmt="o-", color=COLORS["cgp-fgd"],
+                    label="CGP+FGD", capsize=2)
+        base = cgp[cgp["workload"] == w]["rollout_to_train_end_s"].mean()
+        ax.axhline(base, ls="--", color=COLORS["cgp"], label="CGP")
+        ax.axvline(2, ls=":", color="#555555", label="paper's F_w=2")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("frontier width F_w (groups)")
+        ax.set_title(f"{w}, R=96")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.suptitle("What-if: FGD frontier width (simulated, 4 rounds, ±1 sd)", fontsize=10, y=1.03)
+    save_figure(fig, path)

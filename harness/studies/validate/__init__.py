@@ -1,0 +1,1 @@
+"""`rolloutbench validate`: the same runs live and on the simulator, compared."""

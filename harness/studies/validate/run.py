@@ -1,0 +1,148 @@
+"""`rolloutbench validate`: the same runs live and on the simulator, compared.
+
+Each cell runs live first, every response replayed to the length its workload
+assigns (`live.lengths = "replay"`), and then on the simulator as its twin: the
+same system, workload, seed and sizes, with the calibration measured on this
+machine just before (`calibrate engine`'s microbenchmarks on the very engine
+the live runs use, never fitted to the runs) and the live engine's own limits
+(KV-cache tokens, most sequences at once). Both sides process the same tokens,
+request for request, so what differs is the timing model.
+
+In one process (`live.ray_address = "off"`, the default here) one engine and one
+learner are started once and lent to every cell (`harness.live.session`); on
+Ray each cell starts its own, as `rolloutbench run` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
+from harness.run.execute import execute
+from harness.studies.validate.grid import Cell
+
+Say = Callable[[str], None]
+
+
+def sim_twin(live: RunConfig, calibration: str, facts: dict[str, int]) -> RunConfig:
+    """The simulated configuration of a live run on this machine."""
+    cfg = copy.deepcopy(live)
+    cfg.runtime = "sim"
+    s = cfg.sim
+    s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = (calibration, "tiny-qwen3",
+                                                           "cpu-2core", "cpu-2core")
+    s.rollout_tp, s.rollout_engines, s.trainer_gpus = 1, 1, 1
+    s.placement, s.micro_batch_tokens = "disaggregated", 1 << 20
+    s.kv_cache_tokens = int(facts.get("kv_cache_tokens", 0))
+    if facts.get("max_num_seqs"):
+        s.max_running = int(facts["max_num_seqs"])
+    return cfg
+
+
+def _facts(trace: Path) -> dict[str, int]:
+    with open(trace, "rb") as fh:
+        import msgspec
+
+        head = msgspec.json.decode(fh.readline())
+    return head.get("engine_facts") or {}
+
+
+async def _live_in_process(cells: list[Cell], out: Path, calibration: Path | None,
+                           say: Say) -> Path:
+    """Every cell live on lent engines; measures the calibration first unless given."""
+    from harness.live.runtime import LiveRuntime
+    from harness.live.session import Session, engine_key, measure, open_session
+    from systems import get_system
+
+    session: Session | None = None
+    used = calibration
+    try:
+        for i, cell in enumerate(cells, start=1):
+            if session is None or session.key != engine_key(cell.config):
+                if session is not None:
+                    await session.close()
+                say(f"starting the engine ({cell.config.live.kv_cache_mb} MiB KV cache)")
+                session = await open_session(cell.config)
+                if used is None:
+                    say("calibrating: decode, prefill, trainer and weight-sync "
+                        "microbenchmarks on this engine")
+                    used = out / "calibration.toml"
+                    await measure(session, cell.config, used)
+            start = time.monotonic()
+            trace = out / f"{cell.slug}-live.jsonl"
+            await LiveRuntime(cell.config, trace, session=session).run_async(
+                get_system(cell.config.system))
+            say(f"[{i}/{len(cells)}] live {cell.name}: {time.monotonic() - start:.0f} s")
+    finally:
+        if session is not None:
+            await session.close()
+    assert used is not None
+    return used
+
+
+def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -> Path:
+    """Run every cell live; returns the calibration file the twins will use. The
+    engine's and libraries' own logs go to OUT/engine.log."""
+    from harness.live.logs import engine_log
+
+    out.mkdir(parents=True, exist_ok=True)
+    with engine_log(out / "engine.log"):
+        return _run_live(cells, out, calibration, say)
+
+
+def _run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -> Path:
+    if calibration is not None:
+        shutil.copy(calibration, out / "calibration.toml")  # it travels with the results
+        calibration = out / "calibration.toml"
+    if all(c.config.live.ray_address == "off" for c in cells):
+        import os
+
+        from harness.live.env import LIVE_ENV
+
+        for key, value in {**LIVE_ENV, "VLLM_LOGGING_LEVEL": "ERROR"}.items():
+            os.environ.setdefault(key, value)
+        return asyncio.run(_live_in_process(cells, out, calibration, say))
+    if calibration is None:
+        from harness.live.measure import calibrate_engine
+
+        live = cells[0].config.live
+        say("calibrating: this machine's engine and trainer, in process and on Ray")
+        calibrate_engine(live.model_dir, out / "calibration-one-process.toml",
+                         out / "calibration.toml", live.max_model_len, live.kv_cache_mb)
+        calibration = out / "calibration.toml"
+    from harness.live.ray_actors import session
+
+    with session(cells[0].config.live.ray_address):
+        for i, cell in enumerate(cells, start=1):
+            start = time.monotonic()
+            execute(copy.deepcopy(cell.config), out / f"{cell.slug}-live.jsonl")
+            say(f"[{i}/{len(cells)}] live {cell.name}: {time.monotonic() - start:.0f} s")
+    return calibration
+
+
+def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say) -> None:
+    start = time.monotonic()
+    for cell in cells:
+        facts = _facts(out / f"{cell.slug}-live.jsonl")
+        execute(sim_twin(cell.config, str(calibration), facts).validate(),
+                out / f"{cell.slug}-sim.jsonl")
+    say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")
+
+
+def validate(cells: list[Cell], out: Path, calibration: Path | None,
+             say: Say = lambda _: None) -> dict[str, Any]:
+    """Live, then simulated, then compared; writes the tables and the figure."""
+    from harness.studies.validate import compare
+
+    used = run_live(cells, out, calibration, say)
+    run_sims(cells, out, used, say)
+    traces = {c.name: (read_trace(out / f"{c.slug}-live.jsonl"),
+                       read_trace(out / f"{c.slug}-sim.jsonl")) for c in cells}
+    return compare.write(cells, traces, out)

@@ -1,0 +1,88 @@
+"""What-if studies on the simulator: questions the papers did not ask.
+
+Each study is a sweep spec (`sweeps/whatif/NAME.toml`, run by `harness.studies.sweep`),
+a summary table and a figure; `docs/whatif/NAME.md` says what it shows.
+
+    rolloutbench whatif NAME|all --out DIR [--jobs N] [--figures DIR]
+
+writes DIR/NAME/ (the sweep's cells/ and results.parquet, summary.csv and
+study.json with the wall time) and the figure whatif_NAME.png (into --figures,
+default DIR/NAME). Sweeps resume, so a rerun into the same DIR only redraws.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.studies.whatif_studies import STUDIES
+
+SPECS = Path(__file__).resolve().parents[2] / "sweeps" / "whatif"
+
+
+@dataclass
+class StudyResult:
+    name: str
+    out: Path
+    figure: Path
+    summary: pd.DataFrame
+    cells: int
+    ran: int  # cells run now (the rest were done already)
+    failed: int
+    wall_s: float  # the sweep's wall time in this call (0 when all cells were done)
+    jobs: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def spec_path(name: str) -> Path:
+    return SPECS / f"{name}.toml"
+
+
+def study_names() -> list[str]:
+    return list(STUDIES)
+
+
+def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
+              figures: str | os.PathLike[str] | None = None,
+              on_done: Callable[[Any, dict[str, Any]], None] | None = None,
+              spec: dict[str, Any] | None = None) -> StudyResult:
+    """Run the study's sweep into OUT_DIR/NAME (resuming), summarise it and draw
+    its figure (FIGURES/whatif_NAME.png, default OUT_DIR/NAME). `spec` replaces
+    the study's spec file (a parsed TOML table, e.g. a smaller grid for a test)."""
+    from harness.core.files import provenance, write_atomic
+    from harness.core.registry import unknown_name
+    from harness.studies.sweep import load_spec, parse_spec, read_result, run_sweep
+
+    if name not in STUDIES:
+        raise unknown_name("what-if study", name, study_names())
+    study = STUDIES[name]
+    sweep = load_spec(spec_path(name)) if spec is None else parse_spec(spec)
+    out = Path(out_dir) / name
+    start = time.perf_counter()
+    ran = run_sweep(sweep, out, jobs, on_done=on_done)
+    wall = time.perf_counter() - start if ran else 0.0
+    failed = [c.key for c in sweep.cells if (r := read_result(out, c)) and r.get("error")]
+    df = pd.read_parquet(out / "results.parquet")
+    if "error" in df:
+        df = df[df["error"].isna()].drop(columns="error")
+    if "groups" not in df:  # R, for ratios (a column only when the spec varies it)
+        df["groups"] = df["cell"].map({c.key: c.config.groups for c in sweep.cells})
+    summary = study.summarise(df)
+    write_atomic(out / "summary.csv", summary.to_csv(index=False, float_format="%.6g"))
+    figure = Path(figures or out) / f"whatif_{name}.png"
+    study.draw(df, figure)
+    result = StudyResult(name, out, figure, summary, len(sweep.cells), len(ran), len(failed),
+                         wall, jobs)
+    if ran:  # keep the wall time of the run that computed the cells
+        info = {"study": name, "cells": len(sweep.cells), "ran": len(ran),
+                "failed": len(failed), "jobs": jobs, "wall_s": round(wall, 2),
+                "cpus": os.cpu_count(), **provenance()}
+        write_atomic(out / "study.json", json.dumps(info, indent=2) + "\n")
+    return result
