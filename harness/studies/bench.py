@@ -9,9 +9,10 @@ trees (`BENCH_REPEATS` times each, the order flipped every repeat); the report
 gives events per wall second on each side and the ratio, median and spread.
 
 Then: the wall time of all four reproductions with one job and with one per
-core (and whether both wrote the same bytes), and how the cost of one run grows
-with R and K. Everything heavy runs in child processes, each tree on its own
-PYTHONPATH, in temporary folders: nothing in the working tree is written.
+core (and whether both wrote the same bytes), how the cost of one run grows
+with R and K, and how long `plan --budget 500` takes. Everything heavy runs in
+child processes, each tree on its own PYTHONPATH, in temporary folders: nothing
+in the working tree is written.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 GRID = """
 import json, sys, tempfile, time
 from pathlib import Path
-from harness.studies.reproduce import rolloutpipe as rp
+try:
+    from harness.studies.reproduce import rolloutpipe as rp
+except ImportError:  # a base commit from before the layers (harness/reproduce)
+    from harness.reproduce import rolloutpipe as rp
 with tempfile.TemporaryDirectory() as tmp:
     start, cpu = time.perf_counter(), time.process_time()
     df = rp.simulate(rounds=4, seed=0, traces=Path(tmp), progress=False)
@@ -50,12 +54,33 @@ print(json.dumps({"wall": wall, "cpu": cpu, "events": events, "simulated": simul
 REPRODUCE = """
 import inspect, json, sys, time
 from pathlib import Path
-from harness.studies import reproduce
+try:
+    from harness.studies import reproduce
+except ImportError:  # a base commit from before the layers
+    from harness import reproduce
 jobs = int(sys.argv[1])
 kwargs = {"jobs": jobs} if "jobs" in inspect.signature(reproduce.run).parameters else {}
 start = time.perf_counter()
 claims = reproduce.run(list(reproduce.PAPERS), Path("out"), Path("out"), **kwargs)
 print(json.dumps({"wall": time.perf_counter() - start, "claims": len(claims)}))
+"""
+
+# `plan` with a budget of 500 on a RolloutPipe-sized recipe (R=96, K=8, two rounds).
+PLAN = """
+import contextlib, io, json, sys, time
+from pathlib import Path
+from harness.cli.app import app
+argv = ["plan", "--model", "qwen3-1.7b", "--gpus", "8", "--gpu", "h100-sxm",
+        "--workload", "lsat-ar", "-R", "96", "-K", "8", "-U", "2", "--rounds", "2",
+        "--budget", "500", "--out", "plan"]
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        app(argv, standalone_mode=False)
+    except SystemExit:
+        pass
+rows = len(Path("plan", "plan.csv").read_text().splitlines()) - 1
+print(json.dumps({"wall": time.perf_counter() - start, "configurations": rows}))
 """
 
 # One run per (R, K): RolloutPipe's hardware, lsat-ar, CGP, two rounds.
@@ -153,13 +178,23 @@ def scaling(head: Tree) -> None:
             f"{cells[k]['wall']:>12.2f}{cells[k]['events']:>14,}" for k in ks))
 
 
+def plan_time(head: Tree) -> None:
+    """`plan --budget 500` on a RolloutPipe-sized recipe, on every core."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = head.python(PLAN, cwd=Path(tmp))
+    print(f"plan, budget 500 (Qwen3-1.7B, 8 H100, lsat-ar R=96 K=8, 2 rounds): "
+          f"{result['wall']:.1f} s wall for {result['configurations']} configurations "
+          f"(target under 180 s)")
+
+
 def main() -> None:
     start = time.perf_counter()
-    head = Tree(Path(__file__).resolve().parent.parent, "this tree")
+    head = Tree(Path(__file__).resolve().parents[2], "this tree")
     with base_worktree(head.root) as base:
         grid_ratio(head, base)
         reproduce_times(head, base)
     scaling(head)
+    plan_time(head)
     print(f"bench: {time.perf_counter() - start:.0f} s in all")
 
 
