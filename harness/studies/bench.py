@@ -33,9 +33,10 @@ REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 GRID = """
 import json, sys, tempfile, time
 from pathlib import Path
-try:
+import harness
+if (Path(harness.__file__).parent / "studies").is_dir():
     from harness.studies.reproduce import rolloutpipe as rp
-except ImportError:  # a base commit from before the layers (harness/reproduce)
+else:  # a base commit from before the layers (harness/reproduce)
     from harness.reproduce import rolloutpipe as rp
 with tempfile.TemporaryDirectory() as tmp:
     start, cpu = time.perf_counter(), time.process_time()
@@ -54,9 +55,10 @@ print(json.dumps({"wall": wall, "cpu": cpu, "events": events, "simulated": simul
 REPRODUCE = """
 import inspect, json, sys, time
 from pathlib import Path
-try:
+import harness
+if (Path(harness.__file__).parent / "studies").is_dir():
     from harness.studies import reproduce
-except ImportError:  # a base commit from before the layers
+else:  # a base commit from before the layers
     from harness import reproduce
 jobs = int(sys.argv[1])
 kwargs = {"jobs": jobs} if "jobs" in inspect.signature(reproduce.run).parameters else {}
