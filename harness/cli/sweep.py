@@ -34,7 +34,13 @@ def sweep_cmd(
 ) -> None:
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
     cells' per-round metrics. Rerun the same command to resume after Ctrl-C."""
-    from harness.studies.sweep import load_spec, pending, read_result, run_sweep
+    from harness.studies.sweep import (
+        knob_warnings,
+        load_spec,
+        pending,
+        read_result,
+        run_sweep,
+    )
 
     if jobs is not None and jobs < 1:
         fail("--jobs: must be a positive integer")
@@ -49,6 +55,8 @@ def sweep_cmd(
     from harness.run.checks import check_out
 
     check_out(out)  # a file, or unmakeable: one line before any cell runs
+    for warning in knob_warnings(sweep):
+        typer.echo(f"warning: {warning}", err=True)
     todo = len(pending(sweep, out, retry_failed))
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",
