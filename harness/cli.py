@@ -374,7 +374,12 @@ def reproduce_cmd(
         if name not in reproduce.PAPERS:
             fail(str(UnknownName(f"unknown reproduction {name!r}; known: all, "
                                  f"{', '.join(reproduce.PAPERS)}")))
-    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    from harness.claims import ClaimsFileError
+
+    try:
+        claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed)
+    except ClaimsFileError as err:  # found before any simulation runs
+        fail(str(err))
     hits = sum(1 for c in claims if c["within"])
     console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.claims import Claim, to_csv, to_markdown
+from harness.claims import Claim, to_csv
+from harness.claims_md import to_markdown
 from harness.config import RunConfig
 from harness.reproduce.bracket import solve
 from harness.reproduce.would_need import Miss, joined, misses
