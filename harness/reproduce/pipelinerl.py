@@ -48,7 +48,7 @@ def base(system: str, seed: int) -> RunConfig:
 def configs(seed: int) -> dict[str, RunConfig]:
     out = {}
     pipe = base("pipelinerl", seed)
-    pipe.groups, pipe.rounds, pipe.concurrency = 8 * B_GROUPS, 4, 64
+    pipe.groups, pipe.rounds, pipe.concurrency, pipe.max_lag = 8 * B_GROUPS, 4, 64, -1
     pipe.sim.rollout_engines, pipe.sim.trainer_gpus = 48, 80
     out["pipelinerl"] = pipe
     for g in G_VALUES:

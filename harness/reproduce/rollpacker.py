@@ -50,7 +50,9 @@ def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str 
     cfg = RunConfig(system=system, workload=workload, seed=seed, rounds=ROUNDS, groups=128,
                     update_groups=128, group_size=8, max_response_tokens=cap,
                     rollpacker_tail_batching=stage >= 1, rollpacker_reward_scheduler=stage >= 2,
-                    rollpacker_planner=stage >= 3, rollpacker_stream_trainer=stage >= 4)
+                    rollpacker_planner=stage >= 3, rollpacker_stream_trainer=stage >= 4,
+                    rollpacker_speculation=1.25, rollpacker_response_speculation=1.25,
+                    rollpacker_stream_at=0.0)  # explicit: defaults may change elsewhere
     s = cfg.sim
     s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = calibration, model, "h800-sxm", \
         "h800-sxm"
