@@ -60,7 +60,7 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
     workloads = list(dict.fromkeys(df["workload"]))
     means = df.groupby(["workload", "groups", "system"]).mean(numeric_only=True)
     fig, axes = plt.subplots(2, len(workloads), figsize=(4 * len(workloads), 5.2),
-                             sharex=True, squeeze=False)
+                             sharex=True, sharey="row", squeeze=False)
     for col, w in enumerate(workloads):
         for sys in SYSTEMS:
             sub = means.xs((w, sys), level=("workload", "system"))
