@@ -90,11 +90,21 @@ def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
     for line, r in enumerate(reader, start=2):
         try:
             out.append(Claim(r["paper"], r["claim"], r["metric"], r["config"],
-                             float(r["paper_low"]), float(r["paper_high"]), float(r["harness"]),
-                             float(r["tolerance"]), r["kind"], _flag(r["within"])))
+                             _number(r["paper_low"]), _number(r["paper_high"]),
+                             _number(r["harness"]), _number(r["tolerance"]), r["kind"],
+                             _flag(r["within"])))
         except (TypeError, ValueError) as err:
             raise ClaimsFileError(f"{source}: line {line}: {err}") from None
     return out
+
+
+def _number(text: str) -> float:
+    """A number as written: "96" stays an int, so that writing it again gives "96"
+    (a kept row must come back byte for byte, not as "96.0")."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def _flag(text: str) -> bool:
@@ -106,7 +116,7 @@ def _flag(text: str) -> bool:
 def as_written(claims: Iterable[Claim]) -> list[Claim]:
     """The claims as claims.csv records them (harness rounded, verdict kept), so a
     table rendered from fresh claims and one rendered from the file read back agree."""
-    return [replace(c, harness=float(c.row()["harness"]), held=c.within) for c in claims]
+    return [replace(c, harness=c.row()["harness"], held=c.within) for c in claims]
 
 
 def merge(old: list[Claim], new: list[Claim], papers: Iterable[str],

@@ -42,6 +42,17 @@ def test_csv_round_trip_keeps_the_verdict() -> None:
     assert as_written([edge])[0] == back
 
 
+def test_the_committed_table_reads_back_byte_for_byte() -> None:
+    """Rows kept from the file are written again unchanged (ints stay ints)."""
+    from harness.reproduce import would_need_texts
+
+    text = (ROOT / "results" / "claims.csv").read_text()
+    need = would_need_texts(ROOT / "results" / "would_need.csv")
+    assert to_csv(from_csv(text), need) == text
+    (back,) = from_csv(to_csv([Claim("p", "c", "m", "cfg", 133, 133, 96, 0.1)]))
+    assert to_csv([back]).splitlines()[1] == "p,c,m,cfg,133,133,96,0.1,False,prediction"
+
+
 def test_a_bad_claims_file_names_file_and_line() -> None:
     text = to_csv(_claims("p", 1.0)).replace(",0.1,True,", ",abc,True,")
     with pytest.raises(ClaimsFileError, match=r"^x.csv: line 2: "):
