@@ -59,7 +59,7 @@ def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None,
     `would_need` adds the would-need columns."""
     reading = reading or {}
     more = would_need is not None
-    lines = [INTRO.format(need=NEED_DOC)]
+    lines = [INTRO.format(need=NEED_DOC).rstrip("\n")]
     papers = list(dict.fromkeys(c.paper for c in claims))
     for paper in papers:
         rows = [c for c in claims if c.paper == paper]
