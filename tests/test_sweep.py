@@ -254,11 +254,13 @@ def test_ray_missing_is_a_one_line_error(tmp_path: Path,
 
 
 def test_a_knob_that_a_crossed_system_does_not_read_is_said_once() -> None:
-    from harness.studies.sweep import knob_warnings, parse_spec
+    from harness.run.knob_check import knob_warnings
+    from harness.studies.sweep import parse_spec
 
     sweep = parse_spec({"base": {"workload": "lsat-ar", "groups": 8, "group_size": 4,
                                  "rounds": 1},
                         "grid": {"system": ["cgp", "cgp-fgd"], "frontier": [2, 4, 8]}})
     # frontier 2 is cgp's default (not a setting it ignores); 4 and 8 are said once
-    assert knob_warnings(sweep) == ["2 cell(s) of cgp set --frontier, which cgp does not "
-                                    "read: they run as if it were unset"]
+    said = knob_warnings(c.config for c in sweep.cells)
+    assert said == ["2 cell(s) of cgp set --frontier, which cgp does not read: they run "
+                    "as if it were unset"]

@@ -18,7 +18,8 @@ from harness.run.execute import execute
 from harness.sim.knobs import Knobs, active, current
 from harness.sim.perf import DecodeModel, roofline_floor
 from harness.sim.presets import load_hardware, load_model
-from harness.studies.claims import Claim, to_csv, to_markdown
+from harness.studies.claims import Claim, to_csv
+from harness.studies.claims_md import to_markdown
 from harness.studies.reproduce.bracket import solve
 from harness.studies.reproduce.would_need import joined, misses
 from harness.studies.reproduce.would_need import to_csv as need_csv

@@ -25,12 +25,30 @@ from harness.analysis.spans import Attempt, attempts, groups, round_of, train_sp
 from harness.core.metrics import owning_rounds
 
 MAX_LABELLED_GROUPS = 40  # above this, group tick labels would overlap
-MAX_LABELLED_BATCHES = 60  # likewise batch labels on the trainer row
+CHAR_PT = 0.62  # a label character's width, in units of its font size (DejaVu Sans digits)
+BATCH_FONT = 7
 
 
 def _box(x0: float, x1: float, y: float, h: float) -> list[tuple[float, float]]:
     """The corners of a bar from x0 to x1, y to y + h."""
     return [(x0, y), (x0, y + h), (x1, y + h), (x1, y)]
+
+
+def label_batches(ax: Any, spans: Sequence[tuple[float, float, str]]) -> None:
+    """Name each train batch inside its bar when the name fits in the bar and clears
+    the name before it; narrow bars stay unnamed rather than overprinted. Call after
+    the x limits are set: the fit is measured in points on the page."""
+    lo, hi = ax.get_xlim()
+    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    per_pt = (hi - lo) / width_pt  # data units per point
+    last = -float("inf")
+    for start, end, name in spans:
+        need = (len(name) * CHAR_PT * BATCH_FONT + 2) * per_pt
+        mid = (start + end) / 2
+        if end - start >= need and mid - need / 2 >= last:
+            ax.text(mid, 0, name, ha="center", va="center", color="white",
+                    fontsize=BATCH_FONT, clip_on=True)
+            last = mid + need / 2
 
 
 def rounds_in(events: Sequence[dict[str, Any]]) -> list[int]:
@@ -122,10 +140,6 @@ def gantt_figure(events: Sequence[dict[str, Any]], rnd: int | None = None) -> An
         ax_t.add_collection(PolyCollection(
             [_box(s.start - t0, s.end - t0, -0.4, 0.8) for s in spans],
             facecolors="0.45", edgecolors="white", linewidths=1))
-    if len(spans) <= MAX_LABELLED_BATCHES:
-        for s in spans:
-            ax_t.text((s.start + s.end) / 2 - t0, 0, f"B{s.batch}", ha="center",
-                      va="center", color="white", fontsize=7, clip_on=True)
     marks = [e["t"] - t0 for e in batches]
     if marks:
         ax_t.plot(marks, [0.55] * len(marks), "v", color="black", markersize=6)
@@ -137,14 +151,16 @@ def gantt_figure(events: Sequence[dict[str, Any]], rnd: int | None = None) -> An
             axis.axvline(complete - t0, color="crimson", linestyle="--", linewidth=1)
     ax_t.set_ylim(-0.7, 0.9)
     ax_t.set_yticks([0], ["trainer"])
-    ax_t.set_xlabel(f"seconds since round {rnd}'s rollout start")
+    ax_t.set_xlabel(f"time since round {rnd}'s rollout start (s)")
     xs = [0.0, *marks, *[x for b, _ in queued + running + aborted for x in (b[0][0], b[2][0])],
           *[s.end - t0 for s in spans], *[x for x, _, _ in handed]]
     pad = 0.02 * (max(xs) - min(xs) or 1.0)
     ax_t.set_xlim(min(xs) - pad, max(xs) + pad)
+    label_batches(ax_t, [(s.start - t0, s.end - t0, f"B{s.batch}") for s in spans])
 
     head = events[0]
-    ax.set_title(f"{head['system']} on {head['workload']}: round {rnd}", fontsize=10)
+    ax.set_title(f"{head['system']} on {head['workload']}, round {rnd}: requests, group "
+                 "hand-offs and the trainer's batches", fontsize=10)
     legend = [Patch(color="0.5", alpha=0.25, label="queued"),
               Patch(color="0.5", label="running"),
               Patch(facecolor="0.5", hatch="////", edgecolor="black", label="aborted"),
@@ -152,7 +168,7 @@ def gantt_figure(events: Sequence[dict[str, Any]], rnd: int | None = None) -> An
                      linestyle="", label="group materialised"),
               Line2D([], [], marker="v", color="black", linestyle=":",
                      label="batch dispatch"),
-              Patch(color="0.45", label="train batch"),
+              Patch(color="0.45", label="train batch (named where\nthe name fits)"),
               Line2D([], [], color="crimson", linestyle="--", label="rollout complete")]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
               frameon=False)

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from harness.analysis import InputError
+from harness.analysis.labels import label, short
 from harness.analysis.tables import read_table, require_columns
 
 
@@ -61,9 +62,22 @@ def plot_figure(path: str | os.PathLike[str], x: str, y: str, hue: str | None = 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sns.lineplot(data=frame, x=x, y=y, hue=hue, style=hue, markers=True, dashes=False,
                  errorbar=("ci", 95), ax=ax)
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(label(y))
     ax.grid(True, alpha=0.3)
-    if hue is not None:
-        ax.legend(title=hue, fontsize=8, frameon=False)
+    if hue is not None:  # beside the axes: a legend inside may cover a line
+        ax.legend(title=short(hue), fontsize=8, frameon=False, loc="upper left",
+                  bbox_to_anchor=(1.01, 1))
+    ax.set_title(title(path, x, y, hue, where or []), fontsize=10)
     return fig
+
+
+def title(path: str | os.PathLike[str], x: str, y: str, hue: str | None,
+          where: list[tuple[str, str]]) -> str:
+    """What the figure shows, from which file, and what the band is."""
+    from pathlib import Path
+
+    head = f"{short(y)} against {short(x)}" + (f", by {short(hue)}" if hue else "")
+    kept = f" where {', '.join(f'{f}={v}' for f, v in where)}" if where else ""
+    return (f"{head[0].upper()}{head[1:]}\n{Path(path).name}{kept}; line: mean, band: 95% "
+            "CI of the mean over rows (rounds, seeds)")

@@ -117,8 +117,13 @@ def reproduce_cmd(
 
     if jobs < 0:
         fail(f"--jobs: must be 0 (one per core) or more, got {jobs}")
-    claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed,
-                           jobs=jobs or default_jobs())
+    from harness.studies.claims import ClaimsFileError
+
+    try:
+        claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed,
+                               jobs=jobs or default_jobs())
+    except ClaimsFileError as err:  # found before any simulation runs
+        fail(str(err))
     if fmt != "table":
         from harness.cli.tables import machine
 

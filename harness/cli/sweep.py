@@ -34,13 +34,8 @@ def sweep_cmd(
 ) -> None:
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
     cells' per-round metrics. Rerun the same command to resume after Ctrl-C."""
-    from harness.studies.sweep import (
-        knob_warnings,
-        load_spec,
-        pending,
-        read_result,
-        run_sweep,
-    )
+    from harness.run.knob_check import knob_warnings
+    from harness.studies.sweep import load_spec, pending, read_result, run_sweep
 
     if jobs is not None and jobs < 1:
         fail("--jobs: must be a positive integer")
@@ -55,7 +50,7 @@ def sweep_cmd(
     from harness.run.checks import check_out
 
     check_out(out)  # a file, or unmakeable: one line before any cell runs
-    for warning in knob_warnings(sweep):
+    for warning in knob_warnings(cell.config for cell in sweep.cells):
         typer.echo(f"warning: {warning}", err=True)
     todo = len(pending(sweep, out, retry_failed))
     skipped = len(sweep.cells) - todo

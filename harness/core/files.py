@@ -25,14 +25,21 @@ def _git(*args: str) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def git_commit() -> str:
-    """The commit of the checkout the package runs from ('-dirty' when the code has
-    uncommitted changes), or 'unknown' outside a git checkout."""
+def git_state() -> tuple[str, bool]:
+    """The commit of the checkout the package runs from ('unknown' outside a git
+    checkout) and whether the code that makes results (harness, systems, workloads)
+    has uncommitted changes: a result made from a dirty tree is not that commit's."""
     commit = _git("rev-parse", "HEAD")
     if not commit:
-        return "unknown"
+        return "unknown", False
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ":/harness",
                  ":/systems", ":/workloads")
+    return commit, bool(dirty)
+
+
+def git_commit() -> str:
+    """The commit as one string, with '-dirty' when the code has uncommitted changes."""
+    commit, dirty = git_state()
     return f"{commit}-dirty" if dirty else commit
 
 

@@ -17,7 +17,7 @@ every system, so that runs of two systems compare; it is not changed per system.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
@@ -134,3 +134,16 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
     else:
         fix = f"; --set sim.rollout_engines={2 * s.rollout_engines} gives {it} room"
     return [f"{cfg.system}: {' and '.join(idle)}{fix}"]
+
+
+def knob_warnings(configs: Iterable[RunConfig]) -> list[str]:
+    """One line per (system, option) that some of `configs` set but their system does
+    not read: a sweep that crosses systems with one system's knob (cgp with F_w, say)
+    runs those cells as if the option were unset, which is said, not refused."""
+    seen: dict[tuple[str, str], int] = {}
+    for cfg in configs:
+        for message in ignored_knobs(cfg.system, cfg):
+            option = message.split(":", 1)[0].rsplit(" ", 1)[0].rstrip("=")
+            seen[(cfg.system, option)] = seen.get((cfg.system, option), 0) + 1
+    return [f"{count} cell(s) of {system} set {option}, which {system} does not read: "
+            "they run as if it were unset" for (system, option), count in seen.items()]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 
 COLUMNS = ("paper", "claim", "metric", "config", "paper_low", "paper_high", "harness",
            "tolerance", "within", "kind")
@@ -29,9 +30,12 @@ class Claim:
     harness: float
     tolerance: float = 0.10
     kind: str = "prediction"
+    held: bool | None = None  # `within` as a claims.csv recorded it (rows read back)
 
     @property
     def within(self) -> bool:
+        if self.held is not None:  # read from a table: its verdict, made at full precision
+            return self.held
         if math.isnan(self.harness):
             return False
         lo = self.paper_low - abs(self.paper_low) * self.tolerance
@@ -50,7 +54,7 @@ class Claim:
 WouldNeed = dict[tuple[str, str, str], tuple[str, str]]
 
 
-def _need(c: Claim, would_need: WouldNeed) -> tuple[str, str]:
+def need_of(c: Claim, would_need: WouldNeed) -> tuple[str, str]:
     """The would-need texts of a claim; blank for rows that hold or are inputs."""
     if c.kind != "prediction" or c.within:
         return ("", "")
@@ -66,44 +70,61 @@ def to_csv(claims: list[Claim], would_need: WouldNeed | None = None) -> str:
     for c in claims:
         row = c.row()
         if would_need is not None:
-            row.update(zip(extra, _need(c, would_need), strict=True))
+            row.update(zip(extra, need_of(c, would_need), strict=True))
         writer.writerow(row)
     return buf.getvalue()
 
 
-def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None) -> str:
-    """A compact table for the README: one line per claim (and, with `would_need`,
-    what each missed prediction would need, beside the bound on it)."""
-    more = would_need is not None
-    lines = ["| paper | claim | config | paper | harness | within |"
-             + (" would need | bound |" if more else ""),
-             "|---|---|---|---|---|---|" + ("---|---|" if more else "")]
-    for c in claims:
-        paper = (f"{c.paper_low:g}" if c.paper_low == c.paper_high
-                 else f"{c.paper_low:g}-{c.paper_high:g}")
-        mark = "yes" if c.within else "**no**"
-        line = f"| {c.paper} | {c.claim} | {c.config} | {paper} | {c.harness:.4g} | {mark} |"
-        if would_need is not None:
-            need, bound = _need(c, would_need)
-            line += f" {need} | {bound} |"
-        lines.append(line)
-    return "\n".join(lines) + "\n"
+class ClaimsFileError(ValueError):
+    """A claims.csv that cannot be read back (its message names the file and line)."""
 
 
-def summary_markdown(claims: list[Claim]) -> str:
-    """One line per claim across its configurations: hits, paper range, harness range."""
-    order: dict[tuple[str, str, str], list[Claim]] = {}
-    for c in claims:
-        order.setdefault((c.paper, c.claim, c.kind), []).append(c)
-    lines = ["| paper | claim | kind | paper | harness (min-max) | within |",
-             "|---|---|---|---|---|---|"]
-    for (paper, claim, kind), rows in order.items():
-        lo = min(c.paper_low for c in rows)
-        hi = max(c.paper_high for c in rows)
-        vals = [c.harness for c in rows if not math.isnan(c.harness)]
-        got = f"{min(vals):.4g} to {max(vals):.4g}" if vals else "n/a"
-        hits = sum(c.within for c in rows)
-        paper_txt = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
-        lines.append(f"| {paper} | {claim} | {kind} | {paper_txt} | {got} | "
-                     f"{hits}/{len(rows)} |")
-    return "\n".join(lines) + "\n"
+def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
+    """The claims of a table written by `to_csv` (extra columns are ignored: the
+    would-need texts are joined again on writing). `within` is kept as written."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise ClaimsFileError(f"{source}: not a claims table (no column {missing[0]!r})")
+    out = []
+    for line, r in enumerate(reader, start=2):
+        try:
+            out.append(Claim(r["paper"], r["claim"], r["metric"], r["config"],
+                             _number(r["paper_low"]), _number(r["paper_high"]),
+                             _number(r["harness"]), _number(r["tolerance"]), r["kind"],
+                             _flag(r["within"])))
+        except (TypeError, ValueError) as err:
+            raise ClaimsFileError(f"{source}: line {line}: {err}") from None
+    return out
+
+
+def _number(text: str) -> float:
+    """A number as written: "96" stays an int, so that writing it again gives "96"
+    (a kept row must come back byte for byte, not as "96.0")."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _flag(text: str) -> bool:
+    if text not in ("True", "False"):
+        raise ValueError(f"within is {text!r}, expected True or False")
+    return text == "True"
+
+
+def as_written(claims: Iterable[Claim]) -> list[Claim]:
+    """The claims as claims.csv records them (harness rounded, verdict kept), so a
+    table rendered from fresh claims and one rendered from the file read back agree."""
+    return [replace(c, harness=c.row()["harness"], held=c.within) for c in claims]
+
+
+def merge(old: list[Claim], new: list[Claim], papers: Iterable[str],
+          order: Iterable[str] = ()) -> list[Claim]:
+    """`old` with every row of `papers` replaced by `new`'s: one paper's reproduction
+    keeps the other papers' rows. Papers come in `order`, then any others in the order
+    they first appear; each paper's rows keep the order they were made in."""
+    redone = set(papers)
+    rows = [c for c in old if c.paper not in redone] + list(new)
+    rank = {p: i for i, p in enumerate(dict.fromkeys([*order, *(c.paper for c in rows)]))}
+    return sorted(rows, key=lambda c: rank[c.paper])  # stable: rows keep their order

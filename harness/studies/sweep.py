@@ -172,22 +172,6 @@ def check_cells(sweep: Sweep, base: RunConfig) -> None:
         raise ConfigError(f"cell {values}: {problem}")
 
 
-def knob_warnings(sweep: Sweep) -> list[str]:
-    """One line per (system, option) that some cells set but their system does not
-    read: a sweep that crosses systems with one system's knob (cgp with F_w, say)
-    runs those cells as if the option were unset, which is said, not refused."""
-    from harness.run.knob_check import ignored_knobs
-
-    seen: dict[tuple[str, str], int] = {}
-    for cell in sweep.cells:
-        for message in ignored_knobs(cell.config.system, cell.config):
-            option = message.split(":", 1)[0].rsplit(" ", 1)[0].rstrip("=")
-            key = (cell.config.system, option)
-            seen[key] = seen.get(key, 0) + 1
-    return [f"{count} cell(s) of {system} set {option}, which {system} does not read: "
-            "they run as if it were unset" for (system, option), count in seen.items()]
-
-
 def make_cell(template: RunConfig, varied: dict[str, Any], seed: int | None) -> Cell:
     """The point's config, keyed by its resolved form. Types were checked in parse_spec
     and values are checked by `check_cells`, before any cell runs."""

@@ -1,14 +1,27 @@
-"""Paper reproductions on the simulator, and the merged claims table."""
+"""Paper reproductions on the simulator, and the merged claims table.
+
+Each paper's reproduction writes its own result files and figures (listed in
+OUTPUTS, which the README's `make reproduce-<paper>` table and the tests follow);
+`run` then merges its claims into OUT's tables and records its provenance
+(`harness.studies.reproduce.record`), keeping the rows of the papers it did not run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.core.files import dump_json, provenance, write_atomic
+from harness.core.files import write_atomic
 from harness.sim import calibration
-from harness.studies.claims import Claim, WouldNeed, summary_markdown, to_csv, to_markdown
+from harness.studies.claims import Claim, WouldNeed
 from harness.studies.reproduce import april, pipelinerl, pool, rolloutpipe, rollpacker
+from harness.studies.reproduce.record import (
+    load_claims,
+    load_provenance,
+    paper_record,
+    write_claims,
+    write_provenance,
+)
 
 PAPERS: dict[str, Callable[..., list[Claim]]] = {
     "rolloutpipe": rolloutpipe.reproduce,
@@ -17,27 +30,52 @@ PAPERS: dict[str, Callable[..., list[Claim]]] = {
     "rollpacker": rollpacker.reproduce,
 }
 
+# What each reproduction writes: files in OUT, figures in FIGURES.
+OUTPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "rolloutpipe": (("rolloutpipe.csv", "rolloutpipe_table1.md", "rolloutpipe_frontier.csv"),
+                    ("rolloutpipe_fig4.png", "rolloutpipe_fig5.png",
+                     "rolloutpipe_frontier.png")),
+    "pipelinerl": (("pipelinerl.csv", "pipelinerl_appendix_a.csv"),
+                   ("pipelinerl_fig8_utilisation.png", "pipelinerl_fig9_analytic.png",
+                    "pipelinerl_throughput_ess.png")),
+    "april": (("april.csv", "april_gains.csv"), ("april_table1.png",)),
+    "rollpacker": (("rollpacker_table2.csv", "rollpacker_eta.csv", "rollpacker_table3.csv",
+                    "rollpacker_scaling.csv"),
+                   ("rollpacker_table2.png", "rollpacker_fig11_eta.png")),
+}
+
+# Where each paper's misses are read (links relative to results/claims.md).
+READING: dict[str, tuple[str, str]] = {
+    "rolloutpipe": ("the README's RolloutPipe reading", "../README.md#rolloutpipe"),
+    "pipelinerl": ("the README's PipelineRL reading", "../README.md#pipelinerl"),
+    "april": ("the README's APRIL reading", "../README.md#april"),
+    "rollpacker": ("the README's RollPacker reading", "../README.md#rollpacker"),
+}
+
 
 def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0,
         jobs: int = 1) -> list[dict]:
     """Run the named reproductions on `jobs` processes (`pool.reproduce`: the same
-    files whatever the number); writes OUT/claims.csv and OUT/claims.md."""
-    claims: list[Claim] = []
+    files whatever the number); update OUT's claims tables (the other papers' rows
+    kept) and provenance.json. Returns the rows of the papers run."""
+    old, old_meta = load_claims(out), load_provenance(out)  # a bad file fails before work
     done = pool.reproduce(PAPERS, names, {"out": out, "figures": figures, "rounds": rounds,
                                           "seed": seed}, jobs)
+    claims: list[Claim] = []
+    records = {}
     for name in names:
         claims += done[name]
-    need = would_need_texts(out / "would_need.csv")
-    write_atomic(out / "claims.csv", to_csv(claims, need))
-    meta = provenance(reproductions=names, rounds=rounds, seed=seed,
-                      calibration=calibration.load("rolloutpipe"),
-                      files=sorted(p.name for p in out.iterdir() if not p.name.startswith(".")))
-    write_atomic(out / "provenance.json", dump_json(meta))
-    write_atomic(out / "claims.md", to_markdown(claims, need))
-    summary = summary_markdown(claims)
-    write_atomic(out / "claims_summary.md", summary)
-    if set(names) == set(PAPERS):  # only a full run speaks for the whole table
-        update_readme(Path("README.md"), summary)
+        results, figs = OUTPUTS[name]
+        records[name] = paper_record(
+            f"rolloutbench reproduce {name} --rounds {rounds} --seed {seed}",
+            calibration.load(name), results, figures, figs)
+    merged = write_claims(out, old, claims, names, PAPERS,
+                          would_need_texts(out / "would_need.csv"), READING)
+    write_provenance(out, old_meta, records, PAPERS)
+    if {c.paper for c in merged} >= set(PAPERS):  # the table speaks for every paper
+        from harness.studies.claims_md import summary_markdown
+
+        update_readme(out.parent / "README.md", summary_markdown(merged))
     return [c.row() for c in claims]
 
 

@@ -48,7 +48,7 @@ def base(system: str, seed: int) -> RunConfig:
 def configs(seed: int) -> dict[str, RunConfig]:
     out = {}
     pipe = base("pipelinerl", seed)
-    pipe.groups, pipe.rounds, pipe.concurrency = 8 * B_GROUPS, 4, 64
+    pipe.groups, pipe.rounds, pipe.concurrency, pipe.max_lag = 8 * B_GROUPS, 4, 64, -1
     pipe.sim.rollout_engines, pipe.sim.trainer_gpus = 48, 80
     out["pipelinerl"] = pipe
     for g in G_VALUES:
@@ -121,19 +121,22 @@ def claims(sim: pd.DataFrame, case: dict[str, float]) -> list[Claim]:
 def figure(sim: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     colors = ["#dd8452"] + ["#4c72b0"] * len(G_VALUES)
-    axes[0].bar(sim["system"], sim["samples_per_s"], color=colors)
-    axes[0].set_ylabel("samples / s")
-    axes[0].set_title("sample throughput (cf. Fig. 5c)")
-    axes[1].bar(sim["system"], sim["ess_mean"], color=colors)
+    names = [s.replace("conventional ", "conventional\n") for s in sim["system"]]
+    axes[0].bar(names, sim["samples_per_s"], color=colors)
+    axes[0].set_ylabel("sample throughput (samples/s)")
+    axes[0].set_title("sample throughput (cf. Fig. 5c)", fontsize=10)
+    axes[1].bar(names, sim["ess_mean"], color=colors)
     axes[1].set_ylim(min(0.9, float(sim["ess_mean"].min()) - 0.01), 1.0)
-    axes[1].set_title("mean ESS per step (cf. Fig. 6b)")
+    axes[1].set_ylabel("ESS (fraction of the batch)")
+    axes[1].set_title("mean effective sample size per step (cf. Fig. 6b)", fontsize=10)
     for ax in axes:
-        ax.tick_params(axis="x", rotation=20, labelsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_xlabel("system (G: optimizer steps per rollout)")
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Simulated PipelineRL vs conventional RL (Qwen2.5-7B, 128 H100)", fontsize=10,
-                 y=1.03)
+    fig.suptitle("Simulated PipelineRL vs conventional RL (Qwen2.5-7B, 128 H100, 1024 samples "
+                 "per step)", fontsize=10, y=1.03)
     save_figure(fig, path)
 
 

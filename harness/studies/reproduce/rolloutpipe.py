@@ -52,7 +52,15 @@ COMPUTE_SPREAD_PCT = (0.0, 2.0)
 
 
 def base_config(seed: int, rounds: int) -> RunConfig:
-    return RunConfig(seed=seed, rounds=rounds, group_size=8, update_groups=2, frontier=2)
+    """The paper's setup, every knob it depends on set here (not left to defaults)."""
+    cfg = RunConfig(seed=seed, rounds=rounds, group_size=8, update_groups=2, frontier=2,
+                    max_response_tokens=0)  # 0: each workload profile's own cap
+    s = cfg.sim
+    s.calibration, s.model, s.rollout_gpu, s.rollout_tp = PAPER, "qwen3-1.7b", \
+        "a100-40gb-pcie", 2
+    s.rollout_engines, s.placement, s.trainer_gpu, s.trainer_gpus = 1, "disaggregated", \
+        "rtx-4090", 8
+    return cfg
 
 
 def simulate(rounds: int = 4, seed: int = 0, traces: Path | None = None,

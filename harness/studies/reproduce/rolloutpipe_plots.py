@@ -17,13 +17,15 @@ COLORS = {"slime": "#8c8c8c", "cgp": "#4c72b0", "cgp-fgd": "#dd8452"}
 
 def figure4(df: pd.DataFrame, path: Path) -> None:
     """Rollout-to-train-end bars (four-round mean, sample std error bars) with the
-    % reduction of CGP+FGD over Slime above each group of bars."""
+    % change of CGP+FGD against Slime above each CGP+FGD bar (above its error bar, so
+    the two never meet; the title says what the label is)."""
     workloads = list(dict.fromkeys(df["workload"]))
     groups = sorted(df["groups"].unique())
     stats = df.groupby(["workload", "groups", "system"])["rollout_to_train_end_s"].agg(
         ["mean", "std"])
     fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.4), sharey=True)
     width = 0.27
+    top = float((stats["mean"] + stats["std"].fillna(0)).max())
     for ax, w in zip(np.atleast_1d(axes), workloads, strict=True):
         x = np.arange(len(groups))
         for i, sys in enumerate(SYSTEMS):
@@ -33,16 +35,23 @@ def figure4(df: pd.DataFrame, path: Path) -> None:
                    label=LABELS[sys])
         for j, r in enumerate(groups):
             s, f = stats.loc[(w, r, "slime"), "mean"], stats.loc[(w, r, "cgp-fgd"), "mean"]
+            sd = stats.loc[(w, r, "cgp-fgd"), "std"]
             change = 100 * (f / s - 1)  # negative: CGP+FGD is shorter than Slime
-            ax.text(x[j] + width, f + 25, f"{change:+.1f}%", ha="center", fontsize=8,
+            ax.text(x[j] + width, f + (0 if np.isnan(sd) else sd) + 0.02 * top,
+                    f"{change:+.1f}%", ha="center", va="bottom", fontsize=7,
                     color="#c44e00")
         ax.set_xticks(x, [f"R={r}" for r in groups])
+        ax.set_xlabel("R (groups per rollout)")
         ax.set_title(w)
         ax.grid(axis="y", alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
-    np.atleast_1d(axes)[0].legend(fontsize=8, loc="upper left")
-    fig.suptitle("Simulated RolloutPipe Fig. 4: rollout-to-train-end (mean of 4 rounds, ±1 sd)",
-                 fontsize=10, y=1.03)
+    first = np.atleast_1d(axes)[0]
+    first.set_ylabel("rollout-to-train-end (s)")
+    first.set_ylim(0, 1.12 * top)  # room for the labels above the tallest error bar
+    fig.legend(*first.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
+               bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.suptitle("Simulated RolloutPipe Fig. 4: rollout-to-train-end (bars: mean of 4 rounds, "
+                 "whiskers ±1 sd; orange labels: CGP+FGD's change against Slime, "
+                 "+ = longer)", fontsize=10, y=1.13)
     save_figure(fig, path)
 
 
@@ -51,7 +60,7 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
     workloads = list(dict.fromkeys(df["workload"]))
     means = df.groupby(["workload", "groups", "system"]).mean(numeric_only=True)
     fig, axes = plt.subplots(2, len(workloads), figsize=(4 * len(workloads), 5.2),
-                             sharex=True, squeeze=False)
+                             sharex=True, sharey="row", squeeze=False)
     for col, w in enumerate(workloads):
         for sys in SYSTEMS:
             sub = means.xs((w, sys), level=("workload", "system"))
@@ -61,13 +70,16 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
                               label=LABELS[sys])
         axes[0, col].set_title(w)
         axes[1, col].set_xlabel("R (groups per rollout)")
+        axes[1, col].set_xticks(sorted(df["groups"].unique()))
         for row in (0, 1):
             axes[row, col].grid(alpha=0.3)
-    axes[0, 0].set_ylabel("mean response tokens")
+    axes[0, 0].set_ylabel("mean response length (tokens)")
     axes[1, 0].set_ylabel("trainer waiting ratio (%)")
-    axes[1, 0].legend(fontsize=8)
-    fig.suptitle("Simulated RolloutPipe Fig. 5: response length and waiting ratio",
-                 fontsize=10, y=1.03)
+    fig.legend(*axes[1, 0].get_legend_handles_labels(), loc="lower center", ncol=3,
+               fontsize=8, bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.suptitle("Simulated RolloutPipe Fig. 5: response length (top; the same work for all "
+                 "three systems, so their lines coincide) and trainer waiting ratio (bottom)",
+                 fontsize=10, y=1.08)
     save_figure(fig, path)
 
 
@@ -97,10 +109,15 @@ def frontier_figure(df: pd.DataFrame, cgp: pd.DataFrame, path: Path) -> None:
         ax.axhline(base, ls="--", color=COLORS["cgp"], label="CGP")
         ax.axvline(2, ls=":", color="#555555", label="paper's F_w=2")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(list(sub.index), [str(v) for v in sub.index])
+        ax.minorticks_off()
         ax.set_xlabel("frontier width F_w (groups)")
         ax.set_title(f"{w}, R=96")
         ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("rollout-to-train-end (s)")
-    np.atleast_1d(axes)[0].legend(fontsize=8)
-    fig.suptitle("What-if: FGD frontier width (simulated, 4 rounds, ±1 sd)", fontsize=10, y=1.03)
+    first = np.atleast_1d(axes)[0]
+    first.set_ylabel("rollout-to-train-end (s)")
+    fig.legend(*first.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
+               bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.suptitle("What-if: FGD frontier width (simulated, mean of 4 rounds, ±1 sd)",
+                 fontsize=10, y=1.13)
     save_figure(fig, path)

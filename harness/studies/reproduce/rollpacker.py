@@ -51,7 +51,9 @@ def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str 
     cfg = RunConfig(system=system, workload=workload, seed=seed, rounds=ROUNDS, groups=128,
                     update_groups=128, group_size=8, max_response_tokens=cap,
                     rollpacker_tail_batching=stage >= 1, rollpacker_reward_scheduler=stage >= 2,
-                    rollpacker_planner=stage >= 3, rollpacker_stream_trainer=stage >= 4)
+                    rollpacker_planner=stage >= 3, rollpacker_stream_trainer=stage >= 4,
+                    rollpacker_speculation=1.25, rollpacker_response_speculation=1.25,
+                    rollpacker_stream_at=0.0)  # explicit: defaults may change elsewhere
     s = cfg.sim
     s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = calibration, model, "h800-sxm", \
         "h800-sxm"
@@ -245,12 +247,14 @@ def figure(t2: pd.DataFrame, path: Path) -> None:
         ax.scatter(x + (i - 1.5) * 0.2, [TABLE2[s][i] for s in SIZES], marker="_", s=200,
                    color="k", zorder=3, label="paper" if i == 0 else None)
     ax.set_xticks(x, list(SIZES))
-    ax.set_ylabel("speedup over veRL")
+    ax.set_xlabel("model / response cap")
+    ax.set_ylabel("speedup over veRL (x, step time)")
     ax.axhline(1, color="#555555", lw=0.8)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=3)
-    ax.set_title("Simulated RollPacker Table 2: cumulative speedup (paper: black ticks)",
-                 fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False,
+              title="components (cumulative)", title_fontsize=7)
+    ax.set_title("Simulated RollPacker Table 2: cumulative speedup over veRL "
+                 "(paper: black ticks)", fontsize=10)
     save_figure(fig, path)
 
 
@@ -275,10 +279,10 @@ def eta_figure(eta: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 3))
     for axis, marker in (("prompts", "o"), ("responses", "s")):
         sub = eta[eta["axis"] == axis]
-        ax.plot(sub["eta"], sub["rollout_s"] / base, marker=marker, label=f"eta on {axis}")
-    ax.set_xlabel("speculation factor eta")
-    ax.set_ylabel("rollout time / no tail batching")
-    ax.set_title("Simulated RollPacker Fig. 11 (32B/32k)", fontsize=10)
+        ax.plot(sub["eta"], sub["rollout_s"] / base, marker=marker, label=f"η on {axis}")
+    ax.set_xlabel("speculation factor η (requests started / requests kept)")
+    ax.set_ylabel("rollout time per round\n(x, against η = 1)")
+    ax.set_title("Simulated RollPacker Fig. 11: tail batching's η (32B/32k)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, path)

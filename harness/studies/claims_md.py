@@ -1,0 +1,107 @@
+"""The claims table for people: results/claims.md and the README's summary.
+
+Why a document and not just a table: a reader who opens claims.md alone must
+learn what a row means, why a row says "no" and where the paper's misses are
+read, without the README beside it. So the page has a title, a legend of its
+columns, and one section per paper that counts its hits and links the reading
+of its misses; every row that misses links that reading too, beside what the
+simulator would need (the would-need columns) when there is a search for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from harness.studies.claims import Claim, WouldNeed, need_of
+
+NEED_DOC = "../docs/simulator.md#what-a-missed-prediction-would-need"
+
+INTRO = """\
+# Paper claims against the simulator
+
+Each row sets one number a paper reports beside the simulator's value for the
+same configuration. Written by `make reproduce` (all four papers) or
+`make reproduce-<paper>` (that paper's rows only; the others are kept); the
+machine-readable table is [claims.csv](claims.csv), a summary per claim is
+[claims_summary.md](claims_summary.md).
+
+- **claim**, **config**: what the paper reports and for which setting.
+- **kind**: `prediction` is what the simulator must get right on its own;
+  `input` is a baseline observation the calibration was fitted to (shown to make
+  the fit visible); `input (not fitted)` is a baseline the simulator was not
+  fitted to.
+- **paper value**: the paper's value or range; **harness**: the simulator's.
+- **tol**: the tolerance, a fraction of each bound: a row holds (**within**:
+  yes) when the harness value lies in [low - tol x |low|, high + tol x |high|].
+- **would need**, **bound**: for a missed prediction, the value of the one
+  parameter the claim is most sensitive to at which the simulator would
+  reproduce the paper, and the physical bound on it (`plausible: no` means the
+  paper's number needs a faster-than-physical engine or the like); see
+  [how they are found]({need}).
+- **why**: for every row that says no, the reading of that paper's misses.
+"""
+
+
+def _range(c: Claim) -> str:
+    return f"{c.paper_low:g}" if c.paper_low == c.paper_high else \
+        f"{c.paper_low:g} to {c.paper_high:g}"
+
+
+def _tolerance(c: Claim) -> str:
+    return f"{100 * c.tolerance:g}%"
+
+
+def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None,
+                reading: Mapping[str, tuple[str, str]] | None = None) -> str:
+    """claims.md: the title and legend, then one section per paper. `reading` maps a
+    paper to (title, link) of the text that reads its misses (relative to the file);
+    `would_need` adds the would-need columns."""
+    reading = reading or {}
+    more = would_need is not None
+    lines = [INTRO.format(need=NEED_DOC).rstrip("\n")]
+    papers = list(dict.fromkeys(c.paper for c in claims))
+    for paper in papers:
+        rows = [c for c in claims if c.paper == paper]
+        title, link = reading.get(paper, ("", ""))
+        why = f"[{title}]({link})" if link else "not read yet"
+        hits = sum(c.within for c in rows)
+        preds = [c for c in rows if c.kind == "prediction"]
+        lines += ["", f"## {paper}", "",
+                  f"{hits} of {len(rows)} rows hold ({sum(c.within for c in preds)} of "
+                  f"{len(preds)} predictions). The misses are read in {why}"
+                  + (f"; what each missed prediction would need: [docs]({NEED_DOC})."
+                     if more else "."), "",
+                  "| claim | config | kind | paper value | harness | tol | within |"
+                  + (" would need | bound |" if more else "") + " why |",
+                  "|---|---|---|---|---|---|---|" + ("---|---|" if more else "") + "---|"]
+        for c in rows:
+            mark = "yes" if c.within else "**no**"
+            line = (f"| {c.claim} | {c.config} | {c.kind} | {_range(c)} | {c.harness:.4g} | "
+                    f"{_tolerance(c)} | {mark} |")
+            if would_need is not None:
+                need, bound = need_of(c, would_need)
+                line += f" {need} | {bound} |"
+            line += f" {'' if c.within else f'[reading]({link})' if link else why} |"
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(claims: list[Claim]) -> str:
+    """One line per claim across its configurations: hits, paper range, harness range
+    (the README's table, between its claims markers)."""
+    order: dict[tuple[str, str, str], list[Claim]] = {}
+    for c in claims:
+        order.setdefault((c.paper, c.claim, c.kind), []).append(c)
+    lines = ["| paper | claim | kind | paper value | harness (min-max) | within |",
+             "|---|---|---|---|---|---|"]
+    for (paper, claim, kind), rows in order.items():
+        lo = min(c.paper_low for c in rows)
+        hi = max(c.paper_high for c in rows)
+        vals = [c.harness for c in rows if not math.isnan(c.harness)]
+        got = f"{min(vals):.4g} to {max(vals):.4g}" if vals else "n/a"
+        hits = sum(c.within for c in rows)
+        paper_txt = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
+        lines.append(f"| {paper} | {claim} | {kind} | {paper_txt} | {got} | "
+                     f"{hits}/{len(rows)} |")
+    return "\n".join(lines) + "\n"
