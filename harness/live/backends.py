@@ -98,6 +98,10 @@ def trainer_calls(cfg: RunConfig, actors: bool) -> tuple[Any, str]:
     (bytes through Ray, any node) or 'save' (a folder on a file system the
     engine can read: the HTTP engines load from disk)."""
     over_http = cfg.live.engine != "vllm"
+    if cfg.live.trainer_cores:  # its own process and cores; this one on the others
+        from harness.live.cores import InChild, pin_engine
+
+        return InChild(cfg, pin_engine(cfg.live.trainer_cores)), "save"
     if actors:
         from harness.live.ray_actors import ActorCalls, start_trainer
 

@@ -4,7 +4,8 @@ The same system code that runs on the simulator runs here, on the ordinary
 asyncio loop and the wall clock. By default (`live.ray_address = "local"`) the
 engine and the trainer are Ray actors and this runtime itself runs in the
 control-node actor (see `harness.live.ray_actors`); with `"off"` all three share
-this process, the trainer's compute in a worker thread. The engine backend is
+this process, the trainer's compute in a worker thread, or in a child process on
+cores of its own with `live.trainer_cores` (see `harness.live.cores`). The engine backend is
 chosen by `live.engine`: vLLM in process, a vLLM server or an SGLang server over
 HTTP. Components with no meaning on one CPU engine (tensor-parallel planning,
 resizing, colocation) are recorded as `decision` events with `not_applicable`
@@ -22,6 +23,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.core.runtime import Request
+from harness.live import cores
 from harness.live.engine import NOT_APPLICABLE, LiveEngine
 from harness.live.env import LIVE_ENV
 from harness.live.session import Session
@@ -43,6 +45,14 @@ def available() -> dict[str, bool]:
 def missing_live() -> list[str]:
     """The packages a live run needs and this machine lacks (Ray is optional)."""
     return [name for name, ok in available().items() if not ok and name != "ray"]
+
+
+def _cores(trainer_cores: int) -> dict[str, list[int]]:
+    """Which cores each side ran on (every usable core for both when not split)."""
+    if not trainer_cores:
+        return {"engine": cores.usable_cores(), "trainer": cores.usable_cores()}
+    engine, trainer = cores.split(trainer_cores)
+    return {"engine": sorted(engine), "trainer": sorted(trainer)}
 
 
 class LiveRuntime(RunnerBase):
@@ -80,7 +90,7 @@ class LiveRuntime(RunnerBase):
         facts = backend.facts() if hasattr(backend, "facts") else {}
         return {"lengths": live.lengths, "engine_facts": facts,
                 "live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
-                         "trainer": live.trainer,
+                         "trainer": live.trainer, "cores": _cores(live.trainer_cores),
                          "ray": live.ray_address if self.actors else "off",
                          "not_applicable": NOT_APPLICABLE}}
 
@@ -115,7 +125,8 @@ class LiveRuntime(RunnerBase):
             calls, publish_with = self.session.calls, self.session.publish_with
             backend = self.session.backend
         else:
-            calls, publish_with = backends.trainer_calls(cfg, self.actors)  # starts loading
+            # starts loading; pins this process first with live.trainer_cores
+            calls, publish_with = backends.trainer_calls(cfg, self.actors)
             self._calls = calls
             backend = self._backend = await backends.engine_backend(cfg, self.actors)
             if hasattr(backend, "warm_up"):  # compile kernels before the clock matters
@@ -144,10 +155,14 @@ class LiveRuntime(RunnerBase):
             await self.engine.shutdown()
         elif getattr(self, "_backend", None) is not None:
             await self._backend.shutdown()
-        if hasattr(getattr(self, "_calls", None), "actor"):
+        calls = getattr(self, "_calls", None)
+        if hasattr(calls, "actor"):
             import ray
 
-            ray.kill(self._calls.actor)
+            ray.kill(calls.actor)
+        elif hasattr(calls, "close"):
+            calls.close()
+        cores.unpin()
 
     def inject_fault(self, what: str) -> list[int]:
         """Kill the engine (its actor, or its engine-core processes) mid-run, for

@@ -35,13 +35,18 @@ class Session:
         self.backend.version = 0
 
     async def close(self) -> None:
+        from harness.live.cores import unpin
+
         await self.backend.shutdown()
+        if hasattr(self.calls, "close"):
+            self.calls.close()
+        unpin()
 
 
 def engine_key(cfg: RunConfig) -> tuple[Any, ...]:
     """The settings that need another engine when they change."""
     live = cfg.live
-    return (live.model_dir, live.max_model_len, live.kv_cache_mb, cfg.seed)
+    return (live.model_dir, live.max_model_len, live.kv_cache_mb, cfg.seed, live.trainer_cores)
 
 
 async def open_session(cfg: RunConfig) -> Session:
@@ -50,10 +55,18 @@ async def open_session(cfg: RunConfig) -> Session:
     from harness.live.vllm_local import VLLMLocalBackend
 
     live = cfg.live
+    if live.trainer_cores:  # pinned before the engine starts: its core inherits the mask
+        from harness.live.cores import InChild, pin_engine
+
+        calls: Any = InChild(cfg, pin_engine(live.trainer_cores))
+    else:
+        calls = InThread(make_learner(cfg))
     backend = VLLMLocalBackend.start(live.model_dir, live.max_model_len, live.kv_cache_mb,
                                      cfg.seed)
     await backend.warm_up([20 + i for i in range(16)])
-    return Session(backend, InThread(make_learner(cfg)), key=engine_key(cfg))
+    if hasattr(calls, "ready"):
+        await calls.ready()
+    return Session(backend, calls, key=engine_key(cfg))
 
 
 async def measure(session: Session, cfg: RunConfig, out: Path) -> dict[str, Any]:
@@ -67,7 +80,10 @@ async def measure(session: Session, cfg: RunConfig, out: Path) -> dict[str, Any]
     live = cfg.live
     engine = await measure_decode(session.backend.llm, live.max_model_len)
     lengths = (16, live.max_model_len // 8, live.max_model_len // 2)
-    trainer = await asyncio.to_thread(measure_trainer, live.model_dir, lengths)
+    if hasattr(session.calls, "run"):  # on the trainer's own cores
+        trainer = await session.calls.run(measure_trainer, live.model_dir, lengths)
+    else:
+        trainer = await asyncio.to_thread(measure_trainer, live.model_dir, lengths)
     start = time.perf_counter()
     for _ in range(3):
         await session.backend.install(0, await session.calls.call(session.publish_with))

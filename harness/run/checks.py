@@ -87,9 +87,10 @@ def _check_live(cfg: RunConfig) -> None:
         _check_replay(cfg)
     else:
         _check_live_workload(cfg)
-    from harness.live.backends import check
+    from harness.live import backends, cores
 
-    check(cfg)
+    backends.check(cfg)
+    cores.check(cfg)
     check_model_dir(Path(cfg.live.model_dir), "--set live.model_dir")
 
 
