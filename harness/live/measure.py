@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.live.engine import Generation, Sampling
+
 BATCHES = (1, 4, 16, 32, 64, 128)  # 128: the CPU engine's max_num_seqs
 NEW_TOKENS = 48
 
@@ -42,24 +44,35 @@ def _ids(i: int, n: int) -> list[int]:
     return [(7 * i + 13 * j + j * j) % 900 + 20 for j in range(n)]
 
 
+class _Stamped(Generation):
+    """A generation that stamps each chunk's arrival."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamps: list[float] = []
+
+    def add(self, ids: list[int], logprobs: list[float], text: str, version: int) -> None:
+        super().add(ids, logprobs, text, version)
+        self.stamps += [time.perf_counter()] * len(ids)
+
+
 async def _stamped(llm: Any, batch: int, prompt_len: int, new_tokens: int, tag: str
                    ) -> tuple[list[list[float]], float]:
-    """Generate `batch` requests; each token's arrival time, and the wall time."""
-    from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
+    """Generate `batch` requests through the live runtime's own client path
+    (`VLLMLocalBackend.generate`: its sampling settings and its per-chunk work,
+    which shares the engine's cores); each token's arrival time, and the wall time."""
+    from harness.live.vllm_local import VLLMLocalBackend
 
-    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0,
-                            logprobs=0, output_kind=RequestOutputKind.DELTA)
-    stamps: list[list[float]] = [[] for _ in range(batch)]
+    backend = VLLMLocalBackend(llm)
+    gens = [_Stamped() for _ in range(batch)]
 
     async def one(i: int) -> None:
-        async for out in llm.generate({"prompt_token_ids": _ids(i, prompt_len)}, params,
-                                      request_id=f"{tag}-{i}"):
-            stamps[i] += [time.perf_counter()] * len(out.outputs[0].token_ids)
+        s = Sampling(f"{tag}-{i}", _ids(i, prompt_len), new_tokens, 0, 1.0, exact=True)
+        await backend.generate(s, gens[i], lambda: None)
 
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(batch)))
-    return stamps, time.perf_counter() - start
+    return [g.stamps for g in gens], time.perf_counter() - start
 
 
 def step_time(stamps: list[list[float]]) -> tuple[float, float]:

@@ -29,6 +29,36 @@ def engine_args(model_dir: str, max_model_len: int, kv_cache_mb: int, seed: int)
         scheduling_policy="priority")
 
 
+def _reap(pids: list[int], wait_s: float = 5.0) -> None:
+    """vLLM's shutdown asks its engine-core process to stop and does not always wait
+    for it: one that outlives it keeps polling (and taking CPU from whatever is
+    measured next). Give each `wait_s`, then kill it."""
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + wait_s
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)  # our child: reap it if it has ended
+        return done == 0
+    except ChildProcessError:  # not our child (or already reaped): ask the kernel
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+
 class VLLMLocalBackend:
     """An `EngineBackend` over `vllm.v1.engine.async_llm.AsyncLLM`."""
 
@@ -117,8 +147,10 @@ class VLLMLocalBackend:
         return str(path)
 
     async def shutdown(self) -> None:
+        pids = self.engine_pids()
         self.llm.shutdown()
         self.llm.shutdown = lambda *args, **kwargs: None  # not again from __del__ at exit
+        await asyncio.to_thread(_reap, pids)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
