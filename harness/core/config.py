@@ -89,10 +89,10 @@ class LiveConfig:
     kv_cache_mb: int = opt(256, "in-process vLLM: KV cache size in MiB")
     request_timeout_s: float = opt(300.0, "a request still running after this many seconds "
                                    "fails the run (0: no limit)")
-    trainer_cores: int = opt(0, "one process (ray_address 'off'): the learner in its own "
-                             "process on the machine's last N cores, the engine and control "
-                             "loop on the others, as on separate GPUs (0: a thread sharing "
-                             "every core)")
+    trainer_cores: int = opt(0, "one process (ray_address 'off'): vLLM's engine core alone "
+                             "on the first cores; the control loop and the learner (its own "
+                             "process, lower priority) on the last N, as on separate devices "
+                             "(0: the learner a thread, all sharing every core)")
     ray_address: str = opt("local", "'local': start Ray here; 'HOST:PORT': join a cluster; "
                            "'off': run in one process")
     engine: str = opt("vllm", "engine backend: vllm, vllm-http or sglang "

@@ -48,11 +48,12 @@ def missing_live() -> list[str]:
 
 
 def _cores(trainer_cores: int) -> dict[str, list[int]]:
-    """Which cores each side ran on (every usable core for both when not split)."""
+    """Which cores each side ran on (every usable core for all when not split)."""
     if not trainer_cores:
-        return {"engine": cores.usable_cores(), "trainer": cores.usable_cores()}
+        every = cores.usable_cores()
+        return {"engine": every, "control": every, "trainer": every}
     engine, trainer = cores.split(trainer_cores)
-    return {"engine": sorted(engine), "trainer": sorted(trainer)}
+    return {"engine": sorted(engine), "control": sorted(trainer), "trainer": sorted(trainer)}
 
 
 class LiveRuntime(RunnerBase):
@@ -137,6 +138,8 @@ class LiveRuntime(RunnerBase):
                                  target_tokens if self.replay else None)
         if hasattr(calls, "ready"):
             await calls.ready()
+        if self.session is None:
+            cores.control_beside_trainer(calls)
         self.trainer = LiveTrainer(calls, self.engine, self.emit, self.prompt_ids, publish_with)
         sim = cfg.sim
         if sim.placement == "colocated":

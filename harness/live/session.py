@@ -66,6 +66,9 @@ async def open_session(cfg: RunConfig) -> Session:
     await backend.warm_up([20 + i for i in range(16)])
     if hasattr(calls, "ready"):
         await calls.ready()
+    from harness.live.cores import control_beside_trainer
+
+    control_beside_trainer(calls)
     return Session(backend, calls, key=engine_key(cfg))
 
 
