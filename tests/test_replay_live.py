@@ -9,6 +9,7 @@ error figures themselves are measured by `make validate`, never asserted here.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,26 @@ def test_a_live_run_driven_by_a_trace_reproduces_its_lengths(validated, model_di
     execute(cfg, out / "trace-driven.jsonl")
     replayed = read_trace(out / "trace-driven.jsonl")
     assert [w[1:] for w in work(replayed)] == [w[1:] for w in work(read_trace(source))]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_run_with_the_trainer_on_its_own_cores(model_dir: Path, tmp_path: Path) -> None:
+    """`live.trainer_cores = 1`: the learner in its own process; the trace says which
+    cores each side had, the run trains, and afterwards this process has its cores
+    back and no engine core or learner process is left."""
+    import psutil
+
+    before = os.sched_getaffinity(0)
+    cfg = replay_config(model_dir, "cgp")
+    cfg.live.trainer_cores = 1
+    execute(cfg, tmp_path / "split.jsonl")
+    trace = read_trace(tmp_path / "split.jsonl")
+    assert_framed(trace, 1)
+    every = sorted(before)
+    assert trace[0]["live"]["cores"] == {"engine": every[:-1], "control": every[-1:],
+                                         "trainer": every[-1:]}
+    assert len(of(trace, "optimizer_step")) == 2  # R / U steps, computed in the learner
+    assert os.sched_getaffinity(0) == before
+    left = [" ".join(p.cmdline()) or p.name() for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [c for c in left if "EngineCore" in c or "spawn_main" in c], left
