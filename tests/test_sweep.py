@@ -264,3 +264,16 @@ def test_a_knob_that_a_crossed_system_does_not_read_is_said_once() -> None:
     said = knob_warnings(c.config for c in sweep.cells)
     assert said == ["2 cell(s) of cgp set --frontier, which cgp does not read: they run "
                     "as if it were unset"]
+
+
+def test_a_set_knob_is_named_by_its_field() -> None:
+    from harness.run.knob_check import knob_warnings
+    from harness.studies.sweep import parse_spec
+
+    sweep = parse_spec({"base": {"workload": "lsat-ar", "groups": 8, "group_size": 4,
+                                 "rounds": 1},
+                        "grid": {"system": ["slime", "april"],
+                                 "dynamic_sampling": [True]}})
+    assert knob_warnings(c.config for c in sweep.cells) == [
+        "1 cell(s) of slime set --set dynamic_sampling, which slime does not read: they run "
+        "as if it were unset"]

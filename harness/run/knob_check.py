@@ -59,6 +59,16 @@ def _show(value: Any) -> str:
 
 def ignored_knobs(system_name: str, cfg: RunConfig) -> list[str]:
     """One message per option that `system_name` would ignore (empty: none)."""
+    return [message for _, message in ignored_fields(system_name, cfg)]
+
+
+def option_of(field: str) -> str:
+    """How a user sets `field`: its `run` option, or --set."""
+    return OPTIONS.get(field, f"--set {field}")
+
+
+def ignored_fields(system_name: str, cfg: RunConfig) -> list[tuple[str, str]]:
+    """(field, message) for each option that `system_name` would ignore."""
     from harness.core.registry import unknown_name
 
     knobs = system_knobs()
@@ -73,10 +83,10 @@ def ignored_knobs(system_name: str, cfg: RunConfig) -> list[str]:
         readers = [name for name, ks in knobs.items() if field in ks]
         why = (f"it trains a round's R={cfg.groups} groups in one optimizer step"
                if field == "update_groups" else f"read by {', '.join(readers)}")
-        option = OPTIONS.get(field, f"--set {field}=")
-        sep = "" if option.endswith("=") else " "
-        out.append(f"{option}{sep}{_show(value)}: {system_name} does not read it ({why}); "
-                   "drop it or run a system that reads it")
+        given = (f"{OPTIONS[field]} {_show(value)}" if field in OPTIONS
+                 else f"--set {field}={_show(value)}")
+        out.append((field, f"{given}: {system_name} does not read it ({why}); "
+                           "drop it or run a system that reads it"))
     return out
 
 
@@ -142,8 +152,8 @@ def knob_warnings(configs: Iterable[RunConfig]) -> list[str]:
     runs those cells as if the option were unset, which is said, not refused."""
     seen: dict[tuple[str, str], int] = {}
     for cfg in configs:
-        for message in ignored_knobs(cfg.system, cfg):
-            option = message.split(":", 1)[0].rsplit(" ", 1)[0].rstrip("=")
-            seen[(cfg.system, option)] = seen.get((cfg.system, option), 0) + 1
+        for field, _ in ignored_fields(cfg.system, cfg):
+            key = (cfg.system, option_of(field))
+            seen[key] = seen.get(key, 0) + 1
     return [f"{count} cell(s) of {system} set {option}, which {system} does not read: "
             "they run as if it were unset" for (system, option), count in seen.items()]
