@@ -196,7 +196,7 @@ def validate_cmd(
     """Run systems live (responses replayed to the workload's lengths) and on the
     simulator with this machine's calibration, measured first; compare them."""
     from harness.live.runtime import missing_live
-    from harness.run.out_guard import refuse_existing_run
+    from harness.run.checks import refuse_existing_run
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
@@ -271,7 +271,7 @@ def live_demo_cmd(
     slime), and cgp-april and cgp-tail, combinations of the six; run any of them
     with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
-    from harness.run.out_guard import refuse_existing_run
+    from harness.run.checks import refuse_existing_run
 
     fmt = output_format(json_out, csv_out)
     try:

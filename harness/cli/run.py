@@ -117,10 +117,9 @@ def run_cmd(
     An option the system does not read is refused. Ctrl-C stops it cleanly: the
     trace ends with a run_end that says so."""
     from harness.core.files import dump_json, provenance, write_atomic
-    from harness.run.checks import out_dir
+    from harness.run.checks import out_dir, refuse_existing_run
     from harness.run.execute import execute
     from harness.run.knob_check import check_knobs, cluster_notes
-    from harness.run.out_guard import refuse_existing_run
 
     fmt = output_format(json_out, csv_out)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.config import ConfigError, RunConfig
@@ -162,6 +163,25 @@ def check_out(path: Path, option: str = "--out") -> None:
         raise ConfigError(f"{option} {path}: cannot be made ({parent} is a file)")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{option} {path}: cannot be made ({parent} is not writable)")
+
+
+RUN_FILES = ("trace.jsonl", "metrics.json")
+
+
+def refuse_existing_run(out: Path, force: bool, files: Sequence[str] = RUN_FILES,
+                        what: str = "a run") -> None:
+    """ConfigError naming `--out` when OUT holds one of `files` and `force` is not set.
+
+    `run`, `validate` and `live-demo` guard their folder this way. Sweeps and
+    what-if studies do not: rerunning one into its own folder resumes it (finished
+    cells are kept, keyed by their config), which is the point; `reproduce`
+    updates its results tables in place by design."""
+    if force:
+        return
+    found = [name for name in files if (Path(out) / name).exists()]
+    if found:
+        raise ConfigError(f"--out {out}: holds {what} already ({found[0]}); give --force to "
+                          "overwrite it, or another --out")
 
 
 def out_dir(path: Path, option: str = "--out") -> bool:
