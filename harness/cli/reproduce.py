@@ -9,9 +9,19 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, shown
-from harness.core.registry import UnknownName
+from harness.core.registry import unknown_name
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+
+def chosen(kind: str, name: str, known: list[str], also: list[str]) -> list[str]:
+    """`all` is every one of `known`; any other name must be one of them (or of the
+    `also` words, handled before); otherwise one line naming the nearest."""
+    if name == "all":
+        return known
+    if name not in known:
+        fail(str(unknown_name(kind, name, [*known, *also])))
+    return [name]
 
 
 @commands.command("calibrate")
@@ -60,11 +70,7 @@ def calibrate_cmd(
                                       kv_cache_mb)
         console.print_json(json.dumps(result))
         return
-    names = list(calibrate.FITS) if paper == "all" else [paper]
-    for name in names:
-        if name not in calibrate.FITS:
-            fail(str(UnknownName(f"unknown calibration {name!r}; known: all, "
-                                 f"{', '.join(calibrate.FITS)}")))
+    names = chosen("calibration", paper, list(calibrate.FITS), ["all", "engine"])
     for name in names:
         result = calibrate.FITS[name](write=not dry_run, progress=True)
         console.print_json(json.dumps({"calibration": name, **result}))
@@ -103,11 +109,7 @@ def reproduce_cmd(
     if paper == "would-need":
         would_need_cmd(out, [p for p in only.split(",") if p] or None, fmt)
         return
-    names = list(reproduce.PAPERS) if paper == "all" else [paper]
-    for name in names:
-        if name not in reproduce.PAPERS:
-            fail(str(UnknownName(f"unknown reproduction {name!r}; known: "
-                                 f"{', '.join(REPRODUCE_CHOICES)}")))
+    names = chosen("reproduction", paper, list(reproduce.PAPERS), ["all", "would-need"])
     from harness.run.checks import check_out
 
     for folder, option in ((out, "--out"), (figures, "--figures")):
