@@ -143,13 +143,19 @@ def model_warmup_cmd(
 VALIDATE_SYSTEMS = "slime,cgp,cgp-fgd"
 
 
-def validate_defaults(model_dir: Path) -> RunConfig:
+def validate_defaults(model_dir: Path, ray_address: str = "off") -> RunConfig:
     """What `validate` runs unless told otherwise: the LSAT-AR-shaped live profile,
-    replayed, one round of 8 groups of 4, in one process."""
+    replayed, one round of 8 groups of 4, in one process; on two cores or more the
+    engine core on its own cores (`live.trainer_cores = 1`), as the simulator has
+    the engine and the trainer on separate devices."""
+    from harness.live.cores import usable_cores
+
     cfg = RunConfig(workload="lsat-ar-live", groups=8, group_size=4, update_groups=2,
                     rounds=1, runtime="live")
     cfg.live.lengths, cfg.live.max_model_len, cfg.live.ray_address = "replay", 2048, "off"
     cfg.live.model_dir = str(model_dir)
+    if ray_address == "off" and len(usable_cores()) >= 2:
+        cfg.live.trainer_cores = 1
     return cfg
 
 
@@ -180,8 +186,9 @@ def validate_cmd(
     rounds: Annotated[int, typer.Option(help="Rollout rounds.")] = 1,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     ray_address: Annotated[str, typer.Option(
-        help="'off': one process, one engine lent to every cell; 'local' or HOST:PORT: "
-             f"Ray actors, an engine per cell. {RAY_HELP}")] = "off",
+        help="'off': one process, one engine lent to every cell (on 2+ cores the engine "
+             "core on its own: live.trainer_cores=1); 'local' or HOST:PORT: Ray actors, an "
+             f"engine per cell. {RAY_HELP}")] = "off",
     config: Annotated[Path | None, typer.Option(help="TOML file with any config fields.")]
     = None,
     set_: Annotated[list[str] | None, typer.Option(
@@ -222,7 +229,8 @@ def validate_cmd(
         else:
             cells = []
             for system in [x.strip() for x in systems.split(",") if x.strip()]:
-                cfg = build_config(config, set_ or [], start=validate_defaults(model_dir),
+                start = validate_defaults(model_dir, ray_address)
+                cfg = build_config(config, set_ or [], start=start,
                                    system=system, workload=workload, groups=groups,
                                    group_size=group_size, update_groups=update_groups,
                                    frontier=frontier, rounds=rounds, seed=seed,
