@@ -20,17 +20,38 @@ def test_ess_hand_values() -> None:
 def test_lag_histogram_and_step_lags() -> None:
     hist = lag_histogram([[0, 10], [2, 5], [2, 1]], version=3)
     assert hist == {3: 10, 1: 6}
-    stats = step_stats(hist, drift=0.0, clamp=5.0, rng=np.random.default_rng(0))
+    stats = step_stats(hist, drift=0.0, clamp=5.0)
     assert stats["tokens"] == 16
     assert (stats["lag_min"], stats["lag_max"]) == (1.0, 3.0)
     assert stats["lag_mean"] == pytest.approx((3 * 10 + 1 * 6) / 16)
     assert stats["ess"] == pytest.approx(1.0)  # no drift: on-policy weights are all 1
 
 
-def test_drift_model_has_unit_mean_and_expected_ess() -> None:
-    # log w ~ N(-s2/2, s2): E[w] = 1 and the large-sample ESS tends to exp(-s2).
+def test_drift_model_ess_hand_values() -> None:
+    # One lag, no clamp: ESS = N / (N exp(s2)) = exp(-drift * lag), rounded to 6 places.
     drift, lag = 0.05, 4
-    stats = step_stats({lag: 60_000}, drift=drift, clamp=1e9, rng=np.random.default_rng(1))
-    assert stats["ess"] == pytest.approx(math.exp(-drift * lag), abs=0.01)
-    clamped = step_stats({lag: 60_000}, drift=drift, clamp=1.0, rng=np.random.default_rng(1))
-    assert clamped["ess_clamped"] > clamped["ess"]  # clamping removes the heavy tail
+    stats = step_stats({lag: 60_000}, drift=drift, clamp=math.inf)
+    assert stats["ess"] == round(math.exp(-drift * lag), 6)
+    # Two lags: (n0 + n1)^2 / (N (n0 + n1 exp(s2))).
+    two = step_stats({0: 3_000, 2: 1_000}, drift=0.1, clamp=math.inf)
+    assert two["ess"] == round(4_000 / (3_000 + 1_000 * math.exp(0.2)), 6)
+    # A clamp far below 1 cuts every weight to c: all equal, ESS 1; a clamp of 1
+    # removes the heavy tail, so the ESS rises.
+    assert step_stats({lag: 100}, drift=drift, clamp=1e-9)["ess_clamped"] == 1.0
+    clamped = step_stats({lag: 60_000}, drift=drift, clamp=1.0)
+    assert clamped["ess_clamped"] > clamped["ess"]
+    assert step_stats({lag: 10}, drift=drift, clamp=1e12)["ess_clamped"] == stats["ess"]
+
+
+@pytest.mark.parametrize(("drift", "clamp"), [(0.1, math.inf), (0.1, 1.2), (0.02, 0.9)])
+def test_drift_model_ess_equals_many_drawn_weights(drift: float, clamp: float) -> None:
+    """The closed form against the model itself: 400,000 weights drawn per token as
+    log w ~ Normal(-s2/2, s2), s2 = drift x lag, with and without the clamp."""
+    hist = {0: 100_000, 1: 150_000, 2: 150_000}
+    lags = np.repeat(np.array(list(hist), dtype=float), list(hist.values()))
+    rng = np.random.default_rng(5)
+    weights = np.exp(rng.standard_normal(lags.size) * np.sqrt(drift * lags) - drift * lags / 2)
+    stats = step_stats(hist, drift, clamp)
+    assert weights.mean() == pytest.approx(1.0, abs=0.003)  # E[w] = 1
+    assert stats["ess"] == pytest.approx(ess(weights), rel=0.003)
+    assert stats["ess_clamped"] == pytest.approx(ess(np.minimum(weights, clamp)), rel=0.003)

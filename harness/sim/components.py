@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from harness.core.offpolicy import lag_histogram, step_stats
 from harness.core.runtime import Group, Response
 from harness.sim.perf import TrainModel
@@ -45,7 +43,6 @@ class SimTrainer:
         weight_sync_s: float,
         drift: float = 0.0,
         clamp: float = 5.0,
-        seed: int = 0,
         share: Any = None,
         gpus: int = 1,
     ) -> None:
@@ -61,7 +58,6 @@ class SimTrainer:
         self._step = 0
         self._drift = drift
         self._clamp = clamp
-        self._seed = seed
         self._lags: dict[int, int] = {}  # lag -> tokens accumulated since the last step
 
     def micro_batches(self, groups: Sequence[Group]) -> list[list[int]]:
@@ -104,9 +100,7 @@ class SimTrainer:
                 await self._share.trainer_acquire()
             await asyncio.sleep(self._model.optimizer_s)
             self._step += 1
-            key = [self._seed, 0xE55, self._step]
-            stats = step_stats(self._lags, self._drift, self._clamp,
-                               lambda: np.random.default_rng(key))
+            stats = step_stats(self._lags, self._drift, self._clamp)
             self._lags = {}
             self.version += 1
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)

@@ -93,7 +93,7 @@ class SimRuntime(RunnerBase):
                                      self.params["train_mfu"], self.params["micro_overhead_s"])
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
-                                  cfg.clamp, cfg.seed, share=self.share, gpus=train_n)
+                                  cfg.clamp, share=self.share, gpus=train_n)
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
         self.verifier = SimVerifier(s.verifier_workers)
