@@ -60,6 +60,7 @@ def test_live_and_simulated_replay_process_the_same_tokens(validated) -> None:
         finished = [e["response_tokens"] for e in of(live, "request_finish")]
         assert len(set(finished)) > 1 and max(finished) <= 256  # not one fixed length
     assert (out / "validate.csv").exists() and (out / "validation.png").exists()
+    assert (out / "tail.csv").exists()
     assert (out / "calibration.toml").read_text() == path_of("cpu-live").read_text()
 
 

@@ -5,7 +5,8 @@ request latency (submit to finish, finished requests) at P50/P90/P99 on both
 sides, and whether every finished sample has the same length on both sides (it
 must: both replay the workload's lengths). Over the grid: the median |error|,
 each variant's median and worst, and how often two variants of one shape are
-ordered alike by rollout-to-train-end live and simulated.
+ordered alike by rollout-to-train-end live and simulated; and the decode step's
+live/simulated ratio by running batch in each rollout's tail (`tail.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 
 from harness.core.files import write_atomic
 from harness.core.metrics import round_metrics
+from harness.studies.validate import tail
 from harness.studies.validate.grid import Cell
 
 METRICS = ("rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s", "waiting_ratio")
@@ -198,7 +200,12 @@ def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> 
              f"{s['round_s_median']:.1f} s, {s['rounds_10s']}/{s['cells']} cells at 10 s or "
              f"more; per cell, median response {s['median_tokens_min']:.0f} tokens or more "
              f"and the longest {s['tail_ratio_min']:.1f}x that median or more",
-             "", "| variant | median error | worst |", "|---|---|---|"]
+             ]
+    if s.get("tail_step_ratio"):
+        lines.append("- decode step after the last admission, live over simulated, by running "
+                     "batch (all cells, tail.csv): " + ", ".join(
+                         f"<={b} {r:.2f}" for b, r in s["tail_step_ratio"].items()))
+    lines += ["", "| variant | median error | worst |", "|---|---|---|"]
     for v, med in s["variant_median"].items():
         lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |")
     return "\n".join(lines) + "\n"
@@ -210,7 +217,11 @@ def write(cells: list[Cell], traces: dict[str, tuple[list[dict], list[dict]]], o
     table = pd.DataFrame(rows)
     requests = pd.DataFrame([request_row(c, *traces[c.name]) for c in cells])
     s = summary(table, requests)
+    steps = tail.table({c.name: traces[c.name] for c in cells})
+    s["tail_step_ratio"] = {int(r.batch_at_most): float(r.live_over_sim)
+                            for r in tail.overall(steps).itertuples()}
     write_atomic(out / "validate.csv", table.to_csv(index=False, float_format="%.6g"))
+    write_atomic(out / "tail.csv", steps.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "requests.csv", requests.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "summary.md", markdown(table, requests, s))
     figure(table, out / "validation.png")

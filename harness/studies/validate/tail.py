@@ -1,0 +1,95 @@
+"""The decode step, live against simulated, by how many sequences are running.
+
+A cell's metrics say *that* live and simulated differ; this says *where* in the
+engine's load. After a rollout's last admission no sequence joins, so between
+two consecutive finishes the batch is fixed (those still running) and, since
+both sides replay the same lengths in the same order, both take the same number
+of decode steps. The ratio of the two sides' interval lengths is then the ratio
+of their step times at that batch size: a direct reading of the calibrated step
+model where the systems differ most (the tail of a rollout, a narrow frontier).
+
+Only intervals whose two finishing requests are the same on both sides, and
+that follow both sides' last admission, count; a cell with aborts, preemptions
+after the last admission or a different finishing order contributes what still
+matches, or nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def bucket(batch: int) -> int:
+    """The smallest power of two at or above `batch` (the row it is counted in)."""
+    return next((b for b in BUCKETS if batch <= b), BUCKETS[-1])
+
+
+def _ends_after_last_admission(events: list[dict[str, Any]]
+                               ) -> list[tuple[float, tuple[int, int], str, int]]:
+    """(time, request, status, running before it) of every request that ends after
+    the run's last admission, in order; `running` counts admitted requests not yet
+    ended. A preemption changes the batch without an end: reading stops there."""
+    last_admit = max((i for i, e in enumerate(events) if e["ev"] == "request_admit"),
+                     default=None)
+    if last_admit is None:
+        return []
+    running = 0
+    for e in events[:last_admit + 1]:
+        if e["ev"] == "request_admit":
+            running += 1
+        elif e["ev"] in ("request_finish", "request_preempt"):
+            running -= 1
+    out = []
+    for e in events[last_admit + 1:]:
+        if e["ev"] == "request_preempt":
+            break
+        if e["ev"] == "request_finish":
+            out.append((e["t"], (e["group"], e["sample"]), e["status"], running))
+            running -= 1
+    return out
+
+
+def intervals(live: list[dict[str, Any]], sim: list[dict[str, Any]]
+              ) -> list[tuple[int, float, float]]:
+    """(batch, live seconds, simulated seconds) of each interval between two
+    consecutive finishes that are the same requests on both sides."""
+    a, b = _ends_after_last_admission(live), _ends_after_last_admission(sim)
+    out = []
+    for (t0, r0, st0, _), (t1, r1, st1, n1), (s0, q0, _, _), (s1, q1, _, m1) in zip(
+            a, a[1:], b, b[1:], strict=False):
+        # n1: running just before the interval's closing finish, i.e. during it
+        if (r0, r1) != (q0, q1) or n1 != m1 or (st0, st1) != ("finished", "finished"):
+            continue
+        out.append((n1, t1 - t0, s1 - s0))
+    return out
+
+
+def table(cells: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+          ) -> pd.DataFrame:
+    """Per cell and batch bucket: intervals, live and simulated seconds, their ratio."""
+    rows = []
+    for name, (live, sim) in cells.items():
+        sums: dict[int, list[float]] = {}
+        for batch, x, y in intervals(live, sim):
+            acc = sums.setdefault(bucket(batch), [0, 0.0, 0.0])
+            acc[0] += 1
+            acc[1] += x
+            acc[2] += y
+        rows += [{"cell": name, "batch_at_most": k, "intervals": int(n), "live_s": x,
+                  "sim_s": y, "live_over_sim": x / y if y > 0 else float("nan")}
+                 for k, (n, x, y) in sorted(sums.items())]
+    return pd.DataFrame(rows, columns=["cell", "batch_at_most", "intervals", "live_s",
+                                       "sim_s", "live_over_sim"])
+
+
+def overall(rows: pd.DataFrame) -> pd.DataFrame:
+    """Summed over cells: the step-time ratio per batch bucket."""
+    if rows.empty:
+        return rows
+    total = rows.groupby("batch_at_most")[["intervals", "live_s", "sim_s"]].sum()
+    total["live_over_sim"] = total["live_s"] / total["sim_s"]
+    return total.reset_index()
