@@ -47,6 +47,8 @@ def test_other_orders_aborts_and_preemptions_are_left_out() -> None:
                       preempt_at=1.5)
     assert tail.intervals(preempted, preempted) == []  # reading stops at the preemption
     assert tail.table({"c": ([], [])}).empty
+    same_step = trace(3, [(1.0, 0, "finished"), (1.0, 1, "finished"), (4.0, 2, "finished")])
+    assert tail.intervals(same_step, same_step) == [(1, 3.0, 3.0)]  # (1, 1]: no step
 
 
 @pytest.mark.parametrize(("batch", "row"), [(1, 1), (2, 2), (3, 4), (128, 128), (129, 256),

@@ -8,10 +8,10 @@ of decode steps. The ratio of the two sides' interval lengths is then the ratio
 of their step times at that batch size: a direct reading of the calibrated step
 model where the systems differ most (the tail of a rollout, a narrow frontier).
 
-Only intervals whose two finishing requests are the same on both sides, and
-that follow both sides' last admission, count; a cell with aborts, preemptions
-after the last admission or a different finishing order contributes what still
-matches, or nothing.
+Only intervals whose two finishing requests are the same on both sides, that
+follow both sides' last admission and that span at least one simulated step
+count; a cell with aborts, preemptions after the last admission or a different
+finishing order contributes what still matches, or nothing.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ def intervals(live: list[dict[str, Any]], sim: list[dict[str, Any]]
             a, a[1:], b, b[1:], strict=False):
         # n1: running just before the interval's closing finish, i.e. during it
         if (r0, r1) != (q0, q1) or n1 != m1 or (st0, st1) != ("finished", "finished"):
+            continue
+        if s1 == s0:  # no step between them (the same length): nothing to time
             continue
         out.append((n1, t1 - t0, s1 - s0))
     return out
