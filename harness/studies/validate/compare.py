@@ -199,8 +199,7 @@ def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> 
              f"- live rounds: shortest {s['round_s_min']:.1f} s, median "
              f"{s['round_s_median']:.1f} s, {s['rounds_10s']}/{s['cells']} cells at 10 s or "
              f"more; per cell, median response {s['median_tokens_min']:.0f} tokens or more "
-             f"and the longest {s['tail_ratio_min']:.1f}x that median or more",
-             ]
+             f"and the longest {s['tail_ratio_min']:.1f}x that median or more"]
     if s.get("tail_step_ratio"):
         lines.append("- decode step after the last admission, live over simulated, by running "
                      "batch (all cells, tail.csv): " + ", ".join(
