@@ -58,8 +58,8 @@ reproduce-rollpacker: setup
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all
 
-# The simulator against live runs replayed to the same lengths (about 34 minutes on
-# 2 cores): tables and figures are copied to results/validation/.
+# The simulator against live runs replayed to the same lengths (27 minutes on 2 cores
+# in the committed grid): tables and figures are copied to results/validation/.
 VALIDATION := runs/validation
 validate: setup setup-live
 	test -f runs/live-model/config.json || $(BIN)/rolloutbench model init runs/live-model

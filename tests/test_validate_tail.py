@@ -31,6 +31,7 @@ def test_intervals_between_matching_finishes_carry_the_batch_that_ran() -> None:
     assert tail.intervals(live, sim) == [(2, 2.0, 1.0), (1, 4.0, 2.0)]
     rows = tail.table({"c": (live, sim)})
     assert rows["batch_at_most"].tolist() == [1, 2]
+    assert [tail.label(b) for b in (1, 2, 4, 8, 128)] == ["1", "2", "3-4", "5-8", "65-128"]
     assert rows["live_over_sim"].tolist() == [2.0, 2.0]
     both = tail.overall(tail.table({"a": (live, sim), "b": (sim, sim)}))
     assert both.set_index("batch_at_most")["live_over_sim"].to_dict() == {

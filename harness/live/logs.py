@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,6 +96,34 @@ def engine_log(path: str | os.PathLike[str]) -> Iterator[Path]:
             os.environ.pop(LOG_ENV, None)
         else:
             os.environ[LOG_ENV] = before
+
+
+@contextmanager
+def children_write_to_log() -> Iterator[None]:
+    """Processes started in the block (vLLM's engine core) write their stdout and
+    stderr to the run's engine.log for their whole life. With
+    VLLM_CONFIGURE_LOGGING=0 the engine core has no log handler of its own, so its
+    warnings would reach the terminal through logging's last resort; it inherits
+    the file descriptors it starts with. Outside `engine_log`: nothing changes."""
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log):
+            os.close(fd)
 
 
 def actor_env() -> dict[str, str]:

@@ -70,10 +70,13 @@ class VLLMLocalBackend:
     @classmethod
     def start(cls, model_dir: str, max_model_len: int, kv_cache_mb: int,
               seed: int) -> VLLMLocalBackend:
-        from vllm.v1.engine.async_llm import AsyncLLM
+        from harness.live.logs import children_write_to_log
 
-        return cls(AsyncLLM.from_engine_args(
-            engine_args(model_dir, max_model_len, kv_cache_mb, seed)))
+        with children_write_to_log():  # the engine core's own lines, not the terminal's
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            return cls(AsyncLLM.from_engine_args(
+                engine_args(model_dir, max_model_len, kv_cache_mb, seed)))
 
     def facts(self) -> dict[str, int]:
         """The engine's own limits, for its simulated twin: KV-cache tokens, the most

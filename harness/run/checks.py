@@ -27,7 +27,10 @@ def check_run(cfg: RunConfig) -> RunConfig:
     cfg.validate()
     if cfg.runtime == "sim" or cfg.live.lengths == "replay":
         workload_limits_of(cfg)  # an unknown workload, or a trace that cannot drive a run
-    get_system(cfg.system)
+    try:
+        get_system(cfg.system)
+    except UnknownName as err:
+        raise ConfigError(f"--system: {err}") from None
     if cfg.runtime == "live":
         _check_live(cfg)
         resolve_defaults(cfg)
@@ -45,6 +48,8 @@ def workload_limits_of(cfg: RunConfig) -> tuple[int, int]:
 
     try:
         return workload_limits(cfg.workload, cfg.group_size)
+    except UnknownName as err:
+        raise ConfigError(f"--workload: {err}") from None
     except (TraceError, ValueError) as err:
         raise ConfigError(f"--workload {cfg.workload}: {err}") from None
 

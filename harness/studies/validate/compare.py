@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -198,12 +199,15 @@ def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> 
                  f"{m} {e:.1%}" for m, e in s["metric_median"].items()),
              f"- live rounds: shortest {s['round_s_min']:.1f} s, median "
              f"{s['round_s_median']:.1f} s, {s['rounds_10s']}/{s['cells']} cells at 10 s or "
-             f"more; per cell, median response {s['median_tokens_min']:.0f} tokens or more "
-             f"and the longest {s['tail_ratio_min']:.1f}x that median or more"]
+             f"more (the scale asked for); per cell, median response "
+             f"{s['median_tokens_min']:.0f} tokens or more and the longest "
+             f"{s['tail_ratio_min']:.1f}x that median or more"]
     if s.get("tail_step_ratio"):
         lines.append("- decode step after the last admission, live over simulated, by running "
-                     "batch (all cells, tail.csv): " + ", ".join(
-                         f"<={b} {r:.2f}" for b, r in s["tail_step_ratio"].items()))
+                     "sequences (all cells, tail.csv): " + ", ".join(
+                         f"{tail.label(b)}: {r:.2f}" for b, r in s["tail_step_ratio"].items()))
+    # Bullets wrapped to 100 columns (the terminal shows them as they are written).
+    lines = [textwrap.fill(line, 100, subsequent_indent="  ") for line in lines]
     lines += ["", "| variant | median error | worst |", "|---|---|---|"]
     for v, med in s["variant_median"].items():
         lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |")

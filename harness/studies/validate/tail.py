@@ -28,6 +28,11 @@ def bucket(batch: int) -> int:
     return next((b for b in BUCKETS if batch <= b), BUCKETS[-1])
 
 
+def label(row: int) -> str:
+    """A bucket's range of running sequences: 1, 2, 3-4, 5-8, ..."""
+    return str(row) if row <= 2 else f"{row // 2 + 1}-{row}"
+
+
 def _ends_after_last_admission(events: list[dict[str, Any]]
                                ) -> list[tuple[float, tuple[int, int], str, int]]:
     """(time, request, status, running before it) of every request that ends after
@@ -81,11 +86,12 @@ def table(cells: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
             acc[0] += 1
             acc[1] += x
             acc[2] += y
-        rows += [{"cell": name, "batch_at_most": k, "intervals": int(n), "live_s": x,
+        rows += [{"cell": name, "batch": label(k), "batch_at_most": k, "intervals": int(n),
+                  "live_s": x,
                   "sim_s": y, "live_over_sim": x / y if y > 0 else float("nan")}
                  for k, (n, x, y) in sorted(sums.items())]
-    return pd.DataFrame(rows, columns=["cell", "batch_at_most", "intervals", "live_s",
-                                       "sim_s", "live_over_sim"])
+    return pd.DataFrame(rows, columns=["cell", "batch", "batch_at_most", "intervals",
+                                       "live_s", "sim_s", "live_over_sim"])
 
 
 def overall(rows: pd.DataFrame) -> pd.DataFrame:
