@@ -138,7 +138,8 @@ def test_resume_runs_only_the_missing_cell(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("grid", "named"), [
-    ('system = ["cgp", "cgpp"]', "cell system='cgpp': --system: unknown system 'cgpp'; did you mean"),
+    ('system = ["cgp", "cgpp"]',
+     "cell system='cgpp': --system: unknown system 'cgpp'; did you mean"),
     ('groups = [4, 6]\nupdate_groups = [2, 4]',
      "cell groups=6, update_groups=4: --update-groups: U=4 must divide"),
     ('"sim.rollout_gpu" = ["a100-40gb-pcie", "h100"]',
