@@ -220,7 +220,7 @@ def write(cells: list[Cell], traces: dict[str, tuple[list[dict], list[dict]]], o
     table = pd.DataFrame(rows)
     requests = pd.DataFrame([request_row(c, *traces[c.name]) for c in cells])
     s = summary(table, requests)
-    steps = tail.table({c.name: traces[c.name] for c in cells})
+    steps = tail.table(traces)
     s["tail_step_ratio"] = {int(r.batch_at_most): float(r.live_over_sim)
                             for r in tail.overall(steps).itertuples()}
     write_atomic(out / "validate.csv", table.to_csv(index=False, float_format="%.6g"))

@@ -20,12 +20,12 @@ from typing import Any
 
 import pandas as pd
 
-BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+LAST_BUCKET = 1024  # holds every larger batch too
 
 
 def bucket(batch: int) -> int:
     """The smallest power of two at or above `batch` (the row it is counted in)."""
-    return next((b for b in BUCKETS if batch <= b), BUCKETS[-1])
+    return min(1 << (batch - 1).bit_length(), LAST_BUCKET)
 
 
 def label(row: int) -> str:
@@ -75,23 +75,25 @@ def intervals(live: list[dict[str, Any]], sim: list[dict[str, Any]]
     return out
 
 
+COLUMNS = ["cell", "batch", "batch_at_most", "intervals", "live_s", "sim_s", "live_over_sim"]
+
+
 def table(cells: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
           ) -> pd.DataFrame:
-    """Per cell and batch bucket: intervals, live and simulated seconds, their ratio."""
-    rows = []
-    for name, (live, sim) in cells.items():
-        sums: dict[int, list[float]] = {}
-        for batch, x, y in intervals(live, sim):
-            acc = sums.setdefault(bucket(batch), [0, 0.0, 0.0])
-            acc[0] += 1
-            acc[1] += x
-            acc[2] += y
-        rows += [{"cell": name, "batch": label(k), "batch_at_most": k, "intervals": int(n),
-                  "live_s": x,
-                  "sim_s": y, "live_over_sim": x / y if y > 0 else float("nan")}
-                 for k, (n, x, y) in sorted(sums.items())]
-    return pd.DataFrame(rows, columns=["cell", "batch", "batch_at_most", "intervals",
-                                       "live_s", "sim_s", "live_over_sim"])
+    """Per cell (in the given order) and batch bucket: intervals, live and simulated
+    seconds, their ratio."""
+    spans = pd.DataFrame(
+        [(i, name, bucket(n), x, y) for i, (name, (live, sim)) in enumerate(cells.items())
+         for n, x, y in intervals(live, sim)],
+        columns=["order", "cell", "batch_at_most", "live_s", "sim_s"])
+    if spans.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    rows = spans.groupby(["order", "cell", "batch_at_most"]).agg(
+        intervals=("live_s", "size"), live_s=("live_s", "sum"), sim_s=("sim_s", "sum"))
+    rows = rows.reset_index()
+    rows["batch"] = rows["batch_at_most"].map(label)
+    rows["live_over_sim"] = rows["live_s"] / rows["sim_s"]
+    return rows[COLUMNS]
 
 
 def overall(rows: pd.DataFrame) -> pd.DataFrame:
