@@ -65,7 +65,7 @@ validate: setup setup-live
 	test -f runs/live-model/config.json || $(BIN)/rolloutbench model init runs/live-model
 	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION) --force
 	mkdir -p results/validation
-	cd $(VALIDATION) && cp validate.csv requests.csv summary.md calibration.toml \
+	cd $(VALIDATION) && cp validate.csv requests.csv tail.csv probe.csv summary.md calibration.toml \
 		validation.png frontier.png $(CURDIR)/results/validation/
 
 live-demo: setup setup-live

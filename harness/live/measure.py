@@ -135,6 +135,25 @@ async def measure_decode(llm: Any, max_model_len: int) -> dict[str, float]:
             "max_context_tokens": float(x[:, 2].max())}
 
 
+PROBE_BATCHES = (1, 4, 16, 64)  # a rollout's tail, where the systems part ways
+
+
+async def probe_decode(llm: Any, max_model_len: int, tag: str) -> list[dict[str, float]]:
+    """The decode step re-measured in a few seconds: batches of a rollout's tail at one
+    mid-window prompt length, each timed twice and the faster kept, as `measure_decode`
+    times them. `validate` runs it beside every cell, so the machine's drift since the
+    calibration is measured instead of read as the step model's error."""
+    prompt = prompt_lengths(max_model_len)[1]
+    rows = []
+    for batch in PROBE_BATCHES:
+        took, _ = min([step_time((await _stamped(llm, batch, prompt, NEW_TOKENS,
+                                                 f"{tag}-b{batch}-{i}"))[0])
+                       for i in range(2)])
+        rows.append({"batch": batch, "context_tokens": batch * (prompt + NEW_TOKENS / 2),
+                     "step_s": took})
+    return rows
+
+
 async def measure_engine(model_dir: str, max_model_len: int = 2048, kv_cache_mb: int = 256
                          ) -> dict[str, float]:
     """Start an in-process engine with these settings, measure it, stop it."""

@@ -23,7 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from harness.core.config import RunConfig
+from harness.core.files import write_atomic
 from harness.core.trace import read_trace
 from harness.run.execute import execute
 from harness.studies.validate.grid import Cell
@@ -63,6 +66,7 @@ async def _live_in_process(cells: list[Cell], out: Path, calibration: Path | Non
 
     session: Session | None = None
     used = calibration
+    probes: list[dict[str, Any]] = []
     try:
         for i, cell in enumerate(cells, start=1):
             if session is None or session.key != engine_key(cell.config):
@@ -76,15 +80,28 @@ async def _live_in_process(cells: list[Cell], out: Path, calibration: Path | Non
                     used = out / "calibration.toml"
                     await measure(session, cell.config, used)
             start = time.monotonic()
+            probes += await _probe(session, cell, "before")
             trace = out / f"{cell.slug}-live.jsonl"
             await LiveRuntime(cell.config, trace, session=session).run_async(
                 get_system(cell.config.system))
+            probes += await _probe(session, cell, "after")
             say(f"[{i}/{len(cells)}] live {cell.name}: {time.monotonic() - start:.0f} s")
     finally:
         if session is not None:
             await session.close()
     assert used is not None
+    write_atomic(out / "probe.csv", pd.DataFrame(probes).to_csv(index=False,
+                                                                float_format="%.6g"))
     return used
+
+
+async def _probe(session: Any, cell: Cell, when: str) -> list[dict[str, Any]]:
+    """The decode step re-measured beside a cell (`drift.py`)."""
+    from harness.live.measure import probe_decode
+
+    rows = await probe_decode(session.backend.llm, cell.config.live.max_model_len,
+                              f"probe-{cell.slug}-{when}")
+    return [{"cell": cell.name, "when": when, **r} for r in rows]
 
 
 def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -> Path:
@@ -93,6 +110,8 @@ def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -
     from harness.live.logs import engine_log
 
     out.mkdir(parents=True, exist_ok=True)
+    (out / "probe.csv").unlink(missing_ok=True)  # a re-run's probes are its own
+    shutil.rmtree(out / "drift", ignore_errors=True)
     with engine_log(out / "engine.log"):
         return _run_live(cells, out, calibration, say)
 
@@ -127,13 +146,29 @@ def _run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) 
     return calibration
 
 
-def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say) -> None:
+def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say) -> dict[str, float]:
+    """Each cell's twin with the grid's calibration; where the decode step was probed
+    beside the cells (in one process), a second twin with it scaled by the cell's
+    drift (`drift.py`). Returns the drift of each probed cell."""
+    from harness.studies.validate import drift
+
     start = time.monotonic()
+    factors: dict[str, float] = {}
+    if (out / "probe.csv").exists():
+        probes = drift.table(pd.read_csv(out / "probe.csv").to_dict("records"), calibration)
+        write_atomic(out / "probe.csv", probes.to_csv(index=False, float_format="%.6g"))
+        factors = drift.per_cell(probes)
     for cell in cells:
         facts = _facts(out / f"{cell.slug}-live.jsonl")
         execute(sim_twin(cell.config, str(calibration), facts).validate(),
                 out / f"{cell.slug}-sim.jsonl")
+        if cell.name in factors:
+            scaled = drift.scaled(calibration, factors[cell.name],
+                                  out / "drift" / f"{cell.slug}.toml")
+            execute(sim_twin(cell.config, str(scaled), facts).validate(),
+                    out / f"{cell.slug}-sim-drift.jsonl")
     say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")
+    return factors
 
 
 def validate(cells: list[Cell], out: Path, calibration: Path | None,
@@ -142,7 +177,9 @@ def validate(cells: list[Cell], out: Path, calibration: Path | None,
     from harness.studies.validate import compare
 
     used = run_live(cells, out, calibration, say)
-    run_sims(cells, out, used, say)
+    factors = run_sims(cells, out, used, say)
     traces = {c.name: (read_trace(out / f"{c.slug}-live.jsonl"),
                        read_trace(out / f"{c.slug}-sim.jsonl")) for c in cells}
-    return compare.write(cells, traces, out)
+    drifted = {c.name: read_trace(out / f"{c.slug}-sim-drift.jsonl") for c in cells
+               if c.name in factors}
+    return compare.write(cells, traces, out, drifted, factors)
