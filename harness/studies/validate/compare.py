@@ -22,11 +22,12 @@ import pandas as pd
 
 from harness.core.files import write_atomic
 from harness.core.metrics import round_metrics
-from harness.studies.validate import tail
+from harness.studies.validate import drift, tail
 from harness.studies.validate.grid import Cell
 
 METRICS = ("rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s", "waiting_ratio")
 QUANTILES = (50, 90, 99)
+NOISY_FIT = 0.10  # a decode fit looser than this says more about the machine than the engine
 
 
 def _rel(live: float, sim: float) -> float:
@@ -50,23 +51,15 @@ def lengths(events: list[dict[str, Any]]) -> dict[tuple[int, int], int]:
             if e["ev"] == "request_finish" and e["status"] == "finished"}
 
 
-def cell_rows(cell: Cell, live: list[dict], sim: list[dict],
-              drifted: list[dict] | None = None) -> list[dict[str, Any]]:
-    """Round means of each metric live and simulated; with `drifted` (the twin whose
-    decode step is scaled by the cell's probed drift) that twin's too."""
+def cell_rows(cell: Cell, live: list[dict], sim: list[dict]) -> list[dict[str, Any]]:
     a, b = round_metrics(live), round_metrics(sim)
-    c = round_metrics(drifted) if drifted is not None else None
     rows = []
     for metric in METRICS:
         x = statistics.fmean(r[metric] for r in a)
         y = statistics.fmean(r[metric] for r in b)
-        row = {"cell": cell.name, "shape": cell.shape, "variant": cell.variant,
-               "system": cell.config.system, "metric": metric, "live": x, "sim": y,
-               "rel_error": _rel(x, y)}
-        if c is not None:
-            z = statistics.fmean(r[metric] for r in c)
-            row |= {"sim_drift": z, "rel_error_drift": _rel(x, z)}
-        rows.append(row)
+        rows.append({"cell": cell.name, "shape": cell.shape, "variant": cell.variant,
+                     "system": cell.config.system, "metric": metric, "live": x, "sim": y,
+                     "rel_error": _rel(x, y)})
     return rows
 
 
@@ -86,30 +79,32 @@ def request_row(cell: Cell, live: list[dict], sim: list[dict]) -> dict[str, Any]
     return row
 
 
-def ranking(cells: pd.DataFrame, sim: str = "sim") -> tuple[int, int]:
-    """(pairs ordered alike, pairs) by rollout-to-train-end within each shape; `sim`
-    names the simulated column."""
+def ranking(cells: pd.DataFrame) -> tuple[int, int]:
+    """(pairs ordered alike, pairs) by rollout-to-train-end within each shape."""
     r2te = cells[cells.metric == "rollout_to_train_end_s"]
     alike = total = 0
     for _, shape in r2te.groupby("shape"):
         for (_, p), (_, q) in itertools.combinations(shape.iterrows(), 2):
             total += 1
-            alike += np.sign(p.live - q.live) == np.sign(p[sim] - q[sim])
+            alike += np.sign(p.live - q.live) == np.sign(p.sim - q.sim)
     return int(alike), total
 
 
-def drift_summary(cells: pd.DataFrame, factors: dict[str, float]) -> dict[str, Any]:
-    """The machine's drift over the cells, and the errors with it taken out."""
-    values = list(factors.values())
-    alike, pairs = ranking(cells, "sim_drift")
-    per = cells.groupby("variant", sort=False)["rel_error_drift"].median()
-    return {"drift_min": min(values), "drift_median": float(np.median(values)),
-            "drift_max": max(values),
-            "drift_median_rel_error": float(cells.rel_error_drift.median()),
-            "drift_metric_median": cells.groupby("metric", sort=False)[
-                "rel_error_drift"].median().to_dict(),
-            "drift_variant_median": per.to_dict(),
-            "drift_ranking_alike": alike, "drift_ranking_pairs": pairs}
+def drift_summary(cells: pd.DataFrame, probes: pd.DataFrame) -> dict[str, Any]:
+    """How well the calibration's fit held at the probes' shapes, how far the machine
+    drifted over the cells, and how closely a cell's drift follows its live over
+    simulated rollout time (Pearson's r over the cells)."""
+    per_cell = drift.per_cell(probes)
+    rollout = cells[cells.metric == "rollout_complete_s"].set_index("cell")
+    slower = (rollout.live / rollout.sim).reindex(list(per_cell))
+    values = np.array(list(per_cell.values()))
+    follows = (float(np.corrcoef(values, slower)[0, 1]) if len(values) > 2 and values.std()
+               and slower.std() else float("nan"))
+    return {"fit_ratio_min": float(probes.ratio.min()),
+            "fit_ratio_median": float(probes.ratio.median()),
+            "fit_ratio_max": float(probes.ratio.max()),
+            "drift_min": float(values.min()), "drift_median": float(np.median(values)),
+            "drift_max": float(values.max()), "drift_follows_rollout_r": follows}
 
 
 def summary(cells: pd.DataFrame, requests: pd.DataFrame) -> dict[str, Any]:
@@ -225,42 +220,49 @@ def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> 
              f"more (the scale asked for); per cell, median response "
              f"{s['median_tokens_min']:.0f} tokens or more and the longest "
              f"{s['tail_ratio_min']:.1f}x that median or more"]
+    if "calibration_fit_rel_rms" in s:
+        rms = s["calibration_fit_rel_rms"]
+        lines.append(f"- calibration.toml: the decode model fits its {s['calibration_points']} "
+                     f"microbenchmarks within {rms:.1%} rms" + (
+                         f" (over {NOISY_FIT:.0%}: the machine was likely busy while it was "
+                         "measured; errors below carry that noise)" if rms > NOISY_FIT else ""))
     if "drift_median" in s:
         lines.append(
-            f"- decode step probed beside each cell, over the calibration's (probe.csv): "
-            f"{s['drift_min']:.2f}-{s['drift_max']:.2f}x, median {s['drift_median']:.2f}x; "
-            f"with each twin's step scaled by its cell's drift: median error "
-            f"{s['drift_median_rel_error']:.1%} (" + ", ".join(
-                f"{m} {e:.1%}" for m, e in s["drift_metric_median"].items())
-            + f"), ranking alike in {s['drift_ranking_alike']}/{s['drift_ranking_pairs']} "
-            "pairs")
+            f"- decode step probed beside each cell (probe.csv): over the calibration's fit "
+            f"{s['fit_ratio_min']:.2f}-{s['fit_ratio_max']:.2f}x (median "
+            f"{s['fit_ratio_median']:.2f}x); over the first probe, a cell's drift "
+            f"{s['drift_min']:.2f}-{s['drift_max']:.2f}x (median {s['drift_median']:.2f}x)"
+            + ("" if np.isnan(s["drift_follows_rollout_r"]) else
+               ", correlated with its live/simulated rollout time at r = "
+               f"{s['drift_follows_rollout_r']:.2f}"))
     if s.get("tail_step_ratio"):
         lines.append("- decode step after the last admission, live over simulated, by running "
                      "sequences (all cells, tail.csv): " + ", ".join(
                          f"{tail.label(b)}: {r:.2f}" for b, r in s["tail_step_ratio"].items()))
     # Bullets wrapped to 100 columns (the terminal shows them as they are written).
     lines = [textwrap.fill(line, 100, subsequent_indent="  ") for line in lines]
-    drift = s.get("drift_variant_median", {})
-    extra = (" drift taken out |", "---|") if drift else ("", "")
-    lines += ["", "| variant | median error | worst |" + extra[0], "|---|---|---|" + extra[1]]
+    lines += ["", "| variant | median error | worst |", "|---|---|---|"]
     for v, med in s["variant_median"].items():
-        cell = f" {drift[v]:.1%} |" if v in drift else ""
-        lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |{cell}")
+        lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |")
     return "\n".join(lines) + "\n"
 
 
 def write(cells: list[Cell], traces: dict[str, tuple[list[dict], list[dict]]], out: Path,
-          drifted: dict[str, list[dict]] | None = None,
-          factors: dict[str, float] | None = None) -> dict[str, Any]:
-    """The tables, summary and figures; `drifted` and `factors` (every cell's, or none)
-    add the twins with the probed drift taken out."""
-    drifted = drifted or {}
-    rows = [r for c in cells for r in cell_rows(c, *traces[c.name], drifted.get(c.name))]
+          probes: pd.DataFrame | None = None, calibration: Path | None = None
+          ) -> dict[str, Any]:
+    """The tables, summary and figures; `probes` (`drift.table`) adds the machine's
+    drift over the cells, `calibration` how well its decode fit held over its own
+    microbenchmarks."""
+    rows = [r for c in cells for r in cell_rows(c, *traces[c.name])]
     table = pd.DataFrame(rows)
     requests = pd.DataFrame([request_row(c, *traces[c.name]) for c in cells])
     s = summary(table, requests)
-    if factors and len(drifted) == len(cells):
-        s |= drift_summary(table, factors)
+    if probes is not None and not probes.empty:
+        s |= drift_summary(table, probes)
+    fit = drift.decode_of(calibration) if calibration is not None else {}
+    if "fit_rel_rms" in fit:  # written by `calibrate engine` since 2026-11
+        s |= {"calibration_fit_rel_rms": float(fit["fit_rel_rms"]),
+              "calibration_points": int(fit.get("points", 0))}
     steps = tail.table(traces)
     s["tail_step_ratio"] = {int(r.batch_at_most): float(r.live_over_sim)
                             for r in tail.overall(steps).itertuples()}

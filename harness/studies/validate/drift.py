@@ -3,27 +3,26 @@
 `validate` calibrates once, before the grid, and a grid lasts half an hour on
 shared machines whose speed moves by tens of percent. So beside every cell
 (just before and just after it) the decode step is re-measured for a few seconds
-(`harness.live.measure.probe_decode`) and set against what the calibration
-predicts for those shapes. A cell's drift is the geometric mean of measured over
-predicted across its two probes: 1.0 when the machine held still.
+(`harness.live.measure.probe_decode`). Each probe is set against what the
+calibration predicts for its shapes (`ratio`: how well the fit holds there) and
+against the grid's first probe, taken just after the calibration (`drift`: how
+far the machine has moved since). A cell's drift is the geometric mean over its
+two probes: 1.0 when the machine held still, whatever the fit's bias.
 
-The simulated twin keeps the grid's calibration (the headline error). A second
-twin runs with the decode step scaled by the cell's drift: both are microbenchmark
-facts, none read from the validation runs, so what error remains with the drift
-taken out is the step model's, and what goes away was the machine's.
+Both are reported beside the errors (summary.md, probe.csv), with how closely a
+cell's drift follows its live-over-simulated rollout time. A twin re-simulated
+with its cell's drift was tried and dropped: a few seconds of probing is as
+noisy as the drift it would take out (docs/validation.md).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-SCALED = ("fixed_s", "per_seq_s", "per_ctx_token_s")  # the decode step's terms
 
 
 def predicted(decode: dict[str, float], batch: float, context_tokens: float) -> float:
@@ -38,33 +37,20 @@ def decode_of(calibration: Path) -> dict[str, float]:
 
 
 def table(rows: list[dict[str, Any]], calibration: Path) -> pd.DataFrame:
-    """Probe rows (cell, when, batch, context_tokens, step_s) with the calibration's
-    prediction and the ratio of the two."""
-    frame = pd.DataFrame(rows)
+    """Probe rows (cell, when, batch, context_tokens, step_s, in the order taken) with
+    the calibration's prediction, their ratio, and the drift: the step over the first
+    probe's at the same batch."""
+    frame = pd.DataFrame(rows)[["cell", "when", "batch", "context_tokens", "step_s"]]
     decode = decode_of(calibration)
     frame["predicted_s"] = [predicted(decode, b, c)
                             for b, c in zip(frame.batch, frame.context_tokens, strict=True)]
     frame["ratio"] = frame.step_s / frame.predicted_s
+    first = frame.groupby("batch", sort=False).step_s.transform("first")
+    frame["drift"] = frame.step_s / first
     return frame
 
 
 def per_cell(probes: pd.DataFrame) -> dict[str, float]:
-    """Each cell's drift: the geometric mean of its probes' ratios."""
-    return {cell: math.exp(part.ratio.map(math.log).mean())
+    """Each cell's drift: the geometric mean of its probes' drifts."""
+    return {cell: math.exp(part["drift"].map(math.log).mean())
             for cell, part in probes.groupby("cell", sort=False)}
-
-
-def scaled(calibration: Path, factor: float, out: Path) -> Path:
-    """A copy of `calibration` with the decode step's terms times `factor`."""
-    lines, section = [], ""
-    for line in calibration.read_text().splitlines():
-        head = re.match(r"\[(\w+)\]", line)
-        section = head.group(1) if head else section
-        key = line.split("=", 1)[0].strip()
-        if section == "decode" and key in SCALED:
-            line = f"{key} = {float(line.split('=', 1)[1]) * factor!r}"
-        lines.append(line)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# {calibration.name}, decode step x {factor:.4f} (drift probe)\n"
-                   + "\n".join(lines) + "\n")
-    return out

@@ -111,7 +111,6 @@ def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "probe.csv").unlink(missing_ok=True)  # a re-run's probes are its own
-    shutil.rmtree(out / "drift", ignore_errors=True)
     with engine_log(out / "engine.log"):
         return _run_live(cells, out, calibration, say)
 
@@ -146,40 +145,38 @@ def _run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) 
     return calibration
 
 
-def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say) -> dict[str, float]:
-    """Each cell's twin with the grid's calibration; where the decode step was probed
-    beside the cells (in one process), a second twin with it scaled by the cell's
-    drift (`drift.py`). Returns the drift of each probed cell."""
+def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say
+             ) -> pd.DataFrame | None:
+    """Each cell's twin with the grid's calibration. Returns the probes taken beside
+    the cells (in one process), with their ratios (`drift.py`), if there were any."""
     from harness.studies.validate import drift
 
     start = time.monotonic()
-    factors: dict[str, float] = {}
+    probes = None
     if (out / "probe.csv").exists():
         probes = drift.table(pd.read_csv(out / "probe.csv").to_dict("records"), calibration)
         write_atomic(out / "probe.csv", probes.to_csv(index=False, float_format="%.6g"))
-        factors = drift.per_cell(probes)
     for cell in cells:
         facts = _facts(out / f"{cell.slug}-live.jsonl")
         execute(sim_twin(cell.config, str(calibration), facts).validate(),
                 out / f"{cell.slug}-sim.jsonl")
-        if cell.name in factors:
-            scaled = drift.scaled(calibration, factors[cell.name],
-                                  out / "drift" / f"{cell.slug}.toml")
-            execute(sim_twin(cell.config, str(scaled), facts).validate(),
-                    out / f"{cell.slug}-sim-drift.jsonl")
     say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")
-    return factors
+    return probes
 
 
 def validate(cells: list[Cell], out: Path, calibration: Path | None,
              say: Say = lambda _: None) -> dict[str, Any]:
     """Live, then simulated, then compared; writes the tables and the figure."""
+    return simulate_and_compare(cells, out, run_live(cells, out, calibration, say), say)
+
+
+def simulate_and_compare(cells: list[Cell], out: Path, used: Path, say: Say = lambda _: None
+                         ) -> dict[str, Any]:
+    """The twins of live traces already in `out`, and the comparison: a grid's kept
+    traces are compared again without running anything live."""
     from harness.studies.validate import compare
 
-    used = run_live(cells, out, calibration, say)
-    factors = run_sims(cells, out, used, say)
+    probes = run_sims(cells, out, used, say)
     traces = {c.name: (read_trace(out / f"{c.slug}-live.jsonl"),
                        read_trace(out / f"{c.slug}-sim.jsonl")) for c in cells}
-    drifted = {c.name: read_trace(out / f"{c.slug}-sim-drift.jsonl") for c in cells
-               if c.name in factors}
-    return compare.write(cells, traces, out, drifted, factors)
+    return compare.write(cells, traces, out, probes, used)
