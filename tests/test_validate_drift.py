@@ -1,13 +1,15 @@
-"""The drift probes of `validate`: the calibration's prediction at a probe's
-shape, a cell's drift against the first probe, and the summary's reading of
-them, each against a value worked out by hand."""
+"""The decode-step probes of `validate`: the calibration's prediction at a probe's
+shape, a cell's factor over the fit and over the first probe, the scaled
+calibration, and the probed twins in the summary, each against a value worked
+out by hand."""
 
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 
-import numpy as np
+import pandas as pd
 import pytest
 
 from harness.core.config import RunConfig
@@ -49,36 +51,58 @@ def test_a_cells_drift_is_against_the_first_probe(tmp_path: Path) -> None:
     assert probes.ratio.tolist() == pytest.approx([1.2, 1.5, 0.9, 1.32])
     # drift is against the first probe at the same batch: b's batch-1 probe is 1.32/1.2
     assert probes["drift"].tolist() == pytest.approx([1.0, 1.0, 1.0, 1.1])
-    assert drift.per_cell(probes) == pytest.approx({"a": 1.0, "b": math.sqrt(1.1)})
+    assert drift.per_cell(probes, "drift") == pytest.approx({"a": 1.0, "b": math.sqrt(1.1)})
+    assert drift.per_cell(probes) == pytest.approx({"a": math.sqrt(1.2 * 1.5),
+                                                    "b": math.sqrt(0.9 * 1.32)})
 
 
-def test_the_summary_gives_the_fit_the_drift_and_how_the_drift_follows_the_error(
-        tmp_path: Path) -> None:
+def test_the_scaled_calibration_scales_the_decode_step_and_nothing_else(tmp_path: Path
+                                                                        ) -> None:
+    cal = calibration(tmp_path)
+    out = drift.scaled(cal, 1.25, tmp_path / "probed" / "a.toml")
+    with open(cal, "rb") as fh:
+        before = tomllib.load(fh)
+    with open(out, "rb") as fh:
+        after = tomllib.load(fh)
+    for key in drift.SCALED:
+        assert after["decode"][key] == pytest.approx(1.25 * before["decode"][key])
+    rest = {k: v for k, v in before["decode"].items() if k not in drift.SCALED}
+    assert {k: after["decode"][k] for k in rest} == rest  # prefill, admission: unchanged
+    assert after["train"] == before["train"] and after["fixed"] == before["fixed"]
+
+
+def test_the_summary_gives_the_probes_and_the_probed_twins_errors(tmp_path: Path) -> None:
     cal = calibration(tmp_path)
     d = drift.decode_of(cal)
-    cells, traces, rows = [], {}, []
-    # three cells run on the simulator as "live" and as their own twin (no error), with
-    # probes at 1.0 (before) and 1.0, 1.21, 1.44 (after): drifts 1.0, 1.1, 1.2
-    for i, (groups, after) in enumerate(((4, 1.0), (6, 1.21), (8, 1.44))):
+    cells, traces, probed, rows = [], {}, {}, []
+    facts = {"kv_cache_tokens": 100_000, "max_num_seqs": 128}
+    # three cells whose "live" run is a twin with its step x1.1, x1.21, x1.44; each
+    # probed at that factor before and after: the probed twin matches it exactly
+    for i, (groups, factor) in enumerate(((4, 1.1), (6, 1.21), (8, 1.44))):
         cfg = RunConfig(system="slime", workload="lsat-ar-live", groups=groups,
                         group_size=4, update_groups=2, rounds=1, runtime="live")
         cfg.live.lengths = "replay"
         cell = Cell("lsat", f"v{i}", cfg)
-        facts = {"kv_cache_tokens": 100_000, "max_num_seqs": 128}
         execute(sim_twin(cfg, str(cal), facts).validate(), tmp_path / f"{i}.jsonl")
-        trace = read_trace(tmp_path / f"{i}.jsonl")
+        slow = drift.scaled(cal, factor, tmp_path / f"{i}.toml")
+        execute(sim_twin(cfg, str(slow), facts).validate(), tmp_path / f"{i}-slow.jsonl")
+        live = read_trace(tmp_path / f"{i}-slow.jsonl")
         cells.append(cell)
-        traces[cell.name] = (trace, trace)
+        traces[cell.name] = (live, read_trace(tmp_path / f"{i}.jsonl"))
+        probed[cell.name] = live
         rows += [{"cell": cell.name, "when": when, "batch": 16, "context_tokens": 16 * 524,
-                  "step_s": x * 1.1 * drift.predicted(d, 16, 16 * 524)}
-                 for when, x in (("before", 1.0), ("after", after))]
-    s = compare.write(cells, traces, tmp_path, drift.table(rows, cal), cal)
-    assert s["median_rel_error"] == 0.0
-    assert s["fit_ratio_min"] == pytest.approx(1.1)
-    assert s["fit_ratio_max"] == pytest.approx(1.1 * 1.44)
-    assert (s["drift_min"], s["drift_median"], s["drift_max"]) == pytest.approx((1.0, 1.1, 1.2))
-    assert np.isnan(s["drift_follows_rollout_r"])  # live/sim is 1.0 in every cell
+                  "step_s": factor * drift.predicted(d, 16, 16 * 524)}
+                 for when in ("before", "after")]
+    s = compare.write(cells, traces, tmp_path, drift.table(rows, cal), cal, probed)
+    assert s["median_rel_error"] > 0.05 and s["probed_median_rel_error"] == 0.0
+    assert s["probed_ranking_alike"] == s["probed_ranking_pairs"] == 3
+    assert (s["cell_factor_min"], s["cell_factor_median"], s["cell_factor_max"]) == \
+        pytest.approx((1.1, 1.21, 1.44))
+    assert (s["drift_min"], s["drift_max"]) == pytest.approx((1.0, 1.44 / 1.1))
+    assert s["factor_follows_rollout_r"] > 0.9  # the slower the step, the slower the run
     assert s["calibration_fit_rel_rms"] == 0.125
-    text = (tmp_path / "summary.md").read_text()
-    assert "1.00-1.20x (median 1.10x)" in text and "correlated" not in text
-    assert "its 18 microbenchmarks within 12.5% rms (over 10%" in text.replace("\n  ", " ")
+    text = (tmp_path / "summary.md").read_text().replace("\n  ", " ")
+    assert "1.10-1.44x a cell (median 1.21x" in text and "step probed beside it" in text
+    assert "its 18 microbenchmarks within 12.5% rms (over 10%" in text
+    table = pd.read_csv(tmp_path / "validate.csv")
+    assert (table.rel_error_probed == 0).all() and (table.sim_probed == table.live).all()

@@ -51,15 +51,23 @@ def lengths(events: list[dict[str, Any]]) -> dict[tuple[int, int], int]:
             if e["ev"] == "request_finish" and e["status"] == "finished"}
 
 
-def cell_rows(cell: Cell, live: list[dict], sim: list[dict]) -> list[dict[str, Any]]:
+def cell_rows(cell: Cell, live: list[dict], sim: list[dict],
+              probed: list[dict] | None = None) -> list[dict[str, Any]]:
+    """Round means of each metric live and simulated; with `probed` (the twin whose
+    decode step was re-measured beside the cell, `drift.py`) that twin's too."""
     a, b = round_metrics(live), round_metrics(sim)
+    c = round_metrics(probed) if probed is not None else None
     rows = []
     for metric in METRICS:
         x = statistics.fmean(r[metric] for r in a)
         y = statistics.fmean(r[metric] for r in b)
-        rows.append({"cell": cell.name, "shape": cell.shape, "variant": cell.variant,
-                     "system": cell.config.system, "metric": metric, "live": x, "sim": y,
-                     "rel_error": _rel(x, y)})
+        row = {"cell": cell.name, "shape": cell.shape, "variant": cell.variant,
+               "system": cell.config.system, "metric": metric, "live": x, "sim": y,
+               "rel_error": _rel(x, y)}
+        if c is not None:
+            z = statistics.fmean(r[metric] for r in c)
+            row |= {"sim_probed": z, "rel_error_probed": _rel(x, z)}
+        rows.append(row)
     return rows
 
 
@@ -79,32 +87,43 @@ def request_row(cell: Cell, live: list[dict], sim: list[dict]) -> dict[str, Any]
     return row
 
 
-def ranking(cells: pd.DataFrame) -> tuple[int, int]:
-    """(pairs ordered alike, pairs) by rollout-to-train-end within each shape."""
+def ranking(cells: pd.DataFrame, sim: str = "sim") -> tuple[int, int]:
+    """(pairs ordered alike, pairs) by rollout-to-train-end within each shape; `sim`
+    names the simulated column."""
     r2te = cells[cells.metric == "rollout_to_train_end_s"]
     alike = total = 0
     for _, shape in r2te.groupby("shape"):
         for (_, p), (_, q) in itertools.combinations(shape.iterrows(), 2):
             total += 1
-            alike += np.sign(p.live - q.live) == np.sign(p.sim - q.sim)
+            alike += np.sign(p.live - q.live) == np.sign(p[sim] - q[sim])
     return int(alike), total
 
 
 def drift_summary(cells: pd.DataFrame, probes: pd.DataFrame) -> dict[str, Any]:
-    """How well the calibration's fit held at the probes' shapes, how far the machine
-    drifted over the cells, and how closely a cell's drift follows its live over
-    simulated rollout time (Pearson's r over the cells)."""
-    per_cell = drift.per_cell(probes)
+    """The decode step probed beside the cells: over the calibration's fit per probe
+    and per cell (what the probed twin is scaled by), how closely a cell's factor
+    follows its live over simulated rollout time (Pearson's r), how far the machine
+    moved from the first probe, and the errors of the probed twins."""
+    factor = drift.per_cell(probes)
     rollout = cells[cells.metric == "rollout_complete_s"].set_index("cell")
-    slower = (rollout.live / rollout.sim).reindex(list(per_cell))
-    values = np.array(list(per_cell.values()))
+    slower = (rollout.live / rollout.sim).reindex(list(factor))
+    values = np.array(list(factor.values()))
     follows = (float(np.corrcoef(values, slower)[0, 1]) if len(values) > 2 and values.std()
                and slower.std() else float("nan"))
-    return {"fit_ratio_min": float(probes.ratio.min()),
-            "fit_ratio_median": float(probes.ratio.median()),
-            "fit_ratio_max": float(probes.ratio.max()),
-            "drift_min": float(values.min()), "drift_median": float(np.median(values)),
-            "drift_max": float(values.max()), "drift_follows_rollout_r": follows}
+    moved = list(drift.per_cell(probes, "drift").values())
+    out = {"fit_ratio_min": float(probes.ratio.min()), "fit_ratio_max": float(probes.ratio.max()),
+           "cell_factor_min": float(values.min()), "cell_factor_median": float(np.median(values)),
+           "cell_factor_max": float(values.max()), "factor_follows_rollout_r": follows,
+           "drift_min": min(moved), "drift_max": max(moved)}
+    if "rel_error_probed" in cells:
+        alike, pairs = ranking(cells, "sim_probed")
+        out |= {"probed_median_rel_error": float(cells.rel_error_probed.median()),
+                "probed_metric_median": cells.groupby("metric", sort=False)[
+                    "rel_error_probed"].median().to_dict(),
+                "probed_variant_median": cells.groupby("variant", sort=False)[
+                    "rel_error_probed"].median().to_dict(),
+                "probed_ranking_alike": alike, "probed_ranking_pairs": pairs}
+    return out
 
 
 def summary(cells: pd.DataFrame, requests: pd.DataFrame) -> dict[str, Any]:
@@ -226,34 +245,47 @@ def markdown(cells: pd.DataFrame, requests: pd.DataFrame, s: dict[str, Any]) -> 
                      f"microbenchmarks within {rms:.1%} rms" + (
                          f" (over {NOISY_FIT:.0%}: the machine was likely busy while it was "
                          "measured; errors below carry that noise)" if rms > NOISY_FIT else ""))
-    if "drift_median" in s:
+    if "cell_factor_median" in s:
+        r = s["factor_follows_rollout_r"]
         lines.append(
-            f"- decode step probed beside each cell (probe.csv): over the calibration's fit "
-            f"{s['fit_ratio_min']:.2f}-{s['fit_ratio_max']:.2f}x (median "
-            f"{s['fit_ratio_median']:.2f}x); over the first probe, a cell's drift "
-            f"{s['drift_min']:.2f}-{s['drift_max']:.2f}x (median {s['drift_median']:.2f}x)"
-            + ("" if np.isnan(s["drift_follows_rollout_r"]) else
-               ", correlated with its live/simulated rollout time at r = "
-               f"{s['drift_follows_rollout_r']:.2f}"))
+            f"- decode step probed beside each cell (probe.csv), over the calibration's fit: "
+            f"{s['fit_ratio_min']:.2f}-{s['fit_ratio_max']:.2f}x a probe, "
+            f"{s['cell_factor_min']:.2f}-{s['cell_factor_max']:.2f}x a cell (median "
+            f"{s['cell_factor_median']:.2f}x" + ("" if np.isnan(r) else
+                                                 f", following its live/simulated rollout "
+                                                 f"time at r = {r:.2f}")
+            + f"); a cell's probes over the grid's first: {s['drift_min']:.2f}-"
+            f"{s['drift_max']:.2f}x")
+    if "probed_median_rel_error" in s:
+        lines.append(
+            f"- with each twin's decode step scaled by its cell's probes: median error "
+            f"{s['probed_median_rel_error']:.1%} (" + ", ".join(
+                f"{m} {e:.1%}" for m, e in s["probed_metric_median"].items())
+            + f"), ranking alike in {s['probed_ranking_alike']}/{s['probed_ranking_pairs']} "
+            "pairs")
     if s.get("tail_step_ratio"):
         lines.append("- decode step after the last admission, live over simulated, by running "
                      "sequences (all cells, tail.csv): " + ", ".join(
                          f"{tail.label(b)}: {r:.2f}" for b, r in s["tail_step_ratio"].items()))
     # Bullets wrapped to 100 columns (the terminal shows them as they are written).
     lines = [textwrap.fill(line, 100, subsequent_indent="  ") for line in lines]
-    lines += ["", "| variant | median error | worst |", "|---|---|---|"]
+    probed = s.get("probed_variant_median", {})
+    extra = (" step probed beside it |", "---|") if probed else ("", "")
+    lines += ["", "| variant | median error | worst |" + extra[0], "|---|---|---|" + extra[1]]
     for v, med in s["variant_median"].items():
-        lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |")
+        cell = f" {probed[v]:.1%} |" if v in probed else ""
+        lines.append(f"| {v} | {med:.1%} | {s['variant_worst'][v]:.1%} |{cell}")
     return "\n".join(lines) + "\n"
 
 
 def write(cells: list[Cell], traces: dict[str, tuple[list[dict], list[dict]]], out: Path,
-          probes: pd.DataFrame | None = None, calibration: Path | None = None
-          ) -> dict[str, Any]:
-    """The tables, summary and figures; `probes` (`drift.table`) adds the machine's
-    drift over the cells, `calibration` how well its decode fit held over its own
-    microbenchmarks."""
-    rows = [r for c in cells for r in cell_rows(c, *traces[c.name])]
+          probes: pd.DataFrame | None = None, calibration: Path | None = None,
+          probed: dict[str, list[dict]] | None = None) -> dict[str, Any]:
+    """The tables, summary and figures; `probes` (`drift.table`) adds the decode step
+    probed beside the cells, `probed` the twins scaled by it (every cell's, or none),
+    `calibration` how well its decode fit held over its own microbenchmarks."""
+    probed = probed if probed and len(probed) == len(cells) else {}
+    rows = [r for c in cells for r in cell_rows(c, *traces[c.name], probed.get(c.name))]
     table = pd.DataFrame(rows)
     requests = pd.DataFrame([request_row(c, *traces[c.name]) for c in cells])
     s = summary(table, requests)

@@ -9,20 +9,24 @@ against the grid's first probe, taken just after the calibration (`drift`: how
 far the machine has moved since). A cell's drift is the geometric mean over its
 two probes: 1.0 when the machine held still, whatever the fit's bias.
 
-Both are reported beside the errors (summary.md, probe.csv), with how closely a
-cell's drift follows its live-over-simulated rollout time. A twin re-simulated
-with its cell's drift was tried and dropped: a few seconds of probing is as
-noisy as the drift it would take out (docs/validation.md).
+The twin is simulated twice: with the grid's calibration (the headline error)
+and with its decode step scaled by the cell's probes over the fit (`ratio`): the
+step re-measured beside the cell. Both are microbenchmark facts, none read from
+the validation runs, so what error the second twin keeps is the step model's,
+and what it loses was the machine's.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+SCALED = ("fixed_s", "per_seq_s", "per_ctx_token_s")  # the decode step's terms
 
 
 def predicted(decode: dict[str, float], batch: float, context_tokens: float) -> float:
@@ -50,7 +54,24 @@ def table(rows: list[dict[str, Any]], calibration: Path) -> pd.DataFrame:
     return frame
 
 
-def per_cell(probes: pd.DataFrame) -> dict[str, float]:
-    """Each cell's drift: the geometric mean of its probes' drifts."""
-    return {cell: math.exp(part["drift"].map(math.log).mean())
+def per_cell(probes: pd.DataFrame, column: str = "ratio") -> dict[str, float]:
+    """Each cell's geometric mean of its probes' `column`: `ratio`, the step over the
+    fit (what its twin is scaled by), or `drift`, over the grid's first probe."""
+    return {cell: math.exp(part[column].map(math.log).mean())
             for cell, part in probes.groupby("cell", sort=False)}
+
+
+def scaled(calibration: Path, factor: float, out: Path) -> Path:
+    """A copy of `calibration` with the decode step's terms times `factor`."""
+    lines, section = [], ""
+    for line in calibration.read_text().splitlines():
+        head = re.match(r"\[(\w+)\]", line)
+        section = head.group(1) if head else section
+        key = line.split("=", 1)[0].strip()
+        if section == "decode" and key in SCALED:
+            line = f"{key} = {float(line.split('=', 1)[1]) * factor!r}"
+        lines.append(line)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# {calibration.name}, decode step x {factor:.4f} (probed beside a cell)\n"
+                   + "\n".join(lines) + "\n")
+    return out

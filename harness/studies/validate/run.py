@@ -111,6 +111,7 @@ def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "probe.csv").unlink(missing_ok=True)  # a re-run's probes are its own
+    shutil.rmtree(out / "probed", ignore_errors=True)
     with engine_log(out / "engine.log"):
         return _run_live(cells, out, calibration, say)
 
@@ -147,19 +148,26 @@ def _run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) 
 
 def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say
              ) -> pd.DataFrame | None:
-    """Each cell's twin with the grid's calibration. Returns the probes taken beside
-    the cells (in one process), with their ratios (`drift.py`), if there were any."""
+    """Each cell's twin with the grid's calibration and, where the decode step was
+    probed beside the cells (in one process), a second twin with it scaled by the
+    cell's probes (`drift.py`). Returns the probes with their ratios, if any."""
     from harness.studies.validate import drift
 
     start = time.monotonic()
-    probes = None
+    probes, factors = None, {}
     if (out / "probe.csv").exists():
         probes = drift.table(pd.read_csv(out / "probe.csv").to_dict("records"), calibration)
         write_atomic(out / "probe.csv", probes.to_csv(index=False, float_format="%.6g"))
+        factors = drift.per_cell(probes)
     for cell in cells:
         facts = _facts(out / f"{cell.slug}-live.jsonl")
         execute(sim_twin(cell.config, str(calibration), facts).validate(),
                 out / f"{cell.slug}-sim.jsonl")
+        if cell.name in factors:
+            scaled = drift.scaled(calibration, factors[cell.name],
+                                  out / "probed" / f"{cell.slug}.toml")
+            execute(sim_twin(cell.config, str(scaled), facts).validate(),
+                    out / f"{cell.slug}-sim-probed.jsonl")
     say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")
     return probes
 
@@ -179,4 +187,6 @@ def simulate_and_compare(cells: list[Cell], out: Path, used: Path, say: Say = la
     probes = run_sims(cells, out, used, say)
     traces = {c.name: (read_trace(out / f"{c.slug}-live.jsonl"),
                        read_trace(out / f"{c.slug}-sim.jsonl")) for c in cells}
-    return compare.write(cells, traces, out, probes, used)
+    probed = {c.name: read_trace(out / f"{c.slug}-sim-probed.jsonl") for c in cells
+              if probes is not None and c.name in set(probes.cell)}
+    return compare.write(cells, traces, out, probes, used, probed)
