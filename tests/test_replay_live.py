@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from pandas import read_csv
 
 pytest.importorskip("vllm")
 pytest.importorskip("transformers")
@@ -61,6 +62,12 @@ def test_live_and_simulated_replay_process_the_same_tokens(validated) -> None:
         assert len(set(finished)) > 1 and max(finished) <= 256  # not one fixed length
     assert (out / "validate.csv").exists() and (out / "validation.png").exists()
     assert (out / "tail.csv").exists()
+    # the decode step probed before and after each cell, and each twin simulated again
+    probes = read_csv(out / "probe.csv")
+    assert sorted(set(probes.cell)) == ["dapo | cgp-fgd", "dapo | slime"]
+    assert len(probes) == 2 * 2 * 4 and (probes.step_s > 0).all()
+    assert (out / "dapo-slime-sim-probed.jsonl").exists()
+    assert 0.0 <= summary["probed_median_rel_error"] < 10.0
     assert (out / "calibration.toml").read_text() == path_of("cpu-live").read_text()
 
 
