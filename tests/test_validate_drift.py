@@ -1,12 +1,11 @@
 """The decode-step probes of `validate`: the calibration's prediction at a probe's
-shape, a cell's factor over the fit and over the first probe, the scaled
-calibration, and the probed twins in the summary, each against a value worked
+shape, a cell's factor over the fit and over the first probe, the knob that
+scales the step, and the probed twins in the summary, each against a value worked
 out by hand."""
 
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 
 import pandas as pd
@@ -15,12 +14,14 @@ import pytest
 from harness.core.config import RunConfig
 from harness.core.trace import read_trace
 from harness.run.execute import execute
+from harness.sim import knobs
 from harness.sim.calibration import path_of
+from harness.sim.perf import DecodeModel
 from harness.studies.validate import compare, drift
 from harness.studies.validate.grid import Cell
 from harness.studies.validate.run import sim_twin
 
-DECODE = {"fixed_s": 0.002, "per_seq_s": 1e-4, "per_ctx_token_s": 1e-7}
+DECODE = {"fixed_s": 0.002, "per_seq_s": 1e-4, "per_ctx_token_s": 1e-7, "prefill_per_token_s": 5e-6}
 
 
 def calibration(tmp_path: Path) -> Path:
@@ -56,19 +57,16 @@ def test_a_cells_drift_is_against_the_first_probe(tmp_path: Path) -> None:
                                                     "b": math.sqrt(0.9 * 1.32)})
 
 
-def test_the_scaled_calibration_scales_the_decode_step_and_nothing_else(tmp_path: Path
-                                                                        ) -> None:
-    cal = calibration(tmp_path)
-    out = drift.scaled(cal, 1.25, tmp_path / "probed" / "a.toml")
-    with open(cal, "rb") as fh:
-        before = tomllib.load(fh)
-    with open(out, "rb") as fh:
-        after = tomllib.load(fh)
-    for key in drift.SCALED:
-        assert after["decode"][key] == pytest.approx(1.25 * before["decode"][key])
-    rest = {k: v for k, v in before["decode"].items() if k not in drift.SCALED}
-    assert {k: after["decode"][k] for k in rest} == rest  # prefill, admission: unchanged
-    assert after["train"] == before["train"] and after["fixed"] == before["fixed"]
+def test_the_probed_knob_scales_every_decode_step_and_nothing_else(tmp_path: Path) -> None:
+    d = drift.decode_of(calibration(tmp_path))
+    plain = DecodeModel.measured(d)
+    scaled = knobs.apply_decode(plain, drift.probed_knobs(1.25, 128))
+    for batch, ctx in ((1, 524), (16, 16 * 524), (128, 128 * 1500)):
+        assert scaled.steps_time(10, batch, ctx) == pytest.approx(
+            1.25 * plain.steps_time(10, batch, ctx))
+    # prefill and admission: unchanged
+    assert scaled.prefill_per_token_s == plain.prefill_per_token_s == d["prefill_per_token_s"]
+    assert scaled.admit_per_request_s == plain.admit_per_request_s
 
 
 def test_the_summary_gives_the_probes_and_the_probed_twins_errors(tmp_path: Path) -> None:
@@ -84,8 +82,8 @@ def test_the_summary_gives_the_probes_and_the_probed_twins_errors(tmp_path: Path
         cfg.live.lengths = "replay"
         cell = Cell("lsat", f"v{i}", cfg)
         execute(sim_twin(cfg, str(cal), facts).validate(), tmp_path / f"{i}.jsonl")
-        slow = drift.scaled(cal, factor, tmp_path / f"{i}.toml")
-        execute(sim_twin(cfg, str(slow), facts).validate(), tmp_path / f"{i}-slow.jsonl")
+        with knobs.active(drift.probed_knobs(factor, 128)):
+            execute(sim_twin(cfg, str(cal), facts).validate(), tmp_path / f"{i}-slow.jsonl")
         live = read_trace(tmp_path / f"{i}-slow.jsonl")
         cells.append(cell)
         traces[cell.name] = (live, read_trace(tmp_path / f"{i}.jsonl"))

@@ -83,6 +83,13 @@ def step_time(stamps: list[list[float]]) -> tuple[float, float]:
     return ((t1 - t0) / steps, steps) if steps else (float("nan"), 0.0)
 
 
+async def best_step(llm: Any, batch: int, prompt_len: int, tag: str) -> tuple[float, float]:
+    """(seconds per decode step, steps) of `batch` sequences at `prompt_len`, timed
+    twice and the faster kept: the first of a shape may pay for warming it."""
+    return min([step_time((await _stamped(llm, batch, prompt_len, NEW_TOKENS,
+                                          f"{tag}-{i}"))[0]) for i in range(2)])
+
+
 def admissions(max_model_len: int) -> tuple[tuple[int, int], ...]:
     """(requests, prompt tokens) of the one-token bursts that time admission."""
     long = max_model_len // 2
@@ -117,10 +124,7 @@ async def measure_decode(llm: Any, max_model_len: int) -> dict[str, float]:
     rows, times = [], []
     for prompt_len in prompt_lengths(max_model_len):
         for batch in BATCHES:
-            runs = [step_time((await _stamped(llm, batch, prompt_len, NEW_TOKENS,
-                                              f"b{batch}p{prompt_len}-{i}"))[0])
-                    for i in range(2)]
-            took, steps = min(runs)  # the first of a shape may pay for warming it
+            took, steps = await best_step(llm, batch, prompt_len, f"b{batch}p{prompt_len}")
             if steps >= NEW_TOKENS // 4:
                 rows.append([1.0, batch, batch * (prompt_len + NEW_TOKENS / 2)])
                 times.append(took)
@@ -146,9 +150,7 @@ async def probe_decode(llm: Any, max_model_len: int, tag: str) -> list[dict[str,
     prompt = prompt_lengths(max_model_len)[1]
     rows = []
     for batch in PROBE_BATCHES:
-        took, _ = min([step_time((await _stamped(llm, batch, prompt, NEW_TOKENS,
-                                                 f"{tag}-b{batch}-{i}"))[0])
-                       for i in range(2)])
+        took, _ = await best_step(llm, batch, prompt, f"{tag}-b{batch}")
         rows.append({"batch": batch, "context_tokens": batch * (prompt + NEW_TOKENS / 2),
                      "step_s": took})
     return rows

@@ -41,6 +41,13 @@ class DecodeModel:
     small_batch_scale: float = 1.0
 
     @classmethod
+    def measured(cls, d: dict[str, float]) -> DecodeModel:
+        """A live engine's decode model from a calibration's `[decode]` table
+        (`calibrate engine`): a linear step time, no roofline terms."""
+        return cls(d["fixed_s"], d["per_seq_s"], 0.0, d["per_ctx_token_s"], 0.0,
+                   d["prefill_per_token_s"], d.get("admit_per_request_s", 0.0))
+
+    @classmethod
     def build(
         cls,
         hw: Hardware,

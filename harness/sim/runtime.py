@@ -64,10 +64,7 @@ class SimRuntime(RunnerBase):
 
         def make(index: int, tp: int, version: int) -> SimEngine:
             if "decode" in measured:
-                d = measured["decode"]
-                decode = DecodeModel(d["fixed_s"], d["per_seq_s"], 0.0, d["per_ctx_token_s"],
-                                     0.0, d["prefill_per_token_s"],
-                                     d.get("admit_per_request_s", 0.0))
+                decode = DecodeModel.measured(measured["decode"])
             else:
                 decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
                                            self.params["step_overhead_s"],

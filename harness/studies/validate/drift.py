@@ -11,33 +11,39 @@ two probes: 1.0 when the machine held still, whatever the fit's bias.
 
 The twin is simulated twice: with the grid's calibration (the headline error)
 and with its decode step scaled by the cell's probes over the fit (`ratio`): the
-step re-measured beside the cell. Both are microbenchmark facts, none read from
-the validation runs, so what error the second twin keeps is the step model's,
-and what it loses was the machine's.
+step re-measured beside the cell, applied through the simulator's probe knob
+(`harness.sim.knobs`, every batch). Both are microbenchmark facts, none read
+from the validation runs, so what error the second twin keeps is the step
+model's, and what it loses was the machine's.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-SCALED = ("fixed_s", "per_seq_s", "per_ctx_token_s")  # the decode step's terms
+from harness.sim import calibration as calibrations
+from harness.sim.knobs import Knobs
+from harness.sim.perf import DecodeModel
 
 
-def predicted(decode: dict[str, float], batch: float, context_tokens: float) -> float:
-    """The calibration's decode step for `batch` sequences holding `context_tokens`."""
-    return (decode["fixed_s"] + decode["per_seq_s"] * batch
-            + decode["per_ctx_token_s"] * context_tokens)
+def predicted(decode: dict[str, float], batch: int, context_tokens: float) -> float:
+    """The simulator's decode step, from this calibration, for `batch` sequences
+    holding `context_tokens`."""
+    return DecodeModel.measured(decode).steps_time(1, batch, context_tokens)
 
 
 def decode_of(calibration: Path) -> dict[str, float]:
-    with open(calibration, "rb") as fh:
-        return tomllib.load(fh)["decode"]
+    return calibrations.load(str(calibration))["decode"]
+
+
+def probed_knobs(factor: float, max_running: int) -> Knobs:
+    """Every decode step (an engine runs at most `max_running` sequences) times
+    `factor`; prefill and admission as calibrated."""
+    return Knobs(small_batch_scale=factor, small_batch=max_running)
 
 
 def table(rows: list[dict[str, Any]], calibration: Path) -> pd.DataFrame:
@@ -59,19 +65,3 @@ def per_cell(probes: pd.DataFrame, column: str = "ratio") -> dict[str, float]:
     fit (what its twin is scaled by), or `drift`, over the grid's first probe."""
     return {cell: math.exp(part[column].map(math.log).mean())
             for cell, part in probes.groupby("cell", sort=False)}
-
-
-def scaled(calibration: Path, factor: float, out: Path) -> Path:
-    """A copy of `calibration` with the decode step's terms times `factor`."""
-    lines, section = [], ""
-    for line in calibration.read_text().splitlines():
-        head = re.match(r"\[(\w+)\]", line)
-        section = head.group(1) if head else section
-        key = line.split("=", 1)[0].strip()
-        if section == "decode" and key in SCALED:
-            line = f"{key} = {float(line.split('=', 1)[1]) * factor!r}"
-        lines.append(line)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# {calibration.name}, decode step x {factor:.4f} (probed beside a cell)\n"
-                   + "\n".join(lines) + "\n")
-    return out

@@ -111,7 +111,6 @@ def run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) -
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "probe.csv").unlink(missing_ok=True)  # a re-run's probes are its own
-    shutil.rmtree(out / "probed", ignore_errors=True)
     with engine_log(out / "engine.log"):
         return _run_live(cells, out, calibration, say)
 
@@ -151,6 +150,7 @@ def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say
     """Each cell's twin with the grid's calibration and, where the decode step was
     probed beside the cells (in one process), a second twin with it scaled by the
     cell's probes (`drift.py`). Returns the probes with their ratios, if any."""
+    from harness.sim import knobs
     from harness.studies.validate import drift
 
     start = time.monotonic()
@@ -164,10 +164,9 @@ def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say
         execute(sim_twin(cell.config, str(calibration), facts).validate(),
                 out / f"{cell.slug}-sim.jsonl")
         if cell.name in factors:
-            scaled = drift.scaled(calibration, factors[cell.name],
-                                  out / "probed" / f"{cell.slug}.toml")
-            execute(sim_twin(cell.config, str(scaled), facts).validate(),
-                    out / f"{cell.slug}-sim-probed.jsonl")
+            twin = sim_twin(cell.config, str(calibration), facts).validate()
+            with knobs.active(drift.probed_knobs(factors[cell.name], twin.sim.max_running)):
+                execute(twin, out / f"{cell.slug}-sim-probed.jsonl")
     say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")
     return probes
 
