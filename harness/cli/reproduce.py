@@ -27,8 +27,9 @@ def chosen(kind: str, name: str, known: list[str], also: list[str]) -> list[str]
 @commands.command("calibrate")
 def calibrate_cmd(
     paper: Annotated[str, typer.Argument(
-        help="Which calibration to fit: rolloutpipe, april, rollpacker, all; or engine "
-             "(measure this machine's live engine and trainer).")],
+        help="Which calibration to fit: rolloutpipe, april, rollpacker, all; engine "
+             "(measure this machine's live engine and trainer); or kernels (tabulate the "
+             "measured-kernel step times of the engine --model/--gpu/--tp/--backend).")],
     dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
     model_dir: Annotated[Path, typer.Option(help="engine: the live model to measure.")]
     = Path("runs/live-model"),
@@ -40,10 +41,25 @@ def calibrate_cmd(
         help="engine: context length of the measured engine (as the runs will use).")]
     = 2048,
     kv_cache_mb: Annotated[int, typer.Option(help="engine: its KV cache in MiB.")] = 256,
+    model: Annotated[str, typer.Option(help="kernels: model preset or config.json path.")]
+    = "qwen3-1.7b",
+    gpu: Annotated[str, typer.Option(help="kernels: GPU preset.")] = "a100-40gb-pcie",
+    tp: Annotated[int, typer.Option(help="kernels: tensor-parallel size.")] = 1,
+    backend: Annotated[str, typer.Option(help="kernels: sglang or vllm.")] = "sglang",
+    kernels_out: Annotated[Path | None, typer.Option(
+        help="kernels: folder for the table." + shown("the user cache"))] = None,
 ) -> None:
     """Fit the simulator's free parameters to the baseline's observations only; or,
     with `engine`, measure this machine's live engine and trainer into a calibration
     file that `--set sim.calibration=FILE` and `validate --calibration FILE` use."""
+    if paper == "kernels":
+        from harness.cli.steps import calibrate_kernels
+
+        if tp < 1:
+            fail(f"--tp: must be >= 1, got {tp}")
+        path = calibrate_kernels(model, gpu, tp, backend, kernels_out)
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+        return
     from harness.studies import calibrate
 
     if paper == "engine":
@@ -70,7 +86,7 @@ def calibrate_cmd(
                                       kv_cache_mb)
         console.print_json(json.dumps(result))
         return
-    names = chosen("calibration", paper, list(calibrate.FITS), ["all", "engine"])
+    names = chosen("calibration", paper, list(calibrate.FITS), ["all", "engine", "kernels"])
     for name in names:
         result = calibrate.FITS[name](write=not dry_run, progress=True)
         console.print_json(json.dumps({"calibration": name, **result}))

@@ -49,6 +49,11 @@ class SimConfig:
     trainer_gpus: int = opt(8, "trainer GPUs (disaggregated placement)")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
     verifier_workers: int = opt(0, "reward checks running at a time; 0: no limit")
+    step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
+                          "database, where it covers the GPU and framework; else the roofline, "
+                          "said once) or roofline (bandwidth and FLOPs at fitted efficiencies)")
+    engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
+                              "engine: sglang or vllm")
     calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
                            "come from (harness/sim/calibration/NAME.toml)")
     bw_eff: float | None = opt(None, "decode: fraction of HBM bandwidth reached "
@@ -179,6 +184,10 @@ class RunConfig:
              f"unknown runtime {self.runtime!r} (known: sim, live)")
         s = self.sim
         need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
+        need(s.step_model in ("kernels", "roofline"), "set sim.step_model",
+             "must be kernels or roofline")
+        need(s.engine_backend in ("sglang", "vllm"), "set sim.engine_backend",
+             "must be sglang or vllm")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
         need(s.placement in ("disaggregated", "colocated"), "set sim.placement",
              f"must be disaggregated or colocated, not {s.placement!r}")

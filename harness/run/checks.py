@@ -68,6 +68,7 @@ def _check_sim(cfg: RunConfig) -> None:
             load(name)
         except UnknownName as err:
             raise ConfigError(f"--set {option}: {err}") from None
+    _check_step_model(cfg)
     try:
         resolve(s)
     except (OSError, ValueError) as err:
@@ -127,6 +128,23 @@ def _check_live_workload(cfg: RunConfig) -> None:
 
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
+
+
+def _check_step_model(cfg: RunConfig) -> None:
+    """Measured kernels: the engine's step table is found or built now, so a model the
+    database cannot price is one line before any run starts (a calibration with a
+    measured [decode] table needs none)."""
+    from harness.sim import calibration
+    from harness.sim.kernels.source import describe, step_table
+
+    s = cfg.sim
+    try:
+        measured = "decode" in calibration.load(s.calibration)
+    except (OSError, ValueError):
+        return  # said below, by resolve
+    if not measured and describe(s.step_model, s.model, s.rollout_gpu,
+                                 s.engine_backend).startswith("kernels"):
+        step_table(s.model, s.rollout_gpu, s.engine_backend, s.rollout_tp)
 
 
 def check_model_dir(path: Path, option: str) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
-from harness.sim.perf import DecodeModel
+from harness.sim.perf import StepJump
 
 
 class _Seq:
@@ -57,7 +57,7 @@ class SimEngine:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        decode: DecodeModel,
+        decode: StepJump,
         kv_capacity_tokens: int,
         max_running: int,
         emit: Callable[..., Any],

@@ -17,9 +17,11 @@ import dataclasses
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from harness.sim.perf import DecodeModel
+from harness.sim.perf import StepJump
+
+D = TypeVar("D", bound=StepJump)
 
 FRONTIER_BATCH = 16  # sequences: RolloutPipe's frontier of F_w=2 groups of K=8
 
@@ -73,7 +75,7 @@ def active(knobs: Knobs) -> Iterator[Knobs]:
         _ACTIVE.reset(token)
 
 
-def apply_decode(decode: DecodeModel, knobs: Knobs | None) -> DecodeModel:
+def apply_decode(decode: D, knobs: Knobs | None) -> D:
     """The engine's decode model with the small-batch scale applied (if any)."""
     if knobs is None or knobs.small_batch_scale is None:
         return decode

@@ -20,13 +20,46 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from harness.sim.presets import Hardware, Model
 
 
+class StepJump:
+    """Finding how many steps fit in a span, for any step model with `steps_time`."""
+
+    def steps_time(self, n: int, b: int, ctx: int) -> float:
+        raise NotImplementedError
+
+    def steps_completed(self, dt: float, b: int, ctx: int, cap: int) -> int:
+        """The most steps (<= cap) that fit entirely within dt; none while dt <= 0
+        (a segment starts after the prefill of what it admitted, so an engine cut
+        during that prefill is asked about a negative dt)."""
+        k = self.steps_within(dt, b, ctx, cap)
+        if k == 0:
+            return 0
+        return k if self.steps_time(k, b, ctx) <= dt + 1e-12 else k - 1
+
+    def steps_within(self, dt: float, b: int, ctx: int, cap: int) -> int:
+        """The fewest steps (<= cap) whose total time reaches dt: the step running
+        at dt counts, since an engine finishes the step it is in."""
+        if dt <= 0:
+            return 0
+        lo, hi = 1, cap
+        if self.steps_time(hi, b, ctx) < dt:
+            return cap
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.steps_time(mid, b, ctx) >= dt:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
 @dataclass(frozen=True)
-class DecodeModel:
-    """Step time of a tensor-parallel engine replica, in seconds."""
+class DecodeModel(StepJump):
+    """Step time of a tensor-parallel engine replica, in seconds: the roofline."""
 
     fixed_s: float  # per step: scheduler/launch overhead and all-reduce latency
     per_seq_s: float  # per running sequence: all-reduce bytes
@@ -87,30 +120,44 @@ class DecodeModel:
             return self.small_batch_scale * (base + j * comp + mem)
         return base + j * comp + mem
 
-    def steps_completed(self, dt: float, b: int, ctx: int, cap: int) -> int:
-        """The most steps (<= cap) that fit entirely within dt; none while dt <= 0
-        (a segment starts after the prefill of what it admitted, so an engine cut
-        during that prefill is asked about a negative dt)."""
-        k = self.steps_within(dt, b, ctx, cap)
-        if k == 0:
-            return 0
-        return k if self.steps_time(k, b, ctx) <= dt + 1e-12 else k - 1
 
-    def steps_within(self, dt: float, b: int, ctx: int, cap: int) -> int:
-        """The fewest steps (<= cap) whose total time reaches dt: the step running
-        at dt counts, since an engine finishes the step it is in."""
-        if dt <= 0:
-            return 0
-        lo, hi = 1, cap
-        if self.steps_time(hi, b, ctx) < dt:
-            return cap
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.steps_time(mid, b, ctx) >= dt:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+@dataclass(frozen=True)
+class TableDecodeModel(StepJump):
+    """Step time from a measured-kernel table (`harness.sim.kernels.table`), in seconds.
+
+    Per batch b the step is linear in the context each sequence holds,
+    a(b) + c(b) * ctx / b, so n steps starting at ctx context tokens in all take
+    n * a(b) + c(b) * (n * ctx / b + n (n - 1) / 2): each step adds one token to every
+    sequence. a and c are interpolated between the tabulated batches."""
+
+    batches: tuple[int, ...]
+    fixed_s: tuple[float, ...]
+    per_ctx_s: tuple[float, ...]
+    prefill_per_token_s: float
+    admit_per_request_s: float = 0.0
+    small_batch: int = 0
+    small_batch_scale: float = 1.0
+
+    @classmethod
+    def from_table(cls, table: Any) -> TableDecodeModel:
+        return cls(tuple(table.batches), tuple(ms / 1e3 for ms in table.fixed_ms),
+                   tuple(ms / 1e3 for ms in table.per_ctx_ms),
+                   table.prefill_per_token_ms / 1e3)
+
+    def coefficients(self, b: int) -> tuple[float, float]:
+        cache = self.__dict__.setdefault("_coef", {})
+        if b not in cache:
+            from harness.sim.kernels.table import coefficients
+
+            cache[b] = coefficients(self.batches, self.fixed_s, self.per_ctx_s, b)
+        return cache[b]
+
+    def steps_time(self, n: int, b: int, ctx: int) -> float:
+        if n <= 0:
+            return 0.0
+        a, c = self.coefficients(b)
+        t = n * a + c * (n * ctx / b + n * (n - 1) / 2)
+        return self.small_batch_scale * t if b <= self.small_batch else t
 
 
 def roofline_floor(hw: Hardware, model: Model, tp: int, batch: int, ctx_tokens: int) -> float:

@@ -22,8 +22,9 @@ from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
+from harness.sim.kernels.source import ROOFLINE, describe, say_once, step_table
 from harness.sim.loop import VirtualTimeLoop
-from harness.sim.perf import DecodeModel, TrainModel
+from harness.sim.perf import DecodeModel, TableDecodeModel, TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
 from harness.sim.trace_buffer import BufferedTraceWriter
@@ -61,10 +62,19 @@ class SimRuntime(RunnerBase):
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
 
         measured = calibration.load(s.calibration)  # a measured engine replaces the roofline
+        self.step_source = ("measured" if "decode" in measured else
+                            describe(s.step_model, s.model, s.rollout_gpu, s.engine_backend))
+        if self.step_source.startswith(f"{ROOFLINE} ("):
+            say_once(f"sim.step_model=kernels: {self.step_source[len(ROOFLINE) + 2:-1]}; "
+                     f"the roofline prices the engine's steps")
 
         def make(index: int, tp: int, version: int) -> SimEngine:
+            decode: DecodeModel | TableDecodeModel
             if "decode" in measured:
                 decode = DecodeModel.measured(measured["decode"])
+            elif self.step_source.startswith("kernels"):
+                decode = TableDecodeModel.from_table(
+                    step_table(s.model, s.rollout_gpu, s.engine_backend, tp))
             else:
                 decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
                                            self.params["step_overhead_s"],
@@ -113,7 +123,8 @@ class SimRuntime(RunnerBase):
         await asyncio.sleep(self.params["materialize_s"])
 
     def header(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params}
+        head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,
+                                "step_source": self.step_source}
         if self.knobs is not None:  # a probe run says so; a plain run's header is as ever
             head["knobs"] = self.knobs.describe()
         return head

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
 COLUMNS = ("paper", "claim", "metric", "config", "paper_low", "paper_high", "harness",
-           "tolerance", "within", "kind")
+           "tolerance", "within", "kind", "step_source", "harness_roofline", "within_roofline")
 
 
 @dataclass(frozen=True)
@@ -31,21 +31,39 @@ class Claim:
     tolerance: float = 0.10
     kind: str = "prediction"
     held: bool | None = None  # `within` as a claims.csv recorded it (rows read back)
+    # Where the engine's step times came from, and the same claim with the roofline
+    # step model (NaN where the run already used the roofline: nothing to compare).
+    step_source: str = ""
+    harness_roofline: float = math.nan
+    held_roofline: bool | None = None
+
+    def holds(self, value: float) -> bool:
+        if math.isnan(value):
+            return False
+        lo = self.paper_low - abs(self.paper_low) * self.tolerance
+        hi = self.paper_high + abs(self.paper_high) * self.tolerance
+        return lo <= value <= hi
 
     @property
     def within(self) -> bool:
         if self.held is not None:  # read from a table: its verdict, made at full precision
             return self.held
-        if math.isnan(self.harness):
-            return False
-        lo = self.paper_low - abs(self.paper_low) * self.tolerance
-        hi = self.paper_high + abs(self.paper_high) * self.tolerance
-        return lo <= self.harness <= hi
+        return self.holds(self.harness)
+
+    @property
+    def within_roofline(self) -> bool | None:
+        """The verdict under the roofline; None when no roofline twin was run."""
+        if self.held_roofline is not None:
+            return self.held_roofline
+        return None if math.isnan(self.harness_roofline) else self.holds(self.harness_roofline)
 
     def row(self) -> dict[str, object]:
         out: dict[str, object] = asdict(self)
         out["harness"] = round(self.harness, 4)
         out["within"] = self.within
+        out["harness_roofline"] = ("" if math.isnan(self.harness_roofline)
+                                   else round(self.harness_roofline, 4))
+        out["within_roofline"] = "" if self.within_roofline is None else self.within_roofline
         return {k: out[k] for k in COLUMNS}
 
 
@@ -83,7 +101,7 @@ def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
     """The claims of a table written by `to_csv` (extra columns are ignored: the
     would-need texts are joined again on writing). `within` is kept as written."""
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    missing = [c for c in COLUMNS[:10] if c not in (reader.fieldnames or ())]
     if missing:
         raise ClaimsFileError(f"{source}: not a claims table (no column {missing[0]!r})")
     out = []
@@ -92,7 +110,9 @@ def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
             out.append(Claim(r["paper"], r["claim"], r["metric"], r["config"],
                              _number(r["paper_low"]), _number(r["paper_high"]),
                              _number(r["harness"]), _number(r["tolerance"]), r["kind"],
-                             _flag(r["within"])))
+                             _flag(r["within"]), r.get("step_source") or "",
+                             _number(r.get("harness_roofline") or "nan"),
+                             _flag(r["within_roofline"]) if r.get("within_roofline") else None))
         except (TypeError, ValueError) as err:
             raise ClaimsFileError(f"{source}: line {line}: {err}") from None
     return out
@@ -116,7 +136,9 @@ def _flag(text: str) -> bool:
 def as_written(claims: Iterable[Claim]) -> list[Claim]:
     """The claims as claims.csv records them (harness rounded, verdict kept), so a
     table rendered from fresh claims and one rendered from the file read back agree."""
-    return [replace(c, harness=c.row()["harness"], held=c.within) for c in claims]
+    return [replace(c, harness=c.row()["harness"], held=c.within,
+                    harness_roofline=round(c.harness_roofline, 4),
+                    held_roofline=c.within_roofline) for c in claims]
 
 
 def merge(old: list[Claim], new: list[Claim], papers: Iterable[str],

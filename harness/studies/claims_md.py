@@ -34,6 +34,11 @@ machine-readable table is [claims.csv](claims.csv), a summary per claim is
 - **paper value**: the paper's value or range; **harness**: the simulator's.
 - **tol**: the tolerance, a fraction of each bound: a row holds (**within**:
   yes) when the harness value lies in [low - tol x |low|, high + tol x |high|].
+- **step source**, under each paper's title: where the engine's step times came
+  from: `kernels:<gpu>:<framework>-<version>` (NVIDIA's measured-kernel database;
+  `:stand-in` for a GPU priced through another one, see docs/simulator.md) or
+  `roofline`. **roofline**, **within (roofline)**: the same claim simulated with
+  the roofline step model, where the run used measured kernels.
 - **would need**, **bound**: for a missed prediction, the value of the one
   parameter the claim is most sensitive to at which the simulator would
   reproduce the paper, and the physical bound on it (`plausible: no` means the
@@ -67,18 +72,23 @@ def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None,
         why = f"[{title}]({link})" if link else "not read yet"
         hits = sum(c.within for c in rows)
         preds = [c for c in rows if c.kind == "prediction"]
+        sources = ", ".join(dict.fromkeys(c.step_source for c in rows if c.step_source))
         lines += ["", f"## {paper}", "",
+                  f"Step source: {sources or 'not recorded'}. "
                   f"{hits} of {len(rows)} rows hold ({sum(c.within for c in preds)} of "
-                  f"{len(preds)} predictions). The misses are read in {why}"
-                  + (f"; what each missed prediction would need: [docs]({NEED_DOC})."
-                     if more else "."), "",
-                  "| claim | config | kind | paper value | harness | tol | within |"
-                  + (" would need | bound |" if more else "") + " why |",
-                  "|---|---|---|---|---|---|---|" + ("---|---|" if more else "") + "---|"]
+                  f"{len(preds)} predictions){_roofline_count(rows)}. The misses are read "
+                  f"in {why}" + (f"; what each missed prediction would need: [docs]({NEED_DOC})."
+                                 if more else "."), "",
+                  "| claim | config | kind | paper value | harness | tol | within | roofline "
+                  "| within (roofline) |" + (" would need | bound |" if more else "") + " why |",
+                  "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if more else "")
+                  + "---|"]
         for c in rows:
             mark = "yes" if c.within else "**no**"
+            roof = "" if math.isnan(c.harness_roofline) else f"{c.harness_roofline:.4g}"
+            roof_mark = {None: "", True: "yes", False: "no"}[c.within_roofline]
             line = (f"| {c.claim} | {c.config} | {c.kind} | {_range(c)} | {c.harness:.4g} | "
-                    f"{_tolerance(c)} | {mark} |")
+                    f"{_tolerance(c)} | {mark} | {roof} | {roof_mark} |")
             if would_need is not None:
                 need, bound = need_of(c, would_need)
                 line += f" {need} | {bound} |"
@@ -87,14 +97,22 @@ def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None,
     return "\n".join(lines) + "\n"
 
 
+def _roofline_count(rows: list[Claim]) -> str:
+    twins = [c for c in rows if c.within_roofline is not None]
+    if not twins:
+        return ""
+    return f"; with the roofline step model {sum(bool(c.within_roofline) for c in twins)} of " \
+           f"{len(twins)}"
+
+
 def summary_markdown(claims: list[Claim]) -> str:
     """One line per claim across its configurations: hits, paper range, harness range
     (the README's table, between its claims markers)."""
     order: dict[tuple[str, str, str], list[Claim]] = {}
     for c in claims:
         order.setdefault((c.paper, c.claim, c.kind), []).append(c)
-    lines = ["| paper | claim | kind | paper value | harness (min-max) | within |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| paper | claim | kind | paper value | harness (min-max) | within | within, "
+             "roofline |", "|---|---|---|---|---|---|---|"]
     for (paper, claim, kind), rows in order.items():
         lo = min(c.paper_low for c in rows)
         hi = max(c.paper_high for c in rows)
@@ -102,6 +120,14 @@ def summary_markdown(claims: list[Claim]) -> str:
         got = f"{min(vals):.4g} to {max(vals):.4g}" if vals else "n/a"
         hits = sum(c.within for c in rows)
         paper_txt = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
+        twins = [c for c in rows if c.within_roofline is not None]
+        roof = f"{sum(bool(c.within_roofline) for c in twins)}/{len(twins)}" if twins else "same"
         lines.append(f"| {paper} | {claim} | {kind} | {paper_txt} | {got} | "
-                     f"{hits}/{len(rows)} |")
+                     f"{hits}/{len(rows)} | {roof} |")
+    total = sum(c.within for c in claims)
+    twins = [c for c in claims if c.within_roofline is not None]
+    lines += ["", f"{total} of {len(claims)} rows hold with the step model each paper runs "
+              f"(measured kernels where covered); of the {len(twins)} rows simulated both ways, "
+              f"{sum(c.within for c in twins)} hold with kernels and "
+              f"{sum(bool(c.within_roofline) for c in twins)} with the roofline."]
     return "\n".join(lines) + "\n"

@@ -8,11 +8,16 @@ OUTPUTS, which the README's `make reproduce-<paper>` table and the tests follow)
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.sim import calibration
+from harness.sim.kernels.source import describe
 from harness.studies.claims import Claim, WouldNeed
 from harness.studies.reproduce import april, pipelinerl, pool, rolloutpipe, rollpacker
 from harness.studies.reproduce.record import (
@@ -44,6 +49,21 @@ OUTPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                    ("rollpacker_table2.png", "rollpacker_fig11_eta.png")),
 }
 
+# One engine of each paper's setup: all of a paper's engines share its GPU and framework,
+# so this one says where its step times come from.
+ENGINES: dict[str, Callable[[], RunConfig]] = {
+    "rolloutpipe": lambda: rolloutpipe.base_config(0, 1),
+    "pipelinerl": lambda: pipelinerl.base("pipelinerl", 0),
+    "april": lambda: april.config("grpo", april.MODELS[0], april.DATASETS[0], True, 0, 1),
+    "rollpacker": lambda: rollpacker.config("7B/8k", "verl"),
+}
+
+
+def step_source(paper: str) -> str:
+    s = ENGINES[paper]().sim
+    return describe(s.step_model, s.model, s.rollout_gpu, s.engine_backend)
+
+
 # Where each paper's misses are read (links relative to results/claims.md).
 READING: dict[str, tuple[str, str]] = {
     "rolloutpipe": ("the README's RolloutPipe reading", "../README.md#rolloutpipe"),
@@ -61,10 +81,16 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     old, old_meta = load_claims(out), load_provenance(out)  # a bad file fails before work
     done = pool.reproduce(PAPERS, names, {"out": out, "figures": figures, "rounds": rounds,
                                           "seed": seed}, jobs)
+    sources = {name: step_source(name) for name in names}
+    twins = roofline_twins([n for n in names if sources[n].startswith("kernels")],
+                           rounds, seed, jobs)
     claims: list[Claim] = []
     records = {}
     for name in names:
-        claims += done[name]
+        roof = {(c.claim, c.config): c.harness for c in twins.get(name, [])}
+        claims += [dataclasses.replace(c, step_source=sources[name],
+                                       harness_roofline=roof.get((c.claim, c.config), math.nan))
+                   for c in done[name]]
         results, figs = OUTPUTS[name]
         records[name] = paper_record(
             f"rolloutbench reproduce {name} --rounds {rounds} --seed {seed}",
@@ -77,6 +103,19 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
 
         update_readme(out.parent / "README.md", summary_markdown(merged))
     return [c.row() for c in claims]
+
+
+def roofline_twins(names: list[str], rounds: int, seed: int, jobs: int
+                   ) -> dict[str, list[Claim]]:
+    """The named papers' claims again, every run on the roofline step model (its
+    files and figures written to a scratch folder and dropped)."""
+    if not names:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="rolloutbench-roofline-") as scratch:
+        folder = Path(scratch)
+        return pool.reproduce(PAPERS, names, {"out": folder, "figures": folder,
+                                              "rounds": rounds, "seed": seed}, jobs,
+                              step_model="roofline")
 
 
 def would_need_texts(path: Path) -> WouldNeed | None:

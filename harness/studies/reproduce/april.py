@@ -55,6 +55,7 @@ def config(algo: str, model: str, dataset: str, april: bool, seed: int, rounds: 
     s = cfg.sim
     s.calibration, s.model, s.rollout_gpu, s.rollout_tp = calibration, model, "mi300x", 1
     s.rollout_engines, s.placement = 8, "colocated"
+    s.engine_backend = "sglang"  # APRIL is built into slime, on SGLang
     return cfg
 
 

@@ -40,7 +40,7 @@ def base(system: str, seed: int) -> RunConfig:
                     update_groups=B_GROUPS, max_response_tokens=32768)
     s = cfg.sim
     s.calibration, s.model, s.rollout_gpu, s.rollout_tp = PAPER, "qwen2.5-7b", "h100-sxm", 1
-    s.trainer_gpu = "h100-sxm"
+    s.trainer_gpu, s.engine_backend = "h100-sxm", "vllm"  # PipelineRL serves with vLLM
     s.micro_batch_tokens = 65536
     return cfg
 

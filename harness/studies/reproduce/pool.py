@@ -17,6 +17,7 @@ per finished paper) otherwise.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
 import multiprocessing
 import os
 import sys
@@ -107,13 +108,26 @@ class RunPool:
     holding the turn (`turn`), which the pool lends out while the runs are away."""
 
     def __init__(self, reporter: Reporter, executor: cf.ProcessPoolExecutor | None = None,
-                 turn: threading.Lock | None = None) -> None:
+                 turn: threading.Lock | None = None, step_model: str | None = None) -> None:
         self.reporter = reporter
         self._executor = executor
         self._turn = turn
+        self._step_model = step_model
+
+    def _override(self, cfg: RunConfig, path: Path) -> tuple[RunConfig, Path]:
+        """A run of the step-model twin: its step model set, its trace in a folder of its
+        own (beside the paper's, so the paper's traces are kept)."""
+        twin = copy.deepcopy(cfg)
+        twin.sim.step_model = self._step_model  # type: ignore[assignment]
+        folder = path.parent / self._step_model  # type: ignore[operator]
+        folder.mkdir(parents=True, exist_ok=True)
+        return twin, folder / path.name
 
     def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
             reader: Callable[[Path], Any] | None = None) -> list[Any]:
+        if self._step_model is not None:
+            tasks = [self._override(cfg, path) for cfg, path in tasks]
+            label = f"{label} ({self._step_model})"
         self.reporter.expect(len(tasks))
         names = [f"{label}: {path.stem}" for _, path in tasks]
         if self._executor is None or knobs.current() is not None:  # probes stay here
@@ -148,28 +162,30 @@ def active() -> RunPool | None:
 
 
 def reproduce(papers: dict[str, Callable[..., list[Any]]], names: list[str],
-              kwargs: dict[str, Any], jobs: int, console: Console | None = None
-              ) -> dict[str, list[Any]]:
+              kwargs: dict[str, Any], jobs: int, console: Console | None = None,
+              step_model: str | None = None) -> dict[str, list[Any]]:
     """Run `papers[name](**kwargs)` for each name on `jobs` processes; returns each
     paper's result by name. The first paper to fail raises, after the others end.
-    Progress goes to `console` (stderr by default)."""
+    Progress goes to `console` (stderr by default). `step_model` runs every simulated
+    run with that step model instead of its own (the claims' roofline twin)."""
     with Reporter(console) as reporter:
         if jobs <= 1:
-            return _one_process(papers, names, kwargs, reporter)
+            return _one_process(papers, names, kwargs, reporter, step_model)
         context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
         with cf.ProcessPoolExecutor(jobs, mp_context=context) as executor:
             executor.submit(int).result()  # fork every worker now, before any thread starts
             try:
-                return _threads(papers, names, kwargs, reporter, executor)
+                return _threads(papers, names, kwargs, reporter, executor, step_model)
             except BaseException:  # Ctrl-C, or a paper failed: drop the queued runs
                 executor.shutdown(wait=False, cancel_futures=True)
                 raise
 
 
 def _one_process(papers: dict[str, Callable[..., list[Any]]], names: list[str],
-                 kwargs: dict[str, Any], reporter: Reporter) -> dict[str, list[Any]]:
+                 kwargs: dict[str, Any], reporter: Reporter, step_model: str | None = None
+                 ) -> dict[str, list[Any]]:
     out = {}
-    _ACTIVE.append(RunPool(reporter))
+    _ACTIVE.append(RunPool(reporter, step_model=step_model))
     try:
         for name in names:
             start = time.perf_counter()
@@ -182,7 +198,8 @@ def _one_process(papers: dict[str, Callable[..., list[Any]]], names: list[str],
 
 def _threads(papers: dict[str, Callable[..., list[Any]]], names: list[str],
              kwargs: dict[str, Any], reporter: Reporter,
-             executor: cf.ProcessPoolExecutor) -> dict[str, list[Any]]:
+             executor: cf.ProcessPoolExecutor, step_model: str | None = None
+             ) -> dict[str, list[Any]]:
     turn = threading.Lock()
     out: dict[str, list[Any]] = {}
     errors: dict[str, BaseException] = {}
@@ -197,7 +214,7 @@ def _threads(papers: dict[str, Callable[..., list[Any]]], names: list[str],
                 return
             reporter.finished(f"{name} done", time.perf_counter() - start, run=False)
 
-    _ACTIVE.append(RunPool(reporter, executor, turn))
+    _ACTIVE.append(RunPool(reporter, executor, turn, step_model))
     try:
         threads = [threading.Thread(target=paper, args=(n,), name=f"reproduce-{n}",
                                     daemon=True) for n in names]

@@ -60,6 +60,7 @@ def base_config(seed: int, rounds: int) -> RunConfig:
         "a100-40gb-pcie", 2
     s.rollout_engines, s.placement, s.trainer_gpu, s.trainer_gpus = 1, "disaggregated", \
         "rtx-4090", 8
+    s.engine_backend = "sglang"  # slime serves with SGLang
     return cfg
 
 

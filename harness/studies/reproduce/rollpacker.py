@@ -58,6 +58,7 @@ def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str 
     s.calibration, s.model, s.rollout_gpu, s.trainer_gpu = calibration, model, "h800-sxm", \
         "h800-sxm"
     s.rollout_tp, s.rollout_engines, s.placement = tp, gpus // tp, "colocated"
+    s.engine_backend = "vllm"  # veRL, RollPacker's base, serves with vLLM
     s.verifier_workers = int(calibration_file(calibration).get("fixed", {}).get(
         "verifier_workers", 64))
     return cfg

@@ -1,0 +1,85 @@
+"""`rolloutbench steps`: the engine step times the simulator assumes, and
+`rolloutbench calibrate kernels`: build (and keep) the measured-kernel table of an engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, print_rows
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+BATCHES = "1,2,4,8,16,32,64,128,256,512"
+CONTEXTS = "512,2048,8192,32768"
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """'1,2,4' as integers, each >= 1; one line naming the option otherwise."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        fail(f"{option}: expected comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        fail(f"{option}: expected integers >= 1, got {text!r}")
+    return values
+
+
+@commands.command("steps")
+def steps_cmd(
+    model: Annotated[str, typer.Option(help="Model preset, or the path of a Hugging Face "
+                                            "config.json (or its folder).")] = "qwen3-1.7b",
+    gpu: Annotated[str, typer.Option(help="GPU preset.")] = "a100-40gb-pcie",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size of the replica.")] = 1,
+    backend: Annotated[str, typer.Option(help="Serving framework: sglang or vllm.")]
+    = "sglang",
+    step_model: Annotated[str, typer.Option(help="kernels or roofline.")] = "kernels",
+    calibration: Annotated[str, typer.Option(
+        help="roofline: the calibration its efficiencies come from.")] = "rolloutpipe",
+    batch: Annotated[str, typer.Option(help="Running sequences of a decode step.")] = BATCHES,
+    context: Annotated[str, typer.Option(
+        help="Tokens each sequence holds (decode), or prompt tokens (prefill).")] = CONTEXTS,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+) -> None:
+    """The engine the simulator assumes: one decode step of BATCH sequences holding
+    CONTEXT tokens each, and the prefill of one CONTEXT-token prompt, in ms, with where
+    each number comes from (measured kernels, a stand-in GPU, or the roofline)."""
+    from harness.core.config import RunConfig
+    from harness.studies.steps import step_rows
+
+    fmt = output_format(json_out, csv_out)
+    batches, contexts = int_list(batch, "--batch"), int_list(context, "--context")
+    cfg = RunConfig()
+    s = cfg.sim
+    s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend
+    s.step_model, s.calibration = step_model, calibration
+    cfg.validate()
+    print_rows(step_rows(s, batches, contexts), fmt)
+
+
+def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | None) -> Path:
+    """Build the measured-kernel table of one engine (progress on stderr) into OUT, or
+    the user's cache; the simulator finds it there from then on."""
+    from rich.progress import Progress
+
+    from harness.sim.kernels import table as tables
+    from harness.sim.kernels.source import step_table, uncovered
+    from harness.sim.presets import load_hardware, load_model
+
+    load_model(model), load_hardware(gpu)  # an unknown name: one line
+    if backend not in ("sglang", "vllm"):
+        fail(f"--backend: must be sglang or vllm, got {backend!r}")
+    why = uncovered(model, gpu, backend)
+    if why is not None:
+        fail(f"--gpu: {why}; the roofline prices this engine (sim.step_model=roofline)")
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task(f"tabulating {model} on {gpu} TP{tp} ({backend})", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        table = step_table(model, gpu, backend, tp, advance)
+    return tables.save(table, out or tables.cache_root() / "kernels")

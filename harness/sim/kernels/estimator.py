@@ -1,0 +1,139 @@
+"""One decode step or prefill from aiconfigurator-core's measured kernels: offline and quiet.
+
+The estimator is handed a local folder with a `config.json`, always: given a bare model
+name it would try to download one from a model hub, which this project never does. Its
+warnings about fallback rows and versions are kept off the user's terminal; what they mean
+for a number is said once, by `step_source`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from harness.core.config import ConfigError
+from harness.sim.kernels.gpus import KernelGpu
+from harness.sim.perf import DecodeModel
+from harness.sim.presets import Hardware, Model
+
+BACKENDS = ("sglang", "vllm")
+_COMM_OP = re.compile(r"(_ar(_\d+)?$)|p2p|all_?reduce")
+
+
+class KernelError(ConfigError):
+    """The estimator cannot model this engine; the message is one line for a user."""
+
+
+def package_version() -> str:
+    from importlib.metadata import version
+
+    return version("aiconfigurator-core")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence the estimator's prints and log lines, and keep it offline."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.setdefault(var, "1")
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def _package_dir() -> Path:
+    import aiconfigurator_core
+
+    return Path(aiconfigurator_core.__file__).parent
+
+
+@cache
+def backend_version(system: str, backend: str) -> str | None:
+    """The database's current version of `backend` on `system`, or None when it holds no
+    measured GEMM table for that pair (the GPU or framework is not covered)."""
+    import yaml
+
+    with quiet():
+        root = _package_dir() / "systems"
+    slots = yaml.safe_load((root / "query_versions.yaml").read_text())
+    entry = (slots.get("overrides") or {}).get(system, {}).get(backend)
+    entry = entry or (slots.get("defaults") or {}).get(backend) or {}
+    version = entry.get("current")
+    if version and (root / "data" / system / "gemm" / backend / str(version)).is_dir():
+        return str(version)
+    return None
+
+
+def config_dir(config: dict[str, Any], cache_root: Path) -> Path:
+    """A folder holding `config` as config.json, named by its content, for the estimator."""
+    text = json.dumps(config, sort_keys=True, indent=1)
+    folder = cache_root / "configs" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    if not (folder / "config.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "config.json.tmp"
+        tmp.write_text(text)
+        tmp.replace(folder / "config.json")
+    return folder
+
+
+@dataclass
+class Estimator:
+    """One engine replica (model, GPU, framework, TP) as the database prices it, with the
+    stand-in GPU's scales and, for a `preset-link` GPU, the preset's own all-reduce."""
+
+    model: Model
+    hw: Hardware
+    gpu: KernelGpu
+    backend: str
+    version: str
+    tp: int
+    folder: Path
+
+    def __post_init__(self) -> None:
+        from aiconfigurator_core.sdk.engine import EngineHandle
+
+        try:
+            with quiet():
+                self._handle = EngineHandle.compile(str(self.folder), self.gpu.system,
+                                                    self.backend, backend_version=self.version,
+                                                    tp_size=self.tp)
+        except Exception as err:  # the estimator raises many kinds; one line for the user
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise KernelError(f"sim.model: the kernel database cannot model {self.model.name} "
+                              f"at TP {self.tp} on {self.gpu.system}/{self.backend} ({first})"
+                              ) from None
+        link = DecodeModel.build(self.hw, self.model, self.tp, 1.0, 0.0, 1.0)
+        self._link = (link.fixed_s * 1e3, link.per_seq_s * 1e3)
+
+    def decode_ms(self, batch: int, context: int) -> float:
+        """One decode step of `batch` sequences holding `context` tokens each, in ms."""
+        if self.gpu.comm == "measured" and self.gpu.decode_scale == 1.0:
+            with quiet():
+                return float(self._handle.decode_step_latency(batch, context, 2))
+        with quiet():
+            ops = self._handle.decode_step_per_op(batch, context, 2)
+        compute = sum(ms for name, ms, *_ in ops if not _COMM_OP.search(name))
+        comm = sum(ms for name, ms, *_ in ops if _COMM_OP.search(name))
+        if self.gpu.comm == "preset-link":
+            comm = (self._link[0] + self._link[1] * batch) if self.tp > 1 else 0.0
+        return compute * self.gpu.decode_scale + comm
+
+    def prefill_ms(self, batch: int, prompt: int) -> float:
+        """Prefill of `batch` prompts of `prompt` tokens each, in ms."""
+        with quiet():
+            ms = float(self._handle.predict_prefill_latency(batch, prompt))
+        return ms * self.gpu.prefill_scale

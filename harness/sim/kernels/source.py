@@ -1,0 +1,93 @@
+"""Which step model prices a run's engine, and the words that say so (`step_source`).
+
+`sim.step_model = "kernels"` (the default) uses the measured-kernel table wherever the
+database covers the GPU preset (directly or through a documented stand-in, see
+presets/kernel_gpus.toml) and the serving framework; elsewhere the roofline prices the
+step, and the run says so once. `"roofline"` always uses the roofline.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+
+from harness.sim.kernels import table as tables
+from harness.sim.kernels.estimator import Estimator, backend_version, config_dir, package_version
+from harness.sim.kernels.gpus import kernel_gpu
+from harness.sim.model_config import config_file, is_config_path, preset_config
+from harness.sim.presets import load_hardware, load_model
+
+STEP_MODELS = ("kernels", "roofline")
+ROOFLINE = "roofline"
+_said: set[str] = set()
+_tables: dict[tuple[str, str, str, int], tables.StepTable] = {}
+
+
+def say_once(message: str) -> None:
+    """A note on stderr, once per process (a sweep runs many engines alike)."""
+    if message not in _said:
+        _said.add(message)
+        print(f"note: {message}", file=sys.stderr)
+
+
+def uncovered(model: str, gpu: str, backend: str) -> str | None:
+    """Why the database cannot price this engine (None: it can)."""
+    kg = kernel_gpu(gpu)
+    if kg is None:
+        return f"no measured kernels for {gpu}"
+    if backend_version(kg.system, backend) is None:
+        return f"no measured {backend} kernels on {kg.system} (for {gpu})"
+    return None
+
+
+def _config_text(model: str) -> str:
+    if is_config_path(model):
+        return json.dumps(json.loads(config_file(model).read_text("utf-8")), sort_keys=True)
+    return json.dumps(preset_config(load_model(model)), sort_keys=True)
+
+
+def step_table(model: str, gpu: str, backend: str, tp: int,
+               progress: Callable[[int, int], None] | None = None) -> tables.StepTable:
+    """The kept table of this engine, built (and cached) when none is kept."""
+    if (model, gpu, backend, tp) not in _tables:
+        _tables[model, gpu, backend, tp] = _find_or_build(model, gpu, backend, tp, progress)
+    return _tables[model, gpu, backend, tp]
+
+
+def _find_or_build(model: str, gpu: str, backend: str, tp: int,
+                   progress: Callable[[int, int], None] | None) -> tables.StepTable:
+    kg = kernel_gpu(gpu)
+    version = backend_version(kg.system, backend) if kg else None
+    if kg is None or version is None:
+        raise KeyError(uncovered(model, gpu, backend))
+    text = _config_text(model)
+    meta: dict[str, str | int | float] = {
+        "model": load_model(model).name, "gpu": gpu, "system": kg.system, "backend": backend,
+        "version": version, "tp": tp, "decode_scale": kg.decode_scale,
+        "prefill_scale": kg.prefill_scale, "comm": kg.comm,
+        "package": f"aiconfigurator-core {package_version()}"}
+    key = tables.table_key(meta, text)
+    found = tables.find(meta, key)
+    if found is not None:
+        return found
+    source = f"kernels:{kg.system}:{backend}-{version}" + ("" if kg.direct else ":stand-in")
+    root = tables.cache_root()
+    est = Estimator(load_model(model), load_hardware(gpu), kg, backend, version, tp,
+                    config_dir(json.loads(text), root / "kernels"))
+    built = tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
+    tables.save(built, root / "kernels")
+    return built
+
+
+def describe(step_model: str, model: str, gpu: str, backend: str) -> str:
+    """The step_source a run of this engine records, without building anything."""
+    if step_model == ROOFLINE:
+        return ROOFLINE
+    why = uncovered(model, gpu, backend)
+    if why is not None:
+        return f"{ROOFLINE} ({why})"
+    kg = kernel_gpu(gpu)
+    assert kg is not None
+    version = backend_version(kg.system, backend)
+    return f"kernels:{kg.system}:{backend}-{version}" + ("" if kg.direct else ":stand-in")

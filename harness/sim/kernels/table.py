@@ -1,0 +1,162 @@
+"""The estimator tabulated once per engine, in a form the simulator can jump with.
+
+The simulated engine advances many decode steps at once between scheduling events, during
+which the batch b is fixed and every sequence's context grows by one token a step. So the
+form is, per tabulated batch, a straight line in the context each sequence holds:
+
+    step(b, s) = fixed(b) + per_ctx(b) * s       (least squares in relative error)
+
+and between tabulated batches both coefficients are interpolated linearly in b. n steps
+then cost a closed-form sum (`perf.TableDecodeModel`). The estimator's own points are kept
+in the table, so the form's error against them is reported (`fit_error`) and tested.
+Prefill: one line in the prompt tokens of an admission, fitted to batched prefills.
+
+Tables are cached as JSON in the user's cache folder; the ones the reproductions need
+ship with the package (kernels/tables/), so a fresh clone never builds them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from harness.core.files import write_atomic
+
+FORMAT = 1
+BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+PREFILL_BATCHES = (1, 2, 4, 8, 16, 32)
+PREFILL_PROMPTS = (128, 256, 512, 1024, 2048, 4096)
+
+
+@dataclass(frozen=True)
+class StepTable:
+    """Decode and prefill of one engine replica, as fitted to the estimator's points."""
+
+    key: str  # content hash of everything below `meta`'s inputs
+    meta: dict[str, str | int | float]  # model, gpu, system, backend, version, tp, package
+    source: str  # what a run's step_source says
+    batches: tuple[int, ...]
+    fixed_ms: tuple[float, ...]
+    per_ctx_ms: tuple[float, ...]
+    prefill_per_token_ms: float
+    prefill_fixed_ms: float
+    decode_points: tuple[tuple[int, int, float], ...]  # (batch, context, estimator ms)
+    prefill_points: tuple[tuple[int, int, float], ...]  # (batch, prompt, estimator ms)
+
+    def decode_ms(self, batch: float, context: float) -> float:
+        """The fitted form's step, in ms (interpolated in batch; linear beyond the ends)."""
+        a, c = coefficients(self.batches, self.fixed_ms, self.per_ctx_ms, batch)
+        return a + c * context
+
+    def prefill_ms(self, tokens: float) -> float:
+        return self.prefill_fixed_ms + self.prefill_per_token_ms * tokens
+
+    def fit_error(self) -> dict[str, float]:
+        """The form's relative error against the estimator's own points: median and worst,
+        for decode (all points, and batch <= 16) and for prefill."""
+        dec = [(b, abs(self.decode_ms(b, s) / ms - 1)) for b, s, ms in self.decode_points]
+        small = [e for b, e in dec if b <= 16]
+        pre = [abs(self.prefill_ms(b * p) / ms - 1) for b, p, ms in self.prefill_points]
+        errs = [e for _, e in dec]
+        return {"decode_median": float(np.median(errs)), "decode_max": float(max(errs)),
+                "decode_small_median": float(np.median(small)),
+                "decode_small_max": float(max(small)),
+                "prefill_median": float(np.median(pre)), "prefill_max": float(max(pre))}
+
+
+def coefficients(batches: tuple[int, ...], fixed: tuple[float, ...], per_ctx: tuple[float, ...],
+                 b: float) -> tuple[float, float]:
+    """(fixed, per_ctx) at batch b: linear between the tabulated batches around it."""
+    i = int(np.searchsorted(batches, b))
+    i = min(max(i, 1), len(batches) - 1)
+    b0, b1 = batches[i - 1], batches[i]
+    w = (b - b0) / (b1 - b0)
+    return (fixed[i - 1] + w * (fixed[i] - fixed[i - 1]),
+            per_ctx[i - 1] + w * (per_ctx[i] - per_ctx[i - 1]))
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope >= 0) minimising the relative error: weights 1/y."""
+    x, y = np.asarray(xs, float), np.asarray(ys, float)
+    a = np.stack([np.ones_like(x), x], axis=1) / y[:, None]
+    (c0, c1), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+    if c1 < 0:  # a flat line then: the mean in relative terms
+        return float(len(y) / np.sum(1 / y)), 0.0
+    return float(c0), float(c1)
+
+
+def table_key(meta: dict[str, str | int | float], config_text: str) -> str:
+    """A hash of what a table depends on: config, GPU, framework, TP, scales, package, grid."""
+    blob = json.dumps({"meta": meta, "config": config_text, "format": FORMAT,
+                       "batches": BATCHES, "contexts": CONTEXTS,
+                       "prefill": [PREFILL_BATCHES, PREFILL_PROMPTS]}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build(key: str, meta: dict[str, str | int | float], source: str,
+          decode: Callable[[int, int], float], prefill: Callable[[int, int], float],
+          progress: Callable[[int, int], None] | None = None) -> StepTable:
+    """Ask the estimator for every grid point and fit the form."""
+    points, fixed, per_ctx = [], [], []
+    for i, b in enumerate(BATCHES):
+        row = [(b, s, decode(b, s)) for s in CONTEXTS]
+        points += row
+        a, c = fit_line([s for _, s, _ in row], [ms for *_, ms in row])
+        fixed.append(a)
+        per_ctx.append(c)
+        if progress is not None:
+            progress(i + 1, len(BATCHES))
+    pre = [(b, p, prefill(b, p)) for b in PREFILL_BATCHES for p in PREFILL_PROMPTS]
+    p0, p1 = fit_line([b * p for b, p, _ in pre], [ms for *_, ms in pre])
+    return StepTable(key, meta, source, BATCHES, tuple(fixed), tuple(per_ctx), p1, p0,
+                     tuple(points), tuple(pre))
+
+
+def cache_root() -> Path:
+    """$ROLLOUTBENCH_CACHE, else $XDG_CACHE_HOME/rolloutbench, else ~/.cache/rolloutbench."""
+    if os.environ.get("ROLLOUTBENCH_CACHE"):
+        return Path(os.environ["ROLLOUTBENCH_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rolloutbench"
+
+
+def file_name(meta: dict[str, str | int | float], key: str) -> str:
+    model = str(meta["model"]).lower().replace("/", "-")
+    return f"{model}-{meta['gpu']}-{meta['backend']}-tp{meta['tp']}-{key}.json"
+
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("harness.sim") / "kernels" / "tables"))
+
+
+def find(meta: dict[str, str | int | float], key: str) -> StepTable | None:
+    """A kept table: shipped with the package first, then the user's cache."""
+    name = file_name(meta, key)
+    for folder in (shipped_dir(), cache_root() / "kernels"):
+        if (folder / name).exists():
+            return load(folder / name)
+    return None
+
+
+def save(table: StepTable, folder: Path) -> Path:
+    path = folder / file_name(table.meta, table.key)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(asdict(table), indent=1) + "\n")
+    return path
+
+
+def load(path: Path) -> StepTable:
+    raw = json.loads(path.read_text())
+    for name in ("batches", "fixed_ms", "per_ctx_ms"):
+        raw[name] = tuple(raw[name])
+    for name in ("decode_points", "prefill_points"):
+        raw[name] = tuple(tuple(p) for p in raw[name])
+    return StepTable(**raw)

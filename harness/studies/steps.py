@@ -1,0 +1,38 @@
+"""The engine step times a simulated run assumes, as rows (`rolloutbench steps`, and
+`validate gpu`'s comparisons): the run's own step model, asked the way the engine asks it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.sim.calibration import resolve
+from harness.sim.kernels.source import describe, step_table
+from harness.sim.perf import DecodeModel, TableDecodeModel
+from harness.sim.presets import load_hardware, load_model
+
+
+def decode_model(sim: Any, tp: int | None = None) -> tuple[DecodeModel | TableDecodeModel, str]:
+    """The decode model a run with these `sim` settings gives its engine, and its source."""
+    tp = tp or sim.rollout_tp
+    source = describe(sim.step_model, sim.model, sim.rollout_gpu, sim.engine_backend)
+    if source.startswith("kernels"):
+        table = step_table(sim.model, sim.rollout_gpu, sim.engine_backend, tp)
+        return TableDecodeModel.from_table(table), source
+    p = resolve(sim)
+    return DecodeModel.build(load_hardware(sim.rollout_gpu), load_model(sim.model), tp,
+                             p["bw_eff"], p["step_overhead_s"], p["compute_eff"]), source
+
+
+def step_rows(sim: Any, batches: list[int], contexts: list[int]) -> list[dict[str, Any]]:
+    """One row per (batch, context): a decode step of `batch` sequences holding `context`
+    tokens each, and the prefill of one `context`-token prompt, in ms."""
+    model, source = decode_model(sim)
+    rows = []
+    for b in batches:
+        for ctx in contexts:
+            rows.append({"batch": b, "context": ctx,
+                         "decode_ms": round(1e3 * model.steps_time(1, b, b * ctx), 4),
+                         "prefill_ms": round(1e3 * (model.prefill_per_token_s * ctx
+                                                     + model.admit_per_request_s), 4),
+                         "step_source": source})
+    return rows
