@@ -25,6 +25,9 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
     ("workloads",): None,
     ("backends",): None,
     ("run",): [["--out", "o", "--set", "sim.model=qwen3-17b"],
+               ["--out", "o", "--set", "sim.model=notmodel"],
+               ["--out", "o", "--set", "sim.step_model=exact"],
+               ["--out", "o", "--set", "sim.engine_backend=trtllm"],
                ["--out", "o", "--set", "sim.rollout_gpu=h100"],
                ["--out", "o", "--set", "sim.trainer_gpu=h100"],
                ["--out", "o", "--set", "sim.calibration=nope"],
@@ -40,7 +43,12 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
                 "--set", "live.trainer_cores=4096"],
                ["--out", "o", "--runtime", "live", "--set", "live.trainer_cores=1"]],
     ("metrics",): [["metrics.json"], ["missing.jsonl"]],
-    ("calibrate",): [["nope"], ["engine", "--model-dir", "notmodel"]],
+    ("calibrate",): [["nope"], ["engine", "--model-dir", "notmodel"],
+                     ["kernels", "--gpu", "mi300x"], ["kernels", "--model", "notmodel"],
+                     ["kernels", "--backend", "trtllm"]],
+    ("steps",): [["--model", "notmodel"], ["--model", "moe.json"], ["--gpu", "h100"],
+                 ["--batch", "1,x"], ["--context", "0"], ["--backend", "trtllm"],
+                 ["--step-model", "exact"], ["--tp", "0"]],
     ("timeline",): [["metrics.json", "--out", "t.json"]],
     ("gantt",): [["metrics.json", "--out", "g.png"]],
     ("compare",): [["missing.jsonl", "metrics.json"]],
@@ -113,6 +121,7 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "metrics.json").write_text(json.dumps(
         [{"system": "slime", "workload": "lsat-ar", "round": 0}], indent=2) + "\n")
     base = '[base]\nworkload = "sci-jl"\ngroups = 4\ngroup_size = 2\nrounds = 1\n'
+    (tmp_path / "moe.json").write_text('{"architectures": ["Qwen3MoeForCausalLM"]}\n')
     (tmp_path / "bad.toml").write_text(base + "[grid]\nbogus = [1]\n")
     (tmp_path / "typo.toml").write_text(base + '[grid]\nsystem = ["cgp", "cgpp"]\n')
     (tmp_path / "good.toml").write_text(base + '[grid]\nsystem = ["cgp"]\n')

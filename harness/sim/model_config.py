@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError
-from harness.sim.presets import Model
 
 # Architectures whose parameter count the formula below gets right (dense, SwiGLU MLP).
 _DENSE = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2",
@@ -34,9 +33,10 @@ def config_file(name: str) -> Path:
     return path / "config.json" if path.is_dir() else path
 
 
-def load_config_model(name: str) -> Model:
-    """The `Model` of a Hugging Face config.json: one line naming the file when it is
-    missing, not JSON, not a dense decoder this project models, or lacks a field."""
+def load_config_fields(name: str) -> dict[str, Any]:
+    """The fields of a `presets.Model` from a Hugging Face config.json: one line naming
+    the file when it is missing, not JSON, not a dense decoder this project models, or
+    lacks a field."""
     path = config_file(name)
     try:
         raw = json.loads(path.read_text("utf-8"))
@@ -63,10 +63,10 @@ def load_config_model(name: str) -> Model:
         raise ModelConfigError(f"sim.model: {path}: a size is not an integer ({err})") from None
     tied = bool(raw.get("tie_word_embeddings", False))
     params = param_count(family, layers, hidden, heads, kv_heads, head_dim, inter, vocab, tied)
-    return Model(name=str(raw.get("_name_or_path") or path.parent.name or path.stem),
-                 params_b=round(params / 1e9, 3), layers=layers, hidden=hidden, heads=heads,
-                 kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=vocab,
-                 tied_embeddings=tied, source=str(path))
+    return dict(name=str(raw.get("_name_or_path") or path.parent.name or path.stem),
+                params_b=round(params / 1e9, 3), layers=layers, hidden=hidden, heads=heads,
+                kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=vocab,
+                tied_embeddings=tied, source=str(path))
 
 
 def param_count(family: str, layers: int, hidden: int, heads: int, kv_heads: int,
@@ -80,7 +80,7 @@ def param_count(family: str, layers: int, hidden: int, heads: int, kv_heads: int
     return layers * per_layer + hidden + vocab * hidden * (1 if tied else 2)
 
 
-def preset_config(model: Model) -> dict[str, Any]:
+def preset_config(model: Any) -> dict[str, Any]:
     """A config.json for a preset, with the fields the estimator reads. Qwen2.5 presets
     are Qwen2 architectures (QKV biases), the others Qwen3 (Q/K norms)."""
     qwen2 = model.name.lower().startswith("qwen2")

@@ -116,10 +116,10 @@ def load_model(name: str) -> Model:
     """The model preset ``name`` (a key of models.toml), or the model of a Hugging Face
     ``config.json`` when ``name`` is its path (or its folder's); raises PresetError for an
     unknown preset and ModelConfigError (a ValueError) for a bad file."""
-    from harness.sim.model_config import is_config_path, load_config_model
+    from harness.sim.model_config import is_config_path, load_config_fields
 
     if is_config_path(name):
-        return load_config_model(name)
+        return Model(**load_config_fields(name))
     return _build(Model, name, _lookup("models.toml", "model", name))
 
 
