@@ -50,7 +50,14 @@ def test_the_committed_table_reads_back_byte_for_byte() -> None:
     need = would_need_texts(ROOT / "results" / "would_need.csv")
     assert to_csv(from_csv(text), need) == text
     (back,) = from_csv(to_csv([Claim("p", "c", "m", "cfg", 133, 133, 96, 0.1)]))
-    assert to_csv([back]).splitlines()[1] == "p,c,m,cfg,133,133,96,0.1,False,prediction"
+    assert to_csv([back]).splitlines()[1] == "p,c,m,cfg,133,133,96,0.1,False,prediction,,,"
+    twin = Claim("p", "c", "m", "cfg", 133, 133, 96, 0.1, step_source="kernels:x",
+                 harness_roofline=131.00004)
+    (back,) = from_csv(to_csv([twin]))
+    assert (back.step_source, back.harness_roofline, back.within_roofline) == \
+        ("kernels:x", 131.0, True)
+    assert to_csv([back]).splitlines()[1] == \
+        "p,c,m,cfg,133,133,96,0.1,False,prediction,kernels:x,131.0,True"
 
 
 def test_a_bad_claims_file_names_file_and_line() -> None:
@@ -67,11 +74,12 @@ def test_markdown_explains_itself_and_links_every_miss() -> None:
     assert md.startswith("# Paper claims against the simulator\n")
     header = next(line for line in md.splitlines() if line.startswith("| claim"))
     cells = [c.strip() for c in header.strip("|").split("|")]
-    assert cells == ["claim", "config", "kind", "paper value", "harness", "tol", "within", "why"]
+    assert cells == ["claim", "config", "kind", "paper value", "harness", "tol", "within",
+                     "roofline", "within (roofline)", "why"]
     assert "1 of 3 rows hold (1 of 2 predictions)" in md
     misses = [line for line in md.splitlines() if "**no**" in line]
     assert len(misses) == 2 and all("[reading](../README.md#p)" in m for m in misses)
-    assert "| c0 | cfg | prediction | 1 to 2 | 1.5 | 10% | yes |  |" in md
+    assert "| c0 | cfg | prediction | 1 to 2 | 1.5 | 10% | yes |  |  |  |" in md
 
 
 def _fake_papers(monkeypatch: pytest.MonkeyPatch, values: dict[str, float],

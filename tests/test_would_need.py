@@ -118,7 +118,9 @@ def test_claims_table_joins_would_need(tmp_path: Path) -> None:
     claims = [Claim("p", "hit", "m", "a", 1, 1, 1.0), Claim("p", "miss", "m", "a", 1, 1, 3.0),
               Claim("p", "input", "m", "a", 1, 1, 3.0, kind="input")]
     plain = to_csv(claims)
-    assert plain.splitlines()[0].endswith("within,kind")  # no file: columns as ever
+    # no file: no would-need columns
+    assert plain.splitlines()[0].endswith("within,kind,step_source,harness_roofline,"
+                                          "within_roofline")
     (tmp_path / "claims.csv").write_text(plain)
     (row,) = [m for m in misses(tmp_path / "claims.csv")]
     assert row.claim == "miss"
@@ -128,7 +130,7 @@ def test_claims_table_joins_would_need(tmp_path: Path) -> None:
     (tmp_path / "would_need.csv").write_text(need_csv([out]))
     need = joined(tmp_path / "would_need.csv")
     lines = to_csv(claims, need).splitlines()
-    assert lines[0].endswith("kind,would_need,bound")
-    assert lines[2].endswith("prediction,4 ms,>= 3.1 ms; plausible: yes")
+    assert lines[0].endswith("within_roofline,would_need,bound")
+    assert lines[2].endswith("prediction,,,,4 ms,>= 3.1 ms; plausible: yes")
     assert lines[1].endswith("prediction,,") and lines[3].endswith("input,,")
     assert "| 4 ms | >= 3.1 ms; plausible: yes |" in to_markdown(claims, need)

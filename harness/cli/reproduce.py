@@ -53,10 +53,8 @@ def calibrate_cmd(
     with `engine`, measure this machine's live engine and trainer into a calibration
     file that `--set sim.calibration=FILE` and `validate --calibration FILE` use."""
     if paper == "kernels":
-        from harness.cli.steps import calibrate_kernels
+        from harness.studies.steps import calibrate_kernels
 
-        if tp < 1:
-            fail(f"--tp: must be >= 1, got {tp}")
         path = calibrate_kernels(model, gpu, tp, backend, kernels_out)
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
         return

@@ -1,14 +1,12 @@
-"""`rolloutbench steps`: the engine step times the simulator assumes, and
-`rolloutbench calibrate kernels`: build (and keep) the measured-kernel table of an engine."""
+"""`rolloutbench steps`: the engine step times the simulator assumes."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, print_rows
+from harness.cli.common import CSV_HELP, JSON_HELP, fail, output_format, print_rows
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -58,28 +56,3 @@ def steps_cmd(
     s.step_model, s.calibration = step_model, calibration
     cfg.validate()
     print_rows(step_rows(s, batches, contexts), fmt)
-
-
-def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | None) -> Path:
-    """Build the measured-kernel table of one engine (progress on stderr) into OUT, or
-    the user's cache; the simulator finds it there from then on."""
-    from rich.progress import Progress
-
-    from harness.sim.kernels import table as tables
-    from harness.sim.kernels.source import step_table, uncovered
-    from harness.sim.presets import load_hardware, load_model
-
-    load_model(model), load_hardware(gpu)  # an unknown name: one line
-    if backend not in ("sglang", "vllm"):
-        fail(f"--backend: must be sglang or vllm, got {backend!r}")
-    why = uncovered(model, gpu, backend)
-    if why is not None:
-        fail(f"--gpu: {why}; the roofline prices this engine (sim.step_model=roofline)")
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task(f"tabulating {model} on {gpu} TP{tp} ({backend})", total=None)
-
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        table = step_table(model, gpu, backend, tp, advance)
-    return tables.save(table, out or tables.cache_root() / "kernels")

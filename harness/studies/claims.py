@@ -111,7 +111,8 @@ def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
                              _number(r["paper_low"]), _number(r["paper_high"]),
                              _number(r["harness"]), _number(r["tolerance"]), r["kind"],
                              _flag(r["within"]), r.get("step_source") or "",
-                             _number(r.get("harness_roofline") or "nan"),
+                             _number(r["harness_roofline"]) if r.get("harness_roofline")
+                             else math.nan,
                              _flag(r["within_roofline"]) if r.get("within_roofline") else None))
         except (TypeError, ValueError) as err:
             raise ClaimsFileError(f"{source}: line {line}: {err}") from None
@@ -137,7 +138,8 @@ def as_written(claims: Iterable[Claim]) -> list[Claim]:
     """The claims as claims.csv records them (harness rounded, verdict kept), so a
     table rendered from fresh claims and one rendered from the file read back agree."""
     return [replace(c, harness=c.row()["harness"], held=c.within,
-                    harness_roofline=round(c.harness_roofline, 4),
+                    harness_roofline=(c.harness_roofline if math.isnan(c.harness_roofline)
+                                      else round(c.harness_roofline, 4)),
                     held_roofline=c.within_roofline) for c in claims]
 
 

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from harness.core.config import ConfigError
 from harness.sim.calibration import resolve
 from harness.sim.kernels.source import describe, step_table
 from harness.sim.perf import DecodeModel, TableDecodeModel
@@ -36,3 +38,31 @@ def step_rows(sim: Any, batches: list[int], contexts: list[int]) -> list[dict[st
                                                      + model.admit_per_request_s), 4),
                          "step_source": source})
     return rows
+
+
+def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | None) -> Path:
+    """Build the measured-kernel table of one engine (a progress bar on stderr) into OUT,
+    or the user's cache, where the simulator finds it from then on. A name, framework or
+    GPU the database cannot take is a ConfigError (one line), before any work."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from harness.sim.kernels import table as tables
+    from harness.sim.kernels.source import uncovered
+
+    load_model(model), load_hardware(gpu)  # an unknown name: one line
+    if tp < 1:
+        raise ConfigError(f"--tp: must be >= 1, got {tp}")
+    if backend not in ("sglang", "vllm"):
+        raise ConfigError(f"--backend: must be sglang or vllm, got {backend!r}")
+    why = uncovered(model, gpu, backend)
+    if why is not None:
+        raise ConfigError(f"--gpu: {why}; the roofline prices this engine")
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"tabulating {model} on {gpu} TP{tp} ({backend})", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        table = step_table(model, gpu, backend, tp, advance)
+    return tables.save(table, out or tables.cache_root() / "kernels")

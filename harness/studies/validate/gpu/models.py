@@ -2,13 +2,14 @@
 
 Why: a run prices its engine with the kernels wherever the database covers the GPU, and with
 the roofline (at the `rolloutpipe` fitted efficiency) elsewhere, so the two should agree where
-both exist. This grid shows where they part, and that the gap follows the weight bytes each GPU
-streams per layer: small per-layer reads never reach the bandwidth the roofline assumes.
+both exist. This grid shows where they part, and whether the gap follows the weight bytes each
+GPU reads per layer (small reads are where fixed per-step costs, not bandwidth, dominate).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,16 +42,15 @@ def grid(out_dir: Path, backend: str = "sglang", models: Iterable[str] | None = 
          gpus: Iterable[str] | None = None, tps: Iterable[int] = TPS,
          batches: Iterable[int] = BATCHES, contexts: Iterable[int] = CONTEXTS) -> pd.DataFrame:
     """One row per cell both models price; writes models.csv and models.png into out_dir.
-    What was left out, and why, is in `df.attrs["skipped"]`."""
+    What the estimator could not model is in `df.attrs["skipped"]`: (model, gpu, tp, why)."""
     sim = RunConfig().sim
     sim.engine_backend, sim.calibration = backend, "rolloutpipe"
-    rows, skipped = [], []
+    rows: list[dict[str, object]] = []
+    skipped: list[tuple[str, str, int, str]] = []
     for gpu in [g for g in (gpus or hardware_names()) if g not in SKIP_GPUS]:
         for model in models or model_names():
-            why = uncovered(model, gpu, backend)
-            if why is not None:
-                skipped.append(f"{gpu}: {why}")
-                break
+            if uncovered(model, gpu, backend) is not None:
+                break  # no kernels for this GPU: nothing to compare (summary names it)
             for tp in tps:
                 if not fits(model, gpu, tp):
                     continue
@@ -63,8 +63,7 @@ def grid(out_dir: Path, backend: str = "sglang", models: Iterable[str] | None = 
                     for b in batches:  # the estimator may fail only when asked
                         kern.steps_time(1, b, b * max(contexts))
                 except Exception as err:  # the estimator raises many kinds
-                    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                    skipped.append(f"{model} on {gpu} at TP {tp}: {first[:160]}")
+                    skipped.append((model, gpu, tp, _reason(err)))
                     continue
                 for b in batches:
                     for ctx in contexts:
@@ -82,6 +81,14 @@ def grid(out_dir: Path, backend: str = "sglang", models: Iterable[str] | None = 
     return df
 
 
+def _reason(err: Exception) -> str:
+    """The estimator's complaint in a few words: the parenthesis of a KernelError, else the
+    first line."""
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    inner = re.search(r"\(([^()]*)\)$", first)
+    return inner.group(1) if inner else first
+
+
 def plot(df: pd.DataFrame, path: Path) -> None:
     """Ratio against batch at one context: a faint line per engine, the median bold."""
     import matplotlib.pyplot as plt
@@ -96,8 +103,9 @@ def plot(df: pd.DataFrame, path: Path) -> None:
         if not sub.empty:
             med = sub.groupby("batch")["ratio"].median()
             ax.plot(med.index, med.to_numpy(), color="black", lw=2.2, label="median")
-        ax.axhline(1.0, color="tab:red", ls="--", lw=1)
+        ax.axhline(1.0, color="tab:red", ls="--", lw=1, label="equal")
         ax.set_xscale("log", base=2)
+        ax.set_xticks([1, 8, 64, 512], ["1", "8", "64", "512"])
         ax.set_title(gpu, fontsize=9)
         ax.set_xlabel("batch (sequences)")
     axes[0][0].set_ylabel("roofline / kernels step time")
@@ -116,6 +124,27 @@ def weight_mb_per_gpu_layer(model: str, tp: int) -> float:
     """The weight MB each GPU reads per layer: what decides if a small step hits peak BW."""
     m = load_model(model)
     return m.weight_bytes() / (tp * m.layers) / 1e6
+
+
+def _weight_effect(small: pd.DataFrame) -> list[str]:
+    """Median ratio per weight-per-GPU-per-layer bin: pooled, then per GPU, since GPUs differ
+    more than the bins do and the pooled bins hold different GPU mixes."""
+    def med(sub: pd.DataFrame, lo: float, hi: float) -> str:
+        r = sub.loc[(sub["mb"] >= lo) & (sub["mb"] < hi), "ratio"]
+        return f"{r.median():.2f}" if len(r) else "-"
+
+    pooled = [f"{name} {med(small, lo, hi)}" for lo, hi, name in WEIGHT_BINS]
+    out = ["Weight bytes per GPU per layer (weight_bytes / (tp * layers)), batch <= 16: the",
+           f"median ratio is {', '.join(pooled)}. Per GPU:", "",
+           "| gpu | " + " | ".join(name for *_, name in WEIGHT_BINS) + " | trend |",
+           "|---|" + "---|" * (len(WEIGHT_BINS) + 1)]
+    for gpu, sub in small.groupby("gpu", sort=False):
+        meds = [med(sub, lo, hi) for lo, hi, _ in WEIGHT_BINS]
+        vals = [float(m) for m in meds if m != "-"]
+        trend = "flat" if len(vals) < 2 or abs(vals[-1] / vals[0] - 1) < 0.03 else (
+            "falls" if vals[-1] < vals[0] else "rises")
+        out.append(f"| {gpu} | " + " | ".join(meds) + f" | {trend} with weight |")
+    return out
 
 
 def summary(df: pd.DataFrame) -> str:
@@ -139,18 +168,17 @@ def summary(df: pd.DataFrame) -> str:
     for _, r in small.nlargest(5, "log").iterrows():
         out.append(f"| {r['model']} | {r['gpu']} | {r['tp']} | {r['batch']} | {r['context']} "
                    f"| {r['roofline_ms']:.3f} | {r['kernels_ms']:.3f} | {r['ratio']:.2f} |")
-    mb = [weight_mb_per_gpu_layer(m, t) for m, t in zip(small["model"], small["tp"], strict=True)]
-    small["mb"] = mb
-    parts = []
-    for lo, hi, name in WEIGHT_BINS:
-        r = small.loc[(small["mb"] >= lo) & (small["mb"] < hi), "ratio"]
-        parts.append(f"{name}: {r.median():.2f} ({len(r)} cells)" if len(r) else f"{name}: -")
-    out += ["", "Weight bytes per GPU per layer (batch <= 16), median ratio: "
-            + "; ".join(parts) + ". The less weight each GPU reads per layer, the further the",
-            "kernels fall below the bandwidth the roofline assumes (launch and latency costs)."]
+    small["mb"] = [weight_mb_per_gpu_layer(m, t)
+                   for m, t in zip(small["model"], small["tp"], strict=True)]
+    out += ["", *_weight_effect(small)]
     gpus = [g for g in hardware_names() if g not in SKIP_GPUS and kernel_gpu(g) is None]
     if gpus:
-        out += ["", f"No measured kernels (roofline only, not compared): {', '.join(gpus)}."]
-    if df.attrs.get("skipped"):
-        out += ["", "Left out:"] + [f"- {s}" for s in df.attrs["skipped"]]
+        out += ["", f"No measured kernels, so roofline only and not compared: {', '.join(gpus)}."]
+    left: dict[tuple[str, int, str], list[str]] = {}
+    for model, gpu, tp, why in df.attrs.get("skipped", []):
+        short = why if len(why) <= 64 else why[:64].rsplit(" ", 1)[0] + " ..."
+        left.setdefault((model, tp, short), []).append(gpu)
+    if left:
+        out += ["", "Left out (the estimator cannot model them):", ""]
+        out += [f"- {m} TP {t} on {len(g)} GPU(s): {w}" for (m, t, w), g in left.items()]
     return "\n".join(out) + "\n"

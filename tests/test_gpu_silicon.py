@@ -1,0 +1,165 @@
+"""Step models against aiconfigurator-core's measured end-to-end TPOT (the silicon sample)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.core.config import RunConfig
+from harness.sim.model_config import load_config_fields
+from harness.studies.steps import decode_model
+from harness.studies.validate.gpu import silicon as si
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pd.DataFrame, Path]]:
+    """One compare() over the shipped sample, with a fresh table cache."""
+    out = tmp_path_factory.mktemp("silicon")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROLLOUTBENCH_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield si.compare(out), out
+
+
+def test_writes_csv_and_figure(run: tuple[pd.DataFrame, Path]) -> None:
+    df, out = run
+    assert (out / "silicon.png").stat().st_size > 10_000
+    back = pd.read_csv(out / "silicon.csv")
+    assert len(back) == len(df) > 0
+    assert {"model", "gpu", "framework", "tp", "batch", "isl", "osl", "kernels_ms",
+            "roofline_ms", "kernels_err", "roofline_err", "kernels_source", "kernels_tpot_ms",
+            "roofline_tpot_ms", "kernels_tpot_err", "roofline_tpot_err"} <= set(back)
+
+
+def test_used_rows_are_bf16_dense_on_mapped_gpus(run: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = run
+    raw = pd.read_csv(si.package_dir() / si.SAMPLE_REL).set_index("id").loc[df["id"]]
+    assert set(df["gpu"]) <= set(si.GPUS.values())
+    assert set(df["framework"]) <= {"sglang", "vllm"}
+    assert (raw["mode"] == "agg").all()
+    for ref in df["model_ref"].unique():
+        load_config_fields(ref)  # raises for anything but a dense decoder
+        cfg = json.loads(Path(ref).read_text("utf-8"))
+        assert cfg["torch_dtype"] == "bfloat16" and not cfg.get("quantization_config")
+    quant = raw[["precision", "gemm_quant_mode", "moe_quant_mode"]]
+    labelled = quant.notna().any(axis=1).to_numpy()
+    assert (df["precision_basis"] == "labelled").to_numpy().tolist() == labelled.tolist()
+    assert quant.stack().dropna().str.lower().isin(si.BF16).all()  # no fp8/fp4/int4 anywhere
+    assert (df["kernels_source"].str.startswith("kernels:")).all()
+    assert (df["roofline_source"] == "roofline").all()
+
+
+def test_kernels_column_matches_a_direct_call(run: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = run
+    row = df[(df["framework"] == "vllm") & (df["tp"] == 4)].iloc[0]
+    sim = RunConfig().sim
+    sim.model = str(si.package_dir() / "model_configs" / "Qwen--Qwen3-32B_config.json")
+    sim.rollout_gpu, sim.rollout_tp, sim.engine_backend = "h100-sxm", 4, "vllm"
+    sim.step_model, sim.calibration = "kernels", "rolloutpipe"
+    assert row["model"] == "Qwen/Qwen3-32B" and row["gpu"] == "h100-sxm"
+    model, source = decode_model(sim)
+    ctx = int(row["isl"]) + int(row["osl"]) // 2
+    expect = 1e3 * model.steps_time(1, int(row["batch"]), int(row["batch"]) * ctx)
+    assert row["kernels_ms"] == pytest.approx(expect, rel=1e-12)
+    assert row["kernels_source"] == source
+    sim.step_model = "roofline"
+    roof, _ = decode_model(sim)
+    assert row["roofline_ms"] == pytest.approx(
+        1e3 * roof.steps_time(1, int(row["batch"]), int(row["batch"]) * ctx), rel=1e-12)
+    assert row["roofline_ms"] != pytest.approx(row["kernels_ms"])
+
+
+def test_tpot_by_hand(run: tuple[pd.DataFrame, Path]) -> None:
+    """Decode step plus batch/osl prefills of isl tokens, from the models themselves."""
+    df, _ = run
+    row = df[(df["framework"] == "vllm") & (df["tp"] == 4) & (df["batch"] == 32)
+             & (df["osl"] > df["batch"])].iloc[0]
+    b, isl, osl = int(row["batch"]), int(row["isl"]), int(row["osl"])
+    sim = RunConfig().sim
+    sim.model, sim.calibration = row["model_ref"], "rolloutpipe"
+    sim.rollout_gpu, sim.rollout_tp, sim.engine_backend = "h100-sxm", 4, "vllm"
+    for name in si.MODELS:
+        sim.step_model = name
+        model, _ = decode_model(sim)
+        decode = 1e3 * model.steps_time(1, b, b * (isl + osl // 2))
+        prefill = 1e3 * (model.prefill_per_token_s * isl + model.admit_per_request_s)
+        assert prefill > 0.05 * decode
+        assert row[f"{name}_ms"] == pytest.approx(decode, rel=1e-12)
+        assert row[f"{name}_tpot_ms"] == pytest.approx(decode + b / osl * prefill, rel=1e-12)
+        # Neither without the prefill share, nor with one prefill per osl steps.
+        for wrong in (decode, decode + prefill / osl, decode + osl * prefill):
+            assert row[f"{name}_tpot_ms"] != pytest.approx(wrong, rel=1e-3)
+        tpot = row["measured_ms"]
+        assert row[f"{name}_tpot_err"] == pytest.approx(
+            (decode + b / osl * prefill - tpot) / tpot, rel=1e-9)
+
+
+def test_relative_errors_by_hand(run: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = run
+    row = df.iloc[len(df) // 2]
+    tpot = pd.read_csv(si.package_dir() / si.SAMPLE_REL).set_index("id").loc[
+        row["id"], "silicon_tpot_ms"]
+    assert row["measured_ms"] == tpot
+    assert row["kernels_err"] == pytest.approx((row["kernels_ms"] - tpot) / tpot, rel=1e-12)
+    assert row["roofline_err"] == pytest.approx((row["roofline_ms"] - tpot) / tpot, rel=1e-12)
+
+
+def test_summary_mentions_the_counts(run: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = run
+    text = si.summary(df)
+    skipped = df.attrs["skipped"]
+    assert f"{len(df)} rows used" in text
+    assert f"Skipped {sum(skipped.values())} rows" in text
+    assert len(df) + sum(skipped.values()) == len(pd.read_csv(si.package_dir() / si.SAMPLE_REL))
+    for why, n in skipped.items():
+        assert f"- {why}: {n}" in text
+    assert "| all | " in text and max(len(line) for line in text.splitlines()) <= 100
+    for name in si.MODELS:
+        assert f"{name} step model, |relative error|" in text
+        assert f"{df[f'{name}_tpot_err'].abs().median():.1%} with the prefill" in text
+
+
+def test_summary_low_prompt_offset(run: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = run
+    low = df[df["batch"] * df["isl"] / df["osl"] <= 40]
+    assert 0 < len(low) < len(df)
+    text = " ".join(si.summary(df).split())
+    for fw, g in low.groupby("framework"):
+        ms = float((g["measured_ms"] - g["kernels_tpot_ms"]).median())
+        assert f"{fw} {ms:+.2f} ms (n={len(g)})" in text
+
+
+def _sample(tmp_path: Path) -> Path:
+    """Seven rows, one of each kind the filter must tell apart."""
+    base = pd.read_csv(si.package_dir() / si.SAMPLE_REL)
+    row = base[(base["model_path"] == "Qwen/Qwen3-32B") & (base["backend"] == "sglang")
+               & (base["system"] == "h100_sxm") & base["precision"].isna()].iloc[[0]]
+    rows = [row.assign(id="unlabelled"),
+            row.assign(id="bf16", precision="bf16"),
+            row.assign(id="fp8", precision="fp8", gemm_quant_mode="fp8"),
+            row.assign(id="trt", backend="trtllm"),
+            row.assign(id="b200", system="b200_sxm"),
+            row.assign(id="moe", model_path="Qwen/Qwen3-235B-A22B"),
+            row.assign(id="disagg", mode="disagg", precision="bf16")]
+    path = tmp_path / "sample.csv"
+    pd.concat(rows).to_csv(path, index=False)
+    return path
+
+
+def test_filter_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROLLOUTBENCH_CACHE", str(tmp_path / "cache"))
+    sample = _sample(tmp_path)
+    df = si.compare(tmp_path / "a", sample)
+    assert sorted(df["id"]) == ["bf16", "unlabelled"]
+    assert dict(zip(df["id"], df["precision_basis"], strict=True)) == {
+        "bf16": "labelled", "unlabelled": "inferred"}
+    assert df.attrs["skipped"] == {"precision fp8": 1, "framework trtllm": 1,
+                                   "GPU without a preset": 1, "not a dense decoder": 1,
+                                   "serving mode disagg": 1}
+    strict = si.compare(tmp_path / "b", sample, unlabelled_as_bf16=False)
+    assert list(strict["id"]) == ["bf16"]
+    assert strict.attrs["skipped"]["precision not labelled"] == 1
+    assert "Too few rows (1 < 20)" in si.summary(strict)
