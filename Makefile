@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe reproduce-pipelinerl \
-	reproduce-april reproduce-rollpacker bench calibrate live-demo whatif validate clean
+	reproduce-april reproduce-rollpacker bench calibrate live-demo whatif validate validate-gpu clean
 
 setup: $(STAMP)
 
@@ -67,6 +67,11 @@ validate: setup setup-live
 	mkdir -p results/validation
 	cd $(VALIDATION) && cp validate.csv requests.csv tail.csv probe.csv summary.md calibration.toml \
 		validation.png frontier.png $(CURDIR)/results/validation/
+
+# The simulated GPU step against measured serving latencies and kernels, and PipelineRL's
+# Appendix A with a measured U(h) (no GPU, no live engine; about 30 s).
+validate-gpu: setup
+	$(BIN)/rolloutbench validate gpu --out results/validation/gpu --force
 
 live-demo: setup setup-live
 	$(BIN)/rolloutbench live-demo --out runs/live-demo --force

@@ -161,9 +161,14 @@ def validate_defaults(model_dir: Path, ray_address: str = "off") -> RunConfig:
 
 @commands.command("validate")
 def validate_cmd(
-    out: Annotated[Path, typer.Option(help="Folder for traces, tables and the figure; one "
-                                      "that holds a validation already needs --force.")]
-    = Path("runs/validate"),
+    what: Annotated[str, typer.Argument(
+        help="live: systems run live against their simulated twins; gpu: the simulated "
+             "GPU step against measured GPU latencies and kernels (no live engine).")]
+    = "live",
+    out: Annotated[Path | None, typer.Option(
+        help="Folder for traces, tables and the figures; one that holds a validation "
+             "already needs --force." + shown("runs/validate; gpu: results/validation/gpu"))]
+    = None,
     systems: Annotated[str, typer.Option(
         help="Comma-separated systems, one cell each (ignored with --grid).")]
     = VALIDATE_SYSTEMS,
@@ -201,13 +206,29 @@ def validate_cmd(
         "--force", help="Overwrite the validation already in OUT.")] = False,
 ) -> None:
     """Run systems live (responses replayed to the workload's lengths) and on the
-    simulator with this machine's calibration, measured first; compare them."""
+    simulator with this machine's calibration, measured first; compare them. With
+    `gpu`: both step models against aiconfigurator-core's measured serving latencies,
+    the roofline against the measured kernels for every preset, and PipelineRL's
+    Appendix A with a measured GEMM utilisation."""
     from harness.live.runtime import missing_live
     from harness.run.checks import refuse_existing_run
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
+    if what not in ("live", "gpu"):
+        fail(f"validate: expected live or gpu, got {what!r}")
+    if what == "gpu":
+        from harness.studies.validate.gpu.run import validate_gpu
 
+        target = out or Path("results/validation/gpu")
+        try:
+            refuse_existing_run(target, force, ("summary.md",), "a GPU validation")
+        except ConfigError as err:
+            fail(str(err))
+        text = validate_gpu(target, log=lambda m: typer.echo(m, err=True))
+        console.print(text, markup=False, highlight=False)
+        return
+    out = out or Path("runs/validate")
     try:
         refuse_existing_run(out, force, ("validate.csv",), "a validation")
     except ConfigError as err:
