@@ -102,6 +102,12 @@ def plan_cmd(
         fail(str(err))
     _stage(f"space: {len(space.systems)} systems, {len(space.points())} distinct "
            f"configurations (recipe R={r} K={k} U={u}, {rounds} rounds each)")
+    from harness.core.config import RunConfig
+    from harness.sim.kernels.source import describe
+
+    sim = RunConfig().sim
+    _stage(f"step times: {describe(sim.step_model, model, gpu, sim.engine_backend)} "
+           f"(engine {gpu}, {sim.engine_backend}; the trainer at the calibration's MFU)")
     for system, why in {**space.excluded, **space.notes}.items():
         _stage(f"  {system}: {why}")
     _search(space, out, budget, sampler, jobs, seed, ray_address)

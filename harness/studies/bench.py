@@ -8,7 +8,8 @@ when this commit is on main), and the same benchmark runs alternately in both
 trees (`BENCH_REPEATS` times each, the order flipped every repeat); the report
 gives events per wall second on each side and the ratio, median and spread.
 
-Then: the wall time of all four reproductions with one job and with one per
+Then: the same grid with the measured-kernel step model against the roofline (both
+in this tree, interleaved), the wall time of all four reproductions with one job and with one per
 core (and whether both wrote the same bytes), how the cost of one run grows
 with R and K, and how long `plan --budget 500` takes. Everything heavy runs in
 child processes, each tree on its own PYTHONPATH, in temporary folders: nothing
@@ -49,6 +50,25 @@ with tempfile.TemporaryDirectory() as tmp:
         simulated += float(lines[-1].split(b'"t":', 1)[1].split(b",", 1)[0])
 print(json.dumps({"wall": wall, "cpu": cpu, "events": events, "simulated": simulated,
                   "rounds": len(df)}))
+"""
+
+# The same grid in this tree on one step model (argv[1]): kernels against roofline.
+STEP_GRID = """
+import json, sys, tempfile, time
+from pathlib import Path
+from harness.studies.reproduce import rolloutpipe as rp
+plain = rp.base_config
+def config(seed, rounds):
+    cfg = plain(seed, rounds)
+    cfg.sim.step_model = sys.argv[1]
+    return cfg
+rp.base_config = config
+with tempfile.TemporaryDirectory() as tmp:
+    start = time.perf_counter()
+    rp.simulate(rounds=4, seed=0, traces=Path(tmp), progress=False)
+    wall = time.perf_counter() - start
+    events = sum(len(p.read_bytes().splitlines()) for p in Path(tmp).glob("*.jsonl"))
+print(json.dumps({"wall": wall, "events": events}))
 """
 
 # All four reproductions into the current folder (a temporary one: no README there).
@@ -140,6 +160,26 @@ def grid_ratio(head: Tree, base: Tree) -> None:
           f"{'ok' if ok else 'MISSED'}")
 
 
+def step_model_ratio(head: Tree) -> None:
+    """The grid in this tree with the measured-kernel step model against the roofline,
+    interleaved: events per wall second of each, and the ratio (target >= 0.8x)."""
+    print(f"RolloutPipe grid, kernels against roofline step model, {REPEATS} repeats each")
+    runs: dict[str, list[dict]] = {"kernels": [], "roofline": []}
+    for i in range(REPEATS):
+        order = ("kernels", "roofline") if i % 2 == 0 else ("roofline", "kernels")
+        for name in order:
+            runs[name].append(head.python(STEP_GRID, name))
+    rates = {name: [r["events"] / r["wall"] for r in rs] for name, rs in runs.items()}
+    for name, rs in runs.items():
+        print(f"  {name:9} {statistics.median(r['wall'] for r in rs):6.2f} s wall, "
+              f"{statistics.median(rates[name]):9,.0f} events per wall s "
+              f"({rs[0]['events']:,} events)")
+    ratios = [k / r for k, r in zip(rates["kernels"], rates["roofline"], strict=True)]
+    ok = statistics.median(ratios) >= 0.8
+    print(f"  events per wall s, kernels / roofline: {spread(ratios)} (target >= 0.8x): "
+          f"{'ok' if ok else 'MISSED'}")
+
+
 def reproduce_times(head: Tree, base: Tree) -> None:
     """All reproductions: the base in one process, this tree with one job and with
     one per core; whether all three wrote the same bytes."""
@@ -192,6 +232,7 @@ def plan_time(head: Tree) -> None:
 def main() -> None:
     start = time.perf_counter()
     head = Tree(Path(__file__).resolve().parents[2], "this tree")
+    step_model_ratio(head)
     with base_worktree(head.root) as base:
         grid_ratio(head, base)
         reproduce_times(head, base)

@@ -13,7 +13,13 @@ import sys
 from collections.abc import Callable
 
 from harness.sim.kernels import table as tables
-from harness.sim.kernels.estimator import Estimator, backend_version, config_dir, package_version
+from harness.sim.kernels.estimator import (
+    Estimator,
+    KernelError,
+    backend_version,
+    config_dir,
+    package_version,
+)
 from harness.sim.kernels.gpus import kernel_gpu
 from harness.sim.model_config import config_file, is_config_path, preset_config
 from harness.sim.presets import load_hardware, load_model
@@ -75,7 +81,12 @@ def _find_or_build(model: str, gpu: str, backend: str, tp: int,
     root = tables.cache_root()
     est = Estimator(load_model(model), load_hardware(gpu), kg, backend, version, tp,
                     config_dir(json.loads(text), root / "kernels"))
-    built = tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
+    try:
+        built = tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
+    except Exception as err:  # the estimator's own errors, e.g. no attention data for a shape
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise KernelError(f"sim.model: the kernel database cannot model {meta['model']} at "
+                          f"TP {tp} on {kg.system}/{backend} ({first})") from None
     tables.save(built, root / "kernels")
     return built
 

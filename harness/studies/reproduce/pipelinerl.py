@@ -1,6 +1,7 @@
 """PipelineRL vs conventional RL: the Appendix A model and a simulated Fig. 5c / Fig. 6.
 
-Appendix A is computed by `harness.studies.analytic.pipelinerl` from our own U(h).
+Appendix A is computed by `harness.studies.analytic.pipelinerl`, with U(h) measured
+(aiconfigurator-core's H100 GEMM table) or, in the claims' roofline twin, our roofline.
 The simulation puts the paper's setup on the simulator: Qwen2.5-7B on 128
 H100s, B = 1024 samples per step (K=8, U=128), OpenReasoner-Zero math up to
 32k tokens. PipelineRL: 48 generation GPUs at H=64 and 80 training GPUs,
@@ -140,10 +141,24 @@ def figure(sim: pd.DataFrame, path: Path) -> None:
     save_figure(fig, path)
 
 
+def utilisation() -> analytic.Util:
+    """Appendix A's U(h): measured (aiconfigurator-core's H100 GEMM table for the
+    paper's shape), as the engine's step times are; the roofline's in the claims'
+    roofline twin."""
+    from harness.studies.reproduce.pool import step_model_override
+
+    if step_model_override() == "roofline":
+        return analytic.utilisation
+    from harness.studies.validate.gpu.appendix_a import measured_utilisation
+
+    return measured_utilisation()
+
+
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """Appendix A and the simulated comparison; `rounds` is fixed by the setup."""
-    res = analytic.search()
-    case = analytic.case_study(res=res)
+    util = utilisation()
+    res = analytic.search(util=util)
+    case = analytic.case_study(res=res, util=util)
     figures.mkdir(parents=True, exist_ok=True)
     analytic.figure8(figures / "pipelinerl_fig8_utilisation.png")
     analytic.figure9(figures / "pipelinerl_fig9_analytic.png", res)

@@ -161,6 +161,14 @@ def active() -> RunPool | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
+def step_model_override() -> str | None:
+    """The step model every run of the reproduction in progress is forced to (the
+    claims' roofline twin), or None: each run's own. For what a paper computes
+    outside simulated runs (PipelineRL's Appendix A)."""
+    pool = active()
+    return None if pool is None else pool._step_model
+
+
 def reproduce(papers: dict[str, Callable[..., list[Any]]], names: list[str],
               kwargs: dict[str, Any], jobs: int, console: Console | None = None,
               step_model: str | None = None) -> dict[str, list[Any]]:
