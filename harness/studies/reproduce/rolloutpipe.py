@@ -17,6 +17,7 @@ from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.studies.claims import Claim
 from harness.studies.reproduce.grid import grid_frame, grid_tasks, run_configs, run_grid
+from harness.studies.reproduce.pool import step_model_override
 from harness.studies.reproduce.rolloutpipe_plots import (
     figure4,
     figure5,
@@ -161,6 +162,8 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
     figures.mkdir(parents=True, exist_ok=True)
     figure4(df, figures / "rolloutpipe_fig4.png")
     figure5(df, figures / "rolloutpipe_fig5.png")
+    if step_model_override() is not None:  # the claims' twin: the what-if feeds no claim
+        return claims(df)
     sweep = frontier_sweep(rounds=rounds, seed=seed)
     write_atomic(out / "rolloutpipe_frontier.csv", sweep.to_csv(index=False, float_format="%.6g"))
     cgp = df[(df["system"] == "cgp") & (df["groups"] == 96)]
