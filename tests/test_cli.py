@@ -57,8 +57,11 @@ def test_run_writes_trace_and_metrics(tmp_path: Path) -> None:
     for row in rows:
         assert {"system", "workload", "round", *KEYS} <= set(row)
         assert row["system"] == "cgp" and row["workload"] == "sci-jl"
-    # metrics.json is exactly what the trace says
-    assert rows == json.loads(dump_json(round_metrics(events)))
+    # metrics.json is exactly what the trace says, with where its step times came from
+    source = head["step_source"]
+    assert source.startswith("kernels:") and all(r["step_source"] == source for r in rows)
+    assert rows == [{**r, "step_source": source}
+                    for r in json.loads(dump_json(round_metrics(events)))]
     assert not list((tmp_path / "out").glob(".*.tmp"))  # no leftovers of atomic writes
 
 

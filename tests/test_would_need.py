@@ -132,5 +132,5 @@ def test_claims_table_joins_would_need(tmp_path: Path) -> None:
     lines = to_csv(claims, need).splitlines()
     assert lines[0].endswith("within_roofline,would_need,bound")
     assert lines[2].endswith("prediction,,,,4 ms,>= 3.1 ms; plausible: yes")
-    assert lines[1].endswith("prediction,,") and lines[3].endswith("input,,")
+    assert lines[1].endswith("prediction,,,,,") and lines[3].endswith("input,,,,,")
     assert "| 4 ms | >= 3.1 ms; plausible: yes |" in to_markdown(claims, need)

@@ -13,29 +13,23 @@ class KernelGpu:
     """A preset's stand-in in the database, and how its times are carried over."""
 
     preset: str
+    stand_in: bool  # another GPU's tables (False: measured on this very GPU)
     system: str  # aiconfigurator-core's GPU name, e.g. "a100_sxm"
     decode_scale: float
     prefill_scale: float
     comm: str  # "measured" or "preset-link"
     note: str
 
-    @property
-    def direct(self) -> bool:
-        """Measured on this very GPU (no scale, measured all-reduce)."""
-        return (self.decode_scale == 1.0 and self.prefill_scale == 1.0
-                and self.comm == "measured" and self.note == "measured on this GPU")
-
 
 @cache
-def _table() -> dict[str, dict[str, object]]:
+def _table() -> dict[str, KernelGpu]:
     text = resources.files("harness.sim").joinpath("presets", "kernel_gpus.toml").read_text()
-    return tomllib.loads(text)
+    return {name: KernelGpu(name, bool(raw["stand_in"]), str(raw["system"]),
+                            float(raw["decode_scale"]), float(raw["prefill_scale"]),
+                            str(raw["comm"]), str(raw["note"]))
+            for name, raw in tomllib.loads(text).items()}
 
 
 def kernel_gpu(preset: str) -> KernelGpu | None:
     """The database GPU of a hardware preset, or None where the database has none."""
-    raw = _table().get(preset)
-    if raw is None:
-        return None
-    return KernelGpu(preset, str(raw["system"]), float(raw["decode_scale"]),  # type: ignore[arg-type]
-                     float(raw["prefill_scale"]), str(raw["comm"]), str(raw["note"]))  # type: ignore[arg-type]
+    return _table().get(preset)

@@ -24,7 +24,6 @@ from harness.sim.kernels.gpus import kernel_gpu
 from harness.sim.model_config import config_file, is_config_path, preset_config
 from harness.sim.presets import load_hardware, load_model
 
-STEP_MODELS = ("kernels", "roofline")
 ROOFLINE = "roofline"
 _said: set[str] = set()
 _tables: dict[tuple[str, str, str, int], tables.StepTable] = {}
@@ -77,7 +76,7 @@ def _find_or_build(model: str, gpu: str, backend: str, tp: int,
     found = tables.find(meta, key)
     if found is not None:
         return found
-    source = f"kernels:{kg.system}:{backend}-{version}" + ("" if kg.direct else ":stand-in")
+    source = f"kernels:{kg.system}:{backend}-{version}" + (":stand-in" if kg.stand_in else "")
     root = tables.cache_root()
     est = Estimator(load_model(model), load_hardware(gpu), kg, backend, version, tp,
                     config_dir(json.loads(text), root / "kernels"))
@@ -101,4 +100,4 @@ def describe(step_model: str, model: str, gpu: str, backend: str) -> str:
     kg = kernel_gpu(gpu)
     assert kg is not None
     version = backend_version(kg.system, backend)
-    return f"kernels:{kg.system}:{backend}-{version}" + ("" if kg.direct else ":stand-in")
+    return f"kernels:{kg.system}:{backend}-{version}" + (":stand-in" if kg.stand_in else "")
