@@ -85,7 +85,8 @@ def test_tpot_by_hand(run: tuple[pd.DataFrame, Path]) -> None:
         sim.step_model = name
         model, _ = decode_model(sim)
         decode = 1e3 * model.steps_time(1, b, b * (isl + osl // 2))
-        prefill = 1e3 * (model.prefill_per_token_s * isl + model.admit_per_request_s)
+        prefill = 1e3 * (model.prefill_fixed_s + model.prefill_per_token_s * isl
+                         + model.prefill_per_token2_s * isl * isl + model.admit_per_request_s)
         assert prefill > 0.05 * decode
         assert row[f"{name}_ms"] == pytest.approx(decode, rel=1e-12)
         assert row[f"{name}_tpot_ms"] == pytest.approx(decode + b / osl * prefill, rel=1e-12)

@@ -35,7 +35,8 @@ def calibrate_cmd(
     = Path("runs/live-model"),
     out: Annotated[Path | None, typer.Option(
         help="engine: the calibration file to write (the Ray one goes beside it, "
-             "NAME-ray.toml)." + shown("runs/calibration/HOST/cpu-live.toml"))]
+             "NAME-ray.toml), default runs/calibration/HOST/cpu-live.toml; kernels: the "
+             "folder for the table, default the user cache (~/.cache/rolloutbench).")]
     = None,
     max_model_len: Annotated[int, typer.Option(
         help="engine: context length of the measured engine (as the runs will use).")]
@@ -46,17 +47,21 @@ def calibrate_cmd(
     gpu: Annotated[str, typer.Option(help="kernels: GPU preset.")] = "a100-40gb-pcie",
     tp: Annotated[int, typer.Option(help="kernels: tensor-parallel size.")] = 1,
     backend: Annotated[str, typer.Option(help="kernels: sglang or vllm.")] = "sglang",
-    kernels_out: Annotated[Path | None, typer.Option(
-        help="kernels: folder for the table." + shown("the user cache"))] = None,
 ) -> None:
-    """Fit the simulator's free parameters to the baseline's observations only; or,
-    with `engine`, measure this machine's live engine and trainer into a calibration
-    file that `--set sim.calibration=FILE` and `validate --calibration FILE` use."""
+    """Fit the simulator's free parameters to the baseline's observations only; with
+    `engine`, measure this machine's live engine and trainer into a calibration file
+    that `--set sim.calibration=FILE` and `validate --calibration FILE` use; with
+    `kernels`, tabulate the measured-kernel step times of one engine (--model, --gpu,
+    --tp, --backend) so that runs on it start at once."""
     if paper == "kernels":
         from harness.studies.steps import calibrate_kernels
 
-        path = calibrate_kernels(model, gpu, tp, backend, kernels_out)
-        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+        path, what, err = calibrate_kernels(model, gpu, tp, backend, out, not dry_run)
+        console.print(f"{what}{f': {path}' if path else ''}; the form against the estimator: "
+                      f"decode median {100 * err['decode_median']:.1f}%, worst "
+                      f"{100 * err['decode_max']:.1f}%; prefill median "
+                      f"{100 * err['prefill_median']:.1f}%, worst "
+                      f"{100 * err['prefill_max']:.1f}%", highlight=False, soft_wrap=True)
         return
     from harness.studies import calibrate
 

@@ -7,6 +7,9 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, fail, output_format, print_rows
+from harness.core.config import SimConfig
+
+D = SimConfig()  # the options' defaults: a default run's engine
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -17,7 +20,7 @@ CONTEXTS = "512,2048,8192,32768"
 def int_list(text: str, option: str) -> list[int]:
     """'1,2,4' as integers, each >= 1; one line naming the option otherwise."""
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",")]
     except ValueError:
         fail(f"{option}: expected comma-separated integers, got {text!r}")
     if not values or min(values) < 1:
@@ -28,14 +31,15 @@ def int_list(text: str, option: str) -> list[int]:
 @commands.command("steps")
 def steps_cmd(
     model: Annotated[str, typer.Option(help="Model preset, or the path of a Hugging Face "
-                                            "config.json (or its folder).")] = "qwen3-1.7b",
-    gpu: Annotated[str, typer.Option(help="GPU preset.")] = "a100-40gb-pcie",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size of the replica.")] = 1,
+                                            "config.json (or its folder).")] = D.model,
+    gpu: Annotated[str, typer.Option(help="GPU preset.")] = D.rollout_gpu,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size of the replica.")]
+    = D.rollout_tp,
     backend: Annotated[str, typer.Option(help="Serving framework: sglang or vllm.")]
-    = "sglang",
-    step_model: Annotated[str, typer.Option(help="kernels or roofline.")] = "kernels",
+    = D.engine_backend,
+    step_model: Annotated[str, typer.Option(help="kernels or roofline.")] = D.step_model,
     calibration: Annotated[str, typer.Option(
-        help="roofline: the calibration its efficiencies come from.")] = "rolloutpipe",
+        help="roofline: the calibration its efficiencies come from.")] = D.calibration,
     batch: Annotated[str, typer.Option(help="Running sequences of a decode step.")] = BATCHES,
     context: Annotated[str, typer.Option(
         help="Tokens each sequence holds (decode), or prompt tokens (prefill).")] = CONTEXTS,
@@ -44,15 +48,26 @@ def steps_cmd(
 ) -> None:
     """The engine the simulator assumes: one decode step of BATCH sequences holding
     CONTEXT tokens each, and the prefill of one CONTEXT-token prompt, in ms, with where
-    each number comes from (measured kernels, a stand-in GPU, or the roofline)."""
+    each number comes from (measured kernels, a stand-in GPU, or the roofline). The
+    defaults are a default run's engine (`run`'s sim settings)."""
     from harness.core.config import RunConfig
+    from harness.sim.calibration import resolve
     from harness.studies.steps import step_rows
 
     fmt = output_format(json_out, csv_out)
     batches, contexts = int_list(batch, "--batch"), int_list(context, "--context")
+    if tp < 1:
+        fail(f"--tp: must be >= 1, got {tp}")
+    if backend not in ("sglang", "vllm"):
+        fail(f"--backend: must be sglang or vllm, got {backend!r}")
+    if step_model not in ("kernels", "roofline"):
+        fail(f"--step-model: must be kernels or roofline, got {step_model!r}")
     cfg = RunConfig()
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend
     s.step_model, s.calibration = step_model, calibration
-    cfg.validate()
+    try:
+        resolve(s)
+    except (OSError, ValueError) as err:
+        fail(f"--calibration: {err}")
     print_rows(step_rows(s, batches, contexts), fmt)

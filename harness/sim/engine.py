@@ -293,7 +293,7 @@ class SimEngine:
 
     def _admit(self) -> float:
         """Admit waiting sequences that fit; returns the prefill time they cost."""
-        tokens = admitted = 0
+        tokens = squares = admitted = 0
         running, steps, capacity = self._running, self._steps, self._capacity
         ctx = self._ctx_base + len(running) * steps
         waiting = self._waiting
@@ -321,11 +321,11 @@ class SimEngine:
             self._ctx_base += need - steps
             ctx += need
             tokens += need
+            squares += need * need
             admitted += 1
             push(finish, (steps + seq.target - seq.gen0, admit_no, seq))
             self._emit("request_admit", group=req.group, sample=req.sample, engine=self.index)
-        return (tokens * self._decode.prefill_per_token_s
-                + admitted * self._decode.admit_per_request_s)
+        return self._decode.prefill_time(tokens, squares, admitted)
 
     def _preempt(self) -> None:
         """Evict the newest running sequence; it is recomputed when readmitted."""

@@ -24,8 +24,9 @@ class ModelConfigError(ConfigError):
 
 
 def is_config_path(name: str) -> bool:
-    """A model named by a path (a config.json or a folder with one), not a preset."""
-    return name.endswith(".json") or "/" in name
+    """A model named by a path (a config.json, or a folder with one), not a preset: a
+    name with a '/' or ending in .json, or a folder here holding a config.json."""
+    return name.endswith(".json") or "/" in name or (Path(name) / "config.json").is_file()
 
 
 def config_file(name: str) -> Path:
@@ -51,16 +52,23 @@ def load_config_fields(name: str) -> dict[str, Any]:
     if family is None:
         raise ModelConfigError(f"sim.model: {path}: architecture {arch!r} is not modelled "
                                f"(dense decoders only: {', '.join(sorted(_DENSE))})")
-    try:
-        hidden, heads = int(raw["hidden_size"]), int(raw["num_attention_heads"])
-        layers, inter = int(raw["num_hidden_layers"]), int(raw["intermediate_size"])
-        vocab = int(raw["vocab_size"])
-        kv_heads = int(raw.get("num_key_value_heads") or heads)
-        head_dim = int(raw.get("head_dim") or hidden // heads)
-    except KeyError as err:
-        raise ModelConfigError(f"sim.model: {path}: missing field {err.args[0]!r}") from None
-    except (TypeError, ValueError) as err:
-        raise ModelConfigError(f"sim.model: {path}: a size is not an integer ({err})") from None
+    def size(key: str, default: int | None = None) -> int:
+        value = raw.get(key)
+        value = default if value is None else value
+        if value is None:
+            raise ModelConfigError(f"sim.model: {path}: missing field {key!r}")
+        if type(value) is not int or value < 1:
+            raise ModelConfigError(f"sim.model: {path}: {key} should be a positive integer, "
+                                   f"got {value!r}")
+        return value
+
+    hidden, heads = size("hidden_size"), size("num_attention_heads")
+    layers, inter, vocab = size("num_hidden_layers"), size("intermediate_size"), size("vocab_size")
+    kv_heads = size("num_key_value_heads", heads)
+    head_dim = size("head_dim", hidden // heads)
+    if heads % kv_heads:
+        raise ModelConfigError(f"sim.model: {path}: {heads} attention heads do not divide "
+                               f"into {kv_heads} key-value heads")
     tied = bool(raw.get("tie_word_embeddings", False))
     params = param_count(family, layers, hidden, heads, kv_heads, head_dim, inter, vocab, tied)
     return dict(name=str(raw.get("_name_or_path") or path.parent.name or path.stem),

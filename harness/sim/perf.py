@@ -26,10 +26,24 @@ from harness.sim.presets import Hardware, Model
 
 
 class StepJump:
-    """Finding how many steps fit in a span, for any step model with `steps_time`."""
+    """Finding how many steps fit in a span, for any step model with `steps_time`; and
+    the prefill of an admission, from the model's prefill fields."""
+
+    prefill_per_token_s: float
+    admit_per_request_s: float
+    prefill_per_token2_s: float  # per squared prompt token (attention); 0 on the roofline
+    prefill_fixed_s: float  # per admission that admits anything (one prefill launch)
 
     def steps_time(self, n: int, b: int, ctx: int) -> float:
         raise NotImplementedError
+
+    def prefill_time(self, tokens: int, squares: int, admitted: int) -> float:
+        """Seconds to prefill `admitted` prompts of `tokens` tokens in all (`squares`: the
+        sum of each prompt's tokens squared) admitted at once."""
+        if admitted == 0:
+            return 0.0
+        return (self.prefill_fixed_s + tokens * self.prefill_per_token_s
+                + squares * self.prefill_per_token2_s + admitted * self.admit_per_request_s)
 
     def steps_completed(self, dt: float, b: int, ctx: int, cap: int) -> int:
         """The most steps (<= cap) that fit entirely within dt; none while dt <= 0
@@ -68,6 +82,8 @@ class DecodeModel(StepJump):
     compute_per_seq_s: float  # 2N FLOPs for one sequence's new token
     prefill_per_token_s: float  # prompt (or recompute) tokens admitted
     admit_per_request_s: float = 0.0  # fixed cost of taking a request in (measured engines)
+    prefill_per_token2_s: float = 0.0
+    prefill_fixed_s: float = 0.0
     # A probe knob (harness/sim/knobs.py), off by default: steps of at most `small_batch`
     # sequences take `small_batch_scale` times as long.
     small_batch: int = 0
@@ -134,6 +150,8 @@ class TableDecodeModel(StepJump):
     fixed_s: tuple[float, ...]
     per_ctx_s: tuple[float, ...]
     prefill_per_token_s: float
+    prefill_per_token2_s: float = 0.0
+    prefill_fixed_s: float = 0.0
     admit_per_request_s: float = 0.0
     small_batch: int = 0
     small_batch_scale: float = 1.0
@@ -142,7 +160,8 @@ class TableDecodeModel(StepJump):
     def from_table(cls, table: Any) -> TableDecodeModel:
         return cls(tuple(table.batches), tuple(ms / 1e3 for ms in table.fixed_ms),
                    tuple(ms / 1e3 for ms in table.per_ctx_ms),
-                   table.prefill_per_token_ms / 1e3)
+                   table.prefill_per_token_ms / 1e3, table.prefill_per_token2_ms / 1e3,
+                   table.prefill_fixed_ms / 1e3)
 
     def coefficients(self, b: int) -> tuple[float, float]:
         cache = self.__dict__.setdefault("_coef", {})

@@ -34,35 +34,42 @@ def step_rows(sim: Any, batches: list[int], contexts: list[int]) -> list[dict[st
         for ctx in contexts:
             rows.append({"batch": b, "context": ctx,
                          "decode_ms": round(1e3 * model.steps_time(1, b, b * ctx), 4),
-                         "prefill_ms": round(1e3 * (model.prefill_per_token_s * ctx
-                                                     + model.admit_per_request_s), 4),
+                         "prefill_ms": round(1e3 * model.prefill_time(ctx, ctx * ctx, 1), 4),
                          "step_source": source})
     return rows
 
 
-def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | None) -> Path:
+def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | None,
+                      write: bool = True) -> tuple[Path | None, str, dict[str, float]]:
     """Build the measured-kernel table of one engine (a progress bar on stderr) into OUT,
-    or the user's cache, where the simulator finds it from then on. A name, framework or
-    GPU the database cannot take is a ConfigError (one line), before any work."""
+    or the user's cache, where the simulator finds it from then on; a table already kept
+    is said, not rebuilt (unless OUT is given). Returns (path or None, what happened, the
+    form's error against the estimator). A name, framework or GPU the database cannot
+    take is a ConfigError (one line), before any work."""
     from rich.console import Console
     from rich.progress import Progress
 
+    from harness.sim.kernels import source
     from harness.sim.kernels import table as tables
-    from harness.sim.kernels.source import uncovered
 
     load_model(model), load_hardware(gpu)  # an unknown name: one line
     if tp < 1:
         raise ConfigError(f"--tp: must be >= 1, got {tp}")
     if backend not in ("sglang", "vllm"):
         raise ConfigError(f"--backend: must be sglang or vllm, got {backend!r}")
-    why = uncovered(model, gpu, backend)
-    if why is not None:
-        raise ConfigError(f"--gpu: {why}; the roofline prices this engine")
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    meta, key, _ = source.identity(model, gpu, backend, tp)
+    kept = tables.find_path(meta, key)
+    if kept is not None and out is None:
+        return kept, "kept already", tables.load(kept).fit_error()
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(f"tabulating {model} on {gpu} TP{tp} ({backend})", total=None)
 
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        table = step_table(model, gpu, backend, tp, advance)
-    return tables.save(table, out or tables.cache_root() / "kernels")
+        table = source.build(model, gpu, backend, tp, advance)
+    if not write:
+        return None, "built, not written (--dry-run)", table.fit_error()
+    return tables.save(table, out or tables.cache_root() / "kernels"), "wrote", \
+        table.fit_error()

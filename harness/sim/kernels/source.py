@@ -48,6 +48,7 @@ def uncovered(model: str, gpu: str, backend: str) -> str | None:
 
 def _config_text(model: str) -> str:
     if is_config_path(model):
+        load_model(model)  # a file that is no model: one line (ModelConfigError)
         return json.dumps(json.loads(config_file(model).read_text("utf-8")), sort_keys=True)
     return json.dumps(preset_config(load_model(model)), sort_keys=True)
 
@@ -56,38 +57,47 @@ def step_table(model: str, gpu: str, backend: str, tp: int,
                progress: Callable[[int, int], None] | None = None) -> tables.StepTable:
     """The kept table of this engine, built (and cached) when none is kept."""
     if (model, gpu, backend, tp) not in _tables:
-        _tables[model, gpu, backend, tp] = _find_or_build(model, gpu, backend, tp, progress)
+        meta, key, text = identity(model, gpu, backend, tp)
+        found = tables.find(meta, key)
+        if found is None:
+            found = build(model, gpu, backend, tp, progress)
+            tables.save(found, tables.cache_root() / "kernels")
+        _tables[model, gpu, backend, tp] = found
     return _tables[model, gpu, backend, tp]
 
 
-def _find_or_build(model: str, gpu: str, backend: str, tp: int,
-                   progress: Callable[[int, int], None] | None) -> tables.StepTable:
+def identity(model: str, gpu: str, backend: str, tp: int
+             ) -> tuple[dict[str, str | int | float], str, str]:
+    """(meta, key, config text) of an engine's table: what it depends on, and its hash."""
     kg = kernel_gpu(gpu)
     version = backend_version(kg.system, backend) if kg else None
     if kg is None or version is None:
-        raise KeyError(uncovered(model, gpu, backend))
+        raise KernelError(f"--gpu: {uncovered(model, gpu, backend)}")
     text = _config_text(model)
     meta: dict[str, str | int | float] = {
         "model": load_model(model).name, "gpu": gpu, "system": kg.system, "backend": backend,
         "version": version, "tp": tp, "decode_scale": kg.decode_scale,
         "prefill_scale": kg.prefill_scale, "comm": kg.comm,
         "package": f"aiconfigurator-core {package_version()}"}
-    key = tables.table_key(meta, text)
-    found = tables.find(meta, key)
-    if found is not None:
-        return found
-    source = f"kernels:{kg.system}:{backend}-{version}" + (":stand-in" if kg.stand_in else "")
-    root = tables.cache_root()
-    est = Estimator(load_model(model), load_hardware(gpu), kg, backend, version, tp,
-                    config_dir(json.loads(text), root / "kernels"))
+    return meta, tables.table_key(meta, text), text
+
+
+def build(model: str, gpu: str, backend: str, tp: int,
+          progress: Callable[[int, int], None] | None = None) -> tables.StepTable:
+    """Ask the estimator for this engine's grid and fit the form (nothing is written)."""
+    meta, key, text = identity(model, gpu, backend, tp)
+    kg = kernel_gpu(gpu)
+    assert kg is not None  # identity said so
+    source = f"kernels:{kg.system}:{backend}-{meta['version']}" + (
+        ":stand-in" if kg.stand_in else "")
+    est = Estimator(load_model(model), load_hardware(gpu), kg, backend, str(meta["version"]),
+                    tp, config_dir(json.loads(text), tables.cache_root() / "kernels"))
     try:
-        built = tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
+        return tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
     except Exception as err:  # the estimator's own errors, e.g. no attention data for a shape
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         raise KernelError(f"sim.model: the kernel database cannot model {meta['model']} at "
                           f"TP {tp} on {kg.system}/{backend} ({first})") from None
-    tables.save(built, root / "kernels")
-    return built
 
 
 def describe(step_model: str, model: str, gpu: str, backend: str) -> str:

@@ -7,9 +7,13 @@ form is, per tabulated batch, a straight line in the context each sequence holds
     step(b, s) = fixed(b) + per_ctx(b) * s       (least squares in relative error)
 
 and between tabulated batches both coefficients are interpolated linearly in b. n steps
-then cost a closed-form sum (`perf.TableDecodeModel`). The estimator's own points are kept
-in the table, so the form's error against them is reported (`fit_error`) and tested.
-Prefill: one line in the prompt tokens of an admission, fitted to batched prefills.
+then cost a closed-form sum (`perf.TableDecodeModel`). A bigger batch never steps faster:
+an engine can always pad a batch (CUDA graphs are captured at padded sizes), so both
+coefficients keep their running maximum over the batches (the database is up to ~6%
+faster at a few larger batches, where another kernel takes over). The estimator's own
+points are kept in the table, so the form's error against them is reported (`fit_error`)
+and tested. Prefill of an admission: a0 + a1 * tokens + a2 * sum(prompt tokens^2) (the
+quadratic term is attention's), fitted to batched prefills of 128 to 32k tokens.
 
 Tables are cached as JSON in the user's cache folder; the ones the reproductions need
 ship with the package (kernels/tables/), so a fresh clone never builds them.
@@ -29,11 +33,12 @@ import numpy as np
 
 from harness.core.files import write_atomic
 
-FORMAT = 1
+FORMAT = 2
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 PREFILL_BATCHES = (1, 2, 4, 8, 16, 32)
-PREFILL_PROMPTS = (128, 256, 512, 1024, 2048, 4096)
+MAX_PREFILL_TOKENS = 65536  # tokens of one admission's prefill in the grid
+PREFILL_PROMPTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class StepTable:
     per_ctx_ms: tuple[float, ...]
     prefill_per_token_ms: float
     prefill_fixed_ms: float
+    prefill_per_token2_ms: float  # per squared prompt token: attention over the prompt
     decode_points: tuple[tuple[int, int, float], ...]  # (batch, context, estimator ms)
     prefill_points: tuple[tuple[int, int, float], ...]  # (batch, prompt, estimator ms)
 
@@ -56,15 +62,17 @@ class StepTable:
         a, c = coefficients(self.batches, self.fixed_ms, self.per_ctx_ms, batch)
         return a + c * context
 
-    def prefill_ms(self, tokens: float) -> float:
-        return self.prefill_fixed_ms + self.prefill_per_token_ms * tokens
+    def prefill_ms(self, batch: int, prompt: int) -> float:
+        """`batch` prompts of `prompt` tokens each, admitted at once."""
+        return (self.prefill_fixed_ms + self.prefill_per_token_ms * batch * prompt
+                + self.prefill_per_token2_ms * batch * prompt * prompt)
 
     def fit_error(self) -> dict[str, float]:
         """The form's relative error against the estimator's own points: median and worst,
         for decode (all points, and batch <= 16) and for prefill."""
         dec = [(b, abs(self.decode_ms(b, s) / ms - 1)) for b, s, ms in self.decode_points]
         small = [e for b, e in dec if b <= 16]
-        pre = [abs(self.prefill_ms(b * p) / ms - 1) for b, p, ms in self.prefill_points]
+        pre = [abs(self.prefill_ms(b, p) / ms - 1) for b, p, ms in self.prefill_points]
         errs = [e for _, e in dec]
         return {"decode_median": float(np.median(errs)), "decode_max": float(max(errs)),
                 "decode_small_median": float(np.median(small)),
@@ -93,6 +101,20 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return float(c0), float(c1)
 
 
+def fit_prefill(points: list[tuple[int, int, float]]) -> tuple[float, float, float]:
+    """(fixed, per token, per squared prompt token), each >= 0, in relative error, from
+    (batch, prompt, ms) points; the quadratic term is dropped if it would be negative."""
+    b = np.array([p[0] for p in points], float)
+    n = np.array([p[1] for p in points], float)
+    y = np.array([p[2] for p in points], float)
+    a = np.stack([np.ones_like(y), b * n, b * n * n], axis=1) / y[:, None]
+    coef, *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+    if coef[2] < 0 or coef[1] < 0:
+        c0, c1 = fit_line(list(b * n), list(y))
+        return c0, c1, 0.0
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
 def table_key(meta: dict[str, str | int | float], config_text: str) -> str:
     """A hash of what a table depends on: config, GPU, framework, TP, scales, package, grid."""
     blob = json.dumps({"meta": meta, "config": config_text, "format": FORMAT,
@@ -110,13 +132,14 @@ def build(key: str, meta: dict[str, str | int | float], source: str,
         row = [(b, s, decode(b, s)) for s in CONTEXTS]
         points += row
         a, c = fit_line([s for _, s, _ in row], [ms for *_, ms in row])
-        fixed.append(a)
-        per_ctx.append(c)
+        fixed.append(max(a, fixed[-1]) if fixed else a)  # never faster at a bigger batch
+        per_ctx.append(max(c, per_ctx[-1]) if per_ctx else c)
         if progress is not None:
             progress(i + 1, len(BATCHES))
-    pre = [(b, p, prefill(b, p)) for b in PREFILL_BATCHES for p in PREFILL_PROMPTS]
-    p0, p1 = fit_line([b * p for b, p, _ in pre], [ms for *_, ms in pre])
-    return StepTable(key, meta, source, BATCHES, tuple(fixed), tuple(per_ctx), p1, p0,
+    pre = [(b, p, prefill(b, p)) for b in PREFILL_BATCHES for p in PREFILL_PROMPTS
+           if b * p <= MAX_PREFILL_TOKENS]
+    p0, p1, p2 = fit_prefill(pre)
+    return StepTable(key, meta, source, BATCHES, tuple(fixed), tuple(per_ctx), p1, p0, p2,
                      tuple(points), tuple(pre))
 
 
@@ -137,13 +160,19 @@ def shipped_dir() -> Path:
     return Path(str(resources.files("harness.sim") / "kernels" / "tables"))
 
 
-def find(meta: dict[str, str | int | float], key: str) -> StepTable | None:
-    """A kept table: shipped with the package first, then the user's cache."""
+def find_path(meta: dict[str, str | int | float], key: str) -> Path | None:
+    """Where a kept table is: shipped with the package first, then the user's cache."""
     name = file_name(meta, key)
     for folder in (shipped_dir(), cache_root() / "kernels"):
         if (folder / name).exists():
-            return load(folder / name)
+            return folder / name
     return None
+
+
+def find(meta: dict[str, str | int | float], key: str) -> StepTable | None:
+    """A kept table, or None."""
+    path = find_path(meta, key)
+    return None if path is None else load(path)
 
 
 def save(table: StepTable, folder: Path) -> Path:

@@ -29,10 +29,10 @@ def validate_gpu(out: Path, log: Callable[[str], None] = print) -> str:
     start = time.perf_counter()
     log("1/3 the step models against aiconfigurator-core's measured serving latencies")
     parts += ["## Against measured serving latencies (silicon.csv)\n",
-              silicon.summary(silicon.compare(out))]
+              silicon.summary(silicon.compare(out)) + "\n"]
     log("2/3 the roofline against the measured kernels, every model and GPU preset")
     parts += ["## Roofline against measured kernels (models.csv)\n",
-              models.summary(models.grid(out))]
+              models.summary(models.grid(out)) + "\n"]
     log("3/3 PipelineRL's Appendix A with a measured U(h)")
     parts += ["## PipelineRL Appendix A with a measured U(h) (appendix_a.csv)\n",
               appendix_summary(appendix_a.rederive(out))]

@@ -17,7 +17,7 @@ one whose prefill runs between decode steps, so each step carries on average bat
 prefills. The simulated engine charges an admission the same way, hence the steady-state time
 per output token (`<model>_tpot_ms`):
 
-    steps_time(1, b, b*ctx) + (b / osl) * (prefill_per_token_s * isl + admit_per_request_s)
+    steps_time(1, b, b*ctx) + (b / osl) * prefill_time(isl, isl**2, 1)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from harness.sim.presets import model_names
 from harness.studies.steps import decode_model
 
 SAMPLE_REL = "systems/silicon_sample.csv"
-GPUS = {"h100_sxm": "h100-sxm", "a100_sxm": "a100-80gb-sxm"}
+GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-80gb-sxm"}
 FRAMEWORKS = ("sglang", "vllm")
 BF16 = {"bf16", "fp16", "bfloat16", "float16"}
 # Served names whose shipped config has another name (an Instruct model has the base's shapes).
@@ -110,7 +110,7 @@ def step_ms(sim: Any, batch: int, context: int, isl: int) -> tuple[float, float,
     """(one decode step of `batch` sequences holding `context` tokens each, the engine's
     admission of one `isl`-token prompt, source), times in ms."""
     model, source = decode_model(sim)
-    prefill = model.prefill_per_token_s * isl + model.admit_per_request_s
+    prefill = model.prefill_time(isl, isl * isl, 1)
     return 1e3 * model.steps_time(1, batch, batch * context), 1e3 * prefill, source
 
 
