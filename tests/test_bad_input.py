@@ -55,6 +55,7 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
     ("compare",): [["missing.jsonl", "metrics.json"]],
     ("plot",): [["missing.csv", "--x", "groups", "--y", "waiting_ratio", "--out", "p.png"]],
     ("validate",): [["nope", "--out", "o"], ["gpu", "--out", "afile"],
+                    ["gpu", "--out", "o", "--rounds", "3"],
                     ["--model-dir", "notmodel", "--out", "o"],
                     ["--model-dir", "looksmodel", "--out", "o", "--ray-address", "{closed}"],
                     ["--model-dir", "looksmodel", "--out", "afile"]],

@@ -220,6 +220,17 @@ def validate_cmd(
     if what == "gpu":
         from harness.studies.validate.gpu.run import validate_gpu
 
+        live_only = {"--systems": systems != VALIDATE_SYSTEMS, "--grid": grid is not None,
+                     "--calibration": calibration is not None, "--workload":
+                     workload != "lsat-ar-live", "--groups": groups != 8,
+                     "--group-size": group_size != 4, "--update-groups": update_groups != 2,
+                     "--frontier": frontier is not None, "--rounds": rounds != 1,
+                     "--seed": seed != 0, "--ray-address": ray_address != "off",
+                     "--config": config is not None, "--set": bool(set_), "--csv": csv_out}
+        given = [name for name, set_here in live_only.items() if set_here]
+        if given:
+            fail(f"validate gpu: {given[0]} applies to validate live only")
+
         target = out or Path("results/validation/gpu")
         try:
             refuse_existing_run(target, force, ("summary.md",), "a GPU validation")
