@@ -41,8 +41,10 @@ machine-readable table is [claims.csv](claims.csv), a summary per claim is
   the roofline step model, where the run used measured kernels.
 - **would need**, **bound**: for a missed prediction, the value of the one
   parameter the claim is most sensitive to at which the simulator would
-  reproduce the paper, and the physical bound on it (`plausible: no` means the
-  paper's number needs a faster-than-physical engine or the like); see
+  reproduce the paper, and the bound on it: for a decode step, the measured-kernel
+  step where the database covers the engine, else the roofline floor
+  (`plausible: no` means the paper's number needs an engine faster than its
+  kernels, or than physics, or the like); see
   [how they are found]({need}).
 - **why**: for every row that says no, the reading of that paper's misses.
 """
