@@ -106,7 +106,7 @@ def plan_cmd(
     from harness.sim.kernels.source import describe
 
     sim = RunConfig().sim
-    _stage(f"step times: {describe(sim.step_model, model, gpu, sim.engine_backend)} "
+    _stage(f"step times: {describe(sim.step_model, gpu, sim.engine_backend)} "
            f"(engine {gpu}, {sim.engine_backend}; the trainer at the calibration's MFU)")
     for system, why in {**space.excluded, **space.notes}.items():
         _stage(f"  {system}: {why}")

@@ -142,7 +142,7 @@ def _check_step_model(cfg: RunConfig) -> None:
         measured = "decode" in calibration.load(s.calibration)
     except (OSError, ValueError):
         return  # said below, by resolve
-    if not measured and describe(s.step_model, s.model, s.rollout_gpu,
+    if not measured and describe(s.step_model, s.rollout_gpu,
                                  s.engine_backend).startswith("kernels"):
         step_table(s.model, s.rollout_gpu, s.engine_backend, s.rollout_tp)
 

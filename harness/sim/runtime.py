@@ -63,7 +63,7 @@ class SimRuntime(RunnerBase):
 
         measured = calibration.load(s.calibration)  # a measured engine replaces the roofline
         self.step_source = ("measured" if "decode" in measured else
-                            describe(s.step_model, s.model, s.rollout_gpu, s.engine_backend))
+                            describe(s.step_model, s.rollout_gpu, s.engine_backend))
         if self.step_source.startswith(f"{ROOFLINE} ("):
             say_once(f"sim.step_model=kernels: {self.step_source[len(ROOFLINE) + 2:-1]}; "
                      f"the roofline prices the engine's steps")

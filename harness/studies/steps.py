@@ -16,7 +16,7 @@ from harness.sim.presets import load_hardware, load_model
 def decode_model(sim: Any, tp: int | None = None) -> tuple[DecodeModel | TableDecodeModel, str]:
     """The decode model a run with these `sim` settings gives its engine, and its source."""
     tp = tp or sim.rollout_tp
-    source = describe(sim.step_model, sim.model, sim.rollout_gpu, sim.engine_backend)
+    source = describe(sim.step_model, sim.rollout_gpu, sim.engine_backend)
     if source.startswith("kernels"):
         table = step_table(sim.model, sim.rollout_gpu, sim.engine_backend, tp)
         return TableDecodeModel.from_table(table), source

@@ -20,7 +20,7 @@ from harness.sim.kernels.estimator import (
     config_dir,
     package_version,
 )
-from harness.sim.kernels.gpus import kernel_gpu
+from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
 from harness.sim.model_config import config_file, is_config_path, preset_config
 from harness.sim.presets import load_hardware, load_model
 
@@ -36,7 +36,7 @@ def say_once(message: str) -> None:
         print(f"note: {message}", file=sys.stderr)
 
 
-def uncovered(model: str, gpu: str, backend: str) -> str | None:
+def uncovered(gpu: str, backend: str) -> str | None:
     """Why the database cannot price this engine (None: it can)."""
     kg = kernel_gpu(gpu)
     if kg is None:
@@ -72,7 +72,7 @@ def identity(model: str, gpu: str, backend: str, tp: int
     kg = kernel_gpu(gpu)
     version = backend_version(kg.system, backend) if kg else None
     if kg is None or version is None:
-        raise KernelError(f"--gpu: {uncovered(model, gpu, backend)}")
+        raise KernelError(f"--gpu: {uncovered(gpu, backend)}")
     text = _config_text(model)
     meta: dict[str, str | int | float] = {
         "model": load_model(model).name, "gpu": gpu, "system": kg.system, "backend": backend,
@@ -88,8 +88,7 @@ def build(model: str, gpu: str, backend: str, tp: int,
     meta, key, text = identity(model, gpu, backend, tp)
     kg = kernel_gpu(gpu)
     assert kg is not None  # identity said so
-    source = f"kernels:{kg.system}:{backend}-{meta['version']}" + (
-        ":stand-in" if kg.stand_in else "")
+    source = label(kg, backend, str(meta["version"]))
     est = Estimator(load_model(model), load_hardware(gpu), kg, backend, str(meta["version"]),
                     tp, config_dir(json.loads(text), tables.cache_root() / "kernels"))
     try:
@@ -100,14 +99,18 @@ def build(model: str, gpu: str, backend: str, tp: int,
                           f"TP {tp} on {kg.system}/{backend} ({first})") from None
 
 
-def describe(step_model: str, model: str, gpu: str, backend: str) -> str:
+def describe(step_model: str, gpu: str, backend: str) -> str:
     """The step_source a run of this engine records, without building anything."""
     if step_model == ROOFLINE:
         return ROOFLINE
-    why = uncovered(model, gpu, backend)
+    why = uncovered(gpu, backend)
     if why is not None:
         return f"{ROOFLINE} ({why})"
     kg = kernel_gpu(gpu)
     assert kg is not None
-    version = backend_version(kg.system, backend)
+    return label(kg, backend, str(backend_version(kg.system, backend)))
+
+
+def label(kg: KernelGpu, backend: str, version: str) -> str:
+    """`kernels:<database gpu>:<framework>-<version>`, `:stand-in` for another GPU's."""
     return f"kernels:{kg.system}:{backend}-{version}" + (":stand-in" if kg.stand_in else "")

@@ -71,7 +71,7 @@ def step_source(paper: str) -> str:
     if paper not in ENGINES:
         return ""
     s = ENGINES[paper]().sim
-    return describe(s.step_model, s.model, s.rollout_gpu, s.engine_backend)
+    return describe(s.step_model, s.rollout_gpu, s.engine_backend)
 
 
 # Where each paper's misses are read (links relative to results/claims.md).

@@ -49,7 +49,7 @@ def grid(out_dir: Path, backend: str = "sglang", models: Iterable[str] | None = 
     skipped: list[tuple[str, str, int, str]] = []
     for gpu in [g for g in (gpus or hardware_names()) if g not in SKIP_GPUS]:
         for model in models or model_names():
-            if uncovered(model, gpu, backend) is not None:
+            if uncovered(gpu, backend) is not None:
                 break  # no kernels for this GPU: nothing to compare (summary names it)
             for tp in tps:
                 if not fits(model, gpu, tp):
