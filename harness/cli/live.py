@@ -161,6 +161,7 @@ def validate_defaults(model_dir: Path, ray_address: str = "off") -> RunConfig:
 
 @commands.command("validate")
 def validate_cmd(
+    ctx: typer.Context,
     what: Annotated[str, typer.Argument(
         help="live: systems run live against their simulated twins; gpu: the simulated "
              "GPU step against measured GPU latencies and kernels (no live engine).")]
@@ -220,16 +221,11 @@ def validate_cmd(
     if what == "gpu":
         from harness.studies.validate.gpu.run import validate_gpu
 
-        live_only = {"--systems": systems != VALIDATE_SYSTEMS, "--grid": grid is not None,
-                     "--calibration": calibration is not None, "--workload":
-                     workload != "lsat-ar-live", "--groups": groups != 8,
-                     "--group-size": group_size != 4, "--update-groups": update_groups != 2,
-                     "--frontier": frontier is not None, "--rounds": rounds != 1,
-                     "--seed": seed != 0, "--ray-address": ray_address != "off",
-                     "--config": config is not None, "--set": bool(set_), "--csv": csv_out}
-        given = [name for name, set_here in live_only.items() if set_here]
-        if given:
-            fail(f"validate gpu: {given[0]} applies to validate live only")
+        for param in ctx.command.params:  # what gpu reads: out, force and --json
+            source = ctx.get_parameter_source(param.name)
+            if param.name not in ("what", "out", "force", "json_out") and \
+                    source is not None and source.name != "DEFAULT":
+                fail(f"validate gpu: {param.opts[0]} applies to validate live only")
 
         target = out or Path("results/validation/gpu")
         try:

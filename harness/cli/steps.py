@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, fail, output_format, print_rows
-from harness.core.config import SimConfig
+from harness.core.config import ENGINE_BACKENDS, STEP_MODELS, SimConfig
 
 D = SimConfig()  # the options' defaults: a default run's engine
 
@@ -58,10 +58,10 @@ def steps_cmd(
     batches, contexts = int_list(batch, "--batch"), int_list(context, "--context")
     if tp < 1:
         fail(f"--tp: must be >= 1, got {tp}")
-    if backend not in ("sglang", "vllm"):
-        fail(f"--backend: must be sglang or vllm, got {backend!r}")
-    if step_model not in ("kernels", "roofline"):
-        fail(f"--step-model: must be kernels or roofline, got {step_model!r}")
+    if backend not in ENGINE_BACKENDS:
+        fail(f"--backend: must be {' or '.join(ENGINE_BACKENDS)}, got {backend!r}")
+    if step_model not in STEP_MODELS:
+        fail(f"--step-model: must be {' or '.join(STEP_MODELS)}, got {step_model!r}")
     cfg = RunConfig()
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+STEP_MODELS = ("kernels", "roofline")  # sim.step_model
+ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
+
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the option."""
@@ -184,10 +187,10 @@ class RunConfig:
              f"unknown runtime {self.runtime!r} (known: sim, live)")
         s = self.sim
         need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
-        need(s.step_model in ("kernels", "roofline"), "set sim.step_model",
-             "must be kernels or roofline")
-        need(s.engine_backend in ("sglang", "vllm"), "set sim.engine_backend",
-             "must be sglang or vllm")
+        need(s.step_model in STEP_MODELS, "set sim.step_model",
+             f"must be {' or '.join(STEP_MODELS)}")
+        need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
+             f"must be {' or '.join(ENGINE_BACKENDS)}")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
         need(s.placement in ("disaggregated", "colocated"), "set sim.placement",
              f"must be disaggregated or colocated, not {s.placement!r}")

@@ -135,15 +135,14 @@ def _check_step_model(cfg: RunConfig) -> None:
     database cannot price is one line before any run starts (a calibration with a
     measured [decode] table needs none)."""
     from harness.sim import calibration
-    from harness.sim.kernels.source import describe, step_table
+    from harness.sim.kernels.source import step_source, step_table
 
     s = cfg.sim
     try:
-        measured = "decode" in calibration.load(s.calibration)
+        measured = calibration.load(s.calibration).get("decode")
     except (OSError, ValueError):
         return  # said below, by resolve
-    if not measured and describe(s.step_model, s.rollout_gpu,
-                                 s.engine_backend).startswith("kernels"):
+    if step_source(s, measured).startswith("kernels"):
         step_table(s.model, s.rollout_gpu, s.engine_backend, s.rollout_tp)
 
 

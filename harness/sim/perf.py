@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from harness.sim.kernels.table import coefficients as interpolate
 from harness.sim.presets import Hardware, Model
 
 
@@ -164,11 +165,10 @@ class TableDecodeModel(StepJump):
                    table.prefill_fixed_ms / 1e3)
 
     def coefficients(self, b: int) -> tuple[float, float]:
+        """(a, c) at batch b, computed once per batch (steps_time asks on every segment)."""
         cache = self.__dict__.setdefault("_coef", {})
         if b not in cache:
-            from harness.sim.kernels.table import coefficients
-
-            cache[b] = coefficients(self.batches, self.fixed_s, self.per_ctx_s, b)
+            cache[b] = interpolate(self.batches, self.fixed_s, self.per_ctx_s, b)
         return cache[b]
 
     def steps_time(self, n: int, b: int, ctx: int) -> float:

@@ -22,9 +22,9 @@ from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
-from harness.sim.kernels.source import ROOFLINE, describe, say_once, step_table
+from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
 from harness.sim.loop import VirtualTimeLoop
-from harness.sim.perf import DecodeModel, TableDecodeModel, TrainModel
+from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model
 from harness.sim.trace_buffer import BufferedTraceWriter
@@ -57,29 +57,19 @@ class SimRuntime(RunnerBase):
         s = cfg.sim
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
-        hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
+        model = load_model(s.model)
         colocated = s.placement == "colocated"
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
 
-        measured = calibration.load(s.calibration)  # a measured engine replaces the roofline
-        self.step_source = ("measured" if "decode" in measured else
-                            describe(s.step_model, s.rollout_gpu, s.engine_backend))
+        measured = calibration.load(s.calibration)  # a live engine's: replaces the models
+        self.step_source = step_source(s, measured.get("decode"))
         if self.step_source.startswith(f"{ROOFLINE} ("):
             say_once(f"sim.step_model=kernels: {self.step_source[len(ROOFLINE) + 2:-1]}; "
                      f"the roofline prices the engine's steps")
 
         def make(index: int, tp: int, version: int) -> SimEngine:
-            decode: DecodeModel | TableDecodeModel
-            if "decode" in measured:
-                decode = DecodeModel.measured(measured["decode"])
-            elif self.step_source.startswith("kernels"):
-                decode = TableDecodeModel.from_table(
-                    step_table(s.model, s.rollout_gpu, s.engine_backend, tp))
-            else:
-                decode = DecodeModel.build(hw, model, tp, self.params["bw_eff"],
-                                           self.params["step_overhead_s"],
-                                           self.params["compute_eff"])
-            decode = knobs.apply_decode(decode, self.knobs)
+            decode = knobs.apply_decode(
+                decode_model(s, self.params, tp, measured.get("decode")), self.knobs)
             engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg, tp), s.max_running,
                                self.emit, target_tokens, index=index, share=self.share)
             engine.version = version

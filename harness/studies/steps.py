@@ -6,23 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ConfigError
+from harness.core.config import ENGINE_BACKENDS, ConfigError
+from harness.sim import calibration
 from harness.sim.calibration import resolve
-from harness.sim.kernels.source import describe, step_table
-from harness.sim.perf import DecodeModel, TableDecodeModel
+from harness.sim.kernels import source
+from harness.sim.perf import StepJump
 from harness.sim.presets import load_hardware, load_model
 
 
-def decode_model(sim: Any, tp: int | None = None) -> tuple[DecodeModel | TableDecodeModel, str]:
-    """The decode model a run with these `sim` settings gives its engine, and its source."""
-    tp = tp or sim.rollout_tp
-    source = describe(sim.step_model, sim.rollout_gpu, sim.engine_backend)
-    if source.startswith("kernels"):
-        table = step_table(sim.model, sim.rollout_gpu, sim.engine_backend, tp)
-        return TableDecodeModel.from_table(table), source
-    p = resolve(sim)
-    return DecodeModel.build(load_hardware(sim.rollout_gpu), load_model(sim.model), tp,
-                             p["bw_eff"], p["step_overhead_s"], p["compute_eff"]), source
+def decode_model(sim: Any, tp: int | None = None) -> tuple[StepJump, str]:
+    """The decode model a run with these `sim` settings gives its engine (the runtime's
+    own `kernels.source.decode_model`), and its step_source."""
+    measured = calibration.load(sim.calibration).get("decode")
+    return (source.decode_model(sim, resolve(sim), tp or sim.rollout_tp, measured),
+            source.step_source(sim, measured))
 
 
 def step_rows(sim: Any, batches: list[int], contexts: list[int]) -> list[dict[str, Any]]:
@@ -49,14 +46,13 @@ def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | N
     from rich.console import Console
     from rich.progress import Progress
 
-    from harness.sim.kernels import source
     from harness.sim.kernels import table as tables
 
     load_model(model), load_hardware(gpu)  # an unknown name: one line
     if tp < 1:
         raise ConfigError(f"--tp: must be >= 1, got {tp}")
-    if backend not in ("sglang", "vllm"):
-        raise ConfigError(f"--backend: must be sglang or vllm, got {backend!r}")
+    if backend not in ENGINE_BACKENDS:
+        raise ConfigError(f"--backend: must be {' or '.join(ENGINE_BACKENDS)}, got {backend!r}")
     meta, key, _ = source.identity(model, gpu, backend, tp)
     kept = tables.find_path(meta, key)
     if kept is not None and out is None:

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError
+from harness.core.files import write_atomic
 from harness.sim.kernels.gpus import KernelGpu
 from harness.sim.perf import DecodeModel
 from harness.sim.presets import Hardware, Model
 
-BACKENDS = ("sglang", "vllm")
 _COMM_OP = re.compile(r"(_ar(_\d+)?$)|p2p|all_?reduce")
 
 
@@ -83,10 +83,7 @@ def config_dir(config: dict[str, Any], cache_root: Path) -> Path:
     text = json.dumps(config, sort_keys=True, indent=1)
     folder = cache_root / "configs" / hashlib.sha256(text.encode()).hexdigest()[:16]
     if not (folder / "config.json").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / "config.json.tmp"
-        tmp.write_text(text)
-        tmp.replace(folder / "config.json")
+        write_atomic(folder / "config.json", text)
     return folder
 
 

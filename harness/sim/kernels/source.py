@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from harness.sim.kernels import table as tables
 from harness.sim.kernels.estimator import (
@@ -22,6 +23,7 @@ from harness.sim.kernels.estimator import (
 )
 from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
 from harness.sim.model_config import config_file, is_config_path, preset_config
+from harness.sim.perf import DecodeModel, StepJump, TableDecodeModel
 from harness.sim.presets import load_hardware, load_model
 
 ROOFLINE = "roofline"
@@ -109,6 +111,29 @@ def describe(step_model: str, gpu: str, backend: str) -> str:
     kg = kernel_gpu(gpu)
     assert kg is not None
     return label(kg, backend, str(backend_version(kg.system, backend)))
+
+
+def step_source(sim: Any, measured: dict[str, float] | None = None) -> str:
+    """What prices a run's engine: `measured` (a live engine's calibration), else
+    `describe`'s answer for its step model, GPU and framework."""
+    if measured is not None:
+        return "measured"
+    return describe(sim.step_model, sim.rollout_gpu, sim.engine_backend)
+
+
+def decode_model(sim: Any, params: dict[str, float], tp: int,
+                 measured: dict[str, float] | None = None) -> StepJump:
+    """The decode model of one engine replica of a run, as `step_source` says: a live
+    engine's measured `[decode]` table, measured kernels, or the roofline at the
+    calibration's efficiencies (`params`)."""
+    if measured is not None:
+        return DecodeModel.measured(measured)
+    if step_source(sim).startswith("kernels"):
+        table = step_table(sim.model, sim.rollout_gpu, sim.engine_backend, tp)
+        return TableDecodeModel.from_table(table)
+    return DecodeModel.build(load_hardware(sim.rollout_gpu), load_model(sim.model), tp,
+                             params["bw_eff"], params["step_overhead_s"],
+                             params["compute_eff"])
 
 
 def label(kg: KernelGpu, backend: str, version: str) -> str:

@@ -59,13 +59,6 @@ ENGINES: dict[str, Callable[[], RunConfig]] = {
 }
 
 
-# Baseline rows a calibration fitted through the roofline's engine efficiency (bw_eff):
-# with measured kernels nothing of the engine is fitted, so they are predictions of the
-# baseline, shown as `input (not fitted)`.
-ENGINE_FITTED = {("rolloutpipe", "Slime first dispatch (= rollout completion)"),
-                 ("rolloutpipe", "Slime waiting ratio %")}
-
-
 def step_source(paper: str) -> str:
     """Where a paper's engine step times come from ("" for a paper with no engine here)."""
     if paper not in ENGINES:
@@ -98,12 +91,9 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     records = {}
     for name in names:
         roof = {(c.claim, c.config): c.harness for c in twins.get(name, [])}
-        kernels = sources[name].startswith("kernels")
-        claims += [dataclasses.replace(
-            c, step_source=sources[name],
-            harness_roofline=roof.get((c.claim, c.config), math.nan),
-            kind="input (not fitted)" if kernels and (c.paper, c.claim) in ENGINE_FITTED
-            else c.kind) for c in done[name]]
+        claims += [dataclasses.replace(c, step_source=sources[name],
+                                       harness_roofline=roof.get((c.claim, c.config), math.nan))
+                   for c in done[name]]
         results, figs = OUTPUTS[name]
         records[name] = paper_record(
             f"rolloutbench reproduce {name} --rounds {rounds} --seed {seed}",

@@ -112,22 +112,22 @@ class RunPool:
         self.reporter = reporter
         self._executor = executor
         self._turn = turn
-        self._step_model = step_model
+        self.step_model = step_model  # every run's step model, or None: each its own
 
     def _override(self, cfg: RunConfig, path: Path) -> tuple[RunConfig, Path]:
         """A run of the step-model twin: its step model set, its trace in a folder of its
         own (beside the paper's, so the paper's traces are kept)."""
         twin = copy.deepcopy(cfg)
-        twin.sim.step_model = self._step_model  # type: ignore[assignment]
-        folder = path.parent / self._step_model  # type: ignore[operator]
+        twin.sim.step_model = self.step_model  # type: ignore[assignment]
+        folder = path.parent / self.step_model  # type: ignore[operator]
         folder.mkdir(parents=True, exist_ok=True)
         return twin, folder / path.name
 
     def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
             reader: Callable[[Path], Any] | None = None) -> list[Any]:
-        if self._step_model is not None:
+        if self.step_model is not None:
             tasks = [self._override(cfg, path) for cfg, path in tasks]
-            label = f"{label} ({self._step_model})"
+            label = f"{label} ({self.step_model})"
         self.reporter.expect(len(tasks))
         names = [f"{label}: {path.stem}" for _, path in tasks]
         if self._executor is None or knobs.current() is not None:  # probes stay here
@@ -166,7 +166,7 @@ def step_model_override() -> str | None:
     claims' roofline twin), or None: each run's own. For what a paper computes
     outside simulated runs (PipelineRL's Appendix A)."""
     pool = active()
-    return None if pool is None else pool._step_model
+    return None if pool is None else pool.step_model
 
 
 def reproduce(papers: dict[str, Callable[..., list[Any]]], names: list[str],
