@@ -96,8 +96,11 @@ class RollPacker:
         done: list[Response] = []
         scores: list[asyncio.Task[float]] = []
         waiting = set(range(n))
+        any_finished = asyncio.Event()
+        for future in futures:
+            future.add_done_callback(lambda _: any_finished.set())
         while len(done) < keep:
-            finished = await _first(futures, waiting)
+            finished = await _first(futures, waiting, any_finished)
             waiting.discard(finished)
             response = futures[finished].result()
             if response.status != "finished":
@@ -248,9 +251,15 @@ def _is_sandbox(prompt: Prompt) -> bool:
     return getattr(prompt.hidden, "kind", "local") == "sandbox"
 
 
-async def _first(futures: list[asyncio.Future[Response]], waiting: set[int]) -> int:
-    """The index of the first of the waiting futures to finish (lowest index on ties)."""
-    pending = [futures[i] for i in sorted(waiting)]
-    if not any(f.done() for f in pending):
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    return next(i for i in sorted(waiting) if futures[i].done())
+async def _first(futures: list[asyncio.Future[Response]], waiting: set[int],
+                 any_finished: asyncio.Event) -> int:
+    """The index of the first of the waiting futures to finish (lowest index on ties).
+    `any_finished` is set by each future as it finishes: one callback per response,
+    where an `asyncio.wait` per response would add and remove one on every pending
+    future (a group of n responses would cost n squared)."""
+    while True:
+        for i in sorted(waiting):
+            if futures[i].done():
+                return i
+        any_finished.clear()
+        await any_finished.wait()

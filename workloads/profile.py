@@ -17,6 +17,7 @@ given seed: comparisons between systems use common random numbers.
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 import zlib
@@ -149,6 +150,7 @@ class SimWorkload:
                              pr.prompt_min), pr.prompt_max))
         lengths, rewards, verify = self._samples(rng, z, self._k)
 
+        @functools.cache  # asked again at each stage of the sample's life: drawn once
         def extra(i: int) -> tuple[int, float, float]:
             more = self._samples(np.random.default_rng([self._seed, self._stream, index, i]),
                                  z, 1)

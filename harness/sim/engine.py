@@ -110,10 +110,7 @@ class SimEngine:
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         self._cut()
         wanted = set(request_ids)
-        out = []
-        for seq in self._live_seqs():
-            if seq.req.id in wanted:
-                out.append(self._end(seq, "aborted"))
+        out = [self._end(seq, "aborted") for seq in self._live_seqs(wanted)]
         self._interrupt()
         return out
 
@@ -153,9 +150,13 @@ class SimEngine:
         self._interrupt()
 
     # -- bookkeeping -----------------------------------------------------
-    def _live_seqs(self) -> list[_Seq]:
-        waiting = sorted(e for e in self._waiting if e[2].state == "waiting")
-        return list(self._running.values()) + [e[2] for e in waiting]
+    def _live_seqs(self, only: set[str] | None = None) -> list[_Seq]:
+        """The running requests, then the waiting ones in admission order (those of
+        `only`, when given: an abort of one group should not sort the whole queue)."""
+        running = [s for s in self._running.values() if only is None or s.rid in only]
+        waiting = sorted(e for e in self._waiting if e[2].state == "waiting"
+                         and (only is None or e[2].rid in only))
+        return running + [e[2] for e in waiting]
 
     def _close_span(self, seq: _Seq) -> None:
         gen = seq.generated(self._steps)

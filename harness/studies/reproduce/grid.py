@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +18,16 @@ import pandas as pd
 from harness.core.config import RunConfig
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 from harness.core.progress import Bar
+from harness.run.execute import Reader
 
 COLUMNS = ["system", "workload", "groups", "round", *KEYS, *OFFPOLICY_KEYS]  # a grid's rows
 
 
 def run_configs(tasks: list[tuple[RunConfig, Path]], label: str = "simulating",
-                progress: bool = True, reader: Callable[[Path], Any] | None = None
-                ) -> list[Any]:
+                progress: bool = True, reader: Reader | None = None) -> list[Any]:
     """Run each (config, trace path); returns each run's metric rows, in order, or
     what `reader` (a module-level function, so that it travels to a worker
-    process) makes of its trace. The configs must be validated; the traces'
+    process) makes of its events. The configs must be validated; the traces'
     folders must exist."""
     from harness.studies.reproduce import pool
 

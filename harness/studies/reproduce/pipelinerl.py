@@ -20,7 +20,6 @@ import pandas as pd
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.core.plots import save_figure
-from harness.core.trace import read_trace
 from harness.studies.analytic import pipelinerl as analytic
 from harness.studies.claims import Claim
 from harness.studies.reproduce.grid import run_configs
@@ -87,14 +86,13 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
         folder = traces / name.replace(" ", "_").replace("=", "")
         folder.mkdir(parents=True, exist_ok=True)
         tasks.append((cfg.validate(), folder / f"{cfg.system}.jsonl"))
-    summaries = run_configs(tasks, label="PipelineRL", progress=progress, reader=summary_file)
+    summaries = run_configs(tasks, label="PipelineRL", progress=progress, reader=summary)
     return pd.DataFrame([{**summary, "system": name}
                          for name, summary in zip(runs, summaries, strict=True)])
 
 
-def summary_file(path: Path) -> dict[str, float]:
-    """`summarise` of a trace file (PipelineRL's steady state, by its system)."""
-    events = read_trace(path)
+def summary(events: list[dict]) -> dict[str, float]:
+    """`summarise` of a run's events (PipelineRL's steady state, by its system)."""
     return summarise(events[0]["system"], events)
 
 

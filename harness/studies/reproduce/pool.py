@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.config import RunConfig
-from harness.run.execute import execute
+from harness.run.execute import Reader, execute
 from harness.sim import knobs
 
 Rows = list[dict[str, Any]]
@@ -45,14 +45,13 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def run_one(cfg: RunConfig, path: Path, reader: Callable[[Path], Any] | None = None
+def run_one(cfg: RunConfig, path: Path, reader: Reader | None = None
             ) -> tuple[Any, float]:
     """One run (in a worker, or here): its metric rows, or what `reader` makes of
-    its trace (read where it was written, not in the papers' process), and its
+    its events (made where the run was, not in the papers' process), and its
     wall seconds."""
     start = time.perf_counter()
-    rows = execute(cfg, path)
-    out = rows if reader is None else reader(path)
+    out = execute(cfg, path, reader)
     return out, time.perf_counter() - start
 
 
@@ -124,7 +123,7 @@ class RunPool:
         return twin, folder / path.name
 
     def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
-            reader: Callable[[Path], Any] | None = None) -> list[Any]:
+            reader: Reader | None = None) -> list[Any]:
         if self.step_model is not None:
             tasks = [self._override(cfg, path) for cfg, path in tasks]
             label = f"{label} ({self.step_model})"

@@ -17,7 +17,6 @@ import pandas as pd
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.core.plots import save_figure
-from harness.core.trace import read_trace
 from harness.sim.calibration import load as calibration_file
 from harness.studies.claims import Claim
 from harness.studies.reproduce.grid import run_configs
@@ -77,11 +76,7 @@ def run_all(items: list[tuple[RunConfig, str]], traces: Path | None = None
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.jsonl" for _, name in items]
     return run_configs([(cfg, path) for (cfg, _), path in zip(items, paths, strict=True)],
-                       label="RollPacker", progress=False, reader=breakdown_file)
-
-
-def breakdown_file(path: Path) -> dict[str, float]:
-    return breakdown(read_trace(path))
+                       label="RollPacker", progress=False, reader=breakdown)
 
 
 def breakdown(events: list[dict]) -> dict[str, float]:
