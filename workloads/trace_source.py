@@ -12,7 +12,8 @@ end, or aborted and never resumed, carry no full lengths and are skipped.
 What a trace may lack, and the documented default used instead (said once):
 - rewards (`group_materialized.rewards`, written since schema 2): sample i of a
   group scores 1 when i < ceil(K/2), else 0, so every group has reward variance;
-- verifier latency (no trace records it): 0 s.
+- verifier latency (`group_materialized.verify_s`, which only an imported run's
+  trace carries, when its source timed the checks): 0 s.
 
 A run that asks for more samples per group than the trace holds is refused; a
 system that asks for extra samples beyond K (RollPacker's speculation) gets the
@@ -47,6 +48,7 @@ class TraceGroup:
     prompt_tokens: int
     lengths: tuple[int, ...]
     rewards: tuple[float, ...] | None  # None: the trace recorded none
+    verify_s: tuple[float, ...] | None = None  # None: no check latency recorded
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,12 @@ class TraceHidden:
     lengths: tuple[int, ...]
     rewards: tuple[float, ...]
     kind: str = "local"
+    verify_s: tuple[float, ...] | None = None
 
     def sample(self, i: int) -> tuple[int, float, float]:
         j = i % len(self.lengths)
-        return self.lengths[j], self.rewards[j], DEFAULT_VERIFY_S
+        latency = DEFAULT_VERIFY_S if self.verify_s is None else self.verify_s[j]
+        return self.lengths[j], self.rewards[j], latency
 
 
 def is_trace(name: str) -> bool:
@@ -88,6 +92,7 @@ def _read_groups(name: str, mtime_ns: int, size: int
     prompts: dict[int, int] = {}
     lengths: dict[int, dict[int, int]] = {}
     scored: dict[int, dict[int, float]] = {}  # group -> sample -> reward
+    checked: dict[int, dict[int, float]] = {}  # group -> sample -> check latency (s)
     for ev in iter_trace(path):
         kind = ev["ev"]
         if kind == "run_start":
@@ -101,6 +106,9 @@ def _read_groups(name: str, mtime_ns: int, size: int
             # may keep the first K to finish of more than K)
             samples = ev.get("samples") or range(len(ev["rewards"]))
             scored[ev["group"]] = dict(zip(samples, map(float, ev["rewards"]), strict=False))
+            if "verify_s" in ev:
+                checked[ev["group"]] = dict(zip(samples, map(float, ev["verify_s"]),
+                                                strict=False))
     k = _group_size(header, lengths)
     groups = []
     for gid in sorted(prompts):
@@ -110,8 +118,11 @@ def _read_groups(name: str, mtime_ns: int, size: int
         if len(order) < k:
             continue
         order = order[:k]
+        ck = checked.get(gid, {})
         groups.append(TraceGroup(prompts[gid], tuple(got[s] for s in order),
                                  tuple(rw[s] for s in order) if all(s in rw for s in order)
+                                 else None,
+                                 tuple(ck[s] for s in order) if all(s in ck for s in order)
                                  else None))
     if not groups:
         raise TraceWorkloadError(f"{path}: no group with all {k} samples finished to replay")
@@ -150,15 +161,18 @@ class TraceWorkload:
                 f"asks for {group_size} (--group-size)")
         self._k = group_size
         config = header.get("config") if isinstance(header.get("config"), dict) else {}
-        self.max_tokens = int(config.get("max_response_tokens") or 0) or max(
+        # Without a recorded cap (an imported run's logs may not say), one token above the
+        # longest response: a response at the cap would replay as truncated (reward 0).
+        self.max_tokens = int(config.get("max_response_tokens") or 0) or 1 + max(
             max(g.lengths) for g in self.groups)
         self.prompt_max = max(g.prompt_tokens for g in self.groups)
         self._next = 0
         if any(g.rewards is None for g in self.groups):
             _say_once(f"{self.path} records no rewards for some groups: those replay with "
                       f"sample i scoring 1 when i < ceil(K/2), else 0")
-        _say_once(f"{self.path} records no verifier latency: replayed checks take "
-                  f"{DEFAULT_VERIFY_S:g} s")
+        if any(g.verify_s is None for g in self.groups):
+            _say_once(f"{self.path} records no verifier latency for some groups: their "
+                      f"replayed checks take {DEFAULT_VERIFY_S:g} s")
 
     def take(self, n: int) -> list[Prompt]:
         if self._next + n > len(self.groups):
@@ -174,5 +188,6 @@ class TraceWorkload:
         k = self._k
         rewards = g.rewards[:k] if g.rewards is not None else tuple(
             1.0 if i < math.ceil(k / 2) else 0.0 for i in range(k))
+        verify = g.verify_s[:k] if g.verify_s is not None else None
         return Prompt(index=index, tokens=g.prompt_tokens,
-                      hidden=TraceHidden(g.lengths[:k], rewards))
+                      hidden=TraceHidden(g.lengths[:k], rewards, verify_s=verify))

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 import typer
 
-from harness.cli import analysis, config, live, plan, regress, reproduce, run, steps, sweep, whatif
+from harness.cli import (
+    analysis,
+    config,
+    imports,
+    live,
+    plan,
+    regress,
+    reproduce,
+    run,
+    steps,
+    sweep,
+    whatif,
+)
 from harness.cli.errors import OneLineErrors
 
 app = typer.Typer(
@@ -16,7 +28,8 @@ app = typer.Typer(
 )
 
 # -- the commands, in the order `--help` lists them (written by restructure.py) --
-MODULES = (run, reproduce, steps, analysis, config, live, regress, sweep, whatif, plan)
+MODULES = (run, reproduce, steps, imports, analysis, config, live, regress, sweep, whatif,
+           plan)
 for _module in MODULES:  # every command first, then the groups (config, data, ...)
     app.registered_commands.extend(_module.commands.registered_commands)
 for _module in MODULES:

@@ -49,8 +49,20 @@ OFFPOLICY_KEYS = ("ess", "ess_clamped", "lag_mean", "lag_max", "offpolicy_token_
 # discarded or carried between rounds.
 
 
+# The figures that need times; an imported trace without them (`untimed`) has none.
+TIME_KEYS = ("rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s",
+             "trainer_compute_s", "rollout_tokens_per_s", "waiting_ratio", "start_wait_ratio",
+             "lower_bound_s", "efficiency", "batch_tokens_per_s")
+
+
 def _nan() -> float:
     return float("nan")
+
+
+def untimed(head: dict[str, Any]) -> bool:
+    """The trace was imported from logs without wall-clock times (every event at 0)."""
+    meta = head.get("import")
+    return isinstance(meta, dict) and meta.get("timed") is False
 
 
 def owning_rounds(events: Sequence[dict[str, Any]]) -> list[int | None]:
@@ -164,6 +176,8 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row.update(_offpolicy(steps.get(rnd, []), trained, round_version[rnd]))
         batch_tokens = sum(n for group in trained for spans in group for _, n in spans)
         row["batch_tokens_per_s"] = batch_tokens / done if done > 0 else _nan()
+        if untimed(head):
+            row.update(dict.fromkeys(TIME_KEYS, _nan()))
         out.append(row)
     return out
 
@@ -294,6 +308,10 @@ def metrics_for_traces(paths: Iterable[str], partial: bool = False,
     for path in paths:
         trace = _read(path, partial)
         trace_rows = prefix_metrics(trace)
+        if untimed(trace.events[0]) and warn is not None:
+            fmt = trace.events[0]["import"].get("format", "another system's logs")
+            warn(f"{path}: imported from {fmt} logs without times: it has no timings (the "
+                 f"time figures are left out); replay its work with --workload trace:{path}")
         if not trace.complete and warn is not None:
             left = [str(r["round"]) for r in trace_rows if r["incomplete"]]
             what = (f"round(s) {', '.join(left)} did not finish: figures left out" if left

@@ -123,7 +123,7 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
                        "version_spans": "a list of [version, tokens] pairs"},
     "group_complete": {"group": _INT},
     "group_materialized": {"group": _INT, "samples": "a list of integers",
-                           "rewards": "a list of numbers"},
+                           "rewards": "a list of numbers", "verify_s": "a list of numbers"},
     "batch_dispatch": {"batch": _INT, "groups": "a list of integers"},
     "train_start": {"batch": _INT, "micro_batches": _INT, "samples": _INT},
     "train_end": {"batch": _INT},

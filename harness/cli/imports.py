@@ -1,0 +1,58 @@
+"""`rolloutbench import`: another system's rollout logs as a trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import console, fail
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), verl "
+               "(trainer.rollout_data_dir STEP.jsonl; needs --tokenizer), pipelinerl "
+               "(streams/actor/0/0/0.jsonl) or areal (rollout/VERSION/TASK.jsonl, and its "
+               "session tracer's sessions-rN.jsonl for times).")
+
+
+@commands.command("import")
+def import_cmd(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=FORMAT_HELP)],
+    sources: Annotated[list[Path], typer.Argument(
+        metavar="SRC...", help="Files, or folders to search for them.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The trace to write (.jsonl).")],
+    tokenizer: Annotated[Path | None, typer.Option(
+        help="verl: the run's tokenizer, a local folder holding tokenizer.json.")] = None,
+) -> None:
+    """Read another system's rollout logs into a trace: rounds, groups, token counts,
+    rewards, statuses, versions and, where the source has them, wall-clock times.
+    Replay its work with `--workload trace:OUT`, or every system on it with
+    `rolloutbench counterfactual OUT`. See docs/import.md for what each format holds."""
+    from harness.imports import FORMATS, SourceError, read, to_trace, write
+
+    if fmt not in FORMATS:
+        fail(f"FORMAT: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if tokenizer is not None and fmt != "verl":
+        fail(f"--tokenizer: only verl needs one ({fmt} records token counts)")
+    if out.suffix != ".jsonl":
+        fail(f"--out: {out}: a trace is JSON lines; name it .jsonl")
+    try:
+        source = read(fmt, sources, tokenizer)
+        events = to_trace(source)
+    except SourceError as err:
+        fail(str(err))
+    write(events, out)
+    head = events[0]
+    config, meta = head["config"], head["import"]
+    responses = sum(1 for e in events if e["ev"] == "request_finish")
+    groups = len({e["group"] for e in events if e["ev"] == "request_submit"})
+    console.print(f"wrote {out}: {config['rounds']} rounds, {groups} groups of "
+                  f"{config['group_size']}, {responses} responses, "
+                  f"{'timed' if meta['timed'] else 'untimed'}", highlight=False)
+    for note in meta["notes"]:
+        console.print(f"  note: {note}", highlight=False, soft_wrap=True)
+    if meta["lacks"]:
+        console.print(f"  lacks: {', '.join(meta['lacks'])}", highlight=False, soft_wrap=True)
+    console.print(f"next: rolloutbench counterfactual {out} --out DIR", highlight=False)

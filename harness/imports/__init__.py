@@ -1,0 +1,61 @@
+"""Other systems' rollout logs as rolloutbench traces (`rolloutbench import`).
+
+One reader per format (`slime`, `verl`, `pipelinerl`, `areal`), each a module
+that turns that project's files into `Sample`s, read from that project's own
+source (named in each module and in docs/import.md); `build` makes the trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from harness.core.files import write_atomic
+from harness.core.trace import TraceError, check_event, check_types
+from harness.imports.build import build
+from harness.imports.sample import Source, SourceError
+
+FORMATS = ("slime", "verl", "pipelinerl", "areal")
+
+__all__ = ["FORMATS", "Source", "SourceError", "read", "to_trace", "write"]
+
+
+def read(fmt: str, sources: list[Path], tokenizer: Path | None = None) -> Source:
+    """The samples of `sources` in format `fmt`; SourceError names what is wrong."""
+    if fmt == "slime":
+        from harness.imports import slime
+
+        return slime.read(sources)
+    if fmt == "verl":
+        from harness.imports import verl
+
+        return verl.read(sources, tokenizer)
+    if fmt == "pipelinerl":
+        from harness.imports import pipelinerl
+
+        return pipelinerl.read(sources)
+    if fmt == "areal":
+        from harness.imports import areal
+
+        return areal.read(sources)
+    raise SourceError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def to_trace(source: Source) -> list[dict[str, Any]]:
+    """The trace's events, each checked against the schema as a reader would."""
+    events = build(source)
+    for i, event in enumerate(events, start=1):
+        try:
+            check_event(event, f"event {i}")
+            check_types(event, f"event {i}")
+        except TraceError as err:  # a bug here, not in the input: say where
+            raise AssertionError(f"import built an invalid trace: {err}") from None
+    return events
+
+
+def write(events: list[dict[str, Any]], out: Path) -> None:
+    """The trace as JSON lines, written whole or not at all."""
+    encode = msgspec.json.Encoder().encode
+    write_atomic(out, "".join(encode(e).decode() + "\n" for e in events))

@@ -1,0 +1,92 @@
+"""Fixtures written as each system's own code writes its logs (field names, types,
+nesting, serializer), for the import tests. Each writer names the code it mimics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def pipelinerl_stream(root: Path, groups: list[list[dict[str, Any]]]) -> Path:
+    """`streams/actor/0/0/0.jsonl` as `FileStreamWriter.write` writes each group
+    (orjson: compact, no spaces), one list of `TrainingText.model_dump()`s a line."""
+    path = root / "streams" / "actor" / "0" / "0" / "0.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for group in groups:
+            f.write(json.dumps(group, separators=(",", ":")) + "\n")
+    return path
+
+
+def pipelinerl_text(group: int, rollout: int, version: int, prompt: int, output: int,
+                    reward: float, finished: bool = True, step: int = 0) -> dict[str, Any]:
+    """One `TrainingText.model_dump()`, keys in the model's field order."""
+    return {"text": "<|im_start|>user\n2+2?<|im_start|>assistant\n4", "n_predicted": 1,
+            "reward": reward, "logprobs": [-0.1] * output, "ref_logprobs": [],
+            "input_ids": list(range(prompt + output)),
+            "labels": [-100] * prompt + list(range(output)),
+            "group_id": f"train scheduler for llms 0,1_{group}", "finished": finished,
+            "prompt_tokens": prompt, "output_tokens": output, "visual_features": None,
+            "metadata": {"model_version": version, "rollout_index": rollout,
+                         "step_index": step}}
+
+
+def verl_dump(folder: Path, step: int, rows: list[tuple[str, str, float]],
+              validation: bool = False) -> Path:
+    """`{rollout_data_dir}/{step}.jsonl` as `_dump_generations` writes it: stdlib
+    json.dumps(ensure_ascii=False) per line, lines joined by newlines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for prompt, output, score in rows:
+        entry: dict[str, Any] = {"input": prompt, "output": output, "gts": "4",
+                                 "score": score, "step": step}
+        if validation:
+            entry["reward"] = score
+        lines.append(json.dumps(entry, ensure_ascii=False))
+    path = folder / f"{step}.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def areal_dump(log_path: Path, tail_version: int, task_id: int,
+               rows: list[tuple[int, int, float]]) -> Path:
+    """`{log_path}/rollout/{tail_version}/{task_id}.jsonl` as `_dump_trajectory`
+    writes it: json.dumps(record) per sample; rows are (seqlen, prompt_len, reward)."""
+    folder = log_path / "rollout" / str(tail_version)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{task_id}.jsonl"
+    with path.open("a") as f:
+        for i, (seqlen, prompt_len, reward) in enumerate(rows):
+            record = {"task_id": task_id, "sample_idx": i, "seqlen": seqlen,
+                      "prompt_len": prompt_len, "head_version": -1,
+                      "tail_version": tail_version, "reward": reward,
+                      "prompt": "<|im_start|>user\n2+2?", "completion": "4<|im_end|>"}
+            f.write(json.dumps(record) + "\n")
+    return path
+
+
+def areal_sessions(log_path: Path, records: list[dict[str, Any]]) -> Path:
+    """`session_tracer/rollout/sessions-r0.jsonl` as `SessionTracer` flushes it:
+    json.dumps(SessionRecord.to_dict(), ensure_ascii=False) per line."""
+    path = log_path / "session_tracer" / "rollout" / "sessions-r0.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return path
+
+
+def areal_session(task_id: int, session_id: int, start: float, gen_end: float,
+                  reward_s: float, finalized: float, status: str = "accepted"
+                  ) -> dict[str, Any]:
+    """One `SessionRecord.to_dict()` (None fields left out, as it does)."""
+    rec: dict[str, Any] = {
+        "task_id": task_id, "session_id": session_id, "rank": 0, "role": "rollout",
+        "status": status, "submit_ts": start, "finalized_ts": finalized,
+        "total_s": finalized - start, "generate_s": gen_end - start, "reward_s": reward_s,
+        "phases": {"generate": [{"start_ts": start, "end_ts": gen_end}],
+                   "reward": [{"start_ts": gen_end, "end_ts": gen_end + reward_s}]}}
+    if status == "rejected":
+        rec["reason"] = "rejected"
+    return rec
