@@ -90,3 +90,64 @@ def areal_session(task_id: int, session_id: int, start: float, gen_end: float,
     if status == "rejected":
         rec["reason"] = "rejected"
     return rec
+
+
+def slime_call(start: float, end: float, tokens: int, finish: str, prompt: int,
+               queue: float | None = None) -> list[dict[str, Any]]:
+    """An `sglang_generate` span as `trace_span` records it: a span_start with the
+    request's budget, a span_end with SGLang's meta attributes."""
+    span = f"{int(start * 1000):x}{tokens}"
+    end_attrs: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": tokens,
+                                 "cached_tokens": 0, "e2e_latency": end - start,
+                                 "finish_reason": finish, "sglang_request_id": span}
+    if queue is not None:
+        end_attrs["queue_time"] = queue
+    common = {"trace_id": "t", "sample_id": 0, "group_id": 0, "attempt": 0, "span_id": span}
+    return [{"type": "span_start", "name": "sglang_generate", "ts": start, **common,
+             "parent_span_id": "p", "attrs": {"max_new_tokens": 16}},
+            {"type": "span_end", "name": "sglang_generate", "ts": end, **common,
+             "attrs": end_attrs}]
+
+
+def slime_reward_span(start: float, end: float) -> list[dict[str, Any]]:
+    common = {"trace_id": "t", "sample_id": 0, "group_id": 0, "attempt": 0, "span_id": "r"}
+    return [{"type": "span_start", "name": "reward_model", "ts": start, **common,
+             "parent_span_id": "p"},
+            {"type": "span_end", "name": "reward_model", "ts": end, **common}]
+
+
+def slime_sample(group: int, index: int, prompt: int, response: int, status: str,
+                 reward: Any, versions: list[str], events: list[dict[str, Any]] | None = None,
+                 metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`Sample.to_dict()`: every field in the dataclass's order (status as its string,
+    the two stats objects as dicts), then the `trace` attribute when spans were made."""
+    out: dict[str, Any] = {
+        "group_index": group, "index": index, "rollout_id": None, "prompt": "2+2?",
+        "tokens": list(range(prompt + response)), "multimodal_inputs": None,
+        "multimodal_train_inputs": None, "multimodal_train_input_id": None,
+        "apply_chat_template_kwargs": {}, "response": "x" * response,
+        "response_length": response, "label": "4", "reward": reward,
+        "loss_mask": [1] * response, "weight_versions": versions,
+        "rollout_log_probs": [-0.1] * response, "rollout_top_p_token_ids": None,
+        "rollout_top_p_token_offsets": None, "rollout_routed_experts": None,
+        "remove_sample": False, "teacher_log_probs": None, "status": status,
+        "metadata": metadata or {}, "generate_function_path": None, "custom_rm_path": None,
+        "train_metadata": None, "session_id": "s", "non_generation_time": 0.0,
+        "spec_info": {"spec_accept_token_num": 0, "spec_draft_token_num": 0,
+                      "spec_verify_ct": 0, "completion_token_num": 0},
+        "prefix_cache_info": {"cached_tokens": 0, "total_prompt_tokens": prompt}}
+    if events is not None:
+        out["trace"] = {"version": 1, "trace_id": "t", "events": events, "sample_id": index,
+                        "group_id": group, "attempt": 0}
+    return out
+
+
+def slime_dump(folder: Path, rollout_id: int, samples: list[dict[str, Any]]) -> Path:
+    """`--dump-details DIR`'s DIR/rollout_data/{rollout_id}.pt, as
+    `save_debug_rollout_data` writes it."""
+    import torch
+
+    path = folder / "rollout_data" / f"{rollout_id}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"rollout_id": rollout_id, "samples": samples}, path)
+    return path

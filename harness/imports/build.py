@@ -105,6 +105,7 @@ def build(source: Source) -> list[dict[str, Any]]:
     by_round: dict[int, list[Sample]] = defaultdict(list)
     for i in order:
         by_round[number[samples[i].round]].append(samples[i])
+    groups = _by_group(samples)
     last_round_of = {}  # group -> the round of its last attempt (where its events go)
     for rnd, items in by_round.items():
         for s in items:
@@ -126,7 +127,8 @@ def build(source: Source) -> list[dict[str, Any]]:
                 versions=sorted({v for v, _ in spans}), version_spans=spans,
                 truncated=s.truncated)
         ends = []
-        for key, members in _by_group([s for s in items if last_round_of[s.group] == rnd]).items():
+        for key in dict.fromkeys(s.group for s in items if last_round_of[s.group] == rnd):
+            members = groups[key]  # every round's: a member may have finished earlier
             done = [s for s in members if s.status == "finished"]
             if not done:
                 continue

@@ -1,0 +1,239 @@
+"""slime's rollout dumps: `--save-debug-rollout-data PATH_{rollout_id}.pt`, or
+`--dump-details DIR` (DIR/rollout_data/{rollout_id}.pt).
+
+Followed: THUDM/slime at 624b824a898ab0ec1fcb4d373004c7f3852bf515,
+`slime/observability/rollout_data_utils.py` (`save_debug_rollout_data`:
+`torch.save({"rollout_id", "samples": [Sample.to_dict(), ...]})`),
+`slime/utils/types.py` (`Sample`, its `Status` values, `to_dict`),
+`slime/observability/trace_utils.py` (the per-sample `trace`: `span_start` /
+`span_end` records with `time.time()` stamps) and `slime/rollout/sglang_rollout.py`
+(the `sglang_generate` span's end attributes, `metadata["start_rollout_id"]` on a
+partial rollout carried over, one `weight_versions` entry per finished request).
+
+What a sample holds: its group (`group_index`), place (`index`), prompt and
+response tokens (`tokens` is prompt + response, `response_length` the
+response), status (`completed`, `truncated`, `aborted`...), reward (a number,
+or a dict whose `score` slime's dapo reward model gives), the weight versions
+of its requests, and, since slime added tracing, the wall-clock span of each
+engine request with its token count and queue time, and of its reward check.
+
+A response carried over from an earlier rollout (`start_rollout_id`) is split
+at its engine requests: each request that ended in `abort` is an aborted attempt
+in the rollout it ran in (the first in `start_rollout_id`, the next ones in the
+rollouts after), carrying its tokens on; the last request is the attempt in the
+rollout that trained it. A member finished before its group was cut and carried
+along whole is one finished attempt in the rollout it ran in.
+
+Safety: a `.pt` file is a pickle. It is opened with `torch.load(weights_only=True)`,
+which builds only tensors and plain containers, with numpy's scalar types as the
+one allowlist (reward functions return them); a file that needs anything else
+is refused, naming what it needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.imports.fields import check, files, need
+from harness.imports.sample import Sample, Source, SourceError
+
+PATTERN = "**/*.pt"
+FINISHED = {"completed": "finished", "truncated": "finished", "aborted": "aborted",
+            "failed": "aborted", "pending": "aborted"}
+
+
+def _allowlist() -> list[Any]:
+    """numpy scalars and their dtypes: what a reward function's return puts in a dump."""
+    import numpy as np
+
+    scalar = getattr(np, "_core", np.core).multiarray.scalar  # type: ignore[attr-defined]
+    kinds = [np.dtypes.Float64DType, np.dtypes.Float32DType, np.dtypes.Int64DType,
+             np.dtypes.Int32DType, np.dtypes.BoolDType]
+    return [scalar, np.dtype, *kinds]
+
+
+def load(path: Path) -> Any:
+    """The object in a .pt file, built without running any code it names."""
+    try:
+        import torch
+    except ImportError:
+        raise SourceError(f"{path}: reading slime's .pt files needs torch "
+                          f"(make setup-live installs it)") from None
+    import pickle
+    import zipfile
+
+    if not zipfile.is_zipfile(path):  # torch.save has written zip archives since 1.6
+        raise SourceError(f"{path}: not a readable torch.save file (not a zip archive)")
+    try:
+        with torch.serialization.safe_globals(_allowlist()):
+            return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:
+        try:
+            needs = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+        except Exception:  # noqa: BLE001 - only to name them; the refusal stands
+            needs = []
+        shown = ", ".join(needs[:4]) + (" ..." if len(needs) > 4 else "")
+        raise SourceError(f"{path}: refused: loading it would build objects beyond tensors "
+                          f"and plain data ({shown or 'unknown globals'}); a weights-only "
+                          f"load runs no code from the file") from None
+    except (zipfile.BadZipFile, EOFError, RuntimeError, OSError) as err:
+        raise SourceError(f"{path}: not a readable torch.save file "
+                          f"({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+                          ) from None
+
+
+def _reward(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        if "score" not in value:
+            raise SourceError(f"{where}: field 'reward' is a dict without 'score' "
+                              f"(keys: {', '.join(map(str, value))})")
+        value = value["score"]
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SourceError(f"{where}: field 'reward' must be a number, got {value!r}") from None
+
+
+def _versions(raw: list[Any], where: str) -> list[int]:
+    """slime sends weight versions as strings ("1", "2"); SGLang's own "default"
+    before the first update is left out."""
+    out = []
+    for v in raw:
+        try:
+            out.append(int(v))
+        except (TypeError, ValueError):
+            if v != "default":
+                raise SourceError(f"{where}: weight_versions holds {v!r}, not a version "
+                                  f"number") from None
+    return out
+
+
+def _calls(trace: Any, where: str) -> list[dict[str, Any]]:
+    """The sample's engine requests in order: start and end stamps and end attributes
+    (`sglang_generate` spans), with the reward check's span after the last, if any."""
+    if trace is None:
+        return []
+    check(trace, "trace", "an object", where)
+    starts: dict[str, float] = {}
+    calls: list[dict[str, Any]] = []
+    reward: list[float] = []
+    for e in check(trace.get("events", []), "trace.events", "a list", where):
+        name, kind = e.get("name"), e.get("type")
+        if name in ("sglang_generate", "sglang_generate_stream"):
+            if kind == "span_start":
+                starts[e.get("span_id")] = need(e, "ts", "a number", f"{where} trace")
+            elif kind == "span_end" and e.get("span_id") in starts:
+                calls.append({"start": starts.pop(e["span_id"]),
+                              "end": need(e, "ts", "a number", f"{where} trace"),
+                              **e.get("attrs", {})})
+        elif name == "reward_model" and kind in ("span_start", "span_end"):
+            reward.append(need(e, "ts", "a number", f"{where} trace"))
+    if calls and len(reward) >= 2:
+        calls[-1]["reward_s"] = reward[-1] - reward[-2]
+    return calls
+
+
+def _attempts(base: Sample, calls: list[dict[str, Any]], start_round: int | None
+              ) -> list[Sample]:
+    """The sample as attempts, one per stretch of engine requests ended by an abort."""
+    def timed(s: Sample, first: dict[str, Any], last: dict[str, Any]) -> Sample:
+        s.submit_s, s.finish_s = first["start"], last["end"]
+        if isinstance(first.get("queue_time"), int | float):
+            s.admit_s = first["start"] + first["queue_time"]
+        return s
+
+    if start_round is None or start_round >= base.round:
+        if calls:
+            timed(base, calls[0], calls[-1])
+            base.verify_s = calls[-1].get("reward_s")
+        return [base]
+    # carried over: split at the aborts, when every request says how many tokens it made
+    if not calls or any(not isinstance(c.get("completion_tokens"), int) for c in calls):
+        return [base]  # the split is unknown: counted whole where it was trained (`unsplit`)
+    cut = [i for i, c in enumerate(calls) if c.get("finish_reason") == "abort"]
+    if not cut:  # generated whole before its group was cut, and carried along
+        base.round = start_round
+        base.verify_s = calls[-1].get("reward_s")
+        return [timed(base, calls[0], calls[-1])]
+    out, done, begin = [], 0, 0
+    for n, i in enumerate(cut):
+        made = sum(c["completion_tokens"] for c in calls[begin:i + 1])
+        part = Sample(where=base.where, round=min(start_round + n, base.round - 1),
+                      group=base.group, index=base.index, prompt_tokens=base.prompt_tokens,
+                      response_tokens=done + made, status="aborted",
+                      versions=base.versions[:i + 1], carried_tokens=done)
+        out.append(timed(part, calls[begin], calls[i]))
+        done, begin = done + made, i + 1
+    if begin < len(calls):
+        base.carried_tokens = done
+        timed(base, calls[begin], calls[-1])
+        base.verify_s = calls[-1].get("reward_s")
+        out.append(base)
+    return out
+
+
+def _sample(rec: Any, rnd: int, where: str) -> list[Sample]:
+    if isinstance(rec, dict) and "group_index" in rec and rec["group_index"] is None:
+        raise SourceError(f"{where}: group_index is null (an eval dump? slime names those "
+                          f"eval_ID.pt)")
+    group = need(rec, "group_index", "an integer", where)
+    tokens = need(rec, "tokens", "a list", where)
+    length = need(rec, "response_length", "an integer", where)
+    status = need(rec, "status", "a string", where)
+    if status not in FINISHED:
+        raise SourceError(f"{where}: field 'status' must be one of {', '.join(FINISHED)}, "
+                          f"got {status!r}")
+    if length > len(tokens):
+        raise SourceError(f"{where}: response_length ({length}) exceeds the tokens "
+                          f"({len(tokens)})")
+    meta = need(rec, "metadata", "an object", where)
+    start = meta.get("start_rollout_id")
+    base = Sample(where=where, round=rnd, group=group,
+                  index=need(rec, "index", "an integer", where),
+                  prompt_tokens=len(tokens) - length, response_tokens=length,
+                  reward=_reward(rec.get("reward"), where), status=FINISHED[status],
+                  truncated=status == "truncated",
+                  versions=_versions(rec.get("weight_versions") or [], where))
+    return _attempts(base, _calls(rec.get("trace"), where), start)
+
+
+def unsplit(attempts: list[Sample], start: Any) -> bool:
+    """A carried-over response kept as one attempt for want of per-request counts."""
+    return isinstance(start, int) and len(attempts) == 1 and start < attempts[0].round
+
+
+def read(sources: list[Path]) -> Source:
+    paths = [p for p in files(sources, PATTERN, "slime rollout dump (ID.pt)")
+             if not p.name.startswith("eval_") and "_eval_" not in p.name
+             and "train_data" not in p.parts]
+    if not paths:
+        raise SourceError(f"{', '.join(map(str, sources))}: only eval or train-data dumps; "
+                          f"slime writes the rollouts to rollout_data/ID.pt")
+    samples: list[Sample] = []
+    whole = 0
+    for path in paths:
+        data = load(path)
+        where = str(path)
+        rnd = need(data, "rollout_id", "an integer", where)
+        for i, rec in enumerate(need(data, "samples", "a list", where)):
+            attempts = _sample(rec, rnd, f"{path} sample {i}")
+            whole += unsplit(attempts, rec["metadata"].get("start_rollout_id"))
+            samples += attempts
+    index = {}  # a group's samples by their global index, renumbered 0..K-1 per group
+    for s in samples:
+        index.setdefault(s.group, {}).setdefault(s.index, len(index.get(s.group, {})))
+    for s in samples:
+        s.index = index[s.group][s.index]
+    notes = [f"{len(paths)} rollout dumps"]
+    if whole:
+        notes.append(f"{whole} carried-over responses without per-request token counts: "
+                     f"counted whole in the rollout that trained them")
+    lacks = ["trainer times (slime logs them, it does not dump them)",
+             "groups the dynamic-sampling filter dropped (slime does not dump them)"]
+    if not all(s.timed for s in samples):
+        lacks.insert(0, "per-request times (no trace in the dump: slime before tracing)")
+    return Source(format="slime", system="slime", files=[str(p) for p in paths],
+                  samples=samples, lacks=lacks, notes=notes)

@@ -1,0 +1,120 @@
+"""`rolloutbench import slime`: .pt rollout dumps (written as slime writes them,
+tests/source_formats.py), partial rollouts carried across rollouts, and the
+weights-only load that refuses anything beyond plain data."""
+
+from __future__ import annotations
+
+import fractions
+from pathlib import Path
+
+import pytest
+
+import tests.source_formats as fmt
+from harness.core.metrics import round_metrics
+from harness.core.trace import read_trace
+from harness.imports import SourceError, read, to_trace, write
+
+pytest.importorskip("torch")
+
+
+def run(folder: Path) -> None:
+    """Rollout 0: group 0 (one stopped at the cap). Rollout 1: group 5, carried over
+    from rollout 0 (member 10 cut by the abort after 2 tokens and finished with 4
+    more; member 11 done before the cut), and group 6, fresh (a dapo reward dict)."""
+    c, rw, s = fmt.slime_call, fmt.slime_reward_span, fmt.slime_sample
+    fmt.slime_dump(folder, 0, [
+        s(0, 0, 3, 5, "completed", 1, ["1"],
+          c(1000.0, 1002.0, 5, "stop", 3, queue=0.5) + rw(1002.0, 1002.25)),
+        s(0, 1, 3, 8, "truncated", 0, ["1"], c(1000.0, 1003.0, 8, "length", 3)
+          + rw(1003.0, 1003.25)),
+    ])
+    fmt.slime_dump(folder, 1, [
+        s(5, 10, 4, 6, "completed", 1.0, ["1", "2"],
+          c(1000.5, 1004.0, 2, "abort", 4) + c(1010.0, 1011.0, 4, "stop", 6)
+          + rw(1011.0, 1011.5), metadata={"start_rollout_id": 0}),
+        s(5, 11, 4, 4, "completed", 0.0, ["1"], c(1000.5, 1001.5, 4, "stop", 4)
+          + rw(1001.5, 1002.0), metadata={"start_rollout_id": 0}),
+        s(6, 12, 2, 7, "completed", {"score": 1.0, "acc": True, "pred": "4"}, ["2"],
+          c(1010.0, 1012.0, 7, "stop", 2)),
+        s(6, 13, 2, 3, "completed", 0, ["2"], c(1010.0, 1010.5, 3, "stop", 2)),
+    ])
+
+
+def test_slime_dump_with_traces_is_timed_and_splits_carried_responses(tmp_path: Path) -> None:
+    run(tmp_path)
+    out = tmp_path / "t.jsonl"
+    write(to_trace(read("slime", [tmp_path])), out)
+    events = read_trace(out, strict=True)
+    assert events[0]["import"]["timed"] is True and events[0]["system"] == "slime"
+    starts = [(e["round"], e["t"], e["version"]) for e in events if e["ev"] == "rollout_start"]
+    assert starts == [(0, 0.0, 1), (1, 10.0, 2)]
+    finish = [(e["group"], e["sample"], e["t"], e["status"], e["response_tokens"],
+               e["version_spans"]) for e in events if e["ev"] == "request_finish"]
+    assert finish == [  # in time order
+        (1, 1, 1.5, "finished", 4, [[1, 4]]),  # member 11: whole in rollout 0
+        (0, 0, 2.0, "finished", 5, [[1, 5]]), (0, 1, 3.0, "finished", 8, [[1, 8]]),
+        (1, 0, 4.0, "aborted", 2, [[1, 2]]),  # member 10's first request, cut
+        (2, 1, 10.5, "finished", 3, [[2, 3]]),
+        (1, 0, 11.0, "finished", 6, [[1, 2], [2, 4]]),  # resumed: 2 carried, 4 new
+        (2, 0, 12.0, "finished", 7, [[2, 7]])]
+    resumed = [e["resumed_tokens"] for e in events if e["ev"] == "request_submit"]
+    assert sorted(resumed) == [0, 0, 0, 0, 0, 0, 2]
+    admit = [e["t"] for e in events if e["ev"] == "request_admit"]
+    assert admit == [0.5]  # only the first request reported its queue time
+    done = {e["group"]: (e["t"], e["samples"], e["rewards"], e.get("verify_s"))
+            for e in events if e["ev"] == "group_materialized"}
+    assert done[0] == (3.25, [0, 1], [1.0, 0.0], [0.25, 0.25])
+    assert done[1] == (11.5, [0, 1], [1.0, 0.0], [0.5, 0.5])  # both members, either round
+    assert done[2] == (12.0, [0, 1], [1.0, 0.0], None)  # no reward spans: no latency
+    rows = round_metrics(events)
+    assert rows[0]["rollout_complete_s"] == 3.25 and rows[1]["rollout_complete_s"] == 2.0
+    assert rows[0]["rollout_tokens_per_s"] == pytest.approx((5 + 8 + 2 + 4) / 3.25)
+    assert rows[1]["rollout_tokens_per_s"] == pytest.approx((4 + 7 + 3) / 2.0)
+    assert rows[0]["mean_response_tokens"] == pytest.approx((5 + 8 + 4) / 3)
+
+
+def test_slime_dump_without_traces_is_untimed(tmp_path: Path) -> None:
+    s = fmt.slime_sample
+    fmt.slime_dump(tmp_path, 3, [s(0, 0, 3, 5, "completed", 1, ["4"]),
+                                 s(0, 1, 3, 2, "completed", 0, ["4"],
+                                   metadata={"start_rollout_id": 2})])
+    source = read("slime", [tmp_path])
+    assert any("counted whole" in n for n in source.notes)
+    events = to_trace(source)
+    assert events[0]["import"]["timed"] is False
+    assert [e["versions"] for e in events if e["ev"] == "request_finish"] == [[4], [4]]
+
+
+def test_a_numpy_reward_loads_and_a_foreign_object_is_refused(tmp_path: Path) -> None:
+    import numpy as np
+
+    s = fmt.slime_sample
+    fmt.slime_dump(tmp_path / "ok", 0, [s(0, 0, 3, 5, "completed", np.float64(1.0), ["1"])])
+    assert read("slime", [tmp_path / "ok"]).samples[0].reward == 1.0
+    fmt.slime_dump(tmp_path / "bad", 0, [s(0, 0, 3, 5, "completed", fractions.Fraction(1, 2),
+                                           ["1"])])
+    with pytest.raises(SourceError, match=r"0\.pt: refused: .*fractions\.Fraction"):
+        read("slime", [tmp_path / "bad"])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda r: r.pop("response_length"), "sample 0: missing field 'response_length'"),
+    (lambda r: r.update(status="weird"), "field 'status' must be one of"),
+    (lambda r: r.update(group_index=None), "group_index is null (an eval dump?"),
+    (lambda r: r.update(reward={"acc": True}), "'reward' is a dict without 'score'"),
+    (lambda r: r.update(response_length=99), "response_length (99) exceeds the tokens"),
+])
+def test_a_bad_slime_record_names_the_file_sample_and_field(tmp_path: Path, change: object,
+                                                            message: str) -> None:
+    rec = fmt.slime_sample(0, 0, 3, 5, "completed", 1, ["1"])
+    change(rec)  # type: ignore[operator]
+    fmt.slime_dump(tmp_path, 0, [rec])
+    with pytest.raises(SourceError) as err:
+        read("slime", [tmp_path])
+    assert message in str(err.value) and "rollout_data/0.pt" in str(err.value)
+
+
+def test_not_a_torch_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "0.pt").write_text("not a pickle")
+    with pytest.raises(SourceError, match=r"0\.pt: not a readable torch\.save file"):
+        read("slime", [tmp_path / "0.pt"])
