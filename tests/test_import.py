@@ -17,7 +17,6 @@ from harness.core.trace import read_trace
 from harness.imports import SourceError, read, to_trace, write
 from harness.run.execute import execute
 
-
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 
 
