@@ -18,7 +18,10 @@ What a trace may lack, and the documented default used instead (said once):
 A run that asks for more samples per group than the trace holds is refused; a
 system that asks for extra samples beyond K (RollPacker's speculation) gets the
 trace's samples again, cyclically. A run that asks for more groups than the
-trace holds is an error naming both numbers.
+trace holds is an error naming both numbers; with `trace-cycle:PATH` instead
+the groups replay again from the first, said once (`counterfactual` replays a
+run's work this way: a system that over-samples, as APRIL and RollPacker do,
+draws more prompts than the run had).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from harness.core.runtime import Prompt
 from harness.core.trace import iter_trace
 
 PREFIX = "trace:"
+CYCLE_PREFIX = "trace-cycle:"
 DEFAULT_VERIFY_S = 0.0
 
 
@@ -67,11 +71,11 @@ class TraceHidden:
 
 
 def is_trace(name: str) -> bool:
-    return name.startswith(PREFIX)
+    return name.startswith((PREFIX, CYCLE_PREFIX))
 
 
 def trace_path(name: str) -> Path:
-    return Path(name[len(PREFIX):])
+    return Path(name.split(":", 1)[1])
 
 
 def read_groups(path: Path) -> tuple[list[TraceGroup], dict[str, Any]]:
@@ -160,6 +164,7 @@ class TraceWorkload:
                 f"{self.path}: the trace has {self.source_k} samples per group; the run "
                 f"asks for {group_size} (--group-size)")
         self._k = group_size
+        self.cycle = name.startswith(CYCLE_PREFIX)
         config = header.get("config") if isinstance(header.get("config"), dict) else {}
         # Without a recorded cap (an imported run's logs may not say), one token above the
         # longest response: a response at the cap would replay as truncated (reward 0).
@@ -175,7 +180,10 @@ class TraceWorkload:
                       f"replayed checks take {DEFAULT_VERIFY_S:g} s")
 
     def take(self, n: int) -> list[Prompt]:
-        if self._next + n > len(self.groups):
+        if self.cycle and self._next + n > len(self.groups):
+            _say_once(f"{self.path}: a run drew more than its {len(self.groups)} complete "
+                      f"groups: they replay again from the first")
+        elif self._next + n > len(self.groups):
             raise TraceWorkloadError(
                 f"{self.path}: the trace has {len(self.groups)} complete groups; the run "
                 f"asked for group {self._next + n} (use fewer --rounds or --groups)")
@@ -184,7 +192,7 @@ class TraceWorkload:
         return out
 
     def prompt(self, index: int) -> Prompt:
-        g = self.groups[index]
+        g = self.groups[index % len(self.groups)]
         k = self._k
         rewards = g.rewards[:k] if g.rewards is not None else tuple(
             1.0 if i < math.ceil(k / 2) else 0.0 for i in range(k))

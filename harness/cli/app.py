@@ -8,6 +8,7 @@ import typer
 from harness.cli import (
     analysis,
     config,
+    counterfactual,
     imports,
     live,
     plan,
@@ -28,8 +29,8 @@ app = typer.Typer(
 )
 
 # -- the commands, in the order `--help` lists them (written by restructure.py) --
-MODULES = (run, reproduce, steps, imports, analysis, config, live, regress, sweep, whatif,
-           plan)
+MODULES = (run, reproduce, steps, imports, counterfactual, analysis, config, live, regress,
+           sweep, whatif, plan)
 for _module in MODULES:  # every command first, then the groups (config, data, ...)
     app.registered_commands.extend(_module.commands.registered_commands)
 for _module in MODULES:

@@ -203,3 +203,27 @@ COMPARE_COLUMNS = (Column("round", "round", "text"), Column("metric", "metric", 
 def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
     """`compare`: A, B, the difference and the relative difference per metric."""
     return build(rows, COMPARE_COLUMNS, lift=())
+
+
+COUNTERFACTUAL_COLUMNS = (
+    Column("system", "system", "text"), Column("source", "source", "text"),
+    Column("rollout_to_train_end_s", "rollout→\ntrain end s"),
+    Column("first_dispatch_s", "first\ndispatch s"),
+    Column("rollout_complete_s", "rollout\ndone s"),
+    Column("waiting_ratio", "trainer\nwaiting", "ratio"),
+    Column("rollout_tokens_per_s", "tok/s"),
+    Column("lag_mean", "lag\nmean"), Column("ess", "ESS", "ratio"),
+)
+
+
+def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """`counterfactual`: a row per system, means over rounds; the simulated twin's
+    error against the measured run in the caption."""
+    twin = next((r for r in rows if r.get("source") == "simulated twin"), None)
+    caption = "means over rounds · -: not in the source (imported logs hold no trainer spans)"
+    if twin is not None:
+        errors = [f"{key.removesuffix('_error').replace('_', ' ')} {value:+.1%}"
+                  for key, value in twin.items() if key.endswith("_error")]
+        if errors:
+            caption += "\nsimulated twin vs measured: " + ", ".join(errors)
+    return build(rows, COUNTERFACTUAL_COLUMNS, caption=caption, lift=())

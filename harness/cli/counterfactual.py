@@ -1,0 +1,67 @@
+"""`rolloutbench counterfactual`: every system on exactly one run's work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail, output_format
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+
+@commands.command("counterfactual")
+def counterfactual_cmd(
+    trace: Annotated[Path, typer.Argument(help="A trace: `rolloutbench import`'s, or any "
+                                          "run's.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for counterfactual.csv, "
+                                      "counterfactual.png and the runs' traces.")],
+    systems: Annotated[str, typer.Option(
+        help="Comma-separated systems (see `systems`).")] = "all",
+    update_groups: Annotated[int | None, typer.Option(
+        "--update-groups", "-U", help="Groups per optimizer update U [default: the "
+                                      "trace's groups per round: one update per round].")]
+    = None,
+    config: Annotated[Path | None, typer.Option(
+        help="TOML file with the cluster (sim.* fields), e.g. a `plan` best/*.toml.")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override: sim.field=value (every field: rolloutbench config show)")]
+    = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+) -> None:
+    """Replay one run's work (its lengths, rewards and, where recorded, check latencies)
+    under every system on the simulator, on the cluster you state, for as many rounds
+    as the trace holds. A timed trace's own metrics come first, with the simulated twin
+    of the system that wrote it and its error beside them."""
+    from harness.cli.tables import counterfactual_table, emit, to_csv
+    from harness.core.config import ConfigError
+    from harness.core.files import write_atomic
+    from harness.core.registry import UnknownName
+    from harness.core.trace import TraceError
+    from harness.studies import counterfactual as cf
+    from systems import SYSTEMS
+    from workloads.trace_source import TraceWorkloadError
+
+    fmt = output_format(json_out, csv_out)
+    names = list(SYSTEMS) if systems == "all" else [s.strip() for s in systems.split(",")]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown or not names:
+        fail(f"--systems: unknown system {', '.join(unknown) or '(none)'} "
+             f"(one of {', '.join(SYSTEMS)})")
+    if not trace.is_file():
+        fail(f"TRACE: {trace}: no such file")
+    try:
+        base = build_config(config, set_ or [])
+        cf.configs(trace, base, names, update_groups)  # every check before any run
+    except (ConfigError, UnknownName, TraceError, TraceWorkloadError) as err:
+        fail(str(err))
+    rows = cf.run(trace, base, names, out, update_groups, progress=fmt == "table")
+    write_atomic(out / "counterfactual.csv", to_csv(rows))
+    cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")
+    emit(console, rows, fmt, counterfactual_table)
+    if fmt == "table":
+        console.print(f"wrote {out / 'counterfactual.csv'} and {out / 'counterfactual.png'}",
+                      highlight=False)
