@@ -28,6 +28,7 @@ RANKS = {
     "harness.live": 3,  # the live runtime
     "harness.run": 4,  # one configuration, checked and run on its runtime
     "harness.analysis": 4,  # traces in, tables and figures out
+    "harness.imports": 4,  # other systems' logs in, traces out
     "harness.studies": 5,  # many runs for a purpose
     "harness.cli": 6,  # the commands
     "harness.main": 7,  # the entry point

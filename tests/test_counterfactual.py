@@ -1,0 +1,90 @@
+"""`rolloutbench counterfactual`: every system replays one run's work; a timed run's
+own figures come first, with its simulated twin's error."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tests.source_formats as fmt
+from harness.core.config import RunConfig
+from harness.imports import read, to_trace, write
+from harness.run.execute import execute
+from harness.studies import counterfactual as cf
+
+ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
+
+
+def cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ROLLOUTBENCH, *map(str, args)], capture_output=True, text=True)
+
+
+def pipelinerl_trace(tmp: Path) -> Path:
+    """An untimed import: 16 groups of 2 over two optimizer steps (8 per step)."""
+    t = fmt.pipelinerl_text
+    groups = [[t(g, i, 8 * (g // 8), 50 + g, 100 + 37 * ((g * 5 + i * 3) % 11), float(i == 0))
+               for i in range(2)] for g in range(16)]
+    fmt.pipelinerl_stream(tmp, groups)
+    out = tmp / "imported.jsonl"
+    write(to_trace(read("pipelinerl", [tmp])), out)
+    return out
+
+
+def test_the_twin_of_a_simulated_run_matches_it_exactly(tmp_path: Path) -> None:
+    """A slime run on the simulator replaying an imported run's work is a timed trace;
+    its counterfactual on the same cluster replays the same work the same way, so the
+    slime twin's figures equal the measured ones: every error is 0."""
+    source = RunConfig(system="slime", workload=f"trace:{pipelinerl_trace(tmp_path)}",
+                       groups=8, group_size=2, update_groups=4, rounds=2).validate()
+    run = tmp_path / "slime-run.jsonl"
+    execute(source, run)
+    rows = cf.run(run, RunConfig(), ["slime", "cgp"], tmp_path / "cf", update_groups=4,
+                  progress=False)
+    assert [(r["system"], r["source"]) for r in rows] == [
+        ("slime (measured)", "trace"), ("slime", "simulated twin"), ("cgp", "simulated")]
+    measured, twin = rows[0], rows[1]
+    errors = {k: v for k, v in twin.items() if k.endswith("_error")}
+    assert set(errors) >= {"rollout_to_train_end_s_error", "rollout_tokens_per_s_error",
+                           "waiting_ratio_error"}
+    assert all(v == 0.0 for v in errors.values())
+    assert measured["rollout_to_train_end_s"] == twin["rollout_to_train_end_s"] > 0
+    assert rows[2]["rollout_to_train_end_s"] <= twin["rollout_to_train_end_s"]  # CGP overlaps
+
+
+def test_an_untimed_import_has_no_measured_row(tmp_path: Path) -> None:
+    rows = cf.run(pipelinerl_trace(tmp_path), RunConfig(), ["pipelinerl", "april"],
+                  tmp_path / "cf", progress=False)
+    assert [r["source"] for r in rows] == ["simulated", "simulated"]
+    assert all(r["rounds"] == 2 for r in rows)  # as many rounds as the trace holds
+    assert not any(k.endswith("_error") for r in rows for k in r)
+
+
+def test_the_command_writes_its_table_and_figure(tmp_path: Path) -> None:
+    trace = pipelinerl_trace(tmp_path)
+    done = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime,april",
+               "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["system"] for r in rows] == ["slime", "april"]
+    assert (tmp_path / "cf" / "counterfactual.png").stat().st_size > 0
+    assert (tmp_path / "cf" / "counterfactual.csv").read_text().startswith("system,")
+    assert all(math.isfinite(r["rollout_to_train_end_s"]) for r in rows)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--systems", "slime,nope"], "--systems: unknown system nope"),
+    (["-U", "3"], "U=3 must divide the trace's groups per round R=8"),
+    (["--set", "sim.rollout_tp=0"], "rollout_tp"),
+])
+def test_bad_input_is_one_line_and_nothing_runs(tmp_path: Path, args: list[str],
+                                                message: str) -> None:
+    trace = pipelinerl_trace(tmp_path)
+    done = cli("counterfactual", trace, "--out", tmp_path / "cf", *args)
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "cf").exists()
