@@ -8,7 +8,10 @@ compare as equal.
 
 Rows are either per metric over all rows (the mean, NaN skipped: rounds whose
 metric is undefined do not count) or per round and metric (`per_round`),
-aligned on the round number.
+aligned on the round number. A streaming run's rows (with a `phase`,
+harness.core.streaming) count in the mean only where `steady`, when it has a
+steady round: its warm-up and drain say how the run started and ended, not
+what the system sustains.
 """
 
 from __future__ import annotations
@@ -88,6 +91,17 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def steady(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a mean is over: a streaming run's steady rounds (when it has any),
+    every row of any other."""
+    kept = [r for r in rows if r.get("phase") in (None, "steady") or _blank(r.get("phase"))]
+    return kept or rows
+
+
+def _blank(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
 def _row(round_: Any, metric: str, a: float, b: float) -> dict[str, Any]:
     diff = b - a
     if math.isnan(diff):
@@ -114,8 +128,9 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
     rel_diff = (b − a) / |a| (NaN where a is 0 and they differ)."""
     names = metric_names(a, b)
     if not per_round:
-        return [_row("mean", m, _mean([_number(r.get(m)) for r in a]),
-                     _mean([_number(r.get(m)) for r in b])) for m in names]
+        sa, sb = steady(a), steady(b)
+        return [_row("mean", m, _mean([_number(r.get(m)) for r in sa]),
+                     _mean([_number(r.get(m)) for r in sb])) for m in names]
     ra, rb = _rounds(a), _rounds(b)
     common = sorted(set(ra) & set(rb))
     if not common:
@@ -131,7 +146,12 @@ def describe(rows: list[dict[str, Any]]) -> str:
     workloads = sorted({str(r["workload"]) for r in rows if r.get("workload") is not None})
     parts = [",".join(systems[:3]) + ("…" if len(systems) > 3 else ""),
              ",".join(workloads[:3]) + ("…" if len(workloads) > 3 else "")]
-    return " ".join(p for p in parts if p) + f" ({len(rows)} rows)"
+    kept = len(steady(rows))
+    phased = any("phase" in r for r in rows)
+    means = (f"; means over its {kept} steady rounds" if kept < len(rows)
+             else "; no steady round: means over all" if phased
+             and not any(r.get("phase") == "steady" for r in rows) else "")
+    return " ".join(p for p in parts if p) + f" ({len(rows)} rows{means})"
 
 
 def _facts(rows: list[dict[str, Any]]) -> tuple[set[str], set[str], int]:

@@ -160,6 +160,28 @@ def run_cmd(
     print_metrics(rows, fmt)
 
 
+def steady_line(rows: list[dict]) -> str:
+    """A streaming run's steady state in one line ('' for a synchronous run)."""
+    from harness.core.streaming import steady_summary
+
+    s = steady_summary(rows)
+    if s is None:
+        return ""
+    def span(rounds: list[int]) -> str:
+        return (f"round {rounds[0]}" if len(rounds) == 1
+                else f"rounds {rounds[0]}-{rounds[-1]}")
+
+    edges = f"warm-up: {span(s['warm_up'])}" + (f"; drain: {span(s['drain'])}"
+                                                 if s["drain"] else "")
+    if not s["steady_rounds"]:
+        return (f"no steady round ({edges}): its sequences in flight never held at 90% of "
+                f"their peak after the first round, so the engines held all the work at "
+                f"once; more work (rounds, groups) or a lower --concurrency give one")
+    return (f"steady state over {span(s['rounds'])} ({edges}): "
+            f"{s['tokens_per_s']:,.0f} tok/s, lag {s['lag_mean']:.2f} steps, "
+            f"ESS {s['ess']:.3f}")
+
+
 def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
     """Each metric row with where the engine's step times came from (a simulated run's
     header says; a live run has a real engine and no such line)."""
@@ -193,7 +215,13 @@ def metrics_cmd(
 
     try:
         read = steps_for_traces if steps else metrics_for_traces
-        rows = read([str(p) for p in traces], partial=partial, warn=warn)
+        per_trace = [read([str(p)], partial=partial, warn=warn) for p in traces]
     except TraceError as err:
         fail(str(err))
+    rows = [row for trace_rows in per_trace for row in trace_rows]
     (print_rows if steps else print_metrics)(rows, fmt)
+    if fmt == "table" and not steps:
+        for path, trace_rows in zip(traces, per_trace, strict=True):
+            line = steady_line(trace_rows)
+            if line:
+                console.print(f"{path}: {line}", highlight=False, soft_wrap=True)

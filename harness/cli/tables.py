@@ -172,12 +172,17 @@ def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:
     """Per-round metrics (harness.core.metrics.KEYS; the lower bound is in eff). A round
     that did not finish (an interrupted run) is marked with a star."""
     caption = METRIC_LEGEND
+    columns = METRIC_COLUMNS
+    if any("phase" in r for r in rows):  # a streaming run's rounds (harness.core.streaming)
+        columns = (*METRIC_COLUMNS[:3], Column("phase", "phase", "text"), *METRIC_COLUMNS[3:])
+        rows = [{**r, "phase": r.get("phase", "")} for r in rows]
+        caption += " · tokens by when they were made"
     if any(r.get("incomplete") for r in rows):
         rows = [{**r, "round": f"{r['round']}*" if r.get("incomplete") else r["round"]}
                 for r in rows]
         caption += " · *: round did not finish"
-    return build(rows, METRIC_COLUMNS, caption=caption, optional=("efficiency",
-                                                                   "start_wait_ratio"))
+    return build(rows, columns, caption=caption, optional=("efficiency", "start_wait_ratio",
+                                                           "first_dispatch_s"))
 
 
 SHORT = {"lag_min": "lag\nmin", "lag_mean": "lag\nmean", "lag_max": "lag\nmax",

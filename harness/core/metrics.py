@@ -31,6 +31,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from harness.core.streaming import RoundFlow
+
 KEYS = (
     "rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s", "trainer_compute_s",
     "mean_response_tokens", "rollout_tokens_per_s", "waiting_ratio", "start_wait_ratio",
@@ -108,12 +110,14 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     spans_by_group: dict[int, list[list[list[int]]]] = defaultdict(list)
     spans: dict[int, list[float]] = defaultdict(list)  # batch -> [start, end, start, end...]
     span_open = _nan()  # spans of one trainer never overlap: an end closes the open span
+    flow = RoundFlow()  # what a streaming trace's rounds need (harness.core.streaming)
 
     for e, owner in zip(events, owning_rounds(events), strict=True):
         ev = e["ev"]
         if ev == "request_finish":
             key = (e["group"], e["sample"])
             rnd = request_round.get(key)
+            flow.finish(e, rnd, owner, resumed.get(key, 0))
             if rnd is not None:
                 all_tokens[rnd] += e["response_tokens"] - resumed.get(key, 0)
                 if e["status"] == "finished":
@@ -127,6 +131,7 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             key = (e["group"], e["sample"])
             request_round[key] = e["round"]  # the latest submit: a resumed request moves on
             resumed[key] = e.get("resumed_tokens", 0)
+            flow.submit(e)
         elif ev == "rollout_start":
             starts[e["round"]] = e["t"]
             round_version[e["round"]] = e["version"]
@@ -176,9 +181,12 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row.update(_offpolicy(steps.get(rnd, []), trained, round_version[rnd]))
         batch_tokens = sum(n for group in trained for spans in group for _, n in spans)
         row["batch_tokens_per_s"] = batch_tokens / done if done > 0 else _nan()
-        if untimed(head):
-            row.update(dict.fromkeys(TIME_KEYS, _nan()))
         out.append(row)
+    if flow.crosses:  # a streaming run: tokens by when they were made, rounds by phase
+        flow.apply(out, starts, round_version, events[-1]["t"])
+    if untimed(head):
+        for row in out:
+            row.update(dict.fromkeys(TIME_KEYS, _nan()))
     return out
 
 
