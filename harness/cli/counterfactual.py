@@ -12,6 +12,14 @@ from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail,
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 
+def _names_u(config: Path | None, sets: list[str]) -> bool:
+    """U was given: in the config file (a `plan` best/*.toml has it) or by --set."""
+    from harness.core.config import load_toml
+
+    given = config is not None and "update_groups" in load_toml(config)
+    return given or any(s.split("=", 1)[0].strip() == "update_groups" for s in sets)
+
+
 @commands.command("counterfactual")
 def counterfactual_cmd(
     trace: Annotated[Path, typer.Argument(help="A trace: `rolloutbench import`'s, or any "
@@ -21,8 +29,9 @@ def counterfactual_cmd(
     systems: Annotated[str, typer.Option(
         help="Comma-separated systems (see `systems`).")] = "all",
     update_groups: Annotated[int | None, typer.Option(
-        "--update-groups", "-U", help="Groups per optimizer update U [default: the "
-                                      "trace's groups per round: one update per round].")]
+        "--update-groups", "-U", help="Groups per optimizer update U \\[default: --config's or "
+                                      "--set's, else the trace's groups per round: one "
+                                      "update per round].")]
     = None,
     config: Annotated[Path | None, typer.Option(
         help="TOML file with the cluster (sim.* fields), e.g. a `plan` best/*.toml.")] = None,
@@ -55,6 +64,8 @@ def counterfactual_cmd(
         fail(f"TRACE: {trace}: no such file")
     try:
         base = build_config(config, set_ or [])
+        if update_groups is None and _names_u(config, set_ or []):
+            update_groups = base.update_groups  # the file's or --set's U, not one per round
         cf.configs(trace, base, names, update_groups)  # every check before any run
     except (ConfigError, UnknownName, TraceError, TraceWorkloadError) as err:
         fail(str(err))

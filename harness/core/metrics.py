@@ -169,7 +169,9 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             rollout_to_train_end_s=elapsed,
             first_dispatch_s=(batches[0][0] - t0) if batches else _nan(),
             rollout_complete_s=done,
-            trainer_compute_s=total,
+            # an imported run's logs hold no trainer spans: unknown, not zero
+            trainer_compute_s=_nan() if not batches and head.get("runtime") == "import"
+            else total,
             mean_response_tokens=sum(tokens) / len(tokens) if tokens else _nan(),
             rollout_tokens_per_s=all_tokens.get(rnd, 0) / done if done > 0 else _nan(),
             waiting_ratio=(elapsed - total) / elapsed if elapsed > 0 else _nan(),
