@@ -80,6 +80,8 @@ def test_the_command_writes_its_table_and_figure(tmp_path: Path) -> None:
     (["--systems", "slime,nope"], "--systems: unknown system nope"),
     (["-U", "3"], "U=3 must divide the trace's groups per round R=8"),
     (["--set", "sim.rollout_tp=0"], "rollout_tp"),
+    (["-U", "0"], "--update-groups: must be >= 1"),
+    (["--set", "rounds=2"], "--set rounds=2: the trace decides"),
 ])
 def test_bad_input_is_one_line_and_nothing_runs(tmp_path: Path, args: list[str],
                                                 message: str) -> None:
@@ -88,3 +90,14 @@ def test_bad_input_is_one_line_and_nothing_runs(tmp_path: Path, args: list[str],
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "cf").exists()
+
+
+def test_an_existing_counterfactual_is_kept_without_force(tmp_path: Path) -> None:
+    trace = pipelinerl_trace(tmp_path)
+    assert cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime"
+               ).returncode == 0
+    again = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime")
+    assert again.returncode == 2 and "--force" in again.stderr
+    forced = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime",
+                 "--force")
+    assert forced.returncode == 0 and "cluster: " in forced.stderr

@@ -208,3 +208,45 @@ def test_bad_input_is_one_line_exit_2_and_no_trace(tmp_path: Path, args: list[st
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_import_keeps_what_exists_and_never_overwrites_its_source(tmp_path: Path) -> None:
+    stream = pipelinerl_run(tmp_path)
+    out = tmp_path / "t.jsonl"
+    out.write_text("mine\n")
+    done = cli("import", "pipelinerl", tmp_path, "--out", out)
+    assert done.returncode == 2 and "--force" in done.stderr and out.read_text() == "mine\n"
+    assert cli("import", "pipelinerl", tmp_path, "--out", out, "--force").returncode == 0
+    before = stream.read_bytes()
+    done = cli("import", "pipelinerl", tmp_path, "--out", stream, "--force")
+    assert done.returncode == 2 and "one of the files read" in done.stderr
+    assert stream.read_bytes() == before
+
+
+def test_a_folder_within_the_run_is_searched_too(tmp_path: Path) -> None:
+    pipelinerl_run(tmp_path)
+    areal_run(tmp_path / "a", sessions=False)
+    assert len(read("pipelinerl", [tmp_path / "streams" / "actor"]).samples) == 6
+    assert len(read("areal", [tmp_path / "a" / "rollout"]).samples) == 4
+    assert len(read("areal", [tmp_path / "a" / "rollout" / "3"]).samples) == 2
+
+
+def test_a_group_larger_than_k_is_named(tmp_path: Path, words: Path) -> None:
+    a = "what is 2 + 2"
+    fmt.verl_dump(tmp_path / "d", 1, [(a, "4", 1.0), (a, "4", 0.0), (a, "4", 1.0),
+                                      (a, "4", 1.0), ("what is 3 + 3", "6", 1.0),
+                                      ("what is 3 + 3", "6", 1.0)])
+    head = to_trace(read("verl", [tmp_path / "d"], tokenizer=words))[0]
+    assert head["config"]["group_size"] in (2, 4)
+    assert any("more than K" in n or "fewer than K" in n for n in head["import"]["notes"])
+
+
+def test_a_malformed_session_is_one_line(tmp_path: Path) -> None:
+    areal_run(tmp_path)
+    path = tmp_path / "session_tracer" / "rollout" / "sessions-r0.jsonl"
+    lines = path.read_text().splitlines()
+    lines[0] = lines[0].replace('"phases": {', '"phases": [1, 2], "x": {')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SourceError, match=r"sessions-r0\.jsonl:1: field 'phases' must be an "
+                                          r"object"):
+        read("areal", [tmp_path])

@@ -175,9 +175,12 @@ class TraceWorkload:
         if any(g.rewards is None for g in self.groups):
             _say_once(f"{self.path} records no rewards for some groups: those replay with "
                       f"sample i scoring 1 when i < ceil(K/2), else 0")
-        if any(g.verify_s is None for g in self.groups):
-            _say_once(f"{self.path} records no verifier latency for some groups: their "
-                      f"replayed checks take {DEFAULT_VERIFY_S:g} s")
+        lacking = sum(g.verify_s is None for g in self.groups)
+        if lacking:
+            which = ("" if lacking == len(self.groups)
+                     else f" for {lacking} of its {len(self.groups)} groups")
+            _say_once(f"{self.path} records no verifier latency{which}: replayed checks "
+                      f"take {DEFAULT_VERIFY_S:g} s")
 
     def take(self, n: int) -> list[Prompt]:
         if self.cycle and self._next + n > len(self.groups):

@@ -40,6 +40,8 @@ def counterfactual_cmd(
     = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the counterfactual already in OUT.")] = False,
 ) -> None:
     """Replay one run's work (its lengths, rewards and, where recorded, check latencies)
     under every system on the simulator, on the cluster you state, for as many rounds
@@ -62,13 +64,25 @@ def counterfactual_cmd(
              f"(one of {', '.join(SYSTEMS)})")
     if not trace.is_file():
         fail(f"TRACE: {trace}: no such file")
+    if update_groups is not None and update_groups < 1:
+        fail(f"--update-groups: must be >= 1, got {update_groups}")
+    taken = [a for a in set_ or [] if a.split("=", 1)[0].strip() in cf.FROM_TRACE]
+    if taken:
+        fail(f"--set {taken[0]}: the trace decides {', '.join(cf.FROM_TRACE)}; set the "
+             f"cluster (sim.*), U (-U) or a system's knobs")
+    if (out / "counterfactual.csv").exists() and not force:
+        fail(f"--out: {out} holds a counterfactual already (--force overwrites it)")
     try:
         base = build_config(config, set_ or [])
         if update_groups is None and _names_u(config, set_ or []):
             update_groups = base.update_groups  # the file's or --set's U, not one per round
         cf.configs(trace, base, names, update_groups)  # every check before any run
     except (ConfigError, UnknownName, TraceError, TraceWorkloadError) as err:
-        fail(str(err))
+        hint = (" (not a rolloutbench trace? `rolloutbench import` reads other systems' "
+                "logs)") if "missing field 'ev'" in str(err) else ""
+        fail(f"{err}{hint}")
+    said = "" if config or set_ else " (the defaults: --set sim.FIELD=... or --config)"
+    typer.echo(f"cluster: {cf.describe_cluster(base)}{said}", err=True)
     rows = cf.run(trace, base, names, out, update_groups, progress=fmt == "table")
     write_atomic(out / "counterfactual.csv", to_csv(rows))
     cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")

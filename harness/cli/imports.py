@@ -24,7 +24,10 @@ def import_cmd(
         metavar="SRC...", help="Files, or folders to search for them.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The trace to write (.jsonl).")],
     tokenizer: Annotated[Path | None, typer.Option(
-        help="verl: the run's tokenizer, a local folder holding tokenizer.json.")] = None,
+        help="verl: the run's tokenizer, a local folder holding tokenizer.json (or the "
+             "file).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out.")]
+    = False,
 ) -> None:
     """Read another system's rollout logs into a trace: rounds, groups, token counts,
     rewards, statuses, versions and, where the source has them, wall-clock times.
@@ -38,11 +41,15 @@ def import_cmd(
         fail(f"--tokenizer: only verl needs one ({fmt} records token counts)")
     if out.suffix != ".jsonl":
         fail(f"--out: {out}: a trace is JSON lines; name it .jsonl")
+    if out.exists() and not force:
+        fail(f"--out: {out} exists (--force overwrites it)")
     try:
         source = read(fmt, sources, tokenizer)
         events = to_trace(source)
     except SourceError as err:
         fail(str(err))
+    if any(Path(f).resolve() == out.resolve() for f in source.files):
+        fail(f"--out: {out} is one of the files read; the trace goes elsewhere")
     write(events, out)
     head = events[0]
     config, meta = head["config"], head["import"]

@@ -178,7 +178,8 @@ def steady_line(rows: list[dict]) -> str:
                 f"their peak after the first round, so the engines held all the work at "
                 f"once; more work (rounds, groups) or a lower --concurrency give one")
     return (f"steady state over {span(s['rounds'])} ({edges}): "
-            f"{s['tokens_per_s']:,.0f} tok/s, lag {s['lag_mean']:.2f} steps, "
+            f"{s['tokens_per_s']:,.0f} tok/s (their tokens over their time), "
+            f"lag {s['lag_mean']:.2f} steps, "
             f"ESS {s['ess']:.3f}")
 
 

@@ -225,7 +225,10 @@ def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
     """`counterfactual`: a row per system, means over rounds; the simulated twin's
     error against the measured run in the caption."""
     twin = next((r for r in rows if r.get("source") == "simulated twin"), None)
-    caption = "means over rounds · -: not in the source (imported logs hold no trainer spans)"
+    measured = any(r.get("source") not in ("simulated", "simulated twin") for r in rows)
+    caption = "means over rounds (a streaming system's: over its steady rounds)"
+    if measured:
+        caption += " · -: not in the measured run's logs (imported logs hold no trainer spans)"
     if twin is not None:
         errors = [f"{key.removesuffix('_error').replace('_', ' ')} {value:+.1%}"
                   for key, value in twin.items() if key.endswith("_error")]

@@ -13,11 +13,14 @@ submitted in:
   `version_spans` say which policy version made each token, and version v was
   served from the `rollout_start` whose version is the last at or below v;
 - `mean_response_tokens` is over the responses that finished in the round;
-- each round gets a `phase`: `warm-up` (the first: the trainer waits for its
-  first batch while the pipeline fills), `drain` (a round that ends after the
-  last request was submitted and whose time-averaged sequences in flight fall
-  below 90% of the run's peak: no new work enters, and the last batches hold
-  the longest responses, which reads as a slowdown), else `steady`.
+- each round gets a `phase`: `warm-up` (the first, where the trainer waits for
+  its first batch while the pipeline fills, and the rounds after it while the
+  policy lag is still below 90% of the highest round's outside the drain: the
+  pipeline is not full until samples are as stale as it keeps them), `drain`
+  (a round that ends after the last request was submitted and whose
+  time-averaged sequences in flight fall below 90% of the run's peak: no new
+  work enters, and the last batches hold the longest responses, which reads as
+  a slowdown), else `steady`.
 
 `steady_summary` gives the figures of the steady rounds alone: what a
 streaming system sustains, which the warm-up and the drain of a finite run
@@ -115,6 +118,22 @@ class RoundFlow:
             full = self._mean_in_flight(starts[rnd], end) >= FULL * peak
             row["phase"] = ("warm-up" if rnd == order[0] else
                             "drain" if end > self.last_submit and not full else "steady")
+        _warm_up_while_lag_rises(rows)
+
+
+def _warm_up_while_lag_rises(rows: list[dict[str, Any]]) -> None:
+    """The rounds after the first stay `warm-up` until the mean lag reaches 90% of the
+    highest round mean outside the drain."""
+    lags = [r["lag_mean"] for r in rows if r["phase"] != "drain"
+            and not math.isnan(r.get("lag_mean", math.nan))]
+    if not lags:
+        return
+    top = max(lags)
+    for row in rows[1:]:
+        lag = row.get("lag_mean", math.nan)
+        if row["phase"] != "steady" or math.isnan(lag) or lag >= FULL * top:
+            break
+        row["phase"] = "warm-up"
 
 
 def steady_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

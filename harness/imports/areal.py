@@ -69,7 +69,8 @@ def _sessions(paths: list[Path]) -> dict[int, list[tuple[str, dict[str, Any]]]]:
 
 def _span(rec: dict[str, Any], phase: str, where: str) -> tuple[float, float] | None:
     """(first start, last end) of a phase's spans, or None when it has none."""
-    spans = rec.get("phases", {}).get(phase)
+    phases = check(rec.get("phases", {}), "phases", "an object", where)
+    spans = phases.get(phase)
     if not spans:
         return None
     check(spans, f"phases.{phase}", "a list", where)
@@ -80,7 +81,8 @@ def _span(rec: dict[str, Any], phase: str, where: str) -> tuple[float, float] | 
 
 def read(sources: list[Path]) -> Source:
     dump_sources, session_paths = _split(sources)
-    paths = files(dump_sources, PATTERN, "AReaL trajectory dump")
+    paths = [p for p in files(dump_sources, PATTERN, "AReaL trajectory dump", "**/*.jsonl")
+             if not p.name.startswith("sessions-r")]
     sessions = _sessions(session_paths)
     samples: list[Sample] = []
     by_task: dict[int, list[Sample]] = defaultdict(list)
@@ -112,6 +114,10 @@ def read(sources: list[Path]) -> Source:
         timed = _time(by_task, sessions)
         notes.append(f"{timed} of {len(by_task)} groups timed by the session tracer "
                      f"(sessions matched to samples in order)")
+        if timed < len(by_task):
+            notes.append(f"untimed: {len(by_task) - timed} groups have no session per "
+                         f"sample (a tracer file missing, or cut short?), and a trace is "
+                         f"timed only when every response is")
     else:
         lacks += ["per-request times (no session tracer file given)", "verifier latency",
                   "dynamic-filter rejections (no session tracer file given)"]

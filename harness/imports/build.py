@@ -148,6 +148,15 @@ def build(source: Source) -> list[dict[str, Any]]:
         add(max(ends, default=0.0) if timed else 0.0, "rollout_complete", round=rnd)
     events.sort(key=lambda e: (e[0], e[1], e[2]) if timed else (e[2],))
     k = group_size(samples)
+    notes = list(source.notes)
+    sizes = Counter(len({s.index for s in members}) for members in groups.values())
+    more, fewer = (sum(n for size, n in sizes.items() if cmp(size)) for cmp in
+                   (lambda size: size > k, lambda size: size < k))
+    if more:
+        notes.append(f"{more} groups hold more than K={k} responses (the same prompt twice "
+                     f"in one batch, merged?): a replay takes their first {k}")
+    if fewer:
+        notes.append(f"{fewer} groups hold fewer than K={k} responses: a replay skips them")
     groups_per_round = Counter(len({s.group for s in items}) for items in by_round.values())
     # the most common groups per round (the fewer on a tie: a replay must not run out)
     groups = max(groups_per_round, key=lambda n: (groups_per_round[n], -n))
@@ -161,7 +170,7 @@ def build(source: Source) -> list[dict[str, Any]]:
             "workload": f"import:{source.format}", "runtime": "import", "seed": 0,
             "config": config, "version": __version__,
             "import": {"format": source.format, "files": source.files, "timed": timed,
-                       "lacks": source.lacks, "notes": source.notes,
+                       "lacks": source.lacks, "notes": notes,
                        "source_rounds": rounds}}
     end_t = max((e[0] for e in events), default=0.0)
     return [head, *(e[3] for e in events), {"t": end_t, "ev": "run_end"}]

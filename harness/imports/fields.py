@@ -51,7 +51,8 @@ _KINDS: dict[str, tuple[type, ...]] = {
 def need(obj: Any, key: str, kind: str, where: str) -> Any:
     """obj[key], which must be of `kind` (a key of _KINDS)."""
     if not isinstance(obj, dict):
-        raise SourceError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        raise SourceError(f"{where}: expected an object (a mapping), got "
+                          f"{type(obj).__name__}")
     if key not in obj:
         raise SourceError(f"{where}: missing field {key!r}")
     return check(obj[key], key, kind, where)
@@ -69,13 +70,15 @@ def check(value: Any, key: str, kind: str, where: str) -> Any:
     return value
 
 
-def files(sources: list[Path], pattern: str, what: str) -> list[Path]:
-    """The files named, a folder standing for its files matching `pattern` (recursive
-    glob), in name order; none found is a SourceError naming `what` was looked for."""
+def files(sources: list[Path], pattern: str, what: str, inside: str | None = None
+          ) -> list[Path]:
+    """The files named, a folder standing for its files matching `pattern` (a glob from
+    the run's folder), or `inside` (from a folder within it, as `rollout/` or
+    `streams/actor/`), in name order; none found is a SourceError naming `what`."""
     out: list[Path] = []
     for src in sources:
         if src.is_dir():
-            found = sorted(src.glob(pattern))
+            found = sorted(src.glob(pattern)) or (sorted(src.glob(inside)) if inside else [])
             if not found:
                 raise SourceError(f"{src}: no {what} in this folder (looked for {pattern})")
             out += found

@@ -32,7 +32,7 @@ PATTERN = "**/actor/*/*/*.jsonl"
 
 
 def read(sources: list[Path]) -> Source:
-    paths = files(sources, PATTERN, "PipelineRL actor stream")
+    paths = files(sources, PATTERN, "PipelineRL actor stream", "**/*.jsonl")
     rollouts: dict[tuple[str, int], list[tuple[str, dict]]] = {}
     order: list[tuple[str, int]] = []
     for path in paths:

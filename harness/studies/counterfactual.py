@@ -33,14 +33,32 @@ FIGURES = (
 )
 
 
+# What a counterfactual takes from the trace, never from --set or --config.
+FROM_TRACE = ("system", "workload", "runtime", "rounds", "groups", "group_size",
+              "max_response_tokens")
+
+
+def describe_cluster(cfg: RunConfig) -> str:
+    """The simulated cluster in one line: what every row of the table assumed."""
+    s = cfg.sim
+    trainer = ("colocated with the engine" if s.placement == "colocated"
+               else f"trainer {s.trainer_gpus} x {s.trainer_gpu}")
+    return (f"{s.model} on {s.rollout_engines} x TP{s.rollout_tp} {s.rollout_gpu} "
+            f"({s.engine_backend}, {s.step_model} step times), {trainer}")
+
+
 def _mean(values: list[float]) -> float:
     values = [v for v in values if isinstance(v, int | float) and not math.isnan(v)]
     return sum(values) / len(values) if values else math.nan
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The mean over rounds of each figure (NaN where no round has it)."""
-    return {key: _mean([r[key] for r in rows]) for key, _, _ in FIGURES}
+    """The mean over rounds of each figure (NaN where no round has it); a streaming
+    system's over its steady rounds, when it has any (`compare` means the same way)."""
+    from harness.analysis.compare import steady
+
+    kept = steady(rows)
+    return {key: _mean([r[key] for r in kept]) for key, _, _ in FIGURES}
 
 
 def configs(trace: Path, base: RunConfig, systems: list[str],
