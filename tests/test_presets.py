@@ -110,3 +110,13 @@ def test_malformed_table_fails_loudly() -> None:
         _build(Hardware, "bad", {**good, "bf16_tflop": 1.0})
     with pytest.raises(ValueError, match="link should be str"):
         _build(Hardware, "bad", {**good, "link": 3})
+
+
+def test_preset_names_match_without_regard_to_case() -> None:
+    from harness.cli.common import build_config
+    from harness.sim.presets import load_hardware, load_model
+
+    assert load_model("Qwen2.5-14B") == load_model("qwen2.5-14b")
+    assert load_hardware("H100-SXM") == load_hardware("h100-sxm")
+    cfg = build_config(None, ["sim.model=Qwen3-1.7B", "sim.rollout_gpu=A100-40GB-PCIe"])
+    assert (cfg.sim.model, cfg.sim.rollout_gpu) == ("qwen3-1.7b", "a100-40gb-pcie")

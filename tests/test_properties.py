@@ -257,8 +257,11 @@ def check_metrics(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
 
 def check_prefixes(trace: list[dict[str, Any]], path: Path) -> None:
     """Were the run interrupted anywhere, the rounds its trace calls finished would
-    have exactly the whole run's figures, and none would be lost later."""
+    have exactly the whole run's figures, and none would be lost later (a streaming
+    run's phases are the whole run's: a prefix has none)."""
     full = json.loads(dump_json(round_metrics(trace)))
+    for row in full:
+        row.pop("phase", None)
     before: set[int] = set()
     for n in sorted({*range(1, len(trace), max(1, len(trace) // 25)), len(trace) - 1}):
         rows = json.loads(dump_json(prefix_metrics(Trace(path, trace[:n]))))

@@ -278,3 +278,21 @@ def test_a_set_knob_is_named_by_its_field() -> None:
     assert knob_warnings(c.config for c in sweep.cells) == [
         "1 cell(s) of slime set --set dynamic_sampling, which slime does not read: they run "
         "as if it were unset"]
+
+
+def test_another_sweeps_folder_is_refused_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = tmp_path / "first.toml"
+    first.write_text(TINY_TOML + '[grid]\nsystem = ["slime", "cgp"]\n')
+    assert sweep_cli(str(first), "--out", str(out), "--jobs", "1")[0] == 0
+    table = (out / "results.csv").read_text()
+    other = tmp_path / "other.toml"
+    other.write_text(TINY_TOML + '[grid]\nsystem = ["cgp-fgd"]\n')
+    code, output = sweep_cli(str(other), "--out", str(out), "--jobs", "1")
+    assert code == 2 and "holds 2 cells of another sweep" in output
+    assert (out / "results.csv").read_text() == table  # nothing rewritten
+    wider = tmp_path / "wider.toml"  # a widened spec resumes as before
+    wider.write_text(TINY_TOML + '[grid]\nsystem = ["slime", "cgp", "cgp-fgd"]\n')
+    assert sweep_cli(str(wider), "--out", str(out), "--jobs", "1")[0] == 0
+    code, _ = sweep_cli(str(other), "--out", str(out), "--jobs", "1", "--force")
+    assert code == 0

@@ -98,3 +98,22 @@ def test_the_cli_refuses_a_bad_trace_before_any_work(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "bad.jsonl:1" in done.stderr
     assert not (out / "trace.jsonl").exists()
+
+
+def test_a_trace_too_short_for_the_run_is_refused_before_any_work(tmp_path: Path) -> None:
+    """8 complete groups cannot feed R=4 x 3 rounds: refused up front (exit 2, nothing
+    written), not after two rounds of work; trace-cycle: replays them again instead."""
+    sim_run(tmp_path, "source", system="slime", workload="lsat-ar")
+    cli = str(Path(sys.executable).parent / "rolloutbench")
+    args = ["run", "-R", "4", "-K", "4", "-U", "2", "--rounds", "3"]
+    out = tmp_path / "run"
+    done = subprocess.run([cli, *args, "--workload", f"trace:{tmp_path / 'source.jsonl'}",
+                           "--out", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "has 8 complete groups; the run needs R x rounds = 12" in done.stderr
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("note: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: ") and not out.exists()
+    done = subprocess.run([cli, *args, "--workload", f"trace-cycle:{tmp_path / 'source.jsonl'}",
+                           "--out", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "replay again from the first" in done.stderr

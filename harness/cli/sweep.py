@@ -31,11 +31,14 @@ def sweep_cmd(
     = None,
     retry_failed: Annotated[bool, typer.Option(
         help="Run again the cells recorded as failed.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write this spec's table into an OUT that holds another sweep's "
+                        "cells (they stay in OUT/cells, out of the table).")] = False,
 ) -> None:
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
     cells' per-round metrics. Rerun the same command to resume after Ctrl-C."""
     from harness.run.knob_check import knob_warnings
-    from harness.studies.sweep import load_spec, pending, read_result, run_sweep
+    from harness.studies.sweep import foreign_cells, load_spec, pending, read_result, run_sweep
 
     if jobs is not None and jobs < 1:
         fail("--jobs: must be a positive integer")
@@ -50,6 +53,10 @@ def sweep_cmd(
     from harness.run.checks import check_out
 
     check_out(out)  # a file, or unmakeable: one line before any cell runs
+    others = foreign_cells(sweep, out)
+    if others and not force:
+        fail(f"--out: {out} holds {others} cells of another sweep that {spec.name} does not "
+             f"have; its results table would leave them out (another --out, or --force)")
     for warning in knob_warnings(cell.config for cell in sweep.cells):
         typer.echo(f"warning: {warning}", err=True)
     todo = len(pending(sweep, out, retry_failed))

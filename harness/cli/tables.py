@@ -181,8 +181,7 @@ def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:
         rows = [{**r, "round": f"{r['round']}*" if r.get("incomplete") else r["round"]}
                 for r in rows]
         caption += " · *: round did not finish"
-    return build(rows, columns, caption=caption, optional=("efficiency", "start_wait_ratio",
-                                                           "first_dispatch_s"))
+    return build(rows, columns, caption=caption, optional=("efficiency", "start_wait_ratio"))
 
 
 SHORT = {"lag_min": "lag\nmin", "lag_mean": "lag\nmean", "lag_max": "lag\nmax",

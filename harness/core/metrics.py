@@ -275,9 +275,12 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
         elif ev == "weights_published":
             published = i
     unfinished = set(pending.values())
+    # a request still generating may have made tokens in any round from its own on (a
+    # streaming run's requests cross rounds): those rounds' token figures are not final
+    first = min((order.index(r) for r in unfinished if r in order), default=len(order))
     finished = set()
     for n, rnd in enumerate(order):
-        if rnd not in completed or rnd in unfinished or any(
+        if n >= first or rnd not in completed or rnd in unfinished or any(
                 b not in ended or b in training for b in batches[rnd]):
             continue
         last = max([completed[rnd], finishes.get(rnd, -1), *(ended[b] for b in batches[rnd])])
@@ -293,6 +296,8 @@ def prefix_metrics(trace: Any) -> list[dict[str, Any]]:
     rows = round_metrics(trace.events)
     finished = None if trace.complete else finished_rounds(trace.events)
     for row in rows:
+        if finished is not None:  # a streaming run's phases need the whole run
+            row.pop("phase", None)
         row["incomplete"] = finished is not None and row["round"] not in finished
         if row["incomplete"]:
             row.update(dict.fromkeys((*KEYS, *OFFPOLICY_KEYS), _nan()))

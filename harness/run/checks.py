@@ -27,6 +27,7 @@ def check_run(cfg: RunConfig) -> RunConfig:
     cfg.validate()
     if cfg.runtime == "sim" or cfg.live.lengths == "replay":
         workload_limits_of(cfg)  # an unknown workload, or a trace that cannot drive a run
+        _check_trace_holds(cfg)
     try:
         get_system(cfg.system)
     except UnknownName as err:
@@ -54,9 +55,25 @@ def workload_limits_of(cfg: RunConfig) -> tuple[int, int]:
         raise ConfigError(f"--workload {cfg.workload}: {err}") from None
 
 
+def _check_trace_holds(cfg: RunConfig) -> None:
+    """A `trace:` workload must hold the R x rounds groups every system draws at least
+    (found now, not after rounds of work); `trace-cycle:` draws them again instead."""
+    from workloads.trace_source import PREFIX, read_groups, trace_path
+
+    if not cfg.workload.startswith(PREFIX):
+        return
+    groups, _ = read_groups(trace_path(cfg.workload))  # read by workload_limits_of already
+    held = len(groups)
+    if held < cfg.groups * cfg.rounds:
+        raise ConfigError(f"--workload {cfg.workload}: the trace has {held} complete groups; "
+                          f"the run needs R x rounds = {cfg.groups * cfg.rounds} (lower -R or "
+                          f"--rounds, or replay them again with trace-cycle:PATH)")
+
+
 def _check_sim(cfg: RunConfig) -> None:
     """Presets by name, the calibration file, and a KV cache that holds one sequence."""
     from harness.sim.calibration import resolve
+    from harness.sim.model_config import is_config_path
     from harness.sim.presets import load_hardware, load_model
     from harness.sim.runtime import kv_capacity_tokens
 
@@ -68,6 +85,8 @@ def _check_sim(cfg: RunConfig) -> None:
             load(name)
         except UnknownName as err:
             raise ConfigError(f"--set {option}: {err}") from None
+        if name != name.lower() and not is_config_path(name):  # "H100-SXM" is h100-sxm:
+            setattr(s, option.split(".")[1], name.lower())  # one name in traces and tables
     _check_step_model(cfg)
     try:
         resolve(s)

@@ -85,8 +85,10 @@ def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:
     table = _table(filename)
     if name in table:
         return table[name]
+    key = name.lower()  # the keys are lower case: "Qwen2.5-14B" is "qwen2.5-14b"
+    if key in table:
+        return table[key]
     # A bare prefix ("a100") may fit several keys; otherwise ask difflib for the nearest one.
-    key = name.lower()
     close = [k for k in table if key and k.startswith(key)]
     close = close or difflib.get_close_matches(key, table, n=1, cutoff=0.4)
     hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"known: {list(table)}"

@@ -248,6 +248,17 @@ def read_result(out: Path, cell: Cell) -> dict[str, Any] | None:
         return None
 
 
+def foreign_cells(sweep: Sweep, out: Path) -> int:
+    """How many cells with a result in OUT this spec does not have: another sweep's,
+    which this one's table would leave out (a widened spec has none)."""
+    ours = {c.key for c in sweep.cells}
+    folder = out / "cells"
+    if not folder.is_dir():
+        return 0
+    return sum(1 for d in folder.iterdir()
+               if d.name not in ours and (d / "result.json").is_file())
+
+
 def pending(sweep: Sweep, out: Path, retry_failed: bool = False) -> list[Cell]:
     """The cells with no result yet (and, if asked, those that failed)."""
     return [c for c in sweep.cells for r in [read_result(out, c)]
