@@ -87,6 +87,7 @@ def _check_sim(cfg: RunConfig) -> None:
             raise ConfigError(f"--set {option}: {err}") from None
         if name != name.lower() and not is_config_path(name):  # "H100-SXM" is h100-sxm:
             setattr(s, option.split(".")[1], name.lower())  # one name in traces and tables
+    _check_fits(cfg)
     _check_step_model(cfg)
     try:
         resolve(s)
@@ -96,6 +97,27 @@ def _check_sim(cfg: RunConfig) -> None:
     if kv_capacity_tokens(cfg) < longest:
         raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
                           f"of {longest} tokens")
+
+
+def _check_fits(cfg: RunConfig) -> None:
+    """The engine holds its model at its TP and the trainer its training state
+    (harness.sim.feasibility), the cause named in numbers."""
+    from harness.sim.feasibility import engine_problem, trainer_problem
+    from harness.sim.presets import load_hardware, load_model
+
+    s = cfg.sim
+    model, engine_gpu = load_model(s.model), load_hardware(s.rollout_gpu)
+    problem = engine_problem(model, s.model, engine_gpu, s.rollout_gpu, s.rollout_tp,
+                             s.mem_fraction)
+    if problem:
+        raise ConfigError(f"--set sim.rollout_tp={s.rollout_tp}: {problem}")
+    if s.placement == "colocated":  # the trainer takes the engine's GPUs in turn
+        gpus, gpu, option = s.rollout_tp * s.rollout_engines, s.rollout_gpu, "sim.rollout_engines"
+    else:
+        gpus, gpu, option = s.trainer_gpus, s.trainer_gpu, "sim.trainer_gpus"
+    problem = trainer_problem(model, s.model, load_hardware(gpu), gpu, gpus)
+    if problem:
+        raise ConfigError(f"--set {option}={getattr(s, option.split('.')[1])}: {problem}")
 
 
 def _check_live(cfg: RunConfig) -> None:

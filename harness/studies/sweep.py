@@ -251,12 +251,9 @@ def read_result(out: Path, cell: Cell) -> dict[str, Any] | None:
 def foreign_cells(sweep: Sweep, out: Path) -> int:
     """How many cells with a result in OUT this spec does not have: another sweep's,
     which this one's table would leave out (a widened spec has none)."""
-    ours = {c.key for c in sweep.cells}
-    folder = out / "cells"
-    if not folder.is_dir():
-        return 0
-    return sum(1 for d in folder.iterdir()
-               if d.name not in ours and (d / "result.json").is_file())
+    ours, folder = {c.key for c in sweep.cells}, out / "cells"
+    return sum(1 for d in folder.iterdir() if d.name not in ours
+               and (d / "result.json").is_file()) if folder.is_dir() else 0
 
 
 def pending(sweep: Sweep, out: Path, retry_failed: bool = False) -> list[Cell]:

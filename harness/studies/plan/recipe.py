@@ -14,14 +14,11 @@ from dataclasses import asdict, dataclass
 
 from harness.core.config import ConfigError, RunConfig
 
+# The trainer's memory check, shared with `run` and `sweep` (harness.sim.feasibility).
+from harness.sim.feasibility import TRAIN_BYTES_PER_PARAM, TRAIN_MEM_SHARE  # noqa: F401
+
 OBJECTIVES = ("step-time", "throughput")
 TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes of one engine replica (one 8-GPU server)
-TRAIN_BYTES_PER_PARAM = 16  # bf16 weights and grads, fp32 master weights and Adam moments
-TRAIN_MEM_SHARE = 0.8  # of each trainer GPU's memory; the rest for activations
-"""The trainer's memory check: a mixed-precision Adam trainer holds about 16 bytes
-per parameter, sharded over its GPUs (FSDP / ZeRO-3); the simulator's trainer has
-no memory model, so without this check a plan would happily train a 32B model on
-one GPU. Activations are left the remaining 20%."""
 
 
 class PlanError(ConfigError):

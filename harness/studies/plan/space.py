@@ -62,24 +62,29 @@ class Layout:
 
 
 def _trainer_fits(plan: Plan, gpus: int, gpu: str) -> bool:
+    """The check `run` makes too (harness.sim.feasibility)."""
+    from harness.sim.feasibility import trainer_problem
     from harness.sim.presets import load_hardware, load_model
 
-    need = TRAIN_BYTES_PER_PARAM * load_model(plan.cluster.model).params_b * 1e9 / gpus
-    return need <= TRAIN_MEM_SHARE * load_hardware(gpu).memory_gb * 1e9
+    model = plan.cluster.model
+    return trainer_problem(load_model(model), model, load_hardware(gpu), gpu, gpus) is None
 
 
 def engine_tps(plan: Plan) -> list[int]:
     """TP sizes at which one replica holds the weights and one longest sequence
     (prompt plus response cap) and the model's heads split evenly."""
     from harness.shared.defaults import resolve_defaults
-    from harness.sim.presets import load_model
+    from harness.sim.feasibility import engine_problem
+    from harness.sim.presets import load_hardware, load_model
     from harness.sim.runtime import kv_capacity_tokens
     from workloads.profile import workload_limits
 
     cfg = resolve_defaults(plan.base_config())
     longest = cfg.max_response_tokens + workload_limits(cfg.workload, cfg.group_size)[1]
-    heads = load_model(plan.cluster.model).heads
-    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus and heads % tp == 0
+    s = cfg.sim
+    model, gpu = load_model(s.model), load_hardware(s.rollout_gpu)
+    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus
+            and engine_problem(model, s.model, gpu, s.rollout_gpu, tp, s.mem_fraction) is None
             and kv_capacity_tokens(cfg, tp) >= longest]
 
 

@@ -1,0 +1,56 @@
+"""Whether a simulated cluster can hold its model at all, with the cause in numbers.
+
+Why before any work: the simulator prices time, not memory, so a 32B model
+"trained" on one 24 GB card runs and reports a number. `run`, `sweep` and
+`plan` refuse such a cluster with the same checks, each naming the real cause:
+
+- engine: each GPU of a replica holds 1/TP of the bf16 weights within its
+  `mem_fraction` of memory, and TP divides the attention and KV heads (a
+  replica splits them evenly across its GPUs);
+- trainer: bf16 weights and gradients with fp32 master weights and two Adam
+  moments, 16 bytes per parameter, fully sharded across the trainer GPUs (ZeRO-3
+  / FSDP), within 80% of each GPU's memory, the rest left for activations. A
+  colocated trainer shares the engine's GPUs, which it has to itself while
+  training (the engine's memory is released), so the same bound applies there.
+"""
+
+from __future__ import annotations
+
+from harness.sim.presets import Hardware, Model
+
+TRAIN_BYTES_PER_PARAM = 16  # bf16 weights and grads, fp32 master weights and Adam moments
+TRAIN_MEM_SHARE = 0.8  # of each trainer GPU's memory; the rest for activations
+
+
+def engine_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, tp: int,
+                   mem_fraction: float) -> str | None:
+    """Why one engine replica of `tp` GPUs cannot serve `model` (None: it can)."""
+    for what, count in (("attention heads", model.heads), ("KV heads", model.kv_heads)):
+        if count % tp:
+            fits = [t for t in (1, 2, 4, 8) if model.heads % t == 0 and model.kv_heads % t == 0]
+            return (f"TP {tp} does not divide {name}'s {count} {what} (a replica splits them "
+                    f"evenly; TP can be {', '.join(map(str, fits))})")
+    need = model.weight_bytes() / tp / 1e9
+    room = gpu.memory_gb * mem_fraction
+    if need > room:
+        least = next((t for t in (2, 4, 8, 16) if model.weight_bytes() / t / 1e9 <= room
+                      and model.heads % t == 0 and model.kv_heads % t == 0), None)
+        fix = f"TP {least} or more" if least else "a GPU with more memory"
+        return (f"{name}'s weights take {need:.1f} GB per GPU at TP {tp}; an {gpu_name} "
+                f"offers {room:.1f} GB ({gpu.memory_gb:g} GB x mem_fraction {mem_fraction:g}): "
+                f"use {fix}")
+    return None
+
+
+def trainer_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, gpus: int
+                    ) -> str | None:
+    """Why `gpus` trainer GPUs cannot hold `model`'s training state (None: they can)."""
+    need = TRAIN_BYTES_PER_PARAM * model.params_b / gpus
+    room = TRAIN_MEM_SHARE * gpu.memory_gb
+    if need <= room:
+        return None
+    least = -(-TRAIN_BYTES_PER_PARAM * model.params_b // room)
+    return (f"training {name} ({model.params_b:g}B parameters x {TRAIN_BYTES_PER_PARAM} "
+            f"bytes, sharded) needs {need:.1f} GB on each of {gpus} {gpu_name}; each offers "
+            f"{room:.1f} GB ({TRAIN_MEM_SHARE:.0%} of {gpu.memory_gb:g} GB): use {least:.0f} "
+            f"or more")
