@@ -62,6 +62,7 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
                   ["areal", "notmodel", "--out", "o/t.txt"]],
     ("counterfactual",): [["metrics.json", "--out", "o"], ["missing.jsonl", "--out", "o"],
                           ["metrics.json", "--out", "o", "--systems", "nope"]],
+    ("presets",): [["--json", "--csv"]],
     ("timeline",): [["metrics.json", "--out", "t.json"]],
     ("gantt",): [["metrics.json", "--out", "g.png"]],
     ("compare",): [["missing.jsonl", "metrics.json"]],

@@ -186,3 +186,13 @@ def test_data_check_missing_file_exits_2(tmp_path: Path) -> None:
               cwd=tmp_path)
     assert out.returncode == 2
     assert "OE_TO_physics_en_COMP.json" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_metrics_of_several_traces_names_each_rows_trace_and_seed(tmp_path: Path) -> None:
+    for seed in (3, 4):
+        assert cli("run", "--workload", "sci-jl", "-R", "4", "-K", "2", "-U", "2", "--rounds",
+                   "1", "--seed", str(seed), "--out", f"s{seed}", cwd=tmp_path).returncode == 0
+    done = cli("metrics", "--json", "s3/trace.jsonl", "s4/trace.jsonl", cwd=tmp_path)
+    rows = json.loads(done.stdout)
+    assert [(r["trace"], r["seed"]) for r in rows] == [("s3/trace.jsonl", 3),
+                                                       ("s4/trace.jsonl", 4)]

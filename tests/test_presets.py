@@ -120,3 +120,20 @@ def test_preset_names_match_without_regard_to_case() -> None:
     assert load_hardware("H100-SXM") == load_hardware("h100-sxm")
     cfg = build_config(None, ["sim.model=Qwen3-1.7B", "sim.rollout_gpu=A100-40GB-PCIe"])
     assert (cfg.sim.model, cfg.sim.rollout_gpu) == ("qwen3-1.7b", "a100-40gb-pcie")
+
+
+def test_presets_lists_every_model_and_gpu_with_its_source() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+    from harness.sim.presets import hardware_names, model_names
+
+    result = CliRunner().invoke(app, ["presets", "--json"])
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
+    assert [r["preset"] for r in rows] == [*model_names(), *hardware_names()]
+    assert all(r["source"] for r in rows)
+    h200 = next(r for r in rows if r["preset"] == "h200-sxm")
+    assert (h200["memory_gb"], h200["hbm_gbs"]) == (141.0, 4800.0)

@@ -160,6 +160,14 @@ def run_cmd(
     print_metrics(rows, fmt)
 
 
+def _seed(path: Path) -> object:
+    """The run's seed, from its header (already read and checked)."""
+    import msgspec
+
+    with open(path, "rb") as fh:
+        return msgspec.json.decode(fh.readline()).get("seed")
+
+
 def steady_line(rows: list[dict]) -> str:
     """A streaming run's steady state in one line ('' for a synchronous run)."""
     from harness.core.streaming import steady_summary
@@ -219,6 +227,11 @@ def metrics_cmd(
         per_trace = [read([str(p)], partial=partial, warn=warn) for p in traces]
     except TraceError as err:
         fail(str(err))
+    if fmt != "table" and len(traces) > 1:  # every field: which trace and seed, each row
+        for path, trace_rows in zip(traces, per_trace, strict=True):
+            seed = _seed(path)
+            for row in trace_rows:
+                row.update(trace=str(path), seed=seed)
     rows = [row for trace_rows in per_trace for row in trace_rows]
     (print_rows if steps else print_metrics)(rows, fmt)
     if fmt == "table" and not steps:

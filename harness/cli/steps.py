@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import CSV_HELP, JSON_HELP, fail, output_format, print_rows
+from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, print_rows
 from harness.core.config import ENGINE_BACKENDS, STEP_MODELS, SimConfig
 
 D = SimConfig()  # the options' defaults: a default run's engine
@@ -71,3 +71,37 @@ def steps_cmd(
     except (OSError, ValueError) as err:
         fail(f"--calibration: {err}")
     print_rows(step_rows(s, batches, contexts), fmt)
+
+
+@commands.command("presets")
+def presets_cmd(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
+) -> None:
+    """Every model and GPU preset the simulator knows, with its figures and where they
+    come from (`--set sim.model=NAME`, `sim.rollout_gpu`, `sim.trainer_gpu`; names match
+    without regard to case). A model may also be a Hugging Face config.json path."""
+    from harness.cli.tables import Column, build, emit
+    from harness.sim.presets import hardware_names, load_hardware, load_model, model_names
+
+    fmt = output_format(json_out, csv_out)
+    models = [{"kind": "model", "preset": n, "params_b": m.params_b, "layers": m.layers,
+               "heads": m.heads, "kv_heads": m.kv_heads, "weights_gb": m.weight_bytes() / 1e9,
+               "source": m.source} for n in model_names() for m in [load_model(n)]]
+    gpus = [{"kind": "gpu", "preset": n, "memory_gb": h.memory_gb,
+             "hbm_gbs": h.hbm_bandwidth_gbs, "bf16_tflops": h.bf16_tflops, "link": h.link,
+             "link_gbs": h.link_bandwidth_gbs, "source": h.source}
+            for n in hardware_names() for h in [load_hardware(n)]]
+    if fmt != "table":
+        emit(console, [*models, *gpus], fmt, lambda rows: build(rows, []))
+        return
+    emit(console, models, fmt, lambda rows: build(rows, (
+        Column("preset", "model", "text"), Column("params_b", "params B", "sig"),
+        Column("layers", "layers", "int"), Column("heads", "heads", "int"),
+        Column("kv_heads", "KV heads", "int"), Column("weights_gb", "bf16 GB"),
+        Column("source", "source", "text")), lift=()))
+    emit(console, gpus, fmt, lambda rows: build(rows, (
+        Column("preset", "GPU", "text"), Column("memory_gb", "GB", "int"),
+        Column("hbm_gbs", "HBM GB/s", "int"), Column("bf16_tflops", "BF16 TF", "sig"),
+        Column("link", "link", "text"), Column("link_gbs", "link GB/s", "int"),
+        Column("source", "source", "text")), lift=()))

@@ -164,8 +164,9 @@ METRIC_COLUMNS = (
     Column("efficiency", "eff", "ratio"),
 )
 METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · resp tok: mean "
-                 "response · wait: trainer waiting ratio · eff: lower bound / r2te · "
-                 "every field: --json, --csv")
+                 "response · wait: trainer waiting ratio · start wait: share of r2te before "
+                 "training first started · eff: lower bound / r2te · every field: --json, "
+                 "--csv")
 
 
 def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:

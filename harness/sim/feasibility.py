@@ -35,7 +35,8 @@ def engine_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, tp: in
     if need > room:
         least = next((t for t in (2, 4, 8, 16) if model.weight_bytes() / t / 1e9 <= room
                       and model.heads % t == 0 and model.kv_heads % t == 0), None)
-        fix = f"TP {least} or more" if least else "a GPU with more memory"
+        fix = f"TP {least} or more" if least else ("a larger sim.mem_fraction or a GPU with "
+                                                    "more memory")
         return (f"{name}'s weights take {need:.1f} GB per GPU at TP {tp}; an {gpu_name} "
                 f"offers {room:.1f} GB ({gpu.memory_gb:g} GB x mem_fraction {mem_fraction:g}): "
                 f"use {fix}")
