@@ -229,3 +229,17 @@ def test_an_os_error_is_blamed_on_the_path_typed_only(tmp_path: Path,
     assert user_path(err, ["run", "--out", "other"]) is None  # not a path typed: a bug
     assert user_path(OSError(errno.EACCES, "Permission denied", str(tmp_path / "x")),
                      ["data", "check", "--data-dir", "."]) is None  # '.' holds everything
+
+
+def test_compare_says_when_a_mean_pools_or_the_sides_differ_in_more_than_the_system() -> None:
+    from harness.analysis.compare import pooling
+
+    mixed = rows("slime", "lsat-ar", 2) + rows("cgp", "lsat-ar", 2)
+    assert pooling(mixed, rows("cgp", "lsat-ar", 2)) == [
+        "A pools 2 systems (cgp, slime): its means are over all of them (compare one cell's "
+        "traces)"]
+    assert pooling(rows("slime", "lsat-ar", 2), rows("cgp", "sci-jl", 2)) == [
+        "A and B differ in workload (lsat-ar vs sci-jl), not only in system"]
+    assert pooling(rows("slime", "lsat-ar", 2), rows("cgp", "lsat-ar", 3)) == [
+        "A and B have 2 and 3 rounds: the means are over different rounds"]
+    assert pooling(rows("slime", "lsat-ar", 2), rows("cgp", "lsat-ar", 2)) == []

@@ -170,3 +170,23 @@ def unrelated(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:
     return (f"A and B share no system ({','.join(sorted(sa))} vs {','.join(sorted(sb))}), "
             f"no workload ({','.join(sorted(wa))} vs {','.join(sorted(wb))}) and not their "
             f"rounds ({ra} vs {rb}): unrelated runs?")
+
+
+def pooling(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
+    """Lines a reader of the means should see: a side that pools several systems or
+    workloads (its means are over all of them), and two single runs that differ in
+    more than the system (their workloads or number of rounds)."""
+    out = []
+    facts = {"A": _facts(a), "B": _facts(b)}
+    for side, (systems, workloads, _) in facts.items():
+        for what, names in (("systems", systems), ("workloads", workloads)):
+            if len(names) > 1:
+                out.append(f"{side} pools {len(names)} {what} ({', '.join(sorted(names))}): "
+                           f"its means are over all of them (compare one cell's traces)")
+    (sa, wa, ra), (sb, wb, rb) = facts["A"], facts["B"]
+    if len(wa) == len(wb) == 1 and wa != wb and not unrelated(a, b):
+        out.append(f"A and B differ in workload ({next(iter(wa))} vs {next(iter(wb))}), "
+                   f"not only in system")
+    if ra != rb and len(sa) == len(sb) == 1 and not unrelated(a, b):
+        out.append(f"A and B have {ra} and {rb} rounds: the means are over different rounds")
+    return out

@@ -102,7 +102,7 @@ def compare_cmd(
 ) -> None:
     """Every metric of A and B, the difference B − A and the relative difference
     (B − A) / |A|; the mean over rounds unless --per-round."""
-    from harness.analysis.compare import compare, describe, load_rows, unrelated
+    from harness.analysis.compare import compare, describe, load_rows, pooling, unrelated
     from harness.cli.tables import compare_table, emit
 
     fmt = output_format(json_out, csv_out)
@@ -112,8 +112,8 @@ def compare_cmd(
     except InputError as err:
         fail(str(err))
     warning = unrelated(rows_a, rows_b)
-    if warning:
-        typer.echo(f"warning: {warning}", err=True)
+    for line in ([warning] if warning else []) + pooling(rows_a, rows_b):
+        typer.echo(f"warning: {line}", err=True)
     if fmt == "table":
         console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
                       highlight=False, markup=False)
