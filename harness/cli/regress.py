@@ -66,7 +66,8 @@ def print_report(report: Report, console: Console = console) -> None:
 def regress_cmd(
     baselines: Annotated[Path, typer.Option(
         help="Directory with grid.toml, tolerances.toml and metrics.csv (grid and "
-             "tolerances default to the committed ones when absent).")] = DEFAULT_DIR,
+             "tolerances default to the committed ones when absent).",
+        show_default="results/baselines of the checkout")] = DEFAULT_DIR,
     update_: Annotated[bool, typer.Option(
         "--update", help="Rewrite metrics.csv from this run (after an intended change).")]
     = False,

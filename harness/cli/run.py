@@ -87,7 +87,7 @@ def run_cmd(
         help="PipelineRL: sequences in flight per engine replica H."
              + shown(D.concurrency))] = None,
     max_lag: Annotated[int | None, typer.Option(
-        help="PipelineRL: admission limit in optimizer steps [default: -1, none].")] = None,
+        help="PipelineRL: admission limit in optimizer steps" + shown("-1, none"))] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
         help="APRIL, cgp-april: groups in flight per round, slime's "
              "--over-sampling-batch-size (default 2R, the paper's; 0 or R: none).")] = None,
