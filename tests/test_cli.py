@@ -196,3 +196,13 @@ def test_metrics_of_several_traces_names_each_rows_trace_and_seed(tmp_path: Path
     rows = json.loads(done.stdout)
     assert [(r["trace"], r["seed"]) for r in rows] == [("s3/trace.jsonl", 3),
                                                        ("s4/trace.jsonl", 4)]
+
+
+def test_the_command_list_gives_each_commands_first_sentence_on_one_line() -> None:
+    from harness.cli.app import app
+
+    for info in app.registered_commands:
+        assert info.short_help and "\n" not in info.short_help, info.name
+        assert info.short_help.endswith("."), (info.name, info.short_help)
+    gantt = next(i for i in app.registered_commands if i.name == "gantt")
+    assert "Fig. 1(b)/3)" in gantt.short_help  # an abbreviation is no sentence's end

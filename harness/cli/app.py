@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 
 from harness.cli import (
@@ -35,6 +37,19 @@ for _module in MODULES:  # every command first, then the groups (config, data, .
     app.registered_commands.extend(_module.commands.registered_commands)
 for _module in MODULES:
     app.registered_groups.extend(_module.commands.registered_groups)
+
+
+def _first_sentence(doc: str) -> str:
+    """A docstring's first sentence on one line: `--help`'s list of commands keeps the
+    docstring's own line breaks, which cut sentences mid-way in any other width."""
+    text = " ".join(doc.split("\n\n")[0].split())
+    end = re.search(r"\.\s+(?=[A-Z`])", text)  # a full stop before a new sentence
+    return text if end is None else text[:end.start() + 1]
+
+
+for _info in app.registered_commands:
+    if _info.short_help is None and _info.callback is not None and _info.callback.__doc__:
+        _info.short_help = _first_sentence(_info.callback.__doc__)
 # -- end of the commands --
 
 

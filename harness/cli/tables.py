@@ -165,8 +165,8 @@ METRIC_COLUMNS = (
 )
 METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · resp tok: mean "
                  "response · wait: trainer waiting ratio · start wait: share of r2te before "
-                 "training first started · eff: lower bound / r2te · every field: --json, "
-                 "--csv")
+                 "training first started · eff: lower bound / r2te (the bound uses the run's "
+                 "own batches: runs of the same work differ) · every field: --json, --csv")
 
 
 def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:
