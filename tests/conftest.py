@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# A developer's own presets file (harness.sim.presets) must not change what the tests see;
+# the tests that read one name it themselves.
+os.environ["ROLLOUTBENCH_PRESETS"] = str(Path(__file__).parent / "no-user-presets.toml")
 
 
 @pytest.fixture(scope="session")

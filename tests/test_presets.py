@@ -137,3 +137,35 @@ def test_presets_lists_every_model_and_gpu_with_its_source() -> None:
     assert all(r["source"] for r in rows)
     h200 = next(r for r in rows if r["preset"] == "h200-sxm")
     assert (h200["memory_gb"], h200["hbm_gbs"]) == (141.0, 4800.0)
+
+
+USER = """
+[gpus.Lab-GPU]
+name = "A lab GPU"
+memory_gb = 64.0
+hbm_bandwidth_gbs = 2000.0
+bf16_tflops = 400.0
+link = "pcie5-x16"
+link_bandwidth_gbs = 50.0
+link_latency_us = 12.0
+"""
+
+
+def test_a_users_presets_file_adds_names_and_never_shadows(tmp_path, monkeypatch) -> None:
+    from harness.core.config import ConfigError
+    from harness.sim.presets import hardware_names, load_hardware
+
+    path = tmp_path / "presets.toml"
+    path.write_text(USER)
+    monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(path))
+    assert hardware_names()[-1] == "lab-gpu"
+    gpu = load_hardware("LAB-gpu")
+    assert gpu.memory_gb == 64.0 and gpu.source == f"user presets file {path}"
+    path.write_text(USER.replace("Lab-GPU", "h100-sxm"))
+    with pytest.raises(ConfigError, match="h100-sxm is a packaged preset"):
+        load_hardware("h100-sxm")
+    path.write_text(USER.replace("memory_gb = 64.0\n", ""))
+    with pytest.raises(ConfigError, match=r"user presets file .*missing \['memory_gb'\]"):
+        load_hardware("lab-gpu")
+    monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(tmp_path / "none.toml"))
+    assert "lab-gpu" not in hardware_names()

@@ -1,13 +1,22 @@
 """Hardware and model presets, read from ``presets/*.toml``: the numbers live in data files
-(with sources, estimates flagged) so they can be reviewed and cited without reading code."""
+(with sources, estimates flagged) so they can be reviewed and cited without reading code.
+
+A user's own presets live in one TOML file outside the package, tables
+``[gpus.NAME]`` and ``[models.NAME]`` with the same fields as the packaged ones:
+``$ROLLOUTBENCH_PRESETS`` when set, else ``$XDG_CONFIG_HOME/rolloutbench/presets.toml``
+(``~/.config/rolloutbench/presets.toml``). They add names; one that would shadow a
+packaged preset is refused, so a result never means two different GPUs."""
 
 import difflib
+import os
 import tomllib
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.core.config import ConfigError
 from harness.core.registry import UnknownName
 
 T = TypeVar("T")
@@ -74,11 +83,51 @@ class Model:
         return 4.0 * self.layers * self.heads * self.head_dim * context
 
 
-@cache
+USER_TABLES = {"hardware.toml": "gpus", "models.toml": "models"}
+
+
+def user_presets_path() -> Path:
+    """Where a user's own presets are read from (the file need not exist)."""
+    given = os.environ.get("ROLLOUTBENCH_PRESETS")
+    if given:
+        return Path(given)
+    home = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(home) / "rolloutbench" / "presets.toml"
+
+
 def _table(filename: str) -> dict[str, dict[str, Any]]:
-    """Parse one preset file once; the files ship as package data of ``harness.sim``."""
+    """The packaged presets of one file, then the user's own of that kind."""
+    path = user_presets_path()
+    try:
+        info = path.stat()
+        stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = None
+    return _tables(filename, str(path), stamp)
+
+
+@cache
+def _tables(filename: str, user: str, stamp: tuple[int, int] | None
+            ) -> dict[str, dict[str, Any]]:
+    """Parse once per user file version; the packaged files ship as package data."""
     text = resources.files("harness.sim").joinpath("presets", filename).read_text("utf-8")
-    return tomllib.loads(text)
+    table = tomllib.loads(text)
+    if stamp is None:
+        return table
+    try:
+        mine = tomllib.loads(Path(user).read_text("utf-8")).get(USER_TABLES[filename], {})
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"presets file {user}: {err}") from None
+    for name, fields_ in mine.items():
+        key = name.lower()
+        if key in table:
+            raise ConfigError(f"presets file {user}: {USER_TABLES[filename]}.{name} is a "
+                             f"packaged preset; give yours another name")
+        if not isinstance(fields_, dict):
+            raise ConfigError(f"presets file {user}: {USER_TABLES[filename]}.{name} must be "
+                             f"a table")
+        table[key] = {"source": f"user presets file {user}", **fields_}
+    return table
 
 
 def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:
@@ -99,13 +148,16 @@ def _build(cls: type[T], name: str, raw: dict[str, Any]) -> T:
     """Check the table has exactly the dataclass fields, so a typo in a file fails loudly."""
     spec = {f.name: f.type for f in fields(cls)}
     missing, extra = spec.keys() - raw.keys(), raw.keys() - spec.keys()
+    where = raw.get("source", "") if str(raw.get("source", "")).startswith("user") else ""
     if missing or extra:
-        raise ValueError(f"preset {name!r}: missing {sorted(missing)}, unknown {sorted(extra)}")
+        raise ConfigError(f"{where + ': ' if where else ''}preset {name!r}: missing "
+                          f"{sorted(missing)}, unknown {sorted(extra)}")
     # TOML parses "40" as an int; accept it where a float is declared. Exact types otherwise.
     values = {k: float(v) if spec[k] is float and type(v) is int else v for k, v in raw.items()}
     for key, value in values.items():
         if type(value) is not spec[key]:
-            raise ValueError(f"preset {name!r}: {key} should be {spec[key].__name__}")
+            raise ConfigError(f"{where + ': ' if where else ''}preset {name!r}: {key} should "
+                              f"be {spec[key].__name__}")
     return cls(**values)
 
 
