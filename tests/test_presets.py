@@ -1,5 +1,7 @@
 """Preset files load, their numbers are self-consistent, and lookups fail helpfully."""
 
+from pathlib import Path
+
 import pytest
 
 from harness.sim.presets import (
@@ -169,3 +171,18 @@ def test_a_users_presets_file_adds_names_and_never_shadows(tmp_path, monkeypatch
         load_hardware("lab-gpu")
     monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(tmp_path / "none.toml"))
     assert "lab-gpu" not in hardware_names()
+
+
+def test_the_presets_option_names_the_file(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).parent / "rolloutbench")
+    path = tmp_path / "mine.toml"
+    path.write_text(USER)
+    done = subprocess.run([cli, "--presets", str(path), "presets", "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and '"lab-gpu"' in done.stdout
+    done = subprocess.run([cli, "--presets", str(tmp_path / "nope.toml"), "presets"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("error: --presets: ")

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -21,6 +24,7 @@ from harness.cli import (
     sweep,
     whatif,
 )
+from harness.cli.common import fail
 from harness.cli.errors import OneLineErrors
 
 app = typer.Typer(
@@ -29,6 +33,18 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@app.callback()
+def _options(presets: Annotated[Path | None, typer.Option(
+        help="Your own GPU and model presets (TOML: \\[gpus.NAME], \\[models.NAME]) \\[default: "
+             "$ROLLOUTBENCH_PRESETS, else ~/.config/rolloutbench/presets.toml].")] = None,
+             ) -> None:
+    """Benchmark and reproduce the scheduling of LLM RL with verifiable rewards."""
+    if presets is not None:
+        if not presets.is_file():
+            fail(f"--presets: {presets}: no such file")
+        os.environ["ROLLOUTBENCH_PRESETS"] = str(presets)  # read where presets are loaded
 
 # -- the commands, in the order `--help` lists them (written by restructure.py) --
 MODULES = (run, reproduce, steps, imports, counterfactual, analysis, config, live, regress,
