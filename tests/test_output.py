@@ -239,3 +239,17 @@ def test_help_choices_match_the_registries() -> None:
     named = [x.strip() for x in re.split(r",| and ", runs.group(1)) if x.strip()]
     assert named == list(DEMO)
     assert all(f" {name}" in text for name in SYSTEMS if name not in DEMO)
+
+
+def test_a_wide_summary_goes_on_in_further_tables_and_never_cuts_a_name_or_number() -> None:
+    from harness.cli.tables import rows_table
+
+    rows = [{"study": "fgd-frontier", "sim.model": "qwen3-1.7b", "sim.mem_fraction": 0.85,
+             "frontier": f, "system": "cgp-fgd",
+             **{f"metric_{i}_s": 20567.0 + i for i in range(9)}} for f in (2, 16, 160)]
+    text = render(rows_table(rows))
+    assert_fits(text)
+    assert text.count("qwen3-1.7b") == 6  # the text columns repeat in the second table
+    for i in range(9):
+        assert f"{20567 + i}" in text  # every number whole
+    assert "160" in text and "0.85" in text

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -191,13 +191,26 @@ SHORT = {"lag_min": "lag\nmin", "lag_mean": "lag\nmean", "lag_max": "lag\nmax",
          "versions\n/sample", "batch_tokens_per_s": "batch\ntok/s"}
 
 
-def rows_table(rows: Sequence[dict[str, Any]]) -> Table:
-    """Any rows with the same keys (e.g. `metrics --steps`), headers shortened."""
+def rows_table(rows: Sequence[dict[str, Any]]) -> Table | Group:
+    """Any rows with the same keys (e.g. `metrics --steps`, a what-if summary), headers
+    shortened. A column holding text is text (a model name is never cut as a number
+    would be); a table wider than WIDTH goes on in further tables, each repeating the
+    text columns, so that no number or name is ever cut."""
     columns = []
     for key in rows[0]:
-        kind = "text" if key in TEXT_KEYS else "sig"
-        columns.append(Column(key, SHORT.get(key, key.replace("_", "\n")), kind))
-    return build(rows, columns)
+        text = key in TEXT_KEYS or any(isinstance(r.get(key), str) for r in rows)
+        header = SHORT.get(key, key.replace("_", "\n").replace(".", ".\n"))
+        columns.append(Column(key, header, "text" if text else "sig"))
+    table = build(rows, columns)
+    if natural_width(table) <= WIDTH:
+        return table
+    ids = [c for c in columns if c.kind == "text"]
+    parts: list[list[Column]] = [[]]
+    for col in (c for c in columns if c.kind != "text"):
+        if parts[-1] and natural_width(build(rows, [*ids, *parts[-1], col])) > WIDTH:
+            parts.append([])
+        parts[-1].append(col)
+    return Group(*(build(rows, [*ids, *part]) for part in parts))
 
 
 COMPARE_COLUMNS = (Column("round", "round", "text"), Column("metric", "metric", "text"),
