@@ -364,3 +364,19 @@ def test_plot_reads_a_reproduction_csv(tmp_path: Path) -> None:
                     "-o", tmp_path / "r.png")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_says_which_setting_a_line_averages_over() -> None:
+    import pandas as pd
+
+    from harness.analysis.plot import pooled
+
+    frame = pd.DataFrame([
+        {"cell": c, "system": s, "frontier": f, "groups": g, "seed": seed, "round": 0,
+         "rollout_to_train_end_s": 1.0}
+        for c, (s, f) in enumerate((("cgp", 2), ("cgp-fgd", 2), ("cgp-fgd", 16)))
+        for g in (32, 64) for seed in (0, 1)])
+    assert pooled(frame, "groups", "system") == [
+        "each line averages over frontier (16, 2): --where frontier=VALUE or --hue frontier "
+        "separates them"]
+    assert pooled(frame[frame["frontier"] == 2], "groups", "system") == []  # seeds are repeats

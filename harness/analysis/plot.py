@@ -37,10 +37,33 @@ def _filter(frame: Any, path: str | os.PathLike[str], where: list[tuple[str, str
     return frame
 
 
+NOT_A_SETTING = {"cell", "seed", "round", "error", "trace", "incomplete", "phase", "study"}
+
+
+def pooled(frame: Any, x: str, hue: str | None) -> list[str]:
+    """The settings a line silently averages over: columns other than the metrics, x,
+    the hue and the repeats (seeds, rounds) that take several values at one point of
+    one line (cgp-fgd at F_w = 2 and 16 drawn as one line with a wide band)."""
+    from harness.core.metrics import KEYS, OFFPOLICY_KEYS, TIME_KEYS
+
+    skip = {*KEYS, *OFFPOLICY_KEYS, *TIME_KEYS, *NOT_A_SETTING, x, hue}
+    keys = [x] + ([hue] if hue else [])
+    out = []
+    for col in (c for c in frame.columns if c not in skip):
+        spread = frame.groupby(keys, dropna=False)[col].nunique(dropna=False)
+        if (spread > 1).any():
+            values = sorted(map(str, frame[col].dropna().unique()))[:4]
+            out.append(f"each line averages over {col} ({', '.join(values)}): "
+                       f"--where {col}=VALUE or --hue {col} separates them")
+    return out
+
+
 def plot_figure(path: str | os.PathLike[str], x: str, y: str, hue: str | None = None,
-                where: list[tuple[str, str]] | None = None) -> Any:
+                where: list[tuple[str, str]] | None = None,
+                warn: Any = None) -> Any:
     """The figure of `y` over `x` from the table at `path`, coloured by `hue`
-    (by default `system` when the table has it: one line per system)."""
+    (by default `system` when the table has it: one line per system); `warn` gets a
+    line for each setting a line would average over unseen."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,6 +80,8 @@ def plot_figure(path: str | os.PathLike[str], x: str, y: str, hue: str | None = 
     if values.notna().sum() == 0:
         raise InputError(f"--y: column {y!r} of {path} has no numeric values")
     frame = frame.assign(**{y: values})
+    for line in pooled(frame, x, hue) if warn is not None else []:
+        warn(line)
     if hue is not None:  # categorical colours even for a numeric hue (e.g. groups)
         frame = frame.assign(**{hue: frame[hue].astype(str)})
     fig, ax = plt.subplots(figsize=(6.4, 4.2))

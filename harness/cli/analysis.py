@@ -136,4 +136,7 @@ def plot_cmd(
     markers and the 95% confidence interval over repeats (seeds, rounds)."""
     from harness.analysis.plot import parse_where, plot_figure
 
-    _draw(out, lambda: plot_figure(results, x, y, hue, parse_where(where or [])))
+    def warn(line: str) -> None:
+        typer.echo(f"warning: {line}", err=True)
+
+    _draw(out, lambda: plot_figure(results, x, y, hue, parse_where(where or []), warn))
