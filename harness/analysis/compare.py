@@ -94,12 +94,15 @@ def _mean(values: list[float]) -> float:
 def steady(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows a mean is over: a streaming run's steady rounds (when it has any),
     every row of any other."""
-    kept = [r for r in rows if r.get("phase") in (None, "steady") or _blank(r.get("phase"))]
+    kept = [r for r in rows if r.get("phase") not in ("warm-up", "drain")]
     return kept or rows
 
 
-def _blank(value: Any) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+def means(rows: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
+    """Each metric's mean over the rows (NaN skipped: a round without it does not
+    count), a streaming run's over its steady rounds (`steady`)."""
+    kept = steady(rows)
+    return {m: _mean([_number(r.get(m)) for r in kept]) for m in names}
 
 
 def _row(round_: Any, metric: str, a: float, b: float) -> dict[str, Any]:
@@ -128,9 +131,8 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
     rel_diff = (b − a) / |a| (NaN where a is 0 and they differ)."""
     names = metric_names(a, b)
     if not per_round:
-        sa, sb = steady(a), steady(b)
-        return [_row("mean", m, _mean([_number(r.get(m)) for r in sa]),
-                     _mean([_number(r.get(m)) for r in sb])) for m in names]
+        ma, mb = means(a, names), means(b, names)
+        return [_row("mean", m, ma[m], mb[m]) for m in names]
     ra, rb = _rounds(a), _rounds(b)
     common = sorted(set(ra) & set(rb))
     if not common:

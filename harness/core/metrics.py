@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from harness.core.streaming import RoundFlow
+from harness.core.streaming import restate
 
 KEYS = (
     "rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s", "trainer_compute_s",
@@ -110,14 +110,15 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     spans_by_group: dict[int, list[list[list[int]]]] = defaultdict(list)
     spans: dict[int, list[float]] = defaultdict(list)  # batch -> [start, end, start, end...]
     span_open = _nan()  # spans of one trainer never overlap: an end closes the open span
-    flow = RoundFlow()  # what a streaming trace's rounds need (harness.core.streaming)
+    crosses = False  # a request finished in a later round than its own: a streaming run
+    owners = owning_rounds(events)
 
-    for e, owner in zip(events, owning_rounds(events), strict=True):
+    for e, owner in zip(events, owners, strict=True):
         ev = e["ev"]
         if ev == "request_finish":
             key = (e["group"], e["sample"])
             rnd = request_round.get(key)
-            flow.finish(e, rnd, owner, resumed.get(key, 0))
+            crosses |= rnd is not None and owner is not None and owner != rnd
             if rnd is not None:
                 all_tokens[rnd] += e["response_tokens"] - resumed.get(key, 0)
                 if e["status"] == "finished":
@@ -131,7 +132,6 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             key = (e["group"], e["sample"])
             request_round[key] = e["round"]  # the latest submit: a resumed request moves on
             resumed[key] = e.get("resumed_tokens", 0)
-            flow.submit(e)
         elif ev == "rollout_start":
             starts[e["round"]] = e["t"]
             round_version[e["round"]] = e["version"]
@@ -184,8 +184,8 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         batch_tokens = sum(n for group in trained for spans in group for _, n in spans)
         row["batch_tokens_per_s"] = batch_tokens / done if done > 0 else _nan()
         out.append(row)
-    if flow.crosses:  # a streaming run: tokens by when they were made, rounds by phase
-        flow.apply(out, starts, round_version, events[-1]["t"])
+    if crosses:  # tokens by when they were made, rounds by phase (harness.core.streaming)
+        restate(events, owners, out, starts, round_version)
     if untimed(head):
         for row in out:
             row.update(dict.fromkeys(TIME_KEYS, _nan()))

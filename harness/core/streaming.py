@@ -35,7 +35,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-PHASES = ("warm-up", "steady", "drain")
 FULL = 0.9  # a round whose mean in-flight count is below this share of the peak is not full
 
 
@@ -51,74 +50,79 @@ def _new_spans(spans: list[list[int]], resumed: int) -> list[tuple[int, int]]:
     return out
 
 
-class RoundFlow:
-    """Collects, event by event, what a streaming trace's rounds need; `crosses` says
-    whether the trace is one (some request finished in a later round)."""
+def _mean_in_flight(changes: list[tuple[float, int]], bounds: list[tuple[float, float]]
+                    ) -> list[float]:
+    """The time-averaged count of sequences in flight over each [start, end) of
+    `bounds` (in order, adjacent), from the (t, +1/-1) changes in one sweep."""
+    out, level, i = [], 0, 0
+    for start, end in bounds:
+        while i < len(changes) and changes[i][0] <= start:  # the level at the start
+            level += changes[i][1]
+            i += 1
+        area, at = 0.0, start
+        while i < len(changes) and changes[i][0] < end:
+            t, step = changes[i]
+            area += level * (t - at)
+            level, at, i = level + step, t, i + 1
+        area += level * (end - at)
+        out.append(area / (end - start) if end > start else float(level))
+    return out
 
-    def __init__(self) -> None:
-        self.crosses = False
-        self.tokens_by_version: dict[int, int] = defaultdict(int)
-        self.finished_in: dict[int, list[int]] = defaultdict(list)
-        self.last_submit = -math.inf
-        self.changes: list[tuple[float, int]] = []  # (t, +1 submitted / -1 finished)
 
-    def submit(self, event: dict[str, Any]) -> None:
-        self.last_submit = event["t"]
-        self.changes.append((event["t"], 1))
-
-    def finish(self, event: dict[str, Any], submitted_in: int | None, owner: int | None,
-               resumed: int) -> None:
-        if submitted_in is None or owner is None:
-            return
-        self.changes.append((event["t"], -1))
-        self.crosses |= owner != submitted_in
-        if event["status"] == "finished":
-            self.finished_in[owner].append(event["response_tokens"])
-        spans = event.get("version_spans")
-        if spans is None:  # only [first, last] known: count it all as the first
-            first = event["versions"][:1]
-            spans = [[first[0], event["response_tokens"]]] if first else []
-        for version, n in _new_spans(spans, resumed):
-            self.tokens_by_version[version] += n
-
-    def _mean_in_flight(self, start: float, end: float) -> float:
-        """The time-averaged count of sequences in flight over [start, end)."""
-        level, area, at = 0, 0.0, start
-        for t, step in self.changes:  # in trace order: t never goes back
-            if t > start:
-                area += level * (min(t, end) - at)
-                at = min(t, end)
-            if t >= end:
-                break
-            level += step
-        area += level * (end - at) if at < end else 0.0
-        return area / (end - start) if end > start else float(level)
-
-    def apply(self, rows: list[dict[str, Any]], starts: dict[int, float],
-              versions: dict[int, int], run_end: float) -> None:
-        """Rewrite the rows' token figures by generation and mark their phases."""
-        order = sorted(starts)
-        served = [versions[r] for r in order]  # non-decreasing: versions only advance
-        tokens: dict[int, int] = defaultdict(int)
-        for version, n in self.tokens_by_version.items():
-            i = max(0, bisect.bisect_right(served, version) - 1)
-            tokens[order[i]] += n
-        level = peak = 0
-        for _, step in self.changes:
-            level += step
-            peak = max(peak, level)
-        ends = {r: starts[n] for r, n in zip(order, order[1:], strict=False)}
-        for row in rows:
-            rnd = row["round"]
-            end = ends.get(rnd, run_end)
-            done = row["rollout_complete_s"]
-            made = self.finished_in.get(rnd, [])
-            row["mean_response_tokens"] = sum(made) / len(made) if made else math.nan
-            row["rollout_tokens_per_s"] = tokens[rnd] / done if done > 0 else math.nan
-            full = self._mean_in_flight(starts[rnd], end) >= FULL * peak
-            row["phase"] = ("warm-up" if rnd == order[0] else
-                            "drain" if end > self.last_submit and not full else "steady")
-        _warm_up_while_lag_rises(rows)
+def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
+            rows: list[dict[str, Any]], starts: dict[int, float],
+            versions: dict[int, int]) -> None:
+    """Rewrite a streaming trace's rows (those of `round_metrics`, whose position-based
+    `owners` it shares): token figures by generation, and each round's phase."""
+    submitted_in: dict[tuple[int, int], int] = {}
+    resumed: dict[tuple[int, int], int] = {}
+    tokens_by_version: dict[int, int] = defaultdict(int)
+    finished_in: dict[int, list[int]] = defaultdict(list)
+    changes: list[tuple[float, int]] = []  # (t, +1 submitted / -1 finished)
+    last_submit = -math.inf
+    for e, owner in zip(events, owners, strict=True):
+        if e["ev"] == "request_submit":
+            key = (e["group"], e["sample"])
+            submitted_in[key], resumed[key] = e["round"], e.get("resumed_tokens", 0)
+            last_submit = e["t"]
+            changes.append((e["t"], 1))
+        elif e["ev"] == "request_finish" and owner is not None:
+            key = (e["group"], e["sample"])
+            if key not in submitted_in:
+                continue
+            changes.append((e["t"], -1))
+            if e["status"] == "finished":
+                finished_in[owner].append(e["response_tokens"])
+            spans = e.get("version_spans")
+            if spans is None:  # only [first, last] known: count it all as the first
+                first = e["versions"][:1]
+                spans = [[first[0], e["response_tokens"]]] if first else []
+            for version, n in _new_spans(spans, resumed[key]):
+                tokens_by_version[version] += n
+    order = sorted(starts)
+    served = [versions[r] for r in order]  # non-decreasing: versions only advance
+    tokens: dict[int, int] = defaultdict(int)
+    for version, n in tokens_by_version.items():
+        tokens[order[max(0, bisect.bisect_right(served, version) - 1)]] += n
+    level = peak = 0
+    for _, step in changes:
+        level += step
+        peak = max(peak, level)
+    ends = [starts[r] for r in order[1:]] + [events[-1]["t"]]
+    mean = dict(zip(order, _mean_in_flight(changes, [(starts[r], end) for r, end in
+                                                      zip(order, ends, strict=True)]),
+                    strict=True))
+    end_of = dict(zip(order, ends, strict=True))
+    for row in rows:
+        rnd = row["round"]
+        done = row["rollout_complete_s"]
+        made = finished_in.get(rnd, [])
+        row["mean_response_tokens"] = sum(made) / len(made) if made else math.nan
+        row["rollout_tokens_per_s"] = tokens[rnd] / done if done > 0 else math.nan
+        full = mean[rnd] >= FULL * peak
+        row["phase"] = ("warm-up" if rnd == order[0] else
+                        "drain" if end_of[rnd] > last_submit and not full else "steady")
+    _warm_up_while_lag_rises(rows)
 
 
 def _warm_up_while_lag_rises(rows: list[dict[str, Any]]) -> None:

@@ -47,18 +47,12 @@ def describe_cluster(cfg: RunConfig) -> str:
             f"({s.engine_backend}, {s.step_model} step times), {trainer}")
 
 
-def _mean(values: list[float]) -> float:
-    values = [v for v in values if isinstance(v, int | float) and not math.isnan(v)]
-    return sum(values) / len(values) if values else math.nan
-
-
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The mean over rounds of each figure (NaN where no round has it); a streaming
-    system's over its steady rounds, when it has any (`compare` means the same way)."""
-    from harness.analysis.compare import steady
+    """The mean over rounds of each figure, as `compare` takes it (NaN where no round
+    has it; a streaming system's over its steady rounds)."""
+    from harness.analysis.compare import means
 
-    kept = steady(rows)
-    return {key: _mean([r[key] for r in kept]) for key, _, _ in FIGURES}
+    return means(rows, [key for key, _, _ in FIGURES])
 
 
 def configs(trace: Path, base: RunConfig, systems: list[str],
