@@ -65,12 +65,6 @@ def _check(s: Sample) -> None:
                           f"({s.submit_s})")
 
 
-def group_size(samples: list[Sample]) -> int:
-    """K: the most common number of distinct responses per group."""
-    per = Counter(len({s.index for s in group}) for group in _by_group(samples).values())
-    return max(per, key=lambda k: (per[k], k)) if per else 0
-
-
 def _by_group(samples: list[Sample]) -> dict[object, list[Sample]]:
     out: dict[object, list[Sample]] = defaultdict(list)
     for s in samples:
@@ -147,11 +141,11 @@ def build(source: Source) -> list[dict[str, Any]]:
             ends.append(checked)
         add(max(ends, default=0.0) if timed else 0.0, "rollout_complete", round=rnd)
     events.sort(key=lambda e: (e[0], e[1], e[2]) if timed else (e[2],))
-    k = group_size(samples)
-    notes = list(source.notes)
     sizes = Counter(len({s.index for s in members}) for members in groups.values())
-    more, fewer = (sum(n for size, n in sizes.items() if cmp(size)) for cmp in
-                   (lambda size: size > k, lambda size: size < k))
+    k = max(sizes, key=lambda n: (sizes[n], n))  # K: the most common group size
+    notes = list(source.notes)
+    more = sum(n for size, n in sizes.items() if size > k)
+    fewer = sum(n for size, n in sizes.items() if size < k)
     if more:
         notes.append(f"{more} groups hold more than K={k} responses (the same prompt twice "
                      f"in one batch, merged?): a replay takes their first {k}")
