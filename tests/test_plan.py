@@ -158,6 +158,67 @@ def test_pareto_front_by_hand() -> None:
         "feasible": [True, True, True, True, True, False],
         "key": list("abcdef"),
     })
-    # 2 is beaten by 0; 3 ties 0 everywhere (kept: neither beats the other); 5 is infeasible.
+    # 2 is beaten by 0; 3 ties 0 everywhere (neither beats the other: one point, the
+    # first tried, with "1 same"); 5 is infeasible.
     front = pareto_table(space, table)
-    assert list(front["trial"]) == [4, 1, 0, 3]
+    assert list(front["trial"]) == [4, 1, 0] and list(front["same"]) == [0, 0, 1]
+
+
+def test_front_keeps_one_of_the_configurations_that_simulate_alike() -> None:
+    import pandas as pd
+
+    from harness.studies.plan.output import front_rows, pareto_table
+
+    space = build_space(plan_of(), ["cgp"])
+    table = pd.DataFrame({
+        "trial": [0, 1, 2, 3], "system": ["cgp", "cgp", "cgp", "cgp"],
+        "layout": ["a", "b", "c", "d"], "knobs": ["k=1", "k=2", "k=3", ""],
+        "step_time_s": [100.0, 100.0, 90.0, 100.0000004],
+        "offpolicy_token_frac": [0.0, 0.0, 0.1, 0.0], "lag_max": [7.0, 7.0, 3.0, 7.0],
+        "throughput_tok_s": [1.0] * 4, "feasible": [True] * 4, "key": list("abcd"),
+        "response_tokens": [900.0, 900.0, 600.0, 900.0],
+        "response_share": [1.0, 1.0, 600 / 900, 1.0],
+    })
+    # 0, 1 and 3 agree to 6 significant digits: one point, the first tried, "+2"
+    front = pareto_table(space, table)
+    assert list(front["trial"]) == [2, 0] and list(front["same"]) == [0, 2]
+    rows = front_rows(front)
+    assert rows[1][2] == "k=1 +2" and rows[1][-1] == "900"
+    assert rows[0][-1] == "600 !"  # a third shorter than the workload's: flagged
+
+
+def test_biased_is_beyond_ten_percent_either_way() -> None:
+    from harness.studies.plan.output import biased
+
+    assert biased(0.89) and biased(1.11)
+    assert not biased(0.91) and not biased(1.09) and not biased(float("nan"))
+
+
+def test_workload_response_length_of_a_trace_by_hand(tmp_path: Path) -> None:
+    from harness.core.trace import read_trace
+    from harness.studies.plan.output import workload_response_tokens
+
+    cfg = RunConfig(system="slime", groups=4, group_size=2, rounds=1, max_response_tokens=512)
+    execute(cfg, tmp_path / "run.jsonl")
+    lengths = [e["response_tokens"] for e in read_trace(tmp_path / "run.jsonl")
+               if e["ev"] == "request_finish"]
+    assert len(lengths) == 8
+    plan = Plan(ROLLOUTPIPE, Recipe(f"trace:{tmp_path / 'run.jsonl'}", 4, 2, 2, 512, 1),
+                Limits())
+    # the synchronous baseline trained every response: the trace's own mean, capped at 512
+    assert workload_response_tokens(plan) == pytest.approx(sum(lengths) / 8)
+    capped = Plan(ROLLOUTPIPE, Recipe(f"trace:{tmp_path / 'run.jsonl'}", 4, 2, 2, 100, 1),
+                  Limits())
+    assert workload_response_tokens(capped) == pytest.approx(
+        sum(min(n, 100) for n in lengths) / 8)
+
+
+def test_pareto_axis_shows_the_front_not_the_outlier() -> None:
+    import numpy as np
+
+    from harness.studies.plan.figure import x_window
+
+    values = np.array([100.0, 110, 120, 130, 140, 150, 160, 170, 180, 190, 5000])
+    lo, hi = x_window(values, np.array([100.0, 130.0]))
+    # q10 = 110, q90 = 190 by linear interpolation: [100, 190] padded by 7.2 each side
+    assert lo == pytest.approx(92.8) and hi == pytest.approx(197.2)

@@ -137,3 +137,21 @@ def test_a_trace_workload_plans_for_its_lengths(tmp_path: Path) -> None:
     assert len(rows) == 4 and all(not r["error"] for r in rows)
     toml = tomllib.loads((tmp_path / "p" / "best" / "cgp.toml").read_text())
     assert toml["workload"] == workload
+
+
+def test_every_system_gets_its_share_of_the_budget(tmp_path: Path) -> None:
+    # RolloutPipe's cluster at R=32: 212 configurations of six systems, 40 simulated.
+    # Half the budget is shared evenly: 40 x 0.5 // 6 = 3 each, but slime and cgp
+    # have only their two layouts (TP 1 x 2 replicas, TP 2 x 1), so 2 each.
+    space = build_space(rollouptipe_plan(32))
+    floor = search.floors(space, 40)
+    assert floor == {"slime": 2, "cgp": 2, "cgp-fgd": 3, "cgp-april": 3, "cgp-tail": 3,
+                     "pipelinerl": 3}
+    assert search.floors(space, len(space.points())) == {}  # exhaustive: no floor needed
+    study = search.run_search(space, tmp_path, budget=40, sampler="tpe", jobs=1, seed=3)
+    tried = {}
+    for t in search.finished(study):
+        tried.setdefault(search.row(t)["system"], set()).add(search.row(t)["key"])
+    assert search.distinct(study) == 40
+    assert all(len(tried.get(s, ())) >= n for s, n in floor.items()), \
+        {s: len(k) for s, k in tried.items()}

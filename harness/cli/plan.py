@@ -188,7 +188,7 @@ def sampler_name(study: Any) -> str:
 
 
 def _print_front(space: Space, front: pd.DataFrame) -> None:
-    from harness.studies.plan.output import front_rows
+    from harness.studies.plan.output import BIAS, front_rows, workload_response_tokens
 
     if not len(front):
         _stage("no feasible configuration: see plan.csv (feasible, error)")
@@ -197,9 +197,17 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
     table = Table(title="top of the Pareto front (best first)", header_style="bold")
     for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
                       ("step s", "right"), ("tok/s", "right"), ("off-pol %", "right"),
-                      ("lag", "right")):
+                      ("lag", "right"), ("resp tok", "right")):
         table.add_column(col + (" *" if col == main else ""), justify=just,
                          overflow="fold")
     for cells in front_rows(front):
         table.add_row(*cells)
     Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)
+    made = workload_response_tokens(space.plan)
+    _stage("* the objective. step s: rollout-to-train-end per round. tok/s: trained response "
+           "tokens per s.\noff-pol %: trained tokens made by an older policy than the "
+           "round's. lag: most optimizer steps\nfrom a token's generation to its training. "
+           "resp tok: mean trained response length (the\n"
+           f"workload makes {made:,.0f}; ! = off by more than {100 * BIAS:.0f}%: a biased "
+           "subset). +N after the\nknobs: N more configurations simulate alike "
+           "(plan.csv lists them).")

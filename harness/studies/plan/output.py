@@ -2,9 +2,12 @@
 best/<system>.toml, excluded.csv, pareto.png, and the top of the front as a table.
 
 - plan.csv: one row per distinct configuration tried (a point proposed again
-  is not repeated), with its layout, knobs, figures, feasibility and error;
+  is not repeated), with its layout, knobs, figures, feasibility and error, and
+  its trained response length against the workload's (`response_share`);
 - pareto.csv: the feasible configurations no other one beats on the objective
   and both staleness figures at once (the Pareto front of what was tried);
+  configurations with the same figures (a knob that changed nothing) are one
+  row, the first tried, with `same` counting the others;
 - best/<system>.toml: each system's best feasible configuration by the
   objective (ties: less off-policy, then lower lag), a complete run config;
 - excluded.csv: the systems left out, and restrictions on those kept.
@@ -23,13 +26,38 @@ import pandas as pd
 from harness.core.config import RunConfig, config_fields
 from harness.core.files import write_atomic
 from harness.studies.plan.evaluate import METRICS
+from harness.studies.plan.recipe import Plan
 from harness.studies.plan.search import finished
 from harness.studies.plan.search import row as row_of
 from harness.studies.plan.space import Layout, Point, Space
 
 LAYOUT_COLS = ("system", "layout", "placement", "engine_gpus", "tp", "replicas", "trainer_gpus",
                "knobs")
-COLUMNS = ("trial", *LAYOUT_COLS, *METRICS, "feasible", "error", "sim_seconds", "key")
+COLUMNS = ("trial", *LAYOUT_COLS, *METRICS, "response_share", "feasible", "error",
+           "sim_seconds", "key")
+BIAS = 0.10
+"""A configuration whose trained responses are more than 10% shorter (or longer)
+than the workload's trains a biased subset: it is fast partly because it trains
+the short responses (APRIL's aborts, a long tail deferred), which changes what
+the model learns. Flagged, never excluded: whether that matters is the user's call."""
+
+
+def workload_response_tokens(plan: Plan) -> float:
+    """The mean response length (capped) of the recipe's prompts: what a schedule
+    that trains every response of its rounds trains, the synchronous baseline's
+    R x rounds groups of K, drawn from the workload as the simulator draws them."""
+    from workloads.profile import make_workload, workload_limits
+
+    r = plan.recipe
+    cap = r.max_response_tokens or workload_limits(r.workload, r.group_size)[0]
+    prompts = make_workload(r.workload, r.seed, r.group_size).take(r.groups * r.rounds)
+    lengths = [min(n, cap) for p in prompts for n in p.hidden.lengths[:r.group_size]]
+    return sum(lengths) / len(lengths)
+
+
+def biased(share: float) -> bool:
+    """True when a trained response length differs from the workload's beyond BIAS."""
+    return bool(share == share and abs(share - 1.0) > BIAS)
 
 
 def _feasible(space: Space, row: dict[str, Any]) -> bool:
@@ -43,6 +71,7 @@ def _feasible(space: Space, row: dict[str, Any]) -> bool:
 
 def plan_table(study: Any, space: Space) -> pd.DataFrame:
     """One row per distinct configuration, in the order they were first tried."""
+    reference = workload_response_tokens(space.plan)
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for t in sorted(finished(study), key=lambda t: t.number):
@@ -52,6 +81,8 @@ def plan_table(study: Any, space: Space) -> pd.DataFrame:
         seen.add(attrs["key"])
         row = {"trial": t.number, **{c: attrs.get(c) for c in COLUMNS[1:]}}
         row["feasible"] = _feasible(space, row)
+        made = row.get("response_tokens")
+        row["response_share"] = made / reference if made is not None else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -68,7 +99,7 @@ def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
     """The feasible configurations that no other feasible one matches or beats on
     the objective, the off-policy token share and the max lag at once (and beats
     on one), best first. A filter of what was tried, not a search."""
-    ok = table[table["feasible"]]
+    ok = _merge_equal(table[table["feasible"]])
     sign = -1.0 if space.plan.limits.objective == "throughput" else 1.0
     main = "throughput_tok_s" if sign < 0 else "step_time_s"
     loss = np.column_stack([sign * ok[main].to_numpy(float),
@@ -78,6 +109,26 @@ def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
     better = (loss[:, None, :] < loss[None, :, :]).any(axis=2)
     dominated = (no_worse & better).any(axis=0)
     return _rank(space, ok[~dominated]).reset_index(drop=True)
+
+
+def _merge_equal(front: pd.DataFrame) -> pd.DataFrame:
+    """One row per system and set of figures: configurations that simulate alike (a
+    knob with no effect at this recipe) are one point, the first tried, and `same`
+    counts the others. Figures are compared to 6 significant digits, so that a
+    difference in the last bits of a float does not split (or dominate) a point."""
+    if not len(front):
+        return front.assign(same=pd.Series(dtype=int))
+    figures = [m for m in ("step_time_s", "throughput_tok_s", "offpolicy_token_frac",
+                           "lag_max") if m in front]
+    key = front[figures].apply(lambda col: col.map(lambda v: f"{v:.6g}"))
+    if "system" in front:
+        key.insert(0, "system", front["system"])
+    group = key.astype(str).agg("|".join, axis=1)
+    first = front.assign(_group=group.to_numpy()).sort_values("trial")
+    counts = first.groupby("_group", sort=False)["trial"].transform("size") - 1
+    keep = ~first.duplicated("_group")
+    kept = first[keep].assign(same=counts[keep].astype(int)).drop(columns="_group")
+    return kept
 
 
 def best_per_system(space: Space, table: pd.DataFrame) -> dict[str, pd.Series]:
@@ -145,12 +196,18 @@ def write_all(study: Any, space: Space, out: Path, command: str) -> dict[str, An
 
 
 def front_rows(front: pd.DataFrame, top: int = 10) -> list[list[str]]:
-    """The first rows of the front, as cells of the printed table."""
+    """The first rows of the front, as cells of the printed table: a knob list gains
+    "+N" when N other configurations simulate alike, the response length a
+    "!" when the configuration trains a biased subset (BIAS)."""
     out = []
     for _, row in front.head(top).iterrows():
-        lag = row["lag_max"]
-        out.append([str(row["system"]), str(row["layout"]), str(row["knobs"] or "-"),
+        lag, same = row["lag_max"], int(row.get("same", 0) or 0)
+        knobs = str(row["knobs"] or "-") + (f" +{same}" if same else "")
+        share, made = row.get("response_share", math.nan), row.get("response_tokens")
+        resp = "-" if made is None or made != made else f"{made:,.0f}"
+        out.append([str(row["system"]), str(row["layout"]), knobs,
                     f"{row['step_time_s']:.1f}", f"{row['throughput_tok_s']:,.0f}",
                     f"{100 * row['offpolicy_token_frac']:.1f}",
-                    "-" if math.isnan(lag) else f"{lag:.0f}"])
+                    "-" if math.isnan(lag) else f"{lag:.0f}",
+                    resp + (" !" if biased(share) else "")])
     return out

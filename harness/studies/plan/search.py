@@ -21,8 +21,10 @@ seed; with several, the order in which results come back steers the sampler.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -39,6 +41,12 @@ is not simulated again: it is told as pruned (not run), which also steers TPE
 away from it. TPE on a discrete space repeats itself more as it closes in, so
 a plan asks the sampler at most ASK_LIMIT x budget times and may end with fewer
 configurations than its budget (the command says so)."""
+MIN_SHARE = 0.5
+"""Half the budget is shared evenly among the systems: each gets at least
+budget x MIN_SHARE / systems configurations (all of its own, if it has fewer),
+however strongly the sampler prefers another, and the sampler spends the rest.
+Without a floor, TPE gave 37 of 80 configurations to one system and 4-6 to
+others, and a system it hardly tried looks worse than it is."""
 Progress = Callable[[int, int], None]
 
 
@@ -229,12 +237,16 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
     cache = {row(t)["key"]: row(t) for t in finished(study)}
     done, asked = len(cache), len(study.trials)
     most = ASK_LIMIT * budget
+    floor = floors(space, budget)
+    tried = Counter(r["system"] for r in cache.values())  # distinct configurations, running too
     pool, submit, close = _executor(jobs, ray_address)
     running: dict[Future[Any], tuple[str, Any, Point]] = {}  # future -> key, trial, point
     keys: set[str] = set()  # running
     try:
         while (done < budget and asked < most) or running:
             while done + len(running) < budget and len(running) < jobs and asked < most:
+                _keep_floor(study, space, floor, tried, budget - done - len(running),
+                            cache.keys() | keys, asked)
                 trial = study.ask()
                 asked += 1
                 point = suggest(trial, space)
@@ -244,6 +256,7 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
                 else:
                     running[submit(point.config(space.plan))] = (key, trial, point)
                     keys.add(key)
+                    tried[point.system] += 1
             if progress is not None:
                 progress(done, budget)
             if not running:
@@ -267,6 +280,36 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
                 proc.terminate()
+
+
+def floors(space: Space, budget: int) -> dict[str, int]:
+    """The fewest configurations each system gets (MIN_SHARE); none when the budget
+    covers the whole space (an exhaustive plan tries everything anyway)."""
+    points = space.points()
+    if len(points) <= budget:
+        return {}
+    per = int(budget * MIN_SHARE) // len(space.systems)
+    sizes = Counter(p.system for p in points)
+    return {s: min(per, sizes[s]) for s in space.systems}
+
+
+def _keep_floor(study: Any, space: Space, floor: dict[str, int], tried: Counter[str],
+                left: int, taken: set[str], asked: int) -> None:
+    """When the budget left is no more than the systems' shortfall below their
+    floors, the next configuration is an untried one (at random) of the system
+    furthest below, enqueued so that the sampler still learns from it."""
+    from optuna.trial import TrialState
+
+    short = {s: f - tried[s] for s, f in floor.items() if tried[s] < f}
+    if not short or sum(short.values()) < left:
+        return
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return  # an enqueued point comes first anyway
+    system = max(short, key=lambda s: short[s])  # ties: the first in the space's order
+    untried = [p for p in space.points()
+               if p.system == system and p.key(space.plan) not in taken]
+    if untried:
+        study.enqueue_trial(params_of(random.Random(asked).choice(untried)))
 
 
 def _fail_stale(study: Any) -> None:
