@@ -173,7 +173,7 @@ def commands() -> list[tuple[list[str], click.Command]]:
 
     def walk(cmd: click.Command, path: list[str]) -> None:
         found.append((path, cmd))
-        if isinstance(cmd, click.Group):
+        if getattr(cmd, "commands", None):  # a group (Typer's click need not be `click`)
             for name, sub in cmd.commands.items():
                 walk(sub, [*path, name])
 
@@ -189,6 +189,11 @@ def help_text(*path: str) -> str:
     return "\n".join(lines)
 
 
+def test_the_walk_finds_every_command() -> None:
+    paths = {" ".join(path) for path, _ in commands()}
+    assert {"run", "plan", "sweep", "config show", "data check", "model init"} <= paths
+
+
 def test_every_option_and_argument_of_every_command_has_help() -> None:
     missing = [f"{' '.join(path)} {p.name}" for path, cmd in commands() for p in cmd.params
                if not getattr(p, "help", None)]
@@ -202,6 +207,27 @@ def test_no_help_text_has_a_space_before_a_period_or_lost_brackets() -> None:
         text = help_text(*path)
         assert not re.search(r"\w \.(\s|$)", text), (path, text)
         assert "[default: ()" not in text and "\\[" not in text, (path, text)
+
+
+def test_every_help_is_whole_at_80_columns_piped() -> None:
+    # piped (CliRunner is no terminal) at 80 columns: a word too long for its column
+    # is cut with an ellipsis by rich; no help may lose text that way
+    for path, cmd in commands():
+        if cmd.hidden:
+            continue
+        result = CliRunner(env={"COLUMNS": "80"}).invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "…" not in result.stdout, (path, result.stdout)
+        assert max(len(line) for line in result.stdout.splitlines()) <= 80, path
+
+
+def test_run_and_plan_help_point_to_the_presets() -> None:
+    for path in (["run"], ["plan"]):
+        text = help_text(*path)
+        for option in ("--model", "--gpu"):
+            line = next(x for x in text.splitlines()
+                        if x.lstrip("* ").startswith(option + " "))
+            assert "rolloutbench presets" in line, (path, line)
 
 
 def test_run_help_shows_the_config_defaults() -> None:

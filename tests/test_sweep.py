@@ -143,7 +143,7 @@ def test_resume_runs_only_the_missing_cell(tmp_path: Path) -> None:
     ('groups = [4, 6]\nupdate_groups = [2, 4]',
      "cell groups=6, update_groups=4: --update-groups: U=4 must divide"),
     ('"sim.rollout_gpu" = ["a100-40gb-pcie", "h100"]',
-     "cell sim.rollout_gpu='h100': --set sim.rollout_gpu: unknown hardware preset 'h100'"),
+     "cell sim.rollout_gpu='h100': sim.rollout_gpu: unknown hardware preset 'h100'"),
     ('"sim.calibration" = ["nope"]', "cell sim.calibration='nope': --set sim.calibration: no "
                                      "calibration named 'nope'"),
 ])
@@ -158,7 +158,7 @@ def test_a_bad_cell_is_refused_before_any_cell_runs(tmp_path: Path, grid: str,
 
 
 def test_a_bad_base_is_named_as_the_base() -> None:
-    with pytest.raises(ConfigError, match=r"^base: --set sim.model: unknown model preset"):
+    with pytest.raises(ConfigError, match=r"^base: sim.model: unknown model preset"):
         parse_spec(spec(base={**TINY, "sim": {"model": "qwen3-17b"}}, grid={"groups": [4, 8]}))
 
 

@@ -74,9 +74,12 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
         apply(cfg, load_toml(config))
     steps = options.pop("steps_per_rollout", None)
     ray_address = options.pop("ray_address", None)
+    sim = {"model": options.pop("model", None), "rollout_gpu": options.pop("gpu", None)}
     apply(cfg, {k: v for k, v in options.items() if v is not None})
     if ray_address is not None:
         cfg.live.ray_address = str(ray_address)
+    if any(v is not None for v in sim.values()):  # run's --model and --gpu
+        apply(cfg, {"sim": {k: v for k, v in sim.items() if v is not None}})
     for assignment in sets:
         set_path(cfg, assignment)
     if steps is not None:  # R = G x U; an R given beside it must agree

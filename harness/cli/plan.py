@@ -19,6 +19,7 @@ from rich.table import Table
 from harness.cli.common import _interrupt, console, fail
 from harness.core.config import ConfigError
 from harness.core.registry import UnknownName
+from harness.sim.calibration import names as calibration_names
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -34,9 +35,10 @@ _opt = typer.Option
 def plan_cmd(
     out: Annotated[Path, _opt(help="Folder for plan.csv, pareto.csv, best/, pareto.png and "
                               "the study (rerun the same command to resume).")],
-    model: Annotated[str, _opt(help="Model preset (harness/sim/presets/models.toml).")],
+    model: Annotated[str, _opt(help="Model preset (`rolloutbench presets` lists them) or the "
+                               "path of a Hugging Face config.json.")],
     gpus: Annotated[int, _opt(help="GPUs in the cluster, N.")],
-    gpu: Annotated[str, _opt(help="GPU preset (harness/sim/presets/hardware.toml).")],
+    gpu: Annotated[str, _opt(help="GPU preset (`rolloutbench presets` lists them).")],
     workload: Annotated[str, _opt(help="Workload profile, or trace:PATH (see `workloads`).")],
     groups: Annotated[int | None, _opt("--groups", "-R", help="Groups per rollout R.",
                                        show_default="32")] = None,
@@ -76,8 +78,8 @@ def plan_cmd(
     trainer_gpu: Annotated[str, _opt(help="A separate trainer pool's GPU preset (then the N "
                                      "GPUs are all the engine's).")] = "",
     trainer_gpus: Annotated[int, _opt(help="GPUs of the separate trainer pool.")] = 0,
-    calibration: Annotated[str, _opt(help="Simulator calibration "
-                                     "(harness/sim/calibration/NAME.toml).")] = "rolloutpipe",
+    calibration: Annotated[str, _opt(help="Simulator calibration: "
+                                     f"{', '.join(calibration_names())}.")] = "rolloutpipe",
     systems: Annotated[str | None, _opt(help="Comma-separated systems to consider.",
                                         show_default="every registered one")] = None,
 ) -> None:

@@ -35,7 +35,7 @@ def calibrate_cmd(
     = Path("runs/live-model"),
     out: Annotated[Path | None, typer.Option(
         help="engine: the calibration file to write (the Ray one goes beside it, "
-             "NAME-ray.toml), default runs/calibration/HOST/cpu-live.toml; kernels: the "
+             "NAME-ray.toml), default cpu-live.toml in runs/calibration/HOST; kernels: the "
              "folder for the table, default the user cache (~/.cache/rolloutbench).")]
     = None,
     max_model_len: Annotated[int, typer.Option(

@@ -97,6 +97,13 @@ def run_cmd(
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds." + shown(D.rounds))]
     = None,
     seed: Annotated[int | None, typer.Option(help="Random seed." + shown(D.seed))] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Simulator: the model, a preset (`rolloutbench presets` lists them) or a "
+             "Hugging Face config.json path; sim.model." + shown(D.sim.model))] = None,
+    gpu: Annotated[str | None, typer.Option(
+        help="Simulator: the engines' GPU preset (`rolloutbench presets` lists them), "
+             "sim.rollout_gpu; the trainer's: --set sim.trainer_gpu=NAME."
+             + shown(D.sim.rollout_gpu))] = None,
     runtime: Annotated[str | None, typer.Option(
         help="sim (the simulator) or live (a real engine and trainer)."
              + shown(D.runtime))] = None,
@@ -129,7 +136,7 @@ def run_cmd(
                            concurrency=concurrency, max_lag=max_lag,
                            over_sampling_groups=over_sampling_groups,
                            steps_per_rollout=steps_per_rollout, runtime=runtime,
-                           ray_address=ray_address)
+                           ray_address=ray_address, model=model, gpu=gpu)
         check_knobs(cfg.system, cfg)
         refuse_existing_run(out, force)
     except (ConfigError, UnknownName) as err:

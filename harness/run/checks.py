@@ -78,13 +78,13 @@ def _check_sim(cfg: RunConfig) -> None:
     from harness.sim.runtime import kv_capacity_tokens
 
     s = cfg.sim
-    for option, load, name in (("sim.model", load_model, s.model),
-                               ("sim.rollout_gpu", load_hardware, s.rollout_gpu),
+    for option, load, name in (("sim.model", load_model, s.model),  # run's --model
+                               ("sim.rollout_gpu", load_hardware, s.rollout_gpu),  # --gpu
                                ("sim.trainer_gpu", load_hardware, s.trainer_gpu)):
         try:
             load(name)
         except UnknownName as err:
-            raise ConfigError(f"--set {option}: {err}") from None
+            raise ConfigError(f"{option}: {err}") from None
         if name != name.lower() and not is_config_path(name):  # "H100-SXM" is h100-sxm:
             setattr(s, option.split(".")[1], name.lower())  # one name in traces and tables
     _check_fits(cfg)

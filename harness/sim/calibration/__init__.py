@@ -20,6 +20,12 @@ PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhe
           "weight_sync_s", "materialize_s", "drift", "switch_s")
 
 
+def names() -> list[str]:
+    """The committed calibrations, by name."""
+    folder = resources.files("harness.sim.calibration")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
 def path_of(name: str) -> Path:
     """A committed calibration by name, or a calibration file by path (a name that
     ends in .toml or holds a '/': what `calibrate engine --out` wrote)."""
