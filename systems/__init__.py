@@ -5,6 +5,10 @@ beyond the shared ones: harness.run.knob_check refuses the others) and `async ru
 it is built fresh for every run. It may define `paper_defaults(cfg)`, which fills
 its unset knobs with its paper's settings. Systems use `harness.core.runtime` only,
 never a runtime's internals, so each runs unchanged on the simulator and on real components.
+
+A user's own package adds systems without editing this repository: it names each
+class under the entry-point group `rolloutbench.systems` (systems.plugins), as
+pytest plugins do, and every command sees it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.registry import unknown_name
+from systems import plugins
 from systems.april import APRIL
 from systems.cgp import CGP
 from systems.cgp_april import CGPAPRIL
@@ -22,8 +27,9 @@ from systems.rollpacker import RollPacker
 from systems.slime import Slime
 from systems.verl import VeRL
 
-SYSTEMS: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
+BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail)}
+SYSTEMS: dict[str, Any] = {**BUILTIN, **plugins.load(BUILTIN)}
 
 
 def system_names() -> list[str]:

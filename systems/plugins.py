@@ -1,0 +1,54 @@
+"""Systems from other packages: the entry-point group `rolloutbench.systems`.
+
+A package declares, in its pyproject.toml,
+
+    [project.entry-points."rolloutbench.systems"]
+    mine = "my_package.my_system:MySystem"
+
+and once it is installed beside rolloutbench, `mine` is a system like the
+built-in ones (`rolloutbench systems`, `run --system mine`, sweeps, plans). A
+plugin that fails to load, lacks a system's attributes or reuses a name already
+taken is skipped with a one-line warning naming it: one broken package must not
+take the tool down with it.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+GROUP = "rolloutbench.systems"
+NEEDS = ("name", "summary", "knobs", "run")
+
+
+def problem(cls: Any, entry: EntryPoint, taken: dict[str, Any]) -> str | None:
+    """Why a loaded entry point is not a usable system (None: it is)."""
+    missing = [attr for attr in NEEDS if not hasattr(cls, attr)]
+    if missing:
+        return f"not a system (no {', '.join(missing)})"
+    if not isinstance(cls.name, str) or not cls.name:
+        return "its `name` is not a non-empty string"
+    if cls.name != entry.name:
+        return f"its name {cls.name!r} differs from the entry point's"
+    if cls.name in taken:
+        return f"the name {cls.name!r} is taken by {taken[cls.name].__module__}"
+    return None
+
+
+def load(taken: dict[str, Any]) -> dict[str, Any]:
+    """The systems that installed packages declare, by name, in entry-point order."""
+    found: dict[str, Any] = {}
+    for entry in entry_points(group=GROUP):
+        try:
+            cls = entry.load()
+        except Exception as err:  # noqa: BLE001  (a plugin's own bug: named, skipped)
+            why = f"failed to load: {type(err).__name__}: {err}".splitlines()[0]
+        else:
+            why = problem(cls, entry, {**taken, **found})
+        if why is None:
+            found[cls.name] = cls
+        else:
+            print(f"warning: system plugin {entry.name} = {entry.value}: {why}; skipped",
+                  file=sys.stderr)
+    return found
