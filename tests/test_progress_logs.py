@@ -90,6 +90,20 @@ def follow(path: Path) -> tuple[list[str], list[str]]:
     return stages, notices
 
 
+def test_a_muted_follower_says_nothing_more(tmp_path: Path) -> None:
+    # Ctrl-C mutes it: rounds a run still starts while it is being stopped are not said
+    trace = tmp_path / "trace.jsonl"
+    write_trace(trace, [{"t": 0, "ev": "run_start"}, {"t": 1, "ev": "rollout_start", "round": 0}])
+    stages: list[str] = []
+    follower = TraceFollower(trace, "live cgp", 3, stages.append, stages.append)
+    follower.poll()
+    follower.mute()
+    with open(trace, "a") as fh:
+        fh.write('{"t": 2, "ev": "rollout_start", "round": 1}\n')
+    follower.poll()
+    assert stages == ["live cgp: starting the engine and the trainer", "live cgp: round 1 of 3"]
+
+
 def test_follower_says_stages_and_no_notice_when_none_was_needed(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     write_trace(trace, [{"t": 0, "ev": "run_start"},

@@ -11,6 +11,7 @@ configuration, and on Ctrl-C cancels the run so the trace still ends with a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,11 @@ class ControlActor:
         await runtime.run_async(system or get_system(cfg.system))
 
 
-def run_on_ray(cfg: RunConfig, trace_path: str | Path, system: Any = None) -> None:
-    """Run one live configuration on Ray; the trace is written on this node."""
+def run_on_ray(cfg: RunConfig, trace_path: str | Path, system: Any = None,
+               on_interrupt: Callable[[], None] | None = None) -> None:
+    """Run one live configuration on Ray; the trace is written on this node.
+    `on_interrupt` is called first thing at Ctrl-C (the progress lines fall silent
+    while the actor is cancelled, which can take seconds)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -48,6 +52,8 @@ def run_on_ray(cfg: RunConfig, trace_path: str | Path, system: Any = None) -> No
         try:
             ray.get(ref)
         except KeyboardInterrupt:
+            if on_interrupt is not None:
+                on_interrupt()
             ray.cancel(ref)
             try:
                 ray.get(ref, timeout=60)

@@ -29,12 +29,19 @@ class TraceFollower(threading.Thread):
         self.path, self.label, self.rounds = Path(path), label, rounds
         self.update, self.say, self.every_s = update, say, every_s
         self._halt = threading.Event()
+        self._muted = threading.Event()
         self._pos = 0
         self._rest = b""
 
     def run(self) -> None:
         while not self._halt.wait(self.every_s):
             self.poll()
+
+    def mute(self) -> None:
+        """Say nothing more: after Ctrl-C the run takes a few seconds to stop (a Ray
+        actor to cancel, an engine to shut down), and rounds it still starts in
+        that time are not news."""
+        self._muted.set()
 
     def stop(self) -> None:
         self._halt.set()
@@ -57,6 +64,8 @@ class TraceFollower(threading.Thread):
                 continue
 
     def on_event(self, ev: dict[str, Any]) -> None:
+        if self._muted.is_set():
+            return
         kind, what = ev.get("ev"), ev.get("what")
         if kind == "run_start":
             self.update(f"{self.label}: starting the engine and the trainer")

@@ -34,7 +34,10 @@ def _run_live(cfg: RunConfig, trace_path: str | os.PathLike[str], system: Any) -
             else:
                 from harness.live.on_ray import run_on_ray
 
-                run_on_ray(cfg, trace_path, system)
+                run_on_ray(cfg, trace_path, system, on_interrupt=follower.mute)
+        except KeyboardInterrupt:
+            follower.mute()
+            raise
         finally:
             follower.stop()
 
