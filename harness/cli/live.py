@@ -301,8 +301,9 @@ def live_demo_cmd(
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite the demo already in OUT (its model is kept).")] = False,
 ) -> None:
-    """Six systems live on the tiny warmed-up model: slime, cgp, cgp-fgd, pipelinerl,
-    april and rollpacker (needs `make setup-live`). Not run: verl, whose point is
+    """Six systems live on a real engine and trainer, each response replayed to the
+    length LSAT-AR's long tail assigns it: slime, cgp, cgp-fgd, pipelinerl, april
+    and rollpacker (needs `make setup-live`; a few minutes). Not run: verl, whose point is
     colocation (one live engine and trainer do not share memory, so it would run as
     slime), and cgp-april and cgp-tail, combinations of the six; run any of them
     with `rolloutbench run --runtime live --system NAME`."""
