@@ -104,3 +104,100 @@ def test_the_summary_gives_the_probes_and_the_probed_twins_errors(tmp_path: Path
     assert "its 18 microbenchmarks within 12.5% rms (over 10%" in text
     table = pd.read_csv(tmp_path / "validate.csv")
     assert (table.rel_error_probed == 0).all() and (table.sim_probed == table.live).all()
+    # before and after alike in every cell: the machine did not move within one
+    assert s["noise_floor"] == 0.0
+    first = text.splitlines()[0]
+    assert first.startswith("**Headline: the simulated twin is within 0.0% of the live runs**")
+    assert "noise floor 0.0%" in first and "one calibration for the whole grid" in first
+
+
+def probe(decode: dict[str, float], factors: list[float]) -> list[dict[str, float]]:
+    """probe_decode's rows at batches 1, 4, 16, 64, each step `factor` x the fit."""
+    return [{"batch": b, "context_tokens": b * 524.0,
+             "step_s": f * drift.predicted(decode, b, b * 524.0)}
+            for b, f in zip((1, 4, 16, 64), factors, strict=True)]
+
+
+def test_a_calibration_that_its_probes_agree_with_holds() -> None:
+    decode = {**DECODE, "fit_rel_rms": 0.04}
+    verdict = drift.check(decode, probe(decode, [1.02] * 4), probe(decode, [1.0] * 4))
+    # level: geometric mean of four 1.02s and four 1.0s; noise: log(1.02) / sqrt(2)
+    assert verdict.level == pytest.approx(math.sqrt(1.02))
+    assert verdict.noise == pytest.approx(math.log(1.02) / math.sqrt(2))
+    assert verdict.tolerance == pytest.approx(0.04 + 3 * math.log(1.02) / math.sqrt(2))
+    assert verdict.ok and verdict.why() == ""
+
+
+def test_a_calibration_the_machine_left_behind_is_measured_again() -> None:
+    # the second validation of issue 18: a fit within 6.1% rms, probes 1.33-1.47x it
+    decode = {**DECODE, "fit_rel_rms": 0.061}
+    verdict = drift.check(decode, probe(decode, [1.33, 1.40, 1.45, 1.47]),
+                          probe(decode, [1.35, 1.41, 1.44, 1.46]))
+    assert verdict.fit_ok and not verdict.probes_ok and not verdict.ok
+    assert "two probes just after it read 1.41x its fit" in verdict.why()
+    loose = drift.check({**DECODE, "fit_rel_rms": 0.152}, probe(DECODE, [1.0] * 4),
+                        probe(DECODE, [1.0] * 4))
+    assert loose.probes_ok and not loose.ok  # 15.2% rms over its own microbenchmarks
+    assert loose.why().startswith("its fit is 15.2% rms over its own microbenchmarks")
+    # with no noise and a tight fit, 5% either way is still agreement (NOISE_FLOOR)
+    tight = {**DECODE, "fit_rel_rms": 0.0}
+    assert drift.check(tight, probe(tight, [1.049] * 4), probe(tight, [1.049] * 4)).ok
+    assert not drift.check(tight, probe(tight, [1.06] * 4), probe(tight, [1.06] * 4)).ok
+
+
+def test_the_noise_floor_is_the_machines_move_within_a_cell() -> None:
+    rows = [{"cell": c, "when": w, "batch": b, "step_s": s}
+            for c, w, b, s in (("a", "before", 1, 1.0), ("a", "after", 1, 1.1),
+                               ("a", "before", 4, 2.0), ("a", "after", 4, 2.2),
+                               ("b", "before", 1, 1.0), ("b", "after", 1, 0.96),
+                               ("c", "before", 1, 1.0), ("c", "after", 1, 1.02))]
+    # moves: a 10%, b 4%, c 2%: the median 4%
+    assert compare.noise_floor(pd.DataFrame(rows)) == pytest.approx(0.04)
+
+
+def test_the_summary_says_what_the_calibration_check_decided() -> None:
+    held = [{"attempt": 1, "fit_rel_rms": 0.2, "probe_level": 1.4, "probe_noise": 0.01,
+             "ok": False, "used": False, "why": "loose"},
+            {"attempt": 2, "fit_rel_rms": 0.05, "probe_level": 1.03, "probe_noise": 0.02,
+             "ok": True, "used": True, "why": ""}]
+    line = compare.calibration_line({"calibration_check": held})
+    assert line == ("- calibration checked before the grid: attempt 2 of 2 held (fit 5.0% rms, "
+                    "two probes just after it 1.03x the fit, probe noise 2.0%)")
+    failed = [{**r, "ok": False, "used": r["attempt"] == 1, "why": "probes 1.40x"}
+              for r in held]
+    line = compare.calibration_line({"calibration_check": failed})
+    assert line.startswith("- warning: no calibration held in 2 attempts; the grid used "
+                           "attempt 1 of 2, whose probes came closest (probes 1.40x)")
+    assert compare.calibration_line({}) is None
+
+
+def test_calibration_is_measured_again_until_it_holds(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import types
+
+    from harness.live import measure as live_measure
+    from harness.live import session as live_session
+    from harness.studies.validate import run
+
+    # attempt 1: probes 1.4x the fit (the machine moved); attempt 2: they agree
+    levels = iter([1.4, 1.4, 1.0, 1.01])
+    decode = {**DECODE, "fit_rel_rms": 0.05}
+
+    async def measure(session: object, cfg: RunConfig, out: Path) -> dict:
+        out.write_text(f"# {out.name}\n")
+        return {"decode": decode}
+
+    async def probe_decode(llm: object, window: int, tag: str) -> list[dict[str, float]]:
+        return probe(decode, [next(levels)] * 4)
+
+    monkeypatch.setattr(live_session, "measure", measure)
+    monkeypatch.setattr(live_measure, "probe_decode", probe_decode)
+    said: list[str] = []
+    session = types.SimpleNamespace(backend=types.SimpleNamespace(llm=None))
+    used = tmp_path / "calibration.toml"
+    asyncio.run(run._calibrate(session, RunConfig(), used, said.append))
+    assert used.read_text() == "# calibration-attempt-2.toml\n"
+    check = pd.read_csv(tmp_path / "calibration-check.csv")
+    assert check.ok.tolist() == [False, True] and check.used.tolist() == [False, True]
+    assert any("calibration attempt 1: two probes just after it read 1.40x" in s for s in said)
