@@ -100,6 +100,10 @@ def plan_cmd(
             raise rc.PlanError(f"--jobs {jobs}: must be a positive integer")
         names = [s.strip() for s in systems.split(",")] if systems else None
         space = build_space(plan, names)
+        if ray_address:  # before anything is written: it must answer, and accept us
+            from harness.shared.ray_connect import check_address
+
+            check_address(ray_address)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     _stage(f"space: {len(space.systems)} systems, {len(space.points())} distinct "

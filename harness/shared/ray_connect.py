@@ -7,8 +7,12 @@ existing cluster and ships this checkout's code (`harness`, `systems`,
 Why the probe: `ray.init` on an address where no cluster answers retries for
 many minutes inside C++ code, deaf to Ctrl-C. So an address is first probed
 with plain sockets (interruptible, bounded by `timeout_s()`): a TCP connect,
-then the HTTP/2 greeting every gRPC server (Ray's GCS, Ray client) sends. Only
-an address that answers reaches `ray.init`.
+then the HTTP/2 greeting every gRPC server (Ray's GCS, Ray client) sends, then
+the GCS's first question with this process's token (`ray_auth`): a cluster
+that refuses it is said in one line at once, with how to authenticate. Only an
+address that answers, and accepts us, reaches `ray.init`; every command with
+--ray-address probes before it writes anything, and `connect` probes again.
+While `ray.init` joins, Ray's own lines are kept off the terminal (`ray_quiet`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import time
 from typing import Any
 
 from harness.core.config import ConfigError
+from harness.shared import ray_auth
+from harness.shared.ray_quiet import Capture, quiet_stderr
 
 NAMESPACE = "rolloutbench"
 TIMEOUT_ENV = "ROLLOUTBENCH_RAY_TIMEOUT"
@@ -99,10 +105,11 @@ def _check_gcs(host: str, port: int, where: str, limit: float, left: float) -> N
     except ImportError:  # no Ray either: `connect` says so
         return
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    token = ray_auth.metadata(where)  # what ray.init sends; a token mode with none: refused
     channel = grpc.insecure_channel(target)
     try:
         call = channel.unary_unary(_GET_CLUSTER_ID)
-        future = call.future(b"", timeout=left)  # b"": an empty GetClusterIdRequest
+        future = call.future(b"", timeout=left, metadata=token)  # b"": GetClusterIdRequest
         answered = threading.Event()
         future.add_done_callback(lambda _f: answered.set())
         answered.wait(left + 1.0)
@@ -118,7 +125,9 @@ def _check_gcs(host: str, port: int, where: str, limit: float, left: float) -> N
         if code == grpc.StatusCode.UNAVAILABLE:
             raise ConfigError(f"{where}: no Ray cluster answers there "
                               f"({err.details()})") from None
-        # anything else (authentication, say): ray.init explains it
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            raise ConfigError(ray_auth.refused(where)) from None
+        # anything else: ray.init explains it
     except grpc.FutureTimeoutError:
         raise ConfigError(f"{where}: no answer from Ray's GCS within {limit:g} s "
                           f"({TIMEOUT_ENV} sets the wait)") from None
@@ -149,9 +158,13 @@ def _check_grpc(sock: socket.socket, where: str, limit: float) -> None:
 def connect(address: str, num_cpus: int | None = None,
             env_vars: dict[str, str] | None = None) -> bool:
     """Connect unless connected already; True when this call connected (and so
-    should call `ray.shutdown()` when done). An address that does not answer is a
-    ConfigError naming it, within `timeout_s()`."""
-    import ray
+    should call `ray.shutdown()` when done). Any failure is a one-line ConfigError
+    naming the address: within `timeout_s()`, Ray's own lines kept off the terminal."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--ray-address: Ray is not installed (pip install -e '.[ray]')"
+                          ) from None
 
     import harness
     import systems
@@ -171,18 +184,30 @@ def connect(address: str, num_cpus: int | None = None,
         runtime_env["py_modules"] = [harness, systems, workloads]
     kwargs = {**where, "namespace": NAMESPACE, "log_to_driver": False,
               "logging_level": logging.ERROR, "runtime_env": runtime_env}
-    try:
-        if address == "local":  # starts processes: not to be abandoned half-way
+    named = f"--ray-address {address}"
+    if address == "local":  # starts processes: not to be abandoned half-way
+        try:
             ray.init(**kwargs)
-        else:
-            _init_bounded(ray, address, kwargs)
-    except ConnectionError as err:
-        raise ConnectionError(f"{err}; a cluster started with token authentication (Ray's "
-                              "default) needs RAY_AUTH_MODE=token here too") from None
+        except Exception as err:  # noqa: BLE001  (one line)
+            raise ConfigError(f"{named}: {_one_line(err)}") from None
+        return True
+    with quiet_stderr() as capture:
+        try:
+            _init_bounded(ray, address, kwargs, capture)
+        except Exception as err:  # noqa: BLE001  (Ray's, of any kind, or our timeout: one line)
+            if ray_auth.is_refusal(err, capture.text()):  # Ray's lines say why, its error not
+                raise ConfigError(ray_auth.refused(named)) from None
+            text = str(err) if isinstance(err, ConfigError) else f"{named}: {_one_line(err)}"
+            raise ConfigError(text + capture.note()) from None
     return True
 
 
-def _init_bounded(ray: Any, address: str, kwargs: dict[str, Any]) -> None:
+def _one_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"
+
+
+def _init_bounded(ray: Any, address: str, kwargs: dict[str, Any], capture: Capture) -> None:
     """`ray.init` on a helper thread, waited for at most `timeout_s()`: a cluster
     that accepts the connection but never completes Ray's handshake (or a proxy
     in between) is given up on with one line, and Ctrl-C works while waiting.
@@ -201,7 +226,13 @@ def _init_bounded(ray: Any, address: str, kwargs: dict[str, Any]) -> None:
 
     limit = timeout_s()
     threading.Thread(target=init, name="ray-init", daemon=True).start()
-    if not done.wait(limit):
+    try:
+        answered = done.wait(limit)
+    except BaseException:  # Ctrl-C: the thread goes on, its lines still off the terminal
+        capture.abandon()
+        raise
+    if not answered:
+        capture.abandon()
         raise ConfigError(f"--ray-address {address}: the cluster did not complete Ray's "
                           f"handshake within {limit:g} s ({TIMEOUT_ENV} sets the wait)")
     if outcome["error"] is not None:

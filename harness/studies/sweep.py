@@ -289,26 +289,14 @@ def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
     pool.shutdown()
 
 
-def run_ray(cells: list[Cell], address: str, jobs: int, done: Done) -> None:
-    """Ray tasks: 'local' starts a private Ray; any other address joins a cluster,
-    shipping this checkout's code so the nodes run what we run."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--ray-address: Ray is not installed "
-                          "(pip install -e '.[ray]')") from None
-    from harness.shared.ray_connect import connect
+def run_ray(cells: list[Cell], done: Done) -> None:
+    """Ray tasks on the Ray `run_sweep` joined: the nodes run this checkout's code."""
+    import ray
 
-    try:
-        started = connect(address, num_cpus=jobs)
-    except ConfigError:  # the address does not answer: its one line names it
-        raise
-    except Exception as err:  # noqa: BLE001  (no cluster there: say so in one line)
-        raise ConfigError(f"--ray-address {address}: {_one_line(err)}") from None
     task = ray.remote(num_cpus=1)(run_cell)
     refs = {task.remote(c.config, None): c for c in cells}
+    waiting = list(refs)
     try:
-        waiting = list(refs)
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
             try:
@@ -320,22 +308,19 @@ def run_ray(cells: list[Cell], address: str, jobs: int, done: Done) -> None:
         for ref in waiting:
             ray.cancel(ref, force=True)
         raise
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None,
               on_done: Done | None = None, retry_failed: bool = False) -> list[Cell]:
     """Run the cells not done yet; results are written as each cell ends and the
-    tables are rewritten at the end even on Ctrl-C. Returns the cells that ran."""
+    tables are rewritten at the end even on Ctrl-C. Returns the cells that ran.
+    With `ray_address`, Ray is joined first: one that fails leaves OUT as it was."""
     from harness.core.files import provenance
+    from harness.shared.ray_connect import connect
 
     todo = pending(sweep, out, retry_failed)
-    if todo and ray_address:  # an address that does not answer: refused before OUT is made
-        from harness.shared.ray_connect import check_address
-
-        check_address(ray_address)
+    on_ray = bool(todo and ray_address)
+    started = on_ray and connect(str(ray_address), num_cpus=jobs)  # fails in one line
     prov = provenance()
     ran: list[Cell] = []
 
@@ -346,12 +331,18 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
             on_done(cell, result)
 
     try:
-        if todo and ray_address:
-            run_ray(todo, ray_address, jobs, done)
+        if on_ray:
+            run_ray(todo, done)
         elif todo:
             run_local(todo, out, jobs, done)
     finally:
-        write_tables(sweep, out)
+        try:
+            write_tables(sweep, out)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
     return ran
 
 

@@ -191,10 +191,13 @@ def _executor(jobs: int, ray_address: str | None
         except ImportError:
             raise PlanError("--ray-address: Ray is not installed (pip install -e '.[ray]')"
                             ) from None
+        from harness.core.config import ConfigError
         from harness.shared.ray_connect import connect
 
         try:
             started = connect(ray_address, num_cpus=jobs)
+        except ConfigError:
+            raise  # its one line names the address
         except Exception as err:  # noqa: BLE001  (no cluster there: one line)
             raise PlanError(f"--ray-address {ray_address}: {err}") from None
         task = ray.remote(num_cpus=1)(evaluate)
