@@ -260,7 +260,7 @@ def test_help_choices_match_the_registries() -> None:
     assert all(name in text for name in WORKLOADS) and "shared/data" not in text
     # live-demo: the systems it runs, and each one it does not, named
     text = " ".join(help_text("live-demo").split())
-    runs = re.search(r"systems live on the tiny warmed-up model: ([^(]+) \(", text)
+    runs = re.search(r"long tail assigns it: ([^(]+) \(", text)
     assert runs is not None, text
     named = [x.strip() for x in re.split(r",| and ", runs.group(1)) if x.strip()]
     assert named == list(DEMO)

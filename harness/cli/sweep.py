@@ -17,7 +17,12 @@ from harness.shared.ray_connect import HELP as RAY_HELP
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 
-@commands.command("sweep")
+HELP = ("Run every cell of a sweep spec not done yet in OUT; write one table of all cells' "
+        "per-round metrics. Rerun the same command to resume after Ctrl-C.\n\n"
+        f"--ray-address: {RAY_HELP}")
+
+
+@commands.command("sweep", help=HELP)
 def sweep_cmd(
     spec: Annotated[Path, typer.Argument(
         help="Sweep spec (TOML): tables base, grid and zip, and repeats = N.")],
@@ -26,8 +31,8 @@ def sweep_cmd(
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Cells at a time." + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, typer.Option(
-        help="Run cells as Ray tasks on this cluster ('local': start a private Ray). "
-             f"{RAY_HELP}")]
+        help="Run cells as Ray tasks on this cluster ('local': start a private Ray); "
+             "see below.")]
     = None,
     retry_failed: Annotated[bool, typer.Option(
         help="Run again the cells recorded as failed.")] = False,
@@ -36,7 +41,7 @@ def sweep_cmd(
                         "cells (they stay in OUT/cells, out of the table).")] = False,
 ) -> None:
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
-    cells' per-round metrics. Rerun the same command to resume after Ctrl-C."""
+    cells' per-round metrics."""  # the command's help is HELP: it names the Ray timeout
     from harness.run.knob_check import knob_warnings
     from harness.studies.sweep import foreign_cells, load_spec, pending, read_result, run_sweep
 
