@@ -22,7 +22,10 @@ import pytest  # noqa: E402
 from harness.analysis.gantt import BATCH_FONT, CHAR_PT, label_batches  # noqa: E402
 from harness.analysis.labels import label  # noqa: E402
 from harness.analysis.plot import plot_figure  # noqa: E402
-from harness.studies.reproduce import april, pipelinerl, rolloutpipe_plots, rollpacker  # noqa: E402
+from harness.studies.reproduce.april import figures as april  # noqa: E402
+from harness.studies.reproduce.pipelinerl import figures as pipelinerl  # noqa: E402
+from harness.studies.reproduce.rolloutpipe import figures as rolloutpipe  # noqa: E402
+from harness.studies.reproduce.rollpacker import figures as rollpacker  # noqa: E402
 
 RESULTS = Path(__file__).parents[1] / "results"
 
@@ -66,7 +69,7 @@ def check_figure(fig: Any) -> None:
 def caught(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Figures handed to save_figure by the reproduction modules, kept open."""
     figs: list[Any] = []
-    for module in (april, pipelinerl, rollpacker, rolloutpipe_plots):
+    for module in (april, pipelinerl, rollpacker, rolloutpipe):
         monkeypatch.setattr(module, "save_figure", lambda fig, path: figs.append(fig))
     yield figs
     for fig in figs:
@@ -81,8 +84,8 @@ def _csv(name: str) -> pd.DataFrame:
 
 def test_reproduction_figures_are_readable(caught: list[Any]) -> None:
     rp = _csv("rolloutpipe.csv")
-    rolloutpipe_plots.figure4(rp, Path("x.png"))
-    rolloutpipe_plots.figure5(rp, Path("x.png"))
+    rolloutpipe.figure4(rp, Path("x.png"))
+    rolloutpipe.figure5(rp, Path("x.png"))
     april.figure(_csv("april.csv"), Path("x.png"))
     pipelinerl.figure(_csv("pipelinerl.csv"), Path("x.png"))
     rollpacker.figure(_csv("rollpacker_table2.csv"), Path("x.png"))
@@ -94,7 +97,7 @@ def test_reproduction_figures_are_readable(caught: list[Any]) -> None:
 
 def test_fig4_labels_sit_above_the_error_bars(caught: list[Any]) -> None:
     rp = _csv("rolloutpipe.csv")
-    rolloutpipe_plots.figure4(rp, Path("x.png"))
+    rolloutpipe.figure4(rp, Path("x.png"))
     (fig,) = caught
     fig.canvas.draw()
     assert "CGP+FGD's change against Slime" in fig._suptitle.get_text()

@@ -21,9 +21,9 @@ from harness.sim.presets import load_hardware, load_model
 from harness.studies.claims import Claim, to_csv
 from harness.studies.claims_md import to_markdown
 from harness.studies.reproduce.bracket import solve
+from harness.studies.reproduce.family import Miss
 from harness.studies.reproduce.would_need import joined, misses
 from harness.studies.reproduce.would_need import to_csv as need_csv
-from harness.studies.reproduce.would_need_base import Miss
 
 
 def test_roofline_floor_by_hand() -> None:

@@ -35,7 +35,9 @@ GRID = """
 import json, sys, tempfile, time
 from pathlib import Path
 import harness
-if (Path(harness.__file__).parent / "studies").is_dir():
+if (Path(harness.__file__).parent / "studies" / "reproduce" / "rolloutpipe").is_dir():
+    from harness.studies.reproduce.rolloutpipe import runs as rp
+elif (Path(harness.__file__).parent / "studies").is_dir():  # before the paper folders
     from harness.studies.reproduce import rolloutpipe as rp
 else:  # a base commit from before the layers (harness/reproduce)
     from harness.reproduce import rolloutpipe as rp
@@ -56,7 +58,7 @@ print(json.dumps({"wall": wall, "cpu": cpu, "events": events, "simulated": simul
 STEP_GRID = """
 import json, sys, tempfile, time
 from pathlib import Path
-from harness.studies.reproduce import rolloutpipe as rp
+from harness.studies.reproduce.rolloutpipe import runs as rp
 plain = rp.base_config
 def config(seed, rounds):
     cfg = plain(seed, rounds)
@@ -109,7 +111,7 @@ print(json.dumps({"wall": time.perf_counter() - start, "configurations": rows}))
 SCALING = """
 import json, sys, tempfile, time
 from pathlib import Path
-from harness.studies.reproduce.rolloutpipe import base_config
+from harness.studies.reproduce.rolloutpipe.runs import base_config
 from harness.run.execute import execute
 out = []
 with tempfile.TemporaryDirectory() as tmp:

@@ -25,8 +25,9 @@ from typing import Any
 from harness.core.config import RunConfig
 from harness.core.files import git_commit, write_atomic
 from harness.sim import calibration
-from harness.studies.reproduce import rolloutpipe as rp
 from harness.studies.reproduce.grid import run_grid
+from harness.studies.reproduce.rolloutpipe import claims as rp_claims
+from harness.studies.reproduce.rolloutpipe import runs as rp
 
 FIXED_NOTES = {
     "step_overhead_s": "per decode step: scheduling, sampling and kernel launches with CUDA "
@@ -72,7 +73,7 @@ def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float,
 
 def fit_rolloutpipe(write: bool = True, progress: bool = True) -> dict[str, Any]:
     log = print if progress else (lambda _m: None)
-    target = sum(rp.SLIME_FIRST_DISPATCH_R96) / 2
+    target = sum(rp_claims.SLIME_FIRST_DISPATCH_R96) / 2
 
     def rollout_s(bw_eff: float) -> float:
         df = _slime((96,), bw_eff=bw_eff, train_mfu=0.05)
@@ -89,7 +90,7 @@ def fit_rolloutpipe(write: bool = True, progress: bool = True) -> dict[str, Any]
         "trainer_compute_s"].mean()
     b = (c1 - c2) / (1 / m1 - 1 / m2)
     a = c1 - b / m1
-    paper = {k: v[0] for k, v in rp.TABLE1.items()}
+    paper = {k: v[0] for k, v in rp_claims.TABLE1.items()}
 
     def loss(m: float) -> float:
         return sum((math.log(a[k] + b[k] / m) - math.log(t)) ** 2 for k, t in paper.items())
@@ -134,7 +135,7 @@ def _toml(result: dict[str, Any], target: float) -> str:
         f"slime_rollout_complete_r96_target_s = {target}",
         "# Table 1, Slime column (s): workload, R, trainer compute",
     ]
-    for (w, r), v in rp.TABLE1.items():
+    for (w, r), v in rp_claims.TABLE1.items():
         lines.append(f'table1_slime_{w.replace("-", "_")}_r{r} = {v[0]}')
     lines += ["", "[result]"]
     lines += [f"{k} = {v}" for k, v in result.items() if k not in ("bw_eff", "train_mfu")]
@@ -152,10 +153,11 @@ def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
     """`bw_eff` of the MI300X engines, fitted so that the mean simulated GRPO
     baseline throughput over the six Table 1 cells equals the paper's mean.
     APRIL's own rows and the DAPO rows are not used."""
-    from harness.studies.reproduce import april
+    from harness.studies.reproduce.april import runs as april
+    from harness.studies.reproduce.april.claims import TABLE1
 
     log = print if progress else (lambda _m: None)
-    cells = [base for (algo, _), row in april.TABLE1.items() if algo == "grpo"
+    cells = [base for (algo, _), row in TABLE1.items() if algo == "grpo"
              for base, _ in row]
     target = sum(cells) / len(cells)
 
@@ -201,7 +203,7 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
     code and judge). The engine efficiency is RolloutPipe's fit, carried over;
     the reward workers are a prior (the reward share is then a check); no
     RollPacker number is used."""
-    from harness.studies.reproduce import rollpacker as rp
+    from harness.studies.reproduce.rollpacker import runs as rp
 
     log = print if progress else (lambda _m: None)
 

@@ -1,9 +1,17 @@
 """Paper reproductions on the simulator, and the merged claims table.
 
-Each paper's reproduction writes its own result files and figures (listed in
-OUTPUTS, which the README's `make reproduce-<paper>` table and the tests follow);
-`run` then merges its claims into OUT's tables and records its provenance
-(`harness.studies.reproduce.record`), keeping the rows of the papers it did not run.
+One folder per paper (`rolloutpipe/`, `pipelinerl/`, `april/`, `rollpacker/`)
+holds everything about that paper: its runs, its numbers and the claims made of
+them, its figures and its family of the would-need search, so that a reader finds
+a paper in one place and a new paper is one new folder (named in FOLDERS below).
+Beside them is what every paper uses: the worker pool (`pool`), the grid runner
+(`grid`), the claims tables and provenance (`record`), and the would-need search
+(`would_need`, which runs the families built on `family` with `bracket`'s solver).
+
+Each folder names what it writes (its RESULTS and FIGURES, gathered in OUTPUTS,
+which the README's `make reproduce-<paper>` table and the tests follow); `run`
+then merges its claims into OUT's tables and records its provenance (`record`),
+keeping the rows of the papers it did not run.
 """
 
 from __future__ import annotations
@@ -28,35 +36,22 @@ from harness.studies.reproduce.record import (
     write_provenance,
 )
 
-PAPERS: dict[str, Callable[..., list[Claim]]] = {
-    "rolloutpipe": rolloutpipe.reproduce,
-    "pipelinerl": pipelinerl.reproduce,
-    "april": april.reproduce,
-    "rollpacker": rollpacker.reproduce,
-}
+# The papers, in the order of the claims table. Each folder's package gives its name
+# (PAPER), `reproduce`, the files it writes, where its misses are read and `engine`.
+FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker)
+
+PAPERS: dict[str, Callable[..., list[Claim]]] = {p.PAPER: p.reproduce for p in FOLDERS}
 
 # What each reproduction writes: files in OUT, figures in FIGURES.
 OUTPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "rolloutpipe": (("rolloutpipe.csv", "rolloutpipe_table1.md", "rolloutpipe_frontier.csv"),
-                    ("rolloutpipe_fig4.png", "rolloutpipe_fig5.png",
-                     "rolloutpipe_frontier.png")),
-    "pipelinerl": (("pipelinerl.csv", "pipelinerl_appendix_a.csv"),
-                   ("pipelinerl_fig8_utilisation.png", "pipelinerl_fig9_analytic.png",
-                    "pipelinerl_throughput_ess.png")),
-    "april": (("april.csv", "april_gains.csv"), ("april_table1.png",)),
-    "rollpacker": (("rollpacker_table2.csv", "rollpacker_eta.csv", "rollpacker_table3.csv",
-                    "rollpacker_scaling.csv"),
-                   ("rollpacker_table2.png", "rollpacker_fig11_eta.png")),
-}
+    p.PAPER: (p.RESULTS, p.FIGURES) for p in FOLDERS}
 
 # One engine of each paper's setup: all of a paper's engines share its GPU and framework,
 # so this one says where its step times come from.
-ENGINES: dict[str, Callable[[], RunConfig]] = {
-    "rolloutpipe": lambda: rolloutpipe.base_config(0, 1),
-    "pipelinerl": lambda: pipelinerl.base("pipelinerl", 0),
-    "april": lambda: april.config("grpo", april.MODELS[0], april.DATASETS[0], True, 0, 1),
-    "rollpacker": lambda: rollpacker.config("7B/8k", "verl"),
-}
+ENGINES: dict[str, Callable[[], RunConfig]] = {p.PAPER: p.engine for p in FOLDERS}
+
+# Where each paper's misses are read (links relative to results/claims.md).
+READING: dict[str, tuple[str, str]] = {p.PAPER: p.READING for p in FOLDERS}
 
 
 def step_source(paper: str) -> str:
@@ -65,15 +60,6 @@ def step_source(paper: str) -> str:
         return ""
     s = ENGINES[paper]().sim
     return describe(s.step_model, s.rollout_gpu, s.engine_backend)
-
-
-# Where each paper's misses are read (links relative to results/claims.md).
-READING: dict[str, tuple[str, str]] = {
-    "rolloutpipe": ("the README's RolloutPipe reading", "../README.md#rolloutpipe"),
-    "pipelinerl": ("the README's PipelineRL reading", "../README.md#pipelinerl"),
-    "april": ("the README's APRIL reading", "../README.md#april"),
-    "rollpacker": ("the README's RollPacker reading", "../README.md#rollpacker"),
-}
 
 
 def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0,

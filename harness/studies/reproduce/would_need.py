@@ -3,10 +3,10 @@
 A prediction the simulator misses is settled by measurement, not by tuning: for
 each row of results/claims.csv with kind `prediction` that is not within its
 tolerance, this searches the one free parameter the claim is most sensitive to
-(its family, `harness/studies/reproduce/would_need_families.py`) for the value at which
-the simulator reproduces the paper's number (the paper's value, or the nearest
-edge of its range), and sets it beside the bound physics or the paper's own
-inputs put on that parameter. A reader then sees at once whether the paper's
+(its family: `<paper>/would_need.py` in the paper's folder, built on `family`)
+for the value at which the simulator reproduces the paper's number (the paper's
+value, or the nearest edge of its range), and sets it beside the bound physics
+or the paper's own inputs put on that parameter. A reader then sees at once whether the paper's
 number is plausible on that hardware. Nothing found here feeds back into the
 simulator: the knobs are off in every other command.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import write_atomic
-from harness.studies.reproduce.would_need_base import (
+from harness.studies.reproduce.family import (
     NOT_SEARCHABLE,
     UNREACHABLE,
     Family,
@@ -53,8 +53,6 @@ def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
     `only` limits the search to some rows: each item names a paper or a part of a
     claim (the other rows are kept from an existing would_need.csv, so a partial
     run does not lose them)."""
-    from harness.studies.reproduce.would_need import families, not_searchable
-
     rows = misses(claims_csv or out / "claims.csv")
     fams = families()
     kept = {} if only is None else _existing(out / "would_need.csv")
@@ -114,25 +112,16 @@ def joined(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
 
 
 def families() -> list[Family]:
-    """Every family, in the order their searches run."""
-    from harness.studies.reproduce.would_need_families import (
-        AprilGain,
-        RolloutPipeCGP,
-        RolloutPipeFGD,
-    )
-    from harness.studies.reproduce.would_need_more import (
-        PipelineAnalytic,
-        PipelineAnalyticH,
-        PipelineLag,
-        PipelineRatio,
-        RollPackerMfu,
-        RollPackerSpread,
-        RollPackerTable3,
-    )
+    """Every family, in the order their searches run: each paper's `FAMILIES`, the
+    papers in this order. Imported only when a search runs (the claims writer reads
+    would_need.csv through `joined` and needs none of them)."""
+    from harness.studies.reproduce.april import would_need as april
+    from harness.studies.reproduce.pipelinerl import would_need as pipelinerl
+    from harness.studies.reproduce.rolloutpipe import would_need as rolloutpipe
+    from harness.studies.reproduce.rollpacker import would_need as rollpacker
 
-    return [RolloutPipeFGD(), RolloutPipeCGP(), AprilGain(), PipelineAnalytic(),
-            PipelineAnalyticH(), PipelineRatio(), PipelineLag(), RollPackerSpread(),
-            RollPackerMfu(), RollPackerTable3()]
+    return [family() for paper in (rolloutpipe, april, pipelinerl, rollpacker)
+            for family in paper.FAMILIES]
 
 
 def not_searchable(m: Miss) -> Outcome:

@@ -1,17 +1,41 @@
 """What every would-need family builds on: a missed prediction, a row of
-would_need.csv, and the family base class (`harness/studies/reproduce/would_need.py`
-runs the searches)."""
+would_need.csv, the family base class, and the knob four families share.
+
+A family is a set of claims of one paper that share one mechanism, hence one
+knob and one bound; each paper's folder holds its own (`<paper>/would_need.py`),
+and `harness.studies.reproduce.would_need` runs them. Which parameter a family
+searches was settled by a one-off sensitivity probe (each candidate knob scaled
+by 0.8 and 1.25 at one configuration of the family, recorded in
+docs/simulator.md): the one that moved the claim most. Three kinds of knob and
+three kinds of bound:
+
+- the decode step time at a small batch (`Knobs.small_batch_scale`, steps of at
+  most 16 sequences), bounded below by the measured-kernel step or the roofline
+  floor (`harness.sim.perf.roofline_floor`): an engine can be slower, never
+  faster. `SmallBatchStep` below is this knob, shared by four families;
+- the spread of response lengths between prompts (`Knobs.spread_scale`),
+  bounded by the length statistics the paper itself reports, where it does;
+- a calibrated efficiency (MFU, HBM efficiency), bounded by 1 or by the
+  baseline observation it was fitted to.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from harness.core.config import RunConfig
+from harness.sim.knobs import FRONTIER_BATCH, Knobs
+from harness.sim.perf import roofline_floor
+from harness.sim.presets import load_hardware, load_model
 from harness.studies.reproduce.bracket import Solution, solve
+from workloads.profile import Mixture, Profile, load_profile
 
 UNREACHABLE, NOT_SEARCHABLE = "unreachable", "not searchable"
+TRACES = Path("runs") / "would-need"  # where the searches' simulations leave their traces
 
 
 @dataclass(frozen=True)
@@ -125,3 +149,59 @@ def describe(sol: Solution, m: Miss, knob: str) -> str:
                 f"{sol.evals} new sims")
     return (f"{knob}={sol.x:.3g} ({sol.status}, bracket [{sol.lo:.3g}, {sol.hi:.3g}], "
             f"{sol.evals} new sims); target {m.target:g}, now {m.harness:.4g}")
+
+
+def context_per_sequence(workload: str) -> float:
+    """Context tokens of a decoding sequence on average over its life: the mean
+    prompt plus half the mean response (a mixture: weighted by its shares)."""
+    prof = load_profile(workload)
+    parts: list[tuple[Profile, float]] = (
+        list(zip(prof.components, prof.weights, strict=True)) if isinstance(prof, Mixture)
+        else [(prof, 1.0)])
+    total = sum(w for _, w in parts)
+    return sum(w * (math.exp(p.prompt_mu_log + p.prompt_sigma_log ** 2 / 2)
+                    + p.mean_tokens / 2) for p, w in parts) / total
+
+
+def step_times_ms(cfg: RunConfig, batch: int = FRONTIER_BATCH) -> tuple[float, float]:
+    """(the simulator's decode step, the bound on it) in ms for `batch` sequences of
+    `cfg`'s engine replica, at the workload's mean context per sequence. The bound is
+    the measured-kernel step where the database covers the engine (an engine is no
+    faster than its kernels), else the roofline floor (datasheet peaks, no overhead)."""
+    from harness.studies.steps import decode_model
+
+    s = cfg.sim
+    hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
+    ctx = round(batch * context_per_sequence(cfg.workload))
+    step, source = decode_model(s)
+    now = 1e3 * step.steps_time(1, batch, ctx)
+    if source.startswith("kernels"):
+        return now, now
+    return now, 1e3 * roofline_floor(hw, model, s.rollout_tp, batch, ctx)
+
+
+class SmallBatchStep(Family):
+    """Families whose knob is the decode step time at <= 16 running sequences."""
+
+    parameter = f"decode step time at {FRONTIER_BATCH} sequences"
+    unit = "ms"
+
+    def reference(self, m: Miss) -> RunConfig:
+        raise NotImplementedError
+
+    def knobs(self, x: float) -> Knobs:
+        return Knobs(small_batch_scale=x)
+
+    def outcome(self, m: Miss, sol: Solution) -> Outcome:
+        cfg = self.reference(m)
+        now, floor = step_times_ms(cfg)
+        where = (f"{cfg.sim.model} on {cfg.sim.rollout_tp}x {cfg.sim.rollout_gpu}, "
+                 f"{cfg.workload} context")
+        out = Outcome(m, self.parameter, self.unit, now, physical_bound=f">= {floor:.3g}",
+                      note=f"{describe(sol, m, 'scale')}; {where}")
+        if sol.status != UNREACHABLE:
+            out.would_need = sol.x * now
+            out.plausible = "yes" if sol.x * now >= floor else "no"
+        else:
+            out.would_need = UNREACHABLE
+        return out

@@ -1,11 +1,12 @@
-"""RollPacker: Table 2's cumulative speedups, Fig. 11's eta sensitivity, Table 3's stream trainer.
+"""RollPacker's setup and its simulated runs: the periods behind Tables 2 and 3 and Fig. 11.
 
 Setup as in the paper: Qwen2.5-7B/14B/32B with response caps 8k/16k/32k on
 16/32/64 H800s (rollout TP 1/2/2), colocated, P0=128 prompts x R0=8 responses,
 one optimizer step per rollout, the mixed math/code/judge workload (`rp-mix`).
-The baseline is veRL (generate, then a reward
-stage, then train). A period of five rounds (four short, one long) is
-simulated, and a system's step time is the period's wall time over five.
+The baseline is veRL (generate, then a reward stage, then train). A period of
+five rounds (four short, one long) is simulated, and a system's step time is the
+period's wall time over five (`breakdown`, made where the run was). Each table
+is a list of labelled runs, so that all of them go to `reproduce`'s pool at once.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.config import RunConfig
-from harness.core.files import write_atomic
-from harness.core.plots import save_figure
 from harness.sim.calibration import load as calibration_file
-from harness.studies.claims import Claim
 from harness.studies.reproduce.grid import run_configs
 
 PAPER = "rollpacker"
@@ -29,18 +27,8 @@ SIZES = {  # name: model, cap, GPUs, TP
     "32B/32k": ("qwen2.5-32b", 32768, 64, 2),
 }
 STAGES = ("tail batching", "+ reward scheduler", "+ parallelism planner", "+ stream trainer")
-TABLE2 = {  # cumulative speedup over veRL per size
-    "7B/8k": (1.30, 2.01, 2.01, 2.03),
-    "14B/16k": (1.48, 1.99, 2.02, 2.22),
-    "32B/32k": (2.21, 2.48, 2.52, 2.56),
-}
-TABLE3 = {"none": 124.2, "20%": 122.7, "30%": 118.2, "40%": 119.8, "adaptive": 115.2}
+# Table 3's rows: where the stream trainer starts (None: it is off; 0.0: adaptive)
 STREAM_AT = {"none": None, "20%": 0.2, "30%": 0.3, "40%": 0.4, "adaptive": 0.0}
-ROLLOUT_SPEEDUP_MAX = 3.9  # Fig. 11: tail batching speeds the average rollout up to 3.9x
-MAX_LEN_CUT = 8.9  # Sec. 3: short rounds cut the longest response by up to 8.9x (14B/16k)
-LONG_ROUND_EVERY = 5  # a long round about every fifth step
-SCALE_2X = 1.5  # Sec. 6.7: twice the GPUs give about 1.5x the throughput
-AT_SCALE = 2.2  # 2.2x the throughput of veRL at scale
 
 
 def config(size: str, system: str, stage: int = 4, seed: int = 0, workload: str = "rp-mix",
@@ -187,98 +175,3 @@ def table3_runs(seed: int) -> Table:
 
 def table3(seed: int) -> pd.DataFrame:
     return table(*table3_runs(seed))
-
-
-def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame,
-           scale: pd.DataFrame) -> list[Claim]:
-    out: list[Claim] = []
-    step = t2.set_index(["size", "system"])["step_s"]
-    tb = t2.set_index(["size", "system"]).loc[("14B/16k", "tail batching")]
-    verl = t2.set_index(["size", "system"]).loc[("14B/16k", "veRL")]
-    cut = max(v / t for v, t in zip(verl["max_len_by_round"][:4], tb["max_len_by_round"][:4],
-                                     strict=True) if t)
-    out.append(Claim(PAPER, "short rounds cut the longest response (up to, x)", "max_len",
-                     "14B/16k", MAX_LEN_CUT, MAX_LEN_CUT, cut, 0.25))
-    out.append(Claim(PAPER, "long rounds per step (about every fifth)", "rounds", "14B/16k",
-                     1 / LONG_ROUND_EVERY, 1 / LONG_ROUND_EVERY, tb["long_rounds"], 0.0))
-    sc = scale.set_index("system")["step_s"]
-    out.append(Claim(PAPER, "2x GPUs: RollPacker throughput gain (x)", "step_s",
-                     "14B/16k 32->64 H800", SCALE_2X, SCALE_2X,
-                     step[("14B/16k", "+ stream trainer")] / sc["rollpacker"], 0.10))
-    out.append(Claim(PAPER, "throughput over veRL at scale (x)", "step_s", "14B/16k 64 H800",
-                     AT_SCALE, AT_SCALE, sc["verl"] / sc["rollpacker"], 0.10))
-    for size, paper in TABLE2.items():
-        base = step[(size, "veRL")]
-        for label, value in zip(STAGES, paper, strict=True):
-            out.append(Claim(PAPER, f"Table 2 speedup over veRL: {label}", "step_s", size,
-                             value, value, base / step[(size, label)], 0.10))
-    by = eta.set_index(["axis", "eta"])["rollout_s"]
-    base = by[("prompts", 1.0)]
-    best = max(base / by[(axis, e)] for axis in ("prompts", "responses") for e in (1.25, 1.5))
-    out.append(Claim(PAPER, "tail batching rollout speedup, best eta (up to)", "rollout_s",
-                     "32B/32k", 1.0, ROLLOUT_SPEEDUP_MAX, best, 0.10))
-    worse = float(by[("prompts", 1.5)] > by[("prompts", 1.25)])
-    out.append(Claim(PAPER, "eta 1.5 on prompts slower than 1.25 (1 = holds)", "rollout_s",
-                     "32B/32k", 1.0, 1.0, worse, 0.0))
-    s3 = t3.set_index("stream")["step_s"]
-    for label, value in TABLE3.items():
-        if label != "none":
-            ratio = value / TABLE3["none"]
-            out.append(Claim(PAPER, f"Table 3 stream trainer at {label}: step / none",
-                             "step_s", "7B/8k math", round(ratio, 4), round(ratio, 4),
-                             s3[label] / s3["none"], 0.03))
-    return out
-
-
-def figure(t2: pd.DataFrame, path: Path) -> None:
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(8, 3.4))
-    x = np.arange(len(SIZES))
-    step = t2.set_index(["size", "system"])["step_s"]
-    for i, label in enumerate(STAGES):
-        sim = [step[(s, "veRL")] / step[(s, label)] for s in SIZES]
-        ax.bar(x + (i - 1.5) * 0.2, sim, 0.2, label=label)
-        ax.scatter(x + (i - 1.5) * 0.2, [TABLE2[s][i] for s in SIZES], marker="_", s=200,
-                   color="k", zorder=3, label="paper" if i == 0 else None)
-    ax.set_xticks(x, list(SIZES))
-    ax.set_xlabel("model / response cap")
-    ax.set_ylabel("speedup over veRL (x, step time)")
-    ax.axhline(1, color="#555555", lw=0.8)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False,
-              title="components (cumulative)", title_fontsize=7)
-    ax.set_title("Simulated RollPacker Table 2: cumulative speedup over veRL "
-                 "(paper: black ticks)", fontsize=10)
-    save_figure(fig, path)
-
-
-def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
-    """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (a period of 5)."""
-    t2, eta, t3, scale = tables([table2_runs(seed), eta_sweep_runs(seed), table3_runs(seed),
-                                 scaling_runs(seed)])
-    for name, df in (("table2", t2), ("eta", eta), ("table3", t3), ("scaling", scale)):
-        write_atomic(out / f"rollpacker_{name}.csv",
-                     df.drop(columns="max_len_by_round").to_csv(index=False,
-                                                                float_format="%.6g"))
-    figure(t2, figures / "rollpacker_table2.png")
-    eta_figure(eta, figures / "rollpacker_fig11_eta.png")
-    return claims(t2, eta, t3, scale)
-
-
-def eta_figure(eta: pd.DataFrame, path: Path) -> None:
-    """Fig. 11: average rollout time per round against eta, normalised to no tail batching."""
-    import matplotlib.pyplot as plt
-
-    base = eta[(eta["axis"] == "prompts") & (eta["eta"] == 1.0)]["rollout_s"].iloc[0]
-    fig, ax = plt.subplots(figsize=(5, 3))
-    for axis, marker in (("prompts", "o"), ("responses", "s")):
-        sub = eta[eta["axis"] == axis]
-        ax.plot(sub["eta"], sub["rollout_s"] / base, marker=marker, label=f"η on {axis}")
-    ax.set_xlabel("speculation factor η (requests started / requests kept)")
-    ax.set_ylabel("rollout time per round\n(x, against η = 1)")
-    ax.set_title("Simulated RollPacker Fig. 11: tail batching's η (32B/32k)", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    save_figure(fig, path)

@@ -1,4 +1,9 @@
-"""Figures and tables in the manner of the RolloutPipe paper (Fig. 4, Fig. 5, Table 1)."""
+"""RolloutPipe's figures and table, drawn in the manner of the paper (Fig. 4, Fig. 5,
+Table 1), and the frontier what-if's figure.
+
+They read the grid's rows only (a CSV of results/ will do), never run anything,
+so a figure can be redrawn or checked without simulating.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from harness.core.plots import save_figure
+from harness.studies.reproduce.rolloutpipe.runs import SYSTEMS
 
-SYSTEMS = ("slime", "cgp", "cgp-fgd")
 LABELS = {"slime": "Slime", "cgp": "CGP", "cgp-fgd": "CGP+FGD"}
 COLORS = {"slime": "#8c8c8c", "cgp": "#4c72b0", "cgp-fgd": "#dd8452"}
 

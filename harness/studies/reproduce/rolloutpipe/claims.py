@@ -1,34 +1,24 @@
-"""RolloutPipe (Slime vs CGP vs CGP+FGD): the paper's grid, claims and figures.
+"""RolloutPipe's numbers and the claims made of the simulated grid.
 
-Grid: 4 workloads x R in {32, 64, 96} x 3 systems x 4 rounds, K=8, U=2,
-F_w=2, Qwen3-1.7B, trainer 8x RTX 4090, rollout 2x A100-40GB PCIe TP=2. The
-numbers below are the paper's (see ../shared/REFERENCE.md); the harness never
-reads them while simulating, only when it compares.
+The numbers below are the paper's (see ../shared/REFERENCE.md); the harness never
+reads them while simulating, only when it compares. `claims` can take a part of
+the grid, so that the would-need search can simulate one point at a time.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from harness.core.config import RunConfig
-from harness.core.files import write_atomic
 from harness.studies.claims import Claim
-from harness.studies.reproduce.grid import grid_frame, grid_tasks, run_configs, run_grid
 from harness.studies.reproduce.pool import step_model_override
-from harness.studies.reproduce.rolloutpipe_plots import (
-    figure4,
-    figure5,
-    frontier_figure,
-    table1_markdown,
+from harness.studies.reproduce.rolloutpipe.runs import (
+    GROUPS,
+    PAPER,
+    SYSTEMS,
+    WORKLOADS,
+    base_config,
 )
-
-PAPER = "rolloutpipe"
-WORKLOADS = ("lsat-ar", "sci-xw", "sci-jl", "olyphys")
-GROUPS = (32, 64, 96)
-SYSTEMS = ("slime", "cgp", "cgp-fgd")
 
 # Table 1: trainer compute time (s), [slime, cgp, cgp-fgd] per (workload, R).
 TABLE1 = {
@@ -50,49 +40,6 @@ WAIT_FGD = (14.0, 33.0)
 WAIT_FGD_R96 = {"lsat-ar": 14.2, "sci-xw": 15.0, "sci-jl": 13.8, "olyphys": 13.9}
 WAIT_REDUCTION = (37.0, 76.0)
 COMPUTE_SPREAD_PCT = (0.0, 2.0)
-
-
-def base_config(seed: int, rounds: int) -> RunConfig:
-    """The paper's setup, every knob it depends on set here (not left to defaults)."""
-    cfg = RunConfig(seed=seed, rounds=rounds, group_size=8, update_groups=2, frontier=2,
-                    max_response_tokens=0)  # 0: each workload profile's own cap
-    s = cfg.sim
-    s.calibration, s.model, s.rollout_gpu, s.rollout_tp = PAPER, "qwen3-1.7b", \
-        "a100-40gb-pcie", 2
-    s.rollout_engines, s.placement, s.trainer_gpu, s.trainer_gpus = 1, "disaggregated", \
-        "rtx-4090", 8
-    s.engine_backend = "sglang"  # slime serves with SGLang
-    return cfg
-
-
-def simulate(rounds: int = 4, seed: int = 0, traces: Path | None = None,
-             progress: bool = True) -> pd.DataFrame:
-    traces = traces or Path("runs") / PAPER
-    return run_grid(base_config(seed, rounds),
-                    {"workload": WORKLOADS, "groups": GROUPS, "system": SYSTEMS},
-                    traces, label="RolloutPipe grid", progress=progress)
-
-
-FRONTIERS = (1, 2, 4, 8, 16, 32, 64)
-
-
-def frontier_sweep(rounds: int = 4, seed: int = 0, traces: Path | None = None,
-                   progress: bool = True) -> pd.DataFrame:
-    """CGP+FGD at R=96 for a range of frontier widths (not a paper claim: a what-if
-    that shows where frontier admission helps and where it starves the engine)."""
-    traces = traces or Path("runs") / f"{PAPER}-frontier"
-    base = base_config(seed, rounds)
-    base.system, base.groups = "cgp-fgd", 96
-    grids = []  # every width's runs at once (side by side in `reproduce`'s pool)
-    for fw in FRONTIERS:
-        base.frontier = fw
-        grids.append(grid_tasks(base, {"workload": WORKLOADS}, traces / f"fw{fw}"))
-    runs = run_configs([task for grid in grids for task in grid], "frontier sweep", progress)
-    rows, at = [], 0
-    for fw, grid in zip(FRONTIERS, grids, strict=True):
-        rows.append(grid_frame(grid, runs[at:at + len(grid)]).assign(frontier=fw))
-        at += len(grid)
-    return pd.concat(rows, ignore_index=True)
 
 
 def engine_input_kind() -> str:
@@ -165,20 +112,3 @@ def claims(df: pd.DataFrame, workloads: tuple[str, ...] = WORKLOADS,
         add(f"{sys} rollout-to-train-end", "rollout_to_train_end_s", "sci-xw R=96", value,
             value, m.loc[(sys, "sci-xw", 96)]["rollout_to_train_end_s"])
     return out
-
-
-def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
-    """Run the grid; write rolloutpipe.csv, table1.md and the figures."""
-    df = simulate(rounds=rounds, seed=seed)
-    write_atomic(out / "rolloutpipe.csv", df.to_csv(index=False, float_format="%.6g"))
-    write_atomic(out / "rolloutpipe_table1.md", table1_markdown(df, TABLE1))
-    figures.mkdir(parents=True, exist_ok=True)
-    figure4(df, figures / "rolloutpipe_fig4.png")
-    figure5(df, figures / "rolloutpipe_fig5.png")
-    if step_model_override() is not None:  # the claims' twin: the what-if feeds no claim
-        return claims(df)
-    sweep = frontier_sweep(rounds=rounds, seed=seed)
-    write_atomic(out / "rolloutpipe_frontier.csv", sweep.to_csv(index=False, float_format="%.6g"))
-    cgp = df[(df["system"] == "cgp") & (df["groups"] == 96)]
-    frontier_figure(sweep, cgp, figures / "rolloutpipe_frontier.png")
-    return claims(df)
