@@ -188,7 +188,7 @@ def test_front_keeps_one_of_the_configurations_that_simulate_alike() -> None:
 
 
 def test_biased_is_beyond_ten_percent_either_way() -> None:
-    from harness.studies.plan.output import biased
+    from harness.studies.plan.bias import biased
 
     assert biased(0.89) and biased(1.11)
     assert not biased(0.91) and not biased(1.09) and not biased(float("nan"))
@@ -196,7 +196,7 @@ def test_biased_is_beyond_ten_percent_either_way() -> None:
 
 def test_workload_response_length_of_a_trace_by_hand(tmp_path: Path) -> None:
     from harness.core.trace import read_trace
-    from harness.studies.plan.output import workload_response_tokens
+    from harness.studies.plan.bias import workload_response_tokens
 
     cfg = RunConfig(system="slime", groups=4, group_size=2, rounds=1, max_response_tokens=512)
     execute(cfg, tmp_path / "run.jsonl")

@@ -194,7 +194,8 @@ def sampler_name(study: Any) -> str:
 
 
 def _print_front(space: Space, front: pd.DataFrame) -> None:
-    from harness.studies.plan.output import BIAS, front_rows, workload_response_tokens
+    from harness.studies.plan.bias import BIAS, workload_response_tokens
+    from harness.studies.plan.output import front_rows
 
     if not len(front):
         _stage("no feasible configuration: see plan.csv (feasible, error)")

@@ -34,7 +34,7 @@ def pareto_figure(space: Space, table: pd.DataFrame, front: pd.DataFrame, path: 
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from harness.studies.plan.output import biased
+    from harness.studies.plan.bias import biased
 
     up = space.plan.limits.objective == "throughput"
     x, xlabel = (("throughput_tok_s", "throughput (trained response tokens / s)") if up else

@@ -25,8 +25,8 @@ import pandas as pd
 
 from harness.core.config import RunConfig, config_fields
 from harness.core.files import write_atomic
+from harness.studies.plan.bias import biased, workload_response_tokens
 from harness.studies.plan.evaluate import METRICS
-from harness.studies.plan.recipe import Plan
 from harness.studies.plan.search import finished
 from harness.studies.plan.search import row as row_of
 from harness.studies.plan.space import Layout, Point, Space
@@ -35,29 +35,6 @@ LAYOUT_COLS = ("system", "layout", "placement", "engine_gpus", "tp", "replicas",
                "knobs")
 COLUMNS = ("trial", *LAYOUT_COLS, *METRICS, "response_share", "feasible", "error",
            "sim_seconds", "key")
-BIAS = 0.10
-"""A configuration whose trained responses are more than 10% shorter (or longer)
-than the workload's trains a biased subset: it is fast partly because it trains
-the short responses (APRIL's aborts, a long tail deferred), which changes what
-the model learns. Flagged, never excluded: whether that matters is the user's call."""
-
-
-def workload_response_tokens(plan: Plan) -> float:
-    """The mean response length (capped) of the recipe's prompts: what a schedule
-    that trains every response of its rounds trains, the synchronous baseline's
-    R x rounds groups of K, drawn from the workload as the simulator draws them."""
-    from workloads.profile import make_workload, workload_limits
-
-    r = plan.recipe
-    cap = r.max_response_tokens or workload_limits(r.workload, r.group_size)[0]
-    prompts = make_workload(r.workload, r.seed, r.group_size).take(r.groups * r.rounds)
-    lengths = [min(n, cap) for p in prompts for n in p.hidden.lengths[:r.group_size]]
-    return sum(lengths) / len(lengths)
-
-
-def biased(share: float) -> bool:
-    """True when a trained response length differs from the workload's beyond BIAS."""
-    return bool(share == share and abs(share - 1.0) > BIAS)
 
 
 def _feasible(space: Space, row: dict[str, Any]) -> bool:
