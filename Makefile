@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe reproduce-pipelinerl \
-	reproduce-april reproduce-rollpacker bench calibrate live-demo whatif validate validate-gpu clean
+	reproduce-april reproduce-rollpacker bench calibrate live-demo whatif validate validate-gpu \
+	notebooks clean
 
 setup: $(STAMP)
 
@@ -75,6 +76,14 @@ validate-gpu: setup
 
 live-demo: setup setup-live
 	$(BIN)/rolloutbench live-demo --out runs/live-demo --force
+
+# The notebooks run top to bottom on this checkout's results/ (they find it from
+# their working folder), each a copy with its outputs in runs/notebooks/.
+notebooks: setup
+	mkdir -p runs/notebooks
+	cp notebooks/*.ipynb runs/notebooks/
+	$(BIN)/jupyter-execute --inplace --timeout=600 runs/notebooks/*.ipynb
+	@echo "executed notebooks, with their outputs: runs/notebooks/ (open in Jupyter or VS Code)"
 
 whatif: setup
 	$(BIN)/rolloutbench whatif all --out runs/whatif --figures figures

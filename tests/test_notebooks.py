@@ -63,3 +63,21 @@ def test_notebook_runs_top_to_bottom(path: Path, kernel: str, tmp_path: Path) ->
               if o.output_type == "error"]
     assert not errors
     assert not list(tmp_path.iterdir()), "a notebook wrote into its working directory"
+
+
+@pytest.mark.slow
+def test_a_notebook_reads_the_checkout_it_is_opened_in(kernel: str, tmp_path: Path) -> None:
+    # a checkout of its own: results/ with a three-row table, the notebook in notebooks/
+    source = next(p for p in NOTEBOOKS if p.stem == "rolloutpipe_figures")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    rows = (source.parents[1] / "results" / "rolloutpipe.csv").read_text().splitlines()[:4]
+    (tmp_path / "results" / "rolloutpipe.csv").write_text("\n".join(rows) + "\n")
+    book = nbformat.read(source, as_version=4)
+    first = next(i for i, c in enumerate(book.cells) if c.cell_type == "code")
+    book.cells = book.cells[:first + 1]
+    client = nbclient.NotebookClient(book, kernel_name=kernel, timeout=120, resources={
+        "metadata": {"path": str(tmp_path / "notebooks")}})  # Jupyter's working folder
+    client.execute()
+    printed = "".join(o.get("text", "") for o in book.cells[first].outputs)
+    assert printed.startswith("3 rows:"), printed
