@@ -67,6 +67,7 @@ validate: setup setup-live
 	$(BIN)/rolloutbench validate --grid sweeps/validation.toml --out $(VALIDATION) --force
 	mkdir -p results/validation
 	cd $(VALIDATION) && cp validate.csv requests.csv tail.csv probe.csv summary.md calibration.toml \
+		calibration-check.csv \
 		validation.png frontier.png $(CURDIR)/results/validation/
 
 # The simulated GPU step against measured serving latencies and kernels, and PipelineRL's
