@@ -1,8 +1,9 @@
 """Dataset loaders, the token estimate and the prompt-length measurement.
 
 Tests on the real data run when `../shared/data` sits beside the repository
-(as on developer machines and CI) and are skipped otherwise; OlympiadBench is
-never there, so its loader runs on the fixture records in tests/fixtures.
+(as on developer machines and CI) and are skipped otherwise. OlympiadBench's
+loader also runs on the fixture records in tests/fixtures (the hub release's
+shape); tests/test_olympiadbench.py covers both releases and the real file.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def test_olympiadbench_fixture_loads() -> None:
     compton = problems[3]
     assert compton.text.startswith("X-rays of wavelength")
     assert compton.answer == "$575$, $44.0$"
+    assert compton.answer.precisions == (5.0, 0.5)  # the record's "error": one per answer
 
 
 def test_availability_follows_the_files() -> None:
@@ -165,7 +167,7 @@ def test_olympiadbench_record_without_answers_is_named(tmp_path: Path) -> None:
     records = json.loads((FIXTURES / "olympiadbench" / "OE_TO_physics_en_COMP.json").read_text())
     records[2]["final_answer"] = []
     path = _write(tmp_path / "olympiadbench" / "OE_TO_physics_en_COMP.json", json.dumps(records))
-    with pytest.raises(DatasetError, match=r"record 2: empty question or final_answer"):
+    with pytest.raises(DatasetError, match=r"record 2 \(id 9003\): field 'final_answer': empty"):
         load_olympiadbench(path)
 
 

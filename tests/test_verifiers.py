@@ -2,7 +2,8 @@
 
 Tests that need math-verify skip without it (it is an optional package here);
 tests on the real data run when `../shared/data` sits beside the repository,
-and the OlympiadBench check runs on the fixture records in tests/fixtures.
+and the OlympiadBench check runs on the fixture records in tests/fixtures (its
+judge and the real file: tests/test_olympiadbench.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from workloads.check import check
 from workloads.datasets import Problem
+from workloads.olympiad_judge import score_olympiad
 from workloads.verifiers import (
     extract_letter,
     extract_number,
@@ -234,7 +236,8 @@ def test_score_math_works_off_the_main_thread() -> None:
 def test_verifier_for_every_live_workload() -> None:
     assert verifier_for("lsat-ar") is score_lsat_ar
     assert verifier_for("sci-xw") is verifier_for("sci-jl") is score_scibench
-    assert verifier_for("agieval-math") is verifier_for("olyphys") is score_math
+    assert verifier_for("agieval-math") is score_math
+    assert verifier_for("olyphys") is score_olympiad
     with pytest.raises(ValueError, match="known"):
         verifier_for("gsm8k")
 

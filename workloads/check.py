@@ -5,16 +5,23 @@ answers, so before a run relies on a data set this scores, for every problem, a
 perfect response (the reference in a final box) with the set's own verifier.
 Any reference that fails is listed with the reason, instead of silently
 becoming a problem that no model can ever get right.
+
+OlyPhys (OlympiadBench physics) is checked harder: every listed alternative
+answer, in the response form its prompt asks for, must match by value (a
+reference that only matches itself as text means the judge cannot read it),
+and the result also counts the records read and those dropped, per reason.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
-from workloads import datasets
+from workloads import datasets, olympiad_judge, olympiadbench
 from workloads.datasets import Problem
 from workloads.verifiers import (
+    Scorer,
     extract_letter,
     extract_number,
     last_boxed,
@@ -48,27 +55,57 @@ def _why(workload: str, response: str, reference: str) -> str:
     return f"math-verify: response parses as {pred!r}, reference as {gold!r}; not equivalent"
 
 
+def _olympiad_failure(problem: Problem, score: Scorer) -> str:
+    """Why an OlympiadBench reference fails: the first alternative whose perfect
+    response its verifier does not score 1, or that does not match itself by
+    value; "" when all pass."""
+    answer = problem.answer
+    alternatives = getattr(answer, "alternatives", (answer,))
+    for i, response in enumerate(olympiadbench.reference_responses(problem)):
+        got = olympiad_judge.final_answer(response)
+        by_value = got is not None and olympiad_judge.matches(got, alternatives[i], answer, False)
+        if not by_value or score(response, answer) != 1.0:
+            why = olympiad_judge.explain(response, alternatives[i], answer)
+            return f"alternative {i + 1} of {len(alternatives)}: {why}"
+    return ""
+
+
 def check(workload: str, data_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Count, reference answers that pass their verifier, one example, failures.
 
     Returns {"workload", "count", "reference_ok", "example", "failures"}, where
-    each failure is {"id", "answer", "reason"}. Raises `datasets.DatasetError`
-    for a missing or malformed file, ValueError for an unknown workload and
+    each failure is {"id", "answer", "reason"}; for olyphys also "file", "read"
+    and "dropped" ({reason: records}). Raises `datasets.DatasetError` for a
+    missing or malformed file, ValueError for an unknown workload and
     ImportError when the verifier's package (math-verify) is not installed."""
     score = verifier_for(workload)
-    problems = load_workload(workload, data_dir)
+    extra: dict[str, Any] = {}
+    if workload == "olyphys":
+        selection = olympiadbench.select(olympiadbench.find_file(Path(data_dir)))
+        problems = selection.problems
+        extra = {
+            "file": str(selection.path),
+            "read": selection.read,
+            "dropped": {why: selection.dropped[why] for why in olympiadbench.DROP_REASONS},
+        }
+    else:
+        problems = load_workload(workload, data_dir)
     failures: list[dict[str, str]] = []
     for problem in problems:
         response = reference_response(problem)
         try:
-            ok = score(response, problem.answer) == 1.0
-            reason = "" if ok else _why(workload, response, problem.answer)
+            if workload == "olyphys":
+                reason = _olympiad_failure(problem, score)
+                ok = not reason
+            else:
+                ok = score(response, problem.answer) == 1.0
+                reason = "" if ok else _why(workload, response, problem.answer)
         except ImportError:
             raise
         except Exception as exc:  # a reference the verifier cannot read at all
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if not ok:
-            failures.append({"id": problem.id, "answer": problem.answer, "reason": reason})
+            failures.append({"id": problem.id, "answer": str(problem.answer), "reason": reason})
     first = problems[0]
     return {
         "workload": workload,
@@ -78,7 +115,8 @@ def check(workload: str, data_dir: str | os.PathLike[str]) -> dict[str, Any]:
             "id": first.id,
             "source": first.source,
             "text": first.text,
-            "answer": first.answer,
+            "answer": str(first.answer),
         },
         "failures": failures,
+        **extra,
     }

@@ -4,10 +4,11 @@ The simulator only needs prompt lengths, but it takes them from the real
 problems so that the length distributions are the published ones, and live
 runs need the texts and answers anyway. The data root is laid out like
 `shared/data` (see its README): `agieval/*.jsonl`, `scibench/<book>.json`
-and `olympiadbench/OE_TO_physics_en_COMP.json`. Every loader checks each
-record's shape and raises `DatasetError` naming the file and the line (JSON
-lines) or record index (JSON lists), so a bad download fails loudly rather
-than skewing a profile.
+and `olympiadbench/English_Olympiad_Physics.json` (or the hub release's
+`OE_TO_physics_en_COMP.json`; both read by `workloads.olympiadbench`). Every
+loader checks each record's shape and raises `DatasetError` naming the file and
+the line (JSON lines) or record index (JSON lists), so a bad download fails
+loudly rather than skewing a profile.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ SCIBENCH_SUBSETS: dict[str, list[str]] = {
     "sci-jl": ["diff", "stat"],
 }
 
-OLYMPIAD_PHYSICS = "OE_TO_physics_en_COMP"
 WORKLOADS = ("lsat-ar", "agieval-math", "sci-xw", "sci-jl", "olyphys")
 LSAT_LETTERS = ("A", "B", "C", "D", "E")
 
@@ -69,12 +69,6 @@ class _SciBenchRecord(msgspec.Struct):
     unit: str
     source: str
     problemid: str
-
-
-class _OlympiadRecord(msgspec.Struct):
-    id: int | str
-    question: str
-    final_answer: list[str]
 
 
 def _read_jsonl(path: Path, kind: type[msgspec.Struct]) -> list[tuple[int, Any]]:
@@ -161,24 +155,17 @@ def load_scibench(path: Path) -> list[Problem]:
 
 
 def load_olympiadbench(path: Path) -> list[Problem]:
-    """OlympiadBench open-ended text-only split: the question and its final answer(s)."""
-    problems = []
-    for index, rec in enumerate(_read_json_list(path, _OlympiadRecord)):
-        if not rec.question.strip() or not rec.final_answer:
-            raise DatasetError(f"{path}: record {index}: empty question or final_answer")
-        problems.append(
-            Problem(
-                f"olympiadbench/{rec.id}",
-                rec.question.strip(),
-                ", ".join(rec.final_answer),
-                f"olympiadbench/{path.stem}",
-            )
-        )
-    return problems
+    """OlympiadBench physics, either release: the open-ended, auto-scorable,
+    text-only problems, each asked with the OlyPhys instruction (see
+    `workloads.olympiadbench`, which also counts what it drops and why)."""
+    from workloads.olympiadbench import select
+
+    return select(path).problems
 
 
 def workload_files(workload: str, data_dir: str | os.PathLike[str]) -> list[Path]:
-    """The files `workload` reads under `data_dir` (whether or not they exist)."""
+    """The files `workload` reads under `data_dir` (whether or not they exist);
+    for olyphys the release that is there, or both names when neither is."""
     root = Path(data_dir)
     if workload == "lsat-ar":
         return [root / "agieval" / "lsat-ar.jsonl"]
@@ -187,12 +174,16 @@ def workload_files(workload: str, data_dir: str | os.PathLike[str]) -> list[Path
     if workload in SCIBENCH_SUBSETS:
         return [root / "scibench" / f"{book}.json" for book in SCIBENCH_SUBSETS[workload]]
     if workload == "olyphys":
-        return [root / "olympiadbench" / f"{OLYMPIAD_PHYSICS}.json"]
+        from workloads.olympiadbench import FILES
+
+        found = [root / "olympiadbench" / name for name in FILES]
+        return [p for p in found if p.is_file()][:1] or found
     raise DatasetError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
 
 
 def is_available(workload: str, data_dir: str | os.PathLike[str]) -> bool:
-    """Whether every file `workload` needs is present under `data_dir`."""
+    """Whether every file `workload` needs is present under `data_dir` (for
+    olyphys, one of the two releases)."""
     return all(p.is_file() for p in workload_files(workload, data_dir))
 
 
@@ -204,5 +195,7 @@ def load(workload: str, data_dir: str | os.PathLike[str]) -> list[Problem]:
     if workload == "agieval-math":
         return load_agieval_math(files[0])
     if workload == "olyphys":
-        return load_olympiadbench(files[0])
+        from workloads.olympiadbench import find_file
+
+        return load_olympiadbench(find_file(Path(data_dir)))
     return [p for f in files for p in load_scibench(f)]

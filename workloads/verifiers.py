@@ -9,8 +9,11 @@ can be reproduced by hand from a logged response:
 * SciBench (`score_scibench`): the last number, see `extract_number`, correct
   when `math.isclose(x, answer_number, rel_tol=0.05)`: that is the SciBench
   authors' own test (their eval scripts), 5% of the larger magnitude.
-* MATH and OlympiadBench (`score_math`): the `math-verify` package on the last
-  `\\boxed{...}`, or on the whole response when there is none.
+* MATH (`score_math`): the `math-verify` package on the last `\\boxed{...}`,
+  or on the whole response when there is none.
+* OlympiadBench physics (`score_olympiad`, in `workloads.olympiad_judge`): the
+  benchmark's own judge rules, each record's `error` as an absolute tolerance,
+  units stripped, several answers paired in any order.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workloads.datasets import Problem
+from workloads.olympiad_judge import score_olympiad
 
 SCIBENCH_REL_TOL = 0.05
 MATH_VERIFY_REQUIREMENT = "math-verify[antlr4_13_2]>=0.9"
@@ -249,7 +253,7 @@ _SCORERS: dict[str, Scorer] = {
     "agieval-math": score_math,
     "sci-xw": score_scibench,
     "sci-jl": score_scibench,
-    "olyphys": score_math,
+    "olyphys": score_olympiad,
 }
 
 

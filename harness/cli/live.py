@@ -52,7 +52,7 @@ def data_check_cmd(
     data_dir: Annotated[Path, typer.Option(
         help="The folder you downloaded the published sets to (none ship with "
              "rolloutbench): agieval/lsat-ar.jsonl and math.jsonl, scibench/BOOK.json, "
-             "olympiadbench/OE_TO_physics_en_COMP.json.")],
+             "olympiadbench/English_Olympiad_Physics.json (or OE_TO_physics_en_COMP.json).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Load a dataset, show one example, and score every reference answer with the
@@ -67,12 +67,17 @@ def data_check_cmd(
     except (DatasetError, ImportError) as err:
         fail(str(err))
     if json_out:
-        keys = ("workload", "count", "reference_ok", "example")
-        sys.stdout.write(json.dumps({k: result[k] for k in keys}, indent=2) + "\n")
+        keys = ("workload", "count", "reference_ok", "example", "file", "read", "dropped")
+        sys.stdout.write(json.dumps({k: result[k] for k in keys if k in result}, indent=2)
+                         + "\n")
         return
     console.print(f"[bold]{workload}[/bold]: {result['count']} problems, "
                   f"{result['reference_ok']} reference answers pass their verifier",
                   highlight=False)
+    if "dropped" in result:  # olyphys keeps only the problems a verifier can score
+        dropped = ", ".join(f"{n} {why}" for why, n in result["dropped"].items()) or "none"
+        console.print(f"  read {result['read']} records from {result['file']}; dropped: "
+                      f"{dropped}", highlight=False)
     console.print(result["example"], highlight=False)
     for failure in result["failures"]:
         console.print(f"  fails: {failure}", highlight=False)
