@@ -14,11 +14,12 @@ loudly rather than skewing a profile.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from workloads.problem import DatasetError, Problem
 
 # The paper names Sci-XW ("college-level math, chemistry, and physics") and
 # Sci-JL ("a SciBench subset with a different problem distribution") but not
@@ -38,21 +39,6 @@ SCIBENCH_SUBSETS: dict[str, list[str]] = {
 
 WORKLOADS = ("lsat-ar", "agieval-math", "sci-xw", "sci-jl", "olyphys")
 LSAT_LETTERS = ("A", "B", "C", "D", "E")
-
-
-class DatasetError(ValueError):
-    """A dataset file that is missing or breaks its published shape; the message
-    names the file and the line or record index."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One problem: the text a model is prompted with, and its reference answer."""
-
-    id: str
-    text: str
-    answer: str
-    source: str
 
 
 class _AgievalRecord(msgspec.Struct):

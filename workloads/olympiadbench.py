@@ -36,8 +36,8 @@ from typing import Any
 
 import msgspec
 
-from workloads.datasets import DatasetError, Problem
 from workloads.olympiad_judge import OlympiadAnswer
+from workloads.problem import DatasetError, Problem
 
 ORIGINAL_FILE = "English_Olympiad_Physics.json"
 HUB_FILE = "OE_TO_physics_en_COMP.json"
