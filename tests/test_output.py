@@ -76,9 +76,20 @@ def test_metrics_table_fits_100_columns_with_every_header_and_number_whole() -> 
     for header in ("r2te", "disp", "rollout", "train", "tok/s", "wait"):
         assert header in text
     assert "rollpacker" in text and "cgp-april" in text and "sci-xw" in text
-    assert " 2*" in text and "*: round did not finish" in text
+    assert " 2*" in text and "*: round did not finish" in " ".join(text.split())
     # too wide with every column: eff goes, and the caption says so
     assert "not shown for width: eff" in " ".join(text.split())
+
+
+def test_the_legend_explains_every_metric_column() -> None:
+    from harness.cli.tables import METRIC_COLUMNS, METRIC_LEGEND
+
+    for column in METRIC_COLUMNS:
+        if column.kind in ("text", "id"):
+            continue  # system, workload, round: their names say it
+        name = column.header.split("\n")[0] if column.header.split("\n")[-1] in ("s",) \
+            else column.header.replace("\n", " ")
+        assert f"{name}: " in METRIC_LEGEND, name
 
 
 def test_metrics_table_lifts_one_system_and_workload_to_the_title() -> None:

@@ -163,10 +163,12 @@ METRIC_COLUMNS = (
                                                      "ratio"),
     Column("efficiency", "eff", "ratio"),
 )
-METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · resp tok: mean "
-                 "response · wait: trainer waiting ratio · start wait: share of r2te before "
-                 "training first started · eff: lower bound / r2te (the bound uses the run's "
-                 "own batches: runs of the same work differ) · every field: --json, --csv")
+METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · rollout: rollout "
+                 "complete · train: trainer compute · resp tok: mean response · tok/s: tokens "
+                 "generated per s of rollout · wait: trainer waiting ratio · start wait: share "
+                 "of r2te before training first started · eff: lower bound / r2te (the bound "
+                 "uses the run's own batches: runs of the same work differ) · every field: "
+                 "--json, --csv")
 
 
 def metrics_table(rows: Sequence[dict[str, Any]]) -> Table:
