@@ -59,7 +59,7 @@ reproduce-rollpacker: setup
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all
 
-# The simulator against live runs replayed to the same lengths (29 minutes on 2 cores
+# The simulator against live runs replayed to the same lengths (about 45 minutes on 2 cores
 # in the committed grid): tables and figures are copied to results/validation/.
 VALIDATION := runs/validation
 validate: setup setup-live
