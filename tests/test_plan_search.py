@@ -144,10 +144,11 @@ def test_every_system_gets_its_share_of_the_budget(tmp_path: Path) -> None:
     # Half the budget is shared evenly: 40 x 0.5 // 6 = 3 each, but slime and cgp
     # have only their two layouts (TP 1 x 2 replicas, TP 2 x 1), so 2 each.
     space = build_space(rollouptipe_plan(32))
-    floor = search.floors(space, 40)
+    floor = search.floors(space.points(), space.systems, 40)
     assert floor == {"slime": 2, "cgp": 2, "cgp-fgd": 3, "cgp-april": 3, "cgp-tail": 3,
                      "pipelinerl": 3}
-    assert search.floors(space, len(space.points())) == {}  # exhaustive: no floor needed
+    points = space.points()
+    assert search.floors(points, space.systems, len(points)) == {}  # exhaustive: no floor
     study = search.run_search(space, tmp_path, budget=40, sampler="tpe", jobs=1, seed=3)
     tried = {}
     for t in search.finished(study):

@@ -46,12 +46,11 @@ def run(out: Path, seed: int = 0, rounds: int = 2) -> pd.DataFrame:
     once and lent to each run (`harness.live.session`, as validation does): starting
     vLLM for each would take longer than the runs."""
     import asyncio
-    import os
 
     from harness.core.metrics import round_metrics
     from harness.core.progress import stage
     from harness.core.trace import read_trace
-    from harness.live.env import LIVE_ENV
+    from harness.live.env import use_in_process
     from harness.live.logs import engine_log, quiet_bars
     from harness.live.model import init_model
     from harness.shared.defaults import resolve_defaults
@@ -60,8 +59,7 @@ def run(out: Path, seed: int = 0, rounds: int = 2) -> pd.DataFrame:
     with stage("live-demo: building the model"):  # replayed lengths need no warm-up
         model_dir = Path(init_model(out / "model", seed=seed))
     configs = [resolve_defaults(config(system, model_dir, seed, rounds)) for system in SYSTEMS]
-    for key, value in {**LIVE_ENV, "VLLM_LOGGING_LEVEL": "ERROR"}.items():
-        os.environ.setdefault(key, value)
+    use_in_process()
     with engine_log(out / "engine.log"):
         asyncio.run(_live(configs, out))
     rows = [row for system in SYSTEMS for row in round_metrics(read_trace(out / f"{system}.jsonl"))]

@@ -240,7 +240,8 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
     cache = {row(t)["key"]: row(t) for t in finished(study)}
     done, asked = len(cache), len(study.trials)
     most = ASK_LIMIT * budget
-    floor = floors(space, budget)
+    points = space.points()  # enumerated once: the floor looks for untried ones
+    floor = floors(points, space.systems, budget)
     tried = Counter(r["system"] for r in cache.values())  # distinct configurations, running too
     pool, submit, close = _executor(jobs, ray_address)
     running: dict[Future[Any], tuple[str, Any, Point]] = {}  # future -> key, trial, point
@@ -248,8 +249,8 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
     try:
         while (done < budget and asked < most) or running:
             while done + len(running) < budget and len(running) < jobs and asked < most:
-                _keep_floor(study, space, floor, tried, budget - done - len(running),
-                            cache.keys() | keys, asked)
+                _keep_floor(study, space.plan, points, floor, tried,
+                            budget - done - len(running), cache.keys() | keys, asked)
                 trial = study.ask()
                 asked += 1
                 point = suggest(trial, space)
@@ -285,19 +286,18 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
                 proc.terminate()
 
 
-def floors(space: Space, budget: int) -> dict[str, int]:
+def floors(points: list[Point], systems: list[str], budget: int) -> dict[str, int]:
     """The fewest configurations each system gets (MIN_SHARE); none when the budget
     covers the whole space (an exhaustive plan tries everything anyway)."""
-    points = space.points()
     if len(points) <= budget:
         return {}
-    per = int(budget * MIN_SHARE) // len(space.systems)
+    per = int(budget * MIN_SHARE) // len(systems)
     sizes = Counter(p.system for p in points)
-    return {s: min(per, sizes[s]) for s in space.systems}
+    return {s: min(per, sizes[s]) for s in systems}
 
 
-def _keep_floor(study: Any, space: Space, floor: dict[str, int], tried: Counter[str],
-                left: int, taken: set[str], asked: int) -> None:
+def _keep_floor(study: Any, plan: Any, points: list[Point], floor: dict[str, int],
+                tried: Counter[str], left: int, taken: set[str], asked: int) -> None:
     """When the budget left is no more than the systems' shortfall below their
     floors, the next configuration is an untried one (at random) of the system
     furthest below, enqueued so that the sampler still learns from it."""
@@ -309,8 +309,7 @@ def _keep_floor(study: Any, space: Space, floor: dict[str, int], tried: Counter[
     if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         return  # an enqueued point comes first anyway
     system = max(short, key=lambda s: short[s])  # ties: the first in the space's order
-    untried = [p for p in space.points()
-               if p.system == system and p.key(space.plan) not in taken]
+    untried = [p for p in points if p.system == system and p.key(plan) not in taken]
     if untried:
         study.enqueue_trial(params_of(random.Random(asked).choice(untried)))
 

@@ -160,12 +160,9 @@ def _run_live(cells: list[Cell], out: Path, calibration: Path | None, say: Say) 
         shutil.copy(calibration, out / "calibration.toml")  # it travels with the results
         calibration = out / "calibration.toml"
     if all(c.config.live.ray_address == "off" for c in cells):
-        import os
+        from harness.live.env import use_in_process
 
-        from harness.live.env import LIVE_ENV
-
-        for key, value in {**LIVE_ENV, "VLLM_LOGGING_LEVEL": "ERROR"}.items():
-            os.environ.setdefault(key, value)
+        use_in_process()
         return asyncio.run(_live_in_process(cells, out, calibration, say))
     if calibration is None:
         from harness.live.measure import calibrate_engine
