@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -99,7 +100,10 @@ async def typical_step(llm: Any, batch: int, prompt_len: int, tag: str
     await _stamped(llm, batch, prompt_len, 8, f"{tag}-warm")
     timed = [step_time((await _stamped(llm, batch, prompt_len, NEW_TOKENS, f"{tag}-{i}"))[0])
              for i in range(STEP_REPEATS)]
-    return sorted(timed)[len(timed) // 2]
+    # a timing with no window where every sequence decodes is NaN: the median of the
+    # others (sorting with a NaN among them would put it anywhere)
+    known = sorted(t for t in timed if math.isfinite(t[0]))
+    return known[len(known) // 2] if known else (float("nan"), 0.0)
 
 
 def admissions(max_model_len: int) -> tuple[tuple[int, int], ...]:
