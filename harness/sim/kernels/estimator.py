@@ -134,3 +134,16 @@ class Estimator:
         with quiet():
             ms = float(self._handle.predict_prefill_latency(batch, prompt))
         return ms * self.gpu.prefill_scale
+
+    def decode_ops(self, batch: int, context: int) -> dict[str, float]:
+        """The database's ms per operation of one decode step, all layers (names without
+        the `generation_` prefix), as measured on `gpu.system`: no stand-in scale."""
+        with quiet():
+            ops = self._handle.decode_step_per_op(batch, context, 2)
+        return {name.removeprefix("generation_"): float(ms) for name, ms, *_ in ops}
+
+    def prefill_ops(self, prompt: int) -> dict[str, float]:
+        """The database's ms per operation of one prompt's prefill (no `context_` prefix)."""
+        with quiet():
+            context, _ = self._handle.run_static_per_op(batch_size=1, isl=prompt, osl=1)
+        return {name.removeprefix("context_"): float(ms) for name, ms, *_ in context}

@@ -84,15 +84,23 @@ def identity(model: str, gpu: str, backend: str, tp: int
     return meta, tables.table_key(meta, text), text
 
 
+def estimator(model: str, gpu: str, backend: str, tp: int) -> Estimator:
+    """The estimator of one engine replica, handed the model's config as a local folder."""
+    meta, _, text = identity(model, gpu, backend, tp)
+    kg = kernel_gpu(gpu)
+    assert kg is not None  # identity said so
+    return Estimator(load_model(model), load_hardware(gpu), kg, backend, str(meta["version"]),
+                     tp, config_dir(json.loads(text), tables.cache_root() / "kernels"))
+
+
 def build(model: str, gpu: str, backend: str, tp: int,
           progress: Callable[[int, int], None] | None = None) -> tables.StepTable:
     """Ask the estimator for this engine's grid and fit the form (nothing is written)."""
-    meta, key, text = identity(model, gpu, backend, tp)
+    meta, key, _ = identity(model, gpu, backend, tp)
     kg = kernel_gpu(gpu)
     assert kg is not None  # identity said so
     source = label(kg, backend, str(meta["version"]))
-    est = Estimator(load_model(model), load_hardware(gpu), kg, backend, str(meta["version"]),
-                    tp, config_dir(json.loads(text), tables.cache_root() / "kernels"))
+    est = estimator(model, gpu, backend, tp)
     try:
         return tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
     except Exception as err:  # the estimator's own errors, e.g. no attention data for a shape

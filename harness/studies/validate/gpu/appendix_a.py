@@ -46,6 +46,16 @@ def default_table() -> Path:
     return Path(aiconfigurator_core.__file__).parent / TABLE_REL
 
 
+def table_of(system: str, backend: str = "vllm") -> Path | None:
+    """The database's GEMM table of `system` for `backend`'s current version (None: none)."""
+    from harness.sim.kernels.estimator import backend_version
+
+    version = backend_version(system, backend)
+    if version is None:
+        return None
+    return default_table().parents[4] / system / "gemm" / backend / version / "gemm_perf.parquet"
+
+
 @lru_cache(maxsize=8)
 def _points(path: str, batch_dim: BatchDim) -> pd.DataFrame:
     df = pd.read_parquet(path, columns=["gemm_dtype", "m", "n", "k", "latency"])
@@ -68,20 +78,24 @@ def measured_points(gemm_table: str | Path | None = None,
     return _points(str(Path(gemm_table or default_table()).resolve()), batch_dim).copy()
 
 
-@lru_cache(maxsize=8)
-def _build(path: str, batch_dim: BatchDim) -> pl.Util:
-    pts = _points(path, batch_dim)
-    hs, lat = pts["h"].to_numpy(float), pts["latency_s"].to_numpy(float)
+def interpolated(hs: np.ndarray, latency_s: np.ndarray) -> pl.Util:
+    """U(h) from the product's latency timed at ascending h (the module's rule above)."""
 
     def util(h: Any) -> Any:
         hv = np.asarray(h, dtype=float)
         if np.any(hv <= 0) or np.any(hv > hs[-1]):
             raise ValueError(f"h must lie in (0, {hs[-1]:g}], the measured range")
         # np.interp holds the end value below hs[0]: constant (memory-bound) latency
-        u = 2.0 * pl.GEMM_M * pl.GEMM_N * hv / (np.interp(hv, hs, lat) * pl.PEAK_FLOPS)
+        u = 2.0 * pl.GEMM_M * pl.GEMM_N * hv / (np.interp(hv, hs, latency_s) * pl.PEAK_FLOPS)
         return float(u) if u.ndim == 0 else u
 
     return util
+
+
+@lru_cache(maxsize=8)
+def _build(path: str, batch_dim: BatchDim) -> pl.Util:
+    pts = _points(path, batch_dim)
+    return interpolated(pts["h"].to_numpy(float), pts["latency_s"].to_numpy(float))
 
 
 def measured_utilisation(gemm_table: str | Path | None = None,
