@@ -71,7 +71,8 @@ validate: setup setup-live
 		validation.png frontier.png $(CURDIR)/results/validation/
 
 # The simulated GPU step against measured serving latencies and kernels, and PipelineRL's
-# Appendix A with a measured U(h) (no GPU, no live engine; about 30 s).
+# Appendix A with a measured U(h), and the GPU timings in measurements/ (no GPU, no live
+# engine; about 20 s, a minute on a fresh clone).
 validate-gpu: setup
 	$(BIN)/rolloutbench validate gpu --out results/validation/gpu --force
 

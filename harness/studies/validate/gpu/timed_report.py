@@ -71,7 +71,8 @@ def decode_section(d: pd.DataFrame) -> list[str]:
             f"{d['other_ms'].min():.2f}-{d['other_ms'].max():.2f} ms timed against the "
             f"database's {d['db_other_ms'].min():.2f}-{d['db_other_ms'].max():.2f} ms (norms, "
             f"activation, embedding). Attention, db / timed where batch x KV heads >= 128: "
-            f"{_cell(wide['db_attention_ms'] / wide['attention_ms'])} (n={len(wide)}).")
+            f"{_cell(wide['db_attention_ms'] / wide['attention_ms'])} (n={len(wide)}). The "
+            f"roofline over the timed kernels: {_cell(d['roofline_ms'] / d['engine_ms'])}.")
     return [*out, "", *textwrap.wrap(text, 100)]
 
 
