@@ -109,6 +109,7 @@ class Decoder:
         self.final_norm = ones(dims.hidden)
         self.embed = weight(dims.hidden, dims.vocab)  # (vocab, hidden): rows are embeddings
         self.lm_head = weight(*shapes["lm_head"])
+        self.layer_step = self.decode_layer
 
     def _qkv(self, layer: dict, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -126,6 +127,24 @@ class Decoder:
                             layer["gate_up"]).chunk(2, dim=-1)
         return F.linear(F.silu(gate) * up, layer["down"])
 
+    def decode_layer(self, layer: dict, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     k_cache: torch.Tensor, v_cache: torch.Tensor, position: int
+                     ) -> torch.Tensor:
+        """One layer of a decode step (`layer_step` calls it; `compile_layers` swaps in a
+        compiled copy, whose fused norms, rotary and cache write are an engine's)."""
+        q, k, v = self._qkv(layer, x, cos, sin)
+        k_cache[:, :, position].copy_(k)
+        v_cache[:, :, position].copy_(v)
+        att = decode_attention(q, k_cache, v_cache)
+        x = x + F.linear(att.reshape(-1, self.dims.q_width), layer["o"])
+        return x + self._mlp(layer, x)
+
+    def compile_layers(self) -> None:
+        """Decode with one torch.compile'd layer, shared by every layer (same shapes)."""
+        torch._dynamo.reset()  # a fresh cache per model: no silent fall-back to eager
+        torch._dynamo.config.cache_size_limit = 64  # a compile per (batch, context)
+        self.layer_step = torch.compile(self.decode_layer, dynamic=False)
+
     def decode(self, tokens: torch.Tensor, position: int,
                cache: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """One decode step: tokens (b,) at `position` (the cache's last slot, written here);
@@ -135,12 +154,7 @@ class Decoder:
         pos = torch.full((tokens.shape[0],), position, device=tokens.device)
         cos, sin = rotary(pos, d.head_dim, self.dtype)
         for layer, (k_cache, v_cache) in zip(self.layers, cache, strict=True):
-            q, k, v = self._qkv(layer, x, cos, sin)
-            k_cache[:, :, position].copy_(k)
-            v_cache[:, :, position].copy_(v)
-            att = decode_attention(q, k_cache, v_cache)
-            x = x + F.linear(att.reshape(-1, d.q_width), layer["o"])
-            x = x + self._mlp(layer, x)
+            x = self.layer_step(layer, x, cos, sin, k_cache, v_cache, position)
         logits = F.linear(rms_norm(x, self.final_norm, d.eps), self.lm_head)
         return logits.argmax(-1)
 

@@ -232,6 +232,28 @@ def decode_points(timer: Timer, dims: Dims, device: str, writer: Writer,
     del flat
 
 
+def compiled_points(timer: Timer, dims: Dims, device: str, writer: Writer,
+                    batches: list[int], context: int, model: Decoder) -> None:
+    """Decode steps with each layer compiled (fused elementwise kernels), in one graph."""
+    model.compile_layers()
+    per_layer = 2 * dims.kv_heads * dims.head_dim
+    flat = torch.randn(dims.layers * max(batches) * context * per_layer, device=device,
+                       dtype=torch.bfloat16)
+    for b in batches:
+        views = flat[: dims.layers * b * context * per_layer].view(
+            dims.layers, 2, b, dims.kv_heads, context, dims.head_dim)
+        cache = [(views[i, 0], views[i, 1]) for i in range(dims.layers)]
+        tokens = torch.randint(0, dims.vocab, (b,), device=device)
+        start = time.perf_counter()
+        step = partial(model.decode, tokens, context - 1, cache)
+        step()
+        compile_s = time.perf_counter() - start
+        writer.add(kind="decode_compiled", model=dims.name, batch=b, context=context,
+                   note=f"first call (compile) {compile_s:.0f} s", **summary(timer.graphed(step)))
+    model.layer_step = model.decode_layer
+    del flat
+
+
 def prefill_points(timer: Timer, dims: Dims, device: str, writer: Writer,
                    prompts: list[int], model: Decoder) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -254,6 +276,38 @@ def prefill_points(timer: Timer, dims: Dims, device: str, writer: Writer,
         with sdpa_kernel(fast if timer.cuda else [SDPBackend.MATH]):
             writer.add(kind="attention", model=dims.name, name="prefill", batch=1, context=c,
                        note="all layers", **summary(timer.graphed(every)))
+
+
+def full_grid(args: argparse.Namespace, timer: Timer, device: str, writer: Writer,
+              start: float) -> None:
+    """Every GEMM shape, decode step, prefill and attention of the grid."""
+    l2 = (torch.cuda.get_device_properties(0).L2_cache_size if timer.cuda else 1 << 20)
+    quick = args.quick
+    for h in ([16, 64] if quick else APPENDIX_H):
+        m, n = (64, 128) if quick else (4096, 16384)
+        writer.add(kind="gemm", model="appendix_a", name="appendix_a", m=m, n=n, k=h,
+                   **time_gemm(timer, device, m, h, n, l2))
+    print(f"appendix A shapes done ({time.perf_counter() - start:.0f} s)", flush=True)
+    for preset in args.models.split(","):
+        dims = dims_of(preset)
+        if quick:  # same shape ratios, a tiny size
+            dims = Dims(dims.name, 2, 64, 4, 2, 16, 128, 256)
+        gemms(timer, dims, device, writer, [1, 8, 64] if quick else GEMM_M, l2)
+        print(f"{preset}: GEMMs done ({time.perf_counter() - start:.0f} s)", flush=True)
+        model = Decoder(dims, device)
+        weights = sum(t.numel() * 2 for layer in model.layers for t in layer.values())
+        free = torch.cuda.mem_get_info()[0] if timer.cuda else 1 << 30
+        per_token = dims.layers * 2 * dims.kv_heads * dims.head_dim * 2
+        cap = min(524288, int((free - 12 * 2**30) // per_token)) if timer.cuda else 4096
+        decode_points(timer, dims, device, writer, [1, 4] if quick else DECODE_BATCH,
+                      [32, 128] if quick else CONTEXTS, cap, model)
+        print(f"{preset}: decode done, weights {weights / 1e9:.1f} GB, cache cap {cap} "
+              f"tokens ({time.perf_counter() - start:.0f} s)", flush=True)
+        prefill_points(timer, dims, device, writer, [32, 64] if quick else PREFILL, model)
+        print(f"{preset}: prefill done ({time.perf_counter() - start:.0f} s)", flush=True)
+        del model
+        if timer.cuda:
+            torch.cuda.empty_cache()
 
 
 def provenance(device: str, limits: dict[str, float], args: argparse.Namespace) -> dict:
@@ -284,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="qwen3-1.7b,qwen3-8b")
     parser.add_argument("--quick", action="store_true", help="a tiny grid, any device")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--compiled", default="",
+                        help="only decode steps with compiled layers, at these batches "
+                             "(e.g. 1,16,128) and context 2048")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -298,33 +355,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"attention against the plain form: {info['check_rel_error']}", flush=True)
     (args.out / "provenance.json").write_text(json.dumps(info, indent=1))
     writer = Writer(args.out)
-    l2 = (torch.cuda.get_device_properties(0).L2_cache_size if timer.cuda else 1 << 20)
-    quick = args.quick
-    for h in ([16, 64] if quick else APPENDIX_H):
-        m, n = (64, 128) if quick else (4096, 16384)
-        writer.add(kind="gemm", model="appendix_a", name="appendix_a", m=m, n=n, k=h,
-                   **time_gemm(timer, device, m, h, n, l2))
-    print(f"appendix A shapes done ({time.perf_counter() - start:.0f} s)", flush=True)
-    for preset in args.models.split(","):
-        dims = dims_of(preset)
-        if quick:  # same shape ratios, a tiny size
-            dims = Dims(dims.name, 2, 64, 4, 2, 16, 128, 256)
-        gemms(timer, dims, device, writer, [1, 8, 64] if quick else GEMM_M, l2)
-        print(f"{preset}: GEMMs done ({time.perf_counter() - start:.0f} s)", flush=True)
-        model = Decoder(dims, device)
-        weights = sum(t.numel() * 2 for layer in model.layers for t in layer.values())
-        free = torch.cuda.mem_get_info()[0] if timer.cuda else 1 << 30
-        per_token = dims.layers * 2 * dims.kv_heads * dims.head_dim * 2
-        cap = min(524288, int((free - 12 * 2**30) // per_token)) if timer.cuda else 4096
-        decode_points(timer, dims, device, writer, [1, 4] if quick else DECODE_BATCH,
-                      [32, 128] if quick else CONTEXTS, cap, model)
-        print(f"{preset}: decode done, weights {weights / 1e9:.1f} GB, cache cap {cap} "
-              f"tokens ({time.perf_counter() - start:.0f} s)", flush=True)
-        prefill_points(timer, dims, device, writer, [32, 64] if quick else PREFILL, model)
-        print(f"{preset}: prefill done ({time.perf_counter() - start:.0f} s)", flush=True)
-        del model
-        if timer.cuda:
-            torch.cuda.empty_cache()
+    if args.compiled:
+        for preset in args.models.split(","):
+            dims = dims_of(preset) if not args.quick else Dims(preset, 2, 64, 4, 2, 16, 128,
+                                                                256)
+            compiled_points(timer, dims, device, writer,
+                            [int(b) for b in args.compiled.split(",")],
+                            128 if args.quick else 2048, Decoder(dims, device))
+            print(f"{preset}: compiled decode done ({time.perf_counter() - start:.0f} s)",
+                  flush=True)
+    else:
+        full_grid(args, timer, device, writer, start)
     info["wall_s"] = round(time.perf_counter() - start, 1)
     (args.out / "provenance.json").write_text(json.dumps(info, indent=1))
     writer.file.close()
