@@ -95,13 +95,28 @@ def h100() -> pd.DataFrame:
 def test_the_committed_timings_are_two_runs_on_each_gpu(h100: pd.DataFrame) -> None:
     _, prov = timed.load(ROOT)
     assert sorted((p["preset"], p["run"]) for p in prov) == [
-        ("h100-sxm", "run1"), ("h100-sxm", "run2"), ("h200-sxm", "run1"), ("h200-sxm", "run2")]
-    assert (h100["runs"] == 2).all()
+        ("h100-sxm", "compiled"), ("h100-sxm", "run1"), ("h100-sxm", "run2"),
+        ("h200-sxm", "run1"), ("h200-sxm", "run2")]
+    assert (h100.loc[h100["kind"] != "decode_compiled", "runs"] == 2).all()
+    assert set(h100.loc[h100["kind"] == "decode_compiled", "batch"]) == {1, 4, 16, 64, 128}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_a_compiled_layer_computes_what_the_eager_one_does() -> None:
+    model = Decoder(TINY, "cpu", dtype=torch.float32, seed=2)
+    gen = torch.Generator().manual_seed(4)
+    tokens = torch.randint(0, TINY.vocab, (3,), generator=gen)
+    cache = [tuple(torch.randn(3, 2, 9, 16, generator=gen) for _ in range(2))
+             for _ in range(TINY.layers)]
+    eager = model.decode(tokens, 8, [(k.clone(), v.clone()) for k, v in cache])
+    model.compile_layers()
+    assert torch.equal(model.decode(tokens, 8, [(k.clone(), v.clone()) for k, v in cache]),
+                       eager)
 
 
 def test_a_decode_step_splits_into_gemms_attention_and_the_rest(h100: pd.DataFrame) -> None:
     one = h100[(h100["model"] == "qwen3-1.7b") & (h100["kind"] != "prefill")
-               & ((h100["batch"] == 8) | (h100["m"] == 8))
+               & ((h100["batch"] == 16) | (h100["m"] == 16))
                & ((h100["context"] == 2048) | (h100["kind"] == "gemm"))]
     rows = timed.decode_rows(one)
     assert len(rows) == 1
@@ -115,6 +130,8 @@ def test_a_decode_step_splits_into_gemms_attention_and_the_rest(h100: pd.DataFra
     assert r["other_ms"] == pytest.approx(step - by_hand - att)
     assert r["db_ms"] == pytest.approx(r["db_gemm_ms"] + r["db_attention_ms"] + r["db_other_ms"])
     assert 0 < r["kernels_vllm_ms"] and 0 < r["roofline_ms"]
+    compiled = one[one["kind"] == "decode_compiled"]["ms"].item()
+    assert r["compiled_ms"] == pytest.approx(compiled) and compiled < step
 
 
 def test_appendix_u_of_a_timed_product_by_hand(h100: pd.DataFrame) -> None:

@@ -35,10 +35,10 @@ BUCKETS = ((1, 16, "1-16"), (32, 64, "32-64"), (128, 256, "128+"))
 
 
 def load(root: Path = ROOT) -> tuple[pd.DataFrame, list[dict]]:
-    """Every run under root/<gpu preset>/run*/ (a folder not named after a preset is
+    """Every run under root/<gpu preset>/<run>/ (a folder not named after a preset is
     skipped): the rows with `gpu` and `run` added, and each run's provenance."""
     frames, provenance = [], []
-    for run in sorted(root.glob("*/run*/measure.csv")):
+    for run in sorted(root.glob("*/*/measure.csv")):
         gpu = run.parent.parent.name
         if gpu not in hardware_names():
             continue
@@ -107,7 +107,9 @@ def decode_rows(points: pd.DataFrame) -> pd.DataFrame:
                 "db_other_ms": sum(ops.values()) - db_gemm - ops["attention"],
                 **{f"kernels_{be}_ms": 1e3 * m.steps_time(1, b, b * c)
                    for be, m in kern.items()},
-                "roofline_ms": 1e3 * roof.steps_time(1, b, b * c)})
+                "roofline_ms": 1e3 * roof.steps_time(1, b, b * c),
+                "compiled_ms": _one(points, gpu=gpu, kind="decode_compiled", model=model,
+                                    batch=b, context=c)})
     return pd.DataFrame(rows)
 
 

@@ -31,10 +31,12 @@ def _provenance(gpu: str, runs: list[dict], points: pd.DataFrame) -> list[str]:
     first = runs[0]
     copy = ", ".join(f"{p['ceilings']['copy_tb_s']:.2f}" for p in runs)
     mm = ", ".join(f"{p['ceilings']['bf16_tflops']:.0f}" for p in runs)
-    text = (f"{first.get('gpu', '?')}, torch {first['torch']}, {len(runs)} runs on "
+    names = ", ".join(p["run"] for p in runs)
+    text = (f"{first.get('gpu', '?')}, torch {first['torch']}, {len(runs)} runs ({names}) on "
             f"{first['date_utc'][:10]}; copy {copy} TB/s (read + written), bf16 product {mm} "
             "TFLOP/s, as measured in each run. Spread between runs, median (worst): "
-            + ", ".join(f"{kind} {_pct(s)}" for kind, s in points.groupby("kind")["spread"])
+            + ", ".join(f"{kind} {_pct(s)}" for kind, s
+                        in points[points["runs"] > 1].groupby("kind")["spread"])
             + ".")
     kg = kernel_gpu(gpu)
     if kg is not None:
@@ -50,17 +52,16 @@ def decode_section(d: pd.DataFrame) -> list[str]:
     out = ["Decode step, a model's time over the timed one (median [min-max]). kernels: the "
            "simulator's", "kernels model (vLLM; SGLang's in timed_decode.csv); timed "
            "kernels: the timed GEMMs and", "attention with the database's rest (norms, "
-           "activation: what an engine's fused kernels cost);", "db GEMMs, db attention: "
-           "the database's over the timed.", "",
-           "| batch | kernels | roofline | kernels / timed kernels | db GEMMs "
-           "| db attention |", "|---|---|---|---|---|---|"]
+           "activation: what an engine's fused kernels cost);", "db GEMMs: the database's "
+           "over the timed, all layers.", "",
+           "| batch | kernels | roofline | kernels / timed kernels | db GEMMs |",
+           "|---|---|---|---|---|"]
     for _, _, name in timed.BUCKETS:
         s = d[d["bucket"] == name]
         out.append(f"| {name} | {_cell(s['kernels_vllm_ms'] / s['measured_ms'])} | "
                    f"{_cell(s['roofline_ms'] / s['measured_ms'])} | "
                    f"{_cell(s['kernels_vllm_ms'] / s['engine_ms'])} | "
-                   f"{_cell(s['db_gemm_ms'] / s['gemm_ms'])} | "
-                   f"{_cell(s['db_attention_ms'] / s['attention_ms'])} |")
+                   f"{_cell(s['db_gemm_ms'] / s['gemm_ms'])} |")
     counts = ", ".join(str(int((d["bucket"] == name).sum())) for *_, name in timed.BUCKETS)
     out.append(f"(points per row: {counts})")
     share = d[["gemm_ms", "attention_ms", "other_ms"]].div(d["measured_ms"], axis=0).median()
@@ -70,10 +71,22 @@ def decode_section(d: pd.DataFrame) -> list[str]:
             f"The rest (norms, rotary, activation, cache write, gaps between kernels) is "
             f"{d['other_ms'].min():.2f}-{d['other_ms'].max():.2f} ms timed against the "
             f"database's {d['db_other_ms'].min():.2f}-{d['db_other_ms'].max():.2f} ms (norms, "
-            f"activation, embedding). Attention, db / timed where batch x KV heads >= 128: "
+            f"activation, embedding). Attention, db / timed: "
+            f"{_cell(d['db_attention_ms'] / d['attention_ms'])}; where batch x KV heads >= 128: "
             f"{_cell(wide['db_attention_ms'] / wide['attention_ms'])} (n={len(wide)}). The "
             f"roofline over the timed kernels: {_cell(d['roofline_ms'] / d['engine_ms'])}.")
-    return [*out, "", *textwrap.wrap(text, 100)]
+    out += ["", *textwrap.wrap(text, 100)]
+    fused = d.dropna(subset=["compiled_ms"])
+    if len(fused):
+        out += ["", *textwrap.wrap(
+            "With each layer compiled (torch.compile: norms, rotary and cache write fused), the "
+            "timed step against the kernels model:", 100), "",
+            "| model | batch | context | timed ms | compiled ms | kernels ms | kernels / "
+            "compiled |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {r['model']} | {r['batch']} | {r['context']} | {r['measured_ms']:.2f} | "
+                f"{r['compiled_ms']:.2f} | {r['kernels_vllm_ms']:.2f} | "
+                f"{r['kernels_vllm_ms'] / r['compiled_ms']:.2f} |" for _, r in fused.iterrows()]
+    return out
 
 
 def prefill_section(p: pd.DataFrame) -> list[str]:
