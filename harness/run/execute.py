@@ -56,13 +56,14 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader |
     resolve_defaults(cfg)
     Path(trace_path).unlink(missing_ok=True)
     if cfg.runtime == "sim":
-        from harness.sim.runtime import SimRuntime
+        from harness.sim.runtime import SimRuntime, no_collections
 
-        runtime = SimRuntime(cfg, trace_path)
-        runtime.run(system)
-        if reader is not None:
-            return reader(runtime.events())
-        return round_metrics(runtime.events(ROUND_METRIC_EVENTS))
+        with no_collections():
+            runtime = SimRuntime(cfg, trace_path)
+            runtime.run(system)
+            if reader is not None:
+                return reader(runtime.events())
+            return round_metrics(runtime.events(ROUND_METRIC_EVENTS))
     elif cfg.runtime == "live":
         from harness.live import backends
 

@@ -68,11 +68,12 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     files whatever the number); update OUT's claims tables (the other papers' rows
     kept) and provenance.json. Returns the rows of the papers run."""
     old, old_meta = load_claims(out), load_provenance(out)  # a bad file fails before work
-    done = pool.reproduce(PAPERS, names, {"out": out, "figures": figures, "rounds": rounds,
-                                          "seed": seed}, jobs)
     sources = {name: step_source(name) for name in names}
-    twins = roofline_twins([n for n in names if sources[n].startswith("kernels")],
-                           rounds, seed, jobs)
+    twin_names = [n for n in names if sources[n].startswith("kernels")]
+    with tempfile.TemporaryDirectory(prefix="rolloutbench-roofline-") as scratch:
+        done, twins = pool.reproduce_passes(PAPERS, [
+            pool.Pass(names, {"out": out, "figures": figures, "rounds": rounds, "seed": seed}),
+            roofline_twins(twin_names, rounds, seed, Path(scratch))], jobs)
     claims: list[Claim] = []
     records = {}
     for name in names:
@@ -94,17 +95,12 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     return [c.row() for c in claims]
 
 
-def roofline_twins(names: list[str], rounds: int, seed: int, jobs: int
-                   ) -> dict[str, list[Claim]]:
-    """The named papers' claims again, every run on the roofline step model (its
-    files and figures written to a scratch folder and dropped)."""
-    if not names:
-        return {}
-    with tempfile.TemporaryDirectory(prefix="rolloutbench-roofline-") as scratch:
-        folder = Path(scratch)
-        return pool.reproduce(PAPERS, names, {"out": folder, "figures": folder,
-                                              "rounds": rounds, "seed": seed}, jobs,
-                              step_model="roofline")
+def roofline_twins(names: list[str], rounds: int, seed: int, scratch: Path) -> pool.Pass:
+    """The named papers' claims again, every run on the roofline step model: a pass run
+    beside the main one, its tables written to a scratch folder and dropped (it draws no
+    figure: `pool.is_twin`)."""
+    return pool.Pass(names, {"out": scratch, "figures": scratch, "rounds": rounds,
+                             "seed": seed}, step_model="roofline")
 
 
 def would_need_texts(path: Path) -> WouldNeed | None:

@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +154,31 @@ class RunPool:
         return results
 
 
-_ACTIVE: list[RunPool] = []
+# The pool of the paper being reproduced in this thread: a paper of the claims' roofline
+# twin sends its runs to a pool that sets their step model, beside the papers of the main
+# pass in the same worker processes.
+_ACTIVE: ContextVar[RunPool | None] = ContextVar("rolloutbench_run_pool", default=None)
 
 
 def active() -> RunPool | None:
-    """The pool of the reproduction in progress, if any."""
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The pool of the reproduction in progress in this thread, if any."""
+    return _ACTIVE.get()
+
+
+@dataclass
+class Pass:
+    """Papers to reproduce with the same arguments; `step_model` set: every run of theirs
+    on that step model (the claims' roofline twin), else each run's own."""
+
+    names: list[str]
+    kwargs: dict[str, Any]
+    step_model: str | None = None
+
+
+def is_twin() -> bool:
+    """Whether this thread reproduces the claims' roofline twin, which needs the claims
+    only: no figure, no study that feeds none."""
+    return step_model_override() is not None
 
 
 def step_model_override() -> str | None:
@@ -175,63 +196,70 @@ def reproduce(papers: dict[str, Callable[..., list[Any]]], names: list[str],
     paper's result by name. The first paper to fail raises, after the others end.
     Progress goes to `console` (stderr by default). `step_model` runs every simulated
     run with that step model instead of its own (the claims' roofline twin)."""
+    return reproduce_passes(papers, [Pass(names, kwargs, step_model)], jobs, console)[0]
+
+
+def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[Pass],
+                     jobs: int, console: Console | None = None) -> list[dict[str, list[Any]]]:
+    """Several passes over papers at once, on one pool (a pass's runs fill the cores while
+    another's papers draw): each pass's results by paper name, in the passes' order."""
     with Reporter(console) as reporter:
         if jobs <= 1:
-            return _one_process(papers, names, kwargs, reporter, step_model)
+            return [_one_process(papers, p, reporter) for p in passes]
         context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
         with cf.ProcessPoolExecutor(jobs, mp_context=context) as executor:
             executor.submit(int).result()  # fork every worker now, before any thread starts
             try:
-                return _threads(papers, names, kwargs, reporter, executor, step_model)
+                return _threads(papers, passes, reporter, executor)
             except BaseException:  # Ctrl-C, or a paper failed: drop the queued runs
                 executor.shutdown(wait=False, cancel_futures=True)
                 raise
 
 
-def _one_process(papers: dict[str, Callable[..., list[Any]]], names: list[str],
-                 kwargs: dict[str, Any], reporter: Reporter, step_model: str | None = None
-                 ) -> dict[str, list[Any]]:
+def _one_process(papers: dict[str, Callable[..., list[Any]]], one: Pass,
+                 reporter: Reporter) -> dict[str, list[Any]]:
     out = {}
-    _ACTIVE.append(RunPool(reporter, step_model=step_model))
+    token = _ACTIVE.set(RunPool(reporter, step_model=one.step_model))
     try:
-        for name in names:
+        for name in one.names:
             start = time.perf_counter()
-            out[name] = papers[name](**kwargs)
+            out[name] = papers[name](**one.kwargs)
             reporter.finished(f"{name} done", time.perf_counter() - start, run=False)
     finally:
-        _ACTIVE.pop()
+        _ACTIVE.reset(token)
     return out
 
 
-def _threads(papers: dict[str, Callable[..., list[Any]]], names: list[str],
-             kwargs: dict[str, Any], reporter: Reporter,
-             executor: cf.ProcessPoolExecutor, step_model: str | None = None
-             ) -> dict[str, list[Any]]:
+def _threads(papers: dict[str, Callable[..., list[Any]]], passes: list[Pass],
+             reporter: Reporter, executor: cf.ProcessPoolExecutor
+             ) -> list[dict[str, list[Any]]]:
     turn = threading.Lock()
-    out: dict[str, list[Any]] = {}
-    errors: dict[str, BaseException] = {}
+    outs: list[dict[str, list[Any]]] = [{} for _ in passes]
+    errors: list[BaseException] = []
 
-    def paper(name: str) -> None:
+    def paper(name: str, at: int, run_pool: RunPool) -> None:
+        _ACTIVE.set(run_pool)  # this thread's own context
         start = time.perf_counter()
         with turn:
             try:
-                out[name] = papers[name](**kwargs)
+                outs[at][name] = papers[name](**passes[at].kwargs)
             except BaseException as err:  # raised in the caller's thread, below
-                errors[name] = err
+                errors.append(err)
                 return
-            reporter.finished(f"{name} done", time.perf_counter() - start, run=False)
+            label = name if passes[at].step_model is None else \
+                f"{name} ({passes[at].step_model})"
+            reporter.finished(f"{label} done", time.perf_counter() - start, run=False)
 
-    _ACTIVE.append(RunPool(reporter, executor, turn, step_model))
-    try:
-        threads = [threading.Thread(target=paper, args=(n,), name=f"reproduce-{n}",
-                                    daemon=True) for n in names]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        _ACTIVE.pop()
-    for name in names:
-        if name in errors:
-            raise errors[name]
-    return out
+    threads = []
+    for at, one in enumerate(passes):
+        run_pool = RunPool(reporter, executor, turn, one.step_model)
+        threads += [threading.Thread(target=paper, args=(n, at, run_pool),
+                                     name=f"reproduce-{n}-{at}", daemon=True)
+                    for n in one.names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return outs

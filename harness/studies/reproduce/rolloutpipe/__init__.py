@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.studies.claims import Claim
-from harness.studies.reproduce.pool import step_model_override
+from harness.studies.reproduce.pool import is_twin
 from harness.studies.reproduce.rolloutpipe import claims, runs
 from harness.studies.reproduce.rolloutpipe.figures import (
     figure4,
@@ -43,11 +43,11 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
     df = runs.simulate(rounds=rounds, seed=seed)
     write_atomic(out / "rolloutpipe.csv", df.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "rolloutpipe_table1.md", table1_markdown(df, claims.TABLE1))
+    if is_twin():  # the claims' twin: the figures and the what-if feed no claim
+        return claims.claims(df)
     figures.mkdir(parents=True, exist_ok=True)
     figure4(df, figures / "rolloutpipe_fig4.png")
     figure5(df, figures / "rolloutpipe_fig5.png")
-    if step_model_override() is not None:  # the claims' twin: the what-if feeds no claim
-        return claims.claims(df)
     sweep = runs.frontier_sweep(rounds=rounds, seed=seed)
     write_atomic(out / "rolloutpipe_frontier.csv", sweep.to_csv(index=False, float_format="%.6g"))
     cgp = df[(df["system"] == "cgp") & (df["groups"] == 96)]

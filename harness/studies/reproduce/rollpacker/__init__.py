@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.studies.claims import Claim
+from harness.studies.reproduce.pool import is_twin
 from harness.studies.reproduce.rollpacker import claims, runs
 from harness.studies.reproduce.rollpacker.figures import eta_figure, figure
 
@@ -42,6 +43,7 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
         write_atomic(out / f"rollpacker_{name}.csv",
                      df.drop(columns="max_len_by_round").to_csv(index=False,
                                                                 float_format="%.6g"))
-    figure(t2, figures / "rollpacker_table2.png")
-    eta_figure(eta, figures / "rollpacker_fig11_eta.png")
+    if not is_twin():  # the claims' twin draws no figure
+        figure(t2, figures / "rollpacker_table2.png")
+        eta_figure(eta, figures / "rollpacker_fig11_eta.png")
     return claims.claims(t2, eta, t3, scale)
