@@ -3,6 +3,7 @@ committed H100/H200 timings with the database and both step models."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -15,11 +16,11 @@ import torch.nn.functional as F
 from harness.sim.presets import load_model
 from harness.studies.validate.gpu import appendix_a, timed, timed_report
 from harness.studies.validate.gpu.on_gpu import measure
-from harness.studies.validate.gpu.on_gpu.decoder import Decoder, Dims, decode_attention
+from harness.studies.validate.gpu.on_gpu.decoder import Decoder, decode_attention, gemms
 
 ROOT = Path(__file__).resolve().parents[1] / "measurements"
-TINY = Dims("tiny", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=96,
-            vocab=50)
+TINY = dataclasses.replace(load_model("qwen3-1.7b"), layers=2, hidden=64, heads=4, kv_heads=2,
+                           head_dim=16, intermediate=96, vocab=50)
 
 
 def test_decode_attention_equals_repeating_kv_per_query_head() -> None:
@@ -45,7 +46,7 @@ def test_a_one_token_decode_is_that_tokens_prefill() -> None:
 
 def test_the_gemm_shapes_follow_the_config() -> None:
     d = measure.dims_of("qwen3-8b")
-    assert d.gemms() == {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 24576),
+    assert gemms(d) == {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 24576),
                          "down": (12288, 4096), "lm_head": (4096, 151936)}
 
 

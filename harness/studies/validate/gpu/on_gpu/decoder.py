@@ -1,4 +1,4 @@
-"""A Qwen3-style dense decoder built from a config's dimensions, random weights, static shapes.
+"""A Qwen3-style dense decoder built from a model preset, random weights, static shapes.
 
 Why our own and not transformers': a serving engine runs a decode step as one captured CUDA
 graph over a preallocated KV cache, and the measured-kernel database prices exactly those
@@ -17,41 +17,29 @@ without repeating K and V (`decode_attention`; checked against the repeated form
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
+from harness.sim.presets import Model
 
-@dataclass(frozen=True)
-class Dims:
-    """The shapes of one dense decoder (a Hugging Face config's fields of the same meaning)."""
+EPS = 1e-6  # Qwen3's rms_norm_eps
 
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    eps: float = 1e-6
 
-    @property
-    def q_width(self) -> int:
-        return self.heads * self.head_dim
+def q_width(model: Model) -> int:
+    return model.heads * model.head_dim
 
-    @property
-    def kv_width(self) -> int:
-        return self.kv_heads * self.head_dim
 
-    def gemms(self) -> dict[str, tuple[int, int]]:
-        """Every weight product of one layer and the LM head: name -> (k, n) of (m,k)x(k,n)."""
-        return {"qkv": (self.hidden, self.q_width + 2 * self.kv_width),
-                "o": (self.q_width, self.hidden),
-                "gate_up": (self.hidden, 2 * self.intermediate),
-                "down": (self.intermediate, self.hidden),
-                "lm_head": (self.hidden, self.vocab)}
+def kv_width(model: Model) -> int:
+    return model.kv_heads * model.head_dim
+
+
+def gemms(model: Model) -> dict[str, tuple[int, int]]:
+    """Every weight product of one layer and the LM head: name -> (k, n) of (m,k)x(k,n)."""
+    return {"qkv": (model.hidden, q_width(model) + 2 * kv_width(model)),
+            "o": (q_width(model), model.hidden),
+            "gate_up": (model.hidden, 2 * model.intermediate),
+            "down": (model.intermediate, model.hidden),
+            "lm_head": (model.hidden, model.vocab)}
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -88,7 +76,7 @@ class Decoder:
     """Random bf16 weights for `dims` on `device`; `decode` and `prefill` are pure functions
     of preallocated tensors, so both can be captured as CUDA graphs."""
 
-    def __init__(self, dims: Dims, device: str, dtype: torch.dtype = torch.bfloat16,
+    def __init__(self, dims: Model, device: str, dtype: torch.dtype = torch.bfloat16,
                  seed: int = 0) -> None:
         gen = torch.Generator(device=device).manual_seed(seed)
         self.dims, self.device, self.dtype = dims, device, dtype
@@ -100,7 +88,7 @@ class Decoder:
         def ones(n: int) -> torch.Tensor:
             return torch.ones(n, device=device, dtype=dtype)
 
-        shapes = dims.gemms()
+        shapes = gemms(dims)
         self.layers = [{"ln1": ones(dims.hidden), "ln2": ones(dims.hidden),
                         "q_norm": ones(dims.head_dim), "k_norm": ones(dims.head_dim),
                         **{name: weight(*shapes[name]) for name in ("qkv", "o", "gate_up",
@@ -115,15 +103,15 @@ class Decoder:
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x: (tokens, hidden) -> q (tokens, heads, d), k and v (tokens, kv, d), rotated."""
         d = self.dims
-        qkv = F.linear(rms_norm(x, layer["ln1"], d.eps), layer["qkv"])
-        q, k, v = qkv.split((d.q_width, d.kv_width, d.kv_width), dim=-1)
-        q = rms_norm(q.view(-1, d.heads, d.head_dim), layer["q_norm"], d.eps)
-        k = rms_norm(k.view(-1, d.kv_heads, d.head_dim), layer["k_norm"], d.eps)
+        qkv = F.linear(rms_norm(x, layer["ln1"], EPS), layer["qkv"])
+        q, k, v = qkv.split((q_width(d), kv_width(d), kv_width(d)), dim=-1)
+        q = rms_norm(q.view(-1, d.heads, d.head_dim), layer["q_norm"], EPS)
+        k = rms_norm(k.view(-1, d.kv_heads, d.head_dim), layer["k_norm"], EPS)
         c, s = cos[:, None, :], sin[:, None, :]
         return rotate(q, c, s), rotate(k, c, s), v.view(-1, d.kv_heads, d.head_dim)
 
     def _mlp(self, layer: dict, x: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(rms_norm(x, layer["ln2"], self.dims.eps),
+        gate, up = F.linear(rms_norm(x, layer["ln2"], EPS),
                             layer["gate_up"]).chunk(2, dim=-1)
         return F.linear(F.silu(gate) * up, layer["down"])
 
@@ -136,7 +124,7 @@ class Decoder:
         k_cache[:, :, position].copy_(k)
         v_cache[:, :, position].copy_(v)
         att = decode_attention(q, k_cache, v_cache)
-        x = x + F.linear(att.reshape(-1, self.dims.q_width), layer["o"])
+        x = x + F.linear(att.reshape(-1, q_width(self.dims)), layer["o"])
         return x + self._mlp(layer, x)
 
     def compile_layers(self) -> None:
@@ -155,7 +143,7 @@ class Decoder:
         cos, sin = rotary(pos, d.head_dim, self.dtype)
         for layer, (k_cache, v_cache) in zip(self.layers, cache, strict=True):
             x = self.layer_step(layer, x, cos, sin, k_cache, v_cache, position)
-        logits = F.linear(rms_norm(x, self.final_norm, d.eps), self.lm_head)
+        logits = F.linear(rms_norm(x, self.final_norm, EPS), self.lm_head)
         return logits.argmax(-1)
 
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -170,7 +158,7 @@ class Decoder:
             att = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None],
                                                  v.transpose(0, 1)[None], is_causal=True,
                                                  enable_gqa=True)
-            x = x + F.linear(att[0].transpose(0, 1).reshape(c, d.q_width), layer["o"])
+            x = x + F.linear(att[0].transpose(0, 1).reshape(c, q_width(d)), layer["o"])
             x = x + self._mlp(layer, x)
-        logits = F.linear(rms_norm(x[-1:], self.final_norm, d.eps), self.lm_head)
+        logits = F.linear(rms_norm(x[-1:], self.final_norm, EPS), self.lm_head)
         return logits.argmax(-1)

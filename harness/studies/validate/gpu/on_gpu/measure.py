@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import statistics
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -42,9 +42,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from harness.studies.validate.gpu.on_gpu.decoder import Decoder, Dims, decode_attention
+from harness.sim.presets import Model, load_model
+from harness.studies.validate.gpu.on_gpu import decoder
+from harness.studies.validate.gpu.on_gpu.decoder import Decoder, decode_attention
 
-MODELS_TOML = Path(__file__).resolve().parents[4] / "sim" / "presets" / "models.toml"
 FIELDS = ["kind", "model", "name", "m", "n", "k", "batch", "context", "ms", "ms_p10",
           "ms_p90", "repeats", "eager_ms", "note"]
 GEMM_M = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -54,11 +55,15 @@ PREFILL = [512, 1024, 2048, 4096, 8192]
 APPENDIX_H = [16, 32, 64, 128, 192, 256, 384, 512, 1024, 2048, 4096]  # (4096 x h)(h x 16384)
 
 
-def dims_of(preset: str, path: Path = MODELS_TOML) -> Dims:
-    """A model preset's shapes from the project's models.toml (stdlib only: runs anywhere)."""
-    entry = tomllib.loads(path.read_text())[preset]
-    return Dims(preset, *(int(entry[f]) for f in ("layers", "hidden", "heads", "kv_heads",
-                                                   "head_dim", "intermediate", "vocab")))
+def dims_of(preset: str) -> Model:
+    """A model preset, named by its preset key (what the CSV's `model` column holds)."""
+    return dataclasses.replace(load_model(preset), name=preset)
+
+
+def tiny(model: Model) -> Model:
+    """The same kind of model at a tiny size, for `--quick`."""
+    return dataclasses.replace(model, layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+                               intermediate=128, vocab=256)
 
 
 class Timer:
@@ -184,9 +189,9 @@ def time_gemm(timer: Timer, device: str, m: int, k: int, n: int, l2_bytes: int
     return {**summary(timer.graphed(run), per=reps), "note": f"reps={reps} copies={copies}"}
 
 
-def gemms(timer: Timer, dims: Dims, device: str, writer: Writer, ms: list[int],
+def gemms(timer: Timer, dims: Model, device: str, writer: Writer, ms: list[int],
           l2_bytes: int) -> None:
-    for name, (k, n) in dims.gemms().items():
+    for name, (k, n) in decoder.gemms(dims).items():
         for m in ms:
             if name == "lm_head" and m > 256:
                 continue  # the head runs on one token per sequence: decode batches only
@@ -204,7 +209,7 @@ def causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
-def decode_points(timer: Timer, dims: Dims, device: str, writer: Writer,
+def decode_points(timer: Timer, dims: Model, device: str, writer: Writer,
                   batches: list[int], contexts: list[int], cap_tokens: int,
                   model: Decoder) -> None:
     per_layer = 2 * dims.kv_heads * dims.head_dim
@@ -232,7 +237,7 @@ def decode_points(timer: Timer, dims: Dims, device: str, writer: Writer,
     del flat
 
 
-def compiled_points(timer: Timer, dims: Dims, device: str, writer: Writer,
+def compiled_points(timer: Timer, dims: Model, device: str, writer: Writer,
                     batches: list[int], context: int, model: Decoder) -> None:
     """Decode steps with each layer compiled (fused elementwise kernels), in one graph."""
     model.compile_layers()
@@ -254,7 +259,7 @@ def compiled_points(timer: Timer, dims: Dims, device: str, writer: Writer,
     del flat
 
 
-def prefill_points(timer: Timer, dims: Dims, device: str, writer: Writer,
+def prefill_points(timer: Timer, dims: Model, device: str, writer: Writer,
                    prompts: list[int], model: Decoder) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -291,7 +296,7 @@ def full_grid(args: argparse.Namespace, timer: Timer, device: str, writer: Write
     for preset in args.models.split(","):
         dims = dims_of(preset)
         if quick:  # same shape ratios, a tiny size
-            dims = Dims(dims.name, 2, 64, 4, 2, 16, 128, 256)
+            dims = tiny(dims)
         gemms(timer, dims, device, writer, [1, 8, 64] if quick else GEMM_M, l2)
         print(f"{preset}: GEMMs done ({time.perf_counter() - start:.0f} s)", flush=True)
         model = Decoder(dims, device)
@@ -357,8 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     writer = Writer(args.out)
     if args.compiled:
         for preset in args.models.split(","):
-            dims = dims_of(preset) if not args.quick else Dims(preset, 2, 64, 4, 2, 16, 128,
-                                                                256)
+            dims = tiny(dims_of(preset)) if args.quick else dims_of(preset)
             compiled_points(timer, dims, device, writer,
                             [int(b) for b in args.compiled.split(",")],
                             128 if args.quick else 2048, Decoder(dims, device))
