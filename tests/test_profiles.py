@@ -156,3 +156,31 @@ def test_rollpacker_code_verifier_has_a_timeout_tail() -> None:
         assert v.max() < 25  # no sandbox tail
     _, v, _ = draw(load_profile("rp-math"), 16384, 8, PROMPTS)
     assert np.percentile(v, 99.9) < 2.0  # under the paper's 2 s math timeout
+
+
+def test_a_kept_prompt_is_the_one_drawn_and_the_keep_is_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prompts are kept per process (runs of the same workload share them): a kept
+    prompt equals a fresh draw, another seed or K is another prompt, and past the bound
+    the oldest half goes."""
+    import workloads.profile as wp
+
+    monkeypatch.setattr(wp, "_KEPT", {})
+    monkeypatch.setattr(wp, "KEPT_MAX", 8)
+    w = make_workload("dapo-math-17k", 3, 4)
+    first = w.take(5)
+    again = make_workload("dapo-math-17k", 3, 4).take(5)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    fresh = make_workload("dapo-math-17k", 3, 4)
+    for p in first:
+        drawn = fresh.draw(p.index)
+        assert (drawn.tokens, drawn.hidden.lengths, drawn.hidden.rewards,
+                drawn.hidden.verify_s) == (p.tokens, p.hidden.lengths, p.hidden.rewards,
+                                           p.hidden.verify_s)
+        assert drawn.hidden.sample(6) == p.hidden.sample(6)  # an extra sample, too
+    other_seed = make_workload("dapo-math-17k", 4, 4).take(1)[0]
+    other_k = make_workload("dapo-math-17k", 3, 8).take(1)[0]
+    assert other_seed.hidden.lengths != first[0].hidden.lengths
+    assert len(other_k.hidden.lengths) == 8
+    make_workload("dapo-math-17k", 5, 4).take(8)
+    assert len(wp._KEPT) <= 8

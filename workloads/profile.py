@@ -135,6 +135,7 @@ class SimWorkload:
         self._next = 0
         # The workload's name enters the seed so that workloads are independent.
         self._stream = zlib.crc32(profile.name.encode())
+        self.identity = repr(profile)  # every field: what the prompts are a function of
 
     def take(self, n: int) -> list[Prompt]:
         out = [self.prompt(self._next + i) for i in range(n)]
@@ -142,6 +143,11 @@ class SimWorkload:
         return out
 
     def prompt(self, index: int) -> Prompt:
+        return _kept_prompt(self, index)
+
+    def draw(self, index: int) -> Prompt:
+        """Prompt `index` drawn from its own random stream (`prompt` keeps it: see
+        `_kept_prompt`)."""
         pr = self.profile
         rng = np.random.default_rng([self._seed, self._stream, index])
         z, zp = rng.standard_normal(2)
@@ -178,6 +184,25 @@ class SimWorkload:
             rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
         return (tuple(lengths.tolist()), tuple(rewards.tolist()),
                 tuple(np.round(verify, 6).tolist()))
+
+
+_KEPT: dict[tuple[str, int, int, int], Prompt] = {}
+KEPT_MAX = 1 << 13  # about 32 MB at K = 16; a large run's prompts of one round fit
+
+
+def _kept_prompt(workload: SimWorkload, index: int) -> Prompt:
+    """A prompt is a pure function of (profile, seed, samples per group, index) and frozen,
+    so a process keeps the ones it drew: a reproduction runs many systems, and the claims'
+    roofline twin, on the same prompts, and a prompt's random streams cost more to set up
+    than to draw from. The oldest half is dropped past KEPT_MAX."""
+    key = (workload.identity, workload._seed, workload._k, index)
+    kept = _KEPT.get(key)
+    if kept is None:
+        if len(_KEPT) >= KEPT_MAX:
+            for old in list(_KEPT)[: KEPT_MAX // 2]:
+                del _KEPT[old]
+        kept = _KEPT[key] = workload.draw(index)
+    return kept
 
 
 @dataclass(frozen=True)
