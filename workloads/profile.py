@@ -121,6 +121,11 @@ def _normal_cdf(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
+# Prompts this process drew (`SimWorkload.prompt`): (profile, seed, K, index) -> prompt.
+_KEPT: dict[tuple[str, int, int, int], Prompt] = {}
+KEPT_MAX = 1 << 13  # about 32 MB at K = 16; a large run's prompts of one round fit
+
+
 class SimWorkload:
     """The simulated prompt stream of one run (implements runtime.Workload)."""
 
@@ -143,11 +148,21 @@ class SimWorkload:
         return out
 
     def prompt(self, index: int) -> Prompt:
-        return _kept_prompt(self, index)
+        """A prompt is a pure function of (profile, seed, samples per group, index) and
+        frozen, so a process keeps the ones it drew: a reproduction runs many systems, and
+        the claims' roofline twin, on the same prompts, and a prompt's random streams cost
+        more to set up than to draw from. The oldest half is dropped past KEPT_MAX."""
+        key = (self.identity, self._seed, self._k, index)
+        kept = _KEPT.get(key)
+        if kept is None:
+            if len(_KEPT) >= KEPT_MAX:
+                for old in list(_KEPT)[: KEPT_MAX // 2]:
+                    del _KEPT[old]
+            kept = _KEPT[key] = self.draw(index)
+        return kept
 
     def draw(self, index: int) -> Prompt:
-        """Prompt `index` drawn from its own random stream (`prompt` keeps it: see
-        `_kept_prompt`)."""
+        """Prompt `index` drawn from its own random stream (what `prompt` keeps)."""
         pr = self.profile
         rng = np.random.default_rng([self._seed, self._stream, index])
         z, zp = rng.standard_normal(2)
@@ -184,25 +199,6 @@ class SimWorkload:
             rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
         return (tuple(lengths.tolist()), tuple(rewards.tolist()),
                 tuple(np.round(verify, 6).tolist()))
-
-
-_KEPT: dict[tuple[str, int, int, int], Prompt] = {}
-KEPT_MAX = 1 << 13  # about 32 MB at K = 16; a large run's prompts of one round fit
-
-
-def _kept_prompt(workload: SimWorkload, index: int) -> Prompt:
-    """A prompt is a pure function of (profile, seed, samples per group, index) and frozen,
-    so a process keeps the ones it drew: a reproduction runs many systems, and the claims'
-    roofline twin, on the same prompts, and a prompt's random streams cost more to set up
-    than to draw from. The oldest half is dropped past KEPT_MAX."""
-    key = (workload.identity, workload._seed, workload._k, index)
-    kept = _KEPT.get(key)
-    if kept is None:
-        if len(_KEPT) >= KEPT_MAX:
-            for old in list(_KEPT)[: KEPT_MAX // 2]:
-                del _KEPT[old]
-        kept = _KEPT[key] = workload.draw(index)
-    return kept
 
 
 @dataclass(frozen=True)

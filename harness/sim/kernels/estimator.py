@@ -27,7 +27,8 @@ from harness.sim.kernels.gpus import KernelGpu
 from harness.sim.perf import DecodeModel
 from harness.sim.presets import Hardware, Model
 
-_COMM_OP = re.compile(r"(_ar(_\d+)?$)|p2p|all_?reduce")
+# An all-reduce or p2p op among `decode_ops`' names (ar_1, embedding_ar, p2p, ...).
+_COMM_OP = re.compile(r"((^|_)ar(_\d+)?$)|p2p|all_?reduce")
 
 
 class KernelError(ConfigError):
@@ -121,10 +122,9 @@ class Estimator:
         if self.gpu.comm == "measured" and self.gpu.decode_scale == 1.0:
             with quiet():
                 return float(self._handle.decode_step_latency(batch, context, 2))
-        with quiet():
-            ops = self._handle.decode_step_per_op(batch, context, 2)
-        compute = sum(ms for name, ms, *_ in ops if not _COMM_OP.search(name))
-        comm = sum(ms for name, ms, *_ in ops if _COMM_OP.search(name))
+        ops = self.decode_ops(batch, context)
+        compute = sum(ms for name, ms in ops.items() if not _COMM_OP.search(name))
+        comm = sum(ms for name, ms in ops.items() if _COMM_OP.search(name))
         if self.gpu.comm == "preset-link":
             comm = (self._link[0] + self._link[1] * batch) if self.tp > 1 else 0.0
         return compute * self.gpu.decode_scale + comm

@@ -68,7 +68,7 @@ def _points(path: str, batch_dim: BatchDim) -> pd.DataFrame:
         raise ValueError(f"expected one bf16 row per h for batch_dim={batch_dim!r} in {path}")
     pts = rows.assign(h=rows[batch_dim]).sort_values("h").reset_index(drop=True)
     pts["latency_s"] = pts["latency"] * 1e-3  # the table stores milliseconds
-    pts["u"] = 2.0 * pl.GEMM_M * pl.GEMM_N * pts["h"] / (pts["latency_s"] * pl.PEAK_FLOPS)
+    pts["u"] = utilisation_of(pts["h"], pts["latency_s"])
     return pts[["m", "n", "k", "h", "latency", "latency_s", "u"]]
 
 
@@ -76,6 +76,12 @@ def measured_points(gemm_table: str | Path | None = None,
                     batch_dim: BatchDim = "k") -> pd.DataFrame:
     """The table rows U(h) is built from (h ascending, latency in ms and s, U at each)."""
     return _points(str(Path(gemm_table or default_table()).resolve()), batch_dim).copy()
+
+
+def utilisation_of(h: Any, latency_s: Any) -> Any:
+    """U of the paper's product at contraction dim h taking latency_s: FLOPs over time
+    over the H100's peak."""
+    return 2.0 * pl.GEMM_M * pl.GEMM_N * h / (latency_s * pl.PEAK_FLOPS)
 
 
 def interpolated(hs: np.ndarray, latency_s: np.ndarray) -> pl.Util:
@@ -86,7 +92,7 @@ def interpolated(hs: np.ndarray, latency_s: np.ndarray) -> pl.Util:
         if np.any(hv <= 0) or np.any(hv > hs[-1]):
             raise ValueError(f"h must lie in (0, {hs[-1]:g}], the measured range")
         # np.interp holds the end value below hs[0]: constant (memory-bound) latency
-        u = 2.0 * pl.GEMM_M * pl.GEMM_N * hv / (np.interp(hv, hs, latency_s) * pl.PEAK_FLOPS)
+        u = utilisation_of(hv, np.interp(hv, hs, latency_s))
         return float(u) if u.ndim == 0 else u
 
     return util

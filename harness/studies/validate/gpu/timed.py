@@ -137,17 +137,19 @@ def gemm_rows(points: pd.DataFrame) -> pd.DataFrame:
     """Each timed product of a model's layer beside the database's (its per-layer share of
     the decode step's op at m <= 256 tokens, of the prefill's above)."""
     rows = []
-    for (gpu, model), gemms in _at(points, kind="gemm").groupby(["gpu", "model"]):
-        if model not in ("appendix_a",):
-            est = source.estimator(model, gpu, "vllm", 1)
-            layers = load_model(model).layers
-            for _, g in gemms.iterrows():
-                m, name = int(g["m"]), str(g["name"])
-                ops = est.decode_ops(m, 512) if m <= 256 else est.prefill_ops(m)
-                per = 1 if name == "lm_head" else layers
-                rows.append({"gpu": gpu, "model": model, "name": name, "m": m,
-                             "n": int(g["n"]), "k": int(g["k"]), "measured_ms": g["ms"],
-                             "spread": g["spread"], "db_ms": ops[DB_GEMM[name]] / per})
+    layer_gemms = _at(points, kind="gemm")
+    layer_gemms = layer_gemms[layer_gemms["model"] != "appendix_a"]
+    for (gpu, model), gemms in layer_gemms.groupby(["gpu", "model"]):
+        est = source.estimator(model, gpu, "vllm", 1)
+        layers = load_model(model).layers
+        ops = {m: est.decode_ops(m, 512) if m <= 256 else est.prefill_ops(m)
+               for m in set(gemms["m"].astype(int))}
+        for _, g in gemms.iterrows():
+            m, name = int(g["m"]), str(g["name"])
+            per = 1 if name == "lm_head" else layers
+            rows.append({"gpu": gpu, "model": model, "name": name, "m": m,
+                         "n": int(g["n"]), "k": int(g["k"]), "measured_ms": g["ms"],
+                         "spread": g["spread"], "db_ms": ops[m][DB_GEMM[name]] / per})
     return pd.DataFrame(rows)
 
 
@@ -163,8 +165,9 @@ def appendix_rows(points: pd.DataFrame) -> pd.DataFrame:
               for col, path in tables.items() if path is not None}
         for _, t in timed.iterrows():
             h = int(t["k"])
-            u = 2.0 * t["m"] * t["n"] * h / (t["ms"] * 1e-3 * appendix_a.pl.PEAK_FLOPS)
-            rows.append({"gpu": gpu, "h": h, "measured_u": u, "spread": t["spread"],
+            rows.append({"gpu": gpu, "h": h,
+                         "measured_u": appendix_a.utilisation_of(h, t["ms"] * 1e-3),
+                         "spread": t["spread"],
                          **{col: float(s.get(h, np.nan)) for col, s in db.items()}})
     return pd.DataFrame(rows)
 
@@ -178,7 +181,7 @@ def appendix_optimum(points: pd.DataFrame) -> pd.DataFrame:
         util = appendix_a.interpolated(timed["k"].to_numpy(float),
                                        timed["ms"].to_numpy(float) * 1e-3)
         case = appendix_a.pl.case_study(util=util)
-        rows.append({"u_model": f"timed {gpu} (torch)",
+        rows.append({"gpu": gpu, "u_model": f"timed {gpu} (torch)",
                      **{c: case[c] for c in ("speedup", "g_max", "H", "I", "U_H")}})
     return pd.DataFrame(rows)
 

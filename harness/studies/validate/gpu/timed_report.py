@@ -176,9 +176,7 @@ def report(out: Path, root: Path = timed.ROOT) -> str:
     figure(parts["decode"], out / "timed.png")
     sections = []
     for gpu in dict.fromkeys(p["preset"] for p in prov):
-        mine = {name: frame[frame["u_model"].str.contains(f" {gpu} ")]
-                if name == "appendix_a_optimum" else frame[frame["gpu"] == gpu]
-                for name, frame in parts.items()}
+        mine = {name: frame[frame["gpu"] == gpu] for name, frame in parts.items()}
         runs = [p for p in prov if p["preset"] == gpu]
         sections += [[f"### {gpu}"], _provenance(gpu, runs, points[points["gpu"] == gpu]),
                      decode_section(mine["decode"]),
