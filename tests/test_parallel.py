@@ -89,3 +89,28 @@ def test_negative_jobs_is_refused() -> None:
     result = CliRunner().invoke(app, ["reproduce", "all", "--jobs", "-1"])
     assert result.exit_code == 2
     assert "error: --jobs: must be 0" in result.output and "Traceback" not in result.output
+
+
+def repeating_paper(out: Path, seed: int) -> list[object]:
+    """One grid, then a sweep whose point (cgp on sci-jl) is one of the grid's."""
+    base = RunConfig(workload="sci-jl", groups=4, rounds=2, group_size=4, seed=seed)
+    grid = run_grid(base, {"system": ("slime", "cgp")}, out / "grid", label="grid")
+    sweep = run_grid(base, {"system": ("cgp",)}, out / "sweep", label="sweep")
+    return [grid.to_dict("records"), sweep.to_dict("records")]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_repeated_run_is_simulated_once_and_copied(tmp_path: Path, jobs: int) -> None:
+    text = io.StringIO()
+    got = pool.reproduce({"r": repeating_paper}, ["r"], {"out": tmp_path, "seed": 1}, jobs,
+                         Console(file=text, width=100))["r"]
+    grid, sweep = got
+    assert sweep == [row for row in grid if row["system"] == "cgp"]  # 2 rounds, same rows
+    assert (tmp_path / "sweep" / "cgp.jsonl").read_bytes() == \
+        (tmp_path / "grid" / "cgp.jsonl").read_bytes()
+    runs = [line for line in text.getvalue().splitlines() if line.startswith("[")]
+    assert len(runs) == 3
+    assert [line for line in runs if "(a copy of cgp)" in line] == \
+        ["[3/3] sweep: cgp (a copy of cgp) (0.0 s)"]
+    sweep[0]["system"] = "changed"  # each asker has its own rows
+    assert grid[2]["system"] == "cgp"

@@ -10,6 +10,10 @@ by every paper that has runs to do, and each paper's own code still runs in
 its own order on the same inputs: the outputs are byte for byte those of a
 one-process run (`--jobs 1`), which runs everything in this process.
 
+A configuration asked for twice in one reproduction (a sweep's point that is also a
+table's, as RolloutPipe's F_w = 2 is) is simulated once (`SameRuns`): the simulator is
+deterministic, so the second trace is a copy of the first and its result the same.
+
 Progress goes to stderr: a bar on a terminal, one line per finished run (and
 per finished paper) otherwise.
 """
@@ -20,6 +24,7 @@ import concurrent.futures as cf
 import copy
 import multiprocessing
 import os
+import shutil
 import sys
 import threading
 import time
@@ -103,17 +108,47 @@ class Reporter:
                 self.console.print(f"{what} ({seconds:.1f} s)", highlight=False, soft_wrap=True)
 
 
+class SameRuns:
+    """The first run of each configuration (and reader) in one reproduction: its result
+    (or, in the process pool, its future) and its trace, for a later ask to copy. Every
+    asker gets a copy of the result, so that none sees what another did to its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._first: dict[str, tuple[Any, Path]] = {}
+
+    @staticmethod
+    def key(cfg: RunConfig, reader: Reader | None) -> str:
+        name = None if reader is None else f"{reader.__module__}.{reader.__qualname__}"
+        return repr((cfg.to_dict(), name))
+
+    def first(self, key: str, start: Callable[[], Any], path: Path) -> tuple[Any, Path | None]:
+        """The first run's handle and trace, or (None: this is the first) `start()`'s."""
+        with self._lock:
+            if key in self._first:
+                return self._first[key]
+            handle = self._first[key] = (start(), path)
+        return handle[0], None
+
+
+def _copy_trace(first: Path, to: Path) -> None:
+    if first.resolve() != to.resolve():  # the same table asked for twice: one file
+        shutil.copyfile(first, to)
+
+
 class RunPool:
     """Where `run_configs` sends its runs while a reproduction is on: a process
     pool, or (one job) this process. Calls come from the papers' threads, each
     holding the turn (`turn`), which the pool lends out while the runs are away."""
 
     def __init__(self, reporter: Reporter, executor: cf.ProcessPoolExecutor | None = None,
-                 turn: threading.Lock | None = None, step_model: str | None = None) -> None:
+                 turn: threading.Lock | None = None, step_model: str | None = None,
+                 same: SameRuns | None = None) -> None:
         self.reporter = reporter
         self._executor = executor
         self._turn = turn
         self.step_model = step_model  # every run's step model, or None: each its own
+        self._same = same or SameRuns()  # shared by the passes of one reproduction
 
     def _override(self, cfg: RunConfig, path: Path) -> tuple[RunConfig, Path]:
         """A run of the step-model twin: its step model set, its trace in a folder of its
@@ -131,24 +166,53 @@ class RunPool:
             label = f"{label} ({self.step_model})"
         self.reporter.expect(len(tasks))
         names = [f"{label}: {path.stem}" for _, path in tasks]
-        if self._executor is None or knobs.current() is not None:  # probes stay here
+        if knobs.current() is not None:  # a would-need probe: here, and never the same run
+            return [self._here(cfg, path, reader, name)
+                    for (cfg, path), name in zip(tasks, names, strict=True)]
+        if self._executor is None:
             out = []
             for (cfg, path), name in zip(tasks, names, strict=True):
-                rows, took = run_one(cfg, path, reader)
-                self.reporter.finished(name, took)
-                out.append(rows)
+                done, first = self._same.first(SameRuns.key(cfg, reader),
+                                               lambda c=cfg, p=path, n=name:
+                                               self._here(c, p, reader, n), path)
+                if first is not None:
+                    _copy_trace(first, path)
+                    self.reporter.finished(f"{name} (a copy of {first.stem})", 0.0)
+                out.append(copy.deepcopy(done))  # each asker its own (the kept one intact)
             return out
-        futures = {self._executor.submit(run_one, cfg, path, reader): i
-                   for i, (cfg, path) in enumerate(tasks)}
+        return self._away(tasks, names, reader)
+
+    def _here(self, cfg: RunConfig, path: Path, reader: Reader | None, name: str) -> Any:
+        rows, took = run_one(cfg, path, reader)
+        self.reporter.finished(name, took)
+        return rows
+
+    def _away(self, tasks: list[tuple[RunConfig, Path]], names: list[str],
+              reader: Reader | None) -> list[Any]:
+        """The runs in the worker processes, this paper's turn lent out meanwhile."""
+        executor = self._executor
+        assert executor is not None and self._turn is not None
+        futures: dict[cf.Future[Any], list[int]] = {}
+        copies: dict[int, Path] = {}  # a repeated run -> the first one's trace
+        for i, (cfg, path) in enumerate(tasks):
+            future, first = self._same.first(SameRuns.key(cfg, reader),
+                                             lambda c=cfg, p=path:
+                                             executor.submit(run_one, c, p, reader), path)
+            futures.setdefault(future, []).append(i)
+            if first is not None:
+                copies[i] = first
         results: list[Any] = [None] * len(tasks)
-        assert self._turn is not None
         self._turn.release()  # other papers go on while these runs are away
         try:
             for future in cf.as_completed(futures):
-                i = futures[future]
                 rows, took = future.result()
-                results[i] = rows
-                self.reporter.finished(names[i], took)
+                for i in futures[future]:
+                    results[i] = copy.deepcopy(rows)  # each asker its own (the kept one intact)
+                    if i in copies:
+                        _copy_trace(copies[i], tasks[i][1])
+                        self.reporter.finished(f"{names[i]} (a copy of {copies[i].stem})", 0.0)
+                    else:
+                        self.reporter.finished(names[i], took)
         finally:
             self._turn.acquire()
         return results
@@ -204,22 +268,23 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
     """Several passes over papers at once, on one pool (a pass's runs fill the cores while
     another's papers draw): each pass's results by paper name, in the passes' order."""
     with Reporter(console) as reporter:
+        same = SameRuns()
         if jobs <= 1:
-            return [_one_process(papers, p, reporter) for p in passes]
+            return [_one_process(papers, p, reporter, same) for p in passes]
         context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
         with cf.ProcessPoolExecutor(jobs, mp_context=context) as executor:
             executor.submit(int).result()  # fork every worker now, before any thread starts
             try:
-                return _threads(papers, passes, reporter, executor)
+                return _threads(papers, passes, reporter, executor, same)
             except BaseException:  # Ctrl-C, or a paper failed: drop the queued runs
                 executor.shutdown(wait=False, cancel_futures=True)
                 raise
 
 
 def _one_process(papers: dict[str, Callable[..., list[Any]]], one: Pass,
-                 reporter: Reporter) -> dict[str, list[Any]]:
+                 reporter: Reporter, same: SameRuns) -> dict[str, list[Any]]:
     out = {}
-    token = _ACTIVE.set(RunPool(reporter, step_model=one.step_model))
+    token = _ACTIVE.set(RunPool(reporter, step_model=one.step_model, same=same))
     try:
         for name in one.names:
             start = time.perf_counter()
@@ -231,7 +296,7 @@ def _one_process(papers: dict[str, Callable[..., list[Any]]], one: Pass,
 
 
 def _threads(papers: dict[str, Callable[..., list[Any]]], passes: list[Pass],
-             reporter: Reporter, executor: cf.ProcessPoolExecutor
+             reporter: Reporter, executor: cf.ProcessPoolExecutor, same: SameRuns
              ) -> list[dict[str, list[Any]]]:
     turn = threading.Lock()
     outs: list[dict[str, list[Any]]] = [{} for _ in passes]
@@ -252,7 +317,7 @@ def _threads(papers: dict[str, Callable[..., list[Any]]], passes: list[Pass],
 
     threads = []
     for at, one in enumerate(passes):
-        run_pool = RunPool(reporter, executor, turn, one.step_model)
+        run_pool = RunPool(reporter, executor, turn, one.step_model, same)
         threads += [threading.Thread(target=paper, args=(n, at, run_pool),
                                      name=f"reproduce-{n}-{at}", daemon=True)
                     for n in one.names]
