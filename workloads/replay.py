@@ -10,6 +10,7 @@ zero-variance groups and dynamic-sampling decisions.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from harness.core.runtime import Request, Response
 
@@ -26,12 +27,29 @@ async def hidden_score(response: Response, timeout: float | None) -> float:
     request = response.request
     _, reward, latency = request.prompt.hidden.sample(request.sample)
     if timeout is not None and latency > timeout:
-        await asyncio.sleep(timeout)
+        await _wait(timeout)
         return 0.0
-    await asyncio.sleep(latency)
+    await _wait(latency)
     if response.status != "finished" or response.truncated:
         return 0.0
     return reward
+
+
+def _wait(seconds: float) -> Awaitable[None]:
+    """`asyncio.sleep(seconds)` without its coroutine, for the check every response
+    waits: a future the loop resolves when the time comes. A cancelled wait leaves its
+    timer to fire on a done future, which does nothing."""
+    if seconds <= 0:
+        return asyncio.sleep(0)  # one turn of the loop, as asyncio.sleep does
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    loop.call_later(seconds, _resolve, future)
+    return future
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def synthetic_prompt_ids(index: int, tokens: int, vocab: int, seed: int) -> list[int]:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.run.execute import reads
 from harness.studies.analytic import pipelinerl as analytic
 from harness.studies.reproduce.grid import run_configs
 
@@ -80,6 +81,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
                          for name, summary in zip(runs, summaries, strict=True)])
 
 
+@reads("run_start", "rollout_start", "optimizer_step")
 def summary(events: list[dict]) -> dict[str, float]:
     """`summarise` of a run's events (PipelineRL's steady state, by its system)."""
     return summarise(events[0]["system"], events)

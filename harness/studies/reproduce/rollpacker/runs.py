@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.run.execute import reads
 from harness.sim.calibration import load as calibration_file
 from harness.studies.reproduce.grid import run_configs
 
@@ -67,26 +68,45 @@ def run_all(items: list[tuple[RunConfig, str]], traces: Path | None = None
                        label="RollPacker", progress=False, reader=breakdown)
 
 
+@reads("rollout_start", "decision", "rollout_complete", "train_start", "train_end",
+       "request_submit", "request_finish", "run_end")
 def breakdown(events: list[dict]) -> dict[str, float]:
-    """Step time and the veRL-style breakdown of one period, from its trace."""
+    """Step time and the veRL-style breakdown of one period, from its trace (one pass
+    over the events: a period has 30,000 of them)."""
+    starts, reward, complete, kinds = [], [], [], []
+    train_starts, train_ends = [], []
+    round_of: dict[tuple[int, int], int] = {}
+    finished = []  # (group, sample, response tokens) of each finished response
+    for e in events:
+        ev = e["ev"]
+        if ev == "request_finish":
+            if e["status"] == "finished":
+                finished.append((e["group"], e["sample"], e["response_tokens"]))
+        elif ev == "request_submit":
+            round_of[(e["group"], e["sample"])] = e["round"]
+        elif ev == "train_start":
+            train_starts.append(e["t"])
+        elif ev == "train_end":
+            train_ends.append(e["t"])
+        elif ev == "decision":
+            if e["what"] == "reward_stage":
+                reward.append(e["t"])
+            elif e["what"].endswith("_round"):
+                kinds.append(e["what"])
+        elif ev == "rollout_start":
+            starts.append(e["t"])
+        elif ev == "rollout_complete":
+            complete.append(e["t"])
     end = events[-1]["t"]
-    starts = [e["t"] for e in events if e["ev"] == "rollout_start"]
-    reward = [e["t"] for e in events if e["ev"] == "decision" and e["what"] == "reward_stage"]
-    complete = [e["t"] for e in events if e["ev"] == "rollout_complete"]
-    train = sum(e["t"] for e in events if e["ev"] == "train_end") - sum(
-        e["t"] for e in events if e["ev"] == "train_start")
+    train = sum(train_ends) - sum(train_starts)
     stage_starts = reward or complete  # without a reward stage the rollout ends at completion
     rollout = sum(r - s for s, r in zip(starts, stage_starts, strict=True))
     rewards = sum(c - r for r, c in zip(reward, complete, strict=True)) if reward else 0.0
     n = len(starts)
     longest = [0] * n
-    round_of = {(e["group"], e["sample"]): e["round"] for e in events
-                if e["ev"] == "request_submit"}
-    for e in events:
-        if e["ev"] == "request_finish" and e["status"] == "finished":
-            r = round_of[(e["group"], e["sample"])]
-            longest[r] = max(longest[r], e["response_tokens"])
-    kinds = [e["what"] for e in events if e["ev"] == "decision" and e["what"].endswith("_round")]
+    for group, sample, tokens in finished:
+        r = round_of[(group, sample)]
+        longest[r] = max(longest[r], tokens)
     return {"step_s": end / n, "rollout_s": rollout / n, "reward_s": rewards / n,
             "train_s": train / n, "long_rounds": kinds.count("long_round") / n,
             "max_len_short": max([m for m, k in zip(longest, kinds, strict=False)
