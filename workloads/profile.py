@@ -17,10 +17,12 @@ given seed: comparisons between systems use common random numbers.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import tomllib
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -126,6 +128,18 @@ _KEPT: dict[tuple[str, int, int, int], Prompt] = {}
 KEPT_MAX = 1 << 13  # about 32 MB at K = 16; a large run's prompts of one round fit
 
 
+def _kept(key: tuple[str, int, int, int], draw: Callable[[int], Prompt], index: int
+          ) -> Prompt:
+    """The kept prompt of `key`, drawn (`draw(index)`) the first time it is asked for."""
+    kept = _KEPT.get(key)
+    if kept is None:
+        if len(_KEPT) >= KEPT_MAX:
+            for old in list(_KEPT)[: KEPT_MAX // 2]:
+                del _KEPT[old]
+        kept = _KEPT[key] = draw(index)
+    return kept
+
+
 class SimWorkload:
     """The simulated prompt stream of one run (implements runtime.Workload)."""
 
@@ -152,14 +166,7 @@ class SimWorkload:
         frozen, so a process keeps the ones it drew: a reproduction runs many systems, and
         the claims' roofline twin, on the same prompts, and a prompt's random streams cost
         more to set up than to draw from. The oldest half is dropped past KEPT_MAX."""
-        key = (self.identity, self._seed, self._k, index)
-        kept = _KEPT.get(key)
-        if kept is None:
-            if len(_KEPT) >= KEPT_MAX:
-                for old in list(_KEPT)[: KEPT_MAX // 2]:
-                    del _KEPT[old]
-            kept = _KEPT[key] = self.draw(index)
-        return kept
+        return _kept((self.identity, self._seed, self._k, index), self.draw, index)
 
     def draw(self, index: int) -> Prompt:
         """Prompt `index` drawn from its own random stream (what `prompt` keeps)."""
@@ -233,10 +240,12 @@ class MixtureWorkload:
         self.name = mixture.name
         self._parts = [SimWorkload(p, seed, group_size) for p in mixture.components]
         total = sum(mixture.weights)
-        self._cum = np.cumsum([w / total for w in mixture.weights])
+        self._cum = tuple(np.cumsum([w / total for w in mixture.weights]).tolist())
         self._seed = seed
+        self._k = group_size
         self._stream = zlib.crc32(mixture.name.encode())
         self._next = 0
+        self.identity = repr(mixture)
 
     def take(self, n: int) -> list[Prompt]:
         out = [self.prompt(self._next + i) for i in range(n)]
@@ -244,8 +253,13 @@ class MixtureWorkload:
         return out
 
     def prompt(self, index: int) -> Prompt:
+        """Prompt `index` of the component its own random stream picks; kept, as
+        `SimWorkload.prompt` keeps its prompts (the pick costs a stream of its own)."""
+        return _kept((self.identity, self._seed, self._k, index), self._draw, index)
+
+    def _draw(self, index: int) -> Prompt:
         u = np.random.default_rng([self._seed, self._stream, index]).random()
-        part = int(np.searchsorted(self._cum, u, side="right"))
+        part = bisect.bisect_right(self._cum, u)  # numpy's searchsorted, side="right"
         return self._parts[min(part, len(self._parts) - 1)].prompt(index)
 
 

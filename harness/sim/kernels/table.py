@@ -21,6 +21,7 @@ ship with the package (kernels/tables/), so a fresh clone never builds them.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -83,7 +84,7 @@ class StepTable:
 def coefficients(batches: tuple[int, ...], fixed: tuple[float, ...], per_ctx: tuple[float, ...],
                  b: float) -> tuple[float, float]:
     """(fixed, per_ctx) at batch b: linear between the tabulated batches around it."""
-    i = int(np.searchsorted(batches, b))
+    i = bisect.bisect_left(batches, b)  # numpy's searchsorted, without its per-call cost
     i = min(max(i, 1), len(batches) - 1)
     b0, b1 = batches[i - 1], batches[i]
     w = (b - b0) / (b1 - b0)
