@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.core.runtime import Prompt, Request, Response
 from harness.sim.engine import SimEngine
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel
+from harness.sim.placement import LeastLoaded
 
 STEP = 0.01
 
@@ -152,3 +155,27 @@ def test_drain_pause_waits_for_running_sequences() -> None:
         return h.loop.time()
 
     assert h.run(main()) == pytest.approx(0.3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 9), st.lists(st.tuples(st.sampled_from("tga"), st.integers(0, 99)),
+                                   max_size=300))
+def test_the_router_picks_what_a_scan_picks(replicas: int, ops: list[tuple[str, int]]
+                                            ) -> None:
+    """LeastLoaded against the scan it replaces: the fewest outstanding among the active
+    replicas, the lowest index on ties, through takes, returns and resizes."""
+    router = LeastLoaded(replicas)
+    counts, active, out = [0] * replicas, replicas, []
+    for op, x in ops:
+        if op == "t":
+            want = min(range(active), key=counts.__getitem__)
+            assert router.take() == want
+            counts[want] += 1
+            out.append(want)
+        elif op == "g" and out:
+            index = out.pop(x % len(out))
+            counts[index] -= 1
+            router.give_back(index)
+        elif op == "a":
+            active = router.active = 1 + x % replicas
+    assert router.counts == counts

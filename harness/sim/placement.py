@@ -18,11 +18,58 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.engine import SimEngine
+
+
+class LeastLoaded:
+    """Which replica takes the next request: the one with the fewest outstanding among
+    the first `active` (ties: the lowest index), found in a heap of (count, index), not by
+    a scan (a pool of 128 replicas routes 32,768 requests). An entry whose count has
+    since changed is dropped when it comes to the top; every replica always has its
+    current one."""
+
+    def __init__(self, replicas: int) -> None:
+        self.counts = [0] * replicas  # submitted and not yet returned, per replica
+        self._active = replicas
+        self._heap = [(0, i) for i in range(replicas)]  # sorted: a heap already
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    @active.setter
+    def active(self, replicas: int) -> None:
+        self._active = replicas
+        self._rebuild()
+
+    def take(self) -> int:
+        counts, heap = self.counts, self._heap
+        if self._active == 1:
+            counts[0] += 1
+            return 0
+        while True:
+            count, index = heap[0]
+            if count == counts[index] and index < self._active:
+                break
+            heapq.heappop(heap)
+        counts[index] = count + 1
+        heapq.heapreplace(heap, (count + 1, index))
+        return index
+
+    def give_back(self, index: int) -> None:
+        self.counts[index] -= 1
+        heapq.heappush(self._heap, (self.counts[index], index))
+        if len(self._heap) > 4 * len(self.counts) + 64:  # stale entries: start afresh
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._heap = [(c, i) for i, c in enumerate(self.counts[: self._active])]
+        heapq.heapify(self._heap)
 
 
 class EnginePool:
@@ -44,7 +91,7 @@ class EnginePool:
         self._active = len(engines)  # replicas taking requests; the rest were released
         self._live: dict[str, tuple[Request, asyncio.Future[Response], int]] = {}
         self._moving: set[str] = set()
-        self._outstanding = [0] * len(engines)  # submitted and not yet returned, per replica
+        self._router = LeastLoaded(len(engines))
         self._retired_preemptions = 0
 
     @property
@@ -65,9 +112,7 @@ class EnginePool:
         return outer
 
     def _dispatch(self, request: Request, outer: asyncio.Future[Response]) -> None:
-        counts = self._outstanding
-        index = 0 if self._active == 1 else min(range(self._active), key=counts.__getitem__)
-        counts[index] += 1  # (ties: the lowest index)
+        index = self._router.take()
         rid = request.id
         self._live[rid] = (request, outer, index)
         inner = self.engines[index].submit(request)
@@ -75,7 +120,7 @@ class EnginePool:
 
     def _returned(self, request_id: str, inner: asyncio.Future[Response]) -> None:
         request, outer, index = self._live.pop(request_id)
-        self._outstanding[index] -= 1
+        self._router.give_back(index)
         response = inner.result()
         if request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
@@ -122,7 +167,7 @@ class EnginePool:
         if not 1 <= replicas <= len(self.engines):
             raise ValueError(f"resize: {replicas} replicas of {len(self.engines)}")
         leaving = [rid for rid, (_, _, i) in self._live.items() if i >= replicas]
-        self._active = replicas
+        self._active = self._router.active = replicas
         self._emit("engine_resize", replicas=replicas, moved=len(leaving))
         self._moving.update(leaving)
         by_engine: dict[int, list[str]] = {}
@@ -143,7 +188,7 @@ class EnginePool:
         self.tp = tp
         self.engines = [self._make(i, tp, version) for i in range(self._gpus // tp)]
         self._active = len(self.engines)
-        self._outstanding = [0] * len(self.engines)
+        self._router = LeastLoaded(len(self.engines))
         if self._share is not None:
             self._share.engines = self.engines
         self._emit("engine_reconfigure", tp=tp, replicas=len(self.engines))
