@@ -29,6 +29,7 @@ class RunnerBase:
         self._failure: asyncio.Future[BaseException] | None = None
         self._ended = False
         self._spawned: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the run's, once it runs
         self.engine: Any = None
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
@@ -48,7 +49,7 @@ class RunnerBase:
         return self._groups - 1
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = self._loop.create_task(coro)
         self._spawned.add(task)
         task.add_done_callback(self._task_done)
         return task
@@ -99,6 +100,9 @@ class RunnerBase:
     async def run_async(self, system: Any) -> None:
         """The whole run on an already running loop (a Ray actor's, for one)."""
         cfg = self.config
+        # Kept for `spawn`: asking asyncio for the running loop costs a system call
+        # (getpid) each time, and a run spawns a task per sample.
+        self._loop = asyncio.get_running_loop()
         self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
                   runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
                   **self.header())

@@ -67,7 +67,7 @@ class SimEngine:
     ) -> None:
         self.index = index
         self._share = share  # colocated placement: GPUs shared with the trainer
-        self._loop = loop
+        self._loop = self.loop = loop
         self._decode = decode
         self._capacity = kv_capacity_tokens
         self._max_running = max_running

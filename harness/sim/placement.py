@@ -93,6 +93,9 @@ class EnginePool:
         self._moving: set[str] = set()
         self._router = LeastLoaded(len(engines))
         self._retired_preemptions = 0
+        # The replicas' loop, kept: asking asyncio for the running one costs a system
+        # call (getpid) each time, and every request asks.
+        self._loop = engines[0].loop
 
     @property
     def version(self) -> int:
@@ -107,7 +110,7 @@ class EnginePool:
         return self._retired_preemptions + sum(e.preemptions for e in self.engines)
 
     def submit(self, request: Request) -> asyncio.Future[Response]:
-        outer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        outer: asyncio.Future[Response] = self._loop.create_future()
         self._dispatch(request, outer)
         return outer
 
