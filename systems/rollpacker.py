@@ -148,7 +148,8 @@ class RollPacker:
             stream.put_nowait(None)
             streamed = await streamer
             await rt.engine.resize(0)  # every replica back for the next rollout
-        rest = [g for g in ready if g not in streamed]
+        gone = {g.id for g in streamed}  # by id: a scan of `streamed` per group is n squared
+        rest = [g for g in ready if g.id not in gone]
         for i in range(0, len(rest), cfg.update_groups):
             await self.batches.dispatch(rt, rest[i : i + cfg.update_groups])
         await rt.trainer.step()  # one update for the whole rollout: on-policy

@@ -51,6 +51,10 @@ class _Seq:
         return self.gen0 + (steps - self.g0) if self.state == "running" else self.gen0
 
 
+def _admission(seq: _Seq) -> int:
+    return seq.admit_no
+
+
 class SimEngine:
     """Implements `harness.core.runtime.Engine` on a `VirtualTimeLoop`."""
 
@@ -153,7 +157,11 @@ class SimEngine:
     def _live_seqs(self, only: set[str] | None = None) -> list[_Seq]:
         """The running requests, then the waiting ones in admission order (those of
         `only`, when given: an abort of one group should not sort the whole queue)."""
-        running = [s for s in self._running.values() if only is None or s.rid in only]
+        if only is None:
+            running = list(self._running.values())
+        else:  # the running map is in admission order: looked up, not scanned
+            running = sorted((self._running[rid] for rid in only if rid in self._running),
+                             key=_admission)
         waiting = sorted(e for e in self._waiting if e[2].state == "waiting"
                          and (only is None or e[2].rid in only))
         return running + [e[2] for e in waiting]
