@@ -27,14 +27,15 @@ from harness.sim.perf import StepJump
 
 class _Seq:
     __slots__ = (
-        "req", "future", "target", "ctx0", "gen0", "g0", "spans", "open_version",
+        "req", "done", "target", "ctx0", "gen0", "g0", "spans", "open_version",
         "open_from", "arrival", "state", "admit_no", "rid",
     )
 
-    def __init__(self, req: Request, future: asyncio.Future[Response], target: int, arrival: int):
+    def __init__(self, req: Request, done: Callable[[Response], Any], target: int,
+                 arrival: int):
         self.req = req
         self.rid = req.id  # the running map's key, formatted once
-        self.future = future
+        self.done = done  # called with the response when the request ends
         self.target = target
         resumed = req.resume
         self.gen0 = resumed.tokens if resumed else 0
@@ -98,7 +99,14 @@ class SimEngine:
     # -- the contract ----------------------------------------------------
     def submit(self, request: Request) -> asyncio.Future[Response]:
         future: asyncio.Future[Response] = self._loop.create_future()
-        seq = _Seq(request, future, self._target_tokens(request), next(self._arrivals))
+        self.submit_then(request, future.set_result)
+        return future
+
+    def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
+        """`submit`, calling `done(response)` when the request ends, where `submit` sets
+        its future's result (the engine pool's way: it schedules its own callback, as
+        the future would, with one future fewer per request)."""
+        seq = _Seq(request, done, self._target_tokens(request), next(self._arrivals))
         if seq.target <= seq.gen0:
             raise ValueError(f"request {request.id}: nothing left to generate")
         self._emit(
@@ -109,7 +117,6 @@ class SimEngine:
         heapq.heappush(self._waiting, (request.priority, seq.arrival, seq))
         self._waiting_n += 1
         self._interrupt()
-        return future
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         self._cut()
@@ -198,7 +205,7 @@ class SimEngine:
             "request_finish", group=req.group, sample=req.sample, response_tokens=gen,
             status=status, versions=resp.versions, version_spans=seq.spans,
         )
-        seq.future.set_result(resp)
+        seq.done(resp)
         return resp
 
     def _detach(self, seq: _Seq) -> None:

@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import heapq
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
@@ -118,13 +119,14 @@ class EnginePool:
         index = self._router.take()
         rid = request.id
         self._live[rid] = (request, outer, index)
-        inner = self.engines[index].submit(request)
-        inner.add_done_callback(lambda f: self._returned(rid, f))
+        # Called as the replica ends the request: `_returned` is scheduled then, as the
+        # callback of a future the replica returned would be.
+        self.engines[index].submit_then(request, partial(self._loop.call_soon,
+                                                         self._returned, rid))
 
-    def _returned(self, request_id: str, inner: asyncio.Future[Response]) -> None:
+    def _returned(self, request_id: str, response: Response) -> None:
         request, outer, index = self._live.pop(request_id)
         self._router.give_back(index)
-        response = inner.result()
         if request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
             resume = response if response.tokens > 0 else request.resume
