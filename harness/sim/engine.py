@@ -19,6 +19,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
@@ -52,10 +53,6 @@ class _Seq:
         return self.gen0 + (steps - self.g0) if self.state == "running" else self.gen0
 
 
-def _admission(seq: _Seq) -> int:
-    return seq.admit_no
-
-
 class SimEngine:
     """Implements `harness.core.runtime.Engine` on a `VirtualTimeLoop`."""
 
@@ -72,7 +69,7 @@ class SimEngine:
     ) -> None:
         self.index = index
         self._share = share  # colocated placement: GPUs shared with the trainer
-        self._loop = self.loop = loop
+        self.loop = loop
         self._decode = decode
         self._capacity = kv_capacity_tokens
         self._max_running = max_running
@@ -98,7 +95,7 @@ class SimEngine:
 
     # -- the contract ----------------------------------------------------
     def submit(self, request: Request) -> asyncio.Future[Response]:
-        future: asyncio.Future[Response] = self._loop.create_future()
+        future: asyncio.Future[Response] = self.loop.create_future()
         self.submit_then(request, future.set_result)
         return future
 
@@ -128,7 +125,7 @@ class SimEngine:
     async def pause(self, mode: PauseMode = "keep") -> None:
         if mode == "drain" and self._running:
             self._paused = "drain"  # type: ignore[assignment]
-            self._drained = self._loop.create_future()
+            self._drained = self.loop.create_future()
             await self._drained
         self._cut()
         self._paused = True
@@ -168,7 +165,7 @@ class SimEngine:
             running = list(self._running.values())
         else:  # the running map is in admission order: looked up, not scanned
             running = sorted((self._running[rid] for rid in only if rid in self._running),
-                             key=_admission)
+                             key=attrgetter("admit_no"))
         waiting = sorted(e for e in self._waiting if e[2].state == "waiting"
                          and (only is None or e[2].rid in only))
         return running + [e[2] for e in waiting]
@@ -223,10 +220,10 @@ class SimEngine:
         if self._seg is not None:
             self._cut_at_boundary()
         elif self._replan is None:
-            self._replan = self._loop.call_soon(self._plan)
+            self._replan = self.loop.call_soon(self._plan)
 
     def _cut_at_boundary(self) -> None:
-        now = self._loop.time()
+        now = self.loop.time()
         if self._seg is self._cut_seg and now == self._cut_now:
             return  # cut at this very time already (a burst of submits): same step
         start, n, b, ctx = self._seg  # type: ignore[misc]
@@ -236,7 +233,7 @@ class SimEngine:
             self._timer.cancel()  # type: ignore[union-attr]
             when = start + self._decode.steps_time(k, b, ctx)
             self._seg = (start, k, b, ctx)
-            self._timer = self._loop.call_at(when, self._on_segment_end)
+            self._timer = self.loop.call_at(when, self._on_segment_end)
         self._cut_seg = self._seg
 
     def _cut(self) -> None:
@@ -245,7 +242,7 @@ class SimEngine:
         that was not generated yet."""
         if self._seg is not None:
             start, n, b, ctx = self._seg
-            k = self._decode.steps_completed(self._loop.time() - start, b, ctx, n)
+            k = self._decode.steps_completed(self.loop.time() - start, b, ctx, n)
             self._timer.cancel()  # type: ignore[union-attr]
             self._seg = None
             self._timer = None
@@ -297,7 +294,7 @@ class SimEngine:
                 break
             heapq.heappop(heap)
         n = max(1, min(due - self._steps, (self._capacity - ctx) // b))
-        loop = self._loop
+        loop = self.loop
         start = loop.time() + prefill
         self._seg = (start, n, b, ctx)
         end = start + self._decode.steps_time(n, b, ctx)

@@ -89,7 +89,6 @@ class EnginePool:
         self._gpus = gpus
         self._emit = emit
         self._share = share
-        self._active = len(engines)  # replicas taking requests; the rest were released
         self._live: dict[str, tuple[Request, asyncio.Future[Response], int]] = {}
         self._moving: set[str] = set()
         self._router = LeastLoaded(len(engines))
@@ -104,7 +103,7 @@ class EnginePool:
 
     @property
     def replicas(self) -> int:
-        return self._active
+        return self._router.active  # replicas taking requests; the rest were released
 
     @property
     def preemptions(self) -> int:
@@ -153,7 +152,7 @@ class EnginePool:
             await engine.resume()
 
     def load(self) -> EngineLoad:
-        loads = [e.load() for e in self.engines[: self._active]]
+        loads = [e.load() for e in self.engines[: self._router.active]]
         return EngineLoad(sum(x.running for x in loads), sum(x.waiting for x in loads),
                           sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp,
                           self._gpus)
@@ -172,7 +171,7 @@ class EnginePool:
         if not 1 <= replicas <= len(self.engines):
             raise ValueError(f"resize: {replicas} replicas of {len(self.engines)}")
         leaving = [rid for rid, (_, _, i) in self._live.items() if i >= replicas]
-        self._active = self._router.active = replicas
+        self._router.active = replicas
         self._emit("engine_resize", replicas=replicas, moved=len(leaving))
         self._moving.update(leaving)
         by_engine: dict[int, list[str]] = {}
@@ -192,7 +191,6 @@ class EnginePool:
         version = self.version
         self.tp = tp
         self.engines = [self._make(i, tp, version) for i in range(self._gpus // tp)]
-        self._active = len(self.engines)
         self._router = LeastLoaded(len(self.engines))
         if self._share is not None:
             self._share.engines = self.engines

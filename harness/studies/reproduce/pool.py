@@ -133,11 +133,6 @@ class SameRuns:
         return handle[0], None
 
 
-def _copy_trace(first: Path, to: Path) -> None:
-    if first.resolve() != to.resolve():  # the same table asked for twice: one file
-        shutil.copyfile(first, to)
-
-
 class RunPool:
     """Where `run_configs` sends its runs while a reproduction is on: a process
     pool, or (one job) this process. Calls come from the papers' threads, each
@@ -174,13 +169,9 @@ class RunPool:
         if self._executor is None:
             out = []
             for (cfg, path), name in zip(tasks, names, strict=True):
-                done, first = self._same.first(SameRuns.key(cfg, reader),
-                                               lambda c=cfg, p=path, n=name:
-                                               self._here(c, p, reader, n), path)
-                if first is not None:
-                    _copy_trace(first, path)
-                    self.reporter.finished(f"{name} (a copy of {first.stem})", 0.0)
-                out.append(copy.deepcopy(done))  # each asker its own (the kept one intact)
+                (rows, took), first = self._same.first(
+                    SameRuns.key(cfg, reader), lambda c=cfg, p=path: run_one(c, p, reader), path)
+                out.append(self._hand_out(rows, took, name, first, path))
             return out
         return self._away(tasks, names, reader)
 
@@ -188,6 +179,18 @@ class RunPool:
         rows, took = run_one(cfg, path, reader)
         self.reporter.finished(name, took)
         return rows
+
+    def _hand_out(self, rows: Any, took: float, name: str, first: Path | None,
+                  path: Path) -> Any:
+        """A run's result for one asker: its own copy (the kept one stays intact), and for
+        a repeated run the first one's trace, copied to where this one's would go."""
+        if first is None:
+            self.reporter.finished(name, took)
+        else:
+            if first.resolve() != path.resolve():  # the same table asked twice: one file
+                shutil.copyfile(first, path)
+            self.reporter.finished(f"{name} (a copy of {first.stem})", 0.0)
+        return copy.deepcopy(rows)
 
     def _away(self, tasks: list[tuple[RunConfig, Path]], names: list[str],
               reader: Reader | None) -> list[Any]:
@@ -209,12 +212,8 @@ class RunPool:
             for future in cf.as_completed(futures):
                 rows, took = future.result()
                 for i in futures[future]:
-                    results[i] = copy.deepcopy(rows)  # each asker its own (the kept one intact)
-                    if i in copies:
-                        _copy_trace(copies[i], tasks[i][1])
-                        self.reporter.finished(f"{names[i]} (a copy of {copies[i].stem})", 0.0)
-                    else:
-                        self.reporter.finished(names[i], took)
+                    results[i] = self._hand_out(rows, took, names[i], copies.get(i),
+                                                tasks[i][1])
         finally:
             self._turn.acquire()
         return results
