@@ -16,7 +16,7 @@ import pytest
 
 from harness.studies import reproduce
 from harness.studies.claims import Claim, ClaimsFileError, as_written, from_csv, merge, to_csv
-from harness.studies.claims_md import to_markdown
+from harness.studies.claims_md import summary_markdown, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,12 +74,34 @@ def test_markdown_explains_itself_and_links_every_miss() -> None:
     assert md.startswith("# Paper claims against the simulator\n")
     header = next(line for line in md.splitlines() if line.startswith("| claim"))
     cells = [c.strip() for c in header.strip("|").split("|")]
-    assert cells == ["claim", "config", "kind", "paper value", "harness", "tol", "within",
-                     "roofline", "within (roofline)", "why"]
+    assert cells == ["claim", "config", "reading", "kind", "paper value", "harness", "tol",
+                     "within", "roofline", "within (roofline)", "why"]
     assert "1 of 3 rows hold (1 of 2 predictions)" in md
     misses = [line for line in md.splitlines() if "**no**" in line]
     assert len(misses) == 2 and all("[reading](../README.md#p)" in m for m in misses)
-    assert "| c0 | cfg | prediction | 1 to 2 | 1.5 | 10% | yes |  |  |  |" in md
+    assert "| c0 | cfg |  | prediction | 1 to 2 | 1.5 | 10% | yes |  |  |  |" in md
+
+
+def test_readings_and_consistency_rows_are_counted_apart() -> None:
+    """Two readings of one claim: each counted on its own; a consistency row is not a
+    prediction, in the paper's section and in the summary."""
+    claims = [Claim("p", "c", "m", "cfg", 1, 2, 1.5, reading="cap"),
+              Claim("p", "c", "m", "cfg", 1, 2, 7.0, reading="priority"),
+              Claim("p", "d", "m", "cfg", 1, 2, 9.0, reading="priority"),
+              Claim("p", "same", "m", "cfg", 0, 2, 0.0, tolerance=0.0, kind="consistency")]
+    md = to_markdown(claims, None, {})
+    assert ("2 of 4 rows hold (1 of 3 predictions (cap 1 of 1, priority 0 of 2); "
+            "1 of 1 consistency rows)") in md
+    summary = summary_markdown(claims)
+    assert "| p | c | cap | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 | same |" in summary
+    assert "| p | c | priority | prediction | 1 to 2 | 7 to 7 | 0/1 | same |" in summary
+    assert "Predictions: 1 of 3 hold" in summary and "p 1 of 3 (cap 1 of 1, priority 0 of 2)" \
+        in summary
+    assert "consistency rows (hold by construction, not predictions): 1 of 1." in summary
+    back = from_csv(to_csv(claims))
+    assert [c.reading for c in back] == ["cap", "priority", "priority", ""]
+    with pytest.raises(ClaimsFileError, match=r"line 2: kind is 'guess'"):
+        from_csv(to_csv([Claim("p", "c", "m", "cfg", 1, 2, 1.5, kind="guess")]), "x.csv")
 
 
 def _fake_papers(monkeypatch: pytest.MonkeyPatch, values: dict[str, float],
@@ -119,8 +141,8 @@ def test_one_paper_rerun_keeps_the_others(tmp_path: Path,
     assert after[2] == before[2]  # beta's row, byte for byte
     md, summary = (out / "claims.md").read_text(), (out / "claims_summary.md").read_text()
     assert "## alpha" in md and "## beta" in md and "[reading](#alpha)" in md
-    assert "| alpha | c0 | prediction | 1 to 2 | 9 to 9 | 0/1 |" in summary
-    assert "| beta | c0 | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 |" in summary
+    assert "| alpha | c0 |  | prediction | 1 to 2 | 9 to 9 | 0/1 |" in summary
+    assert "| beta | c0 |  | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 |" in summary
     assert summary in (tmp_path / "README.md").read_text()  # every paper: README updated
 
 

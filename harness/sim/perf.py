@@ -179,20 +179,23 @@ class TableDecodeModel(StepJump):
         return self.small_batch_scale * t if b <= self.small_batch else t
 
 
-def roofline_floor(hw: Hardware, model: Model, tp: int, batch: int, ctx_tokens: int) -> float:
+def physical_floor(hw: Hardware, model: Model, tp: int, batch: int, ctx_tokens: int) -> float:
     """The shortest decode step physics allows, in seconds: `batch` sequences holding
     `ctx_tokens` context tokens in all, on a TP-`tp` replica at the datasheet's peaks.
 
         max((weight bytes + ctx_tokens * KV bytes per token) / (tp * HBM bandwidth),
-            2N * batch / (tp * peak BF16 FLOP/s))
-        + 2 * layers * link latency + batch * all-reduce bytes per sequence / link bandwidth
+            (2N * batch + attention FLOPs over ctx_tokens) / (tp * peak BF16 FLOP/s))
 
-    i.e. the step model above with full bandwidth and FLOPs and no scheduling
-    overhead. It is the bound a `would_need` step time is checked against: an
-    engine may be slower than this, never faster. (The link latency is the
-    presets' estimate, not a datasheet figure.)"""
-    floor = DecodeModel.build(hw, model, tp, bw_eff=1.0, step_overhead_s=0.0, compute_eff=1.0)
-    return floor.steps_time(1, batch, ctx_tokens)
+    Every byte a step must read is read once at the datasheet's HBM bandwidth, every
+    FLOP it must do runs at the datasheet's dense peak, the two overlap perfectly, and
+    nothing else costs anything: no all-reduce (its latency is an estimate, not a
+    datasheet figure), no kernel launch, no scheduling. It is the bound a `would_need`
+    step time is checked against (an engine may be slower, never faster), and unlike
+    the step models it rests on no measurement and no fit."""
+    memory = (model.weight_bytes() + ctx_tokens * model.kv_bytes_per_token()) / (
+        tp * hw.hbm_bandwidth_gbs * 1e9)
+    flops = batch * model.flops_per_token_forward + model.attention_flops_forward(ctx_tokens)
+    return max(memory, flops / (tp * hw.bf16_tflops * 1e12))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,14 @@ A claim row compares one harness value with the paper's value or range. It is
 `within` when the harness value lies in [low, high] widened by `tolerance`
 (a fraction of the bound). `kind` tells predictions (what the simulator must
 get right on its own) from inputs (baseline observations the calibration was
-fitted to, shown to make the fit visible).
+fitted to, shown to make the fit visible) and from consistency rows (they hold by
+construction: the same samples through a deterministic trainer, a schedule's own
+period; kept to show the harness is wired as the paper describes, counted apart).
+
+Where a paper supports several readings of a claim (a policy its text describes two
+ways, a definition its code settles otherwise than its prose), each reading runs and
+gets its own rows: `reading` names it ("" for a claim with one reading), and every
+table counts each reading separately.
 """
 
 from __future__ import annotations
@@ -15,8 +22,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
-COLUMNS = ("paper", "claim", "metric", "config", "paper_low", "paper_high", "harness",
-           "tolerance", "within", "kind", "step_source", "harness_roofline", "within_roofline")
+COLUMNS = ("paper", "claim", "metric", "config", "reading", "paper_low", "paper_high",
+           "harness", "tolerance", "within", "kind", "step_source", "harness_roofline",
+           "within_roofline")
+KINDS = ("prediction", "input", "input (not fitted)", "consistency")
+NEED_COLUMNS = ("would_need", "bound", "model_step")
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,12 @@ class Claim:
     step_source: str = ""
     harness_roofline: float = math.nan
     held_roofline: bool | None = None
+    reading: str = ""  # which of the paper's readings this row runs ("" when it has one)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What tells this row from every other row of its paper."""
+        return (self.claim, self.config, self.reading)
 
     def holds(self, value: float) -> bool:
         if math.isnan(value):
@@ -68,21 +84,22 @@ class Claim:
 
 
 # What a missed prediction would need (`rolloutbench reproduce would-need`): keyed by
-# (paper, claim, config), the texts of the `would_need` and `bound` columns.
-WouldNeed = dict[tuple[str, str, str], tuple[str, str]]
+# (paper, claim, config, reading), the texts of the `would_need`, `bound` (physical)
+# and `model_step` (the step model's own value, where the parameter is a step) columns.
+WouldNeed = dict[tuple[str, str, str, str], tuple[str, str, str]]
 
 
-def need_of(c: Claim, would_need: WouldNeed) -> tuple[str, str]:
-    """The would-need texts of a claim; blank for rows that hold or are inputs."""
+def need_of(c: Claim, would_need: WouldNeed) -> tuple[str, str, str]:
+    """The would-need texts of a claim; blank for rows that hold or are not predictions."""
     if c.kind != "prediction" or c.within:
-        return ("", "")
-    return would_need.get((c.paper, c.claim, c.config), ("", ""))
+        return ("", "", "")
+    return would_need.get((c.paper, *c.key), ("", "", ""))
 
 
 def to_csv(claims: list[Claim], would_need: WouldNeed | None = None) -> str:
     """The claims table; with `would_need` (a would_need.csv exists) two more columns."""
     buf = io.StringIO()
-    extra = ("would_need", "bound") if would_need is not None else ()
+    extra = NEED_COLUMNS if would_need is not None else ()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS + extra, lineterminator="\n")
     writer.writeheader()
     for c in claims:
@@ -101,11 +118,14 @@ def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
     """The claims of a table written by `to_csv` (extra columns are ignored: the
     would-need texts are joined again on writing). `within` is kept as written."""
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in COLUMNS[:10] if c not in (reader.fieldnames or ())]
+    missing = [c for c in COLUMNS[:11] if c != "reading" and c not in (reader.fieldnames or ())]
     if missing:
         raise ClaimsFileError(f"{source}: not a claims table (no column {missing[0]!r})")
     out = []
     for line, r in enumerate(reader, start=2):
+        if r["kind"] not in KINDS:
+            raise ClaimsFileError(f"{source}: line {line}: kind is {r['kind']!r}, expected one "
+                                  f"of {', '.join(KINDS)}")
         try:
             out.append(Claim(r["paper"], r["claim"], r["metric"], r["config"],
                              _number(r["paper_low"]), _number(r["paper_high"]),
@@ -113,7 +133,8 @@ def from_csv(text: str, source: str = "claims.csv") -> list[Claim]:
                              _flag(r["within"]), r.get("step_source") or "",
                              _number(r["harness_roofline"]) if r.get("harness_roofline")
                              else math.nan,
-                             _flag(r["within_roofline"]) if r.get("within_roofline") else None))
+                             _flag(r["within_roofline"]) if r.get("within_roofline") else None,
+                             r.get("reading") or ""))
         except (TypeError, ValueError) as err:
             raise ClaimsFileError(f"{source}: line {line}: {err}") from None
     return out

@@ -27,10 +27,16 @@ machine-readable table is [claims.csv](claims.csv), a summary per claim is
 [claims_summary.md](claims_summary.md).
 
 - **claim**, **config**: what the paper reports and for which setting.
+- **reading**: where the paper supports several readings of a claim (its text
+  describes a policy two ways, its authors' code defines a metric otherwise than
+  its prose), each reading runs and has its own rows, named here; blank where a
+  claim has one reading. Every count below is per reading.
 - **kind**: `prediction` is what the simulator must get right on its own;
   `input` is a baseline observation the calibration was fitted to (shown to make
   the fit visible); `input (not fitted)` is a baseline the simulator was not
-  fitted to.
+  fitted to; `consistency` is a row that holds by construction (the same samples
+  through a deterministic trainer, a schedule's own period): it shows the harness
+  is wired as the paper describes and is not counted as a prediction.
 - **paper value**: the paper's value or range; **harness**: the simulator's.
 - **tol**: the tolerance, a fraction of each bound: a row holds (**within**:
   yes) when the harness value lies in [low - tol x |low|, high + tol x |high|].
@@ -39,13 +45,14 @@ machine-readable table is [claims.csv](claims.csv), a summary per claim is
   `:stand-in` for a GPU priced through another one, see docs/simulator.md) or
   `roofline`. **roofline**, **within (roofline)**: the same claim simulated with
   the roofline step model, where the run used measured kernels.
-- **would need**, **bound**: for a missed prediction, the value of the one
-  parameter the claim is most sensitive to at which the simulator would
-  reproduce the paper, and the bound on it: for a decode step, the measured-kernel
-  step where the database covers the engine, else the roofline floor
-  (`plausible: no` means the paper's number needs an engine faster than its
-  kernels, or than physics, or the like); see
-  [how they are found]({need}).
+- **would need**, **bound**, **model step**: for a missed prediction, the value
+  of the one parameter the claim is most sensitive to at which the simulator
+  would reproduce the paper, and the bound on it: for a decode step, the physical
+  floor (the weights and the batch's KV cache read at the GPU's datasheet HBM
+  bandwidth, the FLOPs at its datasheet peak, nothing else), so `plausible: no`
+  means the paper's number needs an engine faster than physics allows; the step
+  model's own value at that batch (measured kernels or roofline) is shown beside
+  it as **model step**, not as a bound; see [how they are found]({need}).
 - **why**: for every row that says no, the reading of that paper's misses.
 """
 
@@ -73,27 +80,27 @@ def to_markdown(claims: list[Claim], would_need: WouldNeed | None = None,
         title, link = reading.get(paper, ("", ""))
         why = f"[{title}]({link})" if link else "not read yet"
         hits = sum(c.within for c in rows)
-        preds = [c for c in rows if c.kind == "prediction"]
         sources = ", ".join(dict.fromkeys(c.step_source for c in rows if c.step_source))
         lines += ["", f"## {paper}", "",
                   f"Step source: {sources or 'not recorded'}. "
-                  f"{hits} of {len(rows)} rows hold ({sum(c.within for c in preds)} of "
-                  f"{len(preds)} predictions){_roofline_count(rows)}. The misses are read "
+                  f"{hits} of {len(rows)} rows hold ({_prediction_count(rows)})"
+                  f"{_roofline_count(rows)}. The misses are read "
                   f"in {why}" + (f"; what each missed prediction would need: [docs]({NEED_DOC})."
                                  if more else "."), "",
-                  "| claim | config | kind | paper value | harness | tol | within | roofline "
-                  "| within (roofline) |" + (" would need | bound |" if more else "") + " why |",
-                  "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if more else "")
+                  "| claim | config | reading | kind | paper value | harness | tol | within | "
+                  "roofline | within (roofline) |"
+                  + (" would need | bound | model step |" if more else "") + " why |",
+                  "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if more else "")
                   + "---|"]
         for c in rows:
             mark = "yes" if c.within else "**no**"
             roof = "" if math.isnan(c.harness_roofline) else f"{c.harness_roofline:.4g}"
             roof_mark = {None: "", True: "yes", False: "no"}[c.within_roofline]
-            line = (f"| {c.claim} | {c.config} | {c.kind} | {_range(c)} | {c.harness:.4g} | "
-                    f"{_tolerance(c)} | {mark} | {roof} | {roof_mark} |")
+            line = (f"| {c.claim} | {c.config} | {c.reading} | {c.kind} | {_range(c)} | "
+                    f"{c.harness:.4g} | {_tolerance(c)} | {mark} | {roof} | {roof_mark} |")
             if would_need is not None:
-                need, bound = need_of(c, would_need)
-                line += f" {need} | {bound} |"
+                need, bound, step = need_of(c, would_need)
+                line += f" {need} | {bound} | {step} |"
             line += f" {'' if c.within else f'[reading]({link})' if link else why} |"
             lines.append(line)
     return "\n".join(lines) + "\n"
@@ -107,15 +114,32 @@ def _roofline_count(rows: list[Claim]) -> str:
            f"{len(twins)}"
 
 
+def _prediction_count(rows: list[Claim]) -> str:
+    """Predictions held, per reading where a paper has several, and consistency rows
+    apart: "12 of 40 predictions (cap 3 of 12, priority 5 of 12); 24 of 24 consistency"."""
+    preds = [c for c in rows if c.kind == "prediction"]
+    text = f"{sum(c.within for c in preds)} of {len(preds)} predictions"
+    readings = [r for r in dict.fromkeys(c.reading for c in preds) if r]
+    if readings:
+        text += " (" + ", ".join(
+            f"{r} {sum(c.within for c in preds if c.reading == r)} of "
+            f"{sum(c.reading == r for c in preds)}" for r in readings) + ")"
+    cons = [c for c in rows if c.kind == "consistency"]
+    if cons:
+        text += f"; {sum(c.within for c in cons)} of {len(cons)} consistency rows"
+    return text
+
+
 def summary_markdown(claims: list[Claim]) -> str:
-    """One line per claim across its configurations: hits, paper range, harness range
-    (the README's table, between its claims markers)."""
-    order: dict[tuple[str, str, str], list[Claim]] = {}
+    """One line per claim and reading across its configurations: hits, paper range,
+    harness range (the README's table, between its claims markers), then the counts:
+    predictions per paper and reading, inputs and consistency rows apart."""
+    order: dict[tuple[str, str, str, str], list[Claim]] = {}
     for c in claims:
-        order.setdefault((c.paper, c.claim, c.kind), []).append(c)
-    lines = ["| paper | claim | kind | paper value | harness (min-max) | within | within, "
-             "roofline |", "|---|---|---|---|---|---|---|"]
-    for (paper, claim, kind), rows in order.items():
+        order.setdefault((c.paper, c.claim, c.reading, c.kind), []).append(c)
+    lines = ["| paper | claim | reading | kind | paper value | harness (min-max) | within | "
+             "within, roofline |", "|---|---|---|---|---|---|---|---|"]
+    for (paper, claim, reading, kind), rows in order.items():
         lo = min(c.paper_low for c in rows)
         hi = max(c.paper_high for c in rows)
         vals = [c.harness for c in rows if not math.isnan(c.harness)]
@@ -124,12 +148,21 @@ def summary_markdown(claims: list[Claim]) -> str:
         paper_txt = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
         twins = [c for c in rows if c.within_roofline is not None]
         roof = f"{sum(bool(c.within_roofline) for c in twins)}/{len(twins)}" if twins else "same"
-        lines.append(f"| {paper} | {claim} | {kind} | {paper_txt} | {got} | "
+        lines.append(f"| {paper} | {claim} | {reading} | {kind} | {paper_txt} | {got} | "
                      f"{hits}/{len(rows)} | {roof} |")
-    total = sum(c.within for c in claims)
-    twins = [c for c in claims if c.within_roofline is not None]
-    lines += ["", f"{total} of {len(claims)} rows hold with the step model each paper runs "
-              f"(measured kernels where covered); of the {len(twins)} rows simulated both ways, "
+    preds = [c for c in claims if c.kind == "prediction"]
+    inputs = [c for c in claims if c.kind.startswith("input")]
+    cons = [c for c in claims if c.kind == "consistency"]
+    twins = [c for c in preds if c.within_roofline is not None]
+    papers = dict.fromkeys(c.paper for c in claims)
+    lines += ["", f"Predictions: {sum(c.within for c in preds)} of {len(preds)} hold with the "
+              "step model each paper runs (measured kernels where covered): "
+              + "; ".join(f"{p} {_prediction_count([c for c in preds if c.paper == p])}"
+                          .replace(" predictions", "") for p in papers)
+              + f". Of the {len(twins)} predictions simulated both ways, "
               f"{sum(c.within for c in twins)} hold with kernels and "
-              f"{sum(bool(c.within_roofline) for c in twins)} with the roofline."]
+              f"{sum(bool(c.within_roofline) for c in twins)} with the roofline. "
+              f"Inputs: {sum(c.within for c in inputs)} of {len(inputs)}; consistency rows "
+              f"(hold by construction, not predictions): {sum(c.within for c in cons)} of "
+              f"{len(cons)}."]
     return "\n".join(lines) + "\n"

@@ -77,9 +77,9 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     claims: list[Claim] = []
     records = {}
     for name in names:
-        roof = {(c.claim, c.config): c.harness for c in twins.get(name, [])}
+        roof = {c.key: c.harness for c in twins.get(name, [])}
         claims += [dataclasses.replace(c, step_source=sources[name],
-                                       harness_roofline=roof.get((c.claim, c.config), math.nan))
+                                       harness_roofline=roof.get(c.key, math.nan))
                    for c in done[name]]
         results, figs = OUTPUTS[name]
         records[name] = paper_record(

@@ -10,9 +10,11 @@ docs/simulator.md): the one that moved the claim most. Three kinds of knob and
 three kinds of bound:
 
 - the decode step time at a small batch (`Knobs.small_batch_scale`, steps of at
-  most 16 sequences), bounded below by the measured-kernel step or the roofline
-  floor (`harness.sim.perf.roofline_floor`): an engine can be slower, never
-  faster. `SmallBatchStep` below is this knob, shared by four families;
+  most 16 sequences), bounded below by the physical floor
+  (`harness.sim.perf.physical_floor`: bytes at the datasheet's HBM bandwidth,
+  FLOPs at its peak): an engine can be slower, never faster. The step model's own
+  value (measured kernels or roofline) is reported beside it, not as the bound.
+  `SmallBatchStep` below is this knob, shared by four families;
 - the spread of response lengths between prompts (`Knobs.spread_scale`),
   bounded by the length statistics the paper itself reports, where it does;
 - a calibrated efficiency (MFU, HBM efficiency), bounded by 1 or by the
@@ -29,7 +31,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.sim.knobs import FRONTIER_BATCH, Knobs
-from harness.sim.perf import roofline_floor
+from harness.sim.perf import physical_floor
 from harness.sim.presets import load_hardware, load_model
 from harness.studies.reproduce.bracket import Solution, solve
 from workloads.profile import Mixture, Profile, load_profile
@@ -49,10 +51,11 @@ class Miss:
     high: float
     harness: float
     tolerance: float
+    reading: str = ""  # one of a claim's readings (claims.Claim.reading), "" when it has one
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.claim, self.config)
+    def key(self) -> tuple[str, str, str]:
+        return (self.claim, self.config, self.reading)
 
     @property
     def target(self) -> float:
@@ -78,6 +81,7 @@ class Outcome:
     would_need: float | str = NOT_SEARCHABLE
     physical_bound: str = ""
     plausible: str = "n/a"
+    model_step: str = ""  # the step model's own value where the parameter is a step time
     note: str = ""
 
     def row(self) -> dict[str, Any]:
@@ -85,10 +89,10 @@ class Outcome:
             return f"{v:.4g}" if isinstance(v, float) else str(v)
 
         m = self.miss
-        return {"paper": m.paper, "claim": m.claim, "config": m.config,
+        return {"paper": m.paper, "claim": m.claim, "config": m.config, "reading": m.reading,
                 "parameter": self.parameter, "unit": self.unit, "current": fmt(self.current),
                 "would_need": fmt(self.would_need), "physical_bound": self.physical_bound,
-                "plausible": self.plausible, "note": self.note}
+                "plausible": self.plausible, "model_step": self.model_step, "note": self.note}
 
 
 class Family:
@@ -108,7 +112,7 @@ class Family:
     neutral = 1.0  # the knob's value in the claims table (a scale of 1 changes nothing)
 
     def __init__(self) -> None:
-        self.cache: dict[Hashable, dict[float, dict[tuple[str, str], float]]] = {}
+        self.cache: dict[Hashable, dict[float, dict[tuple[str, str, str], float]]] = {}
 
     def matches(self, m: Miss) -> bool:
         return m.paper == self.paper and m.claim in self.claims
@@ -120,13 +124,16 @@ class Family:
         """Rows are searched in this order (a group evaluated first seeds the rest)."""
         return 0
 
-    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
+    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, ...], float]:
         raise NotImplementedError
 
-    def values(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
+    def values(self, group: Hashable, x: float) -> dict[tuple[str, str, str], float]:
+        """Every claim of `group` at knob value `x`, keyed (claim, config, reading); an
+        `evaluate` may key a claim with one reading by (claim, config) alone."""
         seen = self.cache.setdefault(group, {})
         if x not in seen:
-            seen[x] = self.evaluate(group, x)
+            seen[x] = {(k if len(k) == 3 else (*k, "")): v
+                       for k, v in self.evaluate(group, x).items()}
         return seen[x]
 
     def search(self, m: Miss, max_evals: int) -> Solution:
@@ -163,11 +170,13 @@ def context_per_sequence(workload: str) -> float:
                     + p.mean_tokens / 2) for p, w in parts) / total
 
 
-def step_times_ms(cfg: RunConfig, batch: int = FRONTIER_BATCH) -> tuple[float, float]:
-    """(the simulator's decode step, the bound on it) in ms for `batch` sequences of
-    `cfg`'s engine replica, at the workload's mean context per sequence. The bound is
-    the measured-kernel step where the database covers the engine (an engine is no
-    faster than its kernels), else the roofline floor (datasheet peaks, no overhead)."""
+def step_times_ms(cfg: RunConfig, batch: int = FRONTIER_BATCH) -> tuple[float, float, str]:
+    """(the simulator's decode step, the physical floor under it, where the step came
+    from) in ms for `batch` sequences of `cfg`'s engine replica, at the workload's mean
+    context per sequence. The floor (`harness.sim.perf.physical_floor`: bytes at the
+    datasheet's HBM bandwidth, FLOPs at its peak, nothing else) is the bound; the step
+    model's own value (measured kernels or the roofline) is reported beside it under its
+    own name, never as a bound: it is the simulator's model, not physics."""
     from harness.studies.steps import decode_model
 
     s = cfg.sim
@@ -175,9 +184,7 @@ def step_times_ms(cfg: RunConfig, batch: int = FRONTIER_BATCH) -> tuple[float, f
     ctx = round(batch * context_per_sequence(cfg.workload))
     step, source = decode_model(s)
     now = 1e3 * step.steps_time(1, batch, ctx)
-    if source.startswith("kernels"):
-        return now, now
-    return now, 1e3 * roofline_floor(hw, model, s.rollout_tp, batch, ctx)
+    return now, 1e3 * physical_floor(hw, model, s.rollout_tp, batch, ctx), source
 
 
 class SmallBatchStep(Family):
@@ -194,10 +201,11 @@ class SmallBatchStep(Family):
 
     def outcome(self, m: Miss, sol: Solution) -> Outcome:
         cfg = self.reference(m)
-        now, floor = step_times_ms(cfg)
+        now, floor, source = step_times_ms(cfg)
         where = (f"{cfg.sim.model} on {cfg.sim.rollout_tp}x {cfg.sim.rollout_gpu}, "
                  f"{cfg.workload} context")
         out = Outcome(m, self.parameter, self.unit, now, physical_bound=f">= {floor:.3g}",
+                      model_step=f"{now:.3g} {self.unit} ({source.split(':stand-in')[0]})",
                       note=f"{describe(sol, m, 'scale')}; {where}")
         if sol.status != UNREACHABLE:
             out.would_need = sol.x * now

@@ -32,8 +32,9 @@ from harness.studies.reproduce.family import (
     Outcome,
 )
 
-COLUMNS = ("paper", "claim", "config", "parameter", "unit", "current", "would_need",
-           "physical_bound", "plausible", "note")
+COLUMNS = ("paper", "claim", "config", "reading", "parameter", "unit", "current",
+           "would_need", "physical_bound", "plausible", "model_step", "note")
+Key = tuple[str, str, str, str]  # (paper, claim, config, reading): one row of the claims
 MAX_EVALS = 8  # new simulations per search (points another search made are free)
 
 
@@ -42,8 +43,13 @@ def misses(claims_csv: Path) -> list[Miss]:
     with open(claims_csv, newline="") as fh:
         rows = list(csv.DictReader(fh))
     return [Miss(r["paper"], r["claim"], r["config"], float(r["paper_low"]),
-                 float(r["paper_high"]), float(r["harness"]), float(r["tolerance"]))
+                 float(r["paper_high"]), float(r["harness"]), float(r["tolerance"]),
+                 r.get("reading") or "")
             for r in rows if r["kind"] == "prediction" and r["within"] == "False"]
+
+
+def _key(m: Miss) -> Key:
+    return (m.paper, m.claim, m.config, m.reading)
 
 
 def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
@@ -56,12 +62,12 @@ def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
     rows = misses(claims_csv or out / "claims.csv")
     fams = families()
     kept = {} if only is None else _existing(out / "would_need.csv")
-    outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
+    outcomes: dict[Key, dict[str, Any]] = {}
     todo: list[tuple[Family | None, Miss]] = []
     for m in rows:
         if only is not None and not any(o == m.paper or o in m.claim for o in only):
-            if (m.paper, m.claim, m.config) in kept:
-                outcomes[(m.paper, m.claim, m.config)] = kept[(m.paper, m.claim, m.config)]
+            if _key(m) in kept:
+                outcomes[_key(m)] = kept[_key(m)]
             continue
         todo.append((next((f for f in fams if f.matches(m)), None), m))
     todo.sort(key=lambda fm: (fams.index(fm[0]) if fm[0] else len(fams),
@@ -72,34 +78,36 @@ def run(out: Path, only: list[str] | None = None, max_evals: int = MAX_EVALS,
         for fam, m in todo:
             bar.describe(f"would-need: {m.paper} {m.claim[:40]} {m.config}")
             result = fam.outcome(m, fam.search(m, max_evals)) if fam else not_searchable(m)
-            outcomes[(m.paper, m.claim, m.config)] = result.row()
+            outcomes[_key(m)] = result.row()
             if log is not None:
                 log(f"{m.paper} | {m.claim} | {m.config}: {result.would_need} {result.unit}")
             bar.advance()
-    ordered = [outcomes[(m.paper, m.claim, m.config)] for m in rows
-               if (m.paper, m.claim, m.config) in outcomes]
+    ordered = [outcomes[_key(m)] for m in rows if _key(m) in outcomes]
     write_atomic(out / "would_need.csv", to_csv(ordered))
     return ordered
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n", restval="")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: r.get(k, "") for k in COLUMNS} for r in rows)
     return buf.getvalue()
 
 
-def _existing(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _existing(path: Path) -> dict[Key, dict[str, Any]]:
+    """The rows of a would_need.csv by their claims row (a file written before claims
+    had readings has no `reading` column: its rows are the claims' one reading)."""
     if not path.exists():
         return {}
     with open(path, newline="") as fh:
-        return {(r["paper"], r["claim"], r["config"]): r for r in csv.DictReader(fh)}
+        return {(r["paper"], r["claim"], r["config"], r.get("reading") or ""): r
+                for r in csv.DictReader(fh)}
 
 
-def joined(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
-    """(paper, claim, config) -> (would_need, bound) texts for the claims table, read
-    from a would_need.csv; empty when there is none."""
+def joined(path: Path) -> dict[Key, tuple[str, str, str]]:
+    """(paper, claim, config, reading) -> (would_need, bound, model step) texts for the
+    claims table, read from a would_need.csv; empty when there is none."""
     out = {}
     for key, r in _existing(path).items():
         unit = f" {r['unit']}" if r["unit"] else ""
@@ -107,7 +115,7 @@ def joined(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
         need = f"{need}{unit}" if need not in (UNREACHABLE, NOT_SEARCHABLE) else need
         bound = r["physical_bound"] or "none"
         bound += unit if bound[-1].isdigit() else ""  # a number is in the parameter's unit
-        out[key] = (need, f"{bound}; plausible: {r['plausible']}")
+        out[key] = (need, f"{bound}; plausible: {r['plausible']}", r.get("model_step") or "")
     return out
 
 
