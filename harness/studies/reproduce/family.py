@@ -205,7 +205,7 @@ class SmallBatchStep(Family):
         where = (f"{cfg.sim.model} on {cfg.sim.rollout_tp}x {cfg.sim.rollout_gpu}, "
                  f"{cfg.workload} context")
         out = Outcome(m, self.parameter, self.unit, now, physical_bound=f">= {floor:.3g}",
-                      model_step=f"{now:.3g} {self.unit} ({source.split(':stand-in')[0]})",
+                      model_step=f"{now:.3g} {self.unit} ({source})",
                       note=f"{describe(sol, m, 'scale')}; {where}")
         if sol.status != UNREACHABLE:
             out.would_need = sol.x * now
