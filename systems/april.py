@@ -1,20 +1,47 @@
 """APRIL: active partial rollouts (slime's `--partial-rollout` with over-sampling).
 
-Each round keeps `over_sampling_groups` groups in flight and stops as soon as
-`groups` (slime's rollout batch size) of them are complete: the rest are
-aborted. With `partial_rollout` their partial responses (tokens and policy
-versions) and any finished samples are kept and resumed first in the next
-round, ahead of new prompts; without it they are discarded. The complete
-groups make one optimizer step per round (global batch = R x K samples).
+Each round submits over-sampling batches of `over_sampling_groups` groups and stops
+as soon as `groups` (slime's rollout batch size) of them are complete: the rest are
+aborted. With `partial_rollout` their partial responses (tokens and policy versions)
+and any finished samples are kept and resumed first in the next round, ahead of new
+prompts; without it they are discarded. The complete groups make one optimizer step
+per round (global batch = R x K samples).
 
-`dynamic_sampling` is DAPO's filter: a group whose K rewards are all equal
-carries no signal and is dropped, and a new group takes its place, up to
-`MAX_SAMPLING_BATCHES` over-sampling batches a round; past that limit a
-zero-variance group is trained when the round would otherwise fall short.
+This follows the authors' code, RLsys-Foundation/APRIL@a72b5853 (cited below as
+APRIL@a72b585), the slime fork the paper ran:
+
+- a round's loop: `while len(data) < target: while remaining < target: submit
+  get_samples(over_sampling_batch_size)` (slime/rollout/sglang_example.py:241-245),
+  where the target is `rollout_batch_size` (:235) and `remaining` counts the groups
+  submitted this round less those the filter dropped (:68, :261). A batch takes the
+  buffered (aborted) groups first, `pop_first` at most a batch's worth, and new
+  prompts for the rest (slime/ray/buffer.py:20-24, :116-157);
+- the abort: every group still pending is stopped; with `--partial-rollout` it goes
+  back to the buffer, whole (its finished samples too), else it is dropped
+  (sglang_example.py:174-205);
+- `over_sampling_batch_size` defaults to `rollout_batch_size` (slime/utils/arguments.py:
+  929-930): a run without `--over-sampling-batch-size` over-samples nothing.
+
+`dynamic_sampling` is DAPO's filter as the DAPO scripts set it
+(`check_reward_nonzero_std`, slime/rollout/filter_hub/dynamic_sampling_filters.py:8-10:
+a group whose K rewards have zero standard deviation is dropped). slime does not
+replace a dropped group one for one: the dropped group leaves `remaining`, and once
+fewer than R groups are complete or in flight a whole new over-sampling batch of
+`over_sampling_groups` groups is submitted (sglang_example.py:241-245, 260-262; the
+same in THUDM/slime@624b824:slime/rollout/sglang_rollout.py:407-436). So the DAPO
+baseline (`over_sampling_groups` = R, the default, since its scripts leave
+`--over-sampling-batch-size 64` commented out: scripts/partial_rollout/qwen/dapo/
+run-qwen3-4B-dapo.sh:90-92) submits R more groups at its first dropped group.
+
 With `over_sampling_groups` = R (or 0) and no partial rollout, this is the standard
 synchronous baseline. Unset, `over_sampling_groups` is the paper's 2R (its runs:
 `over_sampling_batch_size=64` for `rollout_batch_size=32`), with partial rollout on,
 so `--system april` alone runs APRIL as published.
+
+One difference from the code is kept: a group that completes in the same instant as
+the R-th is trained next round (`spare`), where slime drops it (sglang_example.py:
+264-268, "we have not stored all the unused samples back"); changing it would move
+every APRIL trace, and on the simulator's virtual clock such ties are rare.
 """
 
 from __future__ import annotations
@@ -38,20 +65,19 @@ def over_sampling_groups(cfg: Any) -> int:
     return max(cfg.over_sampling_groups, cfg.groups)
 
 MAX_SAMPLING_BATCHES = 10
-"""Dynamic sampling's limit: a round draws at most this many over-sampling batches
-of prompts (`max(over_sampling_groups, groups)` groups each, the first, carried
-groups included, counts as one), so at most `(MAX_SAMPLING_BATCHES - 1) x over`
-new groups replace dropped ones. DAPO bounds its redraws the same way (verl's
-`algorithm.filter_groups.max_num_gen_batches`, 10 in the DAPO recipe). Without a
-limit a round whose groups all score alike (every response cut off by a short
-`max_response_tokens` scores 0) never ends. Past the limit the round goes on with
-what it has, as slime's `check_reward_nonzero_std_with_fallback` does: a
-zero-variance group is still dropped while the groups in flight could fill the
-round without it, and otherwise trained, so each round still trains R groups. It
-is recorded as a `redraw_limit` decision (once a round) and a `keep_group`
-decision per zero-variance group kept. (verl instead stops the run with an error.)
-Not a RunConfig field: harness/core/config.py is shared by every system, and no run
-in this repository comes near the limit."""
+"""Dynamic sampling's limit, the simulator's own: a round submits at most this many
+over-sampling batches (`max(over_sampling_groups, groups)` groups each; the first,
+buffered groups included, counts as one). APRIL's code has no limit (its loop runs
+until R groups pass the filter, sglang_example.py:241), so a round whose groups all
+score alike (every response cut off by a short `max_response_tokens` scores 0) would
+never end. No run of the reproduction comes near it. Past the limit the round goes on
+with what it has, as upstream slime's `check_reward_nonzero_std_with_fallback` does
+(THUDM/slime@624b824:slime/rollout/filter_hub/base_types.py:14-24): a zero-variance
+group is still dropped while the groups complete or in flight could fill the round
+without it, and otherwise trained, so each round still trains R groups. It is recorded
+as a `redraw_limit` decision (once a round) and a `keep_group` decision per
+zero-variance group kept. Not a RunConfig field: harness/core/config.py is shared by
+every system."""
 
 
 @dataclass
@@ -136,15 +162,29 @@ class APRIL:
         if len(ready) == cfg.groups:
             finished.set()
         live: dict[asyncio.Task[bool], _Work] = {}
-        redraws = (MAX_SAMPLING_BATCHES - 1) * over  # dynamic sampling's budget
+        buffer, self.carried = self.carried, []  # slime's data buffer: aborted groups
+        batches = 0  # over-sampling batches submitted this round
+        limit_said = False
 
         def launch(work: _Work, resumed: bool) -> None:
             task = rt.spawn(self._serve(rt, work, resumed))
             live[task] = work
             task.add_done_callback(on_done)
 
+        def submit_batch() -> None:
+            """One over-sampling batch (`get_samples(over_sampling_batch_size)`): at most
+            `over` buffered groups first, new prompts for the rest."""
+            nonlocal buffer, batches
+            batches += 1
+            resumed, buffer = buffer[:over], buffer[over:]
+            for work in resumed:
+                work.group.round = rnd
+                launch(work, True)
+            for prompt in rt.workload.take(over - len(resumed)):
+                launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
+
         def on_done(task: asyncio.Task[bool]) -> None:
-            nonlocal redraws
+            nonlocal limit_said
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
                 return
@@ -152,22 +192,21 @@ class APRIL:
                 stopped.append(work)
                 return
             if cfg.dynamic_sampling and len(set(work.group.rewards)) == 1:
-                if len(ready) >= cfg.groups:  # not needed: drop it
+                # slime's `remaining` (submitted less dropped) is what is complete or in
+                # flight: while it stays at R or more, the group is simply dropped
+                if len(ready) + len(live) >= cfg.groups:
                     rt.emit("decision", what="drop_group", group=work.group.id)
                     return
-                if redraws > 0:  # drop it and draw a new group in its place
+                if batches < MAX_SAMPLING_BATCHES:  # fewer than R left: a new batch
                     rt.emit("decision", what="drop_group", group=work.group.id)
-                    redraws -= 1
-                    (prompt,) = rt.workload.take(1)
-                    launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
+                    rt.emit("decision", what="over_sample", round=rnd, batch=batches + 1,
+                            groups=over)
+                    submit_batch()
                     return
-                if redraws == 0:  # the limit stops a redraw: say so, once a round
-                    redraws = -1
+                if not limit_said:  # the limit stops a new batch: say so, once a round
+                    limit_said = True
                     rt.emit("decision", what="redraw_limit", round=rnd,
                             batches=MAX_SAMPLING_BATCHES)
-                if len(ready) + len(live) >= cfg.groups:  # the rest may fill the round
-                    rt.emit("decision", what="drop_group", group=work.group.id)
-                    return
                 rt.emit("decision", what="keep_group", group=work.group.id,
                         reason="redraw_limit")
             if len(ready) < cfg.groups:
@@ -178,12 +217,7 @@ class APRIL:
             else:  # completed in the same instant as the R-th: keep it for later
                 self.spare.append(work.group)
 
-        carried, self.carried = self.carried, []
-        for work in carried:
-            work.group.round = rnd
-            launch(work, True)
-        for prompt in rt.workload.take(max(0, over - len(carried))):
-            launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
+        submit_batch()
         await finished.wait()
         # Stop the rest: their futures resolve as aborted and the tasks end.
         await rt.engine.abort([f"{w.group.id}.{s}" for w in live.values()
@@ -195,8 +229,8 @@ class APRIL:
         # holds every group the abort stopped (and in the order they stopped).
         while live:
             await asyncio.sleep(0)
-        if cfg.partial_rollout:
-            self.carried = stopped
+        if cfg.partial_rollout:  # the buffer: groups not resubmitted, then those stopped
+            self.carried = buffer + stopped
         elif stopped:
             rt.emit("decision", what="discard_groups", groups=[w.group.id for w in stopped])
         return ready
