@@ -127,6 +127,9 @@ class RunConfig:
     group_size: int = opt(8, "samples per prompt, K (GRPO needs >= 2)")
     update_groups: int = opt(2, "groups per optimizer update, U (must divide R)")
     frontier: int = opt(2, "cgp-fgd: groups in service at once, F_w")
+    frontier_mode: str = opt("cap", "cgp-fgd: cap (only the F_w frontier groups are "
+                             "submitted) or priority (every group submitted, the frontier's "
+                             "requests admitted first): RolloutPipe's two readings of FGD")
     concurrency: int = opt(64, "pipelinerl: sequences in flight per engine replica, H")
     max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps (-1: none)")
     over_sampling_groups: int | None = opt(None, "april, cgp-april: groups in flight per "
@@ -149,6 +152,9 @@ class RunConfig:
                                           "finished prompts while the rest generate")
     rollpacker_stream_at: float = opt(0.0, "rollpacker: share of prompts done at which the "
                                       "stream trainer starts, in [0, 0.5] (0: adaptive)")
+    rollpacker_anchor: str = opt("run", "rollpacker: the sandbox timeout's anchor (the longest "
+                                 "correct run of a prompt) kept for the whole run (run) or "
+                                 "started empty at each step (step): two readings of Sec. 4.3")
     max_response_tokens: int = opt(0, "response length cap (0: the workload profile's own cap)")
     clamp: float = opt(5.0, "importance-weight clamp (trainer loss and ess_clamped), > 0")
     sim: SimConfig = field(default_factory=SimConfig,
@@ -168,6 +174,8 @@ class RunConfig:
         need(self.concurrency >= self.group_size, "concurrency",
              "must hold at least one group (>= --group-size)")
         need(self.max_lag >= -1, "max-lag", "must be -1 (no limit) or >= 0")
+        need(self.frontier_mode in ("cap", "priority"), "frontier-mode",
+             f"must be cap or priority, not {self.frontier_mode!r}")
         over = self.over_sampling_groups
         need(over is None or over == 0 or over >= self.groups, "over-sampling-groups",
              f"{over} groups in flight is fewer than the R={self.groups} a round keeps, so "
@@ -178,6 +186,8 @@ class RunConfig:
              "must be >= 1")
         need(0 <= self.rollpacker_stream_at <= 0.5, "set rollpacker_stream_at",
              "must lie in [0, 0.5] (0: adaptive)")
+        need(self.rollpacker_anchor in ("run", "step"), "set rollpacker_anchor",
+             f"must be run or step, not {self.rollpacker_anchor!r}")
         need(self.group_size >= 2, "group-size", "GRPO needs at least 2 samples per group")
         need(self.seed >= 0, "seed", "must be a non-negative integer")
         need(self.clamp > 0, "set clamp", "the importance-weight clamp must be positive")

@@ -2,7 +2,9 @@
 Table 1), and the frontier what-if's figure.
 
 They read the grid's rows only (a CSV of results/ will do), never run anything,
-so a figure can be redrawn or checked without simulating.
+so a figure can be redrawn or checked without simulating. CGP+FGD appears once per
+reading of FGD (cap, priority: see systems/cgp_fgd.py): the figures draw each as its
+own series; Table 1 shows the cap reading, the paper's three columns.
 """
 
 from __future__ import annotations
@@ -16,33 +18,53 @@ import pandas as pd
 from harness.core.plots import save_figure
 from harness.studies.reproduce.rolloutpipe.runs import SYSTEMS
 
-LABELS = {"slime": "Slime", "cgp": "CGP", "cgp-fgd": "CGP+FGD"}
-COLORS = {"slime": "#8c8c8c", "cgp": "#4c72b0", "cgp-fgd": "#dd8452"}
+PRIORITY = "cgp-fgd priority"  # CGP+FGD in the priority reading, as a series of its own
+SERIES = (*SYSTEMS, PRIORITY)
+LABELS = {"slime": "Slime", "cgp": "CGP", "cgp-fgd": "CGP+FGD (cap)",
+          PRIORITY: "CGP+FGD (priority)"}
+COLORS = {"slime": "#8c8c8c", "cgp": "#4c72b0", "cgp-fgd": "#dd8452", PRIORITY: "#55a868"}
+
+
+def by_series(df: pd.DataFrame) -> pd.DataFrame:
+    """The grid with CGP+FGD's priority-reading rows under a system name of their own
+    (a CSV without a reading column has the cap reading only)."""
+    if "reading" not in df:
+        return df
+    return df.assign(system=df["system"].where(df["reading"] != "priority", PRIORITY))
+
+
+def present(df: pd.DataFrame) -> list[str]:
+    """The series the grid has, in drawing order."""
+    have = set(df["system"])
+    return [s for s in SERIES if s in have]
 
 
 def figure4(df: pd.DataFrame, path: Path) -> None:
     """Rollout-to-train-end bars (four-round mean, sample std error bars) with the
-    % change of CGP+FGD against Slime above each CGP+FGD bar (above its error bar, so
-    the two never meet; the title says what the label is)."""
+    % change of CGP+FGD (cap) against Slime above each CGP+FGD bar (above its error
+    bar, so the two never meet; the title says what the label is)."""
+    df = by_series(df)
+    series = present(df)
     workloads = list(dict.fromkeys(df["workload"]))
     groups = sorted(df["groups"].unique())
     stats = df.groupby(["workload", "groups", "system"])["rollout_to_train_end_s"].agg(
         ["mean", "std"])
     fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.4), sharey=True)
-    width = 0.27
+    width = 0.8 / len(series)
     top = float((stats["mean"] + stats["std"].fillna(0)).max())
     for ax, w in zip(np.atleast_1d(axes), workloads, strict=True):
         x = np.arange(len(groups))
-        for i, sys in enumerate(SYSTEMS):
+        for i, sys in enumerate(series):
             mean = [stats.loc[(w, r, sys), "mean"] for r in groups]
             std = [stats.loc[(w, r, sys), "std"] for r in groups]
-            ax.bar(x + (i - 1) * width, mean, width, yerr=std, capsize=2, color=COLORS[sys],
-                   label=LABELS[sys])
+            ax.bar(x + (i - (len(series) - 1) / 2) * width, mean, width, yerr=std, capsize=2,
+                   color=COLORS[sys], label=LABELS[sys])
         for j, r in enumerate(groups):
             s, f = stats.loc[(w, r, "slime"), "mean"], stats.loc[(w, r, "cgp-fgd"), "mean"]
             sd = stats.loc[(w, r, "cgp-fgd"), "std"]
             change = 100 * (f / s - 1)  # negative: CGP+FGD is shorter than Slime
-            ax.text(x[j] + width, f + (0 if np.isnan(sd) else sd) + 0.02 * top,
+            at = x[j] + (2 - (len(series) - 1) / 2) * width  # above the cap reading's bar
+            ax.text(at, f + (0 if np.isnan(sd) else sd) + 0.02 * top,
                     f"{change:+.1f}%", ha="center", va="bottom", fontsize=7,
                     color="#c44e00")
         ax.set_xticks(x, [f"R={r}" for r in groups])
@@ -52,22 +74,23 @@ def figure4(df: pd.DataFrame, path: Path) -> None:
     first = np.atleast_1d(axes)[0]
     first.set_ylabel("rollout-to-train-end (s)")
     first.set_ylim(0, 1.12 * top)  # room for the labels above the tallest error bar
-    fig.legend(*first.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
-               bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.legend(*first.get_legend_handles_labels(), loc="lower center", ncol=len(series),
+               fontsize=8, bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.suptitle("Simulated RolloutPipe Fig. 4: rollout-to-train-end (bars: mean of 4 rounds, "
-                 "whiskers ±1 sd; orange labels: CGP+FGD's change against Slime, "
+                 "whiskers ±1 sd; orange labels: CGP+FGD (cap)'s change against Slime, "
                  "+ = longer)", fontsize=10, y=1.13)
     save_figure(fig, path)
 
 
 def figure5(df: pd.DataFrame, path: Path) -> None:
     """Response length (top) and trainer waiting ratio (bottom) per workload and R."""
+    df = by_series(df)
     workloads = list(dict.fromkeys(df["workload"]))
     means = df.groupby(["workload", "groups", "system"]).mean(numeric_only=True)
     fig, axes = plt.subplots(2, len(workloads), figsize=(4 * len(workloads), 5.2),
                              sharex=True, sharey="row", squeeze=False)
     for col, w in enumerate(workloads):
-        for sys in SYSTEMS:
+        for sys in present(df):
             sub = means.xs((w, sys), level=("workload", "system"))
             axes[0, col].plot(sub.index, sub["mean_response_tokens"], "o-", color=COLORS[sys],
                               label=LABELS[sys])
@@ -80,7 +103,7 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
             axes[row, col].grid(alpha=0.3)
     axes[0, 0].set_ylabel("mean response length (tokens)")
     axes[1, 0].set_ylabel("trainer waiting ratio (%)")
-    fig.legend(*axes[1, 0].get_legend_handles_labels(), loc="lower center", ncol=3,
+    fig.legend(*axes[1, 0].get_legend_handles_labels(), loc="lower center", ncol=4,
                fontsize=8, bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.suptitle("Simulated RolloutPipe Fig. 5: response length (top; the same work for all "
                  "three systems, so their lines coincide) and trainer waiting ratio (bottom)",
@@ -89,7 +112,9 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
 
 
 def table1_markdown(df: pd.DataFrame, paper: dict[tuple[str, int], tuple[float, ...]]) -> str:
-    """Trainer compute per workload and R: harness (paper) for each system."""
+    """Trainer compute per workload and R: harness (paper) for each system (CGP+FGD in
+    the cap reading: the priority reading trains the same samples)."""
+    df = by_series(df)
     means = df.groupby(["workload", "groups", "system"])["trainer_compute_s"].mean()
     lines = ["Trainer compute time (s), simulated (paper Table 1 in brackets).", "",
              "| workload | R | Slime | CGP | CGP+FGD |", "|---|---|---|---|---|"]
