@@ -151,8 +151,13 @@ APRIL_FIXED = {"step_overhead_s": 0.002, "compute_eff": 0.5, "train_mfu": 0.3,
 
 def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
     """`bw_eff` of the MI300X engines, fitted so that the mean simulated GRPO
-    baseline throughput over the six Table 1 cells equals the paper's mean.
-    APRIL's own rows and the DAPO rows are not used."""
+    baseline throughput (tokens generated in the round over its wall time, the
+    repository's `tokens_throughput`) over the six Table 1 cells equals the paper's
+    mean. The engines are laid out as the authors' scripts run them: TP 2 x 4 engines,
+    `--sglang-mem-fraction-static 0.6` (RLsys-Foundation/APRIL@a72b585:
+    scripts/partial_rollout/qwen/grpo/run-qwen3-4B-*.sh:152-153; before #25 the fit
+    assumed TP 1 x 8 at 0.85 and gave 0.6351). APRIL's own rows and the DAPO rows are
+    not used."""
     from harness.studies.reproduce.april import runs as april
     from harness.studies.reproduce.april.claims import TABLE1
 
@@ -178,7 +183,11 @@ def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
               "target_tok_s": round(target, 1)}
     if write:
         lines = ["# Written by `rolloutbench calibrate april`; re-run it to reproduce.",
-                 "# Fitted to APRIL's baseline (GRPO, Table 1) throughput only.",
+                 "# Fitted to APRIL's baseline (GRPO, Table 1) throughput only, tokens "
+                 "generated in the round",
+                 f"# engines: TP {april.ENGINE_TP} x {april.ENGINES}, mem_fraction "
+                 f"{april.MEM_FRACTION} (APRIL@a72b585 scripts; TP 1 x 8 at 0.85 gave "
+                 "bw_eff 0.6351)",
                  f"# commit: {git_commit()}", "", "[fit]", f"bw_eff = {bw_eff}", "", "[fixed]",
                  "# priors as in the RolloutPipe calibration; train_mfu is not observable "
                  "here (rollout throughput only)"]

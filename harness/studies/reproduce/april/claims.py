@@ -1,13 +1,31 @@
 """APRIL's numbers and the claims made of the simulated runs.
 
-Rollout throughput is what slime logs and the paper reports: the response
-lengths of the samples a rollout returns for training (resumed prefixes
-included) over its wall time (`batch_tokens_per_s`), averaged over the
-steady-state rounds. The paper's text defines it as the tokens *generated* in
-the rollout iteration over its wall time (`rollout_tokens_per_s`: resumed
-prefixes were generated in earlier rounds and do not count; aborted and
-discarded work does); the gain under that definition is a second row per cell.
-The paper's numbers are never read while simulating.
+Rollout throughput is the tokens generated in the round over its wall time
+(`rollout_tokens_per_s`), averaged over the steady-state rounds. The paper defines
+it so ("the total number of tokens generated on 8 GPUs divided by the wall-clock time
+per rollout iteration", Sec. 3.2.1), and the authors' code computes it so:
+`tokens_throughput = total_completion_tokens / rollout_time`
+(RLsys-Foundation/APRIL@a72b585:slime/backends/megatron_utils/data.py:267-273), where
+`total_completion_tokens` sums the `completion_tokens` of every generate call of the
+round, aborted ones included, a resumed sample's new tokens only
+(slime/rollout/sglang_example.py:100-104, 287-295), and `rollout_time` runs from the
+round's start to the end of the abort (:240, :277, :285). The repository logs no
+other throughput. The figure this harness used to headline (the tokens of the samples
+a round returns, resumed prefixes included) is upstream slime's
+`perf/tokens_per_gpu_per_sec` (THUDM/slime@fd31dc75, 2025-08-28), which the APRIL
+fork does not have: no source ties Table 1 to it, so it is gone.
+
+The carried-over share (~40%) has three readings, each reported: the repository's
+`off_policy_ratio` (data.py:243-248; README.md:71, "the proportion of off-policy
+tokens in one round is about 40%"), the text's share of the tokens trained on
+(Sec. 3.2.3: "Tokens carried over from these truncated instances constitute
+approximately 40% of the tokens in the subsequent steps"), and Figure 4's caption,
+a share of rollouts ("approximately 40% of rollouts incorporate sequences generated
+by preceding policy models"). The paper's numbers are never read while simulating.
+
+No APRIL row holds by construction, so none is of kind "consistency": the GRPO
+baselines are fitted as a mean only (each cell can miss), and the versions behind a
+sample come from the carry-over the runs produce (a sample could span all 8 rounds).
 """
 
 from __future__ import annotations
@@ -27,45 +45,49 @@ TABLE1 = {
 MEAN_GAIN_PCT = 22.5
 CARRIED_SHARE_PCT = 40.0
 MAX_VERSIONS = 5
-GENERATED = " (tokens generated in the round)"  # the claims under the paper's text definition
+GAIN = "APRIL throughput gain %"
+MEAN_GAIN = "mean throughput gain %"
+CARRIED = "carried-over share % (GRPO)"
+# reading -> the steady figure it reads and the metric named in the table
+CARRIED_READINGS = {"off_policy_ratio": ("off_policy_ratio", "off_policy_ratio"),
+                    "trained tokens": ("carried", "offpolicy_token_frac"),
+                    "trained samples": ("carried_samples", "carried_sample_frac")}
 
 
-def gains(m: pd.DataFrame, algo: str, model: str, dataset: str) -> tuple[float, float]:
-    """APRIL's throughput gain over the baseline in %, as slime logs throughput
-    (returned samples' tokens) and as the paper's text defines it (generated tokens)."""
+def gains(m: pd.DataFrame, algo: str, model: str, dataset: str) -> float:
+    """APRIL's throughput gain over the baseline in %, tokens generated in the round."""
     base, april = (m.loc[(algo, model, dataset, method)] for method in ("baseline", "april"))
-    return (100 * (april["throughput"] / base["throughput"] - 1),
-            100 * (april["generated"] / base["generated"] - 1))
+    return 100 * (april["throughput"] / base["throughput"] - 1)
+
+
+def carried_shares(m: pd.DataFrame) -> dict[str, float]:
+    """The GRPO APRIL runs' carried-over share in %, per reading (mean of six cells)."""
+    grpo = m.xs("april", level="method").xs("grpo", level="algo")
+    return {reading: 100 * float(grpo[column].mean())
+            for reading, (column, _) in CARRIED_READINGS.items()}
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     m = steady(df)
     out: list[Claim] = []
-    logged, generated = [], []
+    cell_gains = []
     for (algo, model), cells in TABLE1.items():
         for dataset, (base, april) in zip(DATASETS, cells, strict=True):
             cfg = f"{algo} {model} {dataset}"
             sim_base = m.loc[(algo, model, dataset, "baseline"), "throughput"]
             kind = "input" if algo == "grpo" else "input (not fitted)"
-            out.append(Claim(PAPER, "baseline rollout throughput (tok/s)", "batch_tokens_per_s",
-                             cfg, base, base, sim_base, 0.10, kind))
-            gain, gain_b = gains(m, algo, model, dataset)
-            logged.append(gain)
-            generated.append(gain_b)
+            out.append(Claim(PAPER, "baseline rollout throughput (tok/s)",
+                             "rollout_tokens_per_s", cfg, base, base, sim_base, 0.10, kind))
+            gain = gains(m, algo, model, dataset)
+            cell_gains.append(gain)
             paper_gain = round(100 * (april / base - 1), 1)
-            out.append(Claim(PAPER, "APRIL throughput gain %", "batch_tokens_per_s", cfg,
-                             paper_gain, paper_gain, gain, 0.25))
-            out.append(Claim(PAPER, "APRIL throughput gain %" + GENERATED,
-                             "rollout_tokens_per_s", cfg, paper_gain, paper_gain, gain_b, 0.25))
-    out.append(Claim(PAPER, "mean throughput gain %", "batch_tokens_per_s", "12 cells",
-                     MEAN_GAIN_PCT, MEAN_GAIN_PCT, sum(logged) / len(logged), 0.25))
-    out.append(Claim(PAPER, "mean throughput gain %" + GENERATED, "rollout_tokens_per_s",
-                     "12 cells", MEAN_GAIN_PCT, MEAN_GAIN_PCT,
-                     sum(generated) / len(generated), 0.25))
-    grpo = m.xs("april", level="method").xs("grpo", level="algo")
-    out.append(Claim(PAPER, "carried-over token share % (GRPO)", "offpolicy_token_frac",
-                     "steady rounds", CARRIED_SHARE_PCT, CARRIED_SHARE_PCT,
-                     100 * grpo["carried"].mean(), 0.15))
+            out.append(Claim(PAPER, GAIN, "rollout_tokens_per_s", cfg, paper_gain, paper_gain,
+                             gain, 0.25))
+    out.append(Claim(PAPER, MEAN_GAIN, "rollout_tokens_per_s", "12 cells", MEAN_GAIN_PCT,
+                     MEAN_GAIN_PCT, sum(cell_gains) / len(cell_gains), 0.25))
+    for reading, value in carried_shares(m).items():
+        out.append(Claim(PAPER, CARRIED, CARRIED_READINGS[reading][1], "steady rounds",
+                         CARRIED_SHARE_PCT, CARRIED_SHARE_PCT, value, 0.15, reading=reading))
     out.append(Claim(PAPER, "most policy versions behind one completed sample",
                      "versions_per_sample_max", "all APRIL runs", 1, MAX_VERSIONS,
                      m.xs("april", level="method")["versions"].max(), 0.0))
@@ -73,23 +95,23 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 
 def gains_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per Table 1 cell: throughput and gain under both definitions, beside the paper's.
-
-    `logged` is slime's figure (tokens of the samples a rollout returns, resumed
-    prefixes included); `generated` is the paper's text (tokens generated in the
-    round, aborted and discarded work included, resumed prefixes not again);
-    `carried_pct` is the share of APRIL's trained tokens generated in earlier rounds."""
+    """Per Table 1 cell: throughput (tokens generated in the round) and gain beside the
+    paper's; APRIL's carried-over share under the three readings; for DAPO, the share of
+    completed groups the filter dropped and the over-sampling batches per round."""
     m = steady(df)
     rows = []
     for (algo, model), cells in TABLE1.items():
         for dataset, (base, april) in zip(DATASETS, cells, strict=True):
             b, a = (m.loc[(algo, model, dataset, k)] for k in ("baseline", "april"))
-            gain, gain_b = gains(m, algo, model, dataset)
             rows.append({"algo": algo, "model": model, "dataset": dataset,
+                         "paper_baseline_tok_s": base, "paper_april_tok_s": april,
                          "paper_gain_pct": round(100 * (april / base - 1), 1),
-                         "logged_baseline_tok_s": b["throughput"],
-                         "logged_april_tok_s": a["throughput"], "logged_gain_pct": gain,
-                         "generated_baseline_tok_s": b["generated"],
-                         "generated_april_tok_s": a["generated"], "generated_gain_pct": gain_b,
-                         "carried_pct": 100 * a["carried"]})
+                         "baseline_tok_s": b["throughput"], "april_tok_s": a["throughput"],
+                         "gain_pct": gains(m, algo, model, dataset),
+                         "off_policy_ratio_pct": 100 * a["off_policy_ratio"],
+                         "carried_tokens_pct": 100 * a["carried"],
+                         "carried_samples_pct": 100 * a["carried_samples"],
+                         "baseline_zero_variance_pct": 100 * b["zero_variance"],
+                         "april_zero_variance_pct": 100 * a["zero_variance"],
+                         "baseline_batches": b["batches"], "april_batches": a["batches"]})
     return pd.DataFrame(rows)

@@ -20,7 +20,8 @@ MODEL_LABELS = {"qwen3-4b": "Qwen3-4B", "qwen3-8b": "Qwen3-8B"}
 
 
 def figure(df: pd.DataFrame, path: Path) -> None:
-    """Table 1 as bars: simulated throughput, baseline and APRIL, per algorithm, model
+    """Table 1 as bars: simulated throughput (tokens generated in the round, the
+    repository's `tokens_throughput`), baseline and APRIL, per algorithm, model
     and dataset, with the paper's values as black ticks. The datasets are named in
     full so that DAPO the algorithm is not read as DAPO-Math-17k the dataset; the
     legend sits above the panels, clear of the bars."""
@@ -43,9 +44,10 @@ def figure(df: pd.DataFrame, path: Path) -> None:
         ax.set_xlabel("dataset")
         ax.set_title(f"{ALGO_LABELS[algo]}, {MODEL_LABELS[model]}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("rollout throughput (tokens/s, 8 GPUs)")
+    axes[0].set_ylabel("rollout throughput (tokens generated/s, 8 GPUs)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
                bbox_to_anchor=(0.5, 1.0), frameon=False)
-    fig.suptitle("Simulated APRIL Table 1: rollout throughput as slime logs it, baseline vs "
-                 "APRIL, per algorithm and model (paper: black ticks)", fontsize=10, y=1.12)
+    fig.suptitle("Simulated APRIL Table 1: rollout throughput (tokens generated in the round "
+                 "over its wall time), baseline vs APRIL, per algorithm and model (paper: "
+                 "black ticks)", fontsize=10, y=1.12)
     save_figure(fig, path)

@@ -1,22 +1,41 @@
 """APRIL's setup and its simulated runs: 24 configurations and their steady state.
 
-Setup as in the paper: 8 AMD MI300X colocated (8 SGLang engines, TP=1),
-Qwen3-4B and Qwen3-8B, rollout batch 32 prompts x 8 samples, over-sampling
-64, max response 16384, one optimizer step of 256 samples per rollout.
-Baselines: GRPO is the standard synchronous rollout (32 groups, wait for all);
-DAPO's baseline over-samples 64 groups for dynamic sampling and discards what
-is left when 32 valid groups are done (slime without `--partial-rollout`).
-APRIL keeps and resumes those partial responses. `steady` averages the rounds
-after the two warm-up rounds, which is what every claim and figure reads.
+Setup as the authors ran it (RLsys-Foundation/APRIL@a72b5853, cited as APRIL@a72b585):
+8 AMD MI300X colocated (`--actor-num-gpus-per-node 8 --colocate`), SGLang engines of
+2 GPUs each (`--rollout-num-gpus-per-engine 2`: TP 2, 8 // 2 = 4 engines,
+slime/ray/rollout.py:66-67) with `--sglang-mem-fraction-static 0.6`, in every
+Qwen3-4B script (scripts/partial_rollout/qwen/{grpo,dapo,gspo}/*.sh:152-155 and
+:192-194). The repository has no Qwen3-8B launch script (scripts/models/qwen3-8B.sh
+holds the architecture only), so the 8B runs take the 4B scripts' layout: an
+assumption. Rollout batch 32 prompts x 8 samples, max response 16384, one optimizer
+step of 256 samples per rollout (paper Table 4).
+
+Baselines (the scripts without `-partial`): `--partial-rollout` and
+`--over-sampling-batch-size 64` are commented out (grpo/run-qwen3-4B-dapo.sh:90-91,
+dapo/run-qwen3-4B-dapo.sh:91-92), so the over-sampling batch is the rollout batch
+size (slime/utils/arguments.py:929-930). The GRPO baseline is the synchronous rollout;
+the DAPO baseline adds the filter (`check_reward_nonzero_std`, dapo/*.sh:90) and submits
+32 more groups whenever fewer than 32 are complete or in flight (systems.april). APRIL:
+`--partial-rollout --over-sampling-batch-size 64` (the `-partial` scripts, :90-91).
+
+`round_rows` reads each run's events: the harness's round metrics plus the figures
+only this paper asks for (the repository's `off_policy_ratio`, the share of trained
+samples that carry earlier-policy tokens, what the DAPO filter dropped). `steady`
+averages the rounds after the two warm-up rounds, which is what every claim and
+figure reads.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.core.metrics import ROUND_METRIC_EVENTS, owning_rounds, round_metrics
+from harness.run.execute import reads
 from harness.studies.reproduce.grid import COLUMNS, run_configs
 
 PAPER = "april"
@@ -24,6 +43,10 @@ DATASETS = ("dapo-math-17k", "deepscaler", "deepmath-103k")
 MODELS = ("qwen3-4b", "qwen3-8b")
 ALGOS = ("grpo", "dapo")
 ROUNDS, WARMUP = 8, 2
+ENGINE_TP, ENGINES = 2, 4  # `--rollout-num-gpus-per-engine 2` on 8 GPUs
+MEM_FRACTION = 0.6  # `--sglang-mem-fraction-static 0.6`
+OVER_SAMPLING = 64  # `--over-sampling-batch-size 64`, APRIL's scripts only
+EXTRA = ["off_policy_ratio", "carried_sample_frac", "zero_variance_frac", "sampling_batches"]
 
 
 def config(algo: str, model: str, dataset: str, april: bool, seed: int, rounds: int,
@@ -31,13 +54,86 @@ def config(algo: str, model: str, dataset: str, april: bool, seed: int, rounds: 
     dapo = algo == "dapo"
     cfg = RunConfig(system="april", workload=dataset, seed=seed, rounds=rounds, groups=32,
                     update_groups=32, group_size=8, max_response_tokens=16384,
-                    over_sampling_groups=64 if (april or dapo) else 0,
+                    over_sampling_groups=OVER_SAMPLING if april else 0,
                     partial_rollout=april, dynamic_sampling=dapo)
     s = cfg.sim
-    s.calibration, s.model, s.rollout_gpu, s.rollout_tp = calibration, model, "mi300x", 1
-    s.rollout_engines, s.placement = 8, "colocated"
+    s.calibration, s.model, s.rollout_gpu = calibration, model, "mi300x"
+    s.rollout_tp, s.rollout_engines, s.placement = ENGINE_TP, ENGINES, "colocated"
+    s.mem_fraction = MEM_FRACTION
     s.engine_backend = "sglang"  # APRIL is built into slime, on SGLang
     return cfg
+
+
+@reads(*ROUND_METRIC_EVENTS, "group_complete", "decision")
+def round_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`round_metrics` of a run, each round with APRIL's own figures added:
+
+    - `off_policy_ratio`: the repository's, `total_off_policy_tokens / (total_tokens +
+      total_off_policy_tokens)` (APRIL@a72b585:slime/backends/megatron_utils/data.py:
+      243-248). `total_tokens` is the round's `total_completion_tokens`, the tokens of
+      every generate call, aborted ones included (slime/rollout/sglang_example.py:
+      100-104, 287-295); `total_off_policy_tokens` adds, for each sample resumed in the
+      round, the `completion_tokens` of its previous call, i.e. its previous segment
+      only (sglang_example.py:80-83). In the trace: a `request_finish` gives a
+      segment's tokens (`response_tokens` less the `resumed_tokens` of its submit), a
+      `request_submit` with `resumed_tokens` > 0 is a resumption;
+    - `carried_sample_frac`: of the samples the round trains, the share that holds
+      tokens from a policy older than the round's (the `version_spans` of their
+      finish) - Figure 4's caption ("approximately 40% of rollouts incorporate
+      sequences generated by preceding policy models");
+    - `zero_variance_frac`: of the groups completed in the round, the share the DAPO
+      filter dropped (`drop_group` decisions), and `sampling_batches`, the
+      over-sampling batches submitted (1 + `over_sample` decisions)."""
+    rows = round_metrics(events)
+    segment: dict[tuple[int, int], int] = {}  # the last segment's tokens of a sample
+    resumed: dict[tuple[int, int], int] = {}
+    submit_round: dict[tuple[int, int], int] = {}
+    generated: dict[int, int] = defaultdict(int)
+    off_policy: dict[int, int] = defaultdict(int)
+    spans: dict[tuple[int, int], list[list[int]]] = {}
+    trained: dict[int, list[int]] = defaultdict(list)
+    version: dict[int, int] = {}
+    completed: dict[int, int] = defaultdict(int)
+    dropped: dict[int, int] = defaultdict(int)
+    batches: dict[int, int] = defaultdict(lambda: 1)
+    group_round: dict[int, int] = {}
+    for e, owner in zip(events, owning_rounds(events), strict=True):
+        ev = e["ev"]
+        if ev == "request_submit":
+            key = (e["group"], e["sample"])
+            submit_round[key] = e["round"]
+            resumed[key] = e.get("resumed_tokens", 0)
+            if resumed[key] > 0:
+                off_policy[e["round"]] += segment.get(key, 0)
+        elif ev == "request_finish":
+            key = (e["group"], e["sample"])
+            segment[key] = e["response_tokens"] - resumed.get(key, 0)
+            generated[submit_round.get(key, -1)] += segment[key]
+            if e["status"] == "finished":
+                spans[key] = e.get("version_spans") or [[v, 0] for v in e["versions"][:1]]
+        elif ev == "rollout_start":
+            version[e["round"]] = e["version"]
+        elif ev == "batch_dispatch" and owner is not None:
+            trained[owner] += e["groups"]
+        elif ev == "group_complete":
+            completed[e["round"]] += 1
+            group_round[e["group"]] = e["round"]
+        elif ev == "decision" and e["what"] == "drop_group":
+            dropped[group_round.get(e["group"], -1)] += 1
+        elif ev == "decision" and e["what"] == "over_sample":
+            batches[e["round"]] += 1
+    for row in rows:
+        rnd = row["round"]
+        gen, old = generated.get(rnd, 0), off_policy.get(rnd, 0)
+        row["off_policy_ratio"] = old / (gen + old) if gen + old else float("nan")
+        groups = set(trained.get(rnd, []))
+        samples = [s for (g, _), s in spans.items() if g in groups]
+        carried = sum(any(v < version[rnd] for v, _ in s) for s in samples)
+        row["carried_sample_frac"] = carried / len(samples) if samples else float("nan")
+        done = completed.get(rnd, 0)
+        row["zero_variance_frac"] = dropped.get(rnd, 0) / done if done else float("nan")
+        row["sampling_batches"] = batches[rnd]
+    return rows
 
 
 def simulate(seed: int = 0, rounds: int = ROUNDS, progress: bool = True,
@@ -57,21 +153,31 @@ def simulate(seed: int = 0, rounds: int = ROUNDS, progress: bool = True,
                     for key, value in (overrides or {}).items():
                         setattr(cfg.sim, key, value)
                     tasks.append((cfg.validate(), folder / f"{dataset}.jsonl"))
-    runs = run_configs(tasks, "APRIL", progress)
+    runs = run_configs(tasks, "APRIL", progress, reader=round_rows)
     frames, n = [], len(DATASETS)  # one frame per cell, as a grid over the datasets gives
     for i, (algo, model, method) in enumerate(cells):
         rows = [{"groups": cfg.groups, **row} for (cfg, _), run in
                 zip(tasks[i * n:(i + 1) * n], runs[i * n:(i + 1) * n], strict=True) for row in run]
-        frames.append(pd.DataFrame(rows)[COLUMNS].assign(algo=algo, model=model, method=method))
+        frames.append(pd.DataFrame(rows)[COLUMNS + EXTRA].assign(algo=algo, model=model,
+                                                                  method=method))
     return pd.concat(frames, ignore_index=True)
 
 
+# steady's figures: (column, how the steady rounds are combined). `throughput` is the
+# headline (tokens generated in the round over its wall time: the repository's
+# `tokens_throughput`); the carried-over share has three readings (see claims).
+STEADY = {"throughput": ("rollout_tokens_per_s", "mean"),
+          "off_policy_ratio": ("off_policy_ratio", "mean"),
+          "carried": ("offpolicy_token_frac", "mean"),
+          "carried_samples": ("carried_sample_frac", "mean"),
+          "zero_variance": ("zero_variance_frac", "mean"),
+          "batches": ("sampling_batches", "mean"),
+          "versions": ("versions_per_sample_max", "max")}
+
+
 def steady(df: pd.DataFrame) -> pd.DataFrame:
-    """Means over the steady-state rounds per (algo, model, dataset, method)."""
+    """Means over the steady-state rounds per (algo, model, dataset, method); a table
+    written before a figure existed (an older april.csv) gives the figures it has."""
     keep = df[df["round"] >= WARMUP]
-    return keep.groupby(["algo", "model", "workload", "method"]).agg(
-        throughput=("batch_tokens_per_s", "mean"),
-        generated=("rollout_tokens_per_s", "mean"),
-        carried=("offpolicy_token_frac", "mean"),
-        versions=("versions_per_sample_max", "max"),
-    )
+    aggs = {name: how for name, how in STEADY.items() if how[0] in keep.columns}
+    return keep.groupby(["algo", "model", "workload", "method"]).agg(**aggs)

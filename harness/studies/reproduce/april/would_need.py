@@ -17,21 +17,18 @@ import pandas as pd
 from harness.core.config import RunConfig
 from harness.run.execute import execute
 from harness.sim.knobs import active
-from harness.studies.reproduce.april.claims import GENERATED, TABLE1, gains
-from harness.studies.reproduce.april.runs import DATASETS, PAPER, ROUNDS, config, steady
+from harness.studies.reproduce.april import runs
+from harness.studies.reproduce.april.claims import CARRIED, GAIN, MEAN_GAIN, TABLE1, gains
+from harness.studies.reproduce.april.claims import carried_shares as shares
 from harness.studies.reproduce.family import TRACES, Family, Miss, SmallBatchStep
-
-GRPO_CARRIED = "carried-over token share % (GRPO)"
 
 
 class AprilGain(SmallBatchStep):
     """APRIL's gain is the baseline's tail: the last few sequences of each engine
     decode at a small batch while the rest of the GPU idles."""
 
-    paper = PAPER
-    claims = ("APRIL throughput gain %", "APRIL throughput gain %" + GENERATED,
-              "mean throughput gain %", "mean throughput gain %" + GENERATED,
-              GRPO_CARRIED)
+    paper = runs.PAPER
+    claims = (GAIN, MEAN_GAIN, CARRIED)
     lo, hi = 0.15, 4.0
     REFERENCE = ("grpo", "qwen3-4b", "dapo-math-17k")
 
@@ -40,7 +37,7 @@ class AprilGain(SmallBatchStep):
         self.cells: dict[tuple[tuple[str, str, str], float], pd.DataFrame] = {}
 
     def group(self, m: Miss) -> Hashable:
-        if m.claim == GRPO_CARRIED:
+        if m.claim == CARRIED:
             return "grpo"
         return "all" if m.config == "12 cells" else tuple(m.config.split())
 
@@ -55,28 +52,27 @@ class AprilGain(SmallBatchStep):
             (TRACES / "april").mkdir(parents=True, exist_ok=True)
             with active(self.knobs(x)):
                 for method in ("baseline", "april"):
-                    cfg = config(algo, model, dataset, method == "april", 0, ROUNDS)
-                    rows = execute(cfg, TRACES / "april" / f"{method}.jsonl")
+                    cfg = runs.config(algo, model, dataset, method == "april", 0, runs.ROUNDS)
+                    rows = execute(cfg, TRACES / "april" / f"{method}.jsonl", runs.round_rows)
                     frames.append(pd.DataFrame(rows).assign(algo=algo, model=model,
                                                             method=method))
-            self.cells[(cell, x)] = steady(pd.concat(frames, ignore_index=True))
+            self.cells[(cell, x)] = runs.steady(pd.concat(frames, ignore_index=True))
         return self.cells[(cell, x)]
 
-    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
-        cells = [(a, m, d) for (a, m) in TABLE1 for d in DATASETS]
-        out: dict[tuple[str, str], float] = {}
+    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str, str], float]:
+        """The group's claims at scale x, keyed (claim, config, reading): the carried-over
+        share under its three readings, or the gains (one reading each)."""
+        cells = [(a, m, d) for (a, m) in TABLE1 for d in runs.DATASETS]
         if group == "grpo":
-            carried = [self._cell(c, x).loc[(*c, "april"), "carried"] for c in cells
-                       if c[0] == "grpo"]
-            return {(GRPO_CARRIED, "steady rounds"): 100 * sum(carried) / len(carried)}
+            grpo = [c for c in cells if c[0] == "grpo"]
+            frame = pd.concat([self._cell(c, x).loc[[(*c, "april")]] for c in grpo])
+            return {(CARRIED, "steady rounds", reading): value
+                    for reading, value in shares(frame).items()}
+        out: dict[tuple[str, str, str], float] = {}
         for cell in cells if group == "all" else [group]:  # type: ignore[list-item]
-            gain, gain_b = gains(self._cell(cell, x), *cell)
-            out[("APRIL throughput gain %", " ".join(cell))] = gain
-            out[("APRIL throughput gain %" + GENERATED, " ".join(cell))] = gain_b
+            out[(GAIN, " ".join(cell), "")] = gains(self._cell(cell, x), *cell)
         if group == "all":
-            for claim in ("APRIL throughput gain %", "APRIL throughput gain %" + GENERATED):
-                vals = [v for (c, _), v in out.items() if c == claim]
-                out[(claim.replace("APRIL", "mean"), "12 cells")] = sum(vals) / len(vals)
+            out[(MEAN_GAIN, "12 cells", "")] = sum(out.values()) / len(out)
         # cells evaluated for "all" serve the cell searches too
         for cell in cells if group == "all" else []:
             key = " ".join(cell)
@@ -86,7 +82,7 @@ class AprilGain(SmallBatchStep):
     def reference(self, m: Miss) -> RunConfig:
         group = self.group(m)
         algo, model, dataset = group if isinstance(group, tuple) else self.REFERENCE
-        return config(algo, model, dataset, True, 0, ROUNDS)
+        return runs.config(algo, model, dataset, True, 0, runs.ROUNDS)
 
 
 # The families, in the order their searches run.
