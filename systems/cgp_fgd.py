@@ -17,6 +17,15 @@ The paper describes FGD two ways, and `frontier_mode` runs either:
   FIFO, as the paper says "standard SGLang admission" is, Sec. 2) and with every
   group submitted in order, this admits exactly as CGP does: the reading changes
   nothing unless the engine's own order differs from the groups' order.
+
+SGLang's default does not reorder them either, so the simulated SGLang engine keeps
+arrival order: slime pins SGLang v0.5.15.post1
+(THUDM/slime@624b824a898ab0ec1fcb4d373004c7f3852bf515:docker/Dockerfile:1) and sets no
+scheduling policy; SGLang's default is FCFS
+(sgl-project/sglang@v0.5.15.post1:python/sglang/srt/server_args.py:678-692), under
+which the waiting queue is not sorted (python/sglang/srt/managers/schedule_policy.py:
+193-198) and the radix cache's in-batch deprioritising of siblings that share a prompt
+never runs (it is for the cache-aware policies only, :200-206, :270-292).
 """
 
 from __future__ import annotations
