@@ -104,8 +104,12 @@ def test_dynamic_sampling_redraws_are_bounded(tmp_path: Path, system: str,
     assert "error" not in events[-1]
     submits = [e for e in events if e["ev"] == "request_submit"]
     per_round = {r: len({e["group"] for e in submits if e["round"] == r}) for r in range(rounds)}
-    assert all(n <= MAX_SAMPLING_BATCHES * over for n in per_round.values()), per_round
+    # every group dropped: each round submits all its batches, `over` groups each
+    assert all(n == MAX_SAMPLING_BATCHES * over for n in per_round.values()), per_round
     decisions = [e for e in events if e["ev"] == "decision"]
+    batches = [e["round"] for e in decisions if e["what"] == "over_sample"]
+    assert batches == sorted(batches) and all(
+        batches.count(r) == MAX_SAMPLING_BATCHES - 1 for r in range(rounds))
     limits = [e for e in decisions if e["what"] == "redraw_limit"]
     assert [e["round"] for e in limits] == list(range(rounds))
     kept = {e["group"] for e in decisions if e["what"] == "keep_group"}
@@ -115,3 +119,31 @@ def test_dynamic_sampling_redraws_are_bounded(tmp_path: Path, system: str,
     assert set(trained) == kept  # every group scored alike: each trained one was kept
     rollouts = [e["round"] for e in events if e["ev"] == "rollout_complete"]
     assert rollouts == list(range(rounds))
+
+
+@pytest.mark.parametrize("over", [0, 12])
+def test_dynamic_sampling_submits_whole_batches(tmp_path: Path, over: int) -> None:
+    """slime drops a zero-variance group without replacing it; only when fewer than R
+    groups are complete or in flight does it submit a whole over-sampling batch
+    (RLsys-Foundation/APRIL@a72b585:slime/rollout/sglang_example.py:241-245, 260-262).
+    So new groups arrive at a round's start or at an `over_sample` decision, `over`
+    groups at a time (R = 8 for the baseline's 0), and at that decision fewer than R
+    groups were trained-to-be or in flight."""
+    events, _ = run(tmp_path, dynamic_sampling=True, partial_rollout=False,
+                    over_sampling_groups=over, group_size=4, rounds=4,
+                    max_response_tokens=2048)  # cut-off responses score 0: some drops
+    size = max(over, 8)
+    first_submit: dict[int, dict] = {}
+    for e in events:
+        if e["ev"] == "request_submit":
+            first_submit.setdefault(e["group"], e)
+    starts = {e["round"]: e["t"] for e in events if e["ev"] == "rollout_start"}
+    batches = [e for e in events if e["ev"] == "decision" and e["what"] == "over_sample"]
+    assert batches, "some group should score alike and start a new batch"
+    for rnd, t0 in starts.items():
+        new = [e for e in first_submit.values() if e["round"] == rnd]
+        at = {t: sum(1 for e in new if e["t"] == t) for t in {e["t"] for e in new}}
+        times = {t0} | {b["t"] for b in batches if b["round"] == rnd}
+        assert set(at) == times and all(n == size for n in at.values()), (rnd, at)
+    dropped = [e for e in events if e["ev"] == "decision" and e["what"] == "drop_group"]
+    assert len(dropped) >= len(batches)  # a batch only after a drop
