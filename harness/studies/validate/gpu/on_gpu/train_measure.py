@@ -54,7 +54,7 @@ from harness.studies.validate.gpu.on_gpu.measure import Timer, ceilings, provena
 
 FIELDS = ["kind", "model", "name", "batch", "seq", "tokens", "ms", "ms_p10", "ms_p90",
           "repeats", "peak_gib", "note"]
-MICRO = [(1, 1024), (1, 2048), (1, 4096), (2, 4096)]  # (sequences, tokens each)
+MICRO = [(1, 1024), (1, 2048), (1, 4096), (2, 4096), (1, 8192)]  # (sequences, tokens each)
 MOE_TOKENS = [16, 64, 256, 1024, 2048, 4096, 8192, 16384]
 
 
@@ -149,9 +149,17 @@ def build(s: Shape, cuda: bool, max_seq: int, attention: type | None = None
 
     moe = {}
     if s.experts:
+        from megatron.core.transformer.moe import moe_utils
+
+        # megatron-core 0.16.1 names `te_general_gemm` in the router's matmul but binds it
+        # only when Transformer Engine imports: without TE the router stops on a NameError.
+        # None takes its own torch.mm branch (moe_utils.RouterGatingLinearFunction).
+        if not hasattr(moe_utils, "te_general_gemm"):
+            moe_utils.te_general_gemm = None
         moe = dict(num_moe_experts=s.experts, moe_router_topk=s.topk, moe_ffn_hidden_size=s.ffn,
                    moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3,
-                   moe_grouped_gemm=False, moe_token_dispatcher_type="alltoall")
+                   moe_grouped_gemm=False,
+                   moe_token_dispatcher_type="alltoall" if cuda else "allgather")
     cfg = TransformerConfig(
         num_layers=s.layers, hidden_size=s.hidden, num_attention_heads=s.heads,
         num_query_groups=s.kv_heads, kv_channels=s.head_dim, ffn_hidden_size=s.ffn,
@@ -267,10 +275,14 @@ def train_points(s: Shape, cuda: bool, w: Writer, micro: list[tuple[int, int]],
         try:
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
+            times = timed(step, cuda, warm, repeats)  # peak read after, not before
             w.add(kind="train_fwdbwd", model=s.name, batch=b, seq=seq, tokens=b * seq,
-                  peak_gib=peak_gib(cuda), **summary(timed(step, cuda, warm, repeats)))
+                  peak_gib=peak_gib(cuda), **summary(times))
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            times = timed(forward, cuda, warm, repeats)
             w.add(kind="forward", model=s.name, batch=b, seq=seq, tokens=b * seq,
-                  peak_gib=peak_gib(cuda), **summary(timed(forward, cuda, warm, repeats)))
+                  peak_gib=peak_gib(cuda), **summary(times))
         except torch.OutOfMemoryError as err:
             note = f"out of memory: {str(err).splitlines()[0][:100]}"
             w.add(kind="train_fwdbwd", model=s.name, batch=b, seq=seq, tokens=b * seq,
@@ -278,9 +290,10 @@ def train_points(s: Shape, cuda: bool, w: Writer, micro: list[tuple[int, int]],
             torch.cuda.empty_cache()
             break
     ok = opt.step()  # after a backward: real gradients in the buffers
+    times = timed(opt.step, cuda, warm, repeats)
     w.add(kind="optimizer", model=s.name, name="adam (megatron, fp32 master)",
           note=f"first step returned {ok[0] if isinstance(ok, tuple) else ok}",
-          peak_gib=peak_gib(cuda), **summary(timed(opt.step, cuda, warm, repeats)))
+          peak_gib=peak_gib(cuda), **summary(times))
     del model, opt
     if cuda:
         torch.cuda.empty_cache()
@@ -308,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true", help="tiny shapes, any device")
     parser.add_argument("--moe-layers", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warm", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--parts", default="dense,moe,experts")
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
