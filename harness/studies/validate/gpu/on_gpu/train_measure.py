@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -202,24 +203,36 @@ class Plain(torch.nn.Module):
         pass
 
 
+ISSUE: list[float] = []  # host ms until each timed call returned (before the sync)
+
+
 def timed(fn: Callable[[], object], cuda: bool, warm: int, repeats: int) -> list[float]:
-    """ms of each of `repeats` calls after `warm` untimed ones (CUDA events, else host)."""
+    """ms of each of `repeats` calls after `warm` untimed ones (CUDA events, else host).
+    Also keeps in ISSUE the host's time to issue each call: near the event time, the host
+    (Python, launches) is what bounds the call, not the GPU."""
     for _ in range(warm):
         fn()
     out = []
+    ISSUE.clear()
     for _ in range(repeats):
+        t0 = time.perf_counter()
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
+            ISSUE.append((time.perf_counter() - t0) * 1e3)
             end.record()
             torch.cuda.synchronize()
             out.append(start.elapsed_time(end))
         else:
-            t0 = time.perf_counter()
             fn()
             out.append((time.perf_counter() - t0) * 1e3)
+            ISSUE.append(out[-1])
     return out
+
+
+def issue_note() -> str:
+    return f"host issue {statistics.median(ISSUE):.1f} ms" if ISSUE else ""
 
 
 class Writer:
@@ -277,12 +290,12 @@ def train_points(s: Shape, cuda: bool, w: Writer, micro: list[tuple[int, int]],
                 torch.cuda.reset_peak_memory_stats()
             times = timed(step, cuda, warm, repeats)  # peak read after, not before
             w.add(kind="train_fwdbwd", model=s.name, batch=b, seq=seq, tokens=b * seq,
-                  peak_gib=peak_gib(cuda), **summary(times))
+                  peak_gib=peak_gib(cuda), note=issue_note(), **summary(times))
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             times = timed(forward, cuda, warm, repeats)
             w.add(kind="forward", model=s.name, batch=b, seq=seq, tokens=b * seq,
-                  peak_gib=peak_gib(cuda), **summary(times))
+                  peak_gib=peak_gib(cuda), note=issue_note(), **summary(times))
         except torch.OutOfMemoryError as err:
             note = f"out of memory: {str(err).splitlines()[0][:100]}"
             w.add(kind="train_fwdbwd", model=s.name, batch=b, seq=seq, tokens=b * seq,
@@ -292,7 +305,7 @@ def train_points(s: Shape, cuda: bool, w: Writer, micro: list[tuple[int, int]],
     ok = opt.step()  # after a backward: real gradients in the buffers
     times = timed(opt.step, cuda, warm, repeats)
     w.add(kind="optimizer", model=s.name, name="adam (megatron, fp32 master)",
-          note=f"first step returned {ok[0] if isinstance(ok, tuple) else ok}",
+          note=f"first step returned {ok[0] if isinstance(ok, tuple) else ok}; {issue_note()}",
           peak_gib=peak_gib(cuda), **summary(times))
     del model, opt
     if cuda:
