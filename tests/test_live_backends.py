@@ -64,6 +64,7 @@ def test_vllm_chunks_accumulate_with_versions() -> None:
 def test_sglang_request_uses_native_fields() -> None:
     body = sglang_payload(S)
     assert body["input_ids"] == [5, 6, 7] and body["rid"] == "3.1"
+    assert body["priority"] == -2  # SGLang serves higher values first; the harness lower
     assert body["return_logprob"] and body["stream"]
     assert body["sampling_params"] == {"max_new_tokens": 16, "temperature": 0.7,
                                        "ignore_eos": False}

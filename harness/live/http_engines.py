@@ -55,8 +55,13 @@ SGLANG_PAUSE = {"keep": "in_place", "abort": "abort", "wait": "in_place"}  # wai
 
 
 def sglang_payload(s: Sampling) -> dict[str, Any]:
+    """SGLang's native /generate body. A request's priority is negated: the harness (and
+    vLLM) serve lower values first, SGLang higher values first unless the server runs
+    with `--schedule-low-priority-values-first` (sgl-project/sglang@v0.5.15.post1
+    python/sglang/srt/server_args.py; priorities count only with
+    `--enable-priority-scheduling`, off by default)."""
     return {"input_ids": s.prompt_ids, "rid": s.request_id, "stream": True,
-            "return_logprob": True, "priority": s.priority,
+            "return_logprob": True, "priority": -s.priority,
             "sampling_params": {"max_new_tokens": s.max_tokens,
                                 "temperature": s.temperature, "ignore_eos": s.exact}}
 
