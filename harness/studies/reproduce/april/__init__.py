@@ -4,10 +4,12 @@ Table 1's throughput gains, the share of carried-over tokens and the policy
 versions behind a sample, on 8 AMD MI300X with Qwen3-4B and Qwen3-8B, GRPO and
 DAPO, baseline against APRIL on three datasets.
 
-The folder: `runs` (the setup, the 24 simulated configurations and their steady
-state), `claims` (the paper's numbers, the gains under both definitions of
-throughput and the claims made of them), `figures` (Table 1 as bars) and
-`would_need` (its family of the would-need search). This module is what
+The folder: `runs` (the setup as the authors' scripts run it, the 24 simulated
+configurations and their steady state), `claims` (the paper's numbers, the gains in
+tokens generated in the round, the carried-over share under its three readings, and
+the claims made of them), `figures` (Table 1 as bars), `would_need` (its family of
+the would-need search) and `sensitivity` (the DAPO rows against the share of
+zero-variance groups, a sweep for the docs, not part of `reproduce`). This module is what
 `harness.studies.reproduce` reads of a paper: its name, the files it writes,
 where its misses are read, one engine of its setup, and `reproduce`.
 """
