@@ -16,7 +16,7 @@ LABELS = {
     "trainer_compute_s": "trainer compute (s)",
     "mean_response_tokens": "mean response length (tokens)",
     "rollout_tokens_per_s": "rollout throughput, tokens generated (tokens/s)",
-    "batch_tokens_per_s": "rollout throughput, as slime logs it (tokens/s)",
+    "batch_tokens_per_s": "rollout throughput, returned samples' lengths (tokens/s)",
     "waiting_ratio": "trainer waiting ratio (fraction of the round)",
     "start_wait_ratio": "trainer's wait before its first batch (fraction of the round)",
     "lower_bound_s": "critical-path lower bound (s)",

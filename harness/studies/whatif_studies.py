@@ -202,7 +202,10 @@ def _tails_figure(df: pd.DataFrame, path: Path) -> None:
 # -- 3. APRIL's over-sampling ratio ---------------------------------------------
 
 APRIL_WARMUP = 2
-APRIL_METRICS = ("batch_tokens_per_s", R2TE, "offpolicy_token_frac", "lag_mean", "lag_max",
+# Throughput as APRIL's repository computes it: every token generated in the round,
+# aborted requests included, over the rollout's time (RLsys-Foundation/APRIL@a72b585
+# slime/backends/megatron_utils/data.py:267-273): the harness's `rollout_tokens_per_s`.
+APRIL_METRICS = ("rollout_tokens_per_s", R2TE, "offpolicy_token_frac", "lag_mean", "lag_max",
                  "ess", "versions_per_sample_max", "mean_response_tokens")
 
 
@@ -211,15 +214,15 @@ def _april_summary(df: pd.DataFrame) -> pd.DataFrame:
         ratio=lambda d: d["over_sampling_groups"] / d["groups"],
         mode=lambda d: np.where(d["partial_rollout"], "APRIL (carry over)", "discard"))
     out = df.groupby(["mode", "ratio"], as_index=False)[list(APRIL_METRICS)].mean()
-    base = out[out["ratio"] == 1.0].set_index("mode")["batch_tokens_per_s"]
-    out["throughput_gain_pct"] = 100 * (out["batch_tokens_per_s"] / out["mode"].map(base) - 1)
+    base = out[out["ratio"] == 1.0].set_index("mode")["rollout_tokens_per_s"]
+    out["throughput_gain_pct"] = 100 * (out["rollout_tokens_per_s"] / out["mode"].map(base) - 1)
     return out
 
 
 def _april_figure(df: pd.DataFrame, path: Path) -> None:
     plt = _plt()
     s = _april_summary(df)
-    panels = [("batch_tokens_per_s", "rollout throughput (tok/s, slime's)", 1),
+    panels = [("rollout_tokens_per_s", "rollout throughput (tok/s generated)", 1),
               (R2TE, "rollout-to-train-end (s)", 1),
               ("mean_response_tokens", "mean trained response (tokens)", 1),
               ("offpolicy_token_frac", "trained tokens from older policies (%)", 100),
