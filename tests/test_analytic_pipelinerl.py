@@ -38,10 +38,14 @@ def test_utilisation_compute_bound_and_padding_by_hand() -> None:
         pl.utilisation(0)
 
 
-def test_train_tau_from_mfu() -> None:
-    # a trained token costs 3 forwards; at 50% MFU that is 3 / 0.5 = 6 flashes per GPU
-    assert pl.train_tau(0.5) == pytest.approx(6.0)
-    assert pl.train_tau() == pytest.approx(3.0 / 0.45)
+def test_tau_is_the_papers() -> None:
+    # A.4 prints r_conv^train = 26.02 for N = 128 and Eq. (15) is r_conv^train = N / tau:
+    # tau = 128 / 26.02 = 4.91929... flashes per trained token.
+    assert pl.TAU == pytest.approx(4.91929, abs=1e-5)
+    # A.4's PipelineRL line, r_pipeline^train = 17.08 at I = 44, agrees through Eq. (18):
+    # (128 - 44) / 4.91929 = 17.0756, which prints as 17.08.
+    assert round(pl.r_pipeline(128, 44, 192, pl.TAU, 32768, 128)["train"], 2) == 17.08
+    assert pl.r_conv(128, 128, 256, 32768, pl.TAU)["train"] == pytest.approx(26.02, rel=1e-12)
 
 
 def test_r_conv_tiny_by_hand() -> None:

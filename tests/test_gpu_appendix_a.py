@@ -78,7 +78,7 @@ def test_rederive(tmp_path: Path) -> None:
     flops = 2.0 * pl.GEMM_M * pl.GEMM_N * h_opt
     assert meas["U_H"] == pytest.approx(flops / (lat * pl.PEAK_FLOPS), rel=1e-12)
     # the optimum is the slower stage of that config
-    tau = pl.train_tau()
+    tau = pl.TAU
     expect = min(meas["U_H"] * meas["I"], (pl.N_GPUS - meas["I"]) / tau)
     assert meas["pipe_total"] == pytest.approx(expect, rel=1e-12)
 

@@ -56,8 +56,11 @@ class Claim:
     def holds(self, value: float) -> bool:
         if math.isnan(value):
             return False
-        lo = self.paper_low - abs(self.paper_low) * self.tolerance
-        hi = self.paper_high + abs(self.paper_high) * self.tolerance
+        # an open end (inf) stays open: inf * 0 would make the bound NaN (PipelineRL's lag)
+        lo = self.paper_low - (abs(self.paper_low) * self.tolerance
+                               if math.isfinite(self.paper_low) else 0.0)
+        hi = self.paper_high + (abs(self.paper_high) * self.tolerance
+                                if math.isfinite(self.paper_high) else 0.0)
         return lo <= value <= hi
 
     @property

@@ -6,6 +6,27 @@ generation GPUs at H=64 and 80 training GPUs, weights installed in flight after
 every step. Conventional RL with G steps per rollout: all 128 GPUs generate
 B x G samples, then all 128 train (colocated). A run is kept as its summary
 (throughput, ESS, lag), made where it ran.
+
+How long PipelineRL runs: the paper trains "for 1024 optimizer steps with the batch
+size B = 1024" (Sec. 5, Experimental setup) and reports that "some tokens have a lag
+of more than 50k samples" (Sec. 5, "PipelineRL stays more on-policy"). A run of S
+steps cannot show a lag above S - 1 steps, so 32 steps (the 4 rounds used before)
+capped it at 31,744 samples whatever the system did. `PIPE_ROUNDS` rounds of 8 steps
+(96 steps) allow 95 steps (97,280 samples), about twice the paper's 50k and far above
+where the simulated lag settles (54-56 steps in a 192-step probe: the time to decode
+a 32k-token response over the step time), so the run length no longer decides the row.
+1024 steps would cost ~10x more for the same verdict.
+
+Lag (the trace's `lag_max`, `harness.core.offpolicy`): optimizer steps between the
+version that generated a token and the version being updated, times B = 1,024 samples
+per step. The authors' code logs the same in samples: `stats/lag` =
+last_broadcasted_version - the step's oldest `model_version`
+(ServiceNow/PipelineRL@58d39345:pipelinerl/finetune_loop.py:881), a version is the
+trainer's sample count at a broadcast (finetune_loop.py:949, after every step:
+conf/finetune/base.yaml:94, weight_update_interval 1) and a rollout keeps the version
+current when it starts (pipelinerl/actor.py:186): the harness takes the version of a
+response's first token, the same when requests do not queue in the engine (the actor
+here starts a group only when K of its H slots are free).
 """
 
 from __future__ import annotations
@@ -23,6 +44,7 @@ from harness.studies.reproduce.grid import run_configs
 PAPER = "pipelinerl"
 G_VALUES = (8, 16, 32)
 B_GROUPS = 128  # 1024 samples per optimizer step at K=8
+PIPE_ROUNDS = 12  # rounds of 8 steps: 96 optimizer steps (see the module's docstring)
 
 
 def base(system: str, seed: int) -> RunConfig:
@@ -38,7 +60,8 @@ def base(system: str, seed: int) -> RunConfig:
 def configs(seed: int) -> dict[str, RunConfig]:
     out = {}
     pipe = base("pipelinerl", seed)
-    pipe.groups, pipe.rounds, pipe.concurrency, pipe.max_lag = 8 * B_GROUPS, 4, 64, -1
+    pipe.groups, pipe.rounds, pipe.concurrency = 8 * B_GROUPS, PIPE_ROUNDS, 64
+    pipe.max_lag = -1  # none: conf/base.yaml:106, max_lag: null
     pipe.sim.rollout_engines, pipe.sim.trainer_gpus = 48, 80
     out["pipelinerl"] = pipe
     for g in G_VALUES:

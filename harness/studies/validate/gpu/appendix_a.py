@@ -1,9 +1,10 @@
 """PipelineRL Appendix A re-derived with a measured, not modelled, GEMM utilisation U(h).
 
 Why: `analytic.pipelinerl.utilisation` is our roofline of the paper's benchmark GEMM, and with
-it the optimum lands at 1.75x, g_max 96, H 256, I 24, while the paper, whose U(h) (its Fig. 8)
-was measured on an H100, reports about 1.57x, g_max ~133, H 192, I 44. Swapping in a measured
-U(h) and leaving the rest of the model alone tells how much of that gap the roofline causes.
+it (and the paper's tau = 128 / 26.02) the optimum lands at 1.70x, g_max 123, H 253, I 31, while
+the paper, whose U(h) (its Fig. 8) was measured on an H100, reports about 1.57x, g_max ~133,
+H 192, I 44. Swapping in a measured U(h) and leaving the rest of the model alone tells how much
+of that gap the roofline causes (measured: 1.52x, g_max 110, H 138, I 51).
 
 Data: aiconfigurator-core's measured H100 SXM kernel table for vLLM 0.24.0
 (`systems/data/h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet`), rows with gemm_dtype "bfloat16"
