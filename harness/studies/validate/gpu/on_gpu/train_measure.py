@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from harness.studies.validate.gpu.on_gpu import experts
+from harness.studies.validate.gpu.on_gpu import busy, experts
 from harness.studies.validate.gpu.on_gpu.measure import Timer, ceilings, provenance, summary
 
 FIELDS = ["kind", "model", "name", "batch", "seq", "tokens", "ms", "ms_p10", "ms_p90",
@@ -296,6 +296,10 @@ def train_points(s: Shape, cuda: bool, w: Writer, micro: list[tuple[int, int]],
             times = timed(forward, cuda, warm, repeats)
             w.add(kind="forward", model=s.name, batch=b, seq=seq, tokens=b * seq,
                   peak_gib=peak_gib(cuda), note=issue_note(), **summary(times))
+            if (b, seq) in (micro[0], micro[-1]):  # GPU kernel time inside one step
+                ms, kernels = busy.gpu_busy(step)
+                w.add(kind="gpu_busy", model=s.name, name="train_fwdbwd", batch=b, seq=seq,
+                      tokens=b * seq, ms=ms, repeats=1, note=f"{kernels} kernels")
         except torch.OutOfMemoryError as err:
             note = f"out of memory: {str(err).splitlines()[0][:100]}"
             w.add(kind="train_fwdbwd", model=s.name, batch=b, seq=seq, tokens=b * seq,
@@ -356,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     info["megatron_core"] = getattr(megatron.core, "__version__", "unknown")
     info["shapes"] = {}
     info["commit"] = os.environ.get("SCRIPT_COMMIT", "")
+    info["host"] = busy.launch_cost(device)
     print(f"{device}: bf16 {info['ceilings']['bf16_tflops']:.0f} TFLOP/s, megatron-core "
           f"{info['megatron_core']}", flush=True)
     writer = Writer(args.out / "train.csv")
