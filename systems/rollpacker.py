@@ -13,7 +13,14 @@ cumulative breakdown can be rebuilt; with all four off this is veRL.
   overlapping the rollout, and sandboxed code gets an adaptive timeout
   T = min(max(Tmin, lambda x Tanchor), Tmax), Tanchor being the longest run of
   a correct response to the same prompt so far. Without it, rewards are a
-  separate stage after the rollout.
+  separate stage after the rollout. The paper (Sec. 4.3: "For each test case, it
+  tracks the maximum execution time among correct responses during training")
+  leaves open how long an anchor lives; `rollpacker_anchor` runs both readings:
+  `run`, a prompt's anchor kept across steps for the whole run (a prompt deferred
+  to a long round keeps what its short round learnt), and `step`, every step
+  starting with no anchor. The authors' code is not public (ROLL@8eb27cc2 has no
+  RollPacker code; its sandbox worker has a fixed timeout,
+  roll/pipeline/rlvr/rewards/code_sandbox_reward_worker.py:93, DEFAULT_TIMEOUT = 30).
 - Parallelism planner: after a round whose preemptions rose by more than 5%
   the engine's tensor-parallel size doubles (up to 8, one server); after four
   rounds without preemptions it halves, but never below the size the run
@@ -44,7 +51,7 @@ class RollPacker:
     knobs: tuple[str, ...] = (
         "update_groups", "rollpacker_tail_batching", "rollpacker_speculation",
         "rollpacker_response_speculation", "rollpacker_reward_scheduler", "rollpacker_planner",
-        "rollpacker_stream_trainer", "rollpacker_stream_at")
+        "rollpacker_stream_trainer", "rollpacker_stream_at", "rollpacker_anchor")
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
@@ -120,6 +127,8 @@ class RollPacker:
     # -- a round ------------------------------------------------------------
     async def run(self, rt: Runtime) -> None:
         for rnd in range(rt.config.rounds):
+            if rt.config.rollpacker_anchor == "step":  # the "fresh anchor" reading
+                self.anchor.clear()
             await self._plan_parallelism(rt)
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
             await self._round(rt, rnd)

@@ -86,3 +86,34 @@ def test_planner_only_picks_a_tp_that_divides_the_gpus(tmp_path: Path) -> None:
         events = read_trace(path)
         assert "error" not in events[-1]
         assert all(2 % e["tp"] == 0 for e in events if e["ev"] == "engine_reconfigure")
+
+
+def _anchors_at_round_start(tmp_path: Path, scope: str) -> list[int]:
+    """How many prompts have an anchor as each round starts (code prompts, sandboxes)."""
+    from systems.rollpacker import RollPacker
+
+    seen: list[int] = []
+    plan = RollPacker._plan_parallelism
+
+    async def spy(self: RollPacker, rt: object) -> None:
+        seen.append(len(self.anchor))
+        await plan(self, rt)  # type: ignore[arg-type]
+
+    RollPacker._plan_parallelism = spy  # type: ignore[method-assign]
+    try:
+        run(tmp_path, workload="rp-code", rounds=5, rollpacker_anchor=scope)
+    finally:
+        RollPacker._plan_parallelism = plan  # type: ignore[method-assign]
+    return seen
+
+
+def test_the_fresh_anchor_reading_starts_each_step_empty(tmp_path: Path) -> None:
+    # Sec. 4.3, "tracks the maximum execution time among correct responses during
+    # training": kept for the run, anchors pile up round after round; fresh, none is
+    # left when a round starts.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "step").mkdir()
+    kept = _anchors_at_round_start(tmp_path / "run", "run")
+    fresh = _anchors_at_round_start(tmp_path / "step", "step")
+    assert fresh == [0] * 5
+    assert kept[0] == 0 and kept[-1] > kept[1] > 0 and kept == sorted(kept)

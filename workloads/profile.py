@@ -18,6 +18,7 @@ given seed: comparisons between systems use common random numbers.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import math
 import tomllib
@@ -307,6 +308,11 @@ def load_profile(name: str) -> Profile | Mixture:
         parts = tuple(load_profile(c) for c in mix["components"])
         if any(isinstance(p, Mixture) for p in parts):
             raise ValueError(f"{path}: a mixture cannot contain a mixture")
+        scale = float(mix.get("length_scale", 1.0))  # lengths x scale, cap included
+        if scale != 1.0:  # each component keeps its name: the same prompts, scaled
+            parts = tuple(dataclasses.replace(p, mean_tokens=p.mean_tokens * scale,
+                                              max_tokens=round(p.max_tokens * scale))
+                          for p in parts)  # type: ignore[misc]
         return Mixture(data["name"], data["summary"], parts,  # type: ignore[arg-type]
                        tuple(float(w) for w in mix["weights"]), str(mix.get("source", "")))
     return Profile.from_toml(data, str(path))

@@ -36,7 +36,8 @@ def engine() -> RunConfig:
 
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
-    """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (a period of 5)."""
+    """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (whole periods of
+    tail batching's schedule, `runs.period`)."""
     t2, eta, t3, scale = runs.tables([runs.table2_runs(seed), runs.eta_sweep_runs(seed),
                                       runs.table3_runs(seed), runs.scaling_runs(seed)])
     for name, df in (("table2", t2), ("eta", eta), ("table3", t3), ("scaling", scale)):

@@ -26,8 +26,20 @@ from harness.studies.reproduce.family import (
     SmallBatchStep,
     describe,
 )
-from harness.studies.reproduce.rollpacker.claims import TABLE3
-from harness.studies.reproduce.rollpacker.runs import PAPER, STAGES, STREAM_AT, config, run
+from harness.studies.reproduce.rollpacker.claims import TABLE3, gain_config, scale_config
+from harness.studies.reproduce.rollpacker.runs import (
+    ANCHORS,
+    LENGTHS,
+    PAPER,
+    STAGES,
+    STREAM_AT,
+    config,
+    reading_of,
+    run,
+    scaled,
+    table2_config,
+    table3_config,
+)
 
 
 def max_median(x: float, prompts: int = 2048, batch: int = 128, cap: int = 16384) -> float:
@@ -42,6 +54,15 @@ def max_median(x: float, prompts: int = 2048, batch: int = 128, cap: int = 16384
 SCALE = "throughput over veRL at scale (x)"
 
 
+def readings(reading: str) -> tuple[str, str]:
+    """(lengths, anchor) of a row's reading (runs.reading_of); the first of each
+    where the reading does not name it."""
+    parts = [p.strip() for p in reading.split(",") if p.strip()]
+    lengths = next((p for p in parts if p in LENGTHS), "16k lengths")
+    anchor = next((p for p in parts if p in ANCHORS), "persistent anchor")
+    return lengths, anchor
+
+
 class RollPackerSpread(Family):
     """Tail batching pays in proportion to the tail: the spread between prompts."""
 
@@ -53,24 +74,30 @@ class RollPackerSpread(Family):
     PAPER_RANGE = (25.0, 32.0)  # RollPacker Sec. 1, Fig. 2a (14B/16k): an input
 
     def group(self, m: Miss) -> Hashable:
-        return "scale" if m.claim == SCALE else m.config
+        """One row per group: a Table 2 stage in its readings, or a scale point."""
+        lengths, anchor = readings(m.reading)
+        if m.claim == SCALE:
+            gpus = next(g for g in (64, 128) if m.config == scale_config(g))
+            return ("scale", gpus, anchor)
+        return ("table2", m.config, lengths, anchor, STAGES.index(m.claim.split(": ")[1]) + 1)
 
-    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
+    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, ...], float]:
         traces = TRACES / "rollpacker"
+        kind, *rest = group  # type: ignore[misc]
         with active(Knobs(spread_scale=x)):
-            if group == "scale":  # 14B/16k on 64 H800s, as `scaling_runs`
-                steps = {}
-                for system in ("verl", "rollpacker"):
-                    cfg = config("14B/16k", system, 4)
-                    cfg.sim.rollout_engines *= 2
-                    steps[system] = run(cfg, f"scale64-{system}", traces)["step_s"]
-                return {(SCALE, "14B/16k 64 H800"): steps["verl"] / steps["rollpacker"]}
-            size = str(group)
-            base = run(config(size, "verl"), "verl", traces)["step_s"]
-            return {(f"Table 2 speedup over veRL: {label}", size):
-                    base / run(config(size, "rollpacker", stage), f"stage{stage}",
-                               traces)["step_s"]
-                    for stage, label in enumerate(STAGES, start=1) if stage < 4}
+            if kind == "scale":  # as `runs.scaling_runs`
+                gpus, anchor = rest
+                steps = {system: run(scaled("14B/16k", system, gpus, anchor=ANCHORS[anchor]),
+                                     f"scale{gpus}-{system}", traces)["step_s"]
+                         for system in ("verl", "rollpacker")}
+                return {(SCALE, scale_config(gpus), anchor):
+                        steps["verl"] / steps["rollpacker"]}
+            size, lengths, anchor, stage = rest
+            base = run(table2_config(size, 0, lengths=lengths), "verl", traces)["step_s"]
+            this = run(table2_config(size, stage, lengths=lengths, anchor=anchor),
+                       f"stage{stage}", traces)["step_s"]
+            return {(f"Table 2 speedup over veRL: {STAGES[stage - 1]}", size,
+                     reading_of(size, stage, lengths, anchor)): base / this}
 
     def outcome(self, m: Miss, sol: Solution) -> Outcome:
         lo, hi = self.PAPER_RANGE
@@ -98,14 +125,19 @@ class RollPackerMfu(Family):
     neutral = float(calibration_file(PAPER)["fit"]["train_mfu"])  # as calibrated
     SHARE = 0.22  # veRL's training share of a step, Table 1 (14B/16k): the fit's input
 
-    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
-        traces = TRACES / "rollpacker"
+    def group(self, m: Miss) -> Hashable:
+        lo = next(g for g in (32, 64) if m.config == gain_config(g, 2 * g))
+        return (lo, readings(m.reading)[1])
+
+    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, ...], float]:
+        lo, anchor = group  # type: ignore[misc]
+        traces, scope = TRACES / "rollpacker", ANCHORS[anchor]
         with active(Knobs(params={"train_mfu": x})):
-            s32 = run(config("14B/16k", "rollpacker", 4), "mfu-32", traces)["step_s"]
-            cfg = config("14B/16k", "rollpacker", 4)
-            cfg.sim.rollout_engines *= 2
-            s64 = run(cfg, "mfu-64", traces)["step_s"]
-        return {(self.claims[0], "14B/16k 32->64 H800"): s32 / s64}
+            s_lo = run(scaled("14B/16k", "rollpacker", lo, anchor=scope), f"mfu-{lo}",
+                       traces)["step_s"]
+            s_hi = run(scaled("14B/16k", "rollpacker", 2 * lo, anchor=scope), f"mfu-{2 * lo}",
+                       traces)["step_s"]
+        return {(self.claims[0], gain_config(lo, 2 * lo), anchor): 2 * s_lo / s_hi}
 
     def share(self, x: float) -> float:
         """veRL's training share of a step at 14B/16k with train_mfu = x."""
@@ -138,17 +170,14 @@ class RollPackerTable3(SmallBatchStep):
     def group(self, m: Miss) -> Hashable:
         return "table3"
 
-    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, str], float]:
+    def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, ...], float]:
+        """Table 3's measure: the mean step of the five long rounds (`runs.table3_config`)."""
         traces, steps = TRACES / "rollpacker", {}
         with active(self.knobs(x)):
-            for label, at in STREAM_AT.items():
-                if label == "adaptive":
-                    continue
-                cfg = config("7B/8k", "rollpacker", 3 if at is None else 4,
-                             workload="rp-math")
-                if at is not None:
-                    cfg.rollpacker_stream_at = at
-                steps[label] = run(cfg, f"stream-{label.rstrip('%')}", traces)["step_s"]
+            for label in STREAM_AT:
+                if label != "adaptive":
+                    steps[label] = run(table3_config(label), f"stream-{label.rstrip('%')}",
+                                       traces)["long_step_s"]
         return {(f"Table 3 stream trainer at {k}: step / none", "7B/8k math"):
                 steps[k] / steps["none"] for k in steps if k != "none"}
 
