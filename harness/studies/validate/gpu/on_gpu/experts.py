@@ -9,7 +9,9 @@ routing `distribution`) times a serving engine's fused MoE forward for exactly t
 - `grouped`: top-k of router scores, tokens sorted by expert (gather), the two products as
   `torch._grouped_mm` over the experts' stacked weights, the gate, and the weighted sum
   back (index_add): one pass of a serving engine's fused MoE, forward only;
-- `sequential`: the same with one `F.linear` per expert in a Python loop, as
+- `grouped_gemms`: the two grouped products and the gate alone, on tokens already sorted by
+  expert (no routing, gather or weighted sum): what the GEMM kernels themselves cost;
+- `sequential`: the same as `grouped` with one `F.linear` per expert in a Python loop, as
   Megatron-core's `SequentialMLP` does when no grouped-GEMM kernel is installed;
 - `grouped_fwdbwd`: `grouped` forward and backward (weights and input need gradients), the
   trainer's cost of the experts per micro-batch.
@@ -67,6 +69,11 @@ class Experts:
         out = torch.zeros_like(x)
         return out.index_add(0, token_of, y * gate_w[:, None])
 
+    def gemms_only(self, xs: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        h = torch._grouped_mm(xs, self.w1.transpose(-2, -1), offs=ends)
+        gate, up = h.chunk(2, dim=-1)
+        return torch._grouped_mm(F.silu(gate) * up, self.w2.transpose(-2, -1), offs=ends)
+
     def sequential(self, x: torch.Tensor, routed: tuple, counts_host: list[int]
                    ) -> torch.Tensor:
         token_of, gate_w, _, _ = routed
@@ -105,6 +112,8 @@ def points(hidden: int, inter: int, experts: int, topk: int, tokens: int, device
         "sequential": lambda: e.sequential(x, routed, counts)}
     if grouped_supported(device) == "":
         out["grouped"] = lambda: e.grouped(x, routed)
+        xs = x.index_select(0, routed[0])
+        out["grouped_gemms"] = lambda: e.gemms_only(xs, routed[2])
         t = Experts(hidden, inter, experts, topk, device, grad=True)
         xg = torch.randn(tokens, hidden, device=device, dtype=torch.bfloat16,
                          requires_grad=True)
