@@ -203,6 +203,10 @@ class MegatronLearner(GRPOLearner):
             num_attention_heads=self.heads.heads, num_query_groups=self.heads.kv_heads,
             kv_channels=self.heads.head_dim, ffn_hidden_size=hf.intermediate_size,
             normalization="RMSNorm", gated_linear_unit=True, qk_layernorm=True,
+            # Qwen3's MLP is SwiGLU and its norms use the config's epsilon; Megatron's
+            # defaults (GeLU, 1e-5) would compute another model from the same weights.
+            activation_func=torch.nn.functional.silu,
+            layernorm_epsilon=getattr(hf, "rms_norm_eps", 1e-6),
             add_bias_linear=False, bf16=True, params_dtype=torch.bfloat16)
         model = GPTModel(tcfg, get_gpt_layer_local_spec(qk_layernorm=True),
                          vocab_size=hf.vocab_size, max_sequence_length=live.max_model_len,
