@@ -26,6 +26,8 @@ def test_the_period_of_tail_batching_is_worked_out_from_the_deferred_prompts() -
     # k = 64 short rounds and m = 13 long ones
     assert runs.period(1.2) == 77
     assert runs.eta_config("prompts", 1.5).rounds == 15
+    assert runs.eta_config("prompts", 1.0).rounds == 15  # the base of every comparison
+    assert runs.eta_config("responses", 1.5).rounds == 5  # period 1: any count is whole
 
 
 def test_a_simulated_eta_of_1_5_runs_a_long_round_every_third_round(tmp_path: Path) -> None:
@@ -91,10 +93,12 @@ def test_32k_scaled_lengths_double_every_prompt_of_a_component() -> None:
 def test_table2_runs_every_reading_that_applies() -> None:
     rows, items = runs.table2_runs(0)
     readings = {(r["size"], r["system"], r["reading"]) for r in rows}
-    assert len(readings) == len(rows) == 8 + 8 + 16  # 7B, 14B; 32B twice the lengths
+    # 7B: both anchors; 14B: one; 32B: one anchor, both lengths
+    assert len(readings) == len(rows) == 8 + 5 + 10
     assert ("14B/16k", "tail batching", "") in readings  # no reward scheduler: no anchor
     assert ("32B/32k", "veRL", "32k-scaled lengths") in readings
-    assert ("32B/32k", "+ stream trainer", "32k-scaled lengths, fresh anchor") in readings
+    assert ("32B/32k", "+ stream trainer", "32k-scaled lengths, persistent anchor") in readings
+    assert ("7B/8k", "+ stream trainer", "fresh anchor") in readings
     by = {(r["size"], r["system"], r["reading"]): cfg for r, (cfg, _) in zip(rows, items,
                                                                            strict=True)}
     assert by[("32B/32k", "veRL", "32k-scaled lengths")].workload == "rp-mix-32k"

@@ -16,7 +16,6 @@ from harness.studies.reproduce.rollpacker.runs import (
     LENGTHS,
     P0,
     PAPER,
-    SCALE_ANCHORS,
     SCALE_PROMPTS,
     STAGES,
 )
@@ -115,7 +114,7 @@ def _scaling(step: pd.Series, scale: pd.DataFrame) -> list[Claim]:
     out: list[Claim] = []
     sc = scale.set_index(["system", "gpus", "reading"])["step_s"]
     prompts = {**SCALE_PROMPTS, 32: P0}
-    for anchor in SCALE_ANCHORS:
+    for anchor in ("persistent anchor",):  # as runs.scaling_runs
         steps = {32: step[("14B/16k", "+ stream trainer", anchor)],
                  64: sc[("rollpacker", 64, anchor)], 128: sc[("rollpacker", 128, anchor)]}
         for lo, hi in ((32, 64), (64, 128)):
