@@ -103,3 +103,13 @@ def test_table2_runs_every_reading_that_applies() -> None:
                                                                            strict=True)}
     assert by[("32B/32k", "veRL", "32k-scaled lengths")].workload == "rp-mix-32k"
     assert by[("7B/8k", "+ reward scheduler", "fresh anchor")].rollpacker_anchor == "step"
+
+
+def test_the_reward_workers_are_read_from_the_fit_before_the_priors(tmp_path: Path) -> None:
+    # `calibrate rollpacker` fits verifier_workers to veRL's reward share (Table 1); a
+    # [fit] value overrides a [fixed] prior, and a file with neither keeps 64
+    both = tmp_path / "both.toml"
+    both.write_text("[fit]\nverifier_workers = 300\n[fixed]\nverifier_workers = 64\n")
+    assert runs.verifier_workers(str(both)) == 300
+    (tmp_path / "none.toml").write_text("[fit]\ntrain_mfu = 0.2\n")
+    assert runs.verifier_workers(str(tmp_path / "none.toml")) == 64
