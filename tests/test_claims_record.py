@@ -87,19 +87,20 @@ def test_readings_and_consistency_rows_are_counted_apart() -> None:
     prediction, in the paper's section and in the summary."""
     claims = [Claim("p", "c", "m", "cfg", 1, 2, 1.5, reading="cap"),
               Claim("p", "c", "m", "cfg", 1, 2, 7.0, reading="priority"),
+              Claim("p", "e", "m", "cfg", 1, 2, 1.0),
               Claim("p", "d", "m", "cfg", 1, 2, 9.0, reading="priority"),
               Claim("p", "same", "m", "cfg", 0, 2, 0.0, tolerance=0.0, kind="consistency")]
     md = to_markdown(claims, None, {})
-    assert ("2 of 4 rows hold (1 of 3 predictions (cap 1 of 1, priority 0 of 2); "
-            "1 of 1 consistency rows)") in md
+    assert ("3 of 5 rows hold (2 of 4 predictions (cap 1 of 1, priority 0 of 2, one reading "
+            "1 of 1); 1 of 1 consistency rows)") in md
     summary = summary_markdown(claims)
     assert "| p | c | cap | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 | same |" in summary
     assert "| p | c | priority | prediction | 1 to 2 | 7 to 7 | 0/1 | same |" in summary
-    assert "Predictions: 1 of 3 hold" in summary and "p 1 of 3 (cap 1 of 1, priority 0 of 2)" \
-        in summary
+    assert "Predictions: 2 of 4 hold" in summary
+    assert "p 2 of 4 (cap 1 of 1, priority 0 of 2, one reading 1 of 1)" in summary
     assert "consistency rows (hold by construction, not predictions): 1 of 1." in summary
     back = from_csv(to_csv(claims))
-    assert [c.reading for c in back] == ["cap", "priority", "priority", ""]
+    assert [c.reading for c in back] == ["cap", "priority", "", "priority", ""]
     with pytest.raises(ClaimsFileError, match=r"line 2: kind is 'guess'"):
         from_csv(to_csv([Claim("p", "c", "m", "cfg", 1, 2, 1.5, kind="guess")]), "x.csv")
 

@@ -119,10 +119,10 @@ def _prediction_count(rows: list[Claim]) -> str:
     apart: "12 of 40 predictions (cap 3 of 12, priority 5 of 12); 24 of 24 consistency"."""
     preds = [c for c in rows if c.kind == "prediction"]
     text = f"{sum(c.within for c in preds)} of {len(preds)} predictions"
-    readings = [r for r in dict.fromkeys(c.reading for c in preds) if r]
-    if readings:
+    readings = list(dict.fromkeys(c.reading for c in preds))
+    if any(readings):  # claims with one reading are counted as such beside the others
         text += " (" + ", ".join(
-            f"{r} {sum(c.within for c in preds if c.reading == r)} of "
+            f"{r or 'one reading'} {sum(c.within for c in preds if c.reading == r)} of "
             f"{sum(c.reading == r for c in preds)}" for r in readings) + ")"
     cons = [c for c in rows if c.kind == "consistency"]
     if cons:
