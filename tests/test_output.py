@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import typer
 from rich.console import Console
@@ -179,10 +178,10 @@ def test_compare_csv(run_dir: Path) -> None:
 
 
 # -- help ---------------------------------------------------------------------
-def commands() -> list[tuple[list[str], click.Command]]:
+def commands() -> list[tuple[list[str], Any]]:
     found = []
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
+    def walk(cmd: Any, path: list[str]) -> None:  # typer 0.29 vendors click: no import
         found.append((path, cmd))
         if getattr(cmd, "commands", None):  # a group (Typer's click need not be `click`)
             for name, sub in cmd.commands.items():
