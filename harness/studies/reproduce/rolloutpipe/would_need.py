@@ -97,5 +97,27 @@ class RolloutPipeCGP(Family):
         return out
 
 
+class RolloutPipePriority(Family):
+    """FGD's priority reading on an engine that admits in arrival order (SGLang's default
+    FCFS, docs/readings.md) admits exactly as CGP does: its rows are CGP's by
+    construction (share of the reduction 100%, further reduction 0%), so no engine or
+    workload parameter moves them apart. Each miss says so instead of being searched."""
+
+    paper = PAPER
+    claims = RolloutPipeFGD.claims
+    parameter = "none (the priority reading admits as CGP does)"
+
+    def matches(self, m: Miss) -> bool:
+        return super().matches(m) and m.reading == "priority"
+
+    def search(self, m: Miss, max_evals: int) -> None:  # type: ignore[override]
+        return None
+
+    def outcome(self, m: Miss, sol: Solution | None) -> Outcome:
+        return Outcome(m, self.parameter, note=(
+            "not searchable: under the priority reading CGP+FGD admits as CGP does on an "
+            "arrival-order engine, so this row is CGP's value by construction"))
+
+
 # The families, in the order their searches run.
-FAMILIES: tuple[type[Family], ...] = (RolloutPipeFGD, RolloutPipeCGP)
+FAMILIES: tuple[type[Family], ...] = (RolloutPipeFGD, RolloutPipeCGP, RolloutPipePriority)

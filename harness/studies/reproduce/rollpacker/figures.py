@@ -26,6 +26,8 @@ def figure(t2: pd.DataFrame, path: Path) -> None:
         t2 = t2.assign(reading=[reading_of(s, 0 if y == "veRL" else STAGES.index(y) + 1,
                                            *DEFAULT) for s, y in zip(t2["size"], t2["system"],
                                                                      strict=True)])
+    # read back from a CSV, a blank reading (veRL's, the one-reading rows') is NaN
+    t2 = t2.assign(reading=t2["reading"].fillna(""))
     step = t2.set_index(["size", "system", "reading"])["step_s"]
 
     def first(size: str, system: str) -> float:  # the first reading: 16k lengths, persistent
