@@ -50,14 +50,14 @@ def test_the_committed_table_reads_back_byte_for_byte() -> None:
     need = would_need_texts(ROOT / "results" / "would_need.csv")
     assert to_csv(from_csv(text), need) == text
     (back,) = from_csv(to_csv([Claim("p", "c", "m", "cfg", 133, 133, 96, 0.1)]))
-    assert to_csv([back]).splitlines()[1] == "p,c,m,cfg,133,133,96,0.1,False,prediction,,,"
+    assert to_csv([back]).splitlines()[1] == "p,c,m,cfg,,133,133,96,0.1,False,prediction,,,"
     twin = Claim("p", "c", "m", "cfg", 133, 133, 96, 0.1, step_source="kernels:x",
                  harness_roofline=131.00004)
     (back,) = from_csv(to_csv([twin]))
     assert (back.step_source, back.harness_roofline, back.within_roofline) == \
         ("kernels:x", 131.0, True)
     assert to_csv([back]).splitlines()[1] == \
-        "p,c,m,cfg,133,133,96,0.1,False,prediction,kernels:x,131.0,True"
+        "p,c,m,cfg,,133,133,96,0.1,False,prediction,kernels:x,131.0,True"
 
 
 def test_a_bad_claims_file_names_file_and_line() -> None:
@@ -91,14 +91,15 @@ def test_readings_and_consistency_rows_are_counted_apart() -> None:
               Claim("p", "d", "m", "cfg", 1, 2, 9.0, reading="priority"),
               Claim("p", "same", "m", "cfg", 0, 2, 0.0, tolerance=0.0, kind="consistency")]
     md = to_markdown(claims, None, {})
-    assert ("3 of 5 rows hold (2 of 4 predictions (cap 1 of 1, priority 0 of 2, one reading "
+    assert ("3 of 5 rows hold (2 of 4 predictions (cap 1 of 1; priority 0 of 2; one reading "
             "1 of 1); 1 of 1 consistency rows)") in md
     summary = summary_markdown(claims)
     assert "| p | c | cap | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 | same |" in summary
     assert "| p | c | priority | prediction | 1 to 2 | 7 to 7 | 0/1 | same |" in summary
     assert "Predictions: 2 of 4 hold" in summary
-    assert "p 2 of 4 (cap 1 of 1, priority 0 of 2, one reading 1 of 1)" in summary
-    assert "consistency rows (hold by construction, not predictions): 1 of 1." in summary
+    assert "\n- p: 2 of 4 (cap 1 of 1; priority 0 of 2; one reading 1 of 1)\n" in summary
+    assert "Consistency rows (they hold by construction and are not predictions): 1 of 1." \
+        in summary
     back = from_csv(to_csv(claims))
     assert [c.reading for c in back] == ["cap", "priority", "", "priority", ""]
     with pytest.raises(ClaimsFileError, match=r"line 2: kind is 'guess'"):

@@ -121,7 +121,7 @@ def _prediction_count(rows: list[Claim]) -> str:
     text = f"{sum(c.within for c in preds)} of {len(preds)} predictions"
     readings = list(dict.fromkeys(c.reading for c in preds))
     if any(readings):  # claims with one reading are counted as such beside the others
-        text += " (" + ", ".join(
+        text += " (" + "; ".join(
             f"{r or 'one reading'} {sum(c.within for c in preds if c.reading == r)} of "
             f"{sum(c.reading == r for c in preds)}" for r in readings) + ")"
     cons = [c for c in rows if c.kind == "consistency"]
@@ -156,13 +156,13 @@ def summary_markdown(claims: list[Claim]) -> str:
     twins = [c for c in preds if c.within_roofline is not None]
     papers = dict.fromkeys(c.paper for c in claims)
     lines += ["", f"Predictions: {sum(c.within for c in preds)} of {len(preds)} hold with the "
-              "step model each paper runs (measured kernels where covered): "
-              + "; ".join(f"{p} {_prediction_count([c for c in preds if c.paper == p])}"
-                          .replace(" predictions", "") for p in papers)
-              + f". Of the {len(twins)} predictions simulated both ways, "
-              f"{sum(c.within for c in twins)} hold with kernels and "
-              f"{sum(bool(c.within_roofline) for c in twins)} with the roofline. "
-              f"Inputs: {sum(c.within for c in inputs)} of {len(inputs)}; consistency rows "
-              f"(hold by construction, not predictions): {sum(c.within for c in cons)} of "
-              f"{len(cons)}."]
+              "step model each paper runs (measured kernels where covered); of the "
+              f"{len(twins)} simulated both ways, {sum(c.within for c in twins)} hold with "
+              f"kernels and {sum(bool(c.within_roofline) for c in twins)} with the roofline. "
+              f"Inputs: {sum(c.within for c in inputs)} of {len(inputs)}. Consistency rows "
+              f"(they hold by construction and are not predictions): "
+              f"{sum(c.within for c in cons)} of {len(cons)}. Predictions per paper and "
+              "reading:", ""]
+    lines += [f"- {p}: " + _prediction_count([c for c in preds if c.paper == p])
+              .replace(" predictions", "") for p in papers]
     return "\n".join(lines) + "\n"
