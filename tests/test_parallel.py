@@ -80,7 +80,7 @@ def test_piped_progress_is_one_line_per_run(tmp_path: Path) -> None:
     assert len(runs) == 4  # 2 systems x 2 workloads
     assert sorted(line.split("]")[0] for line in runs) == ["[1/4", "[2/4", "[3/4", "[4/4"]
     assert all(line.split("] ")[1].startswith("one: ") for line in runs)
-    assert lines[-1].startswith("one done (")
+    assert lines[-1].startswith("one done (") and lines[-1].endswith(" s, paper 1 of 1)")
 
 
 def test_negative_jobs_is_refused() -> None:
@@ -111,6 +111,6 @@ def test_a_repeated_run_is_simulated_once_and_copied(tmp_path: Path, jobs: int) 
     runs = [line for line in text.getvalue().splitlines() if line.startswith("[")]
     assert len(runs) == 3
     assert [line for line in runs if "(a copy of cgp)" in line] == \
-        ["[3/3] sweep: cgp (a copy of cgp) (0.0 s)"]
+        ["[1/1] sweep: cgp (a copy of cgp) (0.0 s)"]  # its batch: the sweep's one run
     sweep[0]["system"] = "changed"  # each asker has its own rows
     assert grid[2]["system"] == "cgp"

@@ -149,3 +149,40 @@ def test_follower_thread_starts_and_stops(tmp_path: Path) -> None:
     follower.stop()
     assert not follower.is_alive()
     assert stages == ["live cgp: starting the engine and the trainer"]
+
+
+def test_reproduce_progress_totals_never_grow(tmp_path: Path) -> None:
+    # `reproduce` printed `[12/36]` ... `[188/188]`: one total for every run, grown as
+    # each paper queued more. A paper queues its runs batch by batch, so each line counts
+    # within its own batch (known when the batch is queued), and a paper's line counts
+    # papers, known before the first starts.
+    import io
+    import re
+
+    from rich.console import Console
+
+    from harness.studies.reproduce import pool
+    from harness.studies.reproduce.grid import run_configs
+
+    def paper(tag: str) -> list[object]:
+        def cfg(system: str, seed: int) -> RunConfig:
+            return RunConfig(system=system, workload="sci-jl", groups=4, group_size=2,
+                             update_groups=2, rounds=1, seed=seed)
+        run_configs([(cfg("slime", 0), tmp_path / f"{tag}-a.jsonl")], label=f"{tag} first")
+        run_configs([(cfg("cgp", 1), tmp_path / f"{tag}-b.jsonl"),
+                     (cfg("cgp", 2), tmp_path / f"{tag}-c.jsonl")], label=f"{tag} second")
+        return []
+
+    sink = io.StringIO()
+    pool.reproduce({"p": lambda: paper("p"), "q": lambda: paper("q")}, ["p", "q"], {},
+                   jobs=1, console=Console(file=sink, force_terminal=False, width=100))
+    lines = sink.getvalue().splitlines()
+    runs = [re.fullmatch(r"\[(\d+)/(\d+)\] (.+): \S+ \(.*\)", line) for line in lines]
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for match in filter(None, runs):
+        seen.setdefault(match[3], []).append((int(match[1]), int(match[2])))
+    assert seen == {"p first": [(1, 1)], "p second": [(1, 2), (2, 2)],
+                    "q first": [(1, 1)], "q second": [(1, 2), (2, 2)]}
+    papers = [line for line in lines if " done" in line]
+    assert [re.sub(r"\(\S+ s, ", "(", p) for p in papers] == \
+        ["p done (paper 1 of 2)", "q done (paper 2 of 2)"]

@@ -14,8 +14,9 @@ A configuration asked for twice in one reproduction (a sweep's point that is als
 table's, as RolloutPipe's F_w = 2 is) is simulated once (`SameRuns`): the simulator is
 deterministic, so the second trace is a copy of the first and its result the same.
 
-Progress goes to stderr: a bar on a terminal, one line per finished run (and
-per finished paper) otherwise.
+Progress goes to stderr: a bar over the papers on a terminal, one line per finished run
+(counted within its batch, whose size is known when it is queued) and per finished paper
+(counted over the papers, known before the first starts) otherwise. No count grows.
 """
 
 from __future__ import annotations
@@ -64,20 +65,32 @@ def run_one(cfg: RunConfig, path: Path, reader: Reader | None = None
     return out, time.perf_counter() - start
 
 
-class Reporter:
-    """Counts finished units; a bar on a terminal, a line per unit when piped."""
+class Batch:
+    """The runs of one `run_configs` call: how many, known when they are queued, and how
+    many are done. A reproduction's papers queue their runs batch by batch, each after
+    reading the last one's results, so no total over all runs is known before the end:
+    a line counts within its batch, and its total never grows."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, total, 0
+
+
+class Reporter:
+    """Counts finished runs and papers; a bar over the papers on a terminal, a line per
+    run (`[k/n] batch: run`, k of the n runs of its batch) and per paper
+    (`name done (s, paper i of m)`) when piped. The number of papers is known up front."""
+
+    def __init__(self, console: Console | None = None, papers: int = 0) -> None:
         self.console = console or Console(stderr=True)
         self._lock = threading.Lock()
-        self._done = self._total = 0
+        self._papers, self._papers_done = papers, 0
         self._bar: Progress | None = None
         if self.console.is_terminal:
             self._bar = Progress(TextColumn("{task.description}", style="bold"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.fields[last]}"), console=self.console,
-                                 transient=True)
-            self._task = self._bar.add_task("reproducing", total=0, last="")
+                                 MofNCompleteColumn(), TextColumn("papers"),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
+                                 console=self.console, transient=True)
+            self._task = self._bar.add_task("reproducing", total=papers, last="")
 
     def __enter__(self) -> Reporter:
         if self._bar is not None:
@@ -88,26 +101,31 @@ class Reporter:
         if self._bar is not None:
             self._bar.stop()
 
-    def expect(self, n: int) -> None:
-        """`n` more runs were queued."""
-        with self._lock:
-            self._total += n
-            if self._bar is not None:
-                self._bar.update(self._task, total=self._total)
+    def batch(self, label: str, n: int) -> Batch:
+        """`n` runs were queued under `label`."""
+        return Batch(label, n)
 
-    def finished(self, what: str, seconds: float, run: bool = True) -> None:
-        """A run (or, with `run=False`, a whole paper) is done."""
+    def finished(self, batch: Batch, what: str, seconds: float) -> None:
+        """Run `what` of `batch` is done."""
         with self._lock:
-            self._done += run
+            batch.done += 1
+            line = f"[{batch.done}/{batch.total}] {batch.label}: {what} ({seconds:.1f} s)"
             if self._bar is not None:
-                self._bar.update(self._task, completed=self._done, last=what[-48:])
-                if not run:
-                    self._bar.console.print(f"{what} ({seconds:.1f} s)")
-            elif run:
-                self.console.print(f"[{self._done}/{self._total}] {what} ({seconds:.1f} s)",
-                                   highlight=False, soft_wrap=True)
+                self._bar.update(self._task, last=line[:60])
             else:
-                self.console.print(f"{what} ({seconds:.1f} s)", highlight=False, soft_wrap=True)
+                self.console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+    def paper_done(self, name: str, seconds: float) -> None:
+        """A whole paper is done."""
+        with self._lock:
+            self._papers_done += 1
+            line = (f"{name} done ({seconds:.1f} s, paper {self._papers_done} of "
+                    f"{self._papers})")
+            if self._bar is not None:
+                self._bar.update(self._task, completed=self._papers_done)
+                self._bar.console.print(line, highlight=False, markup=False)
+            else:
+                self.console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 class SameRuns:
@@ -161,38 +179,36 @@ class RunPool:
         if self.step_model is not None:
             tasks = [self._override(cfg, path) for cfg, path in tasks]
             label = f"{label} ({self.step_model})"
-        self.reporter.expect(len(tasks))
-        names = [f"{label}: {path.stem}" for _, path in tasks]
+        batch = self.reporter.batch(label, len(tasks))
         if knobs.current() is not None:  # a would-need probe: here, and never the same run
-            return [self._here(cfg, path, reader, name)
-                    for (cfg, path), name in zip(tasks, names, strict=True)]
+            return [self._here(cfg, path, reader, batch) for cfg, path in tasks]
         if self._executor is None:
             out = []
-            for (cfg, path), name in zip(tasks, names, strict=True):
+            for cfg, path in tasks:
                 (rows, took), first = self._same.first(
                     SameRuns.key(cfg, reader), lambda c=cfg, p=path: run_one(c, p, reader), path)
-                out.append(self._hand_out(rows, took, name, first, path))
+                out.append(self._hand_out(rows, took, batch, first, path))
             return out
-        return self._away(tasks, names, reader)
+        return self._away(tasks, batch, reader)
 
-    def _here(self, cfg: RunConfig, path: Path, reader: Reader | None, name: str) -> Any:
+    def _here(self, cfg: RunConfig, path: Path, reader: Reader | None, batch: Batch) -> Any:
         rows, took = run_one(cfg, path, reader)
-        self.reporter.finished(name, took)
+        self.reporter.finished(batch, path.stem, took)
         return rows
 
-    def _hand_out(self, rows: Any, took: float, name: str, first: Path | None,
+    def _hand_out(self, rows: Any, took: float, batch: Batch, first: Path | None,
                   path: Path) -> Any:
         """A run's result for one asker: its own copy (the kept one stays intact), and for
         a repeated run the first one's trace, copied to where this one's would go."""
         if first is None:
-            self.reporter.finished(name, took)
+            self.reporter.finished(batch, path.stem, took)
         else:
             if first.resolve() != path.resolve():  # the same table asked twice: one file
                 shutil.copyfile(first, path)
-            self.reporter.finished(f"{name} (a copy of {first.stem})", 0.0)
+            self.reporter.finished(batch, f"{path.stem} (a copy of {first.stem})", 0.0)
         return copy.deepcopy(rows)
 
-    def _away(self, tasks: list[tuple[RunConfig, Path]], names: list[str],
+    def _away(self, tasks: list[tuple[RunConfig, Path]], batch: Batch,
               reader: Reader | None) -> list[Any]:
         """The runs in the worker processes, this paper's turn lent out meanwhile."""
         executor = self._executor
@@ -212,7 +228,7 @@ class RunPool:
             for future in cf.as_completed(futures):
                 rows, took = future.result()
                 for i in futures[future]:
-                    results[i] = self._hand_out(rows, took, names[i], copies.get(i),
+                    results[i] = self._hand_out(rows, took, batch, copies.get(i),
                                                 tasks[i][1])
         finally:
             self._turn.acquire()
@@ -268,7 +284,8 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
                      jobs: int, console: Console | None = None) -> list[dict[str, list[Any]]]:
     """Several passes over papers at once, on one pool (a pass's runs fill the cores while
     another's papers draw): each pass's results by paper name, in the passes' order."""
-    with Reporter(console) as reporter, _frozen():
+    papers_count = sum(len(one.names) for one in passes)
+    with Reporter(console, papers_count) as reporter, _frozen():
         same = SameRuns()
         if jobs <= 1:
             return [_one_process(papers, p, reporter, same) for p in passes]
@@ -302,7 +319,7 @@ def _one_process(papers: dict[str, Callable[..., list[Any]]], one: Pass,
         for name in one.names:
             start = time.perf_counter()
             out[name] = papers[name](**one.kwargs)
-            reporter.finished(f"{name} done", time.perf_counter() - start, run=False)
+            reporter.paper_done(name, time.perf_counter() - start)
     finally:
         _ACTIVE.reset(token)
     return out
@@ -326,7 +343,7 @@ def _threads(papers: dict[str, Callable[..., list[Any]]], passes: list[Pass],
                 return
             label = name if passes[at].step_model is None else \
                 f"{name} ({passes[at].step_model})"
-            reporter.finished(f"{label} done", time.perf_counter() - start, run=False)
+            reporter.paper_done(label, time.perf_counter() - start)
 
     threads = []
     for at, one in enumerate(passes):
