@@ -138,7 +138,7 @@ def test_presets_lists_every_model_and_gpu_with_its_source() -> None:
     assert [r["preset"] for r in rows] == [*model_names(), *hardware_names()]
     assert all(r["source"] for r in rows)
     h200 = next(r for r in rows if r["preset"] == "h200-sxm")
-    assert (h200["memory_gb"], h200["hbm_gbs"]) == (141.0, 4800.0)
+    assert (h200["memory_gb"], h200["hbm_bandwidth_gbs"]) == (141.0, 4800.0)
 
 
 USER = """
@@ -186,3 +186,73 @@ def test_the_presets_option_names_the_file(tmp_path) -> None:
     done = subprocess.run([cli, "--presets", str(tmp_path / "nope.toml"), "presets"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.startswith("error: --presets: ")
+
+
+def _presets_json(*args: str) -> list[dict]:
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    result = CliRunner().invoke(app, [*args, "presets", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _toml_table(table: str, row: dict) -> str:
+    """One `[table]` of a presets file from a `presets --json` row, as a user would copy it."""
+    import json
+
+    body = [f"{k} = {json.dumps(v)}" for k, v in row.items() if k not in ("kind", "preset")]
+    return f"[{table}]\n" + "\n".join(body) + "\n"
+
+
+def test_a_presets_file_copied_from_presets_json_loads(tmp_path, monkeypatch) -> None:
+    """One set of names: what `presets --json` shows is what a presets file takes."""
+    rows = _presets_json()
+    gpu = next(r for r in rows if r["preset"] == "h200-sxm")
+    model = next(r for r in rows if r["preset"] == "qwen3-8b")
+    path = tmp_path / "presets.toml"
+    path.write_text(_toml_table("gpus.my-h200", gpu) + _toml_table("models.my-8b", model))
+    monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(path))
+    assert load_hardware("my-h200") == load_hardware("h200-sxm")
+    assert load_model("my-8b") == load_model("qwen3-8b")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("bf16_tflops", "0.0"), ("hbm_bandwidth_gbs", "-2000.0"), ("memory_gb", "nan"),
+    ("link_bandwidth_gbs", "0"), ("link_latency_us", "-1.0")])
+def test_a_user_gpu_with_an_impossible_figure_is_one_line(tmp_path, field: str,
+                                                          value: str) -> None:
+    import re
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).parent / "rolloutbench")
+    path = tmp_path / "mine.toml"
+    path.write_text(re.sub(rf"(?m)^{field} = .*$", f"{field} = {value}", USER))
+    done = subprocess.run([cli, "--presets", str(path), "steps", "--model", "qwen3-1.7b",
+                           "--gpu", "lab-gpu"], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert str(path) in done.stderr and field in done.stderr, done.stderr
+
+
+def test_an_unknown_field_in_a_presets_file_suggests_the_name() -> None:
+    from harness.sim.presets import _build
+
+    good = {f: getattr(load_hardware("h100-sxm"), f) for f in Hardware.__dataclass_fields__}
+    raw = {k: v for k, v in good.items() if k != "hbm_bandwidth_gbs"} | {"hbm_gbs": 1.0}
+    with pytest.raises(ValueError, match="'hbm_gbs': did you mean 'hbm_bandwidth_gbs'"):
+        _build(Hardware, "bad", raw)
+
+
+def test_kernel_gpus_match_without_regard_to_case() -> None:
+    """`steps --gpu H100-SXM` prices with the same kernels as `h100-sxm`, not the roofline."""
+    from harness.sim.kernels.gpus import kernel_gpu
+    from harness.sim.kernels.source import describe
+
+    assert kernel_gpu("H100-SXM") == kernel_gpu("h100-sxm") is not None
+    assert describe("kernels", "H100-SXM", "vllm") == describe("kernels", "h100-sxm", "vllm")
+    assert describe("kernels", "H100-SXM", "vllm").startswith("kernels:")

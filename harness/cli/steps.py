@@ -81,20 +81,22 @@ def presets_cmd(
     """Every model and GPU preset the simulator knows, with its figures and where they
     come from (`--set sim.model=NAME`, `sim.rollout_gpu`, `sim.trainer_gpu`; names match
     without regard to case). A model may also be a Hugging Face config.json path."""
+    from dataclasses import asdict
+
     from harness.cli.tables import Column, build, emit
     from harness.sim.presets import hardware_names, load_hardware, load_model, model_names
 
     fmt = output_format(json_out, csv_out)
-    models = [{"kind": "model", "preset": n, "params_b": m.params_b, "layers": m.layers,
-               "heads": m.heads, "kv_heads": m.kv_heads, "weights_gb": m.weight_bytes() / 1e9,
-               "source": m.source} for n in model_names() for m in [load_model(n)]]
-    gpus = [{"kind": "gpu", "preset": n, "memory_gb": h.memory_gb,
-             "hbm_gbs": h.hbm_bandwidth_gbs, "bf16_tflops": h.bf16_tflops, "link": h.link,
-             "link_gbs": h.link_bandwidth_gbs, "source": h.source}
-            for n in hardware_names() for h in [load_hardware(n)]]
+    # One set of names: a row holds the fields a presets file takes (so a row copied into
+    # `[gpus.NAME]` / `[models.NAME]` loads), plus its kind and name; derived figures
+    # (weights_gb) are for the table only.
+    models = [{"kind": "model", "preset": n, **asdict(m)} for n in model_names()
+              for m in [load_model(n)]]
+    gpus = [{"kind": "gpu", "preset": n, **asdict(load_hardware(n))} for n in hardware_names()]
     if fmt != "table":
         emit(console, [*models, *gpus], fmt, lambda rows: build(rows, []))
         return
+    models = [{**r, "weights_gb": r["params_b"] * 2} for r in models]  # BF16: 2 B a weight
     emit(console, models, fmt, lambda rows: build(rows, (
         Column("preset", "model", "text"), Column("params_b", "params B", "sig"),
         Column("layers", "layers", "int"), Column("heads", "heads", "int"),
@@ -102,6 +104,6 @@ def presets_cmd(
         Column("source", "source", "text")), lift=()))
     emit(console, gpus, fmt, lambda rows: build(rows, (
         Column("preset", "GPU", "text"), Column("memory_gb", "GB", "int"),
-        Column("hbm_gbs", "HBM GB/s", "int"), Column("bf16_tflops", "BF16 TF", "sig"),
-        Column("link", "link", "text"), Column("link_gbs", "link GB/s", "int"),
+        Column("hbm_bandwidth_gbs", "HBM GB/s", "int"), Column("bf16_tflops", "BF16 TF", "sig"),
+        Column("link", "link", "text"), Column("link_bandwidth_gbs", "link GB/s", "int"),
         Column("source", "source", "text")), lift=()))

@@ -8,6 +8,7 @@ A user's own presets live in one TOML file outside the package, tables
 packaged preset is refused, so a result never means two different GPUs."""
 
 import difflib
+import math
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -145,19 +146,27 @@ def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:
 
 
 def _build(cls: type[T], name: str, raw: dict[str, Any]) -> T:
-    """Check the table has exactly the dataclass fields, so a typo in a file fails loudly."""
+    """Check the table has exactly the dataclass fields, with figures that can exist, so a
+    typo or an impossible number in a file fails in one line before any work (a zero
+    bf16_tflops would otherwise end a run in a ZeroDivisionError deep in the cost model)."""
     spec = {f.name: f.type for f in fields(cls)}
     missing, extra = spec.keys() - raw.keys(), raw.keys() - spec.keys()
     where = raw.get("source", "") if str(raw.get("source", "")).startswith("user") else ""
+    head = f"{where + ': ' if where else ''}preset {name!r}"
     if missing or extra:
-        raise ConfigError(f"{where + ': ' if where else ''}preset {name!r}: missing "
-                          f"{sorted(missing)}, unknown {sorted(extra)}")
+        hints = [f"{key!r}: did you mean {close[0]!r}?" for key in sorted(extra)
+                 for close in [difflib.get_close_matches(key, sorted(missing), 1, 0.5)]
+                 if close]
+        raise ConfigError(f"{head}: missing {sorted(missing)}, unknown {sorted(extra)}"
+                          + (f" ({'; '.join(hints)})" if hints else "")
+                          + " (the field names are those `rolloutbench presets --json` shows)")
     # TOML parses "40" as an int; accept it where a float is declared. Exact types otherwise.
     values = {k: float(v) if spec[k] is float and type(v) is int else v for k, v in raw.items()}
     for key, value in values.items():
         if type(value) is not spec[key]:
-            raise ConfigError(f"{where + ': ' if where else ''}preset {name!r}: {key} should "
-                              f"be {spec[key].__name__}")
+            raise ConfigError(f"{head}: {key} should be {spec[key].__name__}")
+        if type(value) in (int, float) and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{head}: {key} = {value} must be a finite number above 0")
     return cls(**values)
 
 

@@ -31,5 +31,7 @@ def _table() -> dict[str, KernelGpu]:
 
 
 def kernel_gpu(preset: str) -> KernelGpu | None:
-    """The database GPU of a hardware preset, or None where the database has none."""
-    return _table().get(preset)
+    """The database GPU of a hardware preset, or None where the database has none. Names
+    match without regard to case, as presets do (`--gpu H100-SXM` is `h100-sxm`): an exact
+    lookup sent `steps --gpu H100-SXM` silently to the roofline."""
+    return _table().get(preset.lower())

@@ -77,7 +77,7 @@ def identity(model: str, gpu: str, backend: str, tp: int
         raise KernelError(f"--gpu: {uncovered(gpu, backend)}")
     text = _config_text(model)
     meta: dict[str, str | int | float] = {
-        "model": load_model(model).name, "gpu": gpu, "system": kg.system, "backend": backend,
+        "model": load_model(model).name, "gpu": kg.preset, "system": kg.system, "backend": backend,
         "version": version, "tp": tp, "decode_scale": kg.decode_scale,
         "prefill_scale": kg.prefill_scale, "comm": kg.comm,
         "package": f"aiconfigurator-core {package_version()}"}
