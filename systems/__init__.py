@@ -8,7 +8,8 @@ never a runtime's internals, so each runs unchanged on the simulator and on real
 
 A user's own package adds systems without editing this repository: it names each
 class under the entry-point group `rolloutbench.systems` (systems.plugins), as
-pytest plugins do, and every command sees it.
+pytest plugins do, and every command sees it. The project's own checks cover its
+built-in systems, and a plugin only once it opts in (`checked_names`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ from systems.verl import VeRL
 
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail)}
-SYSTEMS: dict[str, Any] = {**BUILTIN, **plugins.load(BUILTIN)}
+PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
+SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 
 
 def system_names() -> list[str]:
     return list(SYSTEMS)
+
+
+def checked_names() -> list[str]:
+    """The systems the golden traces and `regress`'s "all" cover: the built-in ones,
+    then the plugins opted in with ROLLOUTBENCH_CHECK_PLUGINS (systems.plugins)."""
+    return [*BUILTIN, *plugins.opted_in(PLUGINS)]
 
 
 def get_system(name: str) -> Any:

@@ -10,16 +10,26 @@ built-in ones (`rolloutbench systems`, `run --system mine`, sweeps, plans). A
 plugin that fails to load, lacks a system's attributes or reuses a name already
 taken is skipped with a one-line warning naming it: one broken package must not
 take the tool down with it.
+
+The project's own checks (the golden traces, `regress`'s `systems = "all"`) cover
+its built-in systems only: an installed plugin has no golden trace or baseline
+here, and must not make `make test` fail. A plugin opts in where its owner wants
+those checks to cover it too, with `ROLLOUTBENCH_CHECK_PLUGINS=mine,other` (or
+`all`), then writes its golden trace and baselines as the project's own systems'
+are written (tests/test_golden.py, `rolloutbench regress --update`); a regress grid
+that names it in `systems` covers it as well.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 GROUP = "rolloutbench.systems"
 NEEDS = ("name", "summary", "knobs", "run")
+CHECK_ENV = "ROLLOUTBENCH_CHECK_PLUGINS"  # plugins the project's own checks cover
 
 
 def problem(cls: Any, entry: EntryPoint, taken: dict[str, Any]) -> str | None:
@@ -52,3 +62,17 @@ def load(taken: dict[str, Any]) -> dict[str, Any]:
             print(f"warning: system plugin {entry.name} = {entry.value}: {why}; skipped",
                   file=sys.stderr)
     return found
+
+
+def opted_in(found: dict[str, Any]) -> list[str]:
+    """The plugins `CHECK_ENV` names ("all": every one), in the order installed; a
+    name that is not an installed plugin gets a one-line warning, so a typo does
+    not silently leave a system unchecked."""
+    wanted = [n.strip() for n in os.environ.get(CHECK_ENV, "").split(",") if n.strip()]
+    if wanted == ["all"]:
+        return list(found)
+    for name in wanted:
+        if name not in found:
+            print(f"warning: {CHECK_ENV}: {name} is not an installed system plugin "
+                  f"(installed: {', '.join(found) or 'none'})", file=sys.stderr)
+    return [name for name in found if name in wanted]

@@ -88,3 +88,39 @@ def test_a_broken_plugin_is_named_and_skipped(tmp_path: Path) -> None:
     names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
     assert "mine" in names and "gone" not in names and "norun" not in names
     assert names.count("slime") == 1
+
+
+GRID_SYSTEMS = ("from harness.studies.regress import DEFAULT_DIR, load_grid; "
+                "print(sorted({c.system for c in load_grid(DEFAULT_DIR / 'grid.toml')}))")
+
+
+def python(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` in the checkout with the plugin folder on PYTHONPATH, opted in
+    only as `env` says (ROLLOUTBENCH_CHECK_PLUGINS is dropped from ours)."""
+    path = f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    base = {k: v for k, v in os.environ.items() if k != "ROLLOUTBENCH_CHECK_PLUGINS"}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          env={**base, "PYTHONPATH": path, **env},
+                          cwd=Path(__file__).parents[1], timeout=300)
+
+
+def test_the_project_checks_leave_an_installed_plugin_out_unless_it_opts_in(
+        tmp_path: Path) -> None:
+    """An installed plugin made `make test` fail (regress: cells added without a
+    baseline; no golden trace): the project's checks cover its own systems."""
+    site = tmp_path / "site"
+    install(site, {"mine": "my_plugin:Mine"})
+    plain = python(site, "-c", GRID_SYSTEMS)
+    assert plain.returncode == 0, plain.stderr
+    assert "'mine'" not in plain.stdout and "'slime'" in plain.stdout
+    golden = python(site, "-m", "pytest", "--collect-only", "-q", "tests/test_golden.py")
+    assert golden.returncode == 0, golden.stdout + golden.stderr
+    assert "[slime]" in golden.stdout and "[mine]" not in golden.stdout
+    # opted in, both cover it; a name that is not installed is named, not ignored
+    opted = python(site, "-c", GRID_SYSTEMS, ROLLOUTBENCH_CHECK_PLUGINS="mine,nosuch")
+    assert opted.returncode == 0, opted.stderr
+    assert "'mine'" in opted.stdout and "'slime'" in opted.stdout
+    assert "ROLLOUTBENCH_CHECK_PLUGINS: nosuch" in opted.stderr
+    every = python(site, "-c", "import systems; print(systems.checked_names()[-1])",
+                   ROLLOUTBENCH_CHECK_PLUGINS="all")
+    assert every.stdout.strip() == "mine", every.stderr

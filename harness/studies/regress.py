@@ -96,7 +96,7 @@ def spec_file(directory: Path, name: str) -> Path:
 
 def load_grid(path: Path) -> list[Cell]:
     """Expand grid.toml into cells; every config is validated before anything runs."""
-    from systems import get_system, system_names
+    from systems import checked_names, get_system
     from workloads.profile import load_profile
 
     spec = _toml(path)
@@ -104,7 +104,8 @@ def load_grid(path: Path) -> list[Cell]:
         if key not in GRID_KEYS:
             raise ConfigError(f"{path}: {key}: unknown key (known: {', '.join(GRID_KEYS)})")
     systems = spec.get("systems", "all")
-    systems = system_names() if systems == "all" else list(systems)
+    # "all": the project's own systems and the plugins opted in (systems.checked_names)
+    systems = checked_names() if systems == "all" else list(systems)
     per_system = spec.get("per_system", {})
     cells: list[Cell] = []
     for system in systems:
