@@ -57,6 +57,18 @@ def package_dir() -> Path:
     return Path(aiconfigurator_core.__file__).parent
 
 
+def portable_ref(ref: str) -> str:
+    """`ref` as silicon.csv stores it: a shipped config as a path inside the package
+    (`aiconfigurator_core/model_configs/...`), so that a re-run on another machine (or
+    another checkout) writes the same bytes; a preset name as it is."""
+    base = package_dir()
+    try:
+        inside = Path(ref).relative_to(base)
+    except ValueError:
+        return ref
+    return f"{base.name}/{inside.as_posix()}"
+
+
 def model_ref(model_path: str) -> tuple[str | None, bool, str]:
     """(sim.model, checkpoint is unquantized bf16, why not) for a served model name."""
     stem = ALIASES.get(model_path, model_path.replace("/", "--"))
@@ -162,7 +174,8 @@ def compare(out_dir: Path, sample: Path | None = None,
             df[f"{col}_err"] = (df[f"{col}_ms"] - df["measured_ms"]) / df["measured_ms"]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / "silicon.csv", index=False)
+    df.assign(model_ref=df["model_ref"].map(portable_ref)).to_csv(out_dir / "silicon.csv",
+                                                                  index=False)
     _figure(df, out_dir / "silicon.png")
     df.attrs["skipped"] = dict(skipped.most_common())
     df.attrs["wall_s"] = time.perf_counter() - t0
