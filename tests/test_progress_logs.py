@@ -186,3 +186,23 @@ def test_reproduce_progress_totals_never_grow(tmp_path: Path) -> None:
     papers = [line for line in lines if " done" in line]
     assert [re.sub(r"\(\S+ s, ", "(", p) for p in papers] == \
         ["p done (paper 1 of 2)", "q done (paper 2 of 2)"]
+
+
+def test_counts_are_said_in_the_singular_for_one(tmp_path: Path) -> None:
+    # `plan --jobs 1` said "1 processes at a time"
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+    from harness.core.progress import counted
+
+    assert counted(1, "process", "processes") == "1 process"
+    assert counted(2, "process", "processes") == "2 processes"
+    assert counted(0, "run") == "0 runs" and counted(1, "Ray task") == "1 Ray task"
+    pytest.importorskip("optuna")
+    result = CliRunner().invoke(app, [
+        "plan", "--model", "qwen3-1.7b", "--gpus", "2", "--gpu", "a100-40gb-pcie",
+        "--trainer-gpu", "rtx-4090", "--trainer-gpus", "8", "--workload", "lsat-ar",
+        "-R", "8", "--systems", "cgp", "--budget", "1", "--jobs", "1",
+        "--out", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    assert "1 process at a time" in result.output

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from harness.cli.common import _interrupt, console, fail
 from harness.core.config import ConfigError
+from harness.core.progress import counted
 from harness.core.registry import UnknownName
 from harness.sim.calibration import names as calibration_names
 
@@ -168,7 +169,8 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
     n = search.distinct(study)
     _stage(f"search: {n - before} configurations simulated in "
            f"{time.perf_counter() - start:.1f} s ({len(study.trials)} trials of "
-           f"{sampler_name(study)}, {jobs} {'Ray tasks' if ray_address else 'processes'} "
+           f"{sampler_name(study)}, "
+           f"{counted(jobs, 'Ray task') if ray_address else counted(jobs, 'process', 'processes')} "
            "at a time)")
     if n < budget and not interrupted:
         _stage(f"  the sampler kept proposing configurations already simulated: stopped "

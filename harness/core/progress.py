@@ -18,6 +18,12 @@ from rich.console import Console
 Update = Callable[[str], None]
 
 
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """`n` and its noun, singular for exactly one ("1 process", "2 processes"): a
+    progress line read as English ("1 processes" was). `many` defaults to `one` + "s"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def console() -> Console:
     return Console(stderr=True)
 
