@@ -293,6 +293,69 @@ def test_compare_prints_a_table(traces: dict[str, Path]) -> None:
     assert "waiting_ratio" in result.stdout and "slime" in result.stdout
 
 
+def seeded(path: Path, values: dict[int, list[float]]) -> Path:
+    """A result set with one row per seed and round: rollout_to_train_end_s as given."""
+    rows = [{"system": "slime", "workload": "lsat-ar", "seed": seed, "round": rnd,
+             "rollout_to_train_end_s": v} for seed, vs in values.items()
+            for rnd, v in enumerate(vs)]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_compare_gives_the_spread_over_seeds_beside_every_mean(tmp_path: Path) -> None:
+    """Worked by hand: A's seeds average 10, 12, 14 over their two rounds (mean 12,
+    sd 2, 95% t-interval 12 -/+ 4.302653 * 2 / sqrt 3); B's 13, 14, 18 (mean 15,
+    sd sqrt 7); B - A per seed 3, 2, 4 (paired: mean 3, sd 1)."""
+    a = seeded(tmp_path / "a.csv", {0: [9, 11], 1: [12, 12], 2: [13, 15]})
+    b = seeded(tmp_path / "b.csv", {0: [13, 13], 1: [14, 14], 2: [17, 19]})
+    row = next(r for r in compare_json(a, b) if r["metric"] == "rollout_to_train_end_s")
+    half = 4.302653 * 2 / 3 ** 0.5
+    assert (row["a"], row["a_seeds"], row["a_sd"]) == (12, 3, pytest.approx(2))
+    assert (row["a_ci_low"], row["a_ci_high"]) == (pytest.approx(12 - half),
+                                                   pytest.approx(12 + half))
+    assert (row["b"], row["b_sd"]) == (15, pytest.approx(7 ** 0.5))
+    assert row["diff"] == 3 and row["diff_sd"] == pytest.approx(1)
+    assert row["diff_ci_high"] == pytest.approx(3 + 4.302653 / 3 ** 0.5)
+    table = invoke("compare", a, b)
+    assert table.exit_code == 0, table.output
+    line = next(x for x in table.stdout.splitlines() if "rollout_to_train_end_s" in x)
+    assert "2.65" in line and f"{half:.3g}" in line  # B's sd and A's interval shown
+    assert "(6 rows, 3 seeds)" in table.stdout  # the A: and B: lines, paths and all
+    assert max(len(x) for x in table.stdout.splitlines()[2:]) <= 100
+    # two seeds: a spread, no interval; one seed: neither
+    two = seeded(tmp_path / "two.csv", {0: [9, 11], 1: [12, 12]})
+    row = next(r for r in compare_json(two, a) if r["metric"] == "rollout_to_train_end_s")
+    assert row["a_seeds"] == 2 and row["a_sd"] == pytest.approx(2 ** 0.5)
+    assert row["a_ci_low"] is None and row["diff_ci_low"] is None
+    one = seeded(tmp_path / "one.csv", {0: [9, 11]})
+    row = next(r for r in compare_json(one, a) if r["metric"] == "rollout_to_train_end_s")
+    assert (row["a"], row["a_seeds"], row["a_sd"]) == (10, 1, None)
+
+
+def test_compare_counts_the_seeds_of_a_directory_of_traces(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    for seed in (1, 2):
+        cfg = RunConfig(system="slime", workload="lsat-ar", groups=4, update_groups=2,
+                        rounds=2, group_size=2, seed=seed)
+        execute(cfg.validate(), tmp_path / "runs" / f"s{seed}.jsonl")
+    per_seed = [round_metrics(read_trace(tmp_path / "runs" / f"s{s}.jsonl")) for s in (1, 2)]
+    means = [sum(r["first_dispatch_s"] for r in rows) / 2 for rows in per_seed]
+    rows = compare_json(tmp_path / "runs", tmp_path / "runs" / "s1.jsonl")
+    row = next(r for r in rows if r["metric"] == "first_dispatch_s")
+    assert row["a_seeds"] == 2 and row["b_seeds"] == 1
+    assert row["a_sd"] == pytest.approx(abs(means[0] - means[1]) / 2 ** 0.5)
+
+
+def test_the_t_table_is_the_t_distribution() -> None:
+    from harness.analysis.spread import t975
+
+    assert t975(2) == 4.302653 and t975(30) == 2.042272 and t975(10**9) == pytest.approx(1.96,
+                                                                                        abs=1e-4)
+    stats = pytest.importorskip("scipy.stats")
+    for df in (*range(1, 31), 35, 50, 90, 200, 1000):
+        assert t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-4), df
+
+
 @pytest.mark.parametrize("bad,message", [
     ("missing.jsonl", "no such file"),
     ("notes.txt", "unknown file type"),

@@ -8,7 +8,12 @@ compare as equal.
 
 Rows are either per metric over all rows (the mean, NaN skipped: rounds whose
 metric is undefined do not count) or per round and metric (`per_round`),
-aligned on the round number. A streaming run's rows (with a `phase`,
+aligned on the round number. Each mean comes with its spread over seeds
+(`harness.analysis.spread`): a seed's rows are averaged first, then the seeds; the
+sample standard deviation where there are two seeds or more, a 95% t-interval where
+there are three or more, and for B − A the same over the seeds both sides ran (paired:
+systems run with one seed see the same prompts). A row's seed is its trace's, or the
+result set's `seed` column; rows without one are one seed. A streaming run's rows (with a `phase`,
 harness.core.streaming) count in the mean only where `steady`, when it has a
 steady round: its warm-up and drain say how the run started and ended, not
 what the system sustains.
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis import InputError
+from harness.analysis.spread import spread
 from harness.analysis.tables import TABLE_SUFFIXES, read_table
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
 from harness.core.trace import TraceError, read_trace
@@ -35,9 +41,11 @@ def _trace_rows(paths: list[Path]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for path in paths:
         try:
-            rows += round_metrics(read_trace(path))
+            events = read_trace(path)
         except TraceError as err:
             raise InputError(str(err)) from None
+        seed = events[0].get("seed") if events else None  # the run_start header's
+        rows += [{**row, "seed": seed} for row in round_metrics(events)]
     return rows
 
 
@@ -105,7 +113,22 @@ def means(rows: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
     return {m: _mean([_number(r.get(m)) for r in kept]) for m in names}
 
 
-def _row(round_: Any, metric: str, a: float, b: float) -> dict[str, Any]:
+def _seeds(rows: list[dict[str, Any]], metric: str) -> dict[Any, float]:
+    """Seed -> the mean of `metric` over that seed's rows (NaN skipped)."""
+    by_seed: dict[Any, list[float]] = defaultdict(list)
+    for row in rows:
+        seed = _number(row.get("seed"))
+        by_seed["-" if math.isnan(seed) else int(seed)].append(_number(row.get(metric)))
+    return {seed: _mean(values) for seed, values in by_seed.items()}
+
+
+def _row(round_: Any, metric: str, rows_a: list[dict[str, Any]],
+         rows_b: list[dict[str, Any]]) -> dict[str, Any]:
+    """One metric of A and B: each side's mean over its seeds with the spread, the
+    difference of the means with its spread over the seeds both sides have."""
+    seeds_a, seeds_b = _seeds(rows_a, metric), _seeds(rows_b, metric)
+    sa, sb = spread(list(seeds_a.values())), spread(list(seeds_b.values()))
+    a, b = sa["mean"], sb["mean"]
     diff = b - a
     if math.isnan(diff):
         rel = math.nan
@@ -113,7 +136,14 @@ def _row(round_: Any, metric: str, a: float, b: float) -> dict[str, Any]:
         rel = 0.0 if diff == 0 else math.nan  # undefined, not infinite
     else:
         rel = diff / abs(a)
-    return {"round": round_, "metric": metric, "a": a, "b": b, "diff": diff, "rel_diff": rel}
+    paired = spread([seeds_b[s] - seeds_a[s] for s in seeds_a if s in seeds_b and s != "-"])
+    out: dict[str, Any] = {"round": round_, "metric": metric}
+    for side, st in (("a", sa), ("b", sb)):
+        out.update({side: st["mean"], f"{side}_sd": st["sd"], f"{side}_seeds": st["n"],
+                    f"{side}_ci_low": st["ci_low"], f"{side}_ci_high": st["ci_high"]})
+    out.update(diff=diff, diff_sd=paired["sd"], diff_seeds=paired["n"],
+               diff_ci_low=paired["ci_low"], diff_ci_high=paired["ci_high"], rel_diff=rel)
+    return out
 
 
 def _rounds(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -127,19 +157,24 @@ def _rounds(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
 
 def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
             per_round: bool = False) -> list[dict[str, Any]]:
-    """Rows of round ('mean' or a round number), metric, a, b, diff = b − a and
-    rel_diff = (b − a) / |a| (NaN where a is 0 and they differ)."""
+    """Rows of round ('mean' or a round number), metric, a, b (means over seeds) with
+    their spread (`_row`), diff = b − a and rel_diff = (b − a) / |a| (NaN where a is 0
+    and they differ)."""
     names = metric_names(a, b)
     if not per_round:
-        ma, mb = means(a, names), means(b, names)
-        return [_row("mean", m, ma[m], mb[m]) for m in names]
+        kept_a, kept_b = steady(a), steady(b)
+        return [_row("mean", m, kept_a, kept_b) for m in names]
     ra, rb = _rounds(a), _rounds(b)
     common = sorted(set(ra) & set(rb))
     if not common:
         raise InputError(f"--per-round: no round in common (A has {sorted(ra)}, "
                          f"B has {sorted(rb)})")
-    return [_row(r, m, _mean([_number(x.get(m)) for x in ra[r]]),
-                 _mean([_number(x.get(m)) for x in rb[r]])) for r in common for m in names]
+    return [_row(r, m, ra[r], rb[r]) for r in common for m in names]
+
+
+def seed_count(rows: list[dict[str, Any]]) -> int:
+    """How many seeds a side holds (rows without a seed: one)."""
+    return len(_seeds(rows, "round"))
 
 
 def describe(rows: list[dict[str, Any]]) -> str:
@@ -153,7 +188,9 @@ def describe(rows: list[dict[str, Any]]) -> str:
     means = (f"; means over its {kept} steady rounds" if kept < len(rows)
              else "; no steady round: means over all" if phased
              and not any(r.get("phase") == "steady" for r in rows) else "")
-    return " ".join(p for p in parts if p) + f" ({len(rows)} rows{means})"
+    seeds = seed_count(rows)
+    return (" ".join(p for p in parts if p)
+            + f" ({len(rows)} rows, {seeds} seed{'s' if seeds != 1 else ''}{means})")
 
 
 def _facts(rows: list[dict[str, Any]]) -> tuple[set[str], set[str], int]:

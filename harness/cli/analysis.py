@@ -101,7 +101,8 @@ def compare_cmd(
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
     """Every metric of A and B, the difference B − A and the relative difference
-    (B − A) / |A|; the mean over rounds unless --per-round."""
+    (B − A) / |A|; the mean over rounds unless --per-round. Each mean comes with its
+    spread over seeds: the sample sd from 2 seeds, a 95% t-interval from 3."""
     from harness.analysis.compare import compare, describe, load_rows, pooling, unrelated
     from harness.cli.tables import compare_table, emit
 

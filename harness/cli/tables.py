@@ -65,7 +65,7 @@ class Column:
     key: str
     header: str
     kind: str = "num"  # text, id (text, right-justified), int, num (decimals by
-    # magnitude), ratio, sig (5 significant digits), pct
+    # magnitude), ratio, sig (5 significant digits), spread (3), pct
 
 
 def cell(value: Any, kind: str = "num") -> str:
@@ -82,6 +82,8 @@ def cell(value: Any, kind: str = "num") -> str:
         return f"{value:+.1%}" if abs(value) < 100 else f"{value:+.3g}"
     if kind == "sig":
         return f"{value:.5g}"
+    if kind == "spread":  # a standard deviation or a half-interval: 3 digits say enough
+        return f"{value:.3g}"
     size = abs(value)
     return f"{value:,.0f}" if size >= 1000 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
 
@@ -216,13 +218,36 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> Table | Group:
 
 
 COMPARE_COLUMNS = (Column("round", "round", "text"), Column("metric", "metric", "text"),
-                   Column("a", "A", "sig"), Column("b", "B", "sig"),
-                   Column("diff", "B − A", "sig"), Column("rel_diff", "rel", "pct"))
+                   Column("a", "A", "sig"), Column("a_sd", "A\nsd", "spread"),
+                   Column("a_ci", "A\n±95%", "spread"), Column("b", "B", "sig"),
+                   Column("b_sd", "B\nsd", "spread"), Column("b_ci", "B\n±95%", "spread"),
+                   Column("diff", "B − A", "sig"), Column("diff_ci", "B − A\n±95%", "spread"),
+                   Column("rel_diff", "rel", "pct"))
+COMPARE_LEGEND = ("sd: sample standard deviation over seeds (a seed's rounds averaged "
+                  "first) · ±95%: half the 95% t-interval, from 3 seeds on; B − A's over "
+                  "the seeds both ran · every field: --json, --csv")
+
+
+def _half_width(row: dict[str, Any], side: str) -> float:
+    """Half the 95% interval of `side` (a, b or diff); NaN where there is none."""
+    low, high = row.get(f"{side}_ci_low"), row.get(f"{side}_ci_high")
+    return math.nan if low is None or high is None else (high - low) / 2
 
 
 def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
-    """`compare`: A, B, the difference and the relative difference per metric."""
-    return build(rows, COMPARE_COLUMNS, lift=())
+    """`compare`: A and B with their spread over seeds, the difference and the relative
+    difference per metric; a spread column that no row fills is left out."""
+    shown = [{**r, **{f"{side}_ci": _half_width(r, side) for side in ("a", "b", "diff")}}
+             for r in rows]
+    spread = ("a_sd", "a_ci", "b_sd", "b_ci", "diff_ci")
+
+    def filled(key: str) -> bool:
+        return any(isinstance(r.get(key), float) and not math.isnan(r[key]) for r in shown)
+
+    columns = [c for c in COMPARE_COLUMNS if c.key not in spread or filled(c.key)]
+    caption = COMPARE_LEGEND if any(c.key in spread for c in columns) else None
+    return build(shown, columns, caption=caption, lift=("round",),
+                 optional=("diff_ci", "b_ci", "a_ci"))
 
 
 COUNTERFACTUAL_COLUMNS = (
