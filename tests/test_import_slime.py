@@ -118,3 +118,62 @@ def test_not_a_torch_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "0.pt").write_text("not a pickle")
     with pytest.raises(SourceError, match=r"0\.pt: not a readable torch\.save file"):
         read("slime", [tmp_path / "0.pt"])
+
+
+# -- the order rule: rounds come from the dumps' rollout_id, never from file names --
+def trace_bytes(tmp: Path, sources: list[Path], name: str) -> bytes:
+    out = tmp / name
+    write(to_trace(read("slime", sources)), out)
+    return out.read_bytes()
+
+
+def test_dumps_named_in_any_order_make_the_same_trace(tmp_path: Path) -> None:
+    run(tmp_path)
+    folder = tmp_path / "rollout_data"
+    forward = trace_bytes(tmp_path, [folder / "0.pt", folder / "1.pt"], "a.jsonl")
+    backward = trace_bytes(tmp_path, [folder / "1.pt", folder / "0.pt"], "b.jsonl")
+    assert forward == backward  # group ids, samples and files list alike
+
+
+def test_a_folder_is_read_in_rollout_id_order_not_name_order(tmp_path: Path) -> None:
+    s, c = fmt.slime_sample, fmt.slime_call
+    fmt.slime_dump(tmp_path, 2, [s(7, 0, 3, 5, "completed", 1, ["2"], c(1000.0, 1001.0, 5,
+                                                                      "stop", 3))])
+    fmt.slime_dump(tmp_path, 10, [s(70, 1, 3, 6, "completed", 0, ["10"], c(1100.0, 1102.0, 6,
+                                                                         "stop", 3))])
+    events = to_trace(read("slime", [tmp_path]))  # files() lists 10.pt before 2.pt
+    assert events[0]["import"]["source_rounds"] == [2, 10]
+    assert events[0]["import"]["files"][0].endswith("2.pt")
+    starts = [(e["round"], e["t"]) for e in events if e["ev"] == "rollout_start"]
+    assert starts == [(0, 0.0), (1, 100.0)]
+    assert [e["group"] for e in events if e["ev"] == "request_submit"] == [0, 1]
+
+
+def test_one_dump_alone_is_one_round_with_its_own_times(tmp_path: Path) -> None:
+    """Rollout 1 alone: member 10's aborted request (it ran in rollout 0) leaves only
+    its 2 tokens carried; member 11 (finished in rollout 0) is carried whole; round 1's
+    time and tokens per second are those of the full import's round 1."""
+    run(tmp_path)
+    full = round_metrics(to_trace(read("slime", [tmp_path])))[1]
+    events = to_trace(read("slime", [tmp_path / "rollout_data" / "1.pt"]))
+    head = events[0]
+    assert head["config"]["rounds"] == 1 and head["import"]["source_rounds"] == [1]
+    assert any("rollouts not among these dumps" in n for n in head["import"]["notes"])
+    finish = [(e["group"], e["sample"], e["status"], e["response_tokens"])
+              for e in events if e["ev"] == "request_finish"]
+    assert sorted(finish) == [(0, 0, "finished", 6), (0, 1, "finished", 4),
+                              (1, 0, "finished", 7), (1, 1, "finished", 3)]
+    resumed = {(e["group"], e["sample"]): e["resumed_tokens"]
+               for e in events if e["ev"] == "request_submit"}
+    assert resumed == {(0, 0): 2, (0, 1): 4, (1, 0): 0, (1, 1): 0}
+    row = round_metrics(events)[0]
+    assert row["rollout_complete_s"] == full["rollout_complete_s"] == 2.0
+    assert row["rollout_tokens_per_s"] == full["rollout_tokens_per_s"] == (4 + 7 + 3) / 2.0
+
+
+def test_two_dumps_of_one_rollout_are_refused(tmp_path: Path) -> None:
+    s = fmt.slime_sample
+    fmt.slime_dump(tmp_path / "a", 3, [s(0, 0, 3, 5, "completed", 1, ["4"])])
+    fmt.slime_dump(tmp_path / "b", 3, [s(1, 0, 3, 5, "completed", 1, ["4"])])
+    with pytest.raises(SourceError, match="rollout_id 3 again"):
+        read("slime", [tmp_path / "a", tmp_path / "b"])

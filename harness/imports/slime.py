@@ -205,6 +205,50 @@ def unsplit(attempts: list[Sample], start: Any) -> bool:
     return isinstance(start, int) and len(attempts) == 1 and start < attempts[0].round
 
 
+def _dumps(paths: list[Path]) -> list[tuple[int, Path, Any]]:
+    """(rollout_id, path, data) of each dump in rollout order: a file's name says
+    nothing (`10.pt` sorts before `2.pt`, and files may be named in any order), the
+    `rollout_id` slime writes into each dump does."""
+    seen: dict[int, Path] = {}
+    out = []
+    for path in paths:
+        data = load(path)
+        rid = need(data, "rollout_id", "an integer", str(path))
+        if rid in seen:
+            raise SourceError(f"{path}: rollout_id {rid} again (also in {seen[rid]}): "
+                              f"two runs' dumps mixed?")
+        seen[rid] = path
+        out.append((rid, path, data))
+    return sorted(out, key=lambda d: d[0])
+
+
+def _outside(samples: list[Sample], rounds: set[int]) -> tuple[list[Sample], int]:
+    """The samples with each attempt that ran in a rollout not imported taken out of
+    it: an aborted one goes (its tokens stay the next attempt's carried prefix); a
+    member finished there and carried along whole stays in the rollout that trained
+    it, all of it carried, at that rollout's first submission of its group (slime
+    hands a finished member back as soon as its group is resubmitted). Without this,
+    one dump alone would build a round from its carried samples only."""
+    kept, moved = [], 0
+    for s in samples:
+        if s.round in rounds:
+            kept.append(s)
+            continue
+        moved += 1
+        if s.status == "finished":
+            kept.append(s)
+    for s in kept:
+        if s.round in rounds:
+            continue
+        home = [t for t in kept if t.round in rounds and t.group == s.group]
+        s.round = min((t.round for t in home), default=max(rounds))
+        s.carried_tokens = s.response_tokens
+        starts = [t.submit_s for t in home if t.round == s.round and t.submit_s is not None]
+        if s.timed and starts:
+            s.submit_s = s.admit_s = s.finish_s = min(starts)
+    return kept, moved
+
+
 def read(sources: list[Path]) -> Source:
     paths = [p for p in files(sources, PATTERN, "slime rollout dump (ID.pt)")
              if not p.name.startswith("eval_") and "_eval_" not in p.name
@@ -212,22 +256,26 @@ def read(sources: list[Path]) -> Source:
     if not paths:
         raise SourceError(f"{', '.join(map(str, sources))}: only eval or train-data dumps; "
                           f"slime writes the rollouts to rollout_data/ID.pt")
+    dumps = _dumps(paths)
     samples: list[Sample] = []
     whole = 0
-    for path in paths:
-        data = load(path)
-        where = str(path)
-        rnd = need(data, "rollout_id", "an integer", where)
-        for i, rec in enumerate(need(data, "samples", "a list", where)):
+    for rnd, path, data in dumps:
+        for i, rec in enumerate(need(data, "samples", "a list", str(path))):
             attempts = _sample(rec, rnd, f"{path} sample {i}")
             whole += unsplit(attempts, rec["metadata"].get("start_rollout_id"))
             samples += attempts
+    rounds = {rnd for rnd, _, _ in dumps}
+    samples, moved = _outside(samples, rounds)
     index = {}  # a group's samples by their global index, renumbered 0..K-1 per group
     for s in samples:
         index.setdefault(s.group, {}).setdefault(s.index, len(index.get(s.group, {})))
     for s in samples:
         s.index = index[s.group][s.index]
-    notes = [f"{len(paths)} rollout dumps"]
+    notes = [f"{len(paths)} rollout dumps, in rollout_id order "
+             f"({', '.join(str(r) for r, _, _ in dumps)})"]
+    if moved:
+        notes.append(f"{moved} attempts ran in rollouts not among these dumps: their tokens "
+                     f"count as carried into the rollout that trained them")
     if whole:
         notes.append(f"{whole} carried-over responses without per-request token counts: "
                      f"counted whole in the rollout that trained them")
@@ -235,5 +283,5 @@ def read(sources: list[Path]) -> Source:
              "groups the dynamic-sampling filter dropped (slime does not dump them)"]
     if not all(s.timed for s in samples):
         lacks.insert(0, "per-request times (no trace in the dump: slime before tracing)")
-    return Source(format="slime", system="slime", files=[str(p) for p in paths],
+    return Source(format="slime", system="slime", files=[str(p) for _, p, _ in dumps],
                   samples=samples, lacks=lacks, notes=notes)
