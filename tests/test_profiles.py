@@ -184,3 +184,35 @@ def test_a_kept_prompt_is_the_one_drawn_and_the_keep_is_bounded(
     assert len(other_k.hidden.lengths) == 8
     make_workload("dapo-math-17k", 5, 4).take(8)
     assert len(wp._KEPT) <= 8
+
+
+def test_a_profile_file_loads_by_path(tmp_path) -> None:
+    """A researcher's own profile, with no edit to the package: `profile:PATH`, or a
+    path ending in .toml; a mixture's components are names or files beside it."""
+    from pathlib import Path
+
+    from workloads.profile import Profile
+
+    text = (Path(__file__).parents[1] / "workloads" / "profiles" / "sci-xw.toml").read_text()
+    mine = tmp_path / "mine.toml"
+    mine.write_text(text.replace('name = "sci-xw"', 'name = "mine"'))
+    by_prefix, by_suffix = load_profile(f"profile:{mine}"), load_profile(str(mine))
+    assert isinstance(by_prefix, Profile) and by_prefix == by_suffix
+    assert by_prefix.name == "mine" and by_prefix.mean_tokens == 3350
+    (tmp_path / "mix.toml").write_text('name = "mix"\nsummary = "mine and sci-jl"\n'
+                                       '[mixture]\ncomponents = ["mine.toml", "sci-jl"]\n'
+                                       'weights = [3, 1]\n')
+    mix = load_profile(f"profile:{tmp_path / 'mix.toml'}")
+    assert isinstance(mix, Mixture) and [p.name for p in mix.components] == ["mine", "sci-jl"]
+    a, b = make_workload(str(mine), 0, 4).take(3), make_workload(str(mine), 0, 4).take(3)
+    assert a == b  # drawn as a packaged profile is: a function of the seed
+    for bad, why in [(tmp_path / "none.toml", "no such file"),
+                     (tmp_path / "broken.toml", "not valid TOML"),
+                     (tmp_path / "short.toml", "missing field 'prompt'"),
+                     (tmp_path / "sure.toml", "reward.pass_rate: must be strictly between")]:
+        (tmp_path / "sure.toml").write_text(text.replace("pass_rate = 0.4", "pass_rate = 1"))
+        (tmp_path / "broken.toml").write_text("name = \n")
+        (tmp_path / "short.toml").write_text('name = "x"\nsummary = "y"\n')
+        with pytest.raises(ValueError, match=why) as err:
+            load_profile(f"profile:{bad}")
+        assert str(bad) in str(err.value) and "\n" not in str(err.value)

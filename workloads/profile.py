@@ -295,24 +295,83 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in _profiles_dir().glob("*.toml") if not p.stem.startswith("_"))
 
 
+FILE_PREFIX = "profile:"  # `profile:PATH`: a profile file of the user's own
+
+
+def is_profile_file(name: str) -> bool:
+    """A workload named by a profile file (`profile:PATH`, or a path ending in .toml)
+    rather than by a packaged profile's name."""
+    return name.startswith(FILE_PREFIX) or name.endswith(".toml")
+
+
 def load_profile(name: str) -> Profile | Mixture:
+    """A packaged profile by name, or a profile file by path (`is_profile_file`):
+    a researcher's own workload needs no edit to the package."""
     from harness.core.registry import unknown_name
 
+    if is_profile_file(name):
+        path = Path(name.removeprefix(FILE_PREFIX)).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file (a workload profile; see "
+                             f"workloads/profiles/*.toml for the fields)")
+        return _load_file(path)
     path = _profiles_dir() / f"{name}.toml"
     if name.startswith("_") or not path.exists():
         raise unknown_name("workload", name, profile_names())
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    if "mixture" in data:
+    return _load_file(path)
+
+
+def _load_file(path: Path) -> Profile | Mixture:
+    """The profile or mixture a TOML file holds, its values checked (one line naming
+    the file and field); a mixture's components are packaged names or profile files,
+    a relative path taken from the mixture's folder."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+        if "mixture" not in data:
+            return _checked(Profile.from_toml(data, str(path)), path)
         mix = data["mixture"]
-        parts = tuple(load_profile(c) for c in mix["components"])
-        if any(isinstance(p, Mixture) for p in parts):
-            raise ValueError(f"{path}: a mixture cannot contain a mixture")
+        names = [c if not is_profile_file(c) or Path(c.removeprefix(FILE_PREFIX)).is_absolute()
+                 else str(path.parent / c.removeprefix(FILE_PREFIX)) for c in mix["components"]]
+        weights = tuple(float(w) for w in mix["weights"])
         scale = float(mix.get("length_scale", 1.0))  # lengths x scale, cap included
-        if scale != 1.0:  # each component keeps its name: the same prompts, scaled
-            parts = tuple(dataclasses.replace(p, mean_tokens=p.mean_tokens * scale,
-                                              max_tokens=round(p.max_tokens * scale))
-                          for p in parts)  # type: ignore[misc]
-        return Mixture(data["name"], data["summary"], parts,  # type: ignore[arg-type]
-                       tuple(float(w) for w in mix["weights"]), str(mix.get("source", "")))
-    return Profile.from_toml(data, str(path))
+        name, summary, source = data["name"], data["summary"], str(mix.get("source", ""))
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: not valid TOML: {err}") from None
+    except KeyError as err:
+        raise ValueError(f"{path}: missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        if str(err).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: {err}") from None
+    parts = tuple(load_profile(c) for c in names)
+    if any(isinstance(p, Mixture) for p in parts):
+        raise ValueError(f"{path}: a mixture cannot contain a mixture")
+    if len(weights) != len(parts) or min(weights, default=0) < 0 or sum(weights) <= 0:
+        raise ValueError(f"{path}: mixture.weights: one non-negative weight per component, "
+                         f"not all 0")
+    if scale != 1.0:  # each component keeps its name: the same prompts, scaled
+        parts = tuple(dataclasses.replace(p, mean_tokens=p.mean_tokens * scale,
+                                          max_tokens=round(p.max_tokens * scale))
+                      for p in parts)  # type: ignore[misc]
+    return Mixture(name, summary, parts, weights, source)  # type: ignore[arg-type]
+
+
+def _checked(p: Profile, path: Path) -> Profile:
+    """`p`, or ValueError naming the first field that no draw can use."""
+    rules = (("prompt.min", 1 <= p.prompt_min <= p.prompt_max, "1 <= min <= max"),
+             ("response.min_tokens", 1 <= p.min_tokens < p.mean_tokens,
+              "at least 1 and below mean_tokens"),
+             ("response.max_tokens", p.max_tokens > p.mean_tokens, "above mean_tokens"),
+             ("response.sigma_between", p.sigma_between >= 0 and p.sigma_within >= 0
+              and p.sigma_between + p.sigma_within > 0, "sigmas >= 0, not both 0"),
+             ("reward.pass_rate", 0 < p.pass_rate < 1, "strictly between 0 and 1"),
+             ("verifier.latency_mean_s", p.verify_mean_s > 0 and p.verify_sigma >= 0,
+              "a mean above 0 and a sigma >= 0"),
+             ("verifier.tail_share", 0 <= p.tail_share < 1 and (
+                 p.tail_share == 0 or p.tail_mean_s > 0), "in [0, 1), with tail_mean_s > 0"))
+    for field_name, ok, want in rules:
+        if not ok:
+            raise ValueError(f"{path}: {field_name}: must be {want}")
+    p.mu_for(p.max_tokens)  # mean_tokens too close to the cap: ValueError naming it
+    return p
