@@ -93,15 +93,21 @@ def areal_session(task_id: int, session_id: int, start: float, gen_end: float,
 
 
 def slime_call(start: float, end: float, tokens: int, finish: str, prompt: int,
-               queue: float | None = None) -> list[dict[str, Any]]:
+               queue: float | None = None, e2e: float | None = None,
+               decode: float | None = None) -> list[dict[str, Any]]:
     """An `sglang_generate` span as `trace_span` records it: a span_start with the
-    request's budget, a span_end with SGLang's meta attributes."""
+    request's budget, a span_end with SGLang's meta attributes (`e2e_latency` the
+    span's length unless given; `decode_throughput` only when given, as SGLang
+    leaves it out without a first token)."""
     span = f"{int(start * 1000):x}{tokens}"
     end_attrs: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": tokens,
-                                 "cached_tokens": 0, "e2e_latency": end - start,
+                                 "cached_tokens": 0,
+                                 "e2e_latency": end - start if e2e is None else e2e,
                                  "finish_reason": finish, "sglang_request_id": span}
     if queue is not None:
         end_attrs["queue_time"] = queue
+    if decode is not None:
+        end_attrs["decode_throughput"] = decode
     common = {"trace_id": "t", "sample_id": 0, "group_id": 0, "attempt": 0, "span_id": span}
     return [{"type": "span_start", "name": "sglang_generate", "ts": start, **common,
              "parent_span_id": "p", "attrs": {"max_new_tokens": 16}},

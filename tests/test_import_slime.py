@@ -66,9 +66,12 @@ def test_slime_dump_with_traces_is_timed_and_splits_carried_responses(tmp_path: 
     assert done[0] == (3.25, [0, 1], [1.0, 0.0], [0.25, 0.25])
     assert done[1] == (11.5, [0, 1], [1.0, 0.0], [0.5, 0.5])  # both members, either round
     assert done[2] == (12.0, [0, 1], [1.0, 0.0], None)  # no reward spans: no latency
+    # round 0 ends when member 10's request, cut at its end, returns (4.0), after the
+    # last materialisation (3.25): slime waits for its aborts before it trains
+    assert [e["t"] for e in events if e["ev"] == "rollout_complete"] == [4.0, 12.0]
     rows = round_metrics(events)
-    assert rows[0]["rollout_complete_s"] == 3.25 and rows[1]["rollout_complete_s"] == 2.0
-    assert rows[0]["rollout_tokens_per_s"] == pytest.approx((5 + 8 + 2 + 4) / 3.25)
+    assert rows[0]["rollout_complete_s"] == 4.0 and rows[1]["rollout_complete_s"] == 2.0
+    assert rows[0]["rollout_tokens_per_s"] == pytest.approx((5 + 8 + 2 + 4) / 4.0)
     assert rows[1]["rollout_tokens_per_s"] == pytest.approx((4 + 7 + 3) / 2.0)
     assert rows[0]["mean_response_tokens"] == pytest.approx((5 + 8 + 4) / 3)
 
@@ -177,3 +180,22 @@ def test_two_dumps_of_one_rollout_are_refused(tmp_path: Path) -> None:
     fmt.slime_dump(tmp_path / "b", 3, [s(1, 0, 3, 5, "completed", 1, ["4"])])
     with pytest.raises(SourceError, match="rollout_id 3 again"):
         read("slime", [tmp_path / "a", tmp_path / "b"])
+
+
+def test_admission_and_first_token_are_the_servers_own(tmp_path: Path) -> None:
+    """Sent at 1000.0, back at 1003.0; SGLang saw it for 2.0 s (e2e_latency) of which
+    0.25 s queued: admitted at 1003 - 2 + 0.25 = 1001.25, not at 1000.25 (the client's
+    send plus the queue). 8 tokens at 8 tok/s after the first: first token at 1002.0."""
+    c, s = fmt.slime_call, fmt.slime_sample
+    fmt.slime_dump(tmp_path, 0, [
+        s(0, 0, 3, 8, "completed", 1, ["1"], c(1000.0, 1003.0, 8, "stop", 3, queue=0.25,
+                                               e2e=2.0, decode=8.0)),
+        s(0, 1, 3, 2, "completed", 0, ["1"], c(1000.0, 1001.0, 2, "stop", 3, queue=0.5))])
+    source = read("slime", [tmp_path])
+    assert any("over-sampled groups aborted at a round's end" in x for x in source.lacks)
+    events = to_trace(source)
+    admit = {e["sample"]: e["t"] for e in events if e["ev"] == "request_admit"}
+    assert admit == {0: 1.25, 1: 0.5}  # the second's e2e_latency is its whole span
+    finish = {e["sample"]: e for e in events if e["ev"] == "request_finish"}
+    assert finish[0]["first_token_t"] == 2.0 and finish[0]["t"] == 3.0
+    assert "first_token_t" not in finish[1]  # no decode_throughput: no first token

@@ -116,10 +116,12 @@ def build(source: Source) -> list[dict[str, Any]]:
             if s.admit_s is not None and timed:
                 add(at(s.admit_s), "request_admit", group=g, sample=s.index)
             spans = _spans(s, version)
+            extra = ({"first_token_t": at(s.first_token_s)}
+                     if s.first_token_s is not None and timed else {})
             add(at(s.finish_s), "request_finish", group=g, sample=s.index,
                 response_tokens=s.response_tokens, status=s.status,
                 versions=sorted({v for v, _ in spans}), version_spans=spans,
-                truncated=s.truncated)
+                truncated=s.truncated, **extra)
         ends = []
         for key in dict.fromkeys(s.group for s in items if last_round_of[s.group] == rnd):
             members = groups[key]  # every round's: a member may have finished earlier
@@ -139,6 +141,9 @@ def build(source: Source) -> list[dict[str, Any]]:
             if any(s.dropped for s in members):
                 add(checked, "decision", what="drop_group", group=g)
             ends.append(checked)
+        # the round ends after its own aborts too: slime cuts the over-sampled requests
+        # once the batch is full and waits for them to return before it trains
+        ends += [at(s.finish_s) for s in items if s.status == "aborted"]
         add(max(ends, default=0.0) if timed else 0.0, "rollout_complete", round=rnd)
     events.sort(key=lambda e: (e[0], e[1], e[2]) if timed else (e[2],))
     sizes = Counter(len({s.index for s in members}) for members in groups.values())

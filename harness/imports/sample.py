@@ -41,6 +41,7 @@ class Sample:
     # Wall-clock seconds (any epoch: only differences are kept), when the source has them.
     submit_s: float | None = None
     admit_s: float | None = None  # its generation began (after the engine's queue)
+    first_token_s: float | None = None  # its first generated token, when the source says
     finish_s: float | None = None
     verify_s: float | None = None  # the reward check's latency
     dropped: bool = False  # its group was generated, then not trained (dynamic sampling)

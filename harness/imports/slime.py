@@ -136,13 +136,38 @@ def _calls(trace: Any, where: str) -> list[dict[str, Any]]:
     return calls
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _server_times(call: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(admitted, first token) of one engine request, on the client's clock, from the
+    server's own figures: SGLang's `e2e_latency` runs from the request's arrival to its
+    finish and `queue_time` from entering the wait queue to the first forward, so the
+    request arrived at end - e2e_latency and was admitted queue_time later (the span's
+    start is the client's send, before the HTTP hop and any router queue: not the
+    engine's); `decode_throughput` is completion_tokens over (finish - first token), so
+    the first token came completion_tokens / decode_throughput before the finish.
+    Followed: sgl-project/sglang@602413bc230f597e24cda749c7cc2f6ba92bff85,
+    python/sglang/srt/observability/req_time_stats.py (`APIServerReqTimeStats.
+    get_e2e_latency`, `convert_to_output_meta_info`; `SchedulerReqTimeStats.
+    get_queueing_time`). Without `e2e_latency` the admission is the span's start plus
+    `queue_time`, as before."""
+    end, queue, e2e = call["end"], call.get("queue_time"), call.get("e2e_latency")
+    admit = None
+    if _number(queue):
+        admit = end - e2e + queue if _number(e2e) else call["start"] + queue
+    rate, made = call.get("decode_throughput"), call.get("completion_tokens")
+    first = end - made / rate if _number(rate) and rate > 0 and _number(made) else None
+    return admit, first
+
+
 def _attempts(base: Sample, calls: list[dict[str, Any]], start_round: int | None
               ) -> list[Sample]:
     """The sample as attempts, one per stretch of engine requests ended by an abort."""
     def timed(s: Sample, first: dict[str, Any], last: dict[str, Any]) -> Sample:
         s.submit_s, s.finish_s = first["start"], last["end"]
-        if isinstance(first.get("queue_time"), int | float):
-            s.admit_s = first["start"] + first["queue_time"]
+        s.admit_s, s.first_token_s = _server_times(first)
         return s
 
     if start_round is None or start_round >= base.round:
@@ -246,6 +271,7 @@ def _outside(samples: list[Sample], rounds: set[int]) -> tuple[list[Sample], int
         starts = [t.submit_s for t in home if t.round == s.round and t.submit_s is not None]
         if s.timed and starts:
             s.submit_s = s.admit_s = s.finish_s = min(starts)
+            s.first_token_s = None
     return kept, moved
 
 
@@ -280,7 +306,10 @@ def read(sources: list[Path]) -> Source:
         notes.append(f"{whole} carried-over responses without per-request token counts: "
                      f"counted whole in the rollout that trained them")
     lacks = ["trainer times (slime logs them, it does not dump them)",
-             "groups the dynamic-sampling filter dropped (slime does not dump them)"]
+             "groups the dynamic-sampling filter dropped (slime does not dump them)",
+             "over-sampled groups aborted at a round's end (slime dumps the groups it "
+             "trains: without --partial-rollout the aborted ones are dropped, with it they "
+             "come back carried in a later dump, and the last rollout's never do)"]
     if not all(s.timed for s in samples):
         lacks.insert(0, "per-request times (no trace in the dump: slime before tracing)")
     return Source(format="slime", system="slime", files=[str(p) for _, p, _ in dumps],
