@@ -85,21 +85,38 @@ def figure4(df: pd.DataFrame, path: Path) -> None:
     save_figure(fig, path)
 
 
+def same_lengths(means: pd.DataFrame, workload: str) -> bool:
+    """Whether every system's mean response length is the same at every R of `workload`
+    (the same prompts and lengths drawn for each: the simulator's work does not depend on
+    the schedule), so that Fig. 5's top row is one line, not several drawn on each other."""
+    lengths = means.xs(workload, level="workload")["mean_response_tokens"].unstack("system")
+    return bool(np.allclose(lengths.to_numpy(), lengths.to_numpy()[:, :1], rtol=1e-9))
+
+
 def figure5(df: pd.DataFrame, path: Path) -> None:
-    """Response length (top) and trainer waiting ratio (bottom) per workload and R."""
+    """Response length (top) and trainer waiting ratio (bottom) per workload and R. Where
+    every system's lengths are equal, the top row draws them once, in black, and says so
+    (four lines on top of each other read as one system's line)."""
     df = by_series(df)
     workloads = list(dict.fromkeys(df["workload"]))
     means = df.groupby(["workload", "groups", "system"]).mean(numeric_only=True)
     fig, axes = plt.subplots(2, len(workloads), figsize=(4 * len(workloads), 5.2),
                              sharex=True, sharey="row", squeeze=False)
     for col, w in enumerate(workloads):
+        same = same_lengths(means, w)
         for sys in present(df):
             sub = means.xs((w, sys), level=("workload", "system"))
             style = "s:" if sys == PRIORITY else "o-"  # dotted: it may lie on CGP's line
-            axes[0, col].plot(sub.index, sub["mean_response_tokens"], style, color=COLORS[sys],
-                              label=LABELS[sys], mfc="none" if sys == PRIORITY else None)
+            if not same:
+                axes[0, col].plot(sub.index, sub["mean_response_tokens"], style,
+                                  color=COLORS[sys], label=LABELS[sys],
+                                  mfc="none" if sys == PRIORITY else None)
             axes[1, col].plot(sub.index, 100 * sub["waiting_ratio"], style, color=COLORS[sys],
                               label=LABELS[sys], mfc="none" if sys == PRIORITY else None)
+        if same:
+            sub = means.xs((w, present(df)[0]), level=("workload", "system"))
+            axes[0, col].plot(sub.index, sub["mean_response_tokens"], "o-", color="black",
+                              label=f"top: all {len(present(df))} systems (identical)")
         axes[0, col].set_title(w)
         axes[1, col].set_xlabel("R (groups per rollout)")
         axes[1, col].set_xticks(sorted(df["groups"].unique()))
@@ -107,10 +124,15 @@ def figure5(df: pd.DataFrame, path: Path) -> None:
             axes[row, col].grid(alpha=0.3)
     axes[0, 0].set_ylabel("mean response length (tokens)")
     axes[1, 0].set_ylabel("trainer waiting ratio (%)")
-    fig.legend(*axes[1, 0].get_legend_handles_labels(), loc="lower center", ncol=4,
-               fontsize=8, bbox_to_anchor=(0.5, 1.0), frameon=False)
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    for ax in axes[0]:  # the one black line, where the systems' lengths are equal
+        for h, t in zip(*ax.get_legend_handles_labels(), strict=True):
+            if t not in labels:
+                handles, labels = [*handles, h], [*labels, t]
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
+               bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.suptitle("Simulated RolloutPipe Fig. 5: response length (top; the same work for all "
-                 "systems, so their lines coincide) and trainer waiting ratio (bottom; FGD's "
+                 "systems, so one black line) and trainer waiting ratio (bottom; FGD's "
                  "priority reading admits as CGP does here)", fontsize=10, y=1.08)
     save_figure(fig, path)
 
