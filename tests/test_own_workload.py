@@ -33,3 +33,73 @@ def test_run_takes_a_profile_file_by_path(tmp_path: Path) -> None:
                      "--out", tmp_path / "never")
     assert missing.exit_code == 2 and "none.toml: no such file" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
+
+
+RECORDS = [
+    {"prompt": "What is 2 + 3? Put the answer in a box.", "answer": "5", "verifier": "math"},
+    {"prompt": "A car covers 120 km in 1.5 hours. What is its mean speed in km/h?",
+     "answer": "80", "verifier": "number"},
+    {"prompt": "Which letter comes first? (A) x (B) y (C) z (D) w (E) v",
+     "answer": "A", "verifier": "letter"},
+    # a reference its verifier cannot score 1: listed, the profile still written
+    {"prompt": "Name the option.", "answer": "Q", "verifier": "letter"},
+]
+
+
+def measure(*args: object) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from workloads.measure import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_an_own_dataset_is_measured_into_a_profile_a_run_takes(tmp_path: Path) -> None:
+    import math
+    import tomllib
+
+    from workloads.tokens import TEMPLATE_OVERHEAD_TOKENS, approx_tokens
+
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    code, out, err = measure("--own", data, "--out", tmp_path / "mine.toml",
+                             "--mean-tokens", 900, "--max-tokens", 4096)
+    assert code == 0, err
+    assert "3 of 4 reference answers pass their verifier" in out and "mine/0004" in out
+    profile = tomllib.loads((tmp_path / "mine.toml").read_text())
+    tokens = [approx_tokens(r["prompt"]) + TEMPLATE_OVERHEAD_TOKENS for r in RECORDS]
+    logs = [math.log(t) for t in tokens]
+    mu = sum(logs) / 4
+    assert profile["prompt"]["min"] == min(tokens) and profile["prompt"]["max"] == max(tokens)
+    assert profile["prompt"]["mu_log"] == round(mu, 4)
+    assert profile["prompt"]["sigma_log"] == round(
+        math.sqrt(sum((x - mu) ** 2 for x in logs) / 4), 4)  # population, as the shipped
+    assert profile["response"]["mean_tokens"] == 900 and profile["name"] == "mine"
+    assert "assumption" in profile["reward"]["source"]
+    result = invoke("run", "--workload", f"profile:{tmp_path / 'mine.toml'}", *SMALL,
+                    "--out", tmp_path / "run")
+    assert result.exit_code == 0, result.output
+    submits = [json.loads(x) for x in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()
+               if '"request_submit"' in x]
+    assert submits and all(min(tokens) <= e["prompt_tokens"] <= max(tokens) for e in submits)
+
+
+def test_a_bad_own_dataset_gets_one_line_and_nothing_written(tmp_path: Path) -> None:
+    data = tmp_path / "bad.jsonl"
+    out = tmp_path / "bad.toml"
+    for lines, why in [([RECORDS[0], {**RECORDS[1], "verifier": "judge"}],
+                        f"{data}:2: verifier 'judge' is not one of math, number, letter"),
+                       ([RECORDS[0], {"prompt": "x", "answer": "1"}], f"{data}:2:"),
+                       ([{**RECORDS[0], "answer": " "}], f"{data}:1: empty prompt or answer")]:
+        data.write_text("".join(json.dumps(r) + "\n" for r in lines))
+        code, _, err = measure("--own", data, "--out", out)
+        assert code == 2 and err.startswith(f"error: {why}"), err
+        assert len(err.strip().splitlines()) == 1 and not out.exists()
+    data.write_text(json.dumps(RECORDS[0]) + "\n")
+    code, _, err = measure("--own", data, "--out", out, "--mean-tokens", 9000)
+    assert code == 2 and "mean_tokens" in err and not out.exists()
+    assert list(tmp_path.iterdir()) == [data]  # no scratch file left behind

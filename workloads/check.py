@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workloads import datasets, olympiad_judge, olympiadbench
 from workloads.datasets import Problem
@@ -30,6 +30,9 @@ from workloads.verifiers import (
     strip_math_dollars,
     verifier_for,
 )
+
+if TYPE_CHECKING:
+    from workloads.own import OwnDataset
 
 
 def load_workload(workload: str, data_dir: str | os.PathLike[str]) -> list[Problem]:
@@ -120,3 +123,28 @@ def check(workload: str, data_dir: str | os.PathLike[str]) -> dict[str, Any]:
         "failures": failures,
         **extra,
     }
+
+
+def check_own(data: OwnDataset) -> dict[str, Any]:
+    """`check` for a dataset of one's own (workloads.own.load_own): each reference
+    answer, in a final box, scored by the verifier its record names. The same result
+    shape, with "workload" the file's stem."""
+    from workloads.own import VERIFIERS
+
+    failures: list[dict[str, str]] = []
+    for problem, verifier in zip(data.problems, data.verifiers, strict=True):
+        try:
+            ok = VERIFIERS[verifier][0](reference_response(problem), problem.answer) == 1.0
+            reason = "" if ok else f"{verifier}: the reference in a box does not score 1"
+        except ImportError:
+            raise
+        except Exception as exc:  # a reference the verifier cannot read at all
+            ok, reason = False, f"{verifier}: {type(exc).__name__}: {exc}"
+        if not ok:
+            failures.append({"id": problem.id, "answer": problem.answer, "reason": reason})
+    first = data.problems[0]
+    return {"workload": data.path.stem, "count": len(data.problems),
+            "reference_ok": len(data.problems) - len(failures),
+            "example": {"id": first.id, "source": first.source, "text": first.text,
+                        "answer": first.answer},
+            "failures": failures}

@@ -57,7 +57,7 @@ class _SciBenchRecord(msgspec.Struct):
     problemid: str
 
 
-def _read_jsonl(path: Path, kind: type[msgspec.Struct]) -> list[tuple[int, Any]]:
+def read_jsonl(path: Path, kind: type[msgspec.Struct]) -> list[tuple[int, Any]]:
     """(line number, record) for each non-blank line of a JSON-lines file."""
     decoder = msgspec.json.Decoder(kind)
     records = []
@@ -100,7 +100,7 @@ def _read_bytes(path: Path) -> bytes:
 def load_lsat_ar(path: Path) -> list[Problem]:
     """AGIEval LSAT-AR: passage, question and the five lettered options."""
     problems = []
-    for lineno, rec in _read_jsonl(path, _AgievalRecord):
+    for lineno, rec in read_jsonl(path, _AgievalRecord):
         where = f"{path}:{lineno}"
         if not rec.passage or not rec.options or rec.label not in LSAT_LETTERS:
             raise DatasetError(f"{where}: LSAT-AR needs a passage, options and a label A-E")
@@ -114,7 +114,7 @@ def load_lsat_ar(path: Path) -> list[Problem]:
 def load_agieval_math(path: Path) -> list[Problem]:
     """AGIEval MATH: the question, and the final answer in LaTeX."""
     problems = []
-    for lineno, rec in _read_jsonl(path, _AgievalRecord):
+    for lineno, rec in read_jsonl(path, _AgievalRecord):
         if not rec.question.strip() or not rec.answer:
             raise DatasetError(f"{path}:{lineno}: MATH needs a question and an answer")
         problems.append(

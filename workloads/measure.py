@@ -10,11 +10,21 @@ maximum-likelihood, so the plain mean and std of the logs). Workloads whose
 files are absent are reported as absent rather than failing, since
 OlympiadBench is not shipped with the shared data. `--toml` prints the
 measured tables in the shape of `workloads/profiles/_prompt_stats.toml`.
+
+    python -m workloads.measure --own my.jsonl --out my.toml [--mean-tokens N ...]
+
+measures a dataset of one's own (workloads.own: JSON lines of prompt, answer and
+verifier) the same way into a whole workload profile, for `--workload
+profile:my.toml`, and scores every reference answer with its verifier. The prompt
+lengths are measured; response lengths, pass rate and verifier latency cannot be
+read from prompts and answers, so they are the options' values (defaults: the
+Sci-XW profile's), marked as assumptions in the file for the user to edit.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -104,15 +114,121 @@ def _row(workload: str, s: PromptStats) -> str:
     )
 
 
+# Assumed where an own dataset says nothing (as workloads/profiles/sci-xw.toml)
+OWN_DEFAULTS = {"mean_tokens": 3350.0, "max_tokens": 8192, "pass_rate": 0.4}
+
+
+def own_profile(name: str, stats: PromptStats, source: str, mean_tokens: float,
+                max_tokens: int, pass_rate: float) -> str:
+    """A whole workload profile (workloads/profiles/*.toml's fields): the measured
+    prompt lengths, and the stated assumptions for what prompts cannot tell."""
+    assumed = "assumption (python -m workloads.measure --own): edit to your model's"
+    summary = json.dumps(f"own dataset {source} ({stats.count} prompts)")
+    return f"""name = {json.dumps(name)}
+summary = {summary}
+
+[prompt]
+# Measured by `python -m workloads.measure --own` as the shipped datasets are.
+mu_log = {stats.mu_log:.4f}
+sigma_log = {stats.sigma_log:.4f}
+min = {stats.min}
+max = {stats.max}
+source = {json.dumps(f"{source}; {METHOD}")}
+
+[response]
+# Not in a dataset: the mean length, its cap and the spread are your model's.
+mean_tokens = {mean_tokens:g}
+max_tokens = {max_tokens}
+min_tokens = 64
+sigma_between = 0.60
+sigma_within = 0.22
+source = "{assumed} lengths (spreads as sci-xw's)"
+
+[reward]
+pass_rate = {pass_rate:g}
+slope = 0.8
+source = "{assumed} pass rate"
+
+[verifier]
+# math, number and letter are local checks of milliseconds (workloads.own).
+kind = "local"
+latency_mean_s = 0.05
+latency_sigma = 0.5
+source = "{assumed} verifier latency"
+"""
+
+
+def measure_own(args: argparse.Namespace) -> int:
+    """`--own`: measure the file into a profile at --out, after every check, and say
+    how many reference answers pass their verifier. Bad input: one line, exit 2,
+    nothing written."""
+    from harness.core.files import write_atomic
+    from workloads.check import check_own
+    from workloads.own import load_own
+    from workloads.profile import load_profile
+
+    path, out = Path(args.own), Path(args.out)
+    if out.exists() and not args.force:
+        print(f"error: --out {out}: exists (--force replaces it)", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir():
+        print(f"error: --out {out}: no folder {out.parent}", file=sys.stderr)
+        return 2
+    try:
+        data = load_own(path)
+        result = check_own(data)
+    except (DatasetError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stats = summarize(prompt_tokens(data.problems))
+    name = args.name or path.stem
+    text = own_profile(name, stats, path.name, args.mean_tokens, args.max_tokens,
+                       args.pass_rate)
+    scratch = out.with_name(f".{out.name}.check.toml")
+    try:
+        scratch.write_text(text)
+        load_profile(f"profile:{scratch}")  # the values are ones a run can draw from
+    except ValueError as exc:
+        print(f"error: {str(exc).replace(str(scratch), 'the profile')} "
+              f"(--mean-tokens, --max-tokens, --pass-rate)", file=sys.stderr)
+        return 2
+    finally:
+        scratch.unlink(missing_ok=True)
+    write_atomic(out, text)
+    print(f"{name}: {stats.count} prompts, mean {stats.mean:.1f} tokens (mu_log "
+          f"{stats.mu_log:.4f}, sigma_log {stats.sigma_log:.4f})\n"
+          f"{result['reference_ok']} of {result['count']} reference answers pass their "
+          f"verifier\nwrote {out}: response lengths, pass rate and verifier latency are "
+          f"assumptions, edit them")
+    for failure in result["failures"]:
+        print(f"  fails: {failure['id']} {failure['answer']!r}: {failure['reason']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m workloads.measure",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--data-dir", required=True, help="data root laid out like shared/data")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data-dir", help="data root laid out like shared/data")
+    source.add_argument("--own", help="a dataset of your own: JSON lines of prompt, answer "
+                        "and verifier (math, number or letter)")
     parser.add_argument("--toml", action="store_true", help="print TOML tables instead")
+    parser.add_argument("--out", help="--own: the profile file to write")
+    parser.add_argument("--name", help="--own: the profile's name (default: the file's stem)")
+    parser.add_argument("--force", action="store_true", help="--own: replace --out")
+    for flag, value in OWN_DEFAULTS.items():
+        parser.add_argument(f"--{flag.replace('_', '-')}", type=type(value), default=value,
+                            help=f"--own: assumed {flag.replace('_', ' ')} "
+                                 f"(default {value:g})")
     args = parser.parse_args(argv)
+    if args.own:
+        if not args.out:
+            print("error: --own: give --out FILE.toml, the profile to write", file=sys.stderr)
+            return 2
+        return measure_own(args)
 
     tables: list[str] = []
     if not args.toml:
