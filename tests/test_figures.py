@@ -112,6 +112,44 @@ def test_fig4_labels_sit_above_the_error_bars(caught: list[Any]) -> None:
             assert under and all(box.y0 >= w[:, 1].max() for w in under)
 
 
+def test_fig5_draws_equal_lengths_once_and_says_so(caught: list[Any]) -> None:
+    # The top row showed one line for four systems: they lay exactly on each other.
+    rp = _csv("rolloutpipe.csv")
+    apart = rp.copy()
+    moved = (apart["workload"] == "sci-xw") & (apart["system"] == "slime")
+    apart.loc[moved, "mean_response_tokens"] += 100.0  # one system's lengths differ here
+    rolloutpipe.figure5(rp, Path("x.png"))
+    rolloutpipe.figure5(apart, Path("x.png"))
+    same, differ = caught
+    for fig, split in ((same, set()), (differ, {"sci-xw"})):
+        top = [ax for ax in fig.axes if ax.get_subplotspec().is_first_row()]
+        for ax in top:
+            labels = [line.get_label() for line in ax.lines]
+            if ax.get_title() in split:
+                assert len(labels) == 4 and not any("identical" in t for t in labels)
+            else:
+                assert labels == ["top: all 4 systems (identical)"]
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert legend.count("top: all 4 systems (identical)") == 1
+
+
+def test_bars_start_at_zero(caught: list[Any]) -> None:
+    # PipelineRL's ESS bars started at 0.90: a bar's length then means nothing.
+    rp = _csv("rolloutpipe.csv")
+    rolloutpipe.figure4(rp, Path("x.png"))
+    april.figure(_csv("april.csv"), Path("x.png"))
+    pipelinerl.figure(_csv("pipelinerl.csv"), Path("x.png"))
+    rollpacker.figure(_csv("rollpacker_table2.csv"), Path("x.png"))
+    for fig in caught:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            bars = [p for p in ax.patches if p.get_height() > 0 and p.get_width() > 0]
+            if bars:
+                assert ax.get_ylim()[0] <= 0 <= ax.get_ylim()[1], ax.get_title()
+    ess = next(ax for fig in caught for ax in fig.axes if "effective sample" in ax.get_title())
+    assert not ess.patches and [t.get_text() for t in ess.texts][:1] == ["0.985"]
+
+
 def test_april_names_datasets_and_algorithms_apart(caught: list[Any]) -> None:
     april.figure(_csv("april.csv"), Path("x.png"))
     (fig,) = caught

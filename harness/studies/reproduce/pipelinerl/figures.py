@@ -24,9 +24,17 @@ def figure(sim: pd.DataFrame, path: Path) -> None:
     axes[0].bar(names, sim["samples_per_s"], color=colors)
     axes[0].set_ylabel("sample throughput (samples/s)")
     axes[0].set_title("sample throughput (cf. Fig. 5c)", fontsize=10)
-    axes[1].bar(names, sim["ess_mean"], color=colors)
-    axes[1].set_ylim(min(0.9, float(sim["ess_mean"].min()) - 0.01), 1.0)
-    axes[1].set_ylabel("ESS (fraction of the batch)")
+    # Dots, not bars: every ESS lies within a few hundredths of 1, so the axis is cut
+    # to show them apart, and a bar on a cut axis (it started at 0.90) draws a length
+    # that means nothing. Each dot carries its value.
+    ess = sim["ess_mean"].to_numpy(dtype=float)
+    axes[1].scatter(names, ess, s=60, color=colors, zorder=3)
+    for x, value in enumerate(ess):
+        axes[1].annotate(f"{value:.3f}", (x, value), xytext=(0, 7), textcoords="offset points",
+                         ha="center", fontsize=8)
+    axes[1].set_ylim(min(0.9, float(ess.min()) - 0.01), 1.005)  # room for the top label
+    axes[1].set_xlim(-0.5, len(names) - 0.5)
+    axes[1].set_ylabel("ESS (fraction of the batch; cut axis)")
     axes[1].set_title("mean effective sample size per step (cf. Fig. 6b)", fontsize=10)
     for ax in axes:
         ax.tick_params(axis="x", labelsize=8)
