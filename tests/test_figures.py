@@ -191,3 +191,39 @@ def test_batch_names_never_overlap() -> None:
                        (100, 120, "B5"), (105, 125, "B6")])  # overlapping bars: B6 would hit B5
     assert [t.get_text() for t in ax.texts] == ["B2", "B3", "B5"]
     plt.close(fig)
+
+
+def test_combos_whiskers_stay_above_zero_on_every_panel(
+        caught: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # whatif_combos: ±1 sd whiskers of skewed rounds reached 0 (and were cut there), and
+    # two of three panels had none though the title announced them.
+    from harness.studies import whatif_studies as wi
+
+    monkeypatch.setattr(wi, "save_figure", lambda fig, path: caught.append(fig))
+    rows = []
+    for workload in ("lsat-ar", "lsat-ar-xheavy"):
+        for system, over in (("slime", 0), ("cgp", 0), ("april", 48), ("cgp-april", 48)):
+            for seed in range(3):
+                for rnd in range(8):  # one long round in six: mean 416.7, sd 775.9
+                    long = rnd == 7
+                    rows.append({"workload": workload, "system": system, "groups": 32,
+                                 "over_sampling_groups": over, "seed": seed, "round": rnd,
+                                 wi.R2TE: 2000.0 if long else 100.0,
+                                 "rollout_complete_s": 1.0, "waiting_ratio": 0.5 if long else 0.1,
+                                 "offpolicy_token_frac": 0.0 if over == 0 else 0.6,
+                                 "lag_mean": 0.0, "ess": 1.0, "mean_response_tokens": 10.0})
+    wi._combos_figure(pd.DataFrame(rows), Path("x.png"))
+    (fig,) = caught
+    fig.canvas.draw()
+    assert "percentile" in fig._suptitle.get_text()
+    for ax in fig.axes:
+        whiskers = [seg for c in ax.collections for seg in c.get_segments()]
+        assert len(whiskers) == 8, ax.get_ylabel()  # 4 schedules x 2 workloads
+        assert all(seg[:, 1].min() >= 0 for seg in whiskers)
+    r2te = fig.axes[0]
+    lows = sorted({round(float(seg[:, 1].min()), 6) for c in r2te.collections
+                   for seg in c.get_segments()})
+    highs = sorted({round(float(seg[:, 1].max()), 6) for c in r2te.collections
+                    for seg in c.get_segments()})
+    assert lows == [100.0]  # the 10th percentile of 18 rounds of which 3 are long
+    assert highs == [2000.0]  # the 90th: 16.7% of rounds are long

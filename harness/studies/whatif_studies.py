@@ -303,26 +303,55 @@ def _combos_summary(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+COMBO_SPREAD = (0.1, 0.9)  # the whiskers: these quantiles of the steady rounds
+
+
+def _combos_spread(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per workload and schedule, the COMBO_SPREAD quantiles of `column` over every
+    steady round of every seed. Quantiles, not ±1 sd: a heavy-tailed workload's rounds
+    are skewed (a few long ones), so mean - sd fell below 0 and was cut there."""
+    steady = _steady(df, COMBO_WARMUP)
+    steady = steady.assign(schedule=steady.apply(_schedule, axis=1))
+    q = steady.groupby(["workload", "schedule"], sort=False)[column].quantile(
+        list(COMBO_SPREAD)).unstack()
+    q.columns = ["low", "high"]
+    return q
+
+
+def _whiskers(mean: pd.Series, spread: pd.DataFrame, scale: float = 1.0) -> np.ndarray:
+    """Matplotlib's asymmetric yerr (below, above) from a mean and its quantiles."""
+    below = np.clip(mean.to_numpy() - spread["low"].to_numpy(), 0, None)
+    above = np.clip(spread["high"].to_numpy() - mean.to_numpy(), 0, None)
+    return scale * np.vstack([below, above])
+
+
 def _combos_figure(df: pd.DataFrame, path: Path) -> None:
     plt = _plt()
     s = _combos_summary(df)
     workloads = list(dict.fromkeys(s["workload"]))
+    panels = (("r2te_s", R2TE, 1.0, "rollout-to-train-end (s)"),
+              ("waiting_ratio", "waiting_ratio", 100.0, "trainer waiting ratio (%)"),
+              ("offpolicy_token_frac", "offpolicy_token_frac", 100.0,
+               "trained tokens from older policies (%)"))
+    spreads = {col: _combos_spread(df, col) for _, col, _, _ in panels}
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for i, sched, rows, pos, width in _bar_groups(s, workloads):
-        axes[0].bar(pos, rows["r2te_s"], width, yerr=rows["r2te_sd"], capsize=2,
-                    color=PALETTE[i], label=sched)
-        axes[1].bar(pos, 100 * rows["waiting_ratio"], width, color=PALETTE[i])
-        axes[2].bar(pos, 100 * rows["offpolicy_token_frac"], width, color=PALETTE[i])
-    for ax, label in zip(axes, ("rollout-to-train-end (s)", "trainer waiting ratio (%)",
-                                "trained tokens from older policies (%)"), strict=True):
+        for ax, (mean_col, col, scale, _) in zip(axes, panels, strict=True):
+            spread = spreads[col].loc[[(w, sched) for w in workloads]]
+            ax.bar(pos, scale * rows[mean_col], width, color=PALETTE[i],
+                   yerr=_whiskers(rows[mean_col], spread, scale), capsize=2,
+                   error_kw={"elinewidth": 0.8}, label=sched)
+    for ax, (*_, label) in zip(axes, panels, strict=True):
         ax.set_xticks(np.arange(len(workloads)), workloads)
         ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylim(bottom=0)  # a long round's spread would reach below 0
     axes[0].legend(fontsize=7, loc="upper left")
+    low, high = (round(100 * q) for q in COMBO_SPREAD)
     fig.suptitle("What-if: CGP + APRIL partial rollouts, CGP + RollPacker tail batching "
-                 "(Qwen3-1.7B, 2x A100 TP=2, 8x RTX 4090, R=32, U=2; rounds 2-7 of 8, 3 seeds, "
-                 "±1 sd)", fontsize=9, y=1.02)
+                 "(Qwen3-1.7B, 2x A100 TP=2, 8x RTX 4090, R=32, U=2; rounds 2-7 of 8, 3 seeds;"
+                 f"\nbars: mean; whiskers: {low}th to {high}th percentile of those rounds)",
+                 fontsize=9, y=1.04)
     fig.tight_layout()
     save_figure(fig, path)
 
