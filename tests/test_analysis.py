@@ -322,6 +322,10 @@ def test_compare_gives_the_spread_over_seeds_beside_every_mean(tmp_path: Path) -
     assert "2.65" in line and f"{half:.3g}" in line  # B's sd and A's interval shown
     assert "(6 rows, 3 seeds)" in table.stdout  # the A: and B: lines, paths and all
     assert max(len(x) for x in table.stdout.splitlines()[2:]) <= 100
+    # per round: round 0's values over the seeds (A: 9, 12, 13; sd sqrt(13 / 3))
+    first = next(r for r in compare_json(a, b, "--per-round")
+                 if r["round"] == 0 and r["metric"] == "rollout_to_train_end_s")
+    assert first["a"] == pytest.approx(34 / 3) and first["a_sd"] == pytest.approx((13 / 3) ** .5)
     # two seeds: a spread, no interval; one seed: neither
     two = seeded(tmp_path / "two.csv", {0: [9, 11], 1: [12, 12]})
     row = next(r for r in compare_json(two, a) if r["metric"] == "rollout_to_train_end_s")
