@@ -3,13 +3,15 @@ help texts, and building a run's config from the options."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from harness.core.config import RunConfig, apply, load_toml, set_path
+from harness.core.config import ConfigError, RunConfig, apply, load_toml, set_path
 
 console = Console()
 
@@ -68,10 +70,17 @@ CSV_HELP = "Print the rows as CSV (every field, full precision)."
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
                  **options: object) -> RunConfig:
     """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
-    then --set overrides; then the whole config is checked (`harness.run.checks`)."""
+    then --set overrides; then the whole config is checked (`harness.run.checks`).
+
+    A check that fails on a field the file set (and nothing later replaced) names the
+    file and the field, not the option the user never typed (`--config c.toml: groups =
+    0: ...`, not `--groups: ...`)."""
     cfg = start if start is not None else RunConfig()
+    from_file: dict[str, object] = {}
     if config is not None:
-        apply(cfg, load_toml(config))
+        table = load_toml(config)
+        apply(cfg, table)
+        from_file = dict(_leaves(table))
     steps = options.pop("steps_per_rollout", None)
     ray_address = options.pop("ray_address", None)
     sim = {"model": options.pop("model", None), "rollout_gpu": options.pop("gpu", None)}
@@ -82,13 +91,73 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
         apply(cfg, {"sim": {k: v for k, v in sim.items() if v is not None}})
     for assignment in sets:
         set_path(cfg, assignment)
-    if steps is not None:  # R = G x U; an R given beside it must agree
-        from harness.run.knob_check import steps_to_groups
-
-        steps_to_groups(cfg, steps, options.get("groups"), sets)
+    typed = {k for k, v in options.items() if v is not None}
+    typed |= {f"sim.{k}" for k, v in sim.items() if v is not None}
+    typed |= {a.split("=", 1)[0].strip() for a in sets}
+    typed |= {"groups"} if steps is not None else set()
     from harness.run.checks import check_run
 
-    return check_run(cfg)
+    try:
+        if steps is not None:  # R = G x U; an R given beside it must agree
+            from harness.run.knob_check import steps_to_groups
+
+            steps_to_groups(cfg, steps, options.get("groups"), sets)
+        check_run(cfg)
+    except ConfigError as err:
+        raise _blame_file(err, config, {k: v for k, v in from_file.items()
+                                        if k not in typed}) from None
+    if "update_groups" in options:  # a command with a -U option (run): U as typed
+        _refuse_typed_u(cfg, typed)
+    return cfg
+
+
+def _leaves(table: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted name, value) of every leaf of a TOML table."""
+    out: list[tuple[str, object]] = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out += _leaves(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+# A check's message opens with the option that sets the field: `--groups: ...`,
+# `--set sim.mem_fraction: ...`, or the bare field `sim.rollout_gpu: ...`.
+_OPENING = re.compile(r"^(?:--set |--)?([A-Za-z][\w.-]*)(?: [^:]*)?: (.*)$", re.S)
+
+
+def _blame_file(err: ConfigError, config: Path | None,
+                from_file: dict[str, object]) -> ConfigError:
+    """`err` reworded to name the config file and its field when the file set that
+    field; `err` itself otherwise."""
+    found = _OPENING.match(str(err))
+    if config is None or found is None:
+        return err
+    field = found[1] if "." in found[1] else found[1].replace("-", "_")
+    if field not in from_file:
+        return err
+    value = from_file[field]
+    shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
+        if isinstance(value, bool) else str(value)
+    return ConfigError(f"--config {config}: {field} = {shown}: {found[2]}")
+
+
+def _refuse_typed_u(cfg: RunConfig, typed: set[str]) -> None:
+    """U typed for a system that trains a round's R groups in one step (APRIL) is
+    ignored whatever its value; the knob check lets the default's value (2) through
+    because an untyped U holds it, so a typed one (-U, --set) is checked here, for a
+    command that offers -U. U from a config file is left to the knob check: a `plan`
+    best/*.toml writes every field."""
+    from harness.run.knob_check import option_of, system_knobs
+
+    reads = system_knobs().get(cfg.system)
+    if ("update_groups" not in typed or reads is None or "update_groups" in reads
+            or cfg.update_groups == cfg.groups):
+        return
+    raise ConfigError(f"{option_of('update_groups')} {cfg.update_groups}: {cfg.system} "
+                      f"does not read it (it trains a round's R={cfg.groups} groups in one "
+                      f"optimizer step); drop it or run a system that reads it")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -70,6 +70,8 @@ def counterfactual_cmd(
     if taken:
         fail(f"--set {taken[0]}: the trace decides {', '.join(cf.FROM_TRACE)}; set the "
              f"cluster (sim.*), U (-U) or a system's knobs")
+    if out.exists() and not out.is_dir():  # before the cluster line: one line, no work
+        fail(f"--out: {out} is a file; give a folder")
     if (out / "counterfactual.csv").exists() and not force:
         fail(f"--out: {out} holds a counterfactual already (--force overwrites it)")
     try:

@@ -7,6 +7,12 @@ command, and every one added later, has the same net: those errors, and an
 `OSError` about a path the user typed, become `error: ...` and exit 2;
 Ctrl-C becomes `error: interrupted` and exit 130. Anything else is a bug and
 keeps its traceback.
+
+Click's own usage errors (a missing option, `-R abc`, a misspelt option or command,
+a missing argument) are caught here too, where they arise: the group's own options
+in `parse_args`, every command's (and every subgroup's) in `invoke`, which makes the
+command's context. Typer would draw them as a 5-6 line box; here each is one line
+that names the command's `--help`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from harness.core.config import ConfigError
@@ -55,13 +62,22 @@ class OneLineErrors(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         ctx.meta[ARGV] = list(args)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:  # no arguments: help, as asked
+            raise
+        except UsageError as err:
+            _fail(usage_line(err))
 
     def invoke(self, ctx: Any) -> Any:
         if getattr(signal.getsignal(signal.SIGINT), "rolloutbench_startup", False):
             signal.signal(signal.SIGINT, signal.default_int_handler)  # see harness.main
         try:
             return super().invoke(ctx)
+        except NoArgsIsHelpError:  # a bare subgroup (`config`): its help, as asked
+            raise
+        except UsageError as err:
+            _fail(usage_line(err))
         except (ConfigError, UnknownName) as err:
             _fail(str(err))
         except OSError as err:
@@ -74,6 +90,14 @@ class OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None
+
+
+def usage_line(err: UsageError) -> str:
+    """A click usage error as one line: click's message with its line breaks undone,
+    then where the command's options are listed."""
+    text = " ".join(err.format_message().split())
+    path = err.ctx.command_path if err.ctx is not None else "rolloutbench"
+    return f"{text} (see '{path} --help')"
 
 
 def _fail(message: str) -> NoReturn:
