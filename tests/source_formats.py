@@ -49,6 +49,17 @@ def verl_dump(folder: Path, step: int, rows: list[tuple[str, str, float]],
     return path
 
 
+def verl_metrics(path: Path, steps: dict[int, dict[str, float]]) -> Path:
+    """The `file` logger's JSON lines as `FileLogger.log` writes them (orjson: compact),
+    `{"step": N, "data": metrics}`; first the validation before training, at step 0
+    with no timings, as `fit` logs it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [{"step": 0, "data": {"val-core/openai/gsm8k/acc/mean@1": 0.5}}]
+    lines += [{"step": step, "data": data} for step, data in steps.items()]
+    path.write_text("".join(json.dumps(rec, separators=(",", ":")) + "\n" for rec in lines))
+    return path
+
+
 def areal_dump(log_path: Path, tail_version: int, task_id: int,
                rows: list[tuple[int, int, float]]) -> Path:
     """`{log_path}/rollout/{tail_version}/{task_id}.jsonl` as `_dump_trajectory`

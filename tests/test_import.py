@@ -127,6 +127,54 @@ def test_verl_groups_are_a_steps_identical_prompts(tmp_path: Path, words: Path) 
     assert {e["prompt_tokens"] for e in of(events, "request_submit")} == {5}
 
 
+def test_verl_with_its_metrics_file_is_timed_by_round(tmp_path: Path, words: Path) -> None:
+    """The file logger's timing_s/* lay the rounds down one after another: step 1
+    (20.5 s) gen 10, reward 1, old_log_prob 2, update_actor 5, update_weights 1.5 (1 s
+    untimed); step 2 from 20.5 s. veRL counted 15 tokens a prompt where the decoded
+    text gives 5, and 1 more a response."""
+    a, b = "what is 2 + 2", "what is 3 + 3"
+    dump = tmp_path / "rollouts"
+    fmt.verl_dump(dump, 1, [(a, "it is 4", 1.0), (b, "6", 0.0), (a, "four i think", 0.0),
+                            (b, "it is 6", 1.0)])
+    fmt.verl_dump(dump, 2, [(b, "6", 1.0), (b, "it is 6", 1.0), (a, "4", 1.0), (a, "4", 0.0)])
+    t = {"gen": 10.0, "reward": 1.0, "old_log_prob": 2.0, "update_actor": 5.0,
+         "update_weights": 1.5, "step": 20.5}
+    u = {"gen": 8.0, "reward": 1.0, "old_log_prob": 2.0, "update_actor": 4.0,
+         "update_weights": 1.0, "step": 16.0}
+    fmt.verl_metrics(dump / "verl_metrics.jsonl", {  # in the dumps' folder, as in the issue
+        1: {**{f"timing_s/{k}": v for k, v in t.items()}, "prompt_length/mean": 15.0,
+            "response_length/mean": 3.5},
+        2: {**{f"timing_s/{k}": v for k, v in u.items()}, "prompt_length/mean": 15.0,
+            "response_length/mean": 2.5}})
+    events = imported(tmp_path, "verl", [dump], tokenizer=words)
+    meta = events[0]["import"]
+    assert meta["timed"] is True and meta["files"][-1].endswith("verl_metrics.jsonl")
+    assert any("-10.0 tokens a prompt, -1.0 a response" in n for n in meta["notes"])
+    assert [e["t"] for e in of(events, "rollout_start")] == [0.0, 20.5]
+    assert {e["t"] for e in of(events, "request_finish")} == {10.0, 28.5}
+    assert [e["t"] for e in of(events, "rollout_complete")] == [11.0, 29.5]
+    assert [(e["t"], e["batch"]) for e in of(events, "train_start")] == [(11.0, 0), (29.5, 1)]
+    assert [e["t"] for e in of(events, "train_end")] == [18.0, 35.5]
+    assert [(e["t"], e["version"]) for e in of(events, "weights_published")] == [
+        (19.5, 1), (36.5, 2)]
+    rows = round_metrics(events)
+    assert [r["rollout_complete_s"] for r in rows] == [11.0, 9.0]
+    assert [r["trainer_compute_s"] for r in rows] == [7.0, 6.0]
+    assert [r["rollout_to_train_end_s"] for r in rows] == [18.0, 15.0]
+
+
+def test_verl_metrics_that_miss_a_dumped_step_are_named(tmp_path: Path, words: Path) -> None:
+    fmt.verl_dump(tmp_path / "d", 1, [("what is 2 + 2", "4", 1.0)])
+    fmt.verl_dump(tmp_path / "d", 2, [("what is 2 + 2", "4", 1.0)])
+    fmt.verl_metrics(tmp_path / "d" / "m.jsonl", {1: {"timing_s/gen": 1.0,
+                                                      "timing_s/step": 2.0}})
+    with pytest.raises(SourceError, match=r"m\.jsonl: no timing_s/step for step\(s\) 2"):
+        read("verl", [tmp_path / "d"], tokenizer=words)
+    (tmp_path / "d" / "notes.jsonl").write_text('{"a": 1}\n')
+    with pytest.raises(SourceError, match="notes.jsonl: veRL names its dumps STEP.jsonl"):
+        read("verl", [tmp_path / "d"], tokenizer=words)
+
+
 def test_verl_needs_a_local_tokenizer(tmp_path: Path) -> None:
     fmt.verl_dump(tmp_path / "d", 1, [("what is 2 + 2", "4", 1.0)])
     with pytest.raises(SourceError, match="--tokenizer DIR"):

@@ -12,7 +12,8 @@ from harness.cli.common import console, fail
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), verl "
-               "(trainer.rollout_data_dir STEP.jsonl; needs --tokenizer), pipelinerl "
+               "(trainer.rollout_data_dir STEP.jsonl, and the file logger's metrics .jsonl "
+               "for round times; needs --tokenizer), pipelinerl "
                "(streams/actor/0/0/0.jsonl) or areal (rollout/VERSION/TASK.jsonl, and its "
                "session tracer's sessions-rN.jsonl for times).")
 

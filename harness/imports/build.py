@@ -28,7 +28,9 @@ from harness.imports.sample import Sample, Source, SourceError
 
 # Ties at one instant keep the order a run writes them in.
 _RANK = {"rollout_start": 0, "request_submit": 1, "request_admit": 2, "request_finish": 3,
-         "group_complete": 4, "group_materialized": 5, "decision": 6, "rollout_complete": 7}
+         "group_complete": 4, "group_materialized": 5, "decision": 6, "rollout_complete": 7,
+         "batch_dispatch": 8, "train_start": 9, "train_end": 10, "optimizer_step": 11,
+         "weights_published": 12}
 
 
 def _spans(s: Sample, round_version: int) -> list[list[int]]:
@@ -72,6 +74,19 @@ def _by_group(samples: list[Sample]) -> dict[object, list[Sample]]:
     return out
 
 
+def _trainer(add: Any, at: Any, phase: dict[str, float], rnd: int, version: int,
+             items: list[Sample], group_id: dict[object, int]) -> None:
+    """The round's trainer as the source timed it: the batch leaves when its rewards
+    are done, is trained (veRL: old_log_prob to update_actor) and published."""
+    groups = list(dict.fromkeys(group_id[s.group] for s in items))
+    add(at(phase["reward_end"]), "batch_dispatch", batch=rnd, groups=groups, round=rnd)
+    add(at(phase["train_start"]), "train_start", batch=rnd,
+        samples=sum(1 for s in items if s.status == "finished"))
+    add(at(phase["train_end"]), "train_end", batch=rnd)
+    add(at(phase["train_end"]), "optimizer_step", step=rnd + 1, version=version + 1)
+    add(at(phase["published"]), "weights_published", version=version + 1)
+
+
 def build(source: Source) -> list[dict[str, Any]]:
     """The trace's events, `run_start` first; SourceError for what cannot be one."""
     samples = source.samples
@@ -93,8 +108,12 @@ def build(source: Source) -> list[dict[str, Any]]:
 
     events: list[tuple[float, int, int, dict[str, Any]]] = []
 
+    phased = bool(source.phases) and timed  # a source that timed its rounds' phases
+    current = [0]  # the round being built: with phases, ties go round by round
+
     def add(t: float, ev: str, **fields: Any) -> None:
-        events.append((t, _RANK[ev], len(events), {"t": t, "ev": ev, **fields}))
+        rank = (current[0], _RANK[ev]) if phased else _RANK[ev]
+        events.append((t, rank, len(events), {"t": t, "ev": ev, **fields}))  # type: ignore[arg-type]
 
     by_round: dict[int, list[Sample]] = defaultdict(list)
     for i in order:
@@ -105,6 +124,8 @@ def build(source: Source) -> list[dict[str, Any]]:
         for s in items:
             last_round_of[s.group] = rnd
     for rnd, items in sorted(by_round.items()):
+        current[0] = rnd
+        phase = source.phases.get(rounds[rnd]) if phased else None
         lasts = [s.versions[-1] for s in items if s.versions]
         version = min(lasts) if lasts else rnd
         add(at(min(s.submit_s for s in items)) if timed else 0.0,  # type: ignore[type-var]
@@ -132,6 +153,8 @@ def build(source: Source) -> list[dict[str, Any]]:
             finished = max(at(s.finish_s) for s in done)
             add(finished, "group_complete", group=g, round=rnd)
             checked = max(at(s.finish_s + (s.verify_s or 0.0)) if timed else 0.0 for s in done)
+            if phase:  # rewards are the batch's: done when the round's reward phase is
+                checked = max(checked, at(phase["reward_end"]))
             fields: dict[str, Any] = {"samples": [s.index for s in done]}
             if all(s.reward is not None for s in done):
                 fields["rewards"] = [float(s.reward) for s in done]  # type: ignore[arg-type]
@@ -145,6 +168,8 @@ def build(source: Source) -> list[dict[str, Any]]:
         # once the batch is full and waits for them to return before it trains
         ends += [at(s.finish_s) for s in items if s.status == "aborted"]
         add(max(ends, default=0.0) if timed else 0.0, "rollout_complete", round=rnd)
+        if phase:
+            _trainer(add, at, phase, rnd, version, items, group_id)
     events.sort(key=lambda e: (e[0], e[1], e[2]) if timed else (e[2],))
     sizes = Counter(len({s.index for s in members}) for members in groups.values())
     k = max(sizes, key=lambda n: (sizes[n], n))  # K: the most common group size

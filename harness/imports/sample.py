@@ -62,3 +62,6 @@ class Source:
     lacks: list[str] = field(default_factory=list)  # e.g. "per-request times"
     notes: list[str] = field(default_factory=list)  # what a reader should know
     max_response_tokens: int | None = None  # the run's response cap, when recorded
+    # source round -> its phases in seconds on the samples' clock (start, gen_end,
+    # reward_end, train_start, train_end, published), when the source timed its rounds
+    phases: dict[int, dict[str, float]] = field(default_factory=dict)
