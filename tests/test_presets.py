@@ -256,3 +256,26 @@ def test_kernel_gpus_match_without_regard_to_case() -> None:
     assert kernel_gpu("H100-SXM") == kernel_gpu("h100-sxm") is not None
     assert describe("kernels", "H100-SXM", "vllm") == describe("kernels", "h100-sxm", "vllm")
     assert describe("kernels", "H100-SXM", "vllm").startswith("kernels:")
+
+
+def test_a_run_on_a_users_preset_stores_its_figures(tmp_path, monkeypatch) -> None:
+    """The trace stands alone: the user's GPU figures are in its header; a run on
+    packaged presets only has no `presets` field (its header is as ever)."""
+    from harness.cli.common import build_config
+    from harness.core.trace import read_trace
+    from harness.run.execute import execute
+
+    path = tmp_path / "mine.toml"
+    path.write_text(USER)
+    monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(path))
+    small = ["workload=sci-jl", "groups=2", "update_groups=2", "group_size=2", "rounds=1",
+             "max_response_tokens=16"]
+    execute(build_config(None, [*small, "sim.rollout_gpu=Lab-GPU"]), tmp_path / "mine.jsonl")
+    head = read_trace(tmp_path / "mine.jsonl")[0]
+    assert head["config"]["sim"]["rollout_gpu"] == "lab-gpu"
+    assert head["presets"] == {"gpus": {"lab-gpu": {
+        "name": "A lab GPU", "memory_gb": 64.0, "hbm_bandwidth_gbs": 2000.0,
+        "bf16_tflops": 400.0, "link": "pcie5-x16", "link_bandwidth_gbs": 50.0,
+        "link_latency_us": 12.0, "source": f"user presets file {path}"}}}
+    execute(build_config(None, small), tmp_path / "packaged.jsonl")
+    assert "presets" not in read_trace(tmp_path / "packaged.jsonl")[0]

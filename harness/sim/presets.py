@@ -11,7 +11,7 @@ import difflib
 import math
 import os
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -113,22 +113,47 @@ def _tables(filename: str, user: str, stamp: tuple[int, int] | None
     """Parse once per user file version; the packaged files ship as package data."""
     text = resources.files("harness.sim").joinpath("presets", filename).read_text("utf-8")
     table = tomllib.loads(text)
+    table.update(_user_rows(filename, user, stamp, set(table)))
+    return table
+
+
+def _user_rows(filename: str, user: str, stamp: tuple[int, int] | None,
+               packaged: set[str]) -> dict[str, dict[str, Any]]:
+    """The user's own presets of one kind (none when the file is absent); one that would
+    shadow a packaged name is refused."""
     if stamp is None:
-        return table
+        return {}
     try:
         mine = tomllib.loads(Path(user).read_text("utf-8")).get(USER_TABLES[filename], {})
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"presets file {user}: {err}") from None
+    rows = {}
     for name, fields_ in mine.items():
         key = name.lower()
-        if key in table:
+        if key in packaged:
             raise ConfigError(f"presets file {user}: {USER_TABLES[filename]}.{name} is a "
                              f"packaged preset; give yours another name")
         if not isinstance(fields_, dict):
             raise ConfigError(f"presets file {user}: {USER_TABLES[filename]}.{name} must be "
                              f"a table")
-        table[key] = {"source": f"user presets file {user}", **fields_}
-    return table
+        rows[key] = {"source": f"user presets file {user}", **fields_}
+    return rows
+
+
+def user_figures(model: str, gpus: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """`{"presets": {"gpus": {NAME: fields}, "models": {...}}}` for those of these names
+    that are the user's own presets, resolved; `{}` when all are packaged. A trace's
+    header carries it, so that a run on a user's GPU can be read without the user's
+    file (and a run on packaged presets keeps the header it always had)."""
+    out: dict[str, dict[str, Any]] = {}
+    for filename, kind, names, load in (("hardware.toml", "gpus", gpus, load_hardware),
+                                        ("models.toml", "models", [model], load_model)):
+        path = user_presets_path()
+        mine = set(_table(filename)) - set(_tables(filename, str(path), None))
+        for name in dict.fromkeys(n.lower() for n in names):
+            if name in mine:
+                out.setdefault(kind, {})[name] = asdict(load(name))
+    return {"presets": out} if out else {}
 
 
 def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_so
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
-from harness.sim.presets import load_hardware, load_model
+from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.trace_buffer import BufferedTraceWriter
 from workloads.replay import target_tokens
 
@@ -117,6 +117,8 @@ class SimRuntime(RunnerBase):
                                 "step_source": self.step_source}
         if self.knobs is not None:  # a probe run says so; a plain run's header is as ever
             head["knobs"] = self.knobs.describe()
+        head.update(user_figures(self.config.sim.model, [self.config.sim.rollout_gpu,
+                                                         self.config.sim.trainer_gpu]))
         return head
 
     def _loop_run(self, coro: Any) -> None:
