@@ -240,6 +240,17 @@ def test_import_command_writes_the_trace_and_says_what_it_holds(tmp_path: Path) 
     assert "has no timings" in metrics.stderr
 
 
+@pytest.mark.parametrize(("command", "out"), [("gantt", "g.png"), ("timeline", "t.json")])
+def test_an_untimed_trace_is_not_drawn(tmp_path: Path, command: str, out: str) -> None:
+    pipelinerl_run(tmp_path)
+    trace = tmp_path / "t.jsonl"
+    write(to_trace(read("pipelinerl", [tmp_path])), trace)
+    done = cli(command, trace, "--out", tmp_path / out)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "imported from pipelinerl logs without times" in done.stderr
+    assert not (tmp_path / out).exists()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["nope", "x"], "FORMAT: unknown format 'nope'"),
     (["areal", "{tmp}/missing"], "missing: no such file or folder"),

@@ -28,6 +28,19 @@ def _events(trace: Path) -> list[dict[str, Any]]:
     raise AssertionError  # unreachable: fail() exits
 
 
+def _timed(events: list[dict[str, Any]], trace: Path) -> list[dict[str, Any]]:
+    """The events of a trace that holds times: an imported one without them (every
+    event at t = 0) would draw an empty figure, so it is refused, as `metrics` leaves
+    its time figures out."""
+    from harness.core.metrics import untimed
+
+    if untimed(events[0]):
+        fmt = events[0]["import"].get("format", "another system's")
+        fail(f"{trace}: imported from {fmt} logs without times: nothing to draw on a time "
+             f"axis (see its import.lacks); replay its work with --workload trace:{trace}")
+    return events
+
+
 def _figure_path(out: Path) -> None:
     if out.suffix.lower() not in FIGURE_SUFFIXES:
         fail(f"--out: {out}: unknown figure type {out.suffix or '(none)'!r} "
@@ -63,7 +76,7 @@ def timeline_cmd(
     from harness.analysis.timeline import timeline
     from harness.core.files import write_atomic
 
-    doc = timeline(_events(trace))
+    doc = timeline(_timed(_events(trace), trace))
     try:
         write_atomic(out, json.dumps(doc, separators=(",", ":")) + "\n")
     except OSError as err:
@@ -86,7 +99,9 @@ def gantt_cmd(
     group, group hand-offs, batch dispatches and the trainer's batches."""
     from harness.analysis.gantt import gantt_figure
 
-    _draw(out, lambda: gantt_figure(_events(trace), round_))
+    _figure_path(out)
+    events = _timed(_events(trace), trace)
+    _draw(out, lambda: gantt_figure(events, round_))
 
 
 @commands.command("compare")
