@@ -256,3 +256,40 @@ def test_config_fields_match_the_trace_header_config() -> None:
     """`config show` and the trace's run_start carry the same fields."""
     cfg = RunConfig()
     assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)]
+
+
+USER_GPU = """
+[gpus.Lab-GPU]
+name = "A lab GPU"
+memory_gb = 64.0
+hbm_bandwidth_gbs = 2000.0
+bf16_tflops = 400.0
+link = "pcie5-x16"
+link_bandwidth_gbs = 50.0
+link_latency_us = 12.0
+"""
+
+
+def test_a_plan_best_toml_on_a_users_gpu_stands_alone(tmp_path: Path, monkeypatch) -> None:
+    """best/*.toml carries the user's GPU figures; `run --config` reads them without the
+    user's presets file, and they are the figures the run uses."""
+    from harness.cli.common import build_config
+    from harness.core.config import RunConfig
+    from harness.sim.presets import load_hardware
+    from harness.studies.plan.output import toml_text
+
+    mine = tmp_path / "mine.toml"
+    mine.write_text(USER_GPU)
+    monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(mine))
+    cfg = RunConfig()
+    cfg.sim.rollout_gpu = "lab-gpu"
+    best = tmp_path / "best.toml"
+    best.write_text(toml_text(cfg, ["best slime configuration"]))
+    mine.unlink()  # the plan is copied to another machine: only best.toml goes with it
+    monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(tmp_path / "gone.toml"))
+    again = build_config(best, [])
+    assert again.sim.rollout_gpu == "lab-gpu"
+    gpu = load_hardware("lab-gpu")
+    assert (gpu.memory_gb, gpu.hbm_bandwidth_gbs, gpu.bf16_tflops) == (64.0, 2000.0, 400.0)
+    plain = RunConfig()
+    assert "[gpus." not in toml_text(plain, []) and "[models." not in toml_text(plain, [])

@@ -4,6 +4,7 @@ help texts, and building a run's config from the options."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 from pathlib import Path
@@ -79,6 +80,8 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     from_file: dict[str, object] = {}
     if config is not None:
         table = load_toml(config)
+        if _carries_presets(table):  # a best/*.toml on the user's GPU: its own figures
+            os.environ["ROLLOUTBENCH_PRESETS"] = str(config)
         apply(cfg, table)
         from_file = dict(_leaves(table))
     steps = options.pop("steps_per_rollout", None)
@@ -109,6 +112,26 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     if "update_groups" in options:  # a command with a -U option (run): U as typed
         _refuse_typed_u(cfg, typed)
     return cfg
+
+
+def _carries_presets(table: dict) -> bool:
+    """Whether a config file holds presets tables (`[gpus.NAME]`, `[models.NAME]`, as a
+    `plan` writes for a user's own GPU or model); they are taken out of `table` and the
+    file is read as the presets file, so that it stands alone."""
+    found = False
+    for kind in ("gpus", "models"):
+        if kind in table:
+            if not isinstance(table[kind], dict):
+                raise ConfigError(f"--config {config_path(table)}: {kind} must be a table of "
+                                  f"presets ([{kind}.NAME])")
+            del table[kind]
+            found = True
+    return found
+
+
+def config_path(table: dict) -> str:
+    """The file a config table was read from (`load_toml` records it)."""
+    return str(getattr(table, "path", "?"))
 
 
 def _leaves(table: dict, prefix: str = "") -> list[tuple[str, object]]:

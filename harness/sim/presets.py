@@ -8,6 +8,7 @@ A user's own presets live in one TOML file outside the package, tables
 packaged preset is refused, so a result never means two different GPUs."""
 
 import difflib
+import json
 import math
 import os
 import tomllib
@@ -154,6 +155,21 @@ def user_figures(model: str, gpus: list[str]) -> dict[str, dict[str, dict[str, A
             if name in mine:
                 out.setdefault(kind, {})[name] = asdict(load(name))
     return {"presets": out} if out else {}
+
+
+def figures_toml(model: str, gpus: list[str]) -> list[str]:
+    """`user_figures` as the tables of a presets file (`[gpus."NAME"]`, ...), for a
+    config file that must stand alone (a `plan` best/*.toml): `run --config` reads such
+    tables as the user's presets. No lines when every preset is packaged."""
+    def show(value: Any) -> str:
+        return ("true" if value else "false") if isinstance(value, bool) else json.dumps(value)
+
+    lines: list[str] = []
+    for kind, rows in user_figures(model, gpus).get("presets", {}).items():
+        for name, row in rows.items():
+            lines += ["", f"[{kind}.{json.dumps(name)}]"]
+            lines += [f"{key} = {show(value)}" for key, value in row.items()]
+    return lines
 
 
 def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:

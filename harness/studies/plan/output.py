@@ -25,6 +25,7 @@ import pandas as pd
 
 from harness.core.config import RunConfig, config_fields
 from harness.core.files import write_atomic
+from harness.sim.presets import figures_toml
 from harness.studies.plan.bias import biased, workload_response_tokens
 from harness.studies.plan.evaluate import METRICS
 from harness.studies.plan.search import finished
@@ -137,6 +138,7 @@ def toml_text(cfg: RunConfig, header: list[str]) -> str:
         elif value is not None:  # unset: the system's own default (APRIL's 2R, say)
             top.append(f"{name} = {show(value)}")
     lines = [f"# {h}" for h in header] + top + ["", "[sim]"] + sim
+    lines += figures_toml(cfg.sim.model, [cfg.sim.rollout_gpu, cfg.sim.trainer_gpu])
     return "\n".join(lines) + "\n"
 
 
