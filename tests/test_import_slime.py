@@ -199,3 +199,20 @@ def test_admission_and_first_token_are_the_servers_own(tmp_path: Path) -> None:
     finish = {e["sample"]: e for e in events if e["ev"] == "request_finish"}
     assert finish[0]["first_token_t"] == 2.0 and finish[0]["t"] == 3.0
     assert "first_token_t" not in finish[1]  # no decode_throughput: no first token
+
+
+def test_a_group_finished_whole_in_a_rollout_not_given_starts_with_its_round(
+        tmp_path: Path) -> None:
+    """Group 9 finished in rollout 0 (not given) and was carried whole into rollout 1:
+    it is handed back at rollout 1's first submission (1010), not at 1000."""
+    c, s = fmt.slime_call, fmt.slime_sample
+    carried = {"start_rollout_id": 0}
+    fmt.slime_dump(tmp_path, 1, [
+        s(9, 0, 3, 4, "completed", 1, ["1"], c(1000.0, 1001.0, 4, "stop", 3), carried),
+        s(9, 1, 3, 5, "completed", 0, ["1"], c(1000.0, 1001.5, 5, "stop", 3), carried),
+        s(10, 2, 3, 6, "completed", 1, ["1"], c(1010.0, 1012.0, 6, "stop", 3)),
+        s(10, 3, 3, 2, "completed", 0, ["1"], c(1010.0, 1011.0, 2, "stop", 3))])
+    events = to_trace(read("slime", [tmp_path]))
+    assert {e["t"] for e in events if e["ev"] == "request_finish" and e["group"] == 0} == {0.0}
+    row = round_metrics(events)[0]
+    assert row["rollout_complete_s"] == 2.0 and row["rollout_tokens_per_s"] == (6 + 2) / 2.0

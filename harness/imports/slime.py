@@ -247,32 +247,29 @@ def _dumps(paths: list[Path]) -> list[tuple[int, Path, Any]]:
     return sorted(out, key=lambda d: d[0])
 
 
-def _outside(samples: list[Sample], rounds: set[int]) -> tuple[list[Sample], int]:
+def _outside(samples: list[Sample], trained: dict[int, int], rounds: set[int]
+             ) -> tuple[list[Sample], int]:
     """The samples with each attempt that ran in a rollout not imported taken out of
     it: an aborted one goes (its tokens stay the next attempt's carried prefix); a
     member finished there and carried along whole stays in the rollout that trained
-    it, all of it carried, at that rollout's first submission of its group (slime
-    hands a finished member back as soon as its group is resubmitted). Without this,
-    one dump alone would build a round from its carried samples only."""
-    kept, moved = [], 0
-    for s in samples:
-        if s.round in rounds:
-            kept.append(s)
-            continue
-        moved += 1
-        if s.status == "finished":
-            kept.append(s)
-    for s in kept:
-        if s.round in rounds:
-            continue
-        home = [t for t in kept if t.round in rounds and t.group == s.group]
-        s.round = min((t.round for t in home), default=max(rounds))
+    it (`trained`: id -> that rollout), all of it carried, at that rollout's first
+    submission of its group, else the rollout's first (slime hands a finished member
+    back as soon as its group is resubmitted). Without this, one dump alone would
+    build a round from its carried samples only."""
+    own = [s for s in samples if s.round in rounds]
+    orphans = [s for s in samples if s.round not in rounds and s.status == "finished"]
+    for s in orphans:
+        s.round = trained[id(s)]
         s.carried_tokens = s.response_tokens
-        starts = [t.submit_s for t in home if t.round == s.round and t.submit_s is not None]
-        if s.timed and starts:
-            s.submit_s = s.admit_s = s.finish_s = min(starts)
+        mine = [t.submit_s for t in own if t.round == s.round and t.submit_s is not None]
+        kin = [t.submit_s for t in own if t.round == s.round and t.group == s.group
+               and t.submit_s is not None]
+        if s.timed and (kin or mine):
+            s.submit_s = s.admit_s = s.finish_s = min(kin or mine)
             s.first_token_s = None
-    return kept, moved
+    moved = len(samples) - len(own)
+    keep = {id(s) for s in own + orphans}
+    return [s for s in samples if id(s) in keep], moved
 
 
 def read(sources: list[Path]) -> Source:
@@ -284,14 +281,16 @@ def read(sources: list[Path]) -> Source:
                           f"slime writes the rollouts to rollout_data/ID.pt")
     dumps = _dumps(paths)
     samples: list[Sample] = []
+    trained: dict[int, int] = {}  # id(attempt) -> the rollout whose dump holds it
     whole = 0
     for rnd, path, data in dumps:
         for i, rec in enumerate(need(data, "samples", "a list", str(path))):
             attempts = _sample(rec, rnd, f"{path} sample {i}")
             whole += unsplit(attempts, rec["metadata"].get("start_rollout_id"))
             samples += attempts
+            trained.update((id(a), rnd) for a in attempts)
     rounds = {rnd for rnd, _, _ in dumps}
-    samples, moved = _outside(samples, rounds)
+    samples, moved = _outside(samples, trained, rounds)
     index = {}  # a group's samples by their global index, renumbered 0..K-1 per group
     for s in samples:
         index.setdefault(s.group, {}).setdefault(s.index, len(index.get(s.group, {})))
