@@ -126,6 +126,7 @@ def run_cmd(
     from harness.core.files import dump_json, provenance, write_atomic
     from harness.run.checks import out_dir, refuse_existing_run
     from harness.run.execute import execute
+    from harness.run.footprint import check_footprint
     from harness.run.knob_check import check_knobs, cluster_notes
 
     fmt = output_format(json_out, csv_out)
@@ -139,6 +140,7 @@ def run_cmd(
                            ray_address=ray_address, model=model, gpu=gpu)
         check_knobs(cfg.system, cfg)
         refuse_existing_run(out, force)
+        check_footprint(cfg, out)  # memory and trace size, before anything is written
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     for note in cluster_notes(cfg):
