@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -166,20 +165,3 @@ class LiveRuntime(RunnerBase):
         elif hasattr(calls, "close"):
             calls.close()
         cores.unpin()
-
-    def inject_fault(self, what: str) -> list[int]:
-        """Kill the engine (its actor, or its engine-core processes) mid-run, for
-        the fault tests; returns the killed process ids."""
-        if what != "engine":
-            raise ValueError(f"unknown fault {what!r}")
-        backend = self.engine.backend
-        if getattr(backend, "actor", None) is not None:
-            import ray
-
-            pids = ray.get(backend.actor.pids.remote())
-            ray.kill(backend.actor)
-            return pids
-        pids = backend.engine_pids()
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        return pids
