@@ -28,3 +28,36 @@ def test_trainer_state_sharded_over_its_gpus() -> None:
     assert "use 28 or more" in problem
     assert trainer_problem(m32, "qwen2.5-32b", rtx, "rtx-4090", 28) is None
     assert trainer_problem(m32, "qwen2.5-32b", rtx, "rtx-4090", 27) is not None
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_steps_refuses_a_context_no_engine_holds_and_flags_a_batch_too_large() -> None:
+    # qwen3-8b: 36 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 147,456 B a token.
+    # One h100-sxm at TP 1: 80 GB x 0.85 - 16.382 GB weights - 1.5 GB reserve
+    # = 50.118 GB = 339,884 tokens.
+    code, _, err = _cli("steps", "--model", "qwen3-8b", "--gpu", "h100-sxm", "--tp", "1",
+                        "--context", "100000000", "--batch", "1")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "one sequence needs 14,745.6 GB of KV cache" in err and "339,884 tokens" in err
+    # 256 x 1024 = 262,144 tokens fit; 512 x 1024 = 524,288 (77.3 GB) do not: flagged
+    code, out, err = _cli("steps", "--model", "qwen3-8b", "--gpu", "h100-sxm", "--tp", "1",
+                          "--context", "1024", "--batch", "256,512")
+    assert code == 0 and "512" in out
+    assert err.count("warning:") == 1 and "1 step(s) need more KV cache" in err
+    assert "batch 512 x context 1024 needs 77.3 GB" in err and "50.1 GB" in err
+
+
+def test_more_engines_than_sequences_is_refused(tmp_path) -> None:
+    # R 32 x K 8 = 256 sequences a round: the 257th replica never gets one
+    code, _, err = _cli("run", "--out", str(tmp_path / "o"), "--set",
+                        "sim.rollout_engines=100000")
+    assert code == 2 and "at most 256 sequences" in err and "99,744 replicas" in err
+    assert not (tmp_path / "o").exists()

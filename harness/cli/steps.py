@@ -52,7 +52,7 @@ def steps_cmd(
     defaults are a default run's engine (`run`'s sim settings)."""
     from harness.core.config import RunConfig
     from harness.sim.calibration import resolve
-    from harness.studies.steps import step_rows
+    from harness.studies.steps import step_rows, unheld
 
     fmt = output_format(json_out, csv_out)
     batches, contexts = int_list(batch, "--batch"), int_list(context, "--context")
@@ -70,7 +70,13 @@ def steps_cmd(
         resolve(s)
     except (OSError, ValueError) as err:
         fail(f"--calibration: {err}")
-    print_rows(step_rows(s, batches, contexts), fmt)
+    alone, over = unheld(s, batches, contexts)
+    if alone:  # not one sequence fits: there is no step to price
+        fail(alone[0])
+    rows = step_rows(s, batches, contexts)
+    for line in over:  # said before the table, on stderr: the numbers stand, flagged
+        typer.echo(f"warning: {line}", err=True)
+    print_rows(rows, fmt)
 
 
 @commands.command("presets")

@@ -88,6 +88,7 @@ def _check_sim(cfg: RunConfig) -> None:
         if name != name.lower() and not is_config_path(name):  # "H100-SXM" is h100-sxm:
             setattr(s, option.split(".")[1], name.lower())  # one name in traces and tables
     _check_fits(cfg)
+    _check_engines_used(cfg)
     _check_step_model(cfg)
     try:
         resolve(s)
@@ -118,6 +119,20 @@ def _check_fits(cfg: RunConfig) -> None:
     problem = trainer_problem(model, s.model, load_hardware(gpu), gpu, gpus)
     if problem:
         raise ConfigError(f"--set {option}={getattr(s, option.split('.')[1])}: {problem}")
+
+
+def _check_engines_used(cfg: RunConfig) -> None:
+    """More engine replicas than a round has sequences is a cluster that cannot be used:
+    the extra replicas never get a request, yet each costs the simulator time
+    (`sim.rollout_engines=100000` ran 19 s for a 256-sequence run)."""
+    s = cfg.sim
+    in_flight = max(cfg.groups, cfg.over_sampling_groups or 0) * cfg.group_size
+    if s.rollout_engines > in_flight:
+        raise ConfigError(
+            f"--set sim.rollout_engines={s.rollout_engines}: a round has at most {in_flight} "
+            f"sequences in flight (R {max(cfg.groups, cfg.over_sampling_groups or 0)} x "
+            f"K {cfg.group_size}), so {s.rollout_engines - in_flight:,} replicas would "
+            f"never get one; use at most {in_flight}")
 
 
 def _check_live(cfg: RunConfig) -> None:

@@ -36,6 +36,41 @@ def step_rows(sim: Any, batches: list[int], contexts: list[int]) -> list[dict[st
     return rows
 
 
+def kv_room(sim: Any) -> tuple[int, float, str]:
+    """(tokens, GB, what holds them) of KV cache one engine replica of these `sim`
+    settings holds: the same figure a run's engine is given (`kv_capacity_tokens`), so
+    `steps` can flag a step that no such engine could hold in memory."""
+    from harness.core.config import RunConfig
+    from harness.sim.runtime import kv_capacity_tokens
+
+    cfg = RunConfig()
+    cfg.sim = sim
+    tokens = max(0, kv_capacity_tokens(cfg))
+    per_token = load_model(sim.model).kv_bytes_per_token()
+    gpu = load_hardware(sim.rollout_gpu)
+    where = (f"{sim.rollout_tp} x {sim.rollout_gpu} ({gpu.memory_gb:g} GB each, "
+             f"mem_fraction {sim.mem_fraction:g}, after the weights)")
+    return tokens, tokens * per_token / 1e9, where
+
+
+def unheld(sim: Any, batches: list[int], contexts: list[int]) -> tuple[list[str], list[str]]:
+    """(contexts no replica can hold even alone, (batch, context) steps whose KV cache
+    exceeds a replica's) as readable lines: numbers for a step that cannot exist are
+    flagged, not printed as if they could."""
+    tokens, room_gb, where = kv_room(sim)
+    per_token = load_model(sim.model).kv_bytes_per_token()
+    alone = [f"--context {c}: one sequence needs {c * per_token / 1e9:,.1f} GB of KV cache; "
+             f"{where} hold {tokens:,} tokens ({room_gb:,.1f} GB)"
+             for c in contexts if c > tokens]
+    over = [f"batch {b} x context {c} needs {b * c * per_token / 1e9:,.1f} GB of KV cache"
+            for b in batches for c in contexts if c <= tokens < b * c]
+    if over:
+        over = [f"{len(over)} step(s) need more KV cache than {where} hold "
+                f"({room_gb:,.1f} GB, {tokens:,} tokens): no such step can run, e.g. "
+                f"{over[-1]}"]
+    return alone, over
+
+
 def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | None,
                       write: bool = True) -> tuple[Path | None, str, dict[str, float]]:
     """Build the measured-kernel table of one engine (a progress bar on stderr) into OUT,
