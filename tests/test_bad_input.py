@@ -243,3 +243,29 @@ def test_compare_says_when_a_mean_pools_or_the_sides_differ_in_more_than_the_sys
     assert pooling(rows("slime", "lsat-ar", 2), rows("cgp", "lsat-ar", 3)) == [
         "A and B have 2 and 3 rounds: the means are over different rounds"]
     assert pooling(rows("slime", "lsat-ar", 2), rows("cgp", "lsat-ar", 2)) == []
+
+
+def test_a_trace_too_short_for_an_over_sampling_system_is_refused_up_front(
+        tmp_path: Path) -> None:
+    """APRIL draws 2R groups a round (slime's --over-sampling-batch-size default): a
+    trace of R x rounds = 8 groups cannot feed it, said before any work, with the
+    option that can (trace-cycle:), which `workloads` lists."""
+    runner = CliRunner()
+    shape = ["-R", "4", "-K", "2", "--rounds", "2"]
+    done = runner.invoke(app, ["run", "--out", str(tmp_path / "src"), "--system", "slime",
+                               "-U", "2", *shape, "--json"])
+    assert done.exit_code == 0, done.output
+    source = tmp_path / "src" / "trace.jsonl"
+    out = tmp_path / "april"
+    done = runner.invoke(app, ["run", "--out", str(out), "--system", "april", *shape,
+                               "-U", "4", "--workload", f"trace:{source}"])
+    assert done.exit_code == 2, done.output
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the trace has 8 complete groups" in errors[0]
+    # 2R = 8 groups a round x 2 rounds = 16
+    assert "up to 16 (april over-samples 8 groups a round x 2 rounds)" in errors[0]
+    assert f"trace-cycle:{source}" in errors[0] and not out.exists()
+    done = runner.invoke(app, ["run", "--out", str(out), "--system", "april", *shape,
+                               "-U", "4", "--workload", f"trace-cycle:{source}", "--json"])
+    assert done.exit_code == 0, done.output
+    assert "trace-cycle:PATH" in runner.invoke(app, ["workloads"]).stdout

@@ -222,3 +222,24 @@ def test_pareto_axis_shows_the_front_not_the_outlier() -> None:
     lo, hi = x_window(values, np.array([100.0, 130.0]))
     # q10 = 110, q90 = 190 by linear interpolation: [100, 190] padded by 7.2 each side
     assert lo == pytest.approx(92.8) and hi == pytest.approx(197.2)
+
+
+def test_a_plan_counts_the_configurations_that_failed(tmp_path: Path) -> None:
+    """A trace of 4 groups cannot feed APRIL's over-sampled draws: those configurations
+    fail, and the summary says how many (as plan.csv's error column does), not that
+    every one was simulated."""
+    import pandas as pd
+
+    cfg = RunConfig(system="slime", groups=4, group_size=2, update_groups=2, rounds=1)
+    execute(cfg, tmp_path / "run.jsonl")
+    result = invoke("--model", "qwen3-1.7b", "--gpus", "2", "--gpu", "a100-40gb-pcie",
+                    "--workload", f"trace:{tmp_path / 'run.jsonl'}", "-R", "4", "-K", "2",
+                    "-U", "4", "--rounds", "1", "--systems", "slime,april", "--jobs", "1",
+                    "--out", str(tmp_path / "p"))
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "p" / "plan.csv")
+    failed = int((table["error"].fillna("") != "").sum())
+    assert failed > 0 and set(table[table["error"].fillna("") != ""]["system"]) == {"april"}
+    assert (f"configurations run ({failed} of {len(table)} failed, "
+            f"{len(table) - failed} simulated)") in result.output
+    assert "trace-cycle:" in result.output

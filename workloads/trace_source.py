@@ -189,7 +189,9 @@ class TraceWorkload:
         elif self._next + n > len(self.groups):
             raise TraceWorkloadError(
                 f"{self.path}: the trace has {len(self.groups)} complete groups; the run "
-                f"asked for group {self._next + n} (use fewer --rounds or --groups)")
+                f"asked for group {self._next + n} (a system that over-samples or drops groups "
+                f"draws more than R x rounds: replay them again with "
+                f"{CYCLE_PREFIX}{self.path})")
         out = [self.prompt(self._next + i) for i in range(n)]
         self._next += n
         return out

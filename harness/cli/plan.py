@@ -167,11 +167,18 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
     except ConfigError as err:
         fail(str(err))
     n = search.distinct(study)
-    _stage(f"search: {n - before} configurations simulated in "
+    failed = search.failures(study)
+    ran = (f"{n - before} configurations run ({len(failed)} of {n} failed, "
+           f"{n - len(failed)} simulated)" if failed
+           else f"{n - before} configurations simulated")
+    _stage(f"search: {ran} in "
            f"{time.perf_counter() - start:.1f} s ({len(study.trials)} trials of "
            f"{sampler_name(study)}, "
            f"{counted(jobs, 'Ray task') if ray_address else counted(jobs, 'process', 'processes')} "
            "at a time)")
+    if failed:  # the most common cause, once: plan.csv's error column holds every one
+        common = max(set(failed), key=failed.count)
+        _stage(f"  {failed.count(common)} failed with: {common} (plan.csv: error)")
     if n < budget and not interrupted:
         _stage(f"  the sampler kept proposing configurations already simulated: stopped "
                f"after {search.ASK_LIMIT} x {budget} proposals")

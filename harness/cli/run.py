@@ -49,6 +49,9 @@ def workloads_cmd() -> None:
                       f"{p.mean_tokens:.0f} tokens)", highlight=False)
     console.print("[bold]trace:PATH[/bold] the groups of a trace, replayed: its prompt and "
                   "response lengths and rewards (docs/trace.md)", highlight=False)
+    console.print("[bold]trace-cycle:PATH[/bold] the same, the groups replayed again from the "
+                  "first when a run draws more than the trace holds (a system that "
+                  "over-samples)", highlight=False)
 
 
 def _never_started(out: Path, made: bool) -> bool:

@@ -27,7 +27,6 @@ def check_run(cfg: RunConfig) -> RunConfig:
     cfg.validate()
     if cfg.runtime == "sim" or cfg.live.lengths == "replay":
         workload_limits_of(cfg)  # an unknown workload, or a trace that cannot drive a run
-        _check_trace_holds(cfg)
     try:
         get_system(cfg.system)
     except UnknownName as err:
@@ -35,8 +34,11 @@ def check_run(cfg: RunConfig) -> RunConfig:
     if cfg.runtime == "live":
         _check_live(cfg)
         resolve_defaults(cfg)
+        if cfg.live.lengths == "replay":
+            _check_trace_holds(cfg)
         return cfg
-    resolve_defaults(cfg)
+    resolve_defaults(cfg)  # the system's own defaults (APRIL's over-sampling) first
+    _check_trace_holds(cfg)
     _check_sim(cfg)
     return cfg
 
@@ -56,18 +58,28 @@ def workload_limits_of(cfg: RunConfig) -> tuple[int, int]:
 
 
 def _check_trace_holds(cfg: RunConfig) -> None:
-    """A `trace:` workload must hold the R x rounds groups every system draws at least
-    (found now, not after rounds of work); `trace-cycle:` draws them again instead."""
+    """A `trace:` workload must hold the groups the run draws (found now, not after rounds
+    of work): R x rounds, or for a system that over-samples (APRIL's
+    `over_sampling_groups`, resolved already) that many a round. `trace-cycle:` draws
+    them again instead."""
     from workloads.trace_source import PREFIX, read_groups, trace_path
 
     if not cfg.workload.startswith(PREFIX):
         return
     groups, _ = read_groups(trace_path(cfg.workload))  # read by workload_limits_of already
     held = len(groups)
-    if held < cfg.groups * cfg.rounds:
-        raise ConfigError(f"--workload {cfg.workload}: the trace has {held} complete groups; "
-                          f"the run needs R x rounds = {cfg.groups * cfg.rounds} (lower -R or "
-                          f"--rounds, or replay them again with trace-cycle:PATH)")
+    over = cfg.over_sampling_groups or 0
+    per_round = max(cfg.groups, over)
+    need = per_round * cfg.rounds
+    if held >= need:
+        return
+    how = (f"up to {need} ({cfg.system} over-samples {over} groups a round x {cfg.rounds} "
+           f"rounds)" if over > cfg.groups else f"R x rounds = {need}")
+    lower = "-R, --over-sampling-groups or --rounds" if over > cfg.groups else "-R or --rounds"
+    path = cfg.workload[len(PREFIX):]
+    raise ConfigError(f"--workload {cfg.workload}: the trace has {held} complete groups; the "
+                      f"run needs {how} (lower {lower}, or replay them again with "
+                      f"trace-cycle:{path})")
 
 
 def _check_sim(cfg: RunConfig) -> None:

@@ -166,6 +166,14 @@ def distinct(study: Any) -> int:
     return len({row(t)["key"] for t in finished(study)})
 
 
+def failures(study: Any) -> list[str]:
+    """The error of each distinct configuration that ran and failed (a `trace:` workload
+    too short for an over-sampling system, say): the summary counts them apart from
+    those that simulated."""
+    errors = {row(t)["key"]: row(t).get("error", "") for t in finished(study)}
+    return [e for e in errors.values() if e]
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
