@@ -243,3 +243,32 @@ def test_a_plan_counts_the_configurations_that_failed(tmp_path: Path) -> None:
     assert (f"configurations run ({failed} of {len(table)} failed, "
             f"{len(table) - failed} simulated)") in result.output
     assert "trace-cycle:" in result.output
+
+
+def test_a_large_pooled_cluster_has_a_bounded_space() -> None:
+    """Every engine/trainer split of 1,024 GPUs was 190,000 points and 77 s of silent
+    enumeration; beyond 64 GPUs the engine's share steps by a power of two."""
+    from harness.studies.plan.space import split_step
+
+    assert [split_step(n) for n in (16, 64, 65, 128, 129, 1024, 100_000)] == \
+        [1, 1, 2, 2, 4, 16, 2048]  # 100,000 / 64 = 1562.5: 2048 is the next power of two
+    big = Plan(Cluster("qwen3-8b", 1024, "h100-sxm"), Recipe("dapo-math-17k", 32, 8, 2),
+               Limits())
+    engine_shares = {lay.engine_gpus for lay in layouts(big) if lay.placement == DISAGGREGATED}
+    assert engine_shares <= set(range(16, 1024, 16)) and len(engine_shares) <= 63
+    # no layout has more replicas than 2 x R x K = 512 sequences in flight
+    assert max(lay.replicas for lay in layouts(big)) <= 512
+    small = Plan(Cluster("qwen3-8b", 16, "h100-sxm"), Recipe("dapo-math-17k", 32, 8, 2),
+                 Limits())  # every split, as before: the trainer needs 16 B x 8.19e9 =
+    # 131 GB over 0.8 x 80 GB = 64 GB each, 3 GPUs, so the engine takes 1 to 13
+    assert {lay.engine_gpus for lay in layouts(small) if lay.placement == DISAGGREGATED} \
+        == set(range(1, 14))
+
+
+def test_the_space_is_enumerated_once_with_progress() -> None:
+    space = build_space(plan_of(), ["slime", "cgp-fgd"])
+    told: list[tuple[int, int]] = []
+    points = space.points(lambda done, total: told.append((done, total)))
+    layouts_n = sum(len(v) for v in space.layouts.values())
+    assert told[-1] == (layouts_n, layouts_n) and len(told) == layouts_n
+    assert space.points() is points  # kept: not enumerated again

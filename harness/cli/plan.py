@@ -107,6 +107,7 @@ def plan_cmd(
             check_address(ray_address)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    _enumerate(space)
     _stage(f"space: {len(space.systems)} systems, {len(space.points())} distinct "
            f"configurations (recipe R={r} K={k} U={u}, {rounds} rounds each)")
     from harness.core.config import RunConfig
@@ -118,6 +119,25 @@ def plan_cmd(
     for system, why in {**space.excluded, **space.notes}.items():
         _stage(f"  {system}: {why}")
     _search(space, out, budget, sampler, jobs, seed, ray_address)
+
+
+def _enumerate(space: Space) -> None:
+    """Enumerate the space's points once (kept), saying so first and showing a bar on a
+    terminal: a large cluster's space took seconds to a minute before any output."""
+    from harness.studies.plan.space import MAX_SPLITS, split_step
+
+    gpus = space.plan.cluster.gpus
+    layouts = sum(len(v) for v in space.layouts.values())
+    step = split_step(gpus) if space.plan.cluster.pooled else 1
+    bounded = (f"; the engine's share of the {gpus} GPUs steps by {step} ({MAX_SPLITS} "
+               f"splits at most)" if step > 1 else "")
+    _stage(f"space: enumerating {space.size():,} points over {layouts:,} layouts{bounded}")
+    bar = Progress(TextColumn("space"), BarColumn(), TextColumn("{task.completed}/"
+                   "{task.total} layouts"), TimeElapsedColumn(), console=console,
+                   transient=True, disable=not console.is_terminal)
+    with bar:
+        task = bar.add_task("space", total=layouts)
+        space.points(lambda done, total: bar.update(task, completed=done, total=total))
 
 
 def _one_of(ours: int | None, theirs: int | None) -> int:
