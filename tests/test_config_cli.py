@@ -258,16 +258,7 @@ def test_config_fields_match_the_trace_header_config() -> None:
     assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)]
 
 
-USER_GPU = """
-[gpus.Lab-GPU]
-name = "A lab GPU"
-memory_gb = 64.0
-hbm_bandwidth_gbs = 2000.0
-bf16_tflops = 400.0
-link = "pcie5-x16"
-link_bandwidth_gbs = 50.0
-link_latency_us = 12.0
-"""
+USER_GPU = (Path(__file__).parent / "fixtures" / "user_gpu.toml").read_text()
 
 
 def test_a_plan_best_toml_on_a_users_gpu_stands_alone(tmp_path: Path, monkeypatch) -> None:

@@ -141,16 +141,7 @@ def test_presets_lists_every_model_and_gpu_with_its_source() -> None:
     assert (h200["memory_gb"], h200["hbm_bandwidth_gbs"]) == (141.0, 4800.0)
 
 
-USER = """
-[gpus.Lab-GPU]
-name = "A lab GPU"
-memory_gb = 64.0
-hbm_bandwidth_gbs = 2000.0
-bf16_tflops = 400.0
-link = "pcie5-x16"
-link_bandwidth_gbs = 50.0
-link_latency_us = 12.0
-"""
+USER = (Path(__file__).parent / "fixtures" / "user_gpu.toml").read_text()
 
 
 def test_a_users_presets_file_adds_names_and_never_shadows(tmp_path, monkeypatch) -> None:
