@@ -102,3 +102,13 @@ def test_claims_one_row_per_reading_worked_by_hand() -> None:
     assert spread.harness == pytest.approx(100 * 1.9 / ((195.1 * 2 + 197.0) / 3))
     assert spread.within  # 0.97 %, in the paper's 0-2 %
     assert rows[("trainer compute spread across systems %", "cap")].harness == 0.0
+
+
+def test_the_would_need_search_simulates_only_the_cap_reading(tmp_path) -> None:
+    """The search reads only the cap's rows: its grid point runs no priority runs."""
+    from harness.studies.reproduce.rolloutpipe.runs import simulate
+
+    df = simulate(rounds=1, seed=0, traces=tmp_path, progress=False, workloads=("sci-xw",),
+                  groups=(8,), priority=False)
+    assert sorted(set(df["reading"])) == ["", "cap"]
+    assert not (tmp_path / "fgd-priority").exists()

@@ -49,9 +49,10 @@ def base_config(seed: int, rounds: int) -> RunConfig:
 
 def simulate(rounds: int = 4, seed: int = 0, traces: Path | None = None,
              progress: bool = True, workloads: tuple[str, ...] = WORKLOADS,
-             groups: tuple[int, ...] = GROUPS) -> pd.DataFrame:
+             groups: tuple[int, ...] = GROUPS, priority: bool = True) -> pd.DataFrame:
     """The grid: the three systems (CGP+FGD in the cap reading), then CGP+FGD in the
-    priority reading; a `reading` column tells CGP+FGD's rows apart ("" for the
+    priority reading unless `priority` is off (the would-need search reads only the
+    cap's rows); a `reading` column tells CGP+FGD's rows apart ("" for the
     others). The cap reading's runs and traces are those of the grid before the
     reading existed (same configs, same trace names)."""
     traces = traces or Path("runs") / PAPER
@@ -61,10 +62,12 @@ def simulate(rounds: int = 4, seed: int = 0, traces: Path | None = None,
     prio = copy.deepcopy(base)
     prio.system, prio.frontier_mode = "cgp-fgd", "priority"
     tasks_p = grid_tasks(prio, {"workload": workloads, "groups": groups},
-                         traces / "fgd-priority")
+                         traces / "fgd-priority") if priority else []
     runs = run_configs(tasks + tasks_p, "RolloutPipe grid", progress)
     cap = grid_frame(tasks, runs[:len(tasks)])
     cap["reading"] = cap["system"].map(lambda s: "cap" if s == "cgp-fgd" else "")
+    if not tasks_p:
+        return cap
     priority = grid_frame(tasks_p, runs[len(tasks):]).assign(reading="priority")
     return pd.concat([cap, priority], ignore_index=True)
 
