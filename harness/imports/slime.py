@@ -230,10 +230,12 @@ def unsplit(attempts: list[Sample], start: Any) -> bool:
     return isinstance(start, int) and len(attempts) == 1 and start < attempts[0].round
 
 
-def _dumps(paths: list[Path]) -> list[tuple[int, Path, Any]]:
-    """(rollout_id, path, data) of each dump in rollout order: a file's name says
+def _dumps(paths: list[Path]) -> list[tuple[int, Path, list[tuple[list[Sample], bool]]]]:
+    """(rollout_id, path, its samples) of each dump in rollout order: a file's name says
     nothing (`10.pt` sorts before `2.pt`, and files may be named in any order), the
-    `rollout_id` slime writes into each dump does."""
+    `rollout_id` slime writes into each dump does. Each dump is parsed as it is loaded,
+    so only one dump's tensors are in memory at a time; a sample comes with whether it
+    is a carried-over response kept whole (`unsplit`)."""
     seen: dict[int, Path] = {}
     out = []
     for path in paths:
@@ -243,7 +245,12 @@ def _dumps(paths: list[Path]) -> list[tuple[int, Path, Any]]:
             raise SourceError(f"{path}: rollout_id {rid} again (also in {seen[rid]}): "
                               f"two runs' dumps mixed?")
         seen[rid] = path
-        out.append((rid, path, data))
+        parsed = []
+        for i, rec in enumerate(need(data, "samples", "a list", str(path))):
+            attempts = _sample(rec, rid, f"{path} sample {i}")
+            parsed.append((attempts, unsplit(attempts, rec["metadata"].get("start_rollout_id"))))
+        out.append((rid, path, parsed))
+        del data
     return sorted(out, key=lambda d: d[0])
 
 
@@ -257,19 +264,21 @@ def _outside(samples: list[Sample], trained: dict[int, int], rounds: set[int]
     back as soon as its group is resubmitted). Without this, one dump alone would
     build a round from its carried samples only."""
     own = [s for s in samples if s.round in rounds]
+    first: dict[Any, float] = {}  # the first submission of a round, and of a round's group
+    for t in own:
+        if t.submit_s is not None:
+            for key in (t.round, (t.round, t.group)):
+                first[key] = min(first.get(key, t.submit_s), t.submit_s)
     orphans = [s for s in samples if s.round not in rounds and s.status == "finished"]
     for s in orphans:
         s.round = trained[id(s)]
         s.carried_tokens = s.response_tokens
-        mine = [t.submit_s for t in own if t.round == s.round and t.submit_s is not None]
-        kin = [t.submit_s for t in own if t.round == s.round and t.group == s.group
-               and t.submit_s is not None]
-        if s.timed and (kin or mine):
-            s.submit_s = s.admit_s = s.finish_s = min(kin or mine)
+        at = first.get((s.round, s.group), first.get(s.round))
+        if s.timed and at is not None:
+            s.submit_s = s.admit_s = s.finish_s = at
             s.first_token_s = None
     moved = len(samples) - len(own)
-    keep = {id(s) for s in own + orphans}
-    return [s for s in samples if id(s) in keep], moved
+    return [s for s in samples if s.round in rounds], moved
 
 
 def read(sources: list[Path]) -> Source:
@@ -283,10 +292,9 @@ def read(sources: list[Path]) -> Source:
     samples: list[Sample] = []
     trained: dict[int, int] = {}  # id(attempt) -> the rollout whose dump holds it
     whole = 0
-    for rnd, path, data in dumps:
-        for i, rec in enumerate(need(data, "samples", "a list", str(path))):
-            attempts = _sample(rec, rnd, f"{path} sample {i}")
-            whole += unsplit(attempts, rec["metadata"].get("start_rollout_id"))
+    for rnd, _, parsed in dumps:
+        for attempts, kept_whole in parsed:
+            whole += kept_whole
             samples += attempts
             trained.update((id(a), rnd) for a in attempts)
     rounds = {rnd for rnd, _, _ in dumps}
