@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.core.config import ConfigError, RunConfig
 from harness.core.registry import UnknownName
+from harness.run.footprint import groups_per_round
 
 
 def check_run(cfg: RunConfig) -> RunConfig:
@@ -68,14 +69,14 @@ def _check_trace_holds(cfg: RunConfig) -> None:
         return
     groups, _ = read_groups(trace_path(cfg.workload))  # read by workload_limits_of already
     held = len(groups)
-    over = cfg.over_sampling_groups or 0
-    per_round = max(cfg.groups, over)
+    per_round = groups_per_round(cfg)
     need = per_round * cfg.rounds
     if held >= need:
         return
-    how = (f"up to {need} ({cfg.system} over-samples {over} groups a round x {cfg.rounds} "
-           f"rounds)" if over > cfg.groups else f"R x rounds = {need}")
-    lower = "-R, --over-sampling-groups or --rounds" if over > cfg.groups else "-R or --rounds"
+    over = per_round > cfg.groups
+    how = (f"up to {need} ({cfg.system} over-samples {per_round} groups a round x "
+           f"{cfg.rounds} rounds)" if over else f"R x rounds = {need}")
+    lower = "-R, --over-sampling-groups or --rounds" if over else "-R or --rounds"
     path = cfg.workload[len(PREFIX):]
     raise ConfigError(f"--workload {cfg.workload}: the trace has {held} complete groups; the "
                       f"run needs {how} (lower {lower}, or replay them again with "
@@ -138,11 +139,11 @@ def _check_engines_used(cfg: RunConfig) -> None:
     the extra replicas never get a request, yet each costs the simulator time
     (`sim.rollout_engines=100000` ran 19 s for a 256-sequence run)."""
     s = cfg.sim
-    in_flight = max(cfg.groups, cfg.over_sampling_groups or 0) * cfg.group_size
+    in_flight = groups_per_round(cfg) * cfg.group_size
     if s.rollout_engines > in_flight:
         raise ConfigError(
             f"--set sim.rollout_engines={s.rollout_engines}: a round has at most {in_flight} "
-            f"sequences in flight (R {max(cfg.groups, cfg.over_sampling_groups or 0)} x "
+            f"sequences in flight (R {groups_per_round(cfg)} x "
             f"K {cfg.group_size}), so {s.rollout_engines - in_flight:,} replicas would "
             f"never get one; use at most {in_flight}")
 

@@ -45,11 +45,16 @@ class Footprint:
     trace_bytes: float
 
 
+def groups_per_round(cfg: RunConfig) -> int:
+    """The most groups a round draws: R, or the over-sampled groups in flight (APRIL's
+    `over_sampling_groups`) where larger. The memory estimate, the trace-length check
+    and the engine-count check all bound a run by it."""
+    return max(cfg.groups, cfg.over_sampling_groups or 0)
+
+
 def samples_drawn(cfg: RunConfig) -> int:
-    """Samples a run draws: K per group, R groups a round (or the over-sampled groups in
-    flight, APRIL's `over_sampling_groups`, where larger), every round."""
-    per_round = max(cfg.groups, cfg.over_sampling_groups or 0)
-    return per_round * cfg.group_size * cfg.rounds
+    """Samples a run draws: K per group, `groups_per_round` groups, every round."""
+    return groups_per_round(cfg) * cfg.group_size * cfg.rounds
 
 
 def estimate(cfg: RunConfig) -> Footprint:
