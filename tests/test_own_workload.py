@@ -5,6 +5,7 @@ prompt, answer and verifier) measured into such a file by `python -m workloads.m
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -103,3 +104,61 @@ def test_a_bad_own_dataset_gets_one_line_and_nothing_written(tmp_path: Path) -> 
     code, _, err = measure("--own", data, "--out", out, "--mean-tokens", 9000)
     assert code == 2 and "mean_tokens" in err and not out.exists()
     assert list(tmp_path.iterdir()) == [data]  # no scratch file left behind
+
+
+def test_workloads_lists_a_profile_file_of_ones_own() -> None:
+    """`workloads` lists every form `--workload` takes: a profile file by path too, with
+    the way to make one from a dataset of one's own (the README's path)."""
+    result = invoke("workloads")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(x) <= 100 for x in lines)  # long ones wrap under their text
+    at = next(i for i, x in enumerate(lines) if x.startswith("profile:PATH "))
+    entry = [lines[at], *itertools.takewhile(lambda x: x.startswith(" "), lines[at + 1:])]
+    assert len(entry) > 1 and "a profile file of your own" in entry[0]
+    assert any("python -m workloads.measure --own FILE" in x for x in entry)
+
+
+def test_a_run_on_a_profile_file_stores_its_figures(tmp_path: Path) -> None:
+    """The trace stands alone: a profile file's resolved figures are in its header, so the
+    run reads the same when the file has changed or gone; a shipped workload's header has
+    no `profile` (it is as ever)."""
+    from harness.core.trace import read_trace
+
+    mine = tmp_path / "mine.toml"
+    mine.write_text((PROFILES / "sci-jl.toml").read_text()
+                    .replace('name = "sci-jl"', 'name = "mine"')
+                    .replace("mean_tokens = 3400", "mean_tokens = 1200"))
+    result = invoke("run", "--workload", f"profile:{mine}", *SMALL, "--out", tmp_path / "a")
+    assert result.exit_code == 0, result.output
+    head = read_trace(tmp_path / "a" / "trace.jsonl")[0]
+    assert head["workload"] == f"profile:{mine}"
+    figures = head["profile"]
+    assert figures["name"] == "mine" and figures["mean_tokens"] == 1200  # the file's
+    assert (figures["prompt_mu_log"], figures["prompt_min"], figures["prompt_max"],
+            figures["max_tokens"], figures["sigma_between"], figures["pass_rate"],
+            figures["verify_mean_s"]) == (4.6264, 46, 215, 8192, 0.60, 0.4, 0.05)  # sci-jl's
+    assert figures["source"]["reward"].startswith("assumption")
+    mine.unlink()  # the file gone: the trace is still read as it was
+    again = invoke("metrics", tmp_path / "a" / "trace.jsonl", "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)[0]["workload"] == f"profile:{mine}"
+    plain = invoke("run", "--workload", "sci-jl", *SMALL, "--out", tmp_path / "b")
+    assert plain.exit_code == 0, plain.output
+    assert "profile" not in read_trace(tmp_path / "b" / "trace.jsonl")[0]
+    both = invoke("compare", tmp_path / "a" / "trace.jsonl", tmp_path / "b" / "trace.jsonl")
+    assert both.exit_code == 0, both.output
+
+
+def test_a_mixture_file_stores_each_components_figures(tmp_path: Path) -> None:
+    mix = tmp_path / "mix.toml"
+    mix.write_text('name = "mymix"\nsummary = "two shipped profiles"\n\n[mixture]\n'
+                   'components = ["sci-jl", "lsat-ar"]\nweights = [3, 1]\n')
+    result = invoke("run", "--workload", str(mix), *SMALL, "--out", tmp_path / "m")
+    assert result.exit_code == 0, result.output
+    from harness.core.trace import read_trace
+
+    figures = read_trace(tmp_path / "m" / "trace.jsonl")[0]["profile"]
+    assert figures["name"] == "mymix" and figures["weights"] == [3.0, 1.0]
+    assert [c["name"] for c in figures["components"]] == ["sci-jl", "lsat-ar"]
+    assert figures["components"][0]["mean_tokens"] == 3400  # sci-jl.toml's

@@ -239,6 +239,7 @@ class MixtureWorkload:
 
     def __init__(self, mixture: Mixture, seed: int, group_size: int):
         self.name = mixture.name
+        self.profile = mixture
         self._parts = [SimWorkload(p, seed, group_size) for p in mixture.components]
         total = sum(mixture.weights)
         self._cum = tuple(np.cumsum([w / total for w in mixture.weights]).tolist())
@@ -319,6 +320,20 @@ def load_profile(name: str) -> Profile | Mixture:
     if name.startswith("_") or not path.exists():
         raise unknown_name("workload", name, profile_names())
     return _load_file(path)
+
+
+def file_figures(name: str, workload: Any = None) -> dict[str, Any]:
+    """`{"profile": fields}` for a workload named by a profile file: every figure of the
+    resolved profile (a mixture's components included), those `workload` draws from when
+    given. A trace's `run_start` header carries it, so that the run reads the same after
+    the user's file has changed or gone; `{}` for a packaged profile or a trace, whose
+    header is as it always was."""
+    from workloads.trace_source import is_trace
+
+    if is_trace(name) or not is_profile_file(name):
+        return {}
+    profile = getattr(workload, "profile", None) or load_profile(name)
+    return {"profile": dataclasses.asdict(profile)}
 
 
 def _load_file(path: Path) -> Profile | Mixture:

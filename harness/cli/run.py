@@ -40,18 +40,35 @@ def systems_cmd() -> None:
 
 @commands.command("workloads")
 def workloads_cmd() -> None:
-    """List the workload profiles (and how to replay a trace's work instead)."""
-    from workloads.profile import load_profile, profile_names
+    """List the workload profiles, and the other forms --workload takes: a trace's work
+    replayed, and a profile file of one's own."""
+    import textwrap
 
-    for name in profile_names():
-        p = load_profile(name)
-        console.print(f"[bold]{name:10}[/bold] {p.summary} (mean response "
-                      f"{p.mean_tokens:.0f} tokens)", highlight=False)
-    console.print("[bold]trace:PATH[/bold] the groups of a trace, replayed: its prompt and "
-                  "response lengths and rewards (docs/trace.md)", highlight=False)
-    console.print("[bold]trace-cycle:PATH[/bold] the same, the groups replayed again from the "
-                  "first when a run draws more than the trace holds (a system that "
-                  "over-samples)", highlight=False)
+    from rich.markup import escape
+
+    from workloads.profile import FILE_PREFIX, load_profile, profile_names
+    from workloads.trace_source import CYCLE_PREFIX, PREFIX
+
+    rows = [(name, f"{p.summary} (mean response {p.mean_tokens:.0f} tokens)")
+            for name in profile_names() for p in [load_profile(name)]]
+    rows += [
+        (f"{PREFIX}PATH", "the groups of a trace, replayed: its prompt and response lengths "
+                          "and rewards (docs/trace.md)"),
+        (f"{CYCLE_PREFIX}PATH", "the same, the groups replayed again from the first when a "
+                                "run draws more than the trace holds (a system that "
+                                "over-samples)"),
+        (f"{FILE_PREFIX}PATH", "a profile file of your own, the fields of "
+                               "workloads/profiles/*.toml (or a PATH ending in .toml)\n"
+                               "from a dataset of your own: python -m workloads.measure --own "
+                               "FILE (README)"),
+    ]
+    width = max(len(name) for name, _ in rows) + 1
+    for name, text in rows:  # wrapped to 100 columns, the text under the text
+        lines = [line for part in text.split("\n")
+                 for line in textwrap.wrap(part, 100 - width, break_on_hyphens=False)]
+        console.print(f"[bold]{name:{width}}[/bold]{escape(lines[0])}", highlight=False)
+        for line in lines[1:]:
+            console.print(" " * width + line, highlight=False, markup=False)
 
 
 def _never_started(out: Path, made: bool) -> bool:

@@ -17,6 +17,7 @@ from harness.core import grpo
 from harness.core.config import RunConfig
 from harness.core.runtime import Group
 from harness.core.trace import SCHEMA, TraceWriter
+from workloads.profile import file_figures
 
 
 class RunnerBase:
@@ -105,7 +106,7 @@ class RunnerBase:
         self._loop = asyncio.get_running_loop()
         self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
                   runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
-                  **self.header())
+                  **self.header(), **file_figures(cfg.workload, getattr(self, "workload", None)))
         try:
             await self._main(system)
         except asyncio.CancelledError:  # Ctrl-C, or the driver cancelled the run
