@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 import tests.source_formats as fmt
+from harness.cli.common import build_config
 from harness.core.config import RunConfig
 from harness.imports import read, to_trace, write
 from harness.run.execute import execute
 from harness.studies import counterfactual as cf
+from harness.studies.twin.schedule import infer
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 
@@ -35,6 +37,26 @@ def pipelinerl_trace(tmp: Path) -> Path:
     return out
 
 
+STATED = ("--set", "sim.rollout_gpu=h100-sxm")  # an untimed trace needs the cluster stated
+
+
+def configs(trace: Path, systems: list[str], u: int | None = None,
+            sets: tuple[str, ...] = ()) -> list[RunConfig]:
+    """The configs `counterfactual` builds (each system from the trace's work, then the
+    cluster's --set), without a fitted engine: the stated cluster's."""
+    work = cf.shape(trace)
+    return [build_config(None, list(sets), start=cf.start(n, trace, work, u),
+                         ignore=cf.FROM_TRACE) for n in systems]
+
+
+def twin_config(trace: Path) -> RunConfig:
+    """The twin `counterfactual` builds: the run's schedule, read from its trace."""
+    work = cf.shape(trace)
+    schedule = infer(trace, work.header, work.groups)
+    return build_config(None, [], start=cf.start(schedule.system, trace, work, None,
+                                                 schedule.knobs), ignore=cf.FROM_TRACE)
+
+
 def test_the_twin_of_a_simulated_run_matches_it_exactly(tmp_path: Path) -> None:
     """A slime run on the simulator replaying an imported run's work is a timed trace;
     its counterfactual on the same cluster replays the same work the same way, so the
@@ -43,7 +65,7 @@ def test_the_twin_of_a_simulated_run_matches_it_exactly(tmp_path: Path) -> None:
                        groups=8, group_size=2, update_groups=4, rounds=2).validate()
     run = tmp_path / "slime-run.jsonl"
     execute(source, run)
-    rows = cf.run(run, RunConfig(), ["slime", "cgp"], tmp_path / "cf", update_groups=4,
+    rows = cf.run(run, configs(run, ["slime", "cgp"]), tmp_path / "cf", twin_config(run),
                   progress=False)
     assert [(r["system"], r["source"]) for r in rows] == [
         ("slime (measured)", "trace"), ("slime", "simulated twin"), ("cgp", "simulated")]
@@ -57,8 +79,9 @@ def test_the_twin_of_a_simulated_run_matches_it_exactly(tmp_path: Path) -> None:
 
 
 def test_an_untimed_import_has_no_measured_row(tmp_path: Path) -> None:
-    rows = cf.run(pipelinerl_trace(tmp_path), RunConfig(), ["pipelinerl", "april"],
-                  tmp_path / "cf", progress=False)
+    trace = pipelinerl_trace(tmp_path)
+    rows = cf.run(trace, configs(trace, ["pipelinerl", "april"]), tmp_path / "cf",
+                  progress=False)
     assert [r["source"] for r in rows] == ["simulated", "simulated"]
     assert all(r["rounds"] == 2 for r in rows)  # as many rounds as the trace holds
     assert not any(k.endswith("_error") for r in rows for k in r)
@@ -67,7 +90,7 @@ def test_an_untimed_import_has_no_measured_row(tmp_path: Path) -> None:
 def test_the_command_writes_its_table_and_figure(tmp_path: Path) -> None:
     trace = pipelinerl_trace(tmp_path)
     done = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime,april",
-               "--json")
+               "--set", "sim.rollout_gpu=h100-sxm", "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["system"] for r in rows] == ["slime", "april"]
@@ -94,10 +117,11 @@ def test_bad_input_is_one_line_and_nothing_runs(tmp_path: Path, args: list[str],
 
 def test_an_existing_counterfactual_is_kept_without_force(tmp_path: Path) -> None:
     trace = pipelinerl_trace(tmp_path)
-    assert cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime"
+    assert cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime", *STATED
                ).returncode == 0
-    again = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime")
+    again = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime", *STATED)
     assert again.returncode == 2 and "--force" in again.stderr
-    forced = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime",
+    forced = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "slime", *STATED,
                  "--force")
-    assert forced.returncode == 0 and "cluster: " in forced.stderr
+    assert forced.returncode == 0
+    assert forced.stderr.startswith("cluster (stated): qwen3-1.7b on 1 x TP2 h100-sxm")

@@ -69,7 +69,7 @@ CSV_HELP = "Print the rows as CSV (every field, full precision)."
 
 
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
-                 **options: object) -> RunConfig:
+                 ignore: tuple[str, ...] = (), **options: object) -> RunConfig:
     """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
     then --set overrides; then the whole config is checked (`harness.run.checks`).
 
@@ -82,6 +82,8 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
         table = load_toml(config)
         if _carries_presets(table):  # a best/*.toml on the user's GPU: its own figures
             os.environ["ROLLOUTBENCH_PRESETS"] = str(config)
+        for name in ignore:
+            table.pop(name, None)
         apply(cfg, table)
         from_file = dict(_leaves(table))
     steps = options.pop("steps_per_rollout", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 from typing import Annotated
 
@@ -10,14 +12,6 @@ import typer
 from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail, output_format
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
-
-
-def _names_u(config: Path | None, sets: list[str]) -> bool:
-    """U was given: in the config file (a `plan` best/*.toml has it) or by --set."""
-    from harness.core.config import load_toml
-
-    given = config is not None and "update_groups" in load_toml(config)
-    return given or any(s.split("=", 1)[0].strip() == "update_groups" for s in sets)
 
 
 @commands.command("counterfactual")
@@ -30,8 +24,8 @@ def counterfactual_cmd(
         help="Comma-separated systems (see `systems`).")] = "all",
     update_groups: Annotated[int | None, typer.Option(
         "--update-groups", "-U", help="Groups per optimizer update U \\[default: --config's or "
-                                      "--set's, else the trace's groups per round: one "
-                                      "update per round].")]
+                                      "--set's, else the run's own where its trace records "
+                                      "it, else one update per round].")]
     = None,
     config: Annotated[Path | None, typer.Option(
         help="TOML file with the cluster (sim.* fields), e.g. a `plan` best/*.toml.")] = None,
@@ -42,17 +36,25 @@ def counterfactual_cmd(
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite the counterfactual already in OUT.")] = False,
+    fit: Annotated[bool, typer.Option(
+        "--fit/--no-fit", help="A timed trace: fit the engine (and the trainer, where the "
+                               "trace times it) to the run's own requests and run every "
+                               "system on it; --no-fit runs on the stated cluster.")] = True,
 ) -> None:
     """Replay one run's work (its lengths, rewards and, where recorded, check latencies)
-    under every system on the simulator, on the cluster you state, for as many rounds
-    as the trace holds. A timed trace's own metrics come first, with the simulated twin
-    of the system that wrote it and its error beside them."""
+    under every system on the simulator, for as many rounds as the trace holds. A timed
+    trace's own metrics come first, then its twin: the run's schedule (read from the
+    trace) on the run's engine (fitted to its requests), with its error beside them; every
+    system then runs on that engine. An untimed trace needs the cluster stated (--config,
+    --set sim.*). The first line of output says which engine was used."""
     from harness.cli.tables import counterfactual_table, emit, to_csv
     from harness.core.config import ConfigError
     from harness.core.files import write_atomic
     from harness.core.registry import UnknownName
     from harness.core.trace import TraceError
     from harness.studies import counterfactual as cf
+    from harness.studies import twin
+    from harness.studies.twin.schedule import infer
     from systems import SYSTEMS
     from workloads.trace_source import TraceWorkloadError
 
@@ -74,18 +76,64 @@ def counterfactual_cmd(
         fail(f"--out: {out} is a file; give a folder")
     if (out / "counterfactual.csv").exists() and not force:
         fail(f"--out: {out} holds a counterfactual already (--force overwrites it)")
+    stated = config is not None or any(a.strip().startswith("sim.") for a in set_ or [])
+    notes = io.StringIO()  # the workload's notes follow the line that says which engine
     try:
-        base = build_config(config, set_ or [])
-        if update_groups is None and _names_u(config, set_ or []):
-            update_groups = base.update_groups  # the file's or --set's U, not one per round
-        cf.configs(trace, base, names, update_groups)  # every check before any run
+        work = cf.shape(trace)
+        schedule = infer(trace, work.header, work.groups)
+
+        def build(name: str, knobs: dict | None = None) -> cf.RunConfig:
+            return build_config(config, set_ or [],
+                                start=cf.start(name, trace, work, update_groups, knobs),
+                                ignore=cf.FROM_TRACE)
+
+        with contextlib.redirect_stderr(notes):
+            cfgs = [build(n) for n in names]  # every check before any run
+            twin_cfg = (build(schedule.system, schedule.knobs) if work.timed
+                        and schedule.system in SYSTEMS else None)
+        fitted = twin.fit_run(trace, cfgs[0].sim.rollout_engines) if fit and work.timed \
+            else None
+    except twin.FitError as err:
+        if not stated:
+            fail(f"TRACE: {err}: state the cluster (--config, e.g. a plan's best/*.toml, or "
+                 f"--set sim.rollout_gpu=...) and add --no-fit")
+        fitted = None
+        typer.echo(f"note: {err}: the stated cluster prices the engine", err=True)
     except (ConfigError, UnknownName, TraceError, TraceWorkloadError) as err:
         hint = (" (not a rolloutbench trace? `rolloutbench import` reads other systems' "
                 "logs)") if "missing field 'ev'" in str(err) else ""
         fail(f"{err}{hint}")
-    said = "" if config or set_ else " (the defaults: --set sim.FIELD=... or --config)"
-    typer.echo(f"cluster: {cf.describe_cluster(base)}{said}", err=True)
-    rows = cf.run(trace, base, names, out, update_groups, progress=fmt == "table")
+    if fitted is None and not stated:
+        why = "holds no times to fit an engine to" if not work.timed else "is not fitted (--no-fit)"
+        fail(f"TRACE: {trace} {why}: state the cluster with --config (e.g. a plan's "
+             f"best/*.toml) or --set sim.FIELD=... (rolloutbench config show)")
+    runs = [*cfgs, *([twin_cfg] if twin_cfg is not None else [])]
+    if fitted is not None:
+        from harness.sim.calibration import resolve
+
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "twin-engine.toml"
+        write_atomic(path, twin.calibration_file(fitted, resolve(cfgs[0].sim), trace))
+        engines_typed = any(a.split("=", 1)[0].strip() == "sim.rollout_engines"
+                            for a in set_ or [])
+        for cfg in runs:
+            cfg.sim.calibration = str(path)
+            if fitted.engine.engines_known and not engines_typed:
+                cfg.sim.rollout_engines = fitted.engine.engines  # the fit is per replica
+        for line in fitted.engine.describe():
+            typer.echo(line, err=True)
+        if fitted.trainer is not None:
+            typer.echo(fitted.trainer.describe(), err=True)
+        else:
+            whose = "stated" if stated else "default: --set sim.trainer_gpu=... states yours"
+            typer.echo(f"trainer: not timed in the trace; the cluster's ({whose}): "
+                       f"{cf.describe_trainer(cfgs[0])}", err=True)
+    else:
+        typer.echo(f"cluster (stated): {cf.describe_cluster(cfgs[0])}", err=True)
+    if twin_cfg is not None:
+        typer.echo(f"twin: {schedule.said}", err=True)
+    typer.echo(notes.getvalue(), err=True, nl=False)
+    rows = cf.run(trace, cfgs, out, twin_cfg, progress=fmt == "table")
     write_atomic(out / "counterfactual.csv", to_csv(rows))
     cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")
     emit(console, rows, fmt, counterfactual_table)

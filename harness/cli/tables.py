@@ -268,7 +268,8 @@ def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
     measured = any(r.get("source") not in ("simulated", "simulated twin") for r in rows)
     caption = "means over rounds (a streaming system's: over its steady rounds)"
     if measured:
-        caption += " · -: not in the measured run's logs (imported logs hold no trainer spans)"
+        caption += (" · -: not in the measured run's logs (slime's dumps and AReaL's records "
+                    "time no training)")
     if twin is not None:
         errors = [f"{key.removesuffix('_error').replace('_', ' ')} {value:+.1%}"
                   for key, value in twin.items() if key.endswith("_error")]

@@ -3,17 +3,24 @@ counterfactual`).
 
 The trace's groups (their prompt and response lengths, rewards and, where the
 source timed them, check latencies) are replayed under each system on the
-simulator, on the cluster the user states, for as many rounds as the trace
-holds. When the trace is timed, its own metrics are measured ones: they come
-first, and the simulated twin of the system that wrote it sits beside them with
-its error, the simulator checked against the user's run on the figures both
-have (an imported trace has no trainer spans: its rollout figures only).
+simulator for as many rounds as the trace holds, each system resolving its own
+defaults (APRIL's over-sampling) against the trace's R, K and rounds. When the
+trace is timed, its own metrics are measured ones: they come first, then the
+simulated twin of the run, on the run's own schedule (`harness.studies.twin.
+schedule`: an imported slime run that over-sampled with partial rollouts is
+replayed as APRIL with its knobs) and, unless told otherwise, on the run's own
+engine (and trainer, where the trace times one) fitted to its requests
+(`harness.studies.twin`), with its error beside each figure: the simulator
+checked against the user's run on the figures both have. An imported run whose
+source recorded no training (slime's dumps, AReaL's records) has its rollout
+figures only; a veRL run imported with its metrics file has its trainer spans.
+Every system then runs on that same fitted engine.
 """
 
 from __future__ import annotations
 
-import copy
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +54,14 @@ def describe_cluster(cfg: RunConfig) -> str:
             f"({s.engine_backend}, {s.step_model} step times), {trainer}")
 
 
+def describe_trainer(cfg: RunConfig) -> str:
+    """The simulated trainer in a few words."""
+    s = cfg.sim
+    if s.placement == "colocated":
+        return f"colocated on the {s.rollout_engines * s.rollout_tp} x {s.rollout_gpu}"
+    return f"{s.trainer_gpus} x {s.trainer_gpu} ({s.calibration} calibration)"
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """The mean over rounds of each figure, as `compare` takes it (NaN where no round
     has it; a streaming system's over its steady rounds)."""
@@ -55,30 +70,52 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return means(rows, [key for key, _, _ in FIGURES])
 
 
-def configs(trace: Path, base: RunConfig, systems: list[str],
-            update_groups: int | None = None) -> tuple[list[RunConfig], dict[str, Any]]:
-    """One config per system replaying the trace's work on `base`'s cluster: R, K
-    and the rounds from the trace (as many rounds as its complete groups fill),
-    U as given, else one update per round. Returns them and the trace's header."""
+@dataclass(frozen=True)
+class Shape:
+    """The work of a trace as a counterfactual replays it: R, K and its rounds (as many
+    as its complete groups fill), and its header."""
+
+    groups: int
+    group_size: int
+    rounds: int
+    header: dict[str, Any]
+    update_groups: int  # the run's own U where its trace records one, else R
+
+    @property
+    def timed(self) -> bool:
+        meta = self.header.get("import")
+        return not (isinstance(meta, dict) and not meta.get("timed"))
+
+
+def shape(trace: Path) -> Shape:
     from workloads.trace_source import read_groups
 
     groups, head = read_groups(trace)
     meta = head.get("config") if isinstance(head.get("config"), dict) else {}
-    k = len(groups[0].lengths)
     r = min(int(meta.get("groups") or len(groups)), len(groups))
     rounds = min(int(meta.get("rounds") or 1), len(groups) // r)
-    u = update_groups if update_groups is not None else r
-    if r % u:
+    u = meta.get("update_groups")
+    u = u if isinstance(u, int) and u >= 1 and r % u == 0 else r
+    return Shape(r, len(groups[0].lengths), rounds, head, u)
+
+
+def start(system: str, trace: Path, work: Shape, update_groups: int | None,
+          knobs: dict[str, Any] | None = None) -> RunConfig:
+    """The unchecked config of one system on the trace's work, before the cluster (the
+    file's and --set's) is applied and the system resolves its own defaults from the
+    trace's R, K and rounds: U as given, else the run's own (one update per round where
+    the trace does not record it)."""
+    u = update_groups if update_groups is not None else work.update_groups
+    if work.groups % u:
         raise ConfigError(f"--update-groups: U={u} must divide the trace's groups per "
-                          f"round R={r}")
-    out = []
-    for name in systems:
-        cfg = copy.deepcopy(base)
-        cfg.system, cfg.workload, cfg.runtime = name, f"trace-cycle:{trace}", "sim"
-        cfg.groups, cfg.group_size, cfg.update_groups, cfg.rounds = r, k, u, rounds
-        cfg.max_response_tokens = 0  # the trace's cap (resolved from the workload)
-        out.append(cfg.validate())
-    return out, head
+                          f"round R={work.groups}")
+    cfg = RunConfig(system=system, workload=f"trace-cycle:{trace}", runtime="sim",
+                    groups=work.groups, group_size=work.group_size, update_groups=u,
+                    rounds=work.rounds, max_response_tokens=0)
+    for name, value in (knobs or {}).items():
+        if hasattr(cfg, name) and name not in FROM_TRACE:
+            setattr(cfg, name, value)
+    return cfg
 
 
 def measured(trace: Path) -> dict[str, float] | None:
@@ -101,31 +138,47 @@ def twin_error(measured_row: dict[str, float], twin: dict[str, float]) -> dict[s
     return out
 
 
-def run(trace: Path, base: RunConfig, systems: list[str], out: Path,
-        update_groups: int | None = None, progress: bool = True) -> list[dict[str, Any]]:
-    """The table's rows: measured first (when timed), then each system's simulated
-    run; the original system's row carries its error against the measured one."""
+def _same(a: RunConfig, b: RunConfig) -> bool:
+    return a.to_dict() == b.to_dict()
+
+
+def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = None,
+        progress: bool = True) -> list[dict[str, Any]]:
+    """The table's rows: measured first (when timed), then the simulated twin of the
+    run (the run's own schedule; `twin`, run on its own unless a system's config is the
+    same), then each system's simulated run; the twin carries its error against the
+    measured figures."""
     from harness.studies.reproduce.grid import run_configs
 
-    cfgs, head = configs(trace, base, systems, update_groups)
+    head = read_trace(trace)[0]
+    original = str(head.get("system"))
+    fmt = head.get("import", {}).get("format") if isinstance(head.get("import"), dict) else None
+    seen = measured(trace)
+    twin_at = next((i for i, c in enumerate(cfgs) if twin is not None and _same(c, twin)),
+                   None)
+    extra = [] if twin is None or twin_at is not None else [twin]
     folder = out / "runs"
     folder.mkdir(parents=True, exist_ok=True)
-    results = run_configs([(c, folder / f"{c.system}.jsonl") for c in cfgs],
-                          label="counterfactual", progress=progress)
-    original = head.get("system")
-    fmt = head.get("import", {}).get("format") if isinstance(head.get("import"), dict) else None
+    jobs = [(c, folder / f"{c.system}.jsonl") for c in cfgs]
+    jobs += [(c, folder / "twin.jsonl") for c in extra]
+    results = run_configs(jobs, label="counterfactual", progress=progress)
     rows: list[dict[str, Any]] = []
-    seen = measured(trace)
     if seen is not None:
         rows.append({"system": f"{original} (measured)", "source": fmt or "trace",
                      "rounds": cfgs[0].rounds, **seen})
-    for cfg, metric_rows in zip(cfgs, results, strict=True):
-        row = {"system": cfg.system, "source": "simulated", "rounds": cfg.rounds,
-               **summary(metric_rows)}
-        if seen is not None and cfg.system == original:
-            row["source"] = "simulated twin"
-            row.update({f"{k}_error": v for k, v in twin_error(seen, row).items()})
-        rows.append(row)
+
+    def row(cfg: RunConfig, metric_rows: list[dict[str, Any]], is_twin: bool,
+            name: str) -> dict[str, Any]:
+        out_row = {"system": name, "source": "simulated twin" if is_twin else "simulated",
+                   "rounds": cfg.rounds, **summary(metric_rows)}
+        if is_twin and seen is not None:
+            out_row.update({f"{k}_error": v for k, v in twin_error(seen, out_row).items()})
+        return out_row
+
+    if extra:
+        rows.append(row(extra[0], results[-1], True, f"{original} as run ({extra[0].system})"))
+    for i, (cfg, metric_rows) in enumerate(zip(cfgs, results, strict=False)):
+        rows.append(row(cfg, metric_rows, i == twin_at, cfg.system))
     return rows
 
 

@@ -1,0 +1,87 @@
+"""The trainer of a timed run, fitted to its own training spans, where it has them.
+
+Why: the twin's trainer otherwise comes from the stated cluster's GPUs at an MFU
+fitted to another paper's hardware. A trace whose source timed its training
+(any rolloutbench run; a veRL run imported with its metrics file) says how long
+each batch took: the fit is the simulator's measured trainer (`[train]`),
+
+    batch seconds = seconds_per_token * tokens + optimizer_s
+
+by non-negative least squares over the batches, with weight publication the mean
+gap between an optimizer step and the publication of its version. A trace with
+no training spans (slime's dumps, AReaL's records) gives None: the twin's
+trainer is then the stated cluster's, and the first line of output says so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+from harness.core.trace import iter_trace
+
+
+@dataclass(frozen=True)
+class TrainerFit:
+    seconds_per_token: float
+    optimizer_s: float
+    weight_sync_s: float | None  # None: the trace records no publication
+    batches: int
+    median_error: float  # per batch, |predicted - measured| / measured
+
+    def describe(self) -> str:
+        sync = ("" if self.weight_sync_s is None
+                else f", weight sync {self.weight_sync_s:.2f} s")
+        return (f"trainer: fitted to the run's {self.batches} batches: "
+                f"{self.seconds_per_token * 1e6:.2f} us/token + {self.optimizer_s:.2f} s a "
+                f"step{sync}; error median {self.median_error:.1%}")
+
+    def train_table(self) -> dict[str, float]:
+        """The calibration `[train]` table the simulated trainer reads."""
+        return {"seconds_per_token": self.seconds_per_token, "per_sequence_s": 0.0,
+                "optimizer_s": self.optimizer_s}
+
+
+def fit_trainer(path: Path) -> TrainerFit | None:
+    """The trainer fit of the trace at `path`, or None when it times no training."""
+    tokens_of_group: dict[int, int] = defaultdict(int)
+    groups_of: dict[int, list[int]] = {}
+    start: dict[int, float] = {}
+    spans: list[tuple[float, float]] = []  # (tokens, seconds)
+    stepped: dict[int, float] = {}
+    syncs: list[float] = []
+    for ev in iter_trace(path):
+        kind = ev["ev"]
+        if kind == "request_finish" and ev["status"] == "finished":
+            tokens_of_group[ev["group"]] += ev["response_tokens"]
+        elif kind == "request_submit":
+            tokens_of_group[ev["group"]] += ev["prompt_tokens"] if ev.get(
+                "resumed_tokens", 0) == 0 else 0
+        elif kind == "batch_dispatch":
+            groups_of[ev["batch"]] = list(ev.get("groups", []))
+        elif kind == "train_start":
+            start[ev["batch"]] = ev["t"]
+        elif kind == "train_end" and ev["batch"] in start:
+            tokens = ev.get("tokens") or sum(tokens_of_group[g]
+                                             for g in groups_of.get(ev["batch"], []))
+            if tokens and ev["t"] > start[ev["batch"]]:
+                spans.append((float(tokens), ev["t"] - start[ev["batch"]]))
+        elif kind == "optimizer_step":
+            stepped[ev["version"]] = ev["t"]
+        elif kind == "weights_published" and ev["version"] in stepped:
+            syncs.append(ev["t"] - stepped[ev["version"]])
+    if not spans:
+        return None
+    tokens, seconds = (np.array(c) for c in zip(*spans, strict=True))
+    x = np.column_stack([tokens, np.ones(len(tokens))]) / seconds[:, None]
+    scale = np.linalg.norm(x, axis=0)
+    theta, _ = nnls(x / scale, np.ones(len(seconds)))
+    theta = theta / scale
+    predicted = theta[0] * tokens + theta[1]
+    error = float(np.median(np.abs(predicted - seconds) / seconds))
+    return TrainerFit(float(theta[0]), float(theta[1]),
+                      float(np.mean(syncs)) if syncs else None, len(spans), error)
