@@ -52,3 +52,72 @@ def test_a_trace_past_the_free_disk_is_refused(tmp_path: Path,
     code, text, out = _run(tmp_path, "-R", "1000", "--rounds", "1")
     assert code == 2 and "trace of about 12 MB" in text and "1 MB free" in text
     assert not out.exists()
+
+
+def _sweep(tmp_path: Path, groups: list[int], *args: str) -> tuple[int, str, str, Path]:
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[base]\nsystem = "slime"\nworkload = "sci-jl"\ngroup_size = 8\n'
+                    f"update_groups = 8\nrounds = 1\n\n[grid]\ngroups = {groups}\n")
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(out), *args])
+    return result.exit_code, result.stdout, result.stderr, out
+
+
+def test_a_sweep_cell_past_memory_is_refused_before_any_cell_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cell that cannot fit is named, with the numbers `run` gives for it alone."""
+    monkeypatch.setattr(footprint, "available_memory", lambda: 100e6)  # 80 MB to give
+    # R = 32 fits (256 samples, 61.5 MB); R = 1,000: 8,000 samples, 60 + 48 = 108 MB
+    code, stdout, stderr, out = _sweep(tmp_path, [32, 1000], "-j", "1")
+    assert code == 2 and not out.exists() and stdout == ""  # nothing ran, nothing written
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cell groups=1000: -R 1000 x K 8 x "
+                                                   "1 round(s): 8,000 samples"), stderr
+    assert "108 MB in memory" in lines[0] and "80 MB to give" in lines[0]
+
+
+def test_sweep_cells_that_fit_alone_but_not_at_once_name_the_jobs_that_fit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(footprint, "available_memory", lambda: 150e6)  # 120 MB to give
+    # 60 + 6 KB x 256 = 61.536 MB and 60 + 6 KB x 512 = 63.072 MB: 124.608 MB together
+    code, stdout, stderr, out = _sweep(tmp_path, [32, 64], "-j", "2")
+    assert code == 2 and not out.exists() and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "--jobs 2: the 2 largest cells at once" in lines[0], stderr
+    assert "125 MB in memory" in lines[0] and "120 MB to give" in lines[0]
+    assert lines[0].endswith("-j 1 fits")
+
+
+def test_sweep_traces_past_the_free_disk_together_are_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(footprint, "free_disk", lambda path: 2e6)  # 2 MB free
+    # 1.5 KB x 8 x (48 + 64 + 80) = 576 + 768 + 960 KB = 2.304 MB, each under 2 MB
+    code, stdout, stderr, out = _sweep(tmp_path, [48, 64, 80], "-j", "1")
+    assert code == 2 and not out.exists() and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "3 cells would write traces of about 2.3 MB" in lines[0]
+    assert "2 MB free" in lines[0]
+
+
+def test_a_plan_whose_largest_configuration_cannot_fit_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan's points run the recipe's R, K and rounds, over-sampled up to 2R: the
+    largest is checked before the space is enumerated (its traces go to /dev/null)."""
+    monkeypatch.setattr(footprint, "available_memory", lambda: 300e6)  # 240 MB to give
+    args = ["plan", "--model", "qwen3-1.7b", "--gpus", "2", "--gpu", "a100-40gb-pcie",
+            "--trainer-gpu", "rtx-4090", "--trainer-gpus", "8", "--workload", "sci-jl",
+            "-R", "1000", "-K", "8", "-U", "8", "--rounds", "2", "--systems", "slime,cgp-april",
+            "--out", str(tmp_path / "p")]
+    result = CliRunner().invoke(app, [*args, "--jobs", "1"])
+    assert result.exit_code == 2 and not (tmp_path / "p").exists()
+    lines = result.stderr.strip().splitlines()
+    # cgp-april over-samples 2R = 2,000 groups: 2,000 x 8 x 2 = 32,000 samples,
+    # 60 + 192 = 252 MB (slime's 16,000 samples, 156 MB, would fit)
+    assert len(lines) == 1 and ("cgp-april over=2000 partial=y: -R 1000 x K 8 x 2 round(s) "
+                                "(over-sampling 2000 groups): 32,000 samples would hold about "
+                                "252 MB") in lines[0], result.output
+    monkeypatch.setattr(footprint, "available_memory", lambda: 400e6)  # 320 MB to give
+    result = CliRunner().invoke(app, [*args, "--jobs", "2"])  # 2 x 252 MB = 504 MB
+    assert result.exit_code == 2 and not (tmp_path / "p").exists()
+    assert "--jobs 2: 2 configurations at once would hold about 504 MB" in result.stderr
+    assert result.stderr.strip().endswith("-j 1 fits")

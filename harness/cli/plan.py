@@ -87,7 +87,8 @@ def plan_cmd(
     """Search systems, GPU splits and knobs for a fixed model, cluster and recipe on
     the simulator; write the Pareto front of step time against staleness."""
     from harness.studies.plan import recipe as rc
-    from harness.studies.plan.space import build_space
+    from harness.studies.plan.search import default_jobs
+    from harness.studies.plan.space import build_space, check_memory
 
     try:
         r, k, u = rc.recipe_from_slime(groups, group_size, update_groups, rollout_batch_size,
@@ -101,6 +102,7 @@ def plan_cmd(
             raise rc.PlanError(f"--jobs {jobs}: must be a positive integer")
         names = [s.strip() for s in systems.split(",")] if systems else None
         space = build_space(plan, names)
+        check_memory(space, jobs or default_jobs(), ray_address)  # before any simulation
         if ray_address:  # before anything is written: it must answer, and accept us
             from harness.shared.ray_connect import check_address
 

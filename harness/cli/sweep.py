@@ -43,7 +43,14 @@ def sweep_cmd(
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
     cells' per-round metrics."""  # the command's help is HELP: it names the Ray timeout
     from harness.run.knob_check import knob_warnings
-    from harness.studies.sweep import foreign_cells, load_spec, pending, read_result, run_sweep
+    from harness.studies.sweep import (
+        check_footprints,
+        foreign_cells,
+        load_spec,
+        pending,
+        read_result,
+        run_sweep,
+    )
 
     if jobs is not None and jobs < 1:
         fail("--jobs: must be a positive integer")
@@ -64,7 +71,12 @@ def sweep_cmd(
              f"have; its results table would leave them out (another --out, or --force)")
     for warning in knob_warnings(cell.config for cell in sweep.cells):
         typer.echo(f"warning: {warning}", err=True)
-    todo = len(pending(sweep, out, retry_failed))
+    cells = pending(sweep, out, retry_failed)
+    try:  # memory and trace size, before anything runs or is written
+        check_footprints(cells, out, jobs or os.cpu_count() or 1, ray_address)
+    except ConfigError as err:
+        fail(str(err))
+    todo = len(cells)
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",
                   highlight=False)

@@ -23,8 +23,10 @@ run that would only just fit.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,29 +93,83 @@ def free_disk(path: Path) -> float:
 
 
 def gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB"
 
 
-def check_footprint(cfg: RunConfig, out: Path) -> Footprint:
+def shape(cfg: RunConfig) -> str:
+    """'-R 32 x K 8 x 4 round(s)', with the over-sampled groups where they are more."""
+    return (f"-R {cfg.groups} x K {cfg.group_size} x {cfg.rounds} round(s)"
+            + (f" (over-sampling {cfg.over_sampling_groups} groups)"
+               if (cfg.over_sampling_groups or 0) > cfg.groups else ""))
+
+
+def memory_room() -> float:
+    """The bytes a run may hold: MEMORY_SHARE of what is available now."""
+    return MEMORY_SHARE * available_memory()
+
+
+def check_footprint(cfg: RunConfig, out: Path | None, room: float | None = None,
+                    disk: float | None = None) -> Footprint:
     """Refuse (ConfigError, one line) a simulated run whose memory or trace will not fit
-    on this machine, with the estimate and the limit; returns the estimate."""
+    on this machine, with the estimate and the limit; returns the estimate. `out` None:
+    no trace is kept (a plan's points write theirs to /dev/null). `room` and `disk`,
+    when given, are the limits already read (one reading for a sweep's many cells)."""
     fp = estimate(cfg)
     if cfg.runtime != "sim":
         return fp
-    shape = (f"-R {cfg.groups} x K {cfg.group_size} x {cfg.rounds} round(s)"
-             + (f" (over-sampling {cfg.over_sampling_groups} groups)"
-                if (cfg.over_sampling_groups or 0) > cfg.groups else ""))
-    room = MEMORY_SHARE * available_memory()
+    room = memory_room() if room is None else room
     if fp.memory_bytes > room:
         raise ConfigError(
-            f"{shape}: {fp.samples:,} samples would hold about {gb(fp.memory_bytes)} in "
+            f"{shape(cfg)}: {fp.samples:,} samples would hold about {gb(fp.memory_bytes)} in "
             f"memory ({MEMORY_PER_SAMPLE / 1e3:g} KB each); this machine has "
             f"{gb(room)} to give ({MEMORY_SHARE:.0%} of what is available): lower -R, -K "
             f"or --rounds")
-    disk = free_disk(out)
+    if out is None:
+        return fp
+    disk = free_disk(out) if disk is None else disk
     if fp.trace_bytes > disk:
         raise ConfigError(
-            f"{shape}: {fp.samples:,} samples would write a trace of about "
+            f"{shape(cfg)}: {fp.samples:,} samples would write a trace of about "
             f"{gb(fp.trace_bytes)} ({TRACE_PER_SAMPLE / 1e3:g} KB each); --out {out} has "
             f"{gb(disk)} free: lower -R, -K or --rounds, or give another --out")
     return fp
+
+
+def check_jobs(held: Sequence[float], jobs: int, what: str, room: float) -> None:
+    """Refuse `jobs` runs at once whose memory (`held`, the most each may hold, largest
+    first) is more than `room` together, naming the most that fit at once; each was
+    checked alone already, so one always fits."""
+    together = list(held[:jobs])
+    if len(together) < 2 or sum(together) <= room:
+        return
+    fit = max(k for k in range(1, len(together) + 1) if sum(together[:k]) <= room)
+    raise ConfigError(
+        f"--jobs {jobs}: {what} at once would hold about {gb(sum(together))} in memory; "
+        f"this machine has {gb(room)} to give ({MEMORY_SHARE:.0%} of what is available): "
+        f"-j {fit} fits")
+
+
+def check_cells(named: Sequence[tuple[str, RunConfig]], out: Path, jobs: int,
+                memory: bool = True) -> None:
+    """Several runs that keep their traces under `out` (a sweep's cells), `jobs` at a
+    time: each as `check_footprint` checks it alone (ConfigError naming it), then the
+    `jobs` largest together against the memory (unless `memory` is False: they run
+    elsewhere) and every trace together against the disk."""
+    room = memory_room() if memory else math.inf
+    disk = free_disk(out)
+    prints = []
+    for name, cfg in named:
+        try:
+            fp = check_footprint(cfg, out, room, disk)
+        except ConfigError as err:
+            raise ConfigError(f"{name}: {err}") from None
+        if cfg.runtime == "sim":
+            prints.append(fp)
+    held = sorted((fp.memory_bytes for fp in prints), reverse=True)
+    check_jobs(held, jobs, f"the {min(jobs, len(held))} largest cells", room)
+    written = sum(fp.trace_bytes for fp in prints)
+    if written > disk:
+        raise ConfigError(
+            f"--out {out}: {len(prints)} cells would write traces of about {gb(written)} in "
+            f"all ({TRACE_PER_SAMPLE / 1e3:g} KB a sample); it has {gb(disk)} free: fewer "
+            f"or smaller cells, or another --out")

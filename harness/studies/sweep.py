@@ -4,10 +4,9 @@ into one table (DIR/results.parquet and DIR/results.csv).
 
 A cell's directory is named by a hash of its resolved config, so rerunning a
 spec (or a widened one) finds the cells already done and runs only the rest.
-Spec mistakes (unknown keys, wrong types, and any cell that `run` would refuse:
-a system typo, an unknown preset, U not dividing R) stop the sweep before
-anything runs; a cell that fails while running is recorded with its error and
-the sweep goes on.
+Spec mistakes (unknown keys, wrong types, any cell that `run` would refuse: a system typo,
+an unknown preset, U not dividing R, too large for memory or disk) stop the sweep before
+anything runs; a cell that fails while running is recorded with its error and the sweep goes on.
 `repeats = N` runs seeds 0..N-1 (overriding base.seed); without it the base seed.
 """
 
@@ -172,6 +171,17 @@ def check_cells(sweep: Sweep, base: RunConfig) -> None:
         raise ConfigError(f"cell {values}: {problem}")
 
 
+def check_footprints(cells: list[Cell], out: Path, jobs: int,
+                     ray_address: str | None = None) -> None:
+    """The cells about to run, checked alone as `run` checks one, then `jobs` at once
+    (harness.run.footprint); a Ray cluster's memory (not 'local') is not known here."""
+    from harness.run.footprint import check_cells as check
+
+    check([("cell " + ", ".join(f"{k}={v!r}" for k, v in c.varied.items()) if c.varied
+            else "base", c.config) for c in cells], out, jobs,
+          memory=not ray_address or ray_address == "local")
+
+
 def make_cell(template: RunConfig, varied: dict[str, Any], seed: int | None) -> Cell:
     """The point's config, keyed by its resolved form. Types were checked in parse_spec
     and values are checked by `check_cells`, before any cell runs."""
@@ -319,6 +329,7 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
     from harness.shared.ray_connect import connect
 
     todo = pending(sweep, out, retry_failed)
+    check_footprints(todo, out, jobs, ray_address)  # before any cell runs
     on_ray = bool(todo and ray_address)
     started = on_ray and connect(str(ray_address), num_cpus=jobs)  # fails in one line
     prov = provenance()

@@ -290,6 +290,37 @@ def build_space(plan: Plan, systems: list[str] | None = None) -> Space:
     return space
 
 
+def check_memory(space: Space, jobs: int, ray_address: str | None = None) -> None:
+    """Refuse (PlanError) a plan whose largest configuration cannot fit in memory, or
+    `jobs` of them at once, before the space is enumerated. A point's size is not
+    bounded by the space: it runs the recipe's R, K and rounds, over-sampled up to 2R
+    (APRIL's knob) or for more rounds (tail batching's period), so `plan -R 1000000`
+    would be killed as `run` was. Its trace goes to /dev/null, so only memory counts;
+    the samples depend on the knobs, not the layout, so each system's knob values are
+    tried on one layout. On a Ray cluster other than 'local' the memory is the nodes',
+    not known here: nothing is checked."""
+    from harness.core.config import ConfigError
+    from harness.run.footprint import check_footprint, check_jobs, estimate, memory_room
+
+    if ray_address and ray_address != "local":
+        return
+    room, largest = memory_room(), 0.0
+    for system in space.systems:
+        names, lay = list(space.knobs[system]), space.layouts[system][0]
+        points = [Point(system, lay, tuple(zip(names, values, strict=True)))
+                  for values in itertools.product(*space.knobs[system].values())]
+        cfg, point = max(((p.config(space.plan), p) for p in points),
+                         key=lambda c: estimate(c[0]).samples)
+        try:
+            largest = max(largest, check_footprint(cfg, None, room).memory_bytes)
+        except ConfigError as err:
+            raise PlanError(f"{system} {point.knob_text()}".strip() + f": {err}") from None
+    try:
+        check_jobs([largest] * jobs, jobs, f"{jobs} configurations", room)
+    except ConfigError as err:
+        raise PlanError(str(err)) from None
+
+
 def _placement_ok(system: str, lay: Layout) -> bool:
     if system in DISAGGREGATED_ONLY:
         return lay.placement == DISAGGREGATED
