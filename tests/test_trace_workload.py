@@ -53,12 +53,28 @@ def test_another_system_schedules_the_same_work(tmp_path: Path) -> None:
 
 def test_partial_rollouts_replay_their_whole_length(tmp_path: Path) -> None:
     """APRIL aborts and resumes: a group replays with each sample's final length
-    (its carried prefix included), and groups never finished are left out."""
+    (its carried prefix included); a group the run never finished replays its cut
+    samples at the lengths they reached."""
     source = sim_run(tmp_path, "april", system="april", workload="lsat-ar",
                      over_sampling_groups=8)
     groups, _ = read_groups(tmp_path / "april.jsonl")
     finished = {g: lens for g, _, lens, _ in work(source) if len(lens) == 4}
-    assert [list(g.lengths) for g in groups] == [finished[g] for g in sorted(finished)]
+    reached: dict[int, dict[int, int]] = {}  # group -> sample -> last length, any status
+    for e in source:
+        if e["ev"] == "request_finish" and e["status"] == "aborted":
+            reached.setdefault(e["group"], {})[e["sample"]] = e["response_tokens"]
+    for e in source:  # a finished length wins over where an earlier attempt was cut
+        if e["ev"] == "request_finish" and e["status"] == "finished":
+            reached.setdefault(e["group"], {})[e["sample"]] = e["response_tokens"]
+    expect = []
+    for g in sorted({e["group"] for e in source if e["ev"] == "request_submit"}):
+        lens = reached.get(g, {})
+        if g in finished:
+            expect.append((finished[g], False))
+        elif len(lens) == 4:  # cut: finished samples as they ended, the others where cut
+            expect.append(([lens[s] for s in sorted(lens)], True))
+    assert any(cut for _, cut in expect)  # the run's end cut some groups
+    assert [(list(g.lengths), g.cut) for g in groups] == expect
     resumed = [e for e in source if e["ev"] == "request_submit" and e.get("resumed_tokens")]
     assert resumed  # the case is exercised
 

@@ -5,9 +5,17 @@ system's logs) becomes a prompt stream: its groups, in the order their ids were
 given out (the order the run drew its prompts), each with the prompt length of
 its `request_submit`, the final response length of each sample (the last
 `request_finish` with status `finished`; a resumed response counts its carried
-prefix) and the rewards of its `group_materialized`. A group replays only when
-every one of its samples finished in the source run; groups cut off by the run's
-end, or aborted and never resumed, carry no full lengths and are skipped.
+prefix) and the rewards of its `group_materialized`.
+
+A group some of whose samples never finished (cut by the run's end, or aborted
+and never resumed) replays each of those at the length it had reached when it
+was last cut, a lower bound on its length and the only figure the trace holds
+(said once). Why not skip such groups: they are the run's longest, the ones an
+over-sampling run cut at its last round, and a replay without them is biased
+short (the twin of a simulated APRIL run, fitted to its own engine, finished its
+rollouts 9.4% early with them skipped and 0.7% early with them replayed this
+way: tests/test_twin.py). A sample that never generated a token (aborted before
+its first, or never submitted) still leaves its group out.
 
 What a trace may lack, and the documented default used instead (said once):
 - rewards (`group_materialized.rewards`, written since schema 2): sample i of a
@@ -53,6 +61,7 @@ class TraceGroup:
     lengths: tuple[int, ...]
     rewards: tuple[float, ...] | None  # None: the trace recorded none
     verify_s: tuple[float, ...] | None = None  # None: no check latency recorded
+    cut: bool = False  # some lengths are where the run cut the sample (lower bounds)
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,7 @@ def _read_groups(name: str, mtime_ns: int, size: int
     lengths: dict[int, dict[int, int]] = {}
     scored: dict[int, dict[int, float]] = {}  # group -> sample -> reward
     checked: dict[int, dict[int, float]] = {}  # group -> sample -> check latency (s)
+    reached: dict[int, dict[int, int]] = {}  # group -> sample -> tokens when last cut
     for ev in iter_trace(path):
         kind = ev["ev"]
         if kind == "run_start":
@@ -105,6 +115,8 @@ def _read_groups(name: str, mtime_ns: int, size: int
             prompts.setdefault(ev["group"], ev["prompt_tokens"])
         elif kind == "request_finish" and ev["status"] == "finished":
             lengths.setdefault(ev["group"], {})[ev["sample"]] = ev["response_tokens"]
+        elif kind == "request_finish" and ev["response_tokens"] > 0:
+            reached.setdefault(ev["group"], {})[ev["sample"]] = ev["response_tokens"]
         elif kind == "group_materialized" and "rewards" in ev:
             # rewards follow the group's responses; `samples` names them (a system
             # may keep the first K to finish of more than K)
@@ -117,6 +129,9 @@ def _read_groups(name: str, mtime_ns: int, size: int
     groups = []
     for gid in sorted(prompts):
         got = lengths.get(gid, {})
+        cut = len(got) < k
+        if cut:  # the samples it never finished, at the lengths they reached
+            got = {**reached.get(gid, {}), **got}
         rw = scored.get(gid, {})
         order = [s for s in rw if s in got] + sorted(s for s in got if s not in rw)
         if len(order) < k:
@@ -127,7 +142,8 @@ def _read_groups(name: str, mtime_ns: int, size: int
                                  tuple(rw[s] for s in order) if all(s in rw for s in order)
                                  else None,
                                  tuple(ck[s] for s in order) if all(s in ck for s in order)
-                                 else None))
+                                 else None,
+                                 cut and any(s not in lengths.get(gid, {}) for s in order)))
     if not groups:
         raise TraceWorkloadError(f"{path}: no group with all {k} samples finished to replay")
     return groups, header
@@ -175,6 +191,11 @@ class TraceWorkload:
         if any(g.rewards is None for g in self.groups):
             _say_once(f"{self.path} records no rewards for some groups: those replay with "
                       f"sample i scoring 1 when i < ceil(K/2), else 0")
+        cut = sum(g.cut for g in self.groups)
+        if cut:
+            _say_once(f"{self.path}: {cut} of its {len(self.groups)} groups were cut before "
+                      f"every sample finished (the run's end, or aborted and never resumed): "
+                      f"those samples replay at the lengths they reached, lower bounds")
         lacking = sum(g.verify_s is None for g in self.groups)
         if lacking:
             which = ("" if lacking == len(self.groups)
