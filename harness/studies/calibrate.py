@@ -141,6 +141,7 @@ def _toml(result: dict[str, Any], target: float) -> str:
     lines += [f"{k} = {v}" for k, v in result.items() if k not in ("bw_eff", "train_mfu")]
     lines.append(f"seed = {SEED}")
     lines.append(f"rounds = {ROUNDS}")
+    lines += calibration.hardware_lines("rolloutpipe")  # the trainer the fit belongs to
     return "\n".join(lines) + "\n"
 
 
@@ -193,6 +194,7 @@ def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
                  "here (rollout throughput only)"]
         lines += [f"{k} = {v}" for k, v in APRIL_FIXED.items()]
         lines += ["", "[result]"] + [f"{k} = {v}" for k, v in result.items() if k != "bw_eff"]
+        lines += calibration.hardware_lines("april")
         write_atomic(calibration.path_of("april"), "\n".join(lines) + "\n")
     return result
 
@@ -268,6 +270,7 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
                   f"verl_train_share_target = {VERL_TRAIN_SHARE:.4f}", "", "[result]"]
         lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else v}"
                   for k, v in result.items() if k not in ("train_mfu", "verifier_workers")]
+        lines += calibration.hardware_lines("rollpacker")
         write_atomic(calibration.path_of("rollpacker"), "\n".join(lines) + "\n")
     return result
 

@@ -6,15 +6,20 @@ calibration is measured on the machine that uses it and stays with the results.
 
 `[fit]` holds the values `rolloutbench calibrate` fitted to baseline
 observations; `[fixed]` holds documented priors that are not fitted. A run's
-`SimConfig` may override any of them.
+`SimConfig` may override any of them. `[hardware]` names the trainer GPU and
+framework the `train_mfu` belongs to: a run that trains on another GPU gets a
+neutral prior instead, said once when it runs (`harness.sim.trainer_mfu`).
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from harness.sim.trainer_mfu import assumed
 
 PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhead_s",
           "weight_sync_s", "materialize_s", "drift", "switch_s")
@@ -46,7 +51,10 @@ def load(name: str) -> dict[str, Any]:
 
 
 def resolve(sim: Any) -> dict[str, float]:
-    """The parameter values a run uses: calibration file, then config overrides."""
+    """The parameter values a run uses: calibration file, then config overrides; a
+    `train_mfu` fitted to another trainer GPU than the run's becomes the neutral prior
+    for the run's GPU (`trainer_mfu.assumed`). Silent: a check that resolves a config
+    and then refuses it prints its one line alone."""
     data = load(sim.calibration)
     values = {**data.get("fixed", {}), **data.get("fit", {})}
     out = {}
@@ -55,4 +63,16 @@ def resolve(sim: Any) -> dict[str, float]:
         if override is None and name not in values:
             raise ValueError(f"calibration {path_of(sim.calibration)} has no value for {name!r}")
         out[name] = float(override if override is not None else values[name])
+    neutral = assumed(sim, data, out["train_mfu"])
+    if neutral is not None:  # said when the run starts (`trainer_mfu.say`), not in checks
+        out["train_mfu"] = neutral.value
     return out
+
+
+def hardware_lines(name: str) -> list[str]:
+    """The `[hardware]` table of a committed calibration, as lines to write back: the
+    trainer a fit belongs to is a fact of the paper, which a refit keeps."""
+    hardware = load(name).get("hardware")
+    if not hardware:
+        return []
+    return ["", "[hardware]"] + [f"{key} = {json.dumps(value)}" for key, value in hardware.items()]
