@@ -125,9 +125,9 @@ def counterfactual_cmd(
         if fitted.trainer is not None:
             typer.echo(fitted.trainer.describe(), err=True)
         else:
-            whose = "stated" if stated else "default: --set sim.trainer_gpu=... states yours"
-            typer.echo(f"trainer: not timed in the trace; the cluster's ({whose}): "
-                       f"{cf.describe_trainer(cfgs[0])}", err=True)
+            whose = "stated" if stated else "the default; --set sim.trainer_gpu=... for yours"
+            typer.echo(f"trainer: not timed in the trace: {cf.describe_trainer(cfgs[0])} "
+                       f"({whose})", err=True)
     else:
         typer.echo(f"cluster (stated): {cf.describe_cluster(cfgs[0])}", err=True)
     if twin_cfg is not None:

@@ -59,7 +59,7 @@ def describe_trainer(cfg: RunConfig) -> str:
     s = cfg.sim
     if s.placement == "colocated":
         return f"colocated on the {s.rollout_engines * s.rollout_tp} x {s.rollout_gpu}"
-    return f"{s.trainer_gpus} x {s.trainer_gpu} ({s.calibration} calibration)"
+    return f"{s.trainer_gpus} x {s.trainer_gpu}"
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -67,10 +67,10 @@ class EngineFit:
         fitted figures."""
         where = (f"{self.engines} engine{'s' * (self.engines > 1)} (the trace's)"
                  if self.engines_known else
-                 f"{self.engines} engine{'s' * (self.engines > 1)} (sim.rollout_engines)")
+                 f"{self.engines} engine{'s' * (self.engines > 1)} (as set)")
         t = self.terms
-        return [f"engine: fitted to the run's {self.requests} requests on {where}; error "
-                f"a request median {self.median_error:.1%}, p90 {self.p90_error:.1%}",
+        return [f"engine: fitted to {self.requests} requests of the run on {where}; error "
+                f"median {self.median_error:.1%}, p90 {self.p90_error:.1%}",
                 f"  step {t['fixed_s'] * 1e3:.2f} ms + {t['per_seq_s'] * 1e6:.1f} us/seq + "
                 f"{t['per_ctx_token_s'] * 1e9:.1f} ns/context token; prefill "
                 f"{t['prefill_per_token_s'] * 1e6:.1f} us/token + "
