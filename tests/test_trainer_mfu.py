@@ -201,3 +201,15 @@ def test_describe_says_where_the_mfu_comes_from() -> None:
         "the trainer at MFU 0.2, a neutral prior for l20")
     assert trainer_mfu.describe(sim(trainer_gpu="l20", train_mfu=0.1)) == (
         "the trainer at MFU 0.1 (sim.train_mfu)")
+
+
+def test_config_show_names_the_neutral_prior_as_the_source() -> None:
+    from harness.cli.config import field_rows
+
+    cfg = RunConfig()
+    cfg.sim.trainer_gpu = "l20"
+    rows = {r["field"]: r for r in field_rows(cfg)}
+    assert (rows["sim.train_mfu"]["value"], rows["sim.train_mfu"]["source"]) == (
+        0.2, "neutral prior for l20")
+    rows = {r["field"]: r for r in field_rows(RunConfig())}
+    assert rows["sim.train_mfu"]["source"] == "calibration rolloutpipe"

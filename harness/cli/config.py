@@ -44,10 +44,13 @@ def field_rows(cfg: RunConfig, from_file: Collection[str] = (),
     """One row per leaf field: name, type, value, source and help. Unset calibrated
     simulator parameters show the calibration's value (source `calibration`)."""
     calibrated: dict[str, float] = {}
+    neutral = None  # a neutral train_mfu in place of the calibration's (trainer_mfu)
     if cfg.runtime == "sim":
-        from harness.sim.calibration import resolve
+        from harness.sim import trainer_mfu
+        from harness.sim.calibration import load, resolve
 
         calibrated = resolve(cfg.sim)
+        neutral = trainer_mfu.assumed(cfg.sim, load(cfg.sim.calibration), 0.0)
     defaults = {name: value for name, _, value in config_fields(RunConfig())}
     rows = []
     for name, f, value in config_fields(cfg):
@@ -58,6 +61,8 @@ def field_rows(cfg: RunConfig, from_file: Collection[str] = (),
             source = "--config"
         elif value is None and name.startswith("sim.") and short in calibrated:
             value, source = calibrated[short], f"calibration {cfg.sim.calibration}"
+            if short == "train_mfu" and neutral is not None:  # not the calibration's GPU
+                source = f"neutral prior for {neutral.gpu}"
         elif value != defaults[name]:
             source = "resolved"  # filled in from another field (e.g. the workload's cap)
         else:
