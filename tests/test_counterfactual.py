@@ -125,3 +125,19 @@ def test_an_existing_counterfactual_is_kept_without_force(tmp_path: Path) -> Non
                  "--force")
     assert forced.returncode == 0
     assert forced.stderr.startswith("cluster (stated): qwen3-1.7b on 1 x TP2 h100-sxm")
+
+
+def test_each_system_resolves_its_own_defaults_against_the_traces_work(
+        tmp_path: Path) -> None:
+    """APRIL's default over-sampling is 2R of the trace's R (8 here), not slime's 0, and
+    a knob is checked against the trace's R, not the default R = 32."""
+    trace = pipelinerl_trace(tmp_path)
+    april, slime = configs(trace, ["april", "slime"])
+    assert (april.groups, april.over_sampling_groups, april.partial_rollout) == (8, 16, True)
+    assert slime.over_sampling_groups == 0
+    done = cli("counterfactual", trace, "--out", tmp_path / "cf", "--systems", "april",
+               *STATED, "--set", "over_sampling_groups=8", "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)
+    runs = [json.loads(ln) for ln in (tmp_path / "cf" / "runs" / "april.jsonl").open()]
+    assert runs[0]["config"]["over_sampling_groups"] == 8 and row["system"] == "april"

@@ -10,8 +10,10 @@ import json
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.core.config import RunConfig
@@ -171,3 +173,34 @@ def test_the_twin_of_an_over_sampled_import_runs_april_on_the_fitted_engine(
     # its groups cut by the run's end replay at the lengths they reached: left out, the
     # twin finished 9.4% early (workloads/trace_source.py)
     assert abs(rows[2]["rollout_complete_s_error"]) < 0.05
+
+
+def test_a_trace_timed_by_rounds_fits_no_engine(runs: dict[str, Path]) -> None:
+    """veRL's metrics time a round's generation, not its requests: every response of a
+    round ends at once. Fitting requests to that would invent an engine."""
+    requests, _ = read_requests(runs["slime"])
+    ends = requests.finish.copy()
+    for value in np.unique(requests.admit):
+        ends[requests.admit == value] = ends[requests.admit == value].max()
+    flat = replace(requests, finish=ends)
+    with pytest.raises(FitError, match="times whole rounds, not requests"):
+        fit_engine(flat, 1)
+
+
+def test_an_untimed_trace_needs_the_cluster_stated(tmp_path: Path,
+                                                   runs: dict[str, Path]) -> None:
+    untimed = tmp_path / "untimed.jsonl"
+    lines = [json.loads(ln) for ln in runs["slime"].read_text().splitlines()]
+    lines[0]["import"] = {"format": "slime", "files": [], "timed": False, "lacks": [],
+                          "notes": []}
+    untimed.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    done = cli("counterfactual", untimed, "--out", tmp_path / "o", "--systems", "slime")
+    assert done.returncode == 2 and not (tmp_path / "o").exists()
+    assert done.stderr.splitlines() == [
+        f"error: TRACE: {untimed} holds no times to fit an engine to: state the cluster with "
+        f"--config (e.g. a plan's best/*.toml) or --set sim.FIELD=... (rolloutbench config "
+        f"show)"]
+    stated = cli("counterfactual", untimed, "--out", tmp_path / "o", "--systems", "slime",
+                 "--set", "sim.rollout_gpu=h100-sxm")
+    assert stated.returncode == 0
+    assert stated.stderr.startswith("cluster (stated): qwen3-1.7b on 1 x TP2 h100-sxm")

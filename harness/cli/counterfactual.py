@@ -93,43 +93,13 @@ def counterfactual_cmd(
                         and schedule.system in SYSTEMS else None)
         fitted = twin.fit_run(trace, cfgs[0].sim.rollout_engines) if fit and work.timed \
             else None
-    except twin.FitError as err:
-        if not stated:
-            fail(f"TRACE: {err}: state the cluster (--config, e.g. a plan's best/*.toml, or "
-                 f"--set sim.rollout_gpu=...) and add --no-fit")
-        fitted = None
-        typer.echo(f"note: {err}: the stated cluster prices the engine", err=True)
     except (ConfigError, UnknownName, TraceError, TraceWorkloadError) as err:
         hint = (" (not a rolloutbench trace? `rolloutbench import` reads other systems' "
                 "logs)") if "missing field 'ev'" in str(err) else ""
         fail(f"{err}{hint}")
-    if fitted is None and not stated:
-        why = "holds no times to fit an engine to" if not work.timed else "is not fitted (--no-fit)"
-        fail(f"TRACE: {trace} {why}: state the cluster with --config (e.g. a plan's "
-             f"best/*.toml) or --set sim.FIELD=... (rolloutbench config show)")
     runs = [*cfgs, *([twin_cfg] if twin_cfg is not None else [])]
-    if fitted is not None:
-        from harness.sim.calibration import resolve
-
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / "twin-engine.toml"
-        write_atomic(path, twin.calibration_file(fitted, resolve(cfgs[0].sim), trace))
-        engines_typed = any(a.split("=", 1)[0].strip() == "sim.rollout_engines"
-                            for a in set_ or [])
-        for cfg in runs:
-            cfg.sim.calibration = str(path)
-            if fitted.engine.engines_known and not engines_typed:
-                cfg.sim.rollout_engines = fitted.engine.engines  # the fit is per replica
-        for line in fitted.engine.describe():
-            typer.echo(line, err=True)
-        if fitted.trainer is not None:
-            typer.echo(fitted.trainer.describe(), err=True)
-        else:
-            whose = "stated" if stated else "the default; --set sim.trainer_gpu=... for yours"
-            typer.echo(f"trainer: not timed in the trace: {cf.describe_trainer(cfgs[0])} "
-                       f"({whose})", err=True)
-    else:
-        typer.echo(f"cluster (stated): {cf.describe_cluster(cfgs[0])}", err=True)
+    for line in _price(trace, out, runs, fitted, stated, set_ or [], work.timed):
+        typer.echo(line, err=True)
     if twin_cfg is not None:
         typer.echo(f"twin: {schedule.said}", err=True)
     typer.echo(notes.getvalue(), err=True, nl=False)
@@ -140,3 +110,42 @@ def counterfactual_cmd(
     if fmt == "table":
         console.print(f"wrote {out / 'counterfactual.csv'} and {out / 'counterfactual.png'}",
                       highlight=False)
+
+
+def _price(trace: Path, out: Path, runs: list, fitted: object, stated: bool,
+           sets: list[str], timed: bool) -> list[str]:
+    """Put the run's fitted engine and trainer (where there are) into every config, as
+    a calibration file in OUT; the lines that say what prices the runs, which open the
+    output. A part the trace cannot fit is the stated cluster's; with no cluster
+    stated that is a one-line error, before anything is written."""
+    from harness.core.files import write_atomic
+    from harness.sim.calibration import resolve
+    from harness.studies import counterfactual as cf
+    from harness.studies import twin
+
+    assert fitted is None or isinstance(fitted, twin.Fitted)
+    if fitted is None or (fitted.engine is None and fitted.trainer is None):
+        if not stated:
+            why = ("is not fitted (--no-fit)" if timed else "holds no times to fit an "
+                   "engine to") if fitted is None else f"cannot be fitted ({fitted.why})"
+            fail(f"TRACE: {trace} {why}: state the cluster with --config (e.g. a plan's "
+                 f"best/*.toml) or --set sim.FIELD=... (rolloutbench config show)")
+        return [f"cluster (stated): {cf.describe_cluster(runs[0])}"]
+    if fitted.engine is None and not stated:
+        fail(f"TRACE: {fitted.why}: state the cluster with --config (e.g. a plan's "
+             f"best/*.toml) or --set sim.FIELD=...")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "twin-engine.toml"
+    write_atomic(path, twin.calibration_file(fitted, resolve(runs[0].sim), trace))
+    engines_typed = any(a.split("=", 1)[0].strip() == "sim.rollout_engines" for a in sets)
+    for cfg in runs:
+        cfg.sim.calibration = str(path)
+        if fitted.engine is not None and fitted.engine.engines_known and not engines_typed:
+            cfg.sim.rollout_engines = fitted.engine.engines  # the fit is per replica
+    lines = (fitted.engine.describe() if fitted.engine is not None else
+             [f"engine (stated): {cf.describe_cluster(runs[0])}", f"  {fitted.why}"])
+    if fitted.trainer is not None:
+        return [*lines, fitted.trainer.describe()]
+    whose = "stated" if stated else "the default; --set sim.trainer_gpu=... for yours"
+    return [*lines, f"trainer: not timed in the trace: {cf.describe_trainer(runs[0])} "
+                    f"({whose})"]

@@ -27,20 +27,25 @@ __all__ = ["Fitted", "FitError", "fit_run", "calibration_file"]
 class Fitted:
     """A run's fitted engine, and its trainer where the trace timed one."""
 
-    engine: EngineFit
-    trainer: TrainerFit | None
+    engine: EngineFit | None  # None: the trace cannot fit one (`why`)
+    trainer: TrainerFit | None  # None: the trace times no training
+    why: str = ""
 
     def describe(self) -> list[str]:
-        trainer = (self.trainer.describe() if self.trainer is not None
-                   else "trainer: the stated cluster's (the trace times no training)")
-        return [*self.engine.describe(), trainer]
+        engine = self.engine.describe() if self.engine is not None else [f"engine: {self.why}"]
+        trainer = [self.trainer.describe()] if self.trainer is not None else []
+        return [*engine, *trainer]
 
 
 def fit_run(trace: Path, engines: int) -> Fitted:
     """Fit the run's engine (spread over `engines` replicas where the trace does not
     say which served a request) and, where it has training spans, its trainer."""
     requests, _ = read_requests(trace)
-    return Fitted(fit_engine(requests, engines), fit_trainer(trace))
+    try:
+        engine, why = fit_engine(requests, engines), ""
+    except FitError as err:
+        engine, why = None, str(err)
+    return Fitted(engine, fit_trainer(trace), why)
 
 
 def _toml(tables: dict[str, dict[str, Any]], comments: list[str]) -> str:
@@ -56,7 +61,9 @@ def calibration_file(fitted: Fitted, params: dict[str, float], trace: Path) -> s
     stated cluster's parameters (`params`, resolved) with the fitted `[decode]` (and
     `[train]`, with no per-micro-batch overhead beside it: the fit holds it all)."""
     fixed = dict(params)
-    tables: dict[str, dict[str, Any]] = {"fixed": fixed, "decode": decode_table(fitted.engine)}
+    tables: dict[str, dict[str, Any]] = {"fixed": fixed}
+    if fitted.engine is not None:
+        tables["decode"] = decode_table(fitted.engine)
     if fitted.trainer is not None:
         tables["train"] = fitted.trainer.train_table()
         fixed["micro_overhead_s"] = 0.0

@@ -117,6 +117,10 @@ def fit_engine(req: Requests, engines: int) -> EngineFit:
     if len(req) < MIN_REQUESTS:
         raise FitError(f"the trace times {len(req)} engine requests; a fit needs at least "
                        f"{MIN_REQUESTS}")
+    if len(np.unique(req.finish)) * 4 < len(req):
+        raise FitError("the trace times whole rounds, not requests (veRL's metrics file: "
+                       "every response of a round ends with its generation phase), so no "
+                       "engine can be fitted to it")
     known = req.engines_known
     pool = int(req.engine.max()) + 1 if known else engines
     x = features(req, pool)
