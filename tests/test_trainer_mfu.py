@@ -96,6 +96,7 @@ def test_a_plan_says_it_once_before_its_workers_fork(tmp_path: Path) -> None:
          str(tmp_path / "plan")],
         capture_output=True, text=True, timeout=300, check=True)
     assert "4 configurations simulated" in out.stdout  # by two workers
+    assert "trainer: MFU 0.3, a neutral prior for h100-sxm" in out.stdout
     assert out.stderr.count("note: sim.train_mfu = 0.3 assumed") == 1, out.stderr
 
 
@@ -196,11 +197,10 @@ def test_every_row_of_the_table_is_a_plausible_mfu() -> None:
 
 
 def test_describe_says_where_the_mfu_comes_from() -> None:
-    assert trainer_mfu.describe(sim()) == "the trainer at calibration rolloutpipe's MFU 0.05828"
-    assert trainer_mfu.describe(sim(trainer_gpu="l20")) == (
-        "the trainer at MFU 0.2, a neutral prior for l20")
+    assert trainer_mfu.describe(sim()) == "MFU 0.05828, calibration rolloutpipe's"
+    assert trainer_mfu.describe(sim(trainer_gpu="l20")) == "MFU 0.2, a neutral prior for l20"
     assert trainer_mfu.describe(sim(trainer_gpu="l20", train_mfu=0.1)) == (
-        "the trainer at MFU 0.1 (sim.train_mfu)")
+        "MFU 0.1 (sim.train_mfu)")
 
 
 def test_config_show_names_the_neutral_prior_as_the_source() -> None:

@@ -111,10 +111,10 @@ def say(sim: Any) -> None:
 
 def describe(sim: Any) -> str:
     """Where the trainer's MFU of a run comes from, for a one-line summary (`plan`'s
-    "step times" line): the run's own, the calibration's, or a neutral prior."""
+    "trainer:" line): the run's own, the calibration's, or a neutral prior."""
     if sim.train_mfu is not None:
-        return f"the trainer at MFU {sim.train_mfu:g} (sim.train_mfu)"
+        return f"MFU {sim.train_mfu:g} (sim.train_mfu)"
     neutral, fitted = _assumed_for(sim)
     if neutral is not None:
-        return f"the trainer at MFU {neutral.value:g}, a neutral prior for {neutral.gpu}"
-    return f"the trainer at calibration {sim.calibration}'s MFU {fitted:g}"
+        return f"MFU {neutral.value:g}, a neutral prior for {neutral.gpu}"
+    return f"MFU {fitted:g}, calibration {sim.calibration}'s"
