@@ -330,6 +330,10 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
 
     todo = pending(sweep, out, retry_failed)
     check_footprints(todo, out, jobs, ray_address)  # before any cell runs
+    from harness.sim import trainer_mfu
+
+    for cell in todo:  # a neutral trainer MFU is said here once, not once per worker
+        trainer_mfu.say(cell.config.sim)
     on_ray = bool(todo and ray_address)
     started = on_ray and connect(str(ray_address), num_cpus=jobs)  # fails in one line
     prov = provenance()
