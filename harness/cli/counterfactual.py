@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail, output_format
+
+if TYPE_CHECKING:
+    from harness.core.config import RunConfig
+    from harness.studies.twin import Fitted
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -82,7 +86,7 @@ def counterfactual_cmd(
         work = cf.shape(trace)
         schedule = infer(trace, work.header, work.groups)
 
-        def build(name: str, knobs: dict | None = None) -> cf.RunConfig:
+        def build(name: str, knobs: dict | None = None) -> RunConfig:
             return build_config(config, set_ or [],
                                 start=cf.start(name, trace, work, update_groups, knobs),
                                 ignore=cf.FROM_TRACE)
@@ -112,8 +116,8 @@ def counterfactual_cmd(
                       highlight=False)
 
 
-def _price(trace: Path, out: Path, runs: list, fitted: object, stated: bool,
-           sets: list[str], timed: bool) -> list[str]:
+def _price(trace: Path, out: Path, runs: list[RunConfig], fitted: Fitted | None,
+           stated: bool, sets: list[str], timed: bool) -> list[str]:
     """Put the run's fitted engine and trainer (where there are) into every config, as
     a calibration file in OUT; the lines that say what prices the runs, which open the
     output. A part the trace cannot fit is the stated cluster's; with no cluster
@@ -123,7 +127,6 @@ def _price(trace: Path, out: Path, runs: list, fitted: object, stated: bool,
     from harness.studies import counterfactual as cf
     from harness.studies import twin
 
-    assert fitted is None or isinstance(fitted, twin.Fitted)
     if fitted is None or (fitted.engine is None and fitted.trainer is None):
         if not stated:
             why = ("is not fitted (--no-fit)" if timed else "holds no times to fit an "
