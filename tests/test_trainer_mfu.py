@@ -144,7 +144,7 @@ def test_colocated_trains_on_the_rollout_gpu(capsys: pytest.CaptureFixture[str])
     """The trainer_gpu field is not read when colocated: the rollout GPU decides."""
     on_h100 = sim(rollout_gpu="h100-sxm", placement="colocated")
     assert calibration.resolve(on_h100)["train_mfu"] == 0.30  # NVLink class
-    trainer_mfu.say(on_h100)
+    calibration.say_train_mfu(on_h100)
     assert "runs on h100-sxm" in " ".join(capsys.readouterr().err.split())
     on_4090 = sim(rollout_gpu="rtx-4090", trainer_gpu="l20", placement="colocated")
     assert calibration.resolve(on_4090)["train_mfu"] == FIT_4090
@@ -155,7 +155,7 @@ def test_the_framework_is_the_calibrations(capsys: pytest.CaptureFixture[str]) -
     """PipelineRL trained with DeepSpeed: its row of the table, named in the note."""
     on_l20 = sim(calibration="pipelinerl", trainer_gpu="l20")
     assert calibration.resolve(on_l20)["train_mfu"] == 0.20
-    trainer_mfu.say(on_l20)
+    calibration.say_train_mfu(on_l20)
     assert "deepspeed on PCIe" in " ".join(capsys.readouterr().err.split())
 
 
@@ -197,9 +197,10 @@ def test_every_row_of_the_table_is_a_plausible_mfu() -> None:
 
 
 def test_describe_says_where_the_mfu_comes_from() -> None:
-    assert trainer_mfu.describe(sim()) == "MFU 0.05828, calibration rolloutpipe's"
-    assert trainer_mfu.describe(sim(trainer_gpu="l20")) == "MFU 0.2, a neutral prior for l20"
-    assert trainer_mfu.describe(sim(trainer_gpu="l20", train_mfu=0.1)) == (
+    assert calibration.describe_train_mfu(sim()) == "MFU 0.05828, calibration rolloutpipe's"
+    assert calibration.describe_train_mfu(sim(trainer_gpu="l20")) == (
+        "MFU 0.2, a neutral prior for l20")
+    assert calibration.describe_train_mfu(sim(trainer_gpu="l20", train_mfu=0.1)) == (
         "MFU 0.1 (sim.train_mfu)")
 
 

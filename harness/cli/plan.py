@@ -113,13 +113,13 @@ def plan_cmd(
     _stage(f"space: {len(space.systems)} systems, {len(space.points())} distinct "
            f"configurations (recipe R={r} K={k} U={u}, {rounds} rounds each)")
     from harness.core.config import RunConfig
-    from harness.sim import trainer_mfu
+    from harness.sim import calibration
     from harness.sim.kernels.source import describe
 
     sim = RunConfig().sim
     _stage(f"step times: {describe(sim.step_model, gpu, sim.engine_backend)} "
            f"(engine {gpu}, {sim.engine_backend})")
-    _stage(f"trainer: {trainer_mfu.describe(plan.base_config().sim)}")
+    _stage(f"trainer: {calibration.describe_train_mfu(plan.base_config().sim)}")
     for system, why in {**space.excluded, **space.notes}.items():
         _stage(f"  {system}: {why}")
     _search(space, out, budget, sampler, jobs, seed, ray_address)

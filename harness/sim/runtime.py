@@ -18,7 +18,7 @@ from harness.core.config import RunConfig
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
-from harness.sim import calibration, knobs, trainer_mfu
+from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
@@ -58,7 +58,7 @@ class SimRuntime(RunnerBase):
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
         if self.knobs is None or "train_mfu" not in self.knobs.params:
-            trainer_mfu.say(s)  # a neutral prior in place of the calibration's train_mfu
+            calibration.say_train_mfu(s)  # a neutral prior in place of the calibration's train_mfu
         model = load_model(s.model)
         colocated = s.placement == "colocated"
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None

@@ -88,33 +88,3 @@ def assumed(sim: Any, data: dict[str, Any], fitted: float) -> Assumed | None:
     cls = gpu_class(link)
     return Assumed(float(row[cls]), gpu, cls, framework if framework in rows else "megatron",
                    str(sim.calibration), fitted, str(hardware["trainer_gpu"]))
-
-
-def _assumed_for(sim: Any) -> tuple[Assumed | None, float]:
-    """`assumed` for a config alone (its calibration loaded), and the calibration's value."""
-    from harness.sim import calibration
-
-    data = calibration.load(sim.calibration)
-    fitted = float({**data.get("fixed", {}), **data.get("fit", {})}.get("train_mfu", 0.0))
-    return assumed(sim, data, fitted), fitted
-
-
-def say(sim: Any) -> None:
-    """Say, once per process, that this run trains at a neutral prior (nothing when it
-    does not)."""
-    from harness.sim.kernels.source import say_once
-
-    neutral, _ = _assumed_for(sim)
-    if neutral is not None:
-        say_once(neutral.note())
-
-
-def describe(sim: Any) -> str:
-    """Where the trainer's MFU of a run comes from, for a one-line summary (`plan`'s
-    "trainer:" line): the run's own, the calibration's, or a neutral prior."""
-    if sim.train_mfu is not None:
-        return f"MFU {sim.train_mfu:g} (sim.train_mfu)"
-    neutral, fitted = _assumed_for(sim)
-    if neutral is not None:
-        return f"MFU {neutral.value:g}, a neutral prior for {neutral.gpu}"
-    return f"MFU {fitted:g}, calibration {sim.calibration}'s"

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig, apply
+from harness.core.files import provenance, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
+from harness.sim.calibration import say_train_mfu
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
 RANGE_KEYS = {"start", "stop", "step"}
@@ -174,9 +176,12 @@ def check_cells(sweep: Sweep, base: RunConfig) -> None:
 def check_footprints(cells: list[Cell], out: Path, jobs: int,
                      ray_address: str | None = None) -> None:
     """The cells about to run, checked alone as `run` checks one, then `jobs` at once
-    (harness.run.footprint); a Ray cluster's memory (not 'local') is not known here."""
+    (harness.run.footprint); a Ray cluster's memory (not 'local') is not known here.
+    A neutral trainer MFU is said here, once, not once per worker."""
     from harness.run.footprint import check_cells as check
 
+    for cell in cells:
+        say_train_mfu(cell.config.sim)
     check([("cell " + ", ".join(f"{k}={v!r}" for k, v in c.varied.items()) if c.varied
             else "base", c.config) for c in cells], out, jobs,
           memory=not ray_address or ray_address == "local")
@@ -238,8 +243,6 @@ def run_cell(cfg: RunConfig, trace_path: str | None) -> dict[str, Any]:
 
 def record(out: Path, cell: Cell, result: dict[str, Any], prov: dict[str, Any]) -> None:
     """Write the cell's result.json last, so its presence means the cell is complete."""
-    from harness.core.files import write_atomic
-
     cell_dir = out / "cells" / cell.key
     if result.get("trace") is not None:
         write_atomic(cell_dir / "trace.jsonl", result["trace"])
@@ -325,15 +328,10 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
     """Run the cells not done yet; results are written as each cell ends and the
     tables are rewritten at the end even on Ctrl-C. Returns the cells that ran.
     With `ray_address`, Ray is joined first: one that fails leaves OUT as it was."""
-    from harness.core.files import provenance
     from harness.shared.ray_connect import connect
 
     todo = pending(sweep, out, retry_failed)
     check_footprints(todo, out, jobs, ray_address)  # before any cell runs
-    from harness.sim import trainer_mfu
-
-    for cell in todo:  # a neutral trainer MFU is said here once, not once per worker
-        trainer_mfu.say(cell.config.sim)
     on_ray = bool(todo and ray_address)
     started = on_ray and connect(str(ray_address), num_cpus=jobs)  # fails in one line
     prov = provenance()
@@ -386,8 +384,6 @@ def table_rows(sweep: Sweep, out: Path) -> tuple[list[dict[str, Any]], list[str]
 def write_tables(sweep: Sweep, out: Path) -> int:
     """results.parquet and results.csv, each written to a temporary name and renamed."""
     import pandas as pd
-
-    from harness.core.files import write_atomic
 
     rows, columns = table_rows(sweep, out)
     frame = pd.DataFrame(rows, columns=columns)

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.sim.trainer_mfu import assumed
+from harness.sim.trainer_mfu import Assumed, assumed
 
 PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhead_s",
           "weight_sync_s", "materialize_s", "drift", "switch_s")
@@ -64,7 +64,7 @@ def resolve(sim: Any) -> dict[str, float]:
             raise ValueError(f"calibration {path_of(sim.calibration)} has no value for {name!r}")
         out[name] = float(override if override is not None else values[name])
     neutral = assumed(sim, data, out["train_mfu"])
-    if neutral is not None:  # said when the run starts (`trainer_mfu.say`), not in checks
+    if neutral is not None:  # said when the run starts (`say_train_mfu`), not in checks
         out["train_mfu"] = neutral.value
     return out
 
@@ -76,3 +76,31 @@ def hardware_lines(name: str) -> list[str]:
     if not hardware:
         return []
     return ["", "[hardware]"] + [f"{key} = {json.dumps(value)}" for key, value in hardware.items()]
+
+
+def _assumed_for(sim: Any) -> tuple[Assumed | None, float]:
+    """`assumed` for a config alone (its calibration loaded), and the calibration's value."""
+    data = load(sim.calibration)
+    fitted = float({**data.get("fixed", {}), **data.get("fit", {})}.get("train_mfu", 0.0))
+    return assumed(sim, data, fitted), fitted
+
+
+def say_train_mfu(sim: Any) -> None:
+    """Say, once per process, that this run trains at a neutral prior (nothing when it
+    does not)."""
+    from harness.sim.kernels.source import say_once
+
+    neutral, _ = _assumed_for(sim)
+    if neutral is not None:
+        say_once(neutral.note())
+
+
+def describe_train_mfu(sim: Any) -> str:
+    """Where the trainer's MFU of a run comes from, for a one-line summary (`plan`'s
+    "trainer:" line): the run's own, the calibration's, or a neutral prior."""
+    if sim.train_mfu is not None:
+        return f"MFU {sim.train_mfu:g} (sim.train_mfu)"
+    neutral, fitted = _assumed_for(sim)
+    if neutral is not None:
+        return f"MFU {neutral.value:g}, a neutral prior for {neutral.gpu}"
+    return f"MFU {fitted:g}, calibration {sim.calibration}'s"

@@ -30,7 +30,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-from harness.sim import trainer_mfu
+from harness.sim import calibration
 from harness.studies.plan.evaluate import METRICS, evaluate
 from harness.studies.plan.recipe import PlanError
 from harness.studies.plan.space import Point, Space
@@ -252,7 +252,7 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
     points = space.points()  # enumerated once: the floor looks for untried ones
     floor = floors(points, space.systems, budget)
     tried = Counter(r["system"] for r in cache.values())  # distinct configurations, running too
-    trainer_mfu.say(space.plan.base_config().sim)  # once, before the workers fork
+    calibration.say_train_mfu(space.plan.base_config().sim)  # once, before the workers fork
     pool, submit, close = _executor(jobs, ray_address)
     running: dict[Future[Any], tuple[str, Any, Point]] = {}  # future -> key, trial, point
     keys: set[str] = set()  # running
