@@ -23,13 +23,16 @@ class CGP:
     def __init__(self) -> None:
         self.batches = BatchCounter()
 
-    async def admit(self, rt: Runtime, groups: list[Group], ready: asyncio.Queue[Group]) -> None:
-        """Submit every group at once; each joins the ready FIFO when materialised."""
+    async def admit(self, rt: Runtime, groups: list[Group], ready: asyncio.Queue[Group],
+                    ranked: bool = False) -> None:
+        """Submit every group at once; each joins the ready FIFO when materialised.
+        `ranked`: each group's requests carry its order as their priority (the engine
+        admits lower values first), CGP+FGD's priority reading."""
 
-        async def serve_and_hand_off(group: Group) -> None:
-            ready.put_nowait(await serve(rt, group))
+        async def serve_and_hand_off(group: Group, order: int) -> None:
+            ready.put_nowait(await serve(rt, group, priority=order if ranked else 0))
 
-        tasks = [rt.spawn(serve_and_hand_off(g)) for g in groups]
+        tasks = [rt.spawn(serve_and_hand_off(g, order)) for order, g in enumerate(groups)]
         for task in tasks:
             await task
 

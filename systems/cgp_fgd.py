@@ -79,10 +79,4 @@ class CGPFGD(CGP):
         lowest-order groups still in service (the frontier of Eq. 5) always rank ahead
         of every deferred group, however the frontier moves: no re-ranking is needed."""
         rt.emit("decision", what="frontier_priority", groups=len(groups))
-
-        async def serve_and_hand_off(group: Group, order: int) -> None:
-            ready.put_nowait(await serve(rt, group, priority=order))
-
-        tasks = [rt.spawn(serve_and_hand_off(g, order)) for order, g in enumerate(groups)]
-        for task in tasks:
-            await task
+        await super().admit(rt, groups, ready, ranked=True)
