@@ -118,10 +118,9 @@ def start(system: str, trace: Path, work: Shape, update_groups: int | None,
     return cfg
 
 
-def measured(trace: Path) -> dict[str, float] | None:
-    """The trace's own figures when it holds times (an imported timed run, or any
-    run's trace), else None."""
-    events = read_trace(trace)
+def measured(events: list[dict[str, Any]]) -> dict[str, float] | None:
+    """A trace's own figures when it holds times (an imported timed run, or any run's
+    trace), else None."""
     meta = events[0].get("import")
     if isinstance(meta, dict) and not meta.get("timed"):
         return None
@@ -150,10 +149,11 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
     measured figures."""
     from harness.studies.reproduce.grid import run_configs
 
-    head = read_trace(trace)[0]
+    events = read_trace(trace)
+    head = events[0]
     original = str(head.get("system"))
     fmt = head.get("import", {}).get("format") if isinstance(head.get("import"), dict) else None
-    seen = measured(trace)
+    seen = measured(events)
     twin_at = next((i for i, c in enumerate(cfgs) if twin is not None and _same(c, twin)),
                    None)
     extra = [] if twin is None or twin_at is not None else [twin]

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
 
 from harness.core.trace import iter_trace
+from harness.studies.twin.engine_fit import relative_nnls
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,7 @@ def fit_trainer(path: Path) -> TrainerFit | None:
     if not spans:
         return None
     tokens, seconds = (np.array(c) for c in zip(*spans, strict=True))
-    x = np.column_stack([tokens, np.ones(len(tokens))]) / seconds[:, None]
-    scale = np.linalg.norm(x, axis=0)
-    theta, _ = nnls(x / scale, np.ones(len(seconds)))
-    theta = theta / scale
+    theta = relative_nnls(np.column_stack([tokens, np.ones(len(tokens))]), seconds)
     predicted = theta[0] * tokens + theta[1]
     error = float(np.median(np.abs(predicted - seconds) / seconds))
     return TrainerFit(float(theta[0]), float(theta[1]),
