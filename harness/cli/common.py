@@ -111,8 +111,10 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     except ConfigError as err:
         raise _blame_file(err, config, {k: v for k, v in from_file.items()
                                         if k not in typed}) from None
-    if "update_groups" in options:  # a command with a -U option (run): U as typed
-        _refuse_typed_u(cfg, typed)
+    if "update_groups" in options:  # `run`: an option its system does not read, as typed
+        from harness.run.knob_check import check_knobs
+
+        check_knobs(cfg.system, cfg, typed)
     return cfg
 
 
@@ -166,23 +168,6 @@ def _blame_file(err: ConfigError, config: Path | None,
     shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
         if isinstance(value, bool) else str(value)
     return ConfigError(f"--config {config}: {field} = {shown}: {found[2]}")
-
-
-def _refuse_typed_u(cfg: RunConfig, typed: set[str]) -> None:
-    """U typed for a system that trains a round's R groups in one step (APRIL) is
-    ignored whatever its value; the knob check lets the default's value (2) through
-    because an untyped U holds it, so a typed one (-U, --set) is checked here, for a
-    command that offers -U. U from a config file is left to the knob check: a `plan`
-    best/*.toml writes every field."""
-    from harness.run.knob_check import option_of, system_knobs
-
-    reads = system_knobs().get(cfg.system)
-    if ("update_groups" not in typed or reads is None or "update_groups" in reads
-            or cfg.update_groups == cfg.groups):
-        return
-    raise ConfigError(f"{option_of('update_groups')} {cfg.update_groups}: {cfg.system} "
-                      f"does not read it (it trains a round's R={cfg.groups} groups in one "
-                      f"optimizer step); drop it or run a system that reads it")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -147,7 +147,7 @@ def run_cmd(
     from harness.run.checks import out_dir, refuse_existing_run
     from harness.run.execute import execute
     from harness.run.footprint import check_footprint
-    from harness.run.knob_check import check_knobs, cluster_notes
+    from harness.run.knob_check import cluster_notes
 
     fmt = output_format(json_out, csv_out)
     try:
@@ -158,7 +158,6 @@ def run_cmd(
                            over_sampling_groups=over_sampling_groups,
                            steps_per_rollout=steps_per_rollout, runtime=runtime,
                            ray_address=ray_address, model=model, gpu=gpu)
-        check_knobs(cfg.system, cfg)
         refuse_existing_run(out, force)
         check_footprint(cfg, out)  # memory and trace size, before anything is written
     except (ConfigError, UnknownName) as err:

@@ -17,7 +17,7 @@ every system, so that runs of two systems compare; it is not changed per system.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
@@ -40,8 +40,12 @@ def system_knobs() -> dict[str, tuple[str, ...]]:
     return {name: tuple(cls.knobs) for name, cls in SYSTEMS.items()}
 
 
-def _neutral(field: str, value: Any, cfg: RunConfig) -> bool:
-    """Whether `value` asks a system that does not read `field` for nothing."""
+def _neutral(field: str, value: Any, cfg: RunConfig, typed: Collection[str] = ()) -> bool:
+    """Whether `value` asks a system that does not read `field` for nothing. A U typed
+    on the command line asks for that many groups per update whatever its value, the
+    default's (2) included: only U = R is what a system without U does anyway."""
+    if field == "update_groups" and field in typed:
+        return value == cfg.groups
     if value == getattr(RunConfig(), field):
         return True
     if field in FEATURES:
@@ -57,9 +61,10 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def ignored_knobs(system_name: str, cfg: RunConfig) -> list[str]:
-    """One message per option that `system_name` would ignore (empty: none)."""
-    return [message for _, message in ignored_fields(system_name, cfg)]
+def ignored_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = ()) -> list[str]:
+    """One message per option that `system_name` would ignore (empty: none); `typed`:
+    the fields the user typed (see `_neutral`)."""
+    return [message for _, message in ignored_fields(system_name, cfg, typed)]
 
 
 def option_of(field: str) -> str:
@@ -67,7 +72,8 @@ def option_of(field: str) -> str:
     return OPTIONS.get(field, f"--set {field}")
 
 
-def ignored_fields(system_name: str, cfg: RunConfig) -> list[tuple[str, str]]:
+def ignored_fields(system_name: str, cfg: RunConfig,
+                   typed: Collection[str] = ()) -> list[tuple[str, str]]:
     """(field, message) for each option that `system_name` would ignore."""
     from harness.core.registry import unknown_name
 
@@ -78,7 +84,7 @@ def ignored_fields(system_name: str, cfg: RunConfig) -> list[tuple[str, str]]:
     out = []
     for field in every:
         value = getattr(cfg, field)
-        if field in knobs[system_name] or _neutral(field, value, cfg):
+        if field in knobs[system_name] or _neutral(field, value, cfg, typed):
             continue
         readers = [name for name, ks in knobs.items() if field in ks]
         why = (f"it trains a round's R={cfg.groups} groups in one optimizer step"
@@ -90,10 +96,10 @@ def ignored_fields(system_name: str, cfg: RunConfig) -> list[tuple[str, str]]:
     return out
 
 
-def check_knobs(system_name: str, cfg: RunConfig) -> None:
+def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = ()) -> None:
     """Refuse, in one line, a config with options `system_name` would ignore. For the
     `run` command and for each cell of a sweep, before any work starts."""
-    messages = ignored_knobs(system_name, cfg)
+    messages = ignored_knobs(system_name, cfg, typed)
     if messages:
         raise ConfigError("; ".join(messages))
 
