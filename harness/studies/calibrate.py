@@ -28,6 +28,7 @@ from harness.sim import calibration
 from harness.studies.reproduce.grid import run_grid
 from harness.studies.reproduce.rolloutpipe import claims as rp_claims
 from harness.studies.reproduce.rolloutpipe import runs as rp
+from harness.studies.reproduce.rollpacker import claims as rb_claims
 
 FIXED_NOTES = {
     "step_overhead_s": "per decode step: scheduling, sampling and kernel launches with CUDA "
@@ -202,11 +203,10 @@ def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
 ROLLPACKER_FIXED = {"bw_eff": 0.6101, "step_overhead_s": 0.002, "compute_eff": 0.5,
                     "micro_overhead_s": 0.05, "weight_sync_s": 2.0, "materialize_s": 0.1,
                     "drift": 0.002, "switch_s": 4.0}
-# RollPacker Table 1 (veRL, Qwen2.5-14B/16k, 32 H800), rollout / reward / training:
-# "Math 72% 5% 23%", "Code 66% 13% 21%", "LLM-as-a-Judge 71% 7% 22%". The runs mix the
-# three tasks equally (rp-mix), so the targets are the means.
-VERL_TRAIN_SHARE = (23 + 21 + 22) / 3 / 100
-VERL_REWARD_SHARE = (5 + 13 + 7) / 3 / 100
+# RollPacker Table 1's veRL shares (quoted in reproduce/rollpacker/claims.py): the runs
+# mix the three tasks equally (rp-mix), so the targets are the means.
+VERL_TRAIN_SHARE = rb_claims.mean_share(rb_claims.VERL_TRAIN_PCT)
+VERL_REWARD_SHARE = rb_claims.mean_share(rb_claims.VERL_REWARD_PCT)
 WORKERS = (16, 1024)  # reward checks at once: the search range (1024: every sample at once)
 
 

@@ -35,9 +35,16 @@ AT_SCALE = 2.2  # 2.2x the throughput of veRL at scale
 # "LLM-as-a-Judge 71% 7% 22%" (rollout, reward, training); Sec. 2.2: "The reward stage
 # contributes a smaller fraction (5%-13%), while the training stage accounts for
 # 21%-23%". Inputs: `calibrate rollpacker` fits the reward workers and the trainer's
-# MFU to the means (8.3%, 22%) on the mixed workload.
-VERL_REWARD_SHARE = (0.05, 0.13)
-VERL_TRAIN_SHARE = (0.21, 0.23)
+# MFU to the means (8.3%, 22%) on the mixed workload. Per task (math, code, judge):
+VERL_REWARD_PCT = (5, 13, 7)
+VERL_TRAIN_PCT = (23, 21, 22)
+VERL_REWARD_SHARE = (min(VERL_REWARD_PCT) / 100, max(VERL_REWARD_PCT) / 100)
+VERL_TRAIN_SHARE = (min(VERL_TRAIN_PCT) / 100, max(VERL_TRAIN_PCT) / 100)
+
+
+def mean_share(pct: tuple[int, ...]) -> float:
+    """The mean of Table 1's per-task shares: the runs mix the three tasks equally."""
+    return sum(pct) / len(pct) / 100
 
 
 def claims(t2: pd.DataFrame, eta: pd.DataFrame, t3: pd.DataFrame,

@@ -26,7 +26,13 @@ from harness.studies.reproduce.family import (
     SmallBatchStep,
     describe,
 )
-from harness.studies.reproduce.rollpacker.claims import TABLE3, gain_config, scale_config
+from harness.studies.reproduce.rollpacker.claims import (
+    TABLE3,
+    VERL_TRAIN_PCT,
+    gain_config,
+    mean_share,
+    scale_config,
+)
 from harness.studies.reproduce.rollpacker.runs import (
     ANCHORS,
     LENGTHS,
@@ -123,7 +129,7 @@ class RollPackerMfu(Family):
     unit = "fraction of peak"
     lo, hi = 0.02, 0.6
     neutral = float(calibration_file(PAPER)["fit"]["train_mfu"])  # as calibrated
-    SHARE = 0.22  # veRL's training share of a step, Table 1 (14B/16k): the fit's input
+    SHARE = mean_share(VERL_TRAIN_PCT)  # veRL's training share, Table 1: the fit's input
 
     def group(self, m: Miss) -> Hashable:
         lo = next(g for g in (32, 64) if m.config == gain_config(g, 2 * g))
