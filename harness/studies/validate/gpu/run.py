@@ -1,4 +1,4 @@
-"""`rolloutbench validate gpu`: the four checks in one folder, with one summary."""
+"""`rolloutbench validate gpu`: the five checks in one folder, with one summary."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.files import write_atomic
-from harness.studies.validate.gpu import appendix_a, models, silicon, timed_report
+from harness.studies.validate.gpu import appendix_a, models, silicon, timed_report, trainer_check
 
 
 def appendix_summary(table: pd.DataFrame) -> str:
@@ -23,23 +23,26 @@ def appendix_summary(table: pd.DataFrame) -> str:
 
 
 def validate_gpu(out: Path, log: Callable[[str], None] = print) -> str:
-    """Run the checks into OUT (silicon.*, models.*, appendix_a.*, timed_*) and write
-    summary.md."""
+    """Run the checks into OUT (silicon.*, models.*, appendix_a.*, timed_*,
+    trainer_check.md) and write summary.md."""
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# The simulated GPU against measurements\n"]
     start = time.perf_counter()
-    log("1/4 the step models against aiconfigurator-core's measured serving latencies")
+    log("1/5 the step models against aiconfigurator-core's measured serving latencies")
     parts += ["## Against measured serving latencies (silicon.csv)\n",
               silicon.summary(silicon.compare(out)) + "\n"]
-    log("2/4 the roofline against the measured kernels, every model and GPU preset")
+    log("2/5 the roofline against the measured kernels, every model and GPU preset")
     parts += ["## Roofline against measured kernels (models.csv)\n",
               models.summary(models.grid(out)) + "\n"]
-    log("3/4 PipelineRL's Appendix A with a measured U(h)")
+    log("3/5 PipelineRL's Appendix A with a measured U(h)")
     parts += ["## PipelineRL Appendix A with a measured U(h) (appendix_a.csv)\n",
               appendix_summary(appendix_a.rederive(out))]
-    log("4/4 both step models and the database against steps timed on a GPU (measurements/)")
+    log("4/5 both step models and the database against steps timed on a GPU (measurements/)")
     parts += ["## Timed on a GPU with torch (timed_*.csv, timed.png)\n",
               timed_report.report(out)]
+    log("5/5 Megatron training timed on an H100 against the trainer model (measurements/)")
+    parts += ["## Megatron training timed on a GPU (trainer_check.md)\n",
+              trainer_check.summary(out)]
     text = "\n".join(parts)
     write_atomic(out / "summary.md", text)
     log(f"wrote {out}/summary.md ({time.perf_counter() - start:.0f} s)")

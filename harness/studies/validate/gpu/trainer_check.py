@@ -237,5 +237,44 @@ def report(root: Path = ROOT) -> str:
     return "\n".join(parts)
 
 
+def summary(out: Path, root: Path = ROOT) -> str:
+    """`validate gpu`'s fifth check: every table to OUT/trainer_check.md, and for the summary
+    one row per model (the train_mfu its micro-batches imply, the fitted fixed cost and
+    marginal MFU, the optimizer step against the model) and the experts' ratios to the
+    database. Reads the stored measurements only: no GPU is needed."""
+    from harness.core.files import write_atomic
+
+    text = report(root)
+    write_atomic(out / "trainer_check.md", text)
+    raw, info = load(root)
+    if raw.empty:
+        return text
+    med = implied_train_mfu(mfu_rows(raw, info), info)
+    fitted, opt = fit(med).set_index("model"), optimizer_rows(raw, info).set_index("model")
+    layers = {name: shape["layers"] for name, shape in shapes(info).items()}
+    lines = [f"Megatron-core on one H100, random weights ({', '.join(sorted(info))}); every "
+             "table in", "trainer_check.md.\n",
+             "| model | implied train_mfu | fixed s/micro-batch | marginal MFU | optimizer ms "
+             "(model) |", "|---|---|---|---|---|"]
+    med["tokens"] = med["batch"] * med["seq"]
+    for model, g in med.groupby("model"):
+        step = (f"{opt.loc[model, 'ms']:.1f} ({opt.loc[model, 'model_ms']:.1f})"
+                if model in opt.index else "")
+        lines.append(f"| {model} ({layers[model]} layers) | {g['implied_train_mfu'].min():.3f}-"
+                     f"{g['implied_train_mfu'].max():.3f} ({g['tokens'].min() // 1024}k-"
+                     f"{g['tokens'].max() // 1024}k tokens) | "
+                     f"{fitted.loc[model, 'micro_overhead_s']:.3f} | "
+                     f"{fitted.loc[model, 'marginal_mfu']:.3f} | {step} |")
+    experts = experts_rows(raw)
+    if not experts.empty:
+        lines += ["", "Experts' FFN forward (Qwen3-30B-A3B's shape) over the database's MoE "
+                  "table", f"({', '.join(experts['backend'].unique())}), median (range) over "
+                  "tokens and backends:", ""]
+        for name, g in experts.groupby("name"):
+            r = g["measured_over_db"]
+            lines.append(f"- {name}: {r.median():.2f} ({r.min():.2f}-{r.max():.2f})")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     print(report())
