@@ -33,6 +33,13 @@ def test_compute_bound_gemm_scales_by_the_flops_ratio_with_its_overhead() -> Non
     assert carry(1.5, shape, A, replace(B, hbm_bandwidth_gbs=2000.0)) == pytest.approx(3.0)
 
 
+def test_gemm_overhead_scales_with_the_flops_share_of_its_roofline() -> None:
+    # on A: 1 ms of bytes, 0.5 ms of FLOPs (share 0.5); on B: 2 ms of bytes, 1 ms of FLOPs
+    shape = OpShape("gemm", flops=5e11, bytes=2e9)
+    # 1.5 ms measured: roofline 1 -> 2, the 0.5 ms above it x (1 + (2 - 1) * 0.5)
+    assert carry(1.5, shape, A, B) == pytest.approx(2.0 + 0.5 * 1.5)
+
+
 def test_time_above_the_roofline_of_other_ops_is_kept() -> None:
     norm = OpShape("elementwise", bytes=1e6)  # 0.0005 ms of bytes on A, 0.001 ms on B
     assert carry(0.1, norm, A, B) == pytest.approx(0.1 - 0.0005 + 0.001)
@@ -86,10 +93,14 @@ def test_carry_ops_prices_every_op_and_keeps_unknown_ones() -> None:
     assert 0.6 < out["qkv_gemm"] < 0.6 * 4800 / 3350  # memory-bound, not all roofline
 
 
-# Measured on this grid (aiconfigurator-core 0.12.0, vLLM tables): |error| of the whole step,
-# median over the points (Qwen3-8B TP2, decode and prefill). New rule: 1.2% (H200->H100),
-# 7.1% (H100->A100); one ratio: 10.3% and 17.7%. Bounds sit above the measured medians.
-BOUNDS = {"h200-sxm->h100-sxm": 0.03, "h100-sxm->a100-80gb-sxm": 0.10}
+# Measured on this grid (aiconfigurator-core 0.12.0, vLLM tables, Qwen3-8B TP2): median
+# |error| of the whole step. New rule / one ratio: H200->H100 decode 1.2% / 12.7%, prefill
+# 1.2% / 3.6%; H100->A100 prefill 2.8% / 31.4%, decode 17.4% / 11.4% (across a generation
+# the new rule is NOT better on decode: A100's attention runs further off its roofline than
+# any datasheet ratio says; the study's summary reports it). Bounds sit above the measured.
+BEATS_OLD = {("h200-sxm->h100-sxm", "decode"): 0.03, ("h200-sxm->h100-sxm", "prefill"): 0.03,
+             ("h100-sxm->a100-80gb-sxm", "prefill"): 0.05}
+NOT_BETTER = {("h100-sxm->a100-80gb-sxm", "decode"): 0.20}
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +110,33 @@ def small_study(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
                        batches=(1, 16, 64, 256), contexts=(2048,), prompts=(512, 4096))
 
 
+def _medians(df: pd.DataFrame, pair: str, phase: str) -> tuple[float, float]:
+    rows = df[(df.pair == pair) & (df.phase == phase) & (df.op_class == "step")]
+    assert len(rows) > 0
+    return float(rows.new_err.abs().median()), float(rows.old_err.abs().median())
+
+
 def test_new_rule_beats_the_one_ratio_inside_the_database(small_study: pd.DataFrame) -> None:
-    for pair, bound in BOUNDS.items():
-        rows = small_study[(small_study.pair == pair) & (small_study.op_class == "step")]
-        new, old = rows.new_err.abs().median(), rows.old_err.abs().median()
-        assert new < bound, (pair, new)
-        assert new < old, (pair, new, old)
+    for (pair, phase), bound in BEATS_OLD.items():
+        new, old = _medians(small_study, pair, phase)
+        assert new < bound and new < old, (pair, phase, new, old)
+    for (pair, phase), bound in NOT_BETTER.items():
+        new, _ = _medians(small_study, pair, phase)
+        assert new < bound, (pair, phase, new)
     assert set(small_study.op_class) >= {"gemm", "attention", "elementwise", "comm", "step"}
-    assert "| h200-sxm->h100-sxm | decode | step |" in study.markdown(small_study)
+    assert "| vllm | h200-sxm->h100-sxm | decode | step |" in study.markdown(small_study)
+
+
+def test_h20_from_h200_and_from_h100_agree(tmp_path: Path) -> None:
+    """H20 has no tables; the rule carried from either Hopper should give one answer.
+    Measured (Qwen3-8B TP1, vLLM): from H100 / from H200 - 1 within -3.3% .. +4.5%."""
+    stem, dims, h20 = "Qwen--Qwen3-8B", Dims.from_config(study.config_of("Qwen--Qwen3-8B")), \
+        load_hardware("h20")
+    for phase, batch, length in (("decode", 1, 2048), ("decode", 64, 2048),
+                                 ("decode", 512, 2048), ("prefill", 1, 2048)):
+        steps = []
+        for preset, system in (("h200-sxm", "h200_sxm"), ("h100-sxm", "h100_sxm")):
+            ops = study._ops(stem, system, "vllm", 1, tmp_path, phase, batch, length)
+            steps.append(sum(carry_ops(ops, dims, 1, batch, length, phase,
+                                       load_hardware(preset), h20).values()))
+        assert steps[1] / steps[0] == pytest.approx(1.0, abs=0.06), (phase, batch, steps)

@@ -15,16 +15,25 @@ roofline, and the rest is carried over:
     target = R_dst + (source - R_src) * k
 
 k = 1 for attention and elementwise ops: what they spend above the roofline is kernel launch
-and latency, which follows neither HBM nor Tensor Cores. k = peak_src / peak_dst (BF16
-FLOPs) for GEMM and MoE: what a GEMM spends above its roofline is Tensor-Core-side (tile
-and wave quantisation, pipeline ramp), so it scales with the peak. So a memory-bound op that
-runs at its roofline scales by exactly the bandwidth ratio, a compute-bound one by the FLOPs
-ratio, a launch-bound norm at batch 1 does not move, and between two GPUs of one die (H200
-and H100) only the roofline part moves. The crossover between the two bounds is the op's
-arithmetic intensity against each GPU's balance (FLOPs / bandwidth), not a fixed batch.
-Where the source ran faster than its roofline (the byte count is an estimate), the ratio
-`source * R_dst / R_src` is used instead. Tested, k = 1 for GEMMs too missed H100 -> A100
-(Ampere's GEMMs run further below their peak) by 16-22% low at the median; scaled, 4-8%.
+and latency, which follows neither HBM nor Tensor Cores. For GEMM and MoE,
+k = 1 + (peak_src / peak_dst - 1) * s, where s in [0, 1] is the share of the op's source
+roofline that is FLOPs (`flops / peak_src / R_src`): a GEMV at batch 1 (s near 0) keeps its
+launch and tail time, a compute-bound GEMM (s = 1) has its tile and wave losses scaled with
+the Tensor-Core peak. So a memory-bound op that runs at its roofline scales by exactly the
+bandwidth ratio, a compute-bound GEMM by exactly the FLOPs ratio, a launch-bound norm at
+batch 1 does not move, and between two GPUs of one die (H200 and H100) only the roofline
+part moves. The crossover is the op's arithmetic intensity against each GPU's balance
+(FLOPs / bandwidth), not a fixed batch. Where the source ran faster than its roofline (the
+byte count is an estimate), the ratio `source * R_dst / R_src` is used instead.
+
+Tested (the study above): within one die the rule is within 2% at the median, the one
+ratio 5-12%. Across a generation (H100 -> A100) everything off the roofline is slower on
+the older GPU (its attention kernels most), which no datasheet ratio carries: there the
+rule is better on prefill and no better than the one ratio on decode. Scaling all of a
+GEMM's excess by the FLOPs ratio fits A100 better but has H20 (a Hopper die whose Tensor
+Cores alone are cut to 15%) decode at batch 1 2.3x slower than H200 on 83% of its
+bandwidth, which its bandwidth-bound GEMVs cannot be; the share keeps that at 1.13x.
+
 Classes:
 
 - gemm / moe: FLOPs 2*m*n*k, bytes of weights and activations (MoE: the experts the batch
@@ -167,7 +176,10 @@ def carry(ms: float, shape: OpShape, src: Hardware, dst: Hardware) -> float:
         return ms
     if ms < r_src:
         return ms * r_dst / r_src
-    k = src.bf16_tflops / dst.bf16_tflops if shape.cls == "gemm" else 1.0
+    k = 1.0
+    if shape.cls == "gemm":
+        share = 1e3 * shape.flops / (src.bf16_tflops * 1e12) / r_src
+        k += (src.bf16_tflops / dst.bf16_tflops - 1.0) * share
     return r_dst + (ms - r_src) * k
 
 
