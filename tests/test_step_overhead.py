@@ -55,14 +55,16 @@ ENTRIES = [Entry("vllm", "0.10.0", 2, 1.0, 0.0, 3), Entry("vllm", "0.12.0", 2, 2
 
 @pytest.mark.parametrize(("version", "tp", "want", "said"), [
     ("0.12.0", 2, ("0.12.0", 2), ""),
-    ("0.24.0", 8, ("0.12.0", 8), "version 0.24.0 not fitted, nearest 0.12.0"),
-    ("0.11.1", 2, ("0.10.0", 2), "version 0.11.1 not fitted, nearest 0.10.0"),  # not newer
-    ("0.9", 2, ("0.10.0", 2), "version 0.9 not fitted, nearest 0.10.0"),  # older than all
-    ("main", 8, ("0.12.0", 8), "version main not fitted, nearest 0.12.0"),  # unparseable
+    ("0.24.0", 8, ("0.12.0", 8), "version 0.24.0 not fitted at TP 8, nearest 0.12.0"),
+    ("0.11.1", 2, ("0.10.0", 2), "version 0.11.1 not fitted at TP 2, nearest 0.10.0"),
+    ("0.9", 2, ("0.10.0", 2), "version 0.9 not fitted at TP 2, nearest 0.10.0"),  # oldest
+    ("main", 2, ("0.12.0", 2), "version main not fitted at TP 2, nearest 0.12.0"),
     ("0.12.0", 1, ("0.12.0", 2), "TP 1 not fitted, nearest TP 2"),
     ("0.12.0", 16, ("0.12.0", 8), "TP 16 not fitted, nearest TP 8"),
     ("0.12.0", 4, ("0.12.0", 2), "TP 4 not fitted, nearest TP 2"),  # a tie: the smaller TP
-    ("0.10.0", 8, ("0.10.0", 2), "TP 8 not fitted, nearest TP 2"),  # within the version
+    # TP first: 0.10.0 has no TP 8, so 0.12.0's TP 8 stands in, not 0.10.0's TP 2.
+    ("0.10.0", 8, ("0.12.0", 8), "version 0.10.0 not fitted at TP 8, nearest 0.12.0"),
+    ("0.10.0", 3, ("0.10.0", 2), "TP 3 not fitted, nearest TP 2"),
 ])
 def test_nearest_fitted_rule(version: str, tp: int, want: tuple[str, int], said: str) -> None:
     entry, why = nearest(ENTRIES, "vllm", version, tp)
@@ -82,7 +84,8 @@ def test_reader_gives_the_stored_value_and_says_where_it_stands_in() -> None:
     term = step_overhead("vllm", "0.24.0", 1)  # RolloutPipe-like: newer tables, TP 1
     assert term.fixed_ms == pytest.approx(0.464) and term.per_seq_ms == pytest.approx(0.0283)
     assert term.at(16) == pytest.approx(0.464 + 16 * 0.0283)
-    assert "nearest 0.12.0" in term.provenance and "nearest TP 2" in term.provenance
+    assert term.provenance.endswith("TP 1 not fitted, nearest TP 2; version 0.24.0 not fitted "
+                                    "at TP 2, nearest 0.12.0")
     none = step_overhead("trtllm", "1.0", 2)
     assert (none.fixed_ms, none.per_seq_ms) == (0.0, 0.0) and "no fitted" in none.provenance
 

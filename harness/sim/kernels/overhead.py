@@ -60,33 +60,33 @@ def _version_key(version: str) -> Version | None:
 
 def nearest(entries: list[Entry], backend: str, version: str, tp: int) -> tuple[Entry, str]:
     """The entry to use for (backend, version, tp), and "" when it is an exact match or the
-    one-line reason it stands in. Rule, in order:
-    - version: the exact one if fitted; else the newest fitted version not newer than
-      `version`; older than all fitted: the oldest; not a version number: the newest;
-    - TP, within that version: the exact one; else the nearest by |log2 ratio|, ties to the
-      smaller TP (fewer GPUs, less all-reduce: the smaller guess).
+    one-line reason it stands in. TP first, since the gap grows with TP in every fitted
+    version (more all-reduces, more ranks to launch on) while versions differ less:
+    - TP: the exact one if any version has it; else the nearest by |log2 ratio|, ties to the
+      smaller TP (fewer GPUs, less all-reduce: the smaller guess);
+    - version, among that TP's entries: the exact one; else the newest not newer than
+      `version`; older than all of them: the oldest; not a version number: the newest.
     Raises LookupError when `backend` has no entry at all."""
     mine = [e for e in entries if e.backend == backend]
     if not mine:
         raise LookupError(f"no fitted step overhead for backend {backend!r}")
-    versions = sorted({e.version for e in mine}, key=lambda v: (_version_key(v) is None,
-                                                                  _version_key(v) or v))
+    pick_tp = min({e.tp for e in mine}, key=lambda t: (abs(math.log2(t / max(tp, 1))), t))
+    same = {e.version: e for e in mine if e.tp == pick_tp}
+    versions = sorted(same, key=lambda v: (_version_key(v) is None, _version_key(v) or v))
     asked = _version_key(version)
-    if version in versions:
+    if version in same:
         pick = version
     elif asked is None:
         pick = versions[-1]
     else:
         older = [v for v in versions if (key := _version_key(v)) is not None and key <= asked]
         pick = older[-1] if older else versions[0]
-    same = [e for e in mine if e.version == pick]
-    entry = min(same, key=lambda e: (abs(math.log2(e.tp / max(tp, 1))), e.tp))
     why = []
+    if pick_tp != tp:
+        why.append(f"TP {tp} not fitted, nearest TP {pick_tp}")
     if pick != version:
-        why.append(f"version {version} not fitted, nearest {pick}")
-    if entry.tp != tp:
-        why.append(f"TP {tp} not fitted, nearest TP {entry.tp}")
-    return entry, "; ".join(why)
+        why.append(f"version {version} not fitted at TP {pick_tp}, nearest {pick}")
+    return same[pick], "; ".join(why)
 
 
 @cache
