@@ -75,16 +75,19 @@ def bins_figure(df: pd.DataFrame, path: Path, model: str = "kernels") -> None:
             for patch in box["boxes"]:
                 patch.set(facecolor=f"C{j}", alpha=0.6)
             ax.plot([], [], "s", color=f"C{j}", alpha=0.6, label=fw)
-            for p, d, n in zip(pos, data, counts, strict=True):
-                ax.annotate(f"{n}" + ("" if n >= MIN_N else "*"), (p, float(np.max(d))),
-                            ha="center", va="bottom", fontsize=7)
+            for p, n in zip(pos, counts, strict=True):
+                ax.text(p, 0.01, f"{n}" + ("" if n >= MIN_N else "*"), ha="center",
+                        va="bottom", fontsize=7, transform=ax.get_xaxis_transform())
         ax.set_xticks(range(len(labels)), labels)
         ax.set(xlabel="prompt tokens prefilled per decode step (batch * isl / osl)",
                ylabel="signed error, simulated vs measured (%)", title=what)
-        ax.set_yscale("symlog", linthresh=100)
+        if "ttft" in col:  # errors of several hundred per cent beside ones of a few
+            ax.set_yscale("symlog", linthresh=100, linscale=2)
+            ticks = [-100, -50, 0, 50, 100, 200, 500, 1000, 2000]
+            ax.set_yticks(ticks, [f"{t:+d}" if t else "0" for t in ticks])
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="upper left", ncol=3)
     fig.suptitle(f"{model} step model against {len(df)} measured serving runs, per bin "
-                 f"(n over each box; * fewer than {MIN_N} rows)", fontsize=10)
+                 f"(rows per box at the foot; * fewer than {MIN_N}: not judged)", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
