@@ -3,21 +3,39 @@
 
 from __future__ import annotations
 
+from harness.sim.engine_spec import resolve_engine
 from harness.sim.feasibility import engine_problem, trainer_problem
 from harness.sim.presets import load_hardware, load_model
 
 
 def test_engine_weights_and_heads() -> None:
-    m32, m17 = load_model("qwen2.5-32b"), load_model("qwen3-1.7b")
-    rtx, h100 = load_hardware("rtx-4090"), load_hardware("h100-sxm")
+    def problem(model: str, gpu: str, tp: int, **layout: object) -> str | None:
+        return engine_problem(resolve_engine(model, gpu, "sglang", tp, **layout), 0.85)
+
     # 32.764e9 params x 2 bytes = 65.5 GB at TP 1; 24 GB x 0.85 = 20.4 GB: TP 4 (16.4 GB)
-    problem = engine_problem(m32, "qwen2.5-32b", rtx, "rtx-4090", 1, 0.85)
-    assert problem is not None and "65.5 GB per GPU at TP 1" in problem
-    assert "20.4 GB" in problem and "use TP 4 or more" in problem
-    assert engine_problem(m32, "qwen2.5-32b", rtx, "rtx-4090", 4, 0.85) is None
-    assert engine_problem(m32, "qwen2.5-32b", h100, "h100-sxm", 1, 0.85) is None  # 65.5 < 68
-    problem = engine_problem(m17, "qwen3-1.7b", h100, "h100-sxm", 3, 0.85)
-    assert problem is not None and "does not divide qwen3-1.7b's 16 attention heads" in problem
+    said = problem("qwen2.5-32b", "rtx-4090", 1)
+    assert said is not None and "65.5 GB per GPU at TP 1" in said
+    assert "20.4 GB" in said and "use TP 4 or more" in said
+    assert problem("qwen2.5-32b", "rtx-4090", 4) is None
+    assert problem("qwen2.5-32b", "h100-sxm", 1) is None  # 65.5 < 68
+    said = problem("qwen3-1.7b", "h100-sxm", 3)
+    assert said is not None and "does not divide qwen3-1.7b's 16 attention heads" in said
+
+
+def test_a_moe_holds_every_expert_at_its_precision() -> None:
+    def problem(tp: int, precision: str) -> str | None:
+        spec = resolve_engine("qwen3-235b-a22b", "h100-sxm", "sglang", tp, ep=tp,
+                              precision=precision)
+        return engine_problem(spec, 0.85)
+
+    # 235.094e9 params: bf16 470.2 GB, /4 = 117.5 GB > 80 x 0.85 = 68 GB: TP 8 (58.8 GB);
+    # fp8 235.1 GB, /4 = 58.8 GB fits.
+    said = problem(4, "bf16")
+    assert said is not None and "bf16 weights take 117.5 GB per GPU at TP 4" in said
+    assert "use TP 8 or more" in said
+    assert problem(8, "bf16") is None and problem(4, "fp8") is None
+    said = problem(2, "fp8")
+    assert said is not None and "fp8 weights take 117.5 GB per GPU at TP 2" in said
 
 
 def test_trainer_state_sharded_over_its_gpus() -> None:

@@ -12,13 +12,14 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.core.config import RunConfig
+from harness.sim.engine_spec import resolve_engine
 from harness.sim.kernels import source
 from harness.sim.kernels import table as tables
 from harness.sim.kernels.estimator import Estimator, config_dir
 from harness.sim.kernels.gpus import kernel_gpu
 from harness.sim.model_config import preset_config
 from harness.sim.perf import TableDecodeModel
-from harness.sim.presets import load_hardware, load_model
+from harness.sim.presets import load_model
 
 ROLLOUTPIPE = ("qwen3-1.7b", "a100-40gb-pcie", "sglang", 2)  # a stand-in GPU, PCIe all-reduce
 PIPELINERL = ("qwen2.5-7b", "h100-sxm", "vllm", 1)  # measured on this GPU
@@ -26,18 +27,21 @@ PIPELINERL = ("qwen2.5-7b", "h100-sxm", "vllm", 1)  # measured on this GPU
 AT_POINTS, BETWEEN_POINTS = 0.15, 0.12
 
 
+def step_table(model: str, gpu: str, backend: str, tp: int) -> tables.StepTable:
+    return source.step_table(resolve_engine(model, gpu, backend, tp))
+
+
 def estimator(model: str, gpu: str, backend: str, tp: int, cache: Path) -> Estimator:
     kg = kernel_gpu(gpu)
     assert kg is not None
-    table = source.step_table(model, gpu, backend, tp)
-    return Estimator(load_model(model), load_hardware(gpu), kg, backend,
-                     str(table.meta["version"]), tp,
+    table = step_table(model, gpu, backend, tp)
+    return Estimator(resolve_engine(model, gpu, backend, tp), kg, str(table.meta["version"]),
                      config_dir(preset_config(load_model(model)), cache))
 
 
 @pytest.mark.parametrize("engine", [ROLLOUTPIPE, PIPELINERL])
 def test_the_table_holds_the_estimators_points_within_the_documented_error(engine) -> None:
-    table = source.step_table(*engine)
+    table = step_table(*engine)
     model = TableDecodeModel.from_table(table)
     assert len(table.decode_points) == len(tables.BATCHES) * len(tables.CONTEXTS)
     for b, ctx, ms in table.decode_points:
@@ -48,7 +52,7 @@ def test_the_table_holds_the_estimators_points_within_the_documented_error(engin
 @pytest.mark.parametrize("engine", [ROLLOUTPIPE, PIPELINERL])
 def test_between_table_points_the_form_follows_a_fresh_estimator_call(engine, tmp_path) -> None:
     est = estimator(*engine, tmp_path)
-    model = TableDecodeModel.from_table(source.step_table(*engine))
+    model = TableDecodeModel.from_table(step_table(*engine))
     for b in (5, 20, 80, 300):
         for ctx in (300, 1500, 6000):
             want = est.decode_ms(b, ctx)
@@ -59,11 +63,11 @@ def test_between_table_points_the_form_follows_a_fresh_estimator_call(engine, tm
 def test_a_shipped_table_is_what_a_fresh_build_gives(tmp_path, monkeypatch) -> None:
     """The shipped tables are the estimator's, not edited: rebuilt from nothing (an empty
     cache, the shipped folder hidden) they come out the same."""
-    shipped = source.step_table(*ROLLOUTPIPE)
+    shipped = step_table(*ROLLOUTPIPE)
     monkeypatch.setenv("ROLLOUTBENCH_CACHE", str(tmp_path))
     monkeypatch.setattr(tables, "shipped_dir", lambda: tmp_path / "none")
     monkeypatch.setattr(source, "_tables", {})
-    fresh = source.step_table(*ROLLOUTPIPE)
+    fresh = step_table(*ROLLOUTPIPE)
     assert fresh.key == shipped.key
     assert fresh.fixed_ms == pytest.approx(shipped.fixed_ms, rel=1e-9)
     assert fresh.per_ctx_ms == pytest.approx(shipped.per_ctx_ms, rel=1e-9)
@@ -73,13 +77,13 @@ def test_a_shipped_table_is_what_a_fresh_build_gives(tmp_path, monkeypatch) -> N
 @pytest.mark.parametrize(("b", "ctx", "n"), [(1, 700, 50), (16, 16 * 3500, 200),
                                              (20, 20 * 900, 37), (700, 700 * 128, 90)])
 def test_the_n_step_jump_equals_stepping_one_step_at_a_time(b: int, ctx: int, n: int) -> None:
-    model = TableDecodeModel.from_table(source.step_table(*ROLLOUTPIPE))
+    model = TableDecodeModel.from_table(step_table(*ROLLOUTPIPE))
     stepped = sum(model.steps_time(1, b, ctx + i * b) for i in range(n))
     assert model.steps_time(n, b, ctx) == pytest.approx(stepped, rel=1e-12)
 
 
 def test_the_jump_finds_the_steps_that_fit() -> None:
-    model = TableDecodeModel.from_table(source.step_table(*ROLLOUTPIPE))
+    model = TableDecodeModel.from_table(step_table(*ROLLOUTPIPE))
     t5 = model.steps_time(5, 16, 16 * 1000)
     assert model.steps_completed(t5, 16, 16 * 1000, 100) == 5
     assert model.steps_completed(t5 - 1e-6, 16, 16 * 1000, 100) == 4
@@ -124,7 +128,7 @@ def test_building_a_table_never_reaches_the_network(tmp_path, monkeypatch) -> No
     monkeypatch.setenv("ROLLOUTBENCH_CACHE", str(tmp_path))
     monkeypatch.setattr(tables, "shipped_dir", lambda: tmp_path / "none")
     monkeypatch.setattr(source, "_tables", {})
-    table = source.step_table("qwen3-4b", "h100-sxm", "sglang", 2)  # never shipped
+    table = step_table("qwen3-4b", "h100-sxm", "sglang", 2)  # never shipped
     assert table.decode_points and table.prefill_points
 
 
@@ -140,7 +144,7 @@ def test_a_config_json_is_a_model(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     head, row = result.stdout.strip().splitlines()
     assert head == "batch,context,decode_ms,prefill_ms,step_source"
-    preset = source.step_table("qwen3-8b", "h100-sxm", "sglang", 1)
+    preset = step_table("qwen3-8b", "h100-sxm", "sglang", 1)
     want = TableDecodeModel.from_table(preset).steps_time(1, 16, 16 * 2048) * 1e3
     assert float(row.split(",")[2]) == pytest.approx(want, rel=1e-3)
 
@@ -176,14 +180,14 @@ def test_metrics_json_says_where_step_times_came_from(tmp_path) -> None:
 
 @pytest.mark.parametrize("engine", [ROLLOUTPIPE, PIPELINERL])
 def test_a_bigger_batch_never_steps_faster(engine) -> None:
-    model = TableDecodeModel.from_table(source.step_table(*engine))
+    model = TableDecodeModel.from_table(step_table(*engine))
     for ctx in (128, 1000, 8192, 40000):
         steps = [model.steps_time(1, b, b * ctx) for b in range(1, 1100)]
         assert all(later >= earlier for earlier, later in zip(steps, steps[1:], strict=False))
 
 
 def test_prefill_grows_faster_than_the_prompt_and_is_charged_per_prompt() -> None:
-    table = source.step_table(*PIPELINERL)
+    table = step_table(*PIPELINERL)
     model = TableDecodeModel.from_table(table)
     assert table.prefill_ms(1, 32768) > 64 * table.prefill_ms(1, 512)  # attention's n^2
     # two prompts of 1000 and 3000 tokens admitted at once, by hand:

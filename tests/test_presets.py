@@ -16,13 +16,54 @@ from harness.sim.presets import (
 
 HARDWARE = ["a100-40gb-pcie", "a100-80gb-sxm", "rtx-4090", "h100-sxm", "h200-sxm", "h800-sxm",
             "h20", "l40s", "b200-sxm", "mi300x", "cpu-2core"]
-MODELS = ["qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
-          "tiny-qwen3"]
+DENSE = ["qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
+         "tiny-qwen3"]
+MOE = ["qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "mixtral-8x7b"]
+MODELS = DENSE + MOE
 
 
 def test_names_are_exactly_the_documented_ones() -> None:
     assert hardware_names() == HARDWARE
     assert model_names() == MODELS
+
+
+# Total and active parameters (billions) as the model cards and reports round them:
+# Qwen3 report Table 2, DeepSeek-V3 report section 4.2 (671B/37B, MTP module left out),
+# Mixtral paper section 2 (47B/13B).
+CARDS = {"qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.0, 22.0),
+         "deepseek-v3": (671.0, 37.0), "mixtral-8x7b": (47.0, 13.0)}
+
+
+@pytest.mark.parametrize("name", MOE)
+def test_moe_totals_match_the_model_cards(name: str) -> None:
+    m = load_model(name)
+    total, active = CARDS[name]
+    assert m.is_moe and m.config.endswith("_config.json")
+    assert m.params_b == pytest.approx(total, rel=0.01)
+    assert m.active_b == pytest.approx(active, rel=0.03)
+    assert m.flops_per_token_forward == pytest.approx(2e9 * m.active_params_b)
+
+
+def test_qwen3_30b_a3b_by_hand() -> None:
+    # 48 layers; attention 2*2048*4096 + 2*2048*512 + 2*2048 (norms) + 2*128 (Q/K norms)
+    # = 18,878,720; router 2048*128 = 262,144; one expert 3*2048*768 = 4,718,592;
+    # embeddings 2 * 151936 * 2048 + final norm 2048 = 622,331,904.
+    m = load_model("qwen3-30b-a3b")
+    layer = 18_878_720 + 262_144
+    assert m.params_b == round((48 * (layer + 128 * 4_718_592) + 622_331_904) / 1e9, 3)
+    assert m.active_params_b == round((48 * (layer + 8 * 4_718_592) + 622_331_904) / 1e9, 3)
+    assert m.expert_params_b == round(48 * 128 * 4_718_592 / 1e9, 3)
+    # a step of one sequence reads the non-expert weights and 8 of 128 experts a layer
+    dense = m.params_b - m.expert_params_b
+    assert m.step_weight_bytes(1) == pytest.approx((dense + m.expert_params_b / 16) * 2e9)
+    assert m.step_weight_bytes(10**6) == pytest.approx(m.weight_bytes())
+
+
+def test_deepseek_v3_caches_its_latent() -> None:
+    # multi-head latent attention: kv_lora_rank 512 + rope key 64 per layer, 61 layers
+    m = load_model("deepseek-v3")
+    assert m.kv_bytes_per_token() == 61 * 576 * 2
+    assert m.kv_bytes_per_token(dtype_bytes=1) == 61 * 576
 
 
 @pytest.mark.parametrize("name", HARDWARE)
@@ -59,7 +100,7 @@ def _config_param_count(m: Model) -> int:
     return m.layers * per_layer + m.hidden + embeddings  # + final norm
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", DENSE)
 def test_params_b_matches_architecture(name: str) -> None:
     m = load_model(name)
     assert m.params_b == pytest.approx(_config_param_count(m) / 1e9, rel=1e-3)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, print_rows
-from harness.core.config import ENGINE_BACKENDS, STEP_MODELS, SimConfig
+from harness.core.config import ENGINE_BACKENDS, PRECISIONS, STEP_MODELS, ConfigError, SimConfig
 
 D = SimConfig()  # the options' defaults: a default run's engine
 
@@ -37,6 +37,12 @@ def steps_cmd(
     = D.rollout_tp,
     backend: Annotated[str, typer.Option(help="Serving framework: sglang or vllm.")]
     = D.engine_backend,
+    ep: Annotated[int, typer.Option(help="Expert-parallel size of the replica (MoE models; "
+                                         "divides --tp).")] = D.rollout_ep,
+    precision: Annotated[str, typer.Option(help="Rollout weights and matmuls: bf16 or fp8.")]
+    = D.rollout_precision,
+    kv_dtype: Annotated[str, typer.Option(help="KV-cache element type: bf16 or fp8.")]
+    = D.rollout_kv_dtype,
     step_model: Annotated[str, typer.Option(help="kernels or roofline.")] = D.step_model,
     calibration: Annotated[str, typer.Option(
         help="roofline: the calibration its efficiencies come from.")] = D.calibration,
@@ -52,6 +58,7 @@ def steps_cmd(
     defaults are a default run's engine (`run`'s sim settings)."""
     from harness.core.config import RunConfig
     from harness.sim.calibration import resolve
+    from harness.sim.engine_spec import engine_of
     from harness.studies.steps import step_rows, unheld
 
     fmt = output_format(json_out, csv_out)
@@ -62,14 +69,24 @@ def steps_cmd(
         fail(f"--backend: must be {' or '.join(ENGINE_BACKENDS)}, got {backend!r}")
     if step_model not in STEP_MODELS:
         fail(f"--step-model: must be {' or '.join(STEP_MODELS)}, got {step_model!r}")
+    for option, value in (("--precision", precision), ("--kv-dtype", kv_dtype)):
+        if value not in PRECISIONS:
+            fail(f"{option}: must be {' or '.join(PRECISIONS)}, got {value!r}")
+    if ep < 1 or tp % ep:
+        fail(f"--ep: must be >= 1 and divide --tp {tp}, got {ep}")
     cfg = RunConfig()
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend
+    s.rollout_ep, s.rollout_precision, s.rollout_kv_dtype = ep, precision, kv_dtype
     s.step_model, s.calibration = step_model, calibration
     try:
         resolve(s)
     except (OSError, ValueError) as err:
         fail(f"--calibration: {err}")
+    try:
+        engine_of(s)
+    except ConfigError as err:
+        fail(str(err).replace("sim.rollout_ep", "--ep"))
     alone, over = unheld(s, batches, contexts)
     if alone:  # not one sequence fits: there is no step to price
         fail(alone[0])
@@ -90,14 +107,19 @@ def presets_cmd(
     from dataclasses import asdict
 
     from harness.cli.tables import Column, build, emit
-    from harness.sim.presets import hardware_names, load_hardware, load_model, model_names
+    from harness.sim.presets import (
+        hardware_names,
+        load_hardware,
+        load_model,
+        model_names,
+        model_row,
+    )
 
     fmt = output_format(json_out, csv_out)
     # One set of names: a row holds the fields a presets file takes (so a row copied into
     # `[gpus.NAME]` / `[models.NAME]` loads), plus its kind and name; derived figures
     # (weights_gb) are for the table only.
-    models = [{"kind": "model", "preset": n, **asdict(m)} for n in model_names()
-              for m in [load_model(n)]]
+    models = [{"kind": "model", "preset": n, **model_row(load_model(n))} for n in model_names()]
     gpus = [{"kind": "gpu", "preset": n, **asdict(load_hardware(n))} for n in hardware_names()]
     if fmt != "table":
         emit(console, [*models, *gpus], fmt, lambda rows: build(rows, []))

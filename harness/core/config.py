@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 STEP_MODELS = ("kernels", "roofline")  # sim.step_model
+PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
 
 
@@ -40,6 +41,11 @@ class SimConfig:
     rollout_gpu: str = opt("a100-40gb-pcie",
                            "GPU preset of the rollout engines (harness/sim/presets/hardware.toml)")
     rollout_tp: int = opt(2, "tensor-parallel size of each engine replica (GPUs per replica)")
+    rollout_ep: int = opt(1, "expert-parallel size of each replica (MoE models): the experts "
+                          "split over EP groups, each expert over TP/EP GPUs; divides rollout_tp")
+    rollout_precision: str = opt("bf16", "rollout weights and matmuls: bf16 or fp8 (FP8 "
+                                 "weights, per-block where the checkpoint is block-scaled)")
+    rollout_kv_dtype: str = opt("bf16", "KV-cache element type of the engines: bf16 or fp8")
     rollout_engines: int = opt(1, "engine replicas; requests go to the least loaded one")
     placement: str = opt("disaggregated", "disaggregated (own GPUs for engine and trainer) or "
                          "colocated (they take turns on the rollout GPUs)")
@@ -197,6 +203,11 @@ class RunConfig:
              f"unknown runtime {self.runtime!r} (known: sim, live)")
         s = self.sim
         need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
+        need(s.rollout_ep >= 1 and s.rollout_tp % s.rollout_ep == 0, "set sim.rollout_ep",
+             f"must be >= 1 and divide sim.rollout_tp={s.rollout_tp}, got {s.rollout_ep}")
+        for name in ("rollout_precision", "rollout_kv_dtype"):
+            need(getattr(s, name) in PRECISIONS, f"set sim.{name}",
+                 f"must be {' or '.join(PRECISIONS)}, not {getattr(s, name)!r}")
         need(s.step_model in STEP_MODELS, "set sim.step_model",
              f"must be {' or '.join(STEP_MODELS)}")
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",

@@ -116,13 +116,13 @@ def _check_sim(cfg: RunConfig) -> None:
 def _check_fits(cfg: RunConfig) -> None:
     """The engine holds its model at its TP and the trainer its training state
     (harness.sim.feasibility), the cause named in numbers."""
+    from harness.sim.engine_spec import engine_of
     from harness.sim.feasibility import engine_problem, trainer_problem
     from harness.sim.presets import load_hardware, load_model
 
     s = cfg.sim
-    model, engine_gpu = load_model(s.model), load_hardware(s.rollout_gpu)
-    problem = engine_problem(model, s.model, engine_gpu, s.rollout_gpu, s.rollout_tp,
-                             s.mem_fraction)
+    model = load_model(s.model)
+    problem = engine_problem(engine_of(s), s.mem_fraction)
     if problem:
         raise ConfigError(f"--set sim.rollout_tp={s.rollout_tp}: {problem}")
     if s.placement == "colocated":  # the trainer takes the engine's GPUs in turn
@@ -204,6 +204,7 @@ def _check_step_model(cfg: RunConfig) -> None:
     database cannot price is one line before any run starts (a calibration with a
     measured [decode] table needs none)."""
     from harness.sim import calibration
+    from harness.sim.engine_spec import engine_of
     from harness.sim.kernels.source import step_source, step_table
 
     s = cfg.sim
@@ -212,7 +213,7 @@ def _check_step_model(cfg: RunConfig) -> None:
     except (OSError, ValueError):
         return  # said below, by resolve
     if step_source(s, measured).startswith("kernels"):
-        step_table(s.model, s.rollout_gpu, s.engine_backend, s.rollout_tp)
+        step_table(engine_of(s))
 
 
 def check_model_dir(path: Path, option: str) -> None:

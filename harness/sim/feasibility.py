@@ -4,7 +4,8 @@ Why before any work: the simulator prices time, not memory, so a 32B model
 "trained" on one 24 GB card runs and reports a number. `run`, `sweep` and
 `plan` refuse such a cluster with the same checks, each naming the real cause:
 
-- engine: each GPU of a replica holds 1/TP of the bf16 weights within its
+- engine: each GPU of a replica holds 1/TP of the weights (every expert of a MoE, at
+  the rollout precision's bytes) within its
   `mem_fraction` of memory, and TP divides the attention and KV heads (a
   replica splits them evenly across its GPUs);
 - trainer: bf16 weights and gradients with fp32 master weights and two Adam
@@ -16,31 +17,41 @@ Why before any work: the simulator prices time, not memory, so a 32B model
 
 from __future__ import annotations
 
+from harness.sim.engine_spec import EngineSpec
 from harness.sim.presets import Hardware, Model
 
 TRAIN_BYTES_PER_PARAM = 16  # bf16 weights and grads, fp32 master weights and Adam moments
 TRAIN_MEM_SHARE = 0.8  # of each trainer GPU's memory; the rest for activations
 
 
-def engine_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, tp: int,
-                   mem_fraction: float) -> str | None:
-    """Why one engine replica of `tp` GPUs cannot serve `model` (None: it can)."""
+def engine_problem(spec: EngineSpec, mem_fraction: float) -> str | None:
+    """Why one engine replica cannot serve its model (None: it can). The weights are all
+    held, every expert included, at the rollout precision's bytes."""
+    model, name, tp = spec.model, spec.model_name, spec.tp
     for what, count in (("attention heads", model.heads), ("KV heads", model.kv_heads)):
-        if count % tp:
-            fits = [t for t in (1, 2, 4, 8) if model.heads % t == 0 and model.kv_heads % t == 0]
+        if count % tp and not (what == "KV heads" and tp % count == 0):
+            fits = [t for t in (1, 2, 4, 8) if splits(model, t)]
             return (f"TP {tp} does not divide {name}'s {count} {what} (a replica splits them "
                     f"evenly; TP can be {', '.join(map(str, fits))})")
-    need = model.weight_bytes() / tp / 1e9
-    room = gpu.memory_gb * mem_fraction
+    total = model.weight_bytes(spec.weight_bytes)
+    need = total / tp / 1e9
+    room = spec.hw.memory_gb * mem_fraction
     if need > room:
-        least = next((t for t in (2, 4, 8, 16) if model.weight_bytes() / t / 1e9 <= room
-                      and model.heads % t == 0 and model.kv_heads % t == 0), None)
+        least = next((t for t in (2, 4, 8, 16) if total / t / 1e9 <= room
+                      and splits(model, t)), None)
         fix = f"TP {least} or more" if least else ("a larger sim.mem_fraction or a GPU with "
                                                     "more memory")
-        return (f"{name}'s weights take {need:.1f} GB per GPU at TP {tp}; an {gpu_name} "
-                f"offers {room:.1f} GB ({gpu.memory_gb:g} GB x mem_fraction {mem_fraction:g}): "
-                f"use {fix}")
+        return (f"{name}'s {spec.precision} weights take {need:.1f} GB per GPU at TP {tp}; "
+                f"an {spec.gpu_name} offers {room:.1f} GB ({spec.hw.memory_gb:g} GB x "
+                f"mem_fraction {mem_fraction:g}): use {fix}")
     return None
+
+
+def splits(model: Model, tp: int) -> bool:
+    """TP divides the attention heads, and the KV heads divide into TP or TP into them
+    (past one KV head a GPU, vLLM and SGLang replicate each KV head on TP / kv_heads GPUs:
+    vllm-project/vllm, model_executor/layers/linear.py, QKVParallelLinear)."""
+    return model.heads % tp == 0 and (model.kv_heads % tp == 0 or tp % model.kv_heads == 0)
 
 
 def trainer_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, gpus: int

@@ -14,9 +14,14 @@ from typing import Any
 
 from harness.core.config import ConfigError
 
-# Architectures whose parameter count the formula below gets right (dense, SwiGLU MLP).
+# Architectures whose parameter count the formulas below get right: dense SwiGLU decoders,
+# and the mixture-of-experts ones aiconfigurator-core prices (SwiGLU experts, top-k routing;
+# DeepSeek-V3's layout also covers Kimi K2, which ships as a DeepseekV3ForCausalLM).
 _DENSE = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2",
           "LlamaForCausalLM": "llama", "MistralForCausalLM": "llama"}
+_MOE = {"Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
+        "DeepseekV3ForCausalLM": "deepseek_v3"}
+ARCHITECTURES = {**_DENSE, **_MOE}
 
 
 class ModelConfigError(ConfigError):
@@ -48,10 +53,11 @@ def load_config_fields(name: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ModelConfigError(f"sim.model: {path} holds no JSON object")
     arch = (raw.get("architectures") or ["?"])[0]
-    family = _DENSE.get(arch)
+    family = ARCHITECTURES.get(arch)
     if family is None:
         raise ModelConfigError(f"sim.model: {path}: architecture {arch!r} is not modelled "
-                               f"(dense decoders only: {', '.join(sorted(_DENSE))})")
+                               f"(known: {', '.join(sorted(ARCHITECTURES))})")
+
     def size(key: str, default: int | None = None) -> int:
         value = raw.get(key)
         value = default if value is None else value
@@ -70,11 +76,62 @@ def load_config_fields(name: str) -> dict[str, Any]:
         raise ModelConfigError(f"sim.model: {path}: {heads} attention heads do not divide "
                                f"into {kv_heads} key-value heads")
     tied = bool(raw.get("tie_word_embeddings", False))
-    params = param_count(family, layers, hidden, heads, kv_heads, head_dim, inter, vocab, tied)
-    return dict(name=str(raw.get("_name_or_path") or path.parent.name or path.stem),
-                params_b=round(params / 1e9, 3), layers=layers, hidden=hidden, heads=heads,
-                kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=vocab,
-                tied_embeddings=tied, source=str(path))
+    fields: dict[str, Any] = dict(
+        name=str(raw.get("_name_or_path") or path.parent.name or path.stem), layers=layers,
+        hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, intermediate=inter,
+        vocab=vocab, tied_embeddings=tied, source=str(path), config=str(path))
+    if arch in _MOE:
+        fields.update(moe_fields(family, size, raw, path))
+    else:
+        params = param_count(family, layers, hidden, heads, kv_heads, head_dim, inter, vocab,
+                             tied)
+        fields["params_b"] = round(params / 1e9, 3)
+    return fields
+
+
+def moe_fields(family: str, size: Any, raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A MoE config's totals and routing: every parameter, those one token passes through,
+    the routed experts' share, and (DeepSeek-V3's latent attention) the cached width."""
+    hidden, layers = size("hidden_size"), size("num_hidden_layers")
+    heads, vocab = size("num_attention_heads"), size("vocab_size")
+    top_k = size("num_experts_per_tok")
+    embed = vocab * hidden * (1 if raw.get("tie_word_embeddings") else 2) + hidden
+    out: dict[str, Any] = {}
+    if family == "deepseek_v3":
+        experts, width = size("n_routed_experts"), size("moe_intermediate_size")
+        shared = raw.get("n_shared_experts") or 0
+        dense_layers = raw.get("first_k_dense_replace") or 0
+        nope, rope, v = size("qk_nope_head_dim"), size("qk_rope_head_dim"), size("v_head_dim")
+        latent, q_rank = size("kv_lora_rank"), raw.get("q_lora_rank") or 0
+        q = (hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank
+             else hidden * heads * (nope + rope))
+        attn = (q + hidden * (latent + rope) + latent + latent * heads * (nope + v)
+                + heads * v * hidden + 2 * hidden)
+        dense_mlp = 3 * hidden * size("intermediate_size")
+        router = hidden * experts + experts  # and its score-correction bias
+        out.update(head_dim=nope + rope, kv_width=latent + rope)
+    else:  # qwen3_moe, mixtral: every layer a MoE layer (Qwen3's mlp_only_layers aside)
+        experts = size("num_experts" if family == "qwen3_moe" else "num_local_experts")
+        width = size("moe_intermediate_size" if family == "qwen3_moe" else "intermediate_size")
+        shared, dense_mlp = 0, 3 * hidden * size("intermediate_size")
+        dense_layers = len(raw.get("mlp_only_layers") or [])
+        kv, hd = size("num_key_value_heads", heads), size("head_dim", hidden // heads)
+        attn = 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hidden
+        attn += 2 * hd if family == "qwen3_moe" else 0  # Q/K norms
+        router = hidden * experts
+    if not 0 < top_k <= experts:
+        raise ModelConfigError(f"sim.model: {path}: num_experts_per_tok {top_k} must lie in "
+                               f"1..{experts} experts")
+    moe_layers = layers - dense_layers
+    expert = 3 * hidden * width
+    total = (layers * attn + dense_layers * dense_mlp
+             + moe_layers * (router + (experts + shared) * expert) + embed)
+    active = (layers * attn + dense_layers * dense_mlp
+              + moe_layers * (router + (top_k + shared) * expert) + embed)
+    out.update(params_b=round(total / 1e9, 3), active_params_b=round(active / 1e9, 3),
+               experts=experts, experts_per_token=top_k, expert_intermediate=width,
+               expert_params_b=round(moe_layers * experts * expert / 1e9, 3))
+    return out
 
 
 def param_count(family: str, layers: int, hidden: int, heads: int, kv_heads: int,
@@ -89,8 +146,15 @@ def param_count(family: str, layers: int, hidden: int, heads: int, kv_heads: int
 
 
 def preset_config(model: Any) -> dict[str, Any]:
-    """A config.json for a preset, with the fields the estimator reads. Qwen2.5 presets
-    are Qwen2 architectures (QKV biases), the others Qwen3 (Q/K norms)."""
+    """A config.json for a preset, with the fields the estimator reads: the config the
+    preset was read from where it names one (every MoE preset), else one written from the
+    sizes. Qwen2.5 presets are Qwen2 architectures (QKV biases), the others Qwen3 (Q/K
+    norms)."""
+    if model.config:
+        return dict(json.loads(config_file(model.config).read_text("utf-8")))
+    if model.is_moe:
+        raise ModelConfigError(f"sim.model: preset {model.name!r} is a mixture of experts; "
+                               f"give it `config` (the path of its config.json)")
     qwen2 = model.name.lower().startswith("qwen2")
     return {
         "architectures": ["Qwen2ForCausalLM" if qwen2 else "Qwen3ForCausalLM"],

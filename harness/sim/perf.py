@@ -89,6 +89,10 @@ class DecodeModel(StepJump):
     # sequences take `small_batch_scale` times as long.
     small_batch: int = 0
     small_batch_scale: float = 1.0
+    # A MoE: reading all routed experts once, and the share of them one token routes to
+    # (k / E); a step of b sequences reads 1 - (1 - k/E)^b of them (uniform routing).
+    experts_s: float = 0.0
+    route_share: float = 0.0
 
     @classmethod
     def measured(cls, d: dict[str, float]) -> DecodeModel:
@@ -106,7 +110,12 @@ class DecodeModel(StepJump):
         bw_eff: float,
         step_overhead_s: float,
         compute_eff: float,
+        weight_bytes: float = 2,
+        kv_bytes: float = 2,
     ) -> DecodeModel:
+        """The roofline of a replica; `weight_bytes` and `kv_bytes` per weight and cached
+        element (1 for FP8). FP8 is priced by its bytes only: the compute terms stay at
+        the BF16 peak (decode is bound by bandwidth at RL's batches)."""
         bw = tp * hw.hbm_bandwidth_gbs * 1e9 * bw_eff
         flops = tp * hw.bf16_tflops * 1e12 * compute_eff
         allreduces = 2 * model.layers if tp > 1 else 0
@@ -115,10 +124,12 @@ class DecodeModel(StepJump):
         return cls(
             fixed_s=step_overhead_s + allreduces * hw.link_latency_us * 1e-6,
             per_seq_s=bytes_per_seq / (hw.link_bandwidth_gbs * 1e9),
-            weights_s=model.weight_bytes() / bw,
-            per_ctx_token_s=model.kv_bytes_per_token() / bw,
+            weights_s=(model.params_b - model.expert_params_b) * 1e9 * weight_bytes / bw,
+            per_ctx_token_s=model.kv_bytes_per_token(kv_bytes) / bw,
             compute_per_seq_s=model.flops_per_token_forward / flops,
             prefill_per_token_s=model.flops_per_token_forward / flops,
+            experts_s=model.expert_params_b * 1e9 * weight_bytes / bw,
+            route_share=model.experts_per_token / model.experts if model.is_moe else 0.0,
         )
 
     def steps_time(self, n: int, b: int, ctx: int) -> float:
@@ -128,6 +139,8 @@ class DecodeModel(StepJump):
         base = n * (self.fixed_s + self.per_seq_s * b)
         comp = self.compute_per_seq_s * b
         m0 = self.weights_s + self.per_ctx_token_s * ctx
+        if self.experts_s:
+            m0 += self.experts_s * (1.0 - (1.0 - self.route_share) ** b)
         slope = self.per_ctx_token_s * b  # memory time grows by this per step
         # Steps 0..j-1 are compute-bound, j..n-1 memory-bound.
         j = 0 if m0 >= comp else min(n, math.ceil((comp - m0) / slope) if slope > 0 else n)
@@ -179,20 +192,24 @@ class TableDecodeModel(StepJump):
         return self.small_batch_scale * t if b <= self.small_batch else t
 
 
-def physical_floor(hw: Hardware, model: Model, tp: int, batch: int, ctx_tokens: int) -> float:
+def physical_floor(hw: Hardware, model: Model, tp: int, batch: int, ctx_tokens: int,
+                   weight_bytes: float = 2, kv_bytes: float = 2) -> float:
     """The shortest decode step physics allows, in seconds: `batch` sequences holding
     `ctx_tokens` context tokens in all, on a TP-`tp` replica at the datasheet's peaks.
 
         max((weight bytes + ctx_tokens * KV bytes per token) / (tp * HBM bandwidth),
             (2N * batch + attention FLOPs over ctx_tokens) / (tp * peak BF16 FLOP/s))
 
+    A MoE's step reads only the experts its batch routes to (`Model.step_weight_bytes`);
+    `weight_bytes` and `kv_bytes` are per weight and cached element (2: BF16).
     Every byte a step must read is read once at the datasheet's HBM bandwidth, every
     FLOP it must do runs at the datasheet's dense peak, the two overlap perfectly, and
     nothing else costs anything: no all-reduce (its latency is an estimate, not a
     datasheet figure), no kernel launch, no scheduling. It is the bound a `would_need`
     step time is checked against (an engine may be slower, never faster), and unlike
     the step models it rests on no measurement and no fit."""
-    memory = (model.weight_bytes() + ctx_tokens * model.kv_bytes_per_token()) / (
+    memory = (model.step_weight_bytes(batch, weight_bytes)
+              + ctx_tokens * model.kv_bytes_per_token(kv_bytes)) / (
         tp * hw.hbm_bandwidth_gbs * 1e9)
     flops = batch * model.flops_per_token_forward + model.attention_flops_forward(ctx_tokens)
     return max(memory, flops / (tp * hw.bf16_tflops * 1e12))

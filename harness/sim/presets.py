@@ -12,7 +12,7 @@ import json
 import math
 import os
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -45,36 +45,67 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Model:
-    """One dense decoder-only transformer, with the sizes the cost model needs."""
+    """One decoder-only transformer, dense or mixture-of-experts, with the sizes the cost
+    models need. The MoE fields default to a dense model, so a dense preset names none."""
 
     name: str
-    params_b: float
+    params_b: float  # every parameter (all experts): what memory holds and a sync moves
     layers: int
     hidden: int
     heads: int
     kv_heads: int
     head_dim: int
-    intermediate: int
+    intermediate: int  # the dense MLP's (a MoE's dense layers', if any)
     vocab: int
     tied_embeddings: bool
     source: str
+    active_params_b: float = 0.0  # MoE: the parameters one token passes through (0: dense)
+    experts: int = 0  # MoE: routed experts per MoE layer (0: dense)
+    experts_per_token: int = 0  # MoE: routed experts each token goes to (top-k)
+    expert_intermediate: int = 0  # MoE: one expert's MLP width
+    expert_params_b: float = 0.0  # MoE: parameters of all routed experts, all layers
+    kv_width: int = 0  # elements a token caches per layer (0: K and V, 2*kv_heads*head_dim;
+    # multi-head latent attention caches its latent and rope key instead)
+    config: str = ""  # the config.json it was read from (the kernel estimator reads it as is)
 
-    def weight_bytes(self, dtype_bytes: int = 2) -> float:
-        """Bytes of all weights (tied embeddings once) — what each decode step streams."""
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def active_b(self) -> float:
+        """Billions of parameters one token's forward pass multiplies by."""
+        return self.active_params_b or self.params_b
+
+    def weight_bytes(self, dtype_bytes: float = 2) -> float:
+        """Bytes of all weights (tied embeddings once, every expert): what memory holds."""
         return self.params_b * 1e9 * dtype_bytes
 
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        """KV-cache bytes per cached token: K and V, per layer, per KV head (GQA-aware)."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+    def step_weight_bytes(self, batch: float, dtype_bytes: float = 2) -> float:
+        """Bytes one decode step of `batch` sequences reads: every weight of a dense model;
+        of a MoE, the non-expert weights and the experts some token of the batch routes to,
+        E * (1 - (1 - k/E)^batch) of the E per layer when routing is uniform."""
+        if not self.is_moe:
+            return self.weight_bytes(dtype_bytes)
+        share = 1.0 - (1.0 - self.experts_per_token / self.experts) ** max(batch, 1.0)
+        dense = self.params_b - self.expert_params_b
+        return (dense + self.expert_params_b * share) * 1e9 * dtype_bytes
+
+    def kv_bytes_per_token(self, dtype_bytes: float = 2) -> float:
+        """KV-cache bytes per cached token: K and V per layer per KV head (GQA-aware), or
+        the latent width of multi-head latent attention."""
+        width = self.kv_width or 2 * self.kv_heads * self.head_dim
+        return self.layers * width * dtype_bytes
 
     @property
     def flops_per_token_forward(self) -> float:
-        """Forward matmul FLOPs per token, ~2 * params (one multiply-add per weight).
+        """Forward matmul FLOPs per token, ~2 * active params (one multiply-add per weight
+        a token passes through: all of a dense model, a MoE's routed top-k experts only).
 
         Excludes attention scores (see ``attention_flops_forward``); slightly overcounts
         untied models, whose input embedding is a lookup rather than a matmul.
         """
-        return 2.0 * self.params_b * 1e9
+        return 2.0 * self.active_b * 1e9
 
     def attention_flops_forward(self, context: int) -> float:
         """Forward FLOPs for one new token attending to ``context`` tokens.
@@ -153,7 +184,9 @@ def user_figures(model: str, gpus: list[str]) -> dict[str, dict[str, dict[str, A
         mine = set(_table(filename)) - set(_tables(filename, str(path), None))
         for name in dict.fromkeys(n.lower() for n in names):
             if name in mine:
-                out.setdefault(kind, {})[name] = asdict(load(name))
+                value = load(name)
+                out.setdefault(kind, {})[name] = (model_row(value) if isinstance(value, Model)
+                                                  else asdict(value))
     return {"presets": out} if out else {}
 
 
@@ -191,7 +224,8 @@ def _build(cls: type[T], name: str, raw: dict[str, Any]) -> T:
     typo or an impossible number in a file fails in one line before any work (a zero
     bf16_tflops would otherwise end a run in a ZeroDivisionError deep in the cost model)."""
     spec = {f.name: f.type for f in fields(cls)}
-    missing, extra = spec.keys() - raw.keys(), raw.keys() - spec.keys()
+    required = {f.name for f in fields(cls) if f.default is MISSING}
+    missing, extra = required - raw.keys(), raw.keys() - spec.keys()
     where = raw.get("source", "") if str(raw.get("source", "")).startswith("user") else ""
     head = f"{where + ': ' if where else ''}preset {name!r}"
     if missing or extra:
@@ -224,7 +258,39 @@ def load_model(name: str) -> Model:
 
     if is_config_path(name):
         return Model(**load_config_fields(name))
-    return _build(Model, name, _lookup("models.toml", "model", name))
+    raw = _lookup("models.toml", "model", name)
+    if raw.get("config"):  # a preset read from a config.json (every MoE preset): its sizes
+        path = packaged_config(str(raw["config"]))
+        read = {**load_config_fields(path), "name": str(raw.get("name", name)),
+                "source": str(raw.get("source", path)), "config": path}
+        model = Model(**read)
+        full = asdict(model)
+        clash = sorted(k for k in raw.keys() - {"name", "config", "source"}
+                       if k not in full or raw[k] != full[k])
+        if clash:  # sizes given beside the file (a `presets --json` row) must be the file's
+            raise ConfigError(f"preset {name!r}: {', '.join(clash)} differ from its config "
+                              f"{path}; a preset with `config` takes its sizes from the file")
+        return model
+    return _build(Model, name, raw)
+
+
+def packaged_config(ref: str) -> str:
+    """The path of a preset's config.json: `aiconfigurator_core/...` is a file shipped
+    inside that package (the measured-kernel database ships the configs of the models it
+    prices); any other path is taken as it is."""
+    head, _, rest = ref.partition("/")
+    if head != "aiconfigurator_core":
+        return ref
+    import aiconfigurator_core
+
+    return str(Path(aiconfigurator_core.__file__).parent / rest)
+
+
+def model_row(model: Model) -> dict[str, Any]:
+    """A model's fields as a presets file takes them: the MoE fields of a dense model
+    (at their defaults) left out, so a dense row reads as it always did."""
+    defaults = {f.name: f.default for f in fields(Model) if f.default is not MISSING}
+    return {k: v for k, v in asdict(model).items() if k not in defaults or v != defaults[k]}
 
 
 def hardware_names() -> list[str]:

@@ -22,6 +22,7 @@ from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.engine import SimEngine
+from harness.sim.engine_spec import engine_of
 from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import TrainModel
@@ -40,10 +41,11 @@ def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
     tp = tp or s.rollout_tp
     if s.kv_cache_tokens:  # a measured or configured cache (a live engine's twin)
         return s.kv_cache_tokens
-    hw, model = load_hardware(s.rollout_gpu), load_model(s.model)
-    per_gpu = hw.memory_gb * 1e9 * s.mem_fraction - model.weight_bytes() / tp
+    spec = engine_of(s, tp)
+    per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.model.weight_bytes(
+        spec.weight_bytes) / tp
     per_gpu -= ACTIVATION_RESERVE_BYTES
-    return int(per_gpu * tp / model.kv_bytes_per_token())
+    return int(per_gpu * tp / spec.kv_bytes_per_token())
 
 
 class SimRuntime(RunnerBase):

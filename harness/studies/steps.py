@@ -9,6 +9,7 @@ from typing import Any
 from harness.core.config import ENGINE_BACKENDS, ConfigError
 from harness.sim import calibration
 from harness.sim.calibration import resolve
+from harness.sim.engine_spec import engine_of, resolve_engine
 from harness.sim.kernels import source
 from harness.sim.perf import StepJump
 from harness.sim.presets import load_hardware, load_model
@@ -46,7 +47,7 @@ def kv_room(sim: Any) -> tuple[int, float, str]:
     cfg = RunConfig()
     cfg.sim = sim
     tokens = max(0, kv_capacity_tokens(cfg))
-    per_token = load_model(sim.model).kv_bytes_per_token()
+    per_token = engine_of(sim).kv_bytes_per_token()
     gpu = load_hardware(sim.rollout_gpu)
     where = (f"{sim.rollout_tp} x {sim.rollout_gpu} ({gpu.memory_gb:g} GB each, "
              f"mem_fraction {sim.mem_fraction:g}, after the weights)")
@@ -58,7 +59,7 @@ def unheld(sim: Any, batches: list[int], contexts: list[int]) -> tuple[list[str]
     exceeds a replica's) as readable lines: numbers for a step that cannot exist are
     flagged, not printed as if they could."""
     tokens, room_gb, where = kv_room(sim)
-    per_token = load_model(sim.model).kv_bytes_per_token()
+    per_token = engine_of(sim).kv_bytes_per_token()
     alone = [f"--context {c}: one sequence needs {c * per_token / 1e9:,.1f} GB of KV cache; "
              f"{where} hold {tokens:,} tokens ({room_gb:,.1f} GB)"
              for c in contexts if c > tokens]
@@ -88,7 +89,8 @@ def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | N
         raise ConfigError(f"--tp: must be >= 1, got {tp}")
     if backend not in ENGINE_BACKENDS:
         raise ConfigError(f"--backend: must be {' or '.join(ENGINE_BACKENDS)}, got {backend!r}")
-    meta, key, _ = source.identity(model, gpu, backend, tp)
+    spec = resolve_engine(model, gpu, backend, tp)
+    meta, key, _ = source.identity(spec)
     kept = tables.find_path(meta, key)
     if kept is not None and out is None:
         return kept, "kept already", tables.load(kept).fit_error()
@@ -99,7 +101,7 @@ def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | N
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        table = source.build(model, gpu, backend, tp, advance)
+        table = source.build(spec, advance)
     if not write:
         return None, "built, not written (--dry-run)", table.fit_error()
     return tables.save(table, out or tables.cache_root() / "kernels"), "wrote", \

@@ -23,9 +23,9 @@ from typing import Any
 
 from harness.core.config import ConfigError
 from harness.core.files import write_atomic
+from harness.sim.engine_spec import EngineSpec
 from harness.sim.kernels.gpus import KernelGpu
 from harness.sim.perf import DecodeModel
-from harness.sim.presets import Hardware, Model
 
 # An all-reduce or p2p op among `decode_ops`' names (ar_1, embedding_ar, p2p, ...).
 _COMM_OP = re.compile(r"((^|_)ar(_\d+)?$)|p2p|all_?reduce")
@@ -90,29 +90,28 @@ def config_dir(config: dict[str, Any], cache_root: Path) -> Path:
 
 @dataclass
 class Estimator:
-    """One engine replica (model, GPU, framework, TP) as the database prices it, with the
-    stand-in GPU's scales and, for a `preset-link` GPU, the preset's own all-reduce."""
+    """One engine replica (model, GPU, framework, layout) as the database prices it, with
+    the stand-in GPU's scales and, for a `preset-link` GPU, the preset's own all-reduce."""
 
-    model: Model
-    hw: Hardware
+    spec: EngineSpec
     gpu: KernelGpu
-    backend: str
     version: str
-    tp: int
     folder: Path
 
     def __post_init__(self) -> None:
         from aiconfigurator_core.sdk.engine import EngineHandle
 
+        spec = self.spec
+        self.model, self.hw, self.tp, self.backend = spec.model, spec.hw, spec.tp, spec.backend
         try:
             with quiet():
                 self._handle = EngineHandle.compile(str(self.folder), self.gpu.system,
                                                     self.backend, backend_version=self.version,
-                                                    tp_size=self.tp)
+                                                    tp_size=self.tp, **spec.estimator_kwargs())
         except Exception as err:  # the estimator raises many kinds; one line for the user
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise KernelError(f"sim.model: the kernel database cannot model {self.model.name} "
-                              f"at TP {self.tp} on {self.gpu.system}/{self.backend} ({first})"
+            raise KernelError(f"sim.model: the kernel database cannot model "
+                              f"{spec.describe()} on {self.gpu.system} ({first[:160]})"
                               ) from None
         link = DecodeModel.build(self.hw, self.model, self.tp, 1.0, 0.0, 1.0)
         self._link = (link.fixed_s * 1e3, link.per_seq_s * 1e3)

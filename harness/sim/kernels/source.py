@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from harness.sim.engine_spec import EngineSpec, engine_of
 from harness.sim.kernels import table as tables
 from harness.sim.kernels.estimator import (
     Estimator,
@@ -24,11 +25,11 @@ from harness.sim.kernels.estimator import (
 from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
 from harness.sim.model_config import config_file, is_config_path, preset_config
 from harness.sim.perf import DecodeModel, StepJump, TableDecodeModel
-from harness.sim.presets import load_hardware, load_model
+from harness.sim.presets import load_model
 
 ROOFLINE = "roofline"
 _said: set[str] = set()
-_tables: dict[tuple[str, str, str, int], tables.StepTable] = {}
+_tables: dict[EngineSpec, tables.StepTable] = {}
 
 
 def say_once(message: str) -> None:
@@ -55,58 +56,58 @@ def _config_text(model: str) -> str:
     return json.dumps(preset_config(load_model(model)), sort_keys=True)
 
 
-def step_table(model: str, gpu: str, backend: str, tp: int,
+def step_table(spec: EngineSpec,
                progress: Callable[[int, int], None] | None = None) -> tables.StepTable:
     """The kept table of this engine, built (and cached) when none is kept."""
-    if (model, gpu, backend, tp) not in _tables:
-        meta, key, text = identity(model, gpu, backend, tp)
+    if spec not in _tables:
+        meta, key, text = identity(spec)
         found = tables.find(meta, key)
         if found is None:
-            found = build(model, gpu, backend, tp, progress)
+            found = build(spec, progress)
             tables.save(found, tables.cache_root() / "kernels")
-        _tables[model, gpu, backend, tp] = found
-    return _tables[model, gpu, backend, tp]
+        _tables[spec] = found
+    return _tables[spec]
 
 
-def identity(model: str, gpu: str, backend: str, tp: int
-             ) -> tuple[dict[str, str | int | float], str, str]:
-    """(meta, key, config text) of an engine's table: what it depends on, and its hash."""
-    kg = kernel_gpu(gpu)
-    version = backend_version(kg.system, backend) if kg else None
+def identity(spec: EngineSpec) -> tuple[dict[str, str | int | float], str, str]:
+    """(meta, key, config text) of an engine's table: what it depends on, and its hash. A
+    dense BF16 replica's meta names no layout, so its tables keep the keys they had."""
+    kg = kernel_gpu(spec.gpu_name)
+    version = backend_version(kg.system, spec.backend) if kg else None
     if kg is None or version is None:
-        raise KernelError(f"--gpu: {uncovered(gpu, backend)}")
-    text = _config_text(model)
+        raise KernelError(f"--gpu: {uncovered(spec.gpu_name, spec.backend)}")
+    text = _config_text(spec.model_name)
     meta: dict[str, str | int | float] = {
-        "model": load_model(model).name, "gpu": kg.preset, "system": kg.system, "backend": backend,
-        "version": version, "tp": tp, "decode_scale": kg.decode_scale,
-        "prefill_scale": kg.prefill_scale, "comm": kg.comm,
-        "package": f"aiconfigurator-core {package_version()}"}
+        "model": spec.model.name, "gpu": kg.preset, "system": kg.system,
+        "backend": spec.backend, "version": version, "tp": spec.tp,
+        "decode_scale": kg.decode_scale, "prefill_scale": kg.prefill_scale, "comm": kg.comm,
+        "package": f"aiconfigurator-core {package_version()}", **spec.layout()}
     return meta, tables.table_key(meta, text), text
 
 
-def estimator(model: str, gpu: str, backend: str, tp: int) -> Estimator:
+def estimator(spec: EngineSpec) -> Estimator:
     """The estimator of one engine replica, handed the model's config as a local folder."""
-    meta, _, text = identity(model, gpu, backend, tp)
-    kg = kernel_gpu(gpu)
+    meta, _, text = identity(spec)
+    kg = kernel_gpu(spec.gpu_name)
     assert kg is not None  # identity said so
-    return Estimator(load_model(model), load_hardware(gpu), kg, backend, str(meta["version"]),
-                     tp, config_dir(json.loads(text), tables.cache_root() / "kernels"))
+    return Estimator(spec, kg, str(meta["version"]),
+                     config_dir(json.loads(text), tables.cache_root() / "kernels"))
 
 
-def build(model: str, gpu: str, backend: str, tp: int,
+def build(spec: EngineSpec,
           progress: Callable[[int, int], None] | None = None) -> tables.StepTable:
     """Ask the estimator for this engine's grid and fit the form (nothing is written)."""
-    meta, key, _ = identity(model, gpu, backend, tp)
-    kg = kernel_gpu(gpu)
+    meta, key, _ = identity(spec)
+    kg = kernel_gpu(spec.gpu_name)
     assert kg is not None  # identity said so
-    source = label(kg, backend, str(meta["version"]))
-    est = estimator(model, gpu, backend, tp)
+    source = label(kg, spec.backend, str(meta["version"]))
+    est = estimator(spec)
     try:
         return tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
     except Exception as err:  # the estimator's own errors, e.g. no attention data for a shape
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        raise KernelError(f"sim.model: the kernel database cannot model {meta['model']} at "
-                          f"TP {tp} on {kg.system}/{backend} ({first})") from None
+        raise KernelError(f"sim.model: the kernel database cannot model {spec.describe()} on "
+                          f"{kg.system} ({first})") from None
 
 
 def describe(step_model: str, gpu: str, backend: str) -> str:
@@ -136,12 +137,12 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
     calibration's efficiencies (`params`)."""
     if measured is not None:
         return DecodeModel.measured(measured)
+    spec = engine_of(sim, tp)
     if step_source(sim).startswith("kernels"):
-        table = step_table(sim.model, sim.rollout_gpu, sim.engine_backend, tp)
-        return TableDecodeModel.from_table(table)
-    return DecodeModel.build(load_hardware(sim.rollout_gpu), load_model(sim.model), tp,
-                             params["bw_eff"], params["step_overhead_s"],
-                             params["compute_eff"])
+        return TableDecodeModel.from_table(step_table(spec))
+    return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
+                             params["step_overhead_s"], params["compute_eff"],
+                             spec.weight_bytes, spec.kv_bytes)
 
 
 def label(kg: KernelGpu, backend: str, version: str) -> str:

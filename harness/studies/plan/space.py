@@ -79,17 +79,16 @@ def engine_tps(plan: Plan) -> list[int]:
     """TP sizes at which one replica holds the weights and one longest sequence
     (prompt plus response cap) and the model's heads split evenly."""
     from harness.shared.defaults import resolve_defaults
+    from harness.sim.engine_spec import engine_of
     from harness.sim.feasibility import engine_problem
-    from harness.sim.presets import load_hardware, load_model
     from harness.sim.runtime import kv_capacity_tokens
     from workloads.profile import workload_limits
 
     cfg = resolve_defaults(plan.base_config())
     longest = cfg.max_response_tokens + workload_limits(cfg.workload, cfg.group_size)[1]
     s = cfg.sim
-    model, gpu = load_model(s.model), load_hardware(s.rollout_gpu)
-    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus
-            and engine_problem(model, s.model, gpu, s.rollout_gpu, tp, s.mem_fraction) is None
+    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus and tp % s.rollout_ep == 0
+            and engine_problem(engine_of(s, tp), s.mem_fraction) is None
             and kv_capacity_tokens(cfg, tp) >= longest]
 
 

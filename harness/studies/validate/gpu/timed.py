@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.sim.engine_spec import resolve_engine
 from harness.sim.kernels import source
 from harness.sim.kernels.gpus import kernel_gpu
 from harness.sim.presets import hardware_names, load_model
@@ -85,7 +86,7 @@ def decode_rows(points: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (gpu, model), steps in _at(points, kind="decode").groupby(["gpu", "model"]):
         layers = load_model(model).layers
-        est = source.estimator(model, gpu, "vllm", 1)
+        est = source.estimator(resolve_engine(model, gpu, "vllm", 1))
         kern = {b: _sim(model, gpu, b, "kernels") for b in BACKENDS}
         roof = _sim(model, gpu, "vllm", "roofline")
         for _, s in steps.iterrows():
@@ -117,7 +118,7 @@ def prefill_rows(points: pd.DataFrame) -> pd.DataFrame:
     """Each timed prefill of one prompt beside the database and both step models."""
     rows = []
     for (gpu, model), fills in _at(points, kind="prefill").groupby(["gpu", "model"]):
-        est = source.estimator(model, gpu, "vllm", 1)
+        est = source.estimator(resolve_engine(model, gpu, "vllm", 1))
         kern, roof = _sim(model, gpu, "vllm", "kernels"), _sim(model, gpu, "vllm", "roofline")
         for _, s in fills.iterrows():
             c = int(s["context"])
@@ -140,7 +141,7 @@ def gemm_rows(points: pd.DataFrame) -> pd.DataFrame:
     layer_gemms = _at(points, kind="gemm")
     layer_gemms = layer_gemms[layer_gemms["model"] != "appendix_a"]
     for (gpu, model), gemms in layer_gemms.groupby(["gpu", "model"]):
-        est = source.estimator(model, gpu, "vllm", 1)
+        est = source.estimator(resolve_engine(model, gpu, "vllm", 1))
         layers = load_model(model).layers
         ops = {m: est.decode_ops(m, 512) if m <= 256 else est.prefill_ops(m)
                for m in set(gemms["m"].astype(int))}
