@@ -43,6 +43,16 @@ def test_fit_worked_by_hand() -> None:
     assert fit.overhead_ms("trtllm", "1.0", 2, 20) == 0.0
 
 
+def test_a_refit_takes_the_charged_term_back_out() -> None:
+    """Once the engine charges the term, silicon's kernels TPOT holds it: a refit must fit
+    against the kernels alone, not the residual of its own previous fit."""
+    df = _rows([("vllm", "1", 2, 8, 8, 1.0), ("vllm", "1", 2, 16, 16, 1.0)])
+    charged = df.assign(kernels_tpot_ms=df["kernels_tpot_ms"] + 0.7, kernels_overhead_ms=0.7)
+    assert ov.fit(charged).entries[0].fixed_ms == pytest.approx(1.0)
+    assert ov.with_overhead(ov.fit(charged), charged)["err_before"].tolist() == \
+        pytest.approx([-1 / 11, -1 / 11])
+
+
 def test_one_odd_row_does_not_move_the_slope() -> None:
     rows = [("vllm", "1", 2, b, 8, 0.5 + 0.01 * b) for b in (8, 16, 32, 64)]
     fit = ov.fit(_rows([*rows, ("vllm", "1", 2, 128, 8, 30.0)]))
