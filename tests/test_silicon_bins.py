@@ -84,7 +84,8 @@ def _row(**cols: object) -> SimpleNamespace:
     base = {"id": "r", "backend": "sglang", "system": "h100_sxm", "model_path": "Qwen/Qwen3-32B",
             "precision": "bf16", "gemm_quant_mode": None, "moe_quant_mode": None,
             "mode": "agg", "backend_version": "0.5.1", "tp_size": 8.0, "moe_ep_size": 8.0,
-            "attention_dp_size": float("nan"), "batch_size": 16.0, "isl": 1024, "osl": 128,
+            "attention_dp_size": float("nan"), "moe_tp_size": 1.0, "batch_size": 16.0,
+            "isl": 1024, "osl": 128,
             "silicon_tpot_ms": 10.0, "silicon_ttft_ms": 100.0}
     base.update(cols)
     return SimpleNamespace(**base)
@@ -97,6 +98,19 @@ def test_keeper_passes_layout_and_precision_as_settings() -> None:
                                                                           "dense")
     assert (kept["tp"], kept["ep"], kept["attention_dp"]) == (8, 8, 1)  # NaN DP: not used
     assert rows.keep(_row(precision="fp4", gemm_quant_mode="nvfp4"))[0]["precision"] == "fp4"
+
+
+def test_keeper_skips_a_moe_layout_that_does_not_add_up() -> None:
+    """A MoE row's experts span the attention's GPUs: moe_tp x moe_ep = tp x attention DP
+    (2 x 4 = 2 x 4 kept; 2 x 1 != 1 x 1 skipped); a dense row's MoE columns are not read."""
+    moe = {"model_path": "Qwen/Qwen3-235B-A22B-FP8", "precision": "fp8"}
+    kept, why = rows.keep(_row(**moe, tp_size=2.0, moe_tp_size=2.0, moe_ep_size=4.0,
+                               attention_dp_size=4.0))
+    assert why == "" and (kept["arch"], kept["tp"], kept["ep"], kept["attention_dp"]) == (
+        "moe", 2, 4, 4)
+    assert rows.keep(_row(**moe, tp_size=1.0, moe_tp_size=2.0, moe_ep_size=1.0)) == (
+        None, "layout: moe_tp x moe_ep != tp x attention_dp")
+    assert rows.keep(_row(tp_size=1.0, moe_tp_size=2.0))[1] == ""  # dense: not read
 
 
 def test_keeper_refusal_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -120,11 +120,14 @@ def keep(row: Any, unlabelled_as_bf16: bool = True) -> tuple[dict[str, Any] | No
         return None, why
     if row.mode != "agg":
         return None, f"serving mode {row.mode}"
+    tp, ep, dp = int(row.tp_size), _size(row.moe_ep_size), _size(row.attention_dp_size)
+    moe_tp = _size(row.moe_tp_size)
+    if arch == "moe" and moe_tp * ep != tp * dp:  # the experts' GPUs are the attention's
+        return None, "layout: moe_tp x moe_ep != tp x attention_dp"
     return {"id": row.id, "model": row.model_path, "model_ref": ref, "gpu": GPUS[row.system],
             "framework": row.backend, "backend_version": row.backend_version,
             "precision": value, "precision_basis": basis, "arch": arch,
-            "tp": int(row.tp_size), "ep": _size(row.moe_ep_size),
-            "attention_dp": _size(row.attention_dp_size), "batch": int(row.batch_size),
+            "tp": tp, "ep": ep, "attention_dp": dp, "batch": int(row.batch_size),
             "isl": int(row.isl), "osl": int(row.osl), "measured_ms": row.silicon_tpot_ms,
             "measured_ttft_ms": row.silicon_ttft_ms}, ""
 
