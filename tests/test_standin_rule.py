@@ -84,13 +84,28 @@ def test_moe_touches_only_the_experts_its_tokens_route_to() -> None:
     assert many.bytes == pytest.approx(2 * 36 * (128 * width + 2 * 512 * 8 * 4096))
 
 
-def test_carry_ops_prices_every_op_and_keeps_unknown_ones() -> None:
+def test_carry_ops_prices_every_op_and_unknown_ones_by_the_one_ratio() -> None:
     dims = Dims.from_config(QWEN3_8B)
     h200, h100 = load_hardware("h200-sxm"), load_hardware("h100-sxm")
-    ops = {"ar_1": 0.3, "some_new_op": 0.05, "qkv_gemm": 0.6}
+    ops = {"ar_1": 0.3, "mla_attention": 0.05, "qkv_gemm": 0.6}
     out = carry_ops(ops, dims, 2, 16, 2048, "decode", h200, h100)
-    assert out["ar_1"] == 0.3 and out["some_new_op"] == 0.05  # same NVLink; unknown kept
+    assert out["ar_1"] == 0.3  # same NVLink 4: as measured
+    assert out["mla_attention"] == pytest.approx(0.05 * 4800 / 3350)  # no shape: HBM ratio
     assert 0.6 < out["qkv_gemm"] < 0.6 * 4800 / 3350  # memory-bound, not all roofline
+    prefill = carry_ops({"mla_attention": 1.0}, dims, 2, 1, 2048, "prefill", h200,
+                        load_hardware("a100-80gb-sxm"))
+    assert prefill["mla_attention"] == pytest.approx(989.4 / 312.0)  # FLOPs ratio
+
+
+def test_fp8_weights_halve_a_gemms_weight_bytes_and_its_flops_at_the_bf16_peak() -> None:
+    dims = Dims.from_config(QWEN3_8B)
+    bf16 = op_shapes(dims, 1, 8, 2048, "decode")
+    fp8 = op_shapes(dims, 1, 8, 2048, "decode", weight_bytes=1, kv_bytes=1)
+    n, k, m = 24576, 4096, 8
+    assert fp8["gate_ffn1_gemm"].flops == pytest.approx(bf16["gate_ffn1_gemm"].flops / 2)
+    assert fp8["gate_ffn1_gemm"].bytes == pytest.approx(36 * (n * k + 2 * (m * k + m * n)))
+    assert fp8["attention"].bytes < bf16["attention"].bytes  # the KV cache read halves
+    assert fp8["logits_gemm"] == bf16["logits_gemm"]  # the LM head stays BF16
 
 
 # Measured on this grid (aiconfigurator-core 0.12.0, vLLM tables, Qwen3-8B TP2): median

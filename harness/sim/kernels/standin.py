@@ -89,7 +89,8 @@ class Dims:
         """Names as Llama, Qwen3 and Qwen3-MoE configs spell them (Mixtral's too)."""
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
-        experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+        experts = int(config.get("num_experts") or config.get("num_local_experts")
+                      or config.get("n_routed_experts") or 0)
         return cls(layers=int(config["num_hidden_layers"]), hidden=hidden, heads=heads,
                    kv_heads=int(config.get("num_key_value_heads") or heads),
                    head_dim=int(config.get("head_dim") or hidden // heads),
@@ -100,21 +101,26 @@ class Dims:
                                         or config["intermediate_size"]))
 
 
-def _gemm(m: float, n: float, k: float, layers: int) -> OpShape:
-    return OpShape("gemm", 2.0 * m * n * k * layers, BYTES * (n * k + m * k + m * n) * layers)
+def _gemm(m: float, n: float, k: float, layers: int, wbytes: float) -> OpShape:
+    """FLOPs are counted at the BF16 peak: FP8 weights (wbytes 1) run on Tensor Cores at twice
+    that rate on Hopper (H100 1,979 against 989.4 TFLOPS dense; H20 296 against 148), so
+    their FLOPs count half."""
+    return OpShape("gemm", 2.0 * m * n * k * layers * wbytes / BYTES,
+                   (wbytes * n * k + BYTES * (m * k + m * n)) * layers)
 
 
-def op_shapes(dims: Dims, tp: int, batch: int, length: int, phase: str
-              ) -> dict[str, OpShape]:
+def op_shapes(dims: Dims, tp: int, batch: int, length: int, phase: str,
+              weight_bytes: float = BYTES, kv_bytes: float = BYTES) -> dict[str, OpShape]:
     """The shape of each op, per GPU at tensor parallelism `tp`, keyed by the estimator's op
     names (no prefix): one decode step of `batch` sequences holding `length` tokens each
-    (phase "decode"), or the prefill of `batch` prompts of `length` tokens ("prefill")."""
-    d, L = dims, dims.layers
+    (phase "decode"), or the prefill of `batch` prompts of `length` tokens ("prefill").
+    `weight_bytes` and `kv_bytes` are 1 for FP8 weights and KV cache."""
+    d, L, w = dims, dims.layers, weight_bytes
     q, kv = d.heads * d.head_dim / tp, d.kv_heads * d.head_dim / tp
     if phase == "decode":  # one new token per sequence, which reads its whole KV cache
         m = float(batch)
         attention = OpShape("attention", 4.0 * m * length * q * L,
-                            BYTES * m * (2 * length * kv + 2 * q) * L)
+                            m * (kv_bytes * 2 * length * kv + BYTES * 2 * q) * L)
     else:  # causal self-attention over each prompt: half its s x s score matrix
         m = float(batch * length)
         attention = OpShape("attention", 2.0 * m * length * q * L,
@@ -125,13 +131,14 @@ def op_shapes(dims: Dims, tp: int, batch: int, length: int, phase: str
         "add_norm_1": OpShape("elementwise", bytes=4 * BYTES * m * d.hidden * L),
         "add_norm_2": OpShape("elementwise", bytes=4 * BYTES * m * d.hidden * L),
         "act_gate": OpShape("elementwise", bytes=3 * BYTES * m * d.intermediate / tp * L),
-        "qkv_gemm": _gemm(m, q + 2 * kv, d.hidden, L),
+        "qkv_gemm": _gemm(m, q + 2 * kv, d.hidden, L, w),
         "attention": attention,
-        "proj_gemm": _gemm(m, d.hidden, q, L),
-        "gate_ffn1_gemm": _gemm(m, 2 * d.intermediate / tp, d.hidden, L),
-        "ffn2_gemm": _gemm(m, d.hidden, d.intermediate / tp, L),
-        "logits_gemm": _gemm(m if phase == "decode" else batch, d.vocab / tp, d.hidden, 1),
-        "router_gemm": _gemm(m, d.experts, d.hidden, L),
+        "proj_gemm": _gemm(m, d.hidden, q, L, w),
+        "gate_ffn1_gemm": _gemm(m, 2 * d.intermediate / tp, d.hidden, L, w),
+        "ffn2_gemm": _gemm(m, d.hidden, d.intermediate / tp, L, w),
+        "logits_gemm": _gemm(m if phase == "decode" else batch, d.vocab / tp, d.hidden, 1,
+                             BYTES),
+        "router_gemm": _gemm(m, d.experts, d.hidden, L, w),
         "embedding_ar": OpShape("comm", message_bytes=message, calls=1),
         "ar_1": OpShape("comm", message_bytes=message, calls=L),
         "ar_2": OpShape("comm", message_bytes=message, calls=L),
@@ -139,17 +146,16 @@ def op_shapes(dims: Dims, tp: int, batch: int, length: int, phase: str
     if d.experts:  # each token runs topk experts; the batch touches min(E, m*topk) of them
         width = 3 * d.hidden * d.moe_intermediate / tp
         touched = min(float(d.experts), m * d.topk)
-        shapes["moe"] = OpShape("gemm", 2.0 * m * d.topk * width * L,
-                                BYTES * (touched * width + 2 * m * d.topk * d.hidden) * L)
+        shapes["moe"] = OpShape("gemm", 2.0 * m * d.topk * width * L * w / BYTES,
+                                (w * touched * width + BYTES * 2 * m * d.topk * d.hidden) * L)
     return shapes
 
 
-def shape_of(name: str, shapes: dict[str, OpShape]) -> OpShape:
-    """An op's shape; an op the table does not name is comm by its name, else elementwise
-    (its bytes unknown, so it is kept as measured: the safe choice for a small op)."""
+def shape_of(name: str, shapes: dict[str, OpShape]) -> OpShape | None:
+    """An op's shape; an op the table does not name is comm by its name, else None."""
     if name in shapes:
         return shapes[name]
-    return OpShape("comm" if _COMM.search(name) else "elementwise")
+    return OpShape("comm") if _COMM.search(name) else None
 
 
 def roofline_ms(shape: OpShape, hw: Hardware) -> float:
@@ -184,11 +190,22 @@ def carry(ms: float, shape: OpShape, src: Hardware, dst: Hardware) -> float:
 
 
 def carry_ops(ops: dict[str, float], dims: Dims, tp: int, batch: int, length: int,
-              phase: str, src: Hardware, dst: Hardware) -> dict[str, float]:
+              phase: str, src: Hardware, dst: Hardware, weight_bytes: float = BYTES,
+              kv_bytes: float = BYTES) -> dict[str, float]:
     """Every op of a step measured on `src` (the estimator's `decode_ops(batch, context)`
-    or `prefill_ops(prompt)` with batch 1), predicted on `dst`; the step is their sum."""
-    shapes = op_shapes(dims, tp, batch, length, phase)
-    return {name: carry(ms, shape_of(name, shapes), src, dst) for name, ms in ops.items()}
+    or `prefill_ops(prompt)` with batch 1), predicted on `dst`; the step is their sum. An
+    op without a shape here (another architecture's: MLA, mamba, ...) takes the one ratio,
+    HBM for a decode step and BF16 FLOPs for a prefill, as a stand-in did before."""
+    shapes = op_shapes(dims, tp, batch, length, phase, weight_bytes, kv_bytes)
+    if phase == "decode":
+        fallback = src.hbm_bandwidth_gbs / dst.hbm_bandwidth_gbs
+    else:
+        fallback = src.bf16_tflops / dst.bf16_tflops
+    out: dict[str, float] = {}
+    for name, ms in ops.items():
+        shape = shape_of(name, shapes)
+        out[name] = ms * fallback if shape is None else carry(ms, shape, src, dst)
+    return out
 
 
 def op_class(name: str) -> str:
