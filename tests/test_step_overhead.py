@@ -162,3 +162,26 @@ def test_mixed_steps_worked_by_hand() -> None:
 def test_load_bins() -> None:
     assert [mp.load_bin(x) for x in (0, 40, 40.5, 256, 1024, 4096, 4097)] == [
         "0-40", "0-40", "41-256", "41-256", "257-1024", "1025-4096", ">4096"]
+
+
+def test_the_engine_is_charged_the_term_where_it_lowered_the_held_out_error() -> None:
+    # vLLM: the table's step plus 0.464 ms + 0.0283 ms a sequence (TP 2's fit standing in
+    # for TP 1), the per-sequence part held at batch 128; SGLang: the table alone.
+    from harness.core.config import RunConfig
+    from harness.sim.engine_spec import engine_of
+    from harness.sim.kernels import source
+    from harness.sim.perf import TableDecodeModel
+
+    sim = RunConfig().sim
+    sim.model, sim.rollout_gpu, sim.rollout_tp, sim.engine_backend = (
+        "qwen2.5-7b", "h100-sxm", 1, "vllm")
+    bare = TableDecodeModel.from_table(source.step_table(engine_of(sim)))
+    charged = source.decode_model(sim, {}, 1)
+    for b, extra in ((1, 0.464 + 0.0283), (16, 0.464 + 16 * 0.0283),
+                     (100, 0.464 + 100 * 0.0283), (512, 0.464 + 128 * 0.0283)):
+        got = (charged.steps_time(1, b, b * 2048) - bare.steps_time(1, b, b * 2048)) * 1e3
+        assert got == pytest.approx(extra, abs=2e-3)
+    sim.engine_backend = "sglang"
+    plain = TableDecodeModel.from_table(source.step_table(engine_of(sim)))
+    assert source.decode_model(sim, {}, 1).steps_time(5, 16, 16 * 2048) == \
+        plain.steps_time(5, 16, 16 * 2048)

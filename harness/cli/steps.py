@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated
 
 import typer
@@ -93,6 +94,13 @@ def steps_cmd(
     rows = step_rows(s, batches, contexts)
     for line in over:  # said before the table, on stderr: the numbers stand, flagged
         typer.echo(f"warning: {line}", err=True)
+    if rows and str(rows[0]["step_source"]).startswith("kernels"):
+        from harness.sim.kernels.source import framework_overhead
+
+        term = framework_overhead(engine_of(s))
+        typer.echo(textwrap.fill(f"note: decode_ms = measured kernels + the framework's own "
+                                 f"per-step cost: {term.provenance}", 100,
+                                 subsequent_indent="  "), err=True)
     print_rows(rows, fmt)
 
 

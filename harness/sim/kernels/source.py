@@ -8,6 +8,7 @@ step, and the run says so once. `"roofline"` always uses the roofline.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from harness.sim.kernels.estimator import (
     package_version,
 )
 from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
+from harness.sim.kernels.overhead import Overhead, charged
 from harness.sim.model_config import config_file, is_config_path, preset_config
 from harness.sim.perf import DecodeModel, StepJump, TableDecodeModel
 from harness.sim.presets import load_model
@@ -139,10 +141,28 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
         return DecodeModel.measured(measured)
     spec = engine_of(sim, tp)
     if step_source(sim).startswith("kernels"):
-        return TableDecodeModel.from_table(step_table(spec))
+        return with_overhead(TableDecodeModel.from_table(step_table(spec)), spec)
     return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
                              params["step_overhead_s"], params["compute_eff"],
                              spec.weight_bytes, spec.kv_bytes)
+
+
+def framework_overhead(spec: EngineSpec) -> Overhead:
+    """The serving framework's own cost per step this engine is charged, beyond its
+    kernels (`kernels/overhead.py`; fitted to the silicon sample)."""
+    return charged(spec.backend, str(identity(spec)[0]["version"]), spec.tp)
+
+
+def with_overhead(model: TableDecodeModel, spec: EngineSpec) -> TableDecodeModel:
+    """The table's step plus the framework's term at each tabulated batch: exact between
+    them too, since the term is linear in the batch (held flat past its cap, itself a
+    tabulated batch) and the table's coefficients are interpolated linearly."""
+    term = framework_overhead(spec)
+    if not (term.fixed_ms or term.per_seq_ms):
+        return model
+    fixed = tuple(a + term.at(b) / 1e3 for a, b in zip(model.fixed_s, model.batches,
+                                                       strict=True))
+    return dataclasses.replace(model, fixed_s=fixed)
 
 
 def label(kg: KernelGpu, backend: str, version: str) -> str:

@@ -46,7 +46,8 @@ COLUMNS = ["id", "model", "model_ref", "gpu", "framework", "backend_version", "p
            "precision_basis", "arch", "tp", "ep", "attention_dp", "batch", "isl", "osl",
            "context", "prefill_tok_per_step", "measured_ms", "measured_ttft_ms",
            "kernels_ms", "roofline_ms", "kernels_tpot_ms", "roofline_tpot_ms",
-           "kernels_ttft_ms", "roofline_ttft_ms", "kernels_source", "roofline_source"]
+           "kernels_ttft_ms", "roofline_ttft_ms", "kernels_source", "roofline_source",
+           "kernels_overhead_ms"]
 
 
 def step_ms(model: Any, batch: int, context: int, isl: int) -> tuple[float, float]:
@@ -110,6 +111,17 @@ def price(kept: dict[str, Any], engines: _Engines) -> None:
         kept[f"{name}_ms"], kept[f"{name}_source"] = decode, source
         kept[f"{name}_tpot_ms"] = tpot_ms(decode, prefill, b, osl)
         kept[f"{name}_ttft_ms"] = ttft_ms(model, b, isl)
+    kept["kernels_overhead_ms"] = charged_overhead_ms(kept)
+
+
+def charged_overhead_ms(kept: dict[str, Any]) -> float:
+    """The framework's per-step term inside a row's kernels step (kernels/overhead.py), so
+    that a refit of it (validate/gpu/overhead.py) takes it back out first."""
+    from harness.sim.engine_spec import engine_of
+    from harness.sim.kernels.source import framework_overhead
+
+    sim, _ = engine_sim(kept, "kernels")
+    return framework_overhead(engine_of(sim)).at(kept["batch"])
 
 
 def predict(raw: pd.DataFrame, unlabelled_as_bf16: bool = True) -> pd.DataFrame:
