@@ -155,3 +155,25 @@ def test_h20_from_h200_and_from_h100_agree(tmp_path: Path) -> None:
             steps.append(sum(carry_ops(ops, dims, 1, batch, length, phase,
                                        load_hardware(preset), h20).values()))
         assert steps[1] / steps[0] == pytest.approx(1.0, abs=0.06), (phase, batch, steps)
+
+
+def test_the_h20_engine_is_the_h200_ops_carried_by_the_rule() -> None:
+    import json
+
+    from harness.sim.engine_spec import resolve_engine
+    from harness.sim.kernels import source
+    from harness.sim.kernels.standin import Dims, carry_ops
+    from harness.sim.presets import load_hardware
+
+    h20 = source.estimator(resolve_engine("qwen3-8b", "h20", "vllm", 1))
+    h200 = source.estimator(resolve_engine("qwen3-8b", "h200-sxm", "vllm", 1))
+    assert h20.gpu.rule == "per-op" and h20.gpu.system == "h200_sxm"
+    dims = Dims.from_config(json.loads((h20.folder / "config.json").read_text()))
+    ops = h200.decode_ops(16, 2048)
+    want = sum(carry_ops(ops, dims, 1, 16, 2048, "decode", load_hardware("h200-sxm"),
+                         load_hardware("h20")).values())
+    assert h20.decode_ms(16, 2048) == pytest.approx(want, rel=1e-9)
+    # H20 has 0.83x the H200's bandwidth and 0.15x its FLOPs: decode a little slower,
+    # prefill (bound by FLOPs) several times slower
+    assert 1.0 < h20.decode_ms(1, 2048) / h200.decode_ms(1, 2048) < 1.3
+    assert h20.prefill_ms(1, 4096) / h200.prefill_ms(1, 4096) > 3

@@ -115,9 +115,26 @@ class Estimator:
                               ) from None
         link = DecodeModel.build(self.hw, self.model, self.tp, 1.0, 0.0, 1.0)
         self._link = (link.fixed_s * 1e3, link.per_seq_s * 1e3)
+        if self.gpu.rule == "per-op":
+            from harness.sim.kernels.standin import Dims
+            from harness.sim.presets import load_hardware
+
+            self._dims = Dims.from_config(json.loads((self.folder / "config.json").read_text()))
+            self._measured_on = load_hardware(self.gpu.source)
+
+    def _carried(self, ops: dict[str, float], batch: int, length: int, phase: str) -> float:
+        """The ops measured on the database GPU carried to this one op class by op class
+        (kernels/standin.py), summed."""
+        from harness.sim.kernels.standin import carry_ops
+
+        return sum(carry_ops(ops, self._dims, self.tp, batch, length, phase,
+                             self._measured_on, self.hw, weight_bytes=self.spec.weight_bytes,
+                             kv_bytes=self.spec.kv_bytes).values())
 
     def decode_ms(self, batch: int, context: int) -> float:
         """One decode step of `batch` sequences holding `context` tokens each, in ms."""
+        if self.gpu.rule == "per-op":
+            return self._carried(self.decode_ops(batch, context), batch, context, "decode")
         if self.gpu.comm == "measured" and self.gpu.decode_scale == 1.0:
             with quiet():
                 return float(self._handle.decode_step_latency(batch, context, 2))
@@ -132,6 +149,9 @@ class Estimator:
         """Prefill of `batch` prompts of `prompt` tokens each, in ms."""
         with quiet():
             ms = float(self._handle.predict_prefill_latency(batch, prompt))
+        if self.gpu.rule == "per-op":  # the database's batching, the rule's ratio
+            ops = self.prefill_ops(prompt)
+            return ms * self._carried(ops, 1, prompt, "prefill") / sum(ops.values())
         return ms * self.gpu.prefill_scale
 
     def decode_ops(self, batch: int, context: int) -> dict[str, float]:

@@ -19,6 +19,8 @@ class KernelGpu:
     prefill_scale: float
     comm: str  # "measured" or "preset-link"
     note: str
+    rule: str = "scale"  # "scale": the two scales above; "per-op": kernels/standin.py
+    source: str = ""  # per-op: the hardware preset of `system` (the GPU measured)
 
 
 @cache
@@ -26,7 +28,8 @@ def _table() -> dict[str, KernelGpu]:
     text = resources.files("harness.sim").joinpath("presets", "kernel_gpus.toml").read_text()
     return {name: KernelGpu(name, bool(raw["stand_in"]), str(raw["system"]),
                             float(raw["decode_scale"]), float(raw["prefill_scale"]),
-                            str(raw["comm"]), str(raw["note"]))
+                            str(raw["comm"]), str(raw["note"]), str(raw.get("rule", "scale")),
+                            str(raw.get("source", "")))
             for name, raw in tomllib.loads(text).items()}
 
 
