@@ -272,3 +272,27 @@ def test_the_space_is_enumerated_once_with_progress() -> None:
     layouts_n = sum(len(v) for v in space.layouts.values())
     assert told[-1] == (layouts_n, layouts_n) and len(told) == layouts_n
     assert space.points() is points  # kept: not enumerated again
+
+
+def test_a_moe_plan_holds_every_expert_at_its_precision_with_ep_equal_to_tp() -> None:
+    from harness.studies.plan.space import engine_tps
+
+    # Qwen3-235B-A22B on 8 H100 (68 GB of each at mem_fraction 0.85): bf16 weights take
+    # 470.2 GB, /8 = 58.8 GB, so only TP 8; fp8 halves them, so TP 4 (58.8 GB) holds too.
+    # TP 8 splits 4 KV heads by replicating each on 2 GPUs.
+    bf16 = Cluster("qwen3-235b-a22b", 8, "h100-sxm", expert_parallel=True)
+    fp8 = Cluster("qwen3-235b-a22b", 8, "h100-sxm", precision="fp8", expert_parallel=True)
+    assert engine_tps(plan_of(bf16, workload="dapo-math-17k")) == [8]
+    assert engine_tps(plan_of(fp8, workload="dapo-math-17k")) == [4, 8]
+    point = Point("slime", Layout(COLOCATED, 4, 2, 0))
+    cfg = point.config(plan_of(fp8, workload="dapo-math-17k"))
+    assert (cfg.sim.rollout_ep, cfg.sim.rollout_precision) == (4, "fp8")
+    # a dense plan's key is the one it had before these settings existed
+    assert plan_of().key() == plan_of(Cluster("qwen3-1.7b", 2, "a100-40gb-pcie", "rtx-4090",
+                                              8, backend="sglang")).key()
+
+
+def test_expert_parallel_on_a_dense_model_is_one_line() -> None:
+    result = invoke(*[x for kv in BASE.items() for x in kv], "--expert-parallel", "--out", "x")
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: --expert-parallel: qwen3-8b has no experts to split"

@@ -79,6 +79,12 @@ def plan_cmd(
     trainer_gpu: Annotated[str, _opt(help="A separate trainer pool's GPU preset (then the N "
                                      "GPUs are all the engine's).")] = "",
     trainer_gpus: Annotated[int, _opt(help="GPUs of the separate trainer pool.")] = 0,
+    backend: Annotated[str, _opt(help="Serving framework of the engines: sglang or vllm.")]
+    = "sglang",
+    precision: Annotated[str, _opt(help="Rollout weights and matmuls: bf16 or fp8.")] = "bf16",
+    expert_parallel: Annotated[bool, _opt(help="A MoE's experts split over each replica's GPUs "
+                                          "(EP = TP); else each expert split over them.")]
+    = False,
     calibration: Annotated[str, _opt(help="Simulator calibration: "
                                      f"{', '.join(calibration_names())}.")] = "rolloutpipe",
     systems: Annotated[str | None, _opt(help="Comma-separated systems to consider.",
@@ -94,7 +100,8 @@ def plan_cmd(
         r, k, u = rc.recipe_from_slime(groups, group_size, update_groups, rollout_batch_size,
                                        n_samples_per_prompt, global_batch_size)
         cap = _one_of(max_response_tokens, rollout_max_response_len)
-        plan = rc.Plan(rc.Cluster(model, gpus, gpu, trainer_gpu, trainer_gpus, calibration),
+        plan = rc.Plan(rc.Cluster(model, gpus, gpu, trainer_gpu, trainer_gpus, calibration,
+                                  backend, precision, expert_parallel),
                        rc.Recipe(workload, r, k, u, cap, rounds, seed),
                        rc.Limits(objective, max_lag, on_policy))
         rc.check(plan, budget)
@@ -117,8 +124,9 @@ def plan_cmd(
     from harness.sim.kernels.source import describe
 
     sim = RunConfig().sim
-    _stage(f"step times: {describe(sim.step_model, gpu, sim.engine_backend)} "
-           f"(engine {gpu}, {sim.engine_backend})")
+    _stage(f"step times: {describe(sim.step_model, gpu, backend)} "
+           f"(engine {gpu}, {backend}, {precision}"
+           f"{', EP = TP' if expert_parallel else ''})")
     _stage(f"trainer: {calibration.describe_train_mfu(plan.base_config().sim)}")
     for system, why in {**space.excluded, **space.notes}.items():
         _stage(f"  {system}: {why}")

@@ -35,6 +35,13 @@ class Cluster:
     trainer_gpu: str = ""  # "" : the trainer shares the N GPUs' pool (split or colocated)
     trainer_gpus: int = 0
     calibration: str = "rolloutpipe"
+    backend: str = "sglang"  # the engines' serving framework
+    precision: str = "bf16"  # rollout weights and matmuls
+    expert_parallel: bool = False  # a MoE's experts split over each replica's GPUs (EP = TP)
+
+    def ep_for(self, tp: int) -> int:
+        """The expert-parallel size of a TP-`tp` replica."""
+        return tp if self.expert_parallel else 1
 
     @property
     def pooled(self) -> bool:
@@ -86,11 +93,16 @@ class Plan:
                         rounds=r.rounds, seed=r.seed)
         cfg.sim.model, cfg.sim.rollout_gpu, cfg.sim.calibration = c.model, c.gpu, c.calibration
         cfg.sim.trainer_gpu = c.trainer_gpu or c.gpu
+        cfg.sim.engine_backend, cfg.sim.rollout_precision = c.backend, c.precision
         return cfg
 
     def key(self) -> str:
         """A name for the plan's inputs: a folder holds the study of one plan only."""
-        text = json.dumps(asdict(self), sort_keys=True)
+        plan = asdict(self)  # the engine settings named only where set: older keys hold
+        plan["cluster"] = {k: v for k, v in plan["cluster"].items()
+                           if (k, v) not in (("backend", "sglang"), ("precision", "bf16"),
+                                             ("expert_parallel", False))}
+        text = json.dumps(plan, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -139,6 +151,14 @@ def check(plan: Plan, budget: int) -> None:
                 raise PlanError(f"{opt}: {err}") from None
     if c.gpus < 1:
         raise PlanError(f"--gpus {c.gpus}: must be a positive integer")
+    from harness.core.config import ENGINE_BACKENDS, PRECISIONS
+
+    if c.backend not in ENGINE_BACKENDS:
+        raise PlanError(f"--backend {c.backend!r}: one of {', '.join(ENGINE_BACKENDS)}")
+    if c.precision not in PRECISIONS:
+        raise PlanError(f"--precision {c.precision!r}: one of {', '.join(PRECISIONS)}")
+    if c.expert_parallel and not load_model(c.model).is_moe:
+        raise PlanError(f"--expert-parallel: {c.model} has no experts to split")
     if bool(c.trainer_gpu) != (c.trainer_gpus > 0):
         raise PlanError("--trainer-gpu and --trainer-gpus: give both (a separate trainer pool) "
                         "or neither (the trainer takes its share of the N GPUs)")

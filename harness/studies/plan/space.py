@@ -87,9 +87,13 @@ def engine_tps(plan: Plan) -> list[int]:
     cfg = resolve_defaults(plan.base_config())
     longest = cfg.max_response_tokens + workload_limits(cfg.workload, cfg.group_size)[1]
     s = cfg.sim
-    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus and tp % s.rollout_ep == 0
-            and engine_problem(engine_of(s, tp), s.mem_fraction) is None
-            and kv_capacity_tokens(cfg, tp) >= longest]
+
+    def fits(tp: int) -> bool:
+        s.rollout_ep = plan.cluster.ep_for(tp)
+        return (engine_problem(engine_of(s, tp), s.mem_fraction) is None
+                and kv_capacity_tokens(cfg, tp) >= longest)
+
+    return [tp for tp in TP_SIZES if tp <= plan.cluster.gpus and fits(tp)]
 
 
 def split_step(gpus: int) -> int:
@@ -176,6 +180,7 @@ class Point:
         cfg.system = self.system
         s, lay = cfg.sim, self.layout
         s.placement, s.rollout_tp, s.rollout_engines = lay.placement, lay.tp, lay.replicas
+        s.rollout_ep = plan.cluster.ep_for(lay.tp)
         s.trainer_gpus = lay.trainer_gpus
         for name, value in self.knobs:
             setattr(cfg, name, value)
