@@ -3,9 +3,12 @@
 Why a keeper and not a filter: the sample's rows differ in precision, expert parallelism,
 attention data parallelism and architecture; those are settings of a simulated engine, so the
 keeper turns them into `sim.*` values and the simulator itself says whether it can price
-them (`settings_refusal`). Only what no setting can express is dropped here: a framework the
+them (`engine_sim`). Only what no setting can express is dropped here: a framework the
 estimator has no kernels for, a GPU without a preset, a model without a config, a row whose
-precision cannot be told, disaggregated serving. Each skip is counted under its reason.
+precision cannot be told, disaggregated serving, a MoE row whose layout columns do not add
+up. Each skip is counted under its reason. The sample states no KV-cache type, so every
+engine keeps the default (`sim.rollout_kv_dtype` bf16); per-tensor and per-block FP8 are
+both `sim.rollout_precision` fp8 (the simulator reads the block scaling from the checkpoint).
 """
 
 from __future__ import annotations
