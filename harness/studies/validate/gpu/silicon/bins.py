@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
+MODELS = ("kernels", "roofline")  # the step models compared with the silicon sample
+
 TARGET = 0.15  # median |relative error| a bin must reach
 MIN_N = 50  # rows a bin needs before it is held to the target
 # Prompt tokens prefilled per decode step (batch * isl / osl), bins closed on the right.

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.plots import save_figure
-from harness.studies.validate.gpu.silicon.bins import LOAD_BINS, MIN_N, TARGET, load_bin
-from harness.studies.validate.gpu.silicon.prediction import MODELS
+from harness.studies.validate.gpu.silicon.bins import LOAD_BINS, MIN_N, MODELS, TARGET, load_bin
 
 
 def _pyplot() -> Any:

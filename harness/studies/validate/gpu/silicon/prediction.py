@@ -33,6 +33,7 @@ import pandas as pd
 
 from harness.core.config import ConfigError
 from harness.studies.steps import decode_model
+from harness.studies.validate.gpu.silicon.bins import MODELS
 from harness.studies.validate.gpu.silicon.rows import (
     SAMPLE_REL,
     engine_sim,
@@ -41,7 +42,6 @@ from harness.studies.validate.gpu.silicon.rows import (
     portable_ref,
 )
 
-MODELS = ("kernels", "roofline")
 COLUMNS = ["id", "model", "model_ref", "gpu", "framework", "backend_version", "precision",
            "precision_basis", "arch", "tp", "ep", "attention_dp", "batch", "isl", "osl",
            "context", "prefill_tok_per_step", "measured_ms", "measured_ttft_ms",

@@ -8,8 +8,7 @@ import textwrap
 
 import pandas as pd
 
-from harness.studies.validate.gpu.silicon.bins import BUCKETS, MIN_N, TARGET, per_bin
-from harness.studies.validate.gpu.silicon.prediction import MODELS
+from harness.studies.validate.gpu.silicon.bins import BUCKETS, MIN_N, MODELS, TARGET, per_bin
 
 LOW_PROMPT_TOK = 40  # rows with at most this many prompt tokens per step: little prefill
 
