@@ -39,8 +39,8 @@ def engine_problem(spec: EngineSpec, mem_fraction: float) -> str | None:
     if need > room:
         least = next((t for t in (2, 4, 8, 16) if total / t / 1e9 <= room
                       and splits(model, t)), None)
-        fix = f"TP {least} or more" if least else ("a larger sim.mem_fraction or a GPU with "
-                                                    "more memory")
+        fix = (f"TP {least} or more, or a larger sim.mem_fraction" if least
+               else "a larger sim.mem_fraction or a GPU with more memory")
         return (f"{name}'s {spec.precision} weights take {need:.1f} GB per GPU at TP {tp}; "
                 f"an {spec.gpu_name} offers {room:.1f} GB ({spec.hw.memory_gb:g} GB x "
                 f"mem_fraction {mem_fraction:g}): use {fix}")
