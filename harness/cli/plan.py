@@ -82,9 +82,9 @@ def plan_cmd(
     backend: Annotated[str, _opt(help="Serving framework of the engines: sglang or vllm.")]
     = "sglang",
     precision: Annotated[str, _opt(help="Rollout weights and matmuls: bf16 or fp8.")] = "bf16",
-    expert_parallel: Annotated[bool, _opt(help="A MoE's experts split over each replica's GPUs "
-                                          "(EP = TP); else each expert split over them.")]
-    = False,
+    expert_parallel: Annotated[bool, _opt("--expert-parallel", help="A MoE's experts split "
+                                          "over each replica's GPUs (EP = TP); else each expert "
+                                          "split over them.")] = False,
     calibration: Annotated[str, _opt(help="Simulator calibration: "
                                      f"{', '.join(calibration_names())}.")] = "rolloutpipe",
     systems: Annotated[str | None, _opt(help="Comma-separated systems to consider.",
