@@ -7,11 +7,14 @@ import pytest
 
 from harness.studies.validate import weight_sync as ws
 
-SMALL_MOE = {"model_type": "qwen3_moe", "hidden_size": 8, "num_hidden_layers": 2,
+SMALL_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+             "hidden_size": 8, "num_hidden_layers": 2,
              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4,
-             "num_experts": 4, "moe_intermediate_size": 6, "vocab_size": 10,
+             "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 6,
+             "intermediate_size": 12, "vocab_size": 10,
              "tie_word_embeddings": False, "attention_bias": False}
-SMALL_DENSE = {"model_type": "qwen2", "hidden_size": 4, "num_hidden_layers": 1,
+SMALL_DENSE = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+               "hidden_size": 4, "num_hidden_layers": 1,
                "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 5,
                "vocab_size": 3, "tie_word_embeddings": True}
 

@@ -52,6 +52,22 @@ def load_config_fields(name: str) -> dict[str, Any]:
         raise ModelConfigError(f"sim.model: {path} is not a JSON file ({err})") from None
     if not isinstance(raw, dict):
         raise ModelConfigError(f"sim.model: {path} holds no JSON object")
+    fields, total, active = _read(raw, path)
+    fields["params_b"] = round(total / 1e9, 3)
+    if fields.get("experts"):
+        fields["active_params_b"] = round(active / 1e9, 3)
+    return fields
+
+
+def count_params(raw: dict[str, Any], path: Path = Path("config.json")) -> tuple[int, int]:
+    """(every parameter, those one token passes through) of a config.json's model, exact
+    (the same count `load_config_fields` rounds to billions)."""
+    _, total, active = _read(raw, path)
+    return total, active
+
+
+def _read(raw: dict[str, Any], path: Path) -> tuple[dict[str, Any], int, int]:
+    """A config's Model fields but the parameter counts, and those counts exact."""
     arch = (raw.get("architectures") or ["?"])[0]
     family = ARCHITECTURES.get(arch)
     if family is None:
@@ -81,17 +97,16 @@ def load_config_fields(name: str) -> dict[str, Any]:
         hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, intermediate=inter,
         vocab=vocab, tied_embeddings=tied, source=str(path), config=str(path))
     if arch in _MOE:
-        fields.update(moe_fields(family, size, raw, path))
-    else:
-        params = param_count(family, layers, hidden, heads, kv_heads, head_dim, inter, vocab,
-                             tied)
-        fields["params_b"] = round(params / 1e9, 3)
-    return fields
+        extra, total, active = moe_fields(family, size, raw, path)
+        return {**fields, **extra}, total, active
+    total = param_count(family, layers, hidden, heads, kv_heads, head_dim, inter, vocab, tied)
+    return fields, total, total
 
 
-def moe_fields(family: str, size: Any, raw: dict[str, Any], path: Path) -> dict[str, Any]:
-    """A MoE config's totals and routing: every parameter, those one token passes through,
-    the routed experts' share, and (DeepSeek-V3's latent attention) the cached width."""
+def moe_fields(family: str, size: Any, raw: dict[str, Any], path: Path
+               ) -> tuple[dict[str, Any], int, int]:
+    """A MoE config's routing fields, the routed experts' share and (DeepSeek-V3's latent
+    attention) the cached width; with every parameter and those one token passes through."""
     hidden, layers = size("hidden_size"), size("num_hidden_layers")
     heads, vocab = size("num_attention_heads"), size("vocab_size")
     top_k = size("num_experts_per_tok")
@@ -128,10 +143,9 @@ def moe_fields(family: str, size: Any, raw: dict[str, Any], path: Path) -> dict[
              + moe_layers * (router + (experts + shared) * expert) + embed)
     active = (layers * attn + dense_layers * dense_mlp
               + moe_layers * (router + (top_k + shared) * expert) + embed)
-    out.update(params_b=round(total / 1e9, 3), active_params_b=round(active / 1e9, 3),
-               experts=experts, experts_per_token=top_k, expert_intermediate=width,
+    out.update(experts=experts, experts_per_token=top_k, expert_intermediate=width,
                expert_params_b=round(moe_layers * experts * expert / 1e9, 3))
-    return out
+    return out, total, active
 
 
 def param_count(family: str, layers: int, hidden: int, heads: int, kv_heads: int,

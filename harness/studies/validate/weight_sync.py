@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.sim.calibration import load as load_calibration
+from harness.sim.model_config import count_params
 from harness.sim.presets import load_hardware
 
 SOURCE = ("verl-project/verl@1dda039b9c6311889a9c9a26040677e1254814f9:"
@@ -55,7 +56,8 @@ CALIBRATION = "rolloutpipe"  # the default `sim.calibration`
 # Qwen2.5-Math-7B's sizes: config.json of Qwen/Qwen2.5-Math-7B on the model's hub page
 # (the architecture of Qwen2.5-7B: models.toml's qwen2.5-7b, 7.61B on its model card).
 QWEN25_MATH_7B: dict[str, Any] = {
-    "model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28,
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+    "num_hidden_layers": 28,
     "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
     "vocab_size": 152064, "tie_word_embeddings": False}
 
@@ -90,10 +92,6 @@ def read_config(stem: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def _head_dim(cfg: dict[str, Any]) -> int:
-    return int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
-
-
 def _qk_norm(cfg: dict[str, Any]) -> bool:
     """Qwen3 (dense and MoE) normalises q and k per head; Qwen2 does not."""
     return str(cfg.get("model_type", "")).startswith("qwen3")
@@ -106,24 +104,9 @@ def _qkv_bias(cfg: dict[str, Any]) -> bool:
 
 
 def total_params(cfg: dict[str, Any]) -> int:
-    """Every parameter of a Qwen2/Qwen3(-MoE) decoder from its config.json, per layer:
-    attention h*(H*d) + 2*h*(K*d) + (H*d)*h (+ (H+2K)*d biases, + 2*d q/k norms), then
-    experts E*3*h*m + router h*E (MoE, m = moe_intermediate_size) or 3*h*i (dense),
-    then 2*h for the two norms; once: vocab*h per embedding (two when untied) + h final
-    norm."""
-    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-    heads, kv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], _head_dim(cfg)
-    attention = h * heads * d + 2 * h * kv * d + heads * d * h
-    attention += (heads + 2 * kv) * d if _qkv_bias(cfg) else 0
-    attention += 2 * d if _qk_norm(cfg) else 0
-    experts = cfg.get("num_experts", 0)
-    if experts:
-        mlp = experts * 3 * h * cfg["moe_intermediate_size"] + h * experts
-    else:
-        mlp = 3 * h * cfg["intermediate_size"]
-    layer = attention + mlp + 2 * h
-    embeddings = cfg["vocab_size"] * h * (1 if cfg.get("tie_word_embeddings") else 2)
-    return layers * layer + embeddings + h
+    """Every parameter of a model from its config.json, every expert included: the count
+    the simulator's presets use (`harness.sim.model_config.count_params`)."""
+    return count_params(cfg)[0]
 
 
 def tensors(cfg: dict[str, Any]) -> int:
