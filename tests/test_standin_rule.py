@@ -57,7 +57,8 @@ def test_comm_is_measured_on_one_link_and_scaled_by_the_link_otherwise() -> None
     assert carry(0.0, ar, A, B) == 0.0
 
 
-QWEN3_8B = {"num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32,
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36,
+            "hidden_size": 4096, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
             "vocab_size": 151936}
 
@@ -75,7 +76,8 @@ def test_gemms_cross_from_bandwidth_to_flops_with_the_token_count() -> None:
 
 
 def test_moe_touches_only_the_experts_its_tokens_route_to() -> None:
-    dims = Dims.from_config({**QWEN3_8B, "num_experts": 128, "num_experts_per_tok": 8,
+    dims = Dims.from_config({**QWEN3_8B, "architectures": ["Qwen3MoeForCausalLM"],
+                             "num_experts": 128, "num_experts_per_tok": 8,
                              "moe_intermediate_size": 768})
     width = 3 * 4096 * 768
     one = op_shapes(dims, 1, 1, 512, "decode")["moe"]

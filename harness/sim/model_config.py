@@ -52,6 +52,12 @@ def load_config_fields(name: str) -> dict[str, Any]:
         raise ModelConfigError(f"sim.model: {path} is not a JSON file ({err})") from None
     if not isinstance(raw, dict):
         raise ModelConfigError(f"sim.model: {path} holds no JSON object")
+    return config_fields(raw, path)
+
+
+def config_fields(raw: dict[str, Any], path: Path = Path("config.json")) -> dict[str, Any]:
+    """The fields of a `presets.Model` from a config.json's contents (`path` names it in
+    messages)."""
     fields, total, active = _read(raw, path)
     fields["params_b"] = round(total / 1e9, 3)
     if fields.get("experts"):

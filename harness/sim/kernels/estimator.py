@@ -119,7 +119,7 @@ class Estimator:
             from harness.sim.kernels.standin import Dims
             from harness.sim.presets import load_hardware
 
-            self._dims = Dims.from_config(json.loads((self.folder / "config.json").read_text()))
+            self._dims = Dims.of(self.model)
             self._measured_on = load_hardware(self.gpu.source)
 
     def _carried(self, ops: dict[str, float], batch: int, length: int, phase: str) -> float:

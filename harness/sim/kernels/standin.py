@@ -51,7 +51,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from harness.sim.presets import Hardware
+from harness.sim.model_config import config_fields
+from harness.sim.presets import Hardware, Model
 
 BYTES = 2  # BF16 weights, activations and KV cache
 _COMM = re.compile(r"((^|_)ar(_\d+)?$)|p2p|all_?reduce|dispatch")
@@ -85,20 +86,19 @@ class Dims:
     moe_intermediate: int = 0
 
     @classmethod
+    def of(cls, model: Model) -> Dims:
+        """A model's sizes as the shapes name them (a dense model's MLP as its experts')."""
+        return cls(layers=model.layers, hidden=model.hidden, heads=model.heads,
+                   kv_heads=model.kv_heads, head_dim=model.head_dim,
+                   intermediate=model.intermediate, vocab=model.vocab, experts=model.experts,
+                   topk=model.experts_per_token,
+                   moe_intermediate=model.expert_intermediate or model.intermediate)
+
+    @classmethod
     def from_config(cls, config: dict[str, Any]) -> Dims:
-        """Names as Llama, Qwen3 and Qwen3-MoE configs spell them (Mixtral's too)."""
-        heads = int(config["num_attention_heads"])
-        hidden = int(config["hidden_size"])
-        experts = int(config.get("num_experts") or config.get("num_local_experts")
-                      or config.get("n_routed_experts") or 0)
-        return cls(layers=int(config["num_hidden_layers"]), hidden=hidden, heads=heads,
-                   kv_heads=int(config.get("num_key_value_heads") or heads),
-                   head_dim=int(config.get("head_dim") or hidden // heads),
-                   intermediate=int(config["intermediate_size"]),
-                   vocab=int(config["vocab_size"]), experts=experts,
-                   topk=int(config.get("num_experts_per_tok") or 0),
-                   moe_intermediate=int(config.get("moe_intermediate_size")
-                                        or config["intermediate_size"]))
+        """A config.json's sizes, read the way the simulator reads a model
+        (`harness.sim.model_config`)."""
+        return cls.of(Model(**config_fields(config)))
 
 
 def _gemm(m: float, n: float, k: float, layers: int, wbytes: float) -> OpShape:
