@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.sim.kernels.overhead import Entry, nearest, step_overhead, step_overhead_ms
+from harness.sim.kernels.overhead import Entry, nearest, step_overhead
 from harness.studies.validate.gpu import mixed_prefill as mp
 from harness.studies.validate.gpu import overhead as ov
 
@@ -88,7 +88,8 @@ def test_nearest_refuses_a_backend_with_no_entry() -> None:
 
 
 def test_reader_gives_the_stored_value_and_says_where_it_stands_in() -> None:
-    ms, said = step_overhead_ms("vllm", "0.12.0", 4)
+    fitted = step_overhead("vllm", "0.12.0", 4)
+    ms, said = fitted.fixed_ms, fitted.provenance
     assert ms == pytest.approx(1.044)
     assert "n=6" in said and "silicon_sample.csv" in said and "not fitted" not in said
     term = step_overhead("vllm", "0.24.0", 1)  # RolloutPipe-like: newer tables, TP 1
@@ -161,7 +162,7 @@ def test_mixed_steps_worked_by_hand() -> None:
 
 def test_load_bins() -> None:
     assert [mp.load_bin(x) for x in (0, 40, 40.5, 256, 1024, 4096, 4097)] == [
-        "0-40", "0-40", "41-256", "41-256", "257-1024", "1025-4096", ">4096"]
+        "<=40", "<=40", "41-256", "41-256", "257-1024", "1025-4096", ">4096"]
 
 
 def test_the_engine_is_charged_the_term_where_it_lowered_the_held_out_error() -> None:

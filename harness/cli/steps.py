@@ -73,8 +73,6 @@ def steps_cmd(
     for option, value in (("--precision", precision), ("--kv-dtype", kv_dtype)):
         if value not in PRECISIONS:
             fail(f"{option}: must be {' or '.join(PRECISIONS)}, got {value!r}")
-    if ep < 1 or tp % ep:
-        fail(f"--ep: must be >= 1 and divide --tp {tp}, got {ep}")
     cfg = RunConfig()
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend

@@ -28,11 +28,12 @@ def engine_problem(spec: EngineSpec, mem_fraction: float) -> str | None:
     """Why one engine replica cannot serve its model (None: it can). The weights are all
     held, every expert included, at the rollout precision's bytes."""
     model, name, tp = spec.model, spec.model_name, spec.tp
-    for what, count in (("attention heads", model.heads), ("KV heads", model.kv_heads)):
-        if count % tp and not (what == "KV heads" and tp % count == 0):
-            fits = [t for t in (1, 2, 4, 8) if splits(model, t)]
-            return (f"TP {tp} does not divide {name}'s {count} {what} (a replica splits them "
-                    f"evenly; TP can be {', '.join(map(str, fits))})")
+    if not splits(model, tp):
+        count, what = ((model.heads, "attention heads") if model.heads % tp
+                       else (model.kv_heads, "KV heads"))
+        fits = [t for t in (1, 2, 4, 8) if splits(model, t)]
+        return (f"TP {tp} does not divide {name}'s {count} {what} (a replica splits them "
+                f"evenly; TP can be {', '.join(map(str, fits))})")
     total = model.weight_bytes(spec.weight_bytes)
     need = total / tp / 1e9
     room = spec.hw.memory_gb * mem_fraction

@@ -128,10 +128,3 @@ def charged(backend: str, version: str, tp: int) -> Overhead:
         return Overhead(0.0, 0.0, f"{backend}: none charged (its fitted term raised the "
                                   f"held-out error; {TABLE})")
     return step_overhead(backend, version, tp)
-
-
-def step_overhead_ms(backend: str, version: str, tp: int) -> tuple[float, str]:
-    """(the fixed ms per decode step, one-line provenance). The per-sequence part is in
-    `step_overhead(...).per_seq_ms`; an engine should charge both (`Overhead.at`)."""
-    term = step_overhead(backend, version, tp)
-    return term.fixed_ms, term.provenance

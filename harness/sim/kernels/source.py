@@ -150,7 +150,9 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
 def framework_overhead(spec: EngineSpec) -> Overhead:
     """The serving framework's own cost per step this engine is charged, beyond its
     kernels (`kernels/overhead.py`; fitted to the silicon sample)."""
-    return charged(spec.backend, str(identity(spec)[0]["version"]), spec.tp)
+    kg = kernel_gpu(spec.gpu_name)
+    version = backend_version(kg.system, spec.backend) if kg else None
+    return charged(spec.backend, str(version), spec.tp)
 
 
 def with_overhead(model: TableDecodeModel, spec: EngineSpec) -> TableDecodeModel:

@@ -28,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from harness.studies.validate.gpu.silicon.bins import LOAD_BINS, load_bin
+
 BUDGETS = (2048, 8192)
-LOAD_BINS = ((0, 40, "0-40"), (41, 256, "41-256"), (257, 1024, "257-1024"),
-             (1025, 4096, "1025-4096"))
 # RolloutPipe's engines (docs/simulator.md): (model config, GPU, backend, TP).
 ROLLOUTPIPE = (("Qwen--Qwen3-1.7B", "a100_sxm", "sglang", 2),
                ("Qwen--Qwen3-8B", "h100_sxm", "vllm", 1))
@@ -97,14 +97,6 @@ def mixed_tpot(eng: Engine, batch: int, isl: int, osl: int, budget: int) -> floa
     return (steps * mixed + max(0, osl - steps) * eng.decode(batch, isl, osl)) / osl
 
 
-def load_bin(load: float) -> str:
-    """The prefill-load bin of `load` prompt tokens per step ('>4096' past the last)."""
-    for _, hi, label in LOAD_BINS:
-        if load <= hi:
-            return label
-    return ">4096"
-
-
 def shapes(silicon_rows: pd.DataFrame) -> list[dict[str, Any]]:
     """The silicon rows' engines and shapes (dense BF16 rows with a shipped config: the
     estimator is compiled without quantization), plus RolloutPipe's engines over GRID."""
@@ -154,7 +146,7 @@ def report(df: pd.DataFrame) -> str:
              "| set | load (prompt tok/step) | n | " + " | ".join(
                  f"C={c} median | C={c} worst" for c in BUDGETS) + " |",
              "|---|---|---|" + "---|---|" * len(BUDGETS)]
-    order = [label for *_, label in LOAD_BINS] + [">4096"]
+    order = [label for _, label in LOAD_BINS]
     for name, part in df.groupby("set", sort=False):
         for label in order:
             g = part[part["bin"] == label]
