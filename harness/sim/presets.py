@@ -274,6 +274,12 @@ def load_model(name: str) -> Model:
     return _build(Model, name, raw)
 
 
+def shipped_config(stem: str) -> Path:
+    """The config.json the measured-kernel database ships for a model, by its file stem
+    (`Qwen--Qwen3-30B-A3B`: a hub name with '/' as '--')."""
+    return Path(packaged_config(f"aiconfigurator_core/model_configs/{stem}_config.json"))
+
+
 def packaged_config(ref: str) -> str:
     """The path of a preset's config.json: `aiconfigurator_core/...` is a file shipped
     inside that package (the measured-kernel database ships the configs of the models it

@@ -37,12 +37,11 @@ from __future__ import annotations
 import json
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.sim.calibration import load as load_calibration
 from harness.sim.model_config import count_params
-from harness.sim.presets import load_hardware
+from harness.sim.presets import load_hardware, shipped_config
 
 SOURCE = ("verl-project/verl@1dda039b9c6311889a9c9a26040677e1254814f9:"
           "verl/experimental/fully_async_policy/README.md:452-462")
@@ -86,10 +85,7 @@ def read_config(stem: str) -> dict[str, Any]:
     """A Hugging Face config.json shipped with aiconfigurator-core (a dependency)."""
     if not stem:
         return QWEN25_MATH_7B
-    import aiconfigurator_core
-
-    path = Path(aiconfigurator_core.__file__).parent / "model_configs" / f"{stem}_config.json"
-    return json.loads(path.read_text())
+    return dict(json.loads(shipped_config(stem).read_text("utf-8")))
 
 
 def _qk_norm(cfg: dict[str, Any]) -> bool:

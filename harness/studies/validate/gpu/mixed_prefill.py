@@ -55,12 +55,10 @@ class Engine:
 
 
 def _config_folder(stem: str, cache: Path) -> Path:
-    import aiconfigurator_core
-
     from harness.sim.kernels.estimator import config_dir
+    from harness.sim.presets import shipped_config
 
-    path = Path(aiconfigurator_core.__file__).parent / "model_configs" / f"{stem}_config.json"
-    return config_dir(json.loads(path.read_text("utf-8")), cache)
+    return config_dir(json.loads(shipped_config(stem).read_text("utf-8")), cache)
 
 
 def engine(stem: str, system: str, backend: str, tp: int, cache: Path,

@@ -38,10 +38,9 @@ CLASSES = ("gemm", "moe", "attention", "elementwise", "comm", "step")
 
 def config_of(stem: str) -> dict[str, Any]:
     """A model's config.json as aiconfigurator-core ships it (model_configs/)."""
-    import aiconfigurator_core
+    from harness.sim.presets import shipped_config
 
-    path = Path(aiconfigurator_core.__file__).parent / "model_configs" / f"{stem}_config.json"
-    return dict(json.loads(path.read_text()))
+    return dict(json.loads(shipped_config(stem).read_text("utf-8")))
 
 
 @cache

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ENGINE_BACKENDS, ConfigError, RunConfig
-from harness.sim.presets import model_names
+from harness.sim.presets import model_names, shipped_config
 
 SAMPLE_REL = "systems/silicon_sample.csv"
 GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-80gb-sxm",
@@ -69,7 +69,7 @@ def checkpoint(raw: dict[str, Any]) -> tuple[str, str]:
 def model_ref(model_path: str) -> tuple[str | None, str, str, str]:
     """(sim.model, checkpoint precision, dense | moe, why not) for a served model name."""
     stem = ALIASES.get(model_path, model_path.replace("/", "--"))
-    path = package_dir() / "model_configs" / f"{stem}_config.json"
+    path = shipped_config(stem)
     if path.is_file():
         weights, arch = checkpoint(json.loads(path.read_text("utf-8")))
         return str(path), weights, arch, ""
