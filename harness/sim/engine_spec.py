@@ -40,12 +40,12 @@ class EngineSpec:
     kv_dtype: str = "bf16"
 
     @property
-    def weight_bytes(self) -> int:
+    def bytes_per_weight(self) -> int:
         """Bytes per weight at the rollout precision."""
         return BYTES[self.precision]
 
     @property
-    def kv_bytes(self) -> int:
+    def bytes_per_kv(self) -> int:
         """Bytes per cached element."""
         return BYTES[self.kv_dtype]
 
@@ -53,7 +53,7 @@ class EngineSpec:
         """KV-cache bytes one token takes across the replica's GPUs. Heads split over TP;
         past one KV head a GPU each head is replicated on TP / kv_heads GPUs; a latent
         cache (multi-head latent attention) is held whole on every GPU of the replica."""
-        one = self.model.kv_bytes_per_token(self.kv_bytes)
+        one = self.model.kv_bytes_per_token(self.bytes_per_kv)
         if self.model.kv_width:
             return one * self.tp
         return one * max(1.0, self.tp / self.model.kv_heads)

@@ -34,7 +34,7 @@ def engine_problem(spec: EngineSpec, mem_fraction: float) -> str | None:
         fits = [t for t in (1, 2, 4, 8) if splits(model, t)]
         return (f"TP {tp} does not divide {name}'s {count} {what} (a replica splits them "
                 f"evenly; TP can be {', '.join(map(str, fits))})")
-    total = model.weight_bytes(spec.weight_bytes)
+    total = model.weight_bytes(spec.bytes_per_weight)
     need = total / tp / 1e9
     room = spec.hw.memory_gb * mem_fraction
     if need > room:

@@ -43,7 +43,7 @@ def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
         return s.kv_cache_tokens
     spec = engine_of(s, tp)
     per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.model.weight_bytes(
-        spec.weight_bytes) / tp
+        spec.bytes_per_weight) / tp
     per_gpu -= ACTIVATION_RESERVE_BYTES
     return int(per_gpu * tp / spec.kv_bytes_per_token())
 

@@ -128,8 +128,8 @@ class Estimator:
         from harness.sim.kernels.standin import carry_ops
 
         return sum(carry_ops(ops, self._dims, self.tp, batch, length, phase,
-                             self._measured_on, self.hw, weight_bytes=self.spec.weight_bytes,
-                             kv_bytes=self.spec.kv_bytes).values())
+                             self._measured_on, self.hw, weight_bytes=self.spec.bytes_per_weight,
+                             kv_bytes=self.spec.bytes_per_kv).values())
 
     def decode_ms(self, batch: int, context: int) -> float:
         """One decode step of `batch` sequences holding `context` tokens each, in ms."""

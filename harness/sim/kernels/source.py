@@ -144,7 +144,7 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
         return with_overhead(TableDecodeModel.from_table(step_table(spec)), spec)
     return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
                              params["step_overhead_s"], params["compute_eff"],
-                             spec.weight_bytes, spec.kv_bytes)
+                             spec.bytes_per_weight, spec.bytes_per_kv)
 
 
 def framework_overhead(spec: EngineSpec) -> Overhead:
