@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 
 from harness.core.config import RunConfig
-from harness.sim.engine_spec import resolve_engine
+from harness.sim.engine_spec import engine_of, resolve_engine
 from harness.sim.kernels import source
 from harness.sim.kernels.gpus import kernel_gpu
+from harness.sim.perf import TableDecodeModel
 from harness.sim.presets import hardware_names, load_model
 from harness.studies.steps import decode_model
 from harness.studies.validate.gpu import appendix_a
@@ -63,9 +64,14 @@ def pooled(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sim(model: str, gpu: str, backend: str, step_model: str):  # noqa: ANN202
+    """The step model of a TP-1 engine; for measured kernels, the kernels alone: a step
+    timed with torch runs no serving framework, so the framework's own per-step cost
+    (kernels/overhead.py) has nothing to be compared with here."""
     sim = RunConfig().sim
     sim.model, sim.rollout_gpu, sim.rollout_tp = model, gpu, 1
     sim.engine_backend, sim.step_model, sim.calibration = backend, step_model, "rolloutpipe"
+    if step_model == "kernels":
+        return TableDecodeModel.from_table(source.step_table(engine_of(sim)))
     return decode_model(sim)[0]
 
 
