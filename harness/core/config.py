@@ -15,22 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import async_knobs as knobs
+from harness.core.fields import ConfigError, help_of, opt
+
+__all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
+
 STEP_MODELS = ("kernels", "roofline")  # sim.step_model
 PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
 
 
-class ConfigError(ValueError):
-    """A bad configuration value; the message names the option."""
-
-
-def opt(default: Any, help: str) -> Any:
-    """A config field with a default and its help text (in the field's metadata)."""
-    return field(default=default, metadata={"help": help})
-
-
-def help_of(f: dataclasses.Field[Any]) -> str:
-    return str(f.metadata.get("help", ""))
 
 
 @dataclass
@@ -163,6 +157,20 @@ class RunConfig:
                                  "started empty at each step (step): two readings of Sec. 4.3")
     max_response_tokens: int = opt(0, "response length cap (0: the workload profile's own cap)")
     clamp: float = opt(5.0, "importance-weight clamp (trainer loss and ess_clamped), > 0")
+    areal: knobs.AReaL = field(default_factory=knobs.AReaL,
+                               metadata={"help": "areal: its staleness manager's knobs"})
+    verl_async: knobs.VerlAsync = field(default_factory=knobs.VerlAsync, metadata={
+        "help": "verl-fully-async: its rollouter and trainer's knobs"})
+    slime_async: knobs.SlimeAsync = field(default_factory=knobs.SlimeAsync, metadata={
+        "help": "slime-async: its fully-async example's knobs"})
+    skyrl: knobs.SkyRL = field(default_factory=knobs.SkyRL,
+                               metadata={"help": "skyrl-async: its fully-async trainer's knobs"})
+    prime_rl: knobs.PrimeRL = field(default_factory=knobs.PrimeRL,
+                                    metadata={"help": "prime-rl: its orchestrator's knobs"})
+    nemo_rl: knobs.NemoRL = field(default_factory=knobs.NemoRL,
+                                  metadata={"help": "nemo-rl-async: its async GRPO knobs"})
+    tinker: knobs.Tinker = field(default_factory=knobs.Tinker,
+                                 metadata={"help": "tinker: the cookbook's async RL knobs"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -230,6 +238,9 @@ class RunConfig:
                      "drift", "switch_s"):
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
+        for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
+                      self.prime_rl, self.nemo_rl, self.tinker):
+            table.check(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -339,6 +350,13 @@ def load_toml(path: str | Path) -> ConfigFile:
         raise ConfigError(f"--config {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--config {path}: {err}") from None
+
+
+def get_path(cfg: Any, dotted: str) -> Any:
+    """The value of a (nested) config field by its dotted name (`areal.max_head_offpolicyness`)."""
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
 
 
 def config_fields(cfg: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any], Any]]:

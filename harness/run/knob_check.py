@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig
+from harness.core.config import ConfigError, RunConfig, get_path
 
 # Flags that switch a system's feature on: false asks for nothing, so it is never
 # an ignored option.
@@ -46,7 +46,7 @@ def _neutral(field: str, value: Any, cfg: RunConfig, typed: Collection[str] = ()
     default's (2) included: only U = R is what a system without U does anyway."""
     if field == "update_groups" and field in typed:
         return value == cfg.groups
-    if value == getattr(RunConfig(), field):
+    if value == get_path(RunConfig(), field):
         return True
     if field in FEATURES:
         return value is False
@@ -83,7 +83,7 @@ def ignored_fields(system_name: str, cfg: RunConfig,
     every = dict.fromkeys(k for ks in knobs.values() for k in ks)
     out = []
     for field in every:
-        value = getattr(cfg, field)
+        value = get_path(cfg, field)
         if field in knobs[system_name] or _neutral(field, value, cfg, typed):
             continue
         readers = [name for name, ks in knobs.items() if field in ks]
