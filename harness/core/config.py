@@ -50,6 +50,9 @@ class SimConfig:
                                "mem_fraction and the model; set it to a live engine's cache)")
     trainer_gpu: str = opt("rtx-4090", "GPU preset of the trainer (disaggregated placement)")
     trainer_gpus: int = opt(8, "trainer GPUs (disaggregated placement)")
+    trainer_ep: int = opt(1, "expert-parallel size of the trainer (MoE models): each expert "
+                          "lives on one of EP groups, tokens reach it by all-to-all; divides "
+                          "the trainer's GPUs")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
     verifier_workers: int = opt(0, "reward checks running at a time; 0: no limit")
     step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
@@ -225,6 +228,10 @@ class RunConfig:
              f"must be disaggregated or colocated, not {s.placement!r}")
         need(0 < s.mem_fraction < 1, "set sim.mem_fraction", "must lie in (0, 1)")
         need(s.trainer_gpus >= 1, "set sim.trainer_gpus", "must be >= 1")
+        train_n = (s.rollout_tp * s.rollout_engines if s.placement == "colocated"
+                   else s.trainer_gpus)
+        need(s.trainer_ep >= 1 and train_n % s.trainer_ep == 0, "set sim.trainer_ep",
+             f"must be >= 1 and divide the trainer's {train_n} GPUs, got {s.trainer_ep}")
         need(s.max_running >= 1, "set sim.max_running", "must be >= 1")
         need(s.micro_batch_tokens >= 1, "set sim.micro_batch_tokens", "must be >= 1")
         need(s.kv_cache_tokens >= 0, "set sim.kv_cache_tokens", "must be >= 0 (0: from memory)")
