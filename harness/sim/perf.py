@@ -13,7 +13,9 @@ the time of n steps has a closed form and the engine can jump n steps at once.
 
 Trainer: 8*N FLOPs per token (forward and backward, 6N, plus the forward pass
 that recomputes the old-policy log-probs, 2N) and causal attention, spread over
-the trainer's GPUs at a model FLOPs utilisation (MFU) that calibration fits.
+the trainer's GPUs at a model FLOPs utilisation (MFU) that calibration fits. N counts
+active parameters (a MoE token's top-k experts); under expert parallelism each MoE layer
+adds its tokens' all-to-all over the trainer GPU's link, not overlapped with compute.
 """
 
 from __future__ import annotations
@@ -225,11 +227,15 @@ class TrainModel:
     micro_overhead_s: float
     optimizer_s: float
     per_sequence_s: float = 0.0  # fixed cost per sequence (a measured trainer's per-call cost)
+    all_to_all_per_token_s: float = 0.0  # a MoE under EP: the experts' token exchange
 
     @classmethod
     def build(
-        cls, hw: Hardware, model: Model, gpus: int, mfu: float, micro_overhead_s: float
+        cls, hw: Hardware, model: Model, gpus: int, mfu: float, micro_overhead_s: float,
+        ep: int = 1,
     ) -> TrainModel:
+        """N is the ACTIVE parameter count (`Model.flops_per_token_forward`): a MoE token
+        multiplies by its top-k experts only; the optimizer touches every parameter."""
         # Attention: 4*layers*heads*head_dim FLOPs per (query, key) pair forward,
         # halved for the causal mask, times 4 for forward+backward+recompute.
         attn = 4 * model.layers * model.heads * model.head_dim * 0.5 * 4
@@ -241,9 +247,46 @@ class TrainModel:
             attn_coeff=attn,
             micro_overhead_s=micro_overhead_s,
             optimizer_s=optim,
+            all_to_all_per_token_s=all_to_all_bytes_per_token(model, ep) / (
+                gpus * hw.link_bandwidth_gbs * 1e9),
         )
 
     def micro_time(self, seq_lens: list[int]) -> float:
         flops = sum(self.flops_per_token * n + self.attn_coeff * n * n for n in seq_lens)
         return (self.micro_overhead_s + self.per_sequence_s * len(seq_lens)
-                + flops / self.flops_per_s)
+                + flops / self.flops_per_s + self.all_to_all_per_token_s * sum(seq_lens))
+
+
+ALL_TO_ALLS_PER_MOE_LAYER = 6  # dispatch + combine in each of 2 forwards and 1 backward
+
+
+def moe_layers(model: Model) -> int:
+    """MoE layers of a model (0: dense): its routed experts' parameters over one layer's
+    (E experts of 3 x hidden x expert width, SwiGLU). DeepSeek-V3's first 3 dense layers
+    hold none, so it has 58 of its 61."""
+    if not model.is_moe:
+        return 0
+    per_layer = model.experts * 3 * model.hidden * model.expert_intermediate
+    return round(model.expert_params_b * 1e9 / per_layer)
+
+
+def all_to_all_bytes_per_token(model: Model, ep: int, dtype_bytes: float = 2) -> float:
+    """Bytes one trained token sends over the link for the experts' all-to-all in a train
+    step: per MoE layer, per all-to-all, hidden x dtype bytes x top-k (one copy of the
+    token per routed expert), of which (EP - 1) / EP go to other ranks under uniform
+    routing (none at EP 1).
+
+    Megatron-core's MoEAlltoAllTokenDispatcher (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24
+    714e3bedb2f5a39553:megatron/core/transformer/moe/token_dispatcher.py:375-387) permutes
+    each token into top-k rows (num_out_tokens = tokens x topk, :556), sends them over the
+    EP group by all_to_all (dispatch, :705) and brings the experts' outputs back the same
+    way (combine, :864); the all-to-all's backward is another all-to-all with the splits
+    swapped (megatron/core/tensor_parallel/mappings.py:469-481). The step counts six per
+    MoE layer: dispatch and combine in the training forward, their two in the backward,
+    and two in the forward that recomputes the old policy's log-probs. The routing
+    probabilities' own all-to-all (:718, top-k floats a token) is left out, under 0.1% of
+    the hidden states at hidden >= 2048."""
+    if ep <= 1 or not model.is_moe:
+        return 0.0
+    per_copy = model.hidden * dtype_bytes * model.experts_per_token * (ep - 1) / ep
+    return ALL_TO_ALLS_PER_MOE_LAYER * moe_layers(model) * per_copy

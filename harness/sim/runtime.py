@@ -91,7 +91,8 @@ class SimRuntime(RunnerBase):
                                t.get("optimizer_s", 0.0), t.get("per_sequence_s", 0.0))
         else:
             train = TrainModel.build(load_hardware(train_gpu), model, train_n,
-                                     self.params["train_mfu"], self.params["micro_overhead_s"])
+                                     self.params["train_mfu"], self.params["micro_overhead_s"],
+                                     s.trainer_ep)
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
                                   cfg.clamp, share=self.share, gpus=train_n)
