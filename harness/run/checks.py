@@ -117,7 +117,7 @@ def _check_fits(cfg: RunConfig) -> None:
     """The engine holds its model at its TP and the trainer its training state
     (harness.sim.feasibility), the cause named in numbers."""
     from harness.sim.engine_spec import engine_of
-    from harness.sim.feasibility import engine_problem, trainer_problem
+    from harness.sim.feasibility import engine_problem, trainer_ep_problem, trainer_problem
     from harness.sim.presets import load_hardware, load_model
 
     s = cfg.sim
@@ -129,7 +129,10 @@ def _check_fits(cfg: RunConfig) -> None:
         gpus, gpu, option = s.rollout_tp * s.rollout_engines, s.rollout_gpu, "sim.rollout_engines"
     else:
         gpus, gpu, option = s.trainer_gpus, s.trainer_gpu, "sim.trainer_gpus"
-    problem = trainer_problem(model, s.model, load_hardware(gpu), gpu, gpus)
+    problem = trainer_ep_problem(model, s.model, s.trainer_ep)
+    if problem:
+        raise ConfigError(f"--set sim.trainer_ep={s.trainer_ep}: {problem}")
+    problem = trainer_problem(model, s.model, load_hardware(gpu), gpu, gpus, s.trainer_ep)
     if problem:
         raise ConfigError(f"--set {option}={getattr(s, option.split('.')[1])}: {problem}")
 
