@@ -37,6 +37,9 @@ class SimConfig:
     rollout_tp: int = opt(2, "tensor-parallel size of each engine replica (GPUs per replica)")
     rollout_ep: int = opt(1, "expert-parallel size of each replica (MoE models): the experts "
                           "split over EP groups, each expert over TP/EP GPUs; divides rollout_tp")
+    rollout_attention_dp: int = opt(1, "attention data-parallel ranks of each replica (MoE "
+                                    "models): each rank runs attention on TP/DP GPUs for its own "
+                                    "sequences and KV cache; divides rollout_tp")
     rollout_precision: str = opt("bf16", "rollout weights and matmuls: bf16 or fp8 (FP8 "
                                  "weights, per-block where the checkpoint is block-scaled)")
     rollout_kv_dtype: str = opt("bf16", "KV-cache element type of the engines: bf16 or fp8")
