@@ -165,8 +165,12 @@ class Trainer(Protocol):
     async def step(self) -> int:
         """Apply the accumulated gradient; returns the new policy version."""
 
-    async def publish(self, in_flight: bool = False) -> None:
-        """Send the current weights to the engine (between rounds, or in flight)."""
+    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
+        """Send the current weights to the engine (between rounds, or in flight).
+        `recompute`: the engine drops the KV cache of its running sequences, which
+        recompute it (prefill of prompt and generated tokens) under the new weights,
+        as vLLM's `reset_prefix_cache(reset_running_requests=True)` does; without
+        it they keep the cache the old weights wrote."""
 
 
 class Workload(Protocol):

@@ -84,8 +84,9 @@ class EngineBackend(Protocol):
 
     async def resume(self) -> None: ...
 
-    async def install(self, version: int, weights: str | bytes) -> None:
-        """New weights (a checkpoint folder or safetensors bytes) as `version`."""
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> None:
+        """New weights (a checkpoint folder or safetensors bytes) as `version`;
+        `recompute`: running requests drop their KV cache and recompute it."""
 
     async def shutdown(self) -> None: ...
 
@@ -168,9 +169,10 @@ class LiveEngine:
         running = sum(1 for x in self._live.values() if x.admitted)
         return EngineLoad(running, len(self._live) - running, 0.0, self.preemptions, 1)
 
-    async def install(self, version: int, weights: str | bytes) -> None:
-        """New weights in place, generation paused with its KV cache kept."""
-        await self.backend.install(version, weights)
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> None:
+        """New weights in place, generation paused with its KV cache kept (or, with
+        `recompute`, dropped: running requests prefill their tokens again)."""
+        await self.backend.install(version, weights, recompute=recompute)
 
     async def reconfigure(self, tp: int) -> None:
         if tp != 1:

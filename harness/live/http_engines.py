@@ -191,13 +191,20 @@ class VLLMServerBackend(_HTTPBackend):
     async def resume(self) -> None:
         await self._post("/resume")
 
-    async def install(self, version: int, weights: str | bytes) -> None:
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> None:
+        """`recompute`: the server's `/reset_prefix_cache?reset_running_requests=true`
+        preempts the running requests, which prefill again under the new weights."""
         if not isinstance(weights, str):
             raise TypeError("a vLLM server loads weights from a folder it can read")
         await self.pause("keep")
         try:
             await self._post("/collective_rpc", json={
                 "method": "reload_weights", "kwargs": {"weights_path": weights}})
+            if recompute:
+                done = await self._post("/reset_prefix_cache",
+                                        params={"reset_running_requests": "true"})
+                if not done.json().get("success"):
+                    raise RuntimeError("the vLLM server did not reset its KV cache")
             self.version = version
         finally:
             await self.resume()
@@ -234,10 +241,15 @@ class SGLangBackend(_HTTPBackend):
     async def resume(self) -> None:
         await self._post("/continue_generation", json={})
 
-    async def install(self, version: int, weights: str | bytes) -> None:
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> None:
+        """`recompute`: paused in SGLang's `retract` mode, which moves running requests
+        back to the queue with their KV cache freed, instead of `in_place`."""
         if not isinstance(weights, str):
             raise TypeError("an SGLang server loads weights from a folder it can read")
-        await self.pause("keep")
+        if recompute:
+            await self._post("/pause_generation", json={"mode": "retract"})
+        else:
+            await self.pause("keep")
         try:
             await self._post("/update_weights_from_disk", json={
                 "model_path": weights, "weight_version": str(version)})

@@ -56,8 +56,8 @@ class EngineActor:
     async def resume(self) -> None:
         await self.backend.resume()
 
-    async def install(self, version: int, weights: str | bytes) -> int:
-        await self.backend.install(version, weights)
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> int:
+        await self.backend.install(version, weights, recompute=recompute)
         return self.backend.version
 
     async def shutdown(self) -> None:
@@ -100,8 +100,8 @@ class RayEngineBackend:
     async def resume(self) -> None:
         await self.actor.resume.remote()
 
-    async def install(self, version: int, weights: str | bytes) -> None:
-        self.version = await self.actor.install.remote(version, weights)
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> None:
+        self.version = await self.actor.install.remote(version, weights, recompute)
 
     async def shutdown(self) -> None:
         import ray

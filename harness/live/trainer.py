@@ -193,7 +193,8 @@ class LiveTrainer:
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
 
-    async def publish(self, in_flight: bool = False) -> None:
+    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
         weights = await self._calls.call(self._publish_with)
-        await self._engine.install(self.version, weights)
-        self._emit("weights_published", version=self.version, in_flight=in_flight)
+        await self._engine.install(self.version, weights, recompute=recompute)
+        said = {"recompute": True} if recompute else {}  # traces without it stay as they were
+        self._emit("weights_published", version=self.version, in_flight=in_flight, **said)

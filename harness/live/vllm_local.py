@@ -130,12 +130,19 @@ class VLLMLocalBackend:
     async def resume(self) -> None:
         await self.llm.resume_generation()
 
-    async def install(self, version: int, weights: str | bytes) -> None:
+    async def install(self, version: int, weights: str | bytes, recompute: bool = False) -> None:
+        """`recompute`: after the reload, `reset_prefix_cache(reset_running_requests=
+        True)` moves every running request back to the waiting queue with its cache
+        freed, so it prefills its prompt and tokens again under the new weights (the
+        call SkyRL makes: NovaSky-AI/SkyRL@a956457:skyrl/backends/skyrl_train/workers/
+        fsdp/fsdp_worker.py:278-283)."""
         path = weights if isinstance(weights, str) else await asyncio.to_thread(
             self._write, version, weights)
         await self.llm.pause_generation(mode="keep", clear_cache=False)
         try:
             await self.llm.collective_rpc("reload_weights", kwargs={"weights_path": path})
+            if recompute and not await self.llm.reset_prefix_cache(reset_running_requests=True):
+                raise RuntimeError("vLLM did not reset its KV cache after the weight update")
             self.version = version
         finally:
             await self.llm.resume_generation()

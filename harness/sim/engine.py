@@ -144,8 +144,14 @@ class SimEngine:
         ctx = self._ctx_base + len(self._running) * self._steps
         return EngineLoad(len(self._running), self._waiting_n, ctx / self._capacity)
 
-    async def install(self, version: int, transfer_s: float, in_flight: bool) -> None:
-        """New weights: pause (keeping the KV cache), transfer, retag, resume."""
+    async def install(self, version: int, transfer_s: float, in_flight: bool,
+                      recompute: bool = False) -> None:
+        """New weights: pause (keeping the KV cache), transfer, retag, resume.
+        `recompute`: every running sequence goes back to the queue (newest first, so
+        they return in admission order) and is prefilled again, prompt and generated
+        tokens, when readmitted: vLLM's `reset_prefix_cache(reset_running_requests=
+        True)` (vllm/v1/core/sched/scheduler.py `reset_prefix_cache`, vLLM 0.32).
+        Not counted as preemptions: the cache was not short."""
         self._cut()
         was_paused = self._paused
         self._paused = True
@@ -154,6 +160,11 @@ class SimEngine:
         self.version = version
         for seq in self._running.values():
             self._close_span(seq)
+        if recompute:
+            for seq in reversed(list(self._running.values())):
+                self._requeue(seq)
+                self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample,
+                           reason="recompute")
         self._paused = was_paused
         self._interrupt()
 
@@ -343,9 +354,13 @@ class SimEngine:
     def _preempt(self) -> None:
         """Evict the newest running sequence; it is recomputed when readmitted."""
         seq = next(reversed(self._running.values()))
+        self._requeue(seq)
+        self.preemptions += 1
+        self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)
+
+    def _requeue(self, seq: _Seq) -> None:
+        """A running sequence back to the queue, its tokens kept and its cache freed."""
         self._detach(seq)
         seq.state = "waiting"
         heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
         self._waiting_n += 1
-        self.preemptions += 1
-        self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)

@@ -157,8 +157,9 @@ class EnginePool:
                           sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp,
                           self._gpus)
 
-    async def install(self, version: int, transfer_s: float, in_flight: bool) -> None:
-        tasks = [asyncio.ensure_future(e.install(version, transfer_s, in_flight))
+    async def install(self, version: int, transfer_s: float, in_flight: bool,
+                      recompute: bool = False) -> None:
+        tasks = [asyncio.ensure_future(e.install(version, transfer_s, in_flight, recompute))
                  for e in self.engines]
         for task in tasks:
             await task
