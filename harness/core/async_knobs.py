@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.fields import need, opt
+
 
 @dataclass
 class AReaL:
@@ -42,26 +44,82 @@ class SlimeAsync:
 
 @dataclass
 class SkyRL:
-    """SkyRL's fully-async trainer (system `skyrl-async`)."""
+    """SkyRL's fully-async trainer (system `skyrl-async`); NovaSky-AI/SkyRL@a956457."""
+
+    max_staleness_steps: int = opt(4, "most steps between a group's scheduling and its "
+                                   "training that the capacity gate aims for "
+                                   "(skyrl/train/config/config.py:951, default 4)")
+    num_parallel_generation_workers: int = opt(
+        0, "generation workers, one group each; 0: U x (max_staleness_steps + 1), the "
+        "value SkyRL's example scripts set (examples/train/fully_async/"
+        "fully_async_run_gsm8k.sh:28; config.py:954's 768 fits U >= 154 only)")
+    clear_kv_cache_on_weight_sync: bool = opt(False, "drop the KV cache of running "
+                                              "sequences at each weight sync "
+                                              "(config.py:963, default false)")
+
+    def workers(self, cfg: Any) -> int:
+        """The generation workers at this config (0 reads as the examples' value)."""
+        return self.num_parallel_generation_workers or cfg.update_groups * (
+            self.max_staleness_steps + 1)
 
     def check(self, cfg: Any) -> None:
-        """Refuse values SkyRL would refuse."""
+        """Refuse values SkyRL would refuse (fully_async_trainer.py:353-363)."""
+        need(self.max_staleness_steps >= 0, "skyrl.max_staleness_steps", "must be >= 0")
+        need(self.num_parallel_generation_workers >= 0, "skyrl.num_parallel_generation_workers",
+             "must be >= 0")
+        u, w = cfg.update_groups, self.workers(cfg)
+        need(u <= w <= u * (self.max_staleness_steps + 1),
+             "skyrl.num_parallel_generation_workers",
+             f"must be within U = {u} and U x (max_staleness_steps + 1) = "
+             f"{u * (self.max_staleness_steps + 1)}, as SkyRL requires")
 
 
 @dataclass
 class PrimeRL:
-    """prime-rl's orchestrator (system `prime-rl`)."""
+    """prime-rl's orchestrator (system `prime-rl`); PrimeIntellect-ai/prime-rl@559b447."""
+
+    max_off_policy_steps: int = opt(8, "most steps a trained rollout may lag its dispatch "
+                                    "version; older groups are cancelled and dropped "
+                                    "(configs/orchestrator.py:532, default 8)")
+    max_async_level: int = opt(1, "batches the orchestrator may ship ahead of the engines' "
+                               "policy; fixed at 1 at 559b447 (orchestrator.py:104 "
+                               "TARGET_LAG), a knob until e792f9cf8 (default 1, >= 0)")
+    initial_inflight: int = opt(0, "in-flight episodes to start from; 0: min_inflight "
+                                "(the engines' KV capacity it derives from is not in the "
+                                "runtime contract) (configs/orchestrator.py:428)")
+    min_inflight: int = opt(1, "fewest in-flight episodes (configs/orchestrator.py:431)")
+    max_inflight: int = opt(1024, "most in-flight episodes (configs/orchestrator.py:434)")
 
     def check(self, cfg: Any) -> None:
-        """Refuse values prime-rl would refuse."""
+        """Refuse values prime-rl would refuse (configs/orchestrator.py:428-444)."""
+        need(self.max_off_policy_steps >= 0, "prime_rl.max_off_policy_steps", "must be >= 0")
+        need(self.max_async_level >= 0, "prime_rl.max_async_level", "must be >= 0")
+        need(self.min_inflight >= 1, "prime_rl.min_inflight", "must be >= 1")
+        need(self.initial_inflight >= 0, "prime_rl.initial_inflight", "must be >= 0")
+        need(self.min_inflight <= self.max_inflight, "prime_rl.min_inflight",
+             "must not exceed prime_rl.max_inflight")
+        need(self.initial_inflight <= self.max_inflight, "prime_rl.initial_inflight",
+             "must not exceed prime_rl.max_inflight")
 
 
 @dataclass
 class NemoRL:
-    """NeMo-RL's async GRPO (system `nemo-rl-async`)."""
+    """NeMo-RL's async GRPO (system `nemo-rl-async`); NVIDIA-NeMo/RL@7ea279a."""
+
+    max_trajectory_age_steps: int = opt(1, "steps ahead the collector generates for, and the "
+                                        "oldest generation version a step may train "
+                                        "(examples/configs/grpo_math_1B.yaml:59, default 1)")
+    in_flight_weight_updates: bool = opt(False, "update weights while generations run "
+                                         "instead of draining them first "
+                                         "(grpo_math_1B.yaml:64, default false)")
+    recompute_kv_cache_after_weight_updates: bool = opt(
+        False, "drop the KV cache after each weight update (grpo_math_1B.yaml:65, "
+        "default false)")
 
     def check(self, cfg: Any) -> None:
         """Refuse values NeMo-RL would refuse."""
+        need(self.max_trajectory_age_steps >= 1, "nemo_rl.max_trajectory_age_steps",
+             "must be >= 1 (the collector generates at least one step ahead)")
 
 
 @dataclass
