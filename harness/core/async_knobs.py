@@ -28,10 +28,38 @@ class AReaL:
 
 @dataclass
 class VerlAsync:
-    """verl's fully-async policy trainer (system `verl-fully-async`)."""
+    """verl's fully-async policy trainer (system `verl-fully-async`); the defaults are
+    verl-project/verl@1dda039:verl/experimental/fully_async_policy/config/
+    fully_async_ppo_trainer.yaml's (cited below as yaml:LINE). verl's "sample" is one
+    prompt with its rollout.n responses (detach_utils.py:70), so a count of samples
+    here is a count of groups, and ppo_mini_batch_size is U groups."""
+
+    staleness_threshold: float = opt(0.1, "most stale samples per parameter sync, as a "
+                                     "share of the samples it trains (yaml:12; 0: "
+                                     "synchronous)")
+    trigger_parameter_sync_step: int = opt(4, "trainer steps (each require_batches "
+                                           "mini-batches) between parameter syncs "
+                                           "(yaml:16)")
+    require_batches: int = opt(1, "mini-batches of U groups the trainer takes from the "
+                               "queue at once (yaml:19)")
+    partial_rollout: bool = opt(True, "at a sync, resume the aborted responses under the "
+                                "new weights (false: train them as cut) (yaml:23)")
+    concurrent_samples_per_replica: int = opt(16, "groups in flight per engine replica "
+                                              "(yaml:49)")
 
     def check(self, cfg: Any) -> None:
-        """Refuse values verl would refuse."""
+        """Refuse values verl would refuse (fully_async_rollouter.py:353-356), and a
+        require_batches x U that does not divide R (a round is whole trainer steps)."""
+        need(self.staleness_threshold >= 0, "set verl_async.staleness_threshold",
+             "must be >= 0")
+        for name in ("trigger_parameter_sync_step", "require_batches",
+                     "concurrent_samples_per_replica"):
+            need(getattr(self, name) >= 1, f"set verl_async.{name}", "must be >= 1")
+        if cfg.system == "verl-fully-async":
+            batch = self.require_batches * cfg.update_groups
+            need(cfg.groups % batch == 0, "set verl_async.require_batches",
+                 f"require_batches x U = {batch} groups must divide R = {cfg.groups}, so "
+                 f"that a round is whole trainer steps")
 
 
 @dataclass
