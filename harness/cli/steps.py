@@ -40,6 +40,9 @@ def steps_cmd(
     = D.engine_backend,
     ep: Annotated[int, typer.Option(help="Expert-parallel size of the replica (MoE models; "
                                          "divides --tp).")] = D.rollout_ep,
+    attention_dp: Annotated[int, typer.Option(help="Attention data-parallel ranks (MoE "
+                                                   "models; divides --tp).")]
+    = D.rollout_attention_dp,
     precision: Annotated[str, typer.Option(help="Rollout weights and matmuls: bf16 or fp8.")]
     = D.rollout_precision,
     kv_dtype: Annotated[str, typer.Option(help="KV-cache element type: bf16 or fp8.")]
@@ -77,6 +80,7 @@ def steps_cmd(
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend
     s.rollout_ep, s.rollout_precision, s.rollout_kv_dtype = ep, precision, kv_dtype
+    s.rollout_attention_dp = attention_dp
     s.step_model, s.calibration = step_model, calibration
     try:
         resolve(s)
@@ -84,12 +88,13 @@ def steps_cmd(
         fail(f"--calibration: {err}")
     try:
         engine_of(s)
-    except ConfigError as err:
-        fail(str(err).replace("sim.rollout_ep", "--ep"))
-    alone, over = unheld(s, batches, contexts)
-    if alone:  # not one sequence fits: there is no step to price
-        fail(alone[0])
-    rows = step_rows(s, batches, contexts)
+        alone, over = unheld(s, batches, contexts)
+        if alone:  # not one sequence fits: there is no step to price
+            fail(alone[0])
+        rows = step_rows(s, batches, contexts)
+    except ConfigError as err:  # the engine's refusal, named by this command's flags
+        fail(str(err).replace("sim.rollout_ep", "--ep").replace("sim.rollout_attention_dp",
+                                                                "--attention-dp"))
     for line in over:  # said before the table, on stderr: the numbers stand, flagged
         typer.echo(f"warning: {line}", err=True)
     if rows and str(rows[0]["step_source"]).startswith("kernels"):

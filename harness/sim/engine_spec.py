@@ -8,7 +8,16 @@ settings that every one of those walks would need; here names and settings becom
 
 Layout (one replica of `tp` GPUs): the attention and dense layers split over TP; a MoE's
 experts split over `ep` groups and each expert over the `tp / ep` GPUs of its group (the
-database's moe_tp x moe_ep = tp; attention data parallelism is not modelled). Precision:
+database's moe_tp x moe_ep = tp). Attention data parallelism (`attention_dp` ranks, MoE
+models only) splits the replica into DP ranks of `tp / attention_dp` GPUs each, as SGLang's
+`--tp N --dp D --enable-dp-attention` does (attn_tp_size = tp_size // dp_size:
+sgl-project/sglang@2aa2e2d0:python/sglang/srt/layers/dp_attention.py:208-215) and vLLM's
+DP x TP with expert parallelism (vllm-project/vllm@624b7aff:
+docs/serving/data_parallel_deployment.md:7-17): each rank holds the attention and other
+non-expert weights whole at its attention TP, runs attention for its own sequences and keeps
+their KV cache, while the experts span every GPU of the replica (moe_tp x moe_ep = tp) and
+see the tokens of all ranks. A dense model's DP ranks are independent replicas, which is
+`sim.rollout_engines`, so attention DP is refused there. Precision:
 `fp8` stores weights in one byte and runs the matmuls in FP8, block-scaled where the
 checkpoint's config says so (`weight_block_size`, DeepSeek-V3's 128 x 128); `kv_dtype`
 is the KV cache's element type.
@@ -38,6 +47,12 @@ class EngineSpec:
     ep: int = 1
     precision: str = "bf16"
     kv_dtype: str = "bf16"
+    attention_dp: int = 1
+
+    @property
+    def attention_tp(self) -> int:
+        """GPUs one attention-DP rank runs attention on (the whole replica without DP)."""
+        return self.tp // self.attention_dp
 
     @property
     def bytes_per_weight(self) -> int:
@@ -54,9 +69,21 @@ class EngineSpec:
         past one KV head a GPU each head is replicated on TP / kv_heads GPUs; a latent
         cache (multi-head latent attention) is held whole on every GPU of the replica."""
         one = self.model.kv_bytes_per_token(self.bytes_per_kv)
+        tp = self.attention_tp  # a token lives on one attention-DP rank
         if self.model.kv_width:
-            return one * self.tp
-        return one * max(1.0, self.tp / self.model.kv_heads)
+            return one * tp
+        return one * max(1.0, tp / self.model.kv_heads)
+
+    def weight_bytes_per_gpu(self) -> float:
+        """Weight bytes each GPU of the replica holds: the experts split over all `tp` GPUs,
+        the rest over the attention TP (replicated on every attention-DP rank; the same
+        split as ai-dynamo/aiconfigurator@095f58a5:aic-core/src/aiconfigurator_core/sdk/
+        memory.py:766,795-798, where attention DP does not divide the non-expert weights)."""
+        total = self.model.weight_bytes(self.bytes_per_weight)
+        if self.attention_dp == 1:
+            return total / self.tp
+        experts = self.model.expert_params_b * 1e9 * self.bytes_per_weight
+        return (total - experts) / self.attention_tp + experts / self.tp
 
     def layout(self) -> dict[str, Any]:
         """The settings beyond TP that differ from a dense BF16 replica (none for one: its
@@ -68,6 +95,8 @@ class EngineSpec:
             out["precision"] = self.precision
         if self.kv_dtype != "bf16":
             out["kv_dtype"] = self.kv_dtype
+        if self.attention_dp != 1:
+            out["attention_dp"] = self.attention_dp
         return out
 
     def estimator_kwargs(self) -> dict[str, Any]:
@@ -89,11 +118,14 @@ class EngineSpec:
             out["kvcache_quant_mode"] = out["fmha_quant_mode"] = kv
         if self.model.is_moe:
             out["moe_tp_size"], out["moe_ep_size"] = self.tp // self.ep, self.ep
+        if self.attention_dp != 1:  # the estimator's tp_size is then the attention TP
+            out["attention_dp_size"] = self.attention_dp
         return out
 
     def describe(self) -> str:
         """`Qwen3-30B-A3B on 8 x h100-sxm (TP 8, EP 8, fp8, KV bf16), sglang`."""
         parts = [f"TP {self.tp}"] + ([f"EP {self.ep}"] if self.ep != 1 else [])
+        parts += [f"attention DP {self.attention_dp}"] if self.attention_dp != 1 else []
         parts += [self.precision, f"KV {self.kv_dtype}"]
         return (f"{self.model.name} on {self.tp} x {self.gpu_name} ({', '.join(parts)}), "
                 f"{self.backend}")
@@ -109,10 +141,17 @@ def _block_scaled(config_path: str) -> bool:
 
 
 def resolve_engine(model: str, gpu: str, backend: str, tp: int, ep: int = 1,
-                   precision: str = "bf16", kv_dtype: str = "bf16") -> EngineSpec:
+                   precision: str = "bf16", kv_dtype: str = "bf16",
+                   attention_dp: int = 1) -> EngineSpec:
     """The engine these names and settings describe; a setting the model cannot take is
     one line (ConfigError) naming it."""
     m = load_model(model)
+    if attention_dp < 1 or tp % attention_dp:
+        raise ConfigError(f"sim.rollout_attention_dp: {attention_dp} must divide TP {tp} "
+                          f"(each rank runs attention on TP / DP GPUs)")
+    if attention_dp != 1 and not m.is_moe:
+        raise ConfigError(f"sim.rollout_attention_dp: {m.name} is dense: its DP ranks would be "
+                          f"independent replicas; use sim.rollout_engines")
     if ep < 1 or tp % ep:
         raise ConfigError(f"sim.rollout_ep: EP {ep} must divide TP {tp}")
     if ep != 1 and not m.is_moe:
@@ -124,10 +163,12 @@ def resolve_engine(model: str, gpu: str, backend: str, tp: int, ep: int = 1,
     if precision not in BYTES or kv_dtype not in BYTES:
         raise ConfigError(f"sim.rollout_precision / rollout_kv_dtype: must be "
                           f"{' or '.join(BYTES)}, got {precision!r} / {kv_dtype!r}")
-    return EngineSpec(model, m, gpu, load_hardware(gpu), backend, tp, ep, precision, kv_dtype)
+    return EngineSpec(model, m, gpu, load_hardware(gpu), backend, tp, ep, precision, kv_dtype,
+                      attention_dp)
 
 
 def engine_of(sim: Any, tp: int | None = None) -> EngineSpec:
     """The engine replica of a run's `sim` settings (at another TP where given)."""
     return resolve_engine(sim.model, sim.rollout_gpu, sim.engine_backend, tp or sim.rollout_tp,
-                          sim.rollout_ep, sim.rollout_precision, sim.rollout_kv_dtype)
+                          sim.rollout_ep, sim.rollout_precision, sim.rollout_kv_dtype,
+                          sim.rollout_attention_dp)

@@ -32,23 +32,29 @@ WEIGHT_GRAD_BYTES = 4  # bf16 weights and gradients: what an EP rank holds of it
 
 def engine_problem(spec: EngineSpec, mem_fraction: float) -> str | None:
     """Why one engine replica cannot serve its model (None: it can). The weights are all
-    held, every expert included, at the rollout precision's bytes."""
+    held, every expert included, at the rollout precision's bytes; with attention DP the
+    non-expert weights whole on every rank (`EngineSpec.weight_bytes_per_gpu`)."""
     model, name, tp = spec.model, spec.model_name, spec.tp
-    if not splits(model, tp):
-        count, what = ((model.heads, "attention heads") if model.heads % tp
+    attn = spec.attention_tp  # the GPUs one attention-DP rank splits the heads over
+    if not splits(model, attn):
+        count, what = ((model.heads, "attention heads") if model.heads % attn
                        else (model.kv_heads, "KV heads"))
         fits = [t for t in (1, 2, 4, 8) if splits(model, t)]
-        return (f"TP {tp} does not divide {name}'s {count} {what} (a replica splits them "
+        where = f"TP {tp} / attention DP {spec.attention_dp}" if attn != tp else f"TP {tp}"
+        return (f"{where} does not divide {name}'s {count} {what} (a replica splits them "
                 f"evenly; TP can be {', '.join(map(str, fits))})")
     total = model.weight_bytes(spec.bytes_per_weight)
-    need = total / tp / 1e9
+    need = spec.weight_bytes_per_gpu() / 1e9
     room = spec.hw.memory_gb * mem_fraction
     if need > room:
         least = next((t for t in (2, 4, 8, 16) if total / t / 1e9 <= room
                       and splits(model, t)), None)
         fix = (f"TP {least} or more, or a larger sim.mem_fraction" if least
                else "a larger sim.mem_fraction or a GPU with more memory")
-        return (f"{name}'s {spec.precision} weights take {need:.1f} GB per GPU at TP {tp}; "
+        if spec.attention_dp != 1:  # every rank holds the non-expert weights whole
+            fix = f"a smaller sim.rollout_attention_dp, {fix}"
+        where = f"TP {tp}" + (f", attention DP {spec.attention_dp}" if attn != tp else "")
+        return (f"{name}'s {spec.precision} weights take {need:.1f} GB per GPU at {where}; "
                 f"an {spec.gpu_name} offers {room:.1f} GB ({spec.hw.memory_gb:g} GB x "
                 f"mem_fraction {mem_fraction:g}): use {fix}")
     return None

@@ -36,6 +36,7 @@ class StepJump:
     admit_per_request_s: float
     prefill_per_token2_s: float  # per squared prompt token (attention); 0 on the roofline
     prefill_fixed_s: float  # per admission that admits anything (one prefill launch)
+    prefill_lanes: int = 1  # attention-DP ranks: each prefills its own share of an admission
 
     def steps_time(self, n: int, b: int, ctx: int) -> float:
         raise NotImplementedError
@@ -45,6 +46,10 @@ class StepJump:
         sum of each prompt's tokens squared) admitted at once."""
         if admitted == 0:
             return 0.0
+        if self.prefill_lanes != 1:  # attention DP: the prompts spread over the ranks
+            return self.prefill_fixed_s + (
+                tokens * self.prefill_per_token_s + squares * self.prefill_per_token2_s
+                + admitted * self.admit_per_request_s) / min(admitted, self.prefill_lanes)
         return (self.prefill_fixed_s + tokens * self.prefill_per_token_s
                 + squares * self.prefill_per_token2_s + admitted * self.admit_per_request_s)
 
@@ -171,13 +176,17 @@ class TableDecodeModel(StepJump):
     admit_per_request_s: float = 0.0
     small_batch: int = 0
     small_batch_scale: float = 1.0
+    prefill_lanes: int = 1
 
     @classmethod
     def from_table(cls, table: Any) -> TableDecodeModel:
+        """The table's model; an attention-DP table's prefill is one rank's, so an admission
+        spreads over its `attention_dp` ranks (`prefill_lanes`)."""
         return cls(tuple(table.batches), tuple(ms / 1e3 for ms in table.fixed_ms),
                    tuple(ms / 1e3 for ms in table.per_ctx_ms),
                    table.prefill_per_token_ms / 1e3, table.prefill_per_token2_ms / 1e3,
-                   table.prefill_fixed_ms / 1e3)
+                   table.prefill_fixed_ms / 1e3,
+                   prefill_lanes=int(table.meta.get("attention_dp", 1)))
 
     def coefficients(self, b: int) -> tuple[float, float]:
         """(a, c) at batch b, computed once per batch (steps_time asks on every segment)."""

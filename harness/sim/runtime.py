@@ -41,9 +41,8 @@ def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
     tp = tp or s.rollout_tp
     if s.kv_cache_tokens:  # a measured or configured cache (a live engine's twin)
         return s.kv_cache_tokens
-    spec = engine_of(s, tp)
-    per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.model.weight_bytes(
-        spec.bytes_per_weight) / tp
+    spec = engine_of(s, tp)  # with attention DP each rank caches its own sequences' tokens
+    per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.weight_bytes_per_gpu()
     per_gpu -= ACTIVATION_RESERVE_BYTES
     return int(per_gpu * tp / spec.kv_bytes_per_token())
 

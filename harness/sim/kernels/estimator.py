@@ -103,11 +103,17 @@ class Estimator:
 
         spec = self.spec
         self.model, self.hw, self.tp, self.backend = spec.model, spec.hw, spec.tp, spec.backend
+        self.dp = spec.attention_dp
+        if self.dp != 1 and (self.gpu.stand_in or self.gpu.comm != "measured"):
+            raise KernelError(f"sim.rollout_attention_dp: attention DP is priced on GPUs the "
+                              f"database measures only; {spec.gpu_name} borrows "
+                              f"{self.gpu.system}'s kernels")
         try:
             with quiet():
                 self._handle = EngineHandle.compile(str(self.folder), self.gpu.system,
                                                     self.backend, backend_version=self.version,
-                                                    tp_size=self.tp, **spec.estimator_kwargs())
+                                                    tp_size=spec.attention_tp,
+                                                    **spec.estimator_kwargs())
         except Exception as err:  # the estimator raises many kinds; one line for the user
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise KernelError(f"sim.model: the kernel database cannot model "
@@ -132,7 +138,14 @@ class Estimator:
                              kv_bytes=self.spec.bytes_per_kv).values())
 
     def decode_ms(self, batch: int, context: int) -> float:
-        """One decode step of `batch` sequences holding `context` tokens each, in ms."""
+        """One decode step of `batch` sequences holding `context` tokens each, in ms. With
+        attention DP the batch is the replica's, spread over its ranks; the estimator's batch
+        is one rank's (its concurrency is batch x attention_dp_size: ai-dynamo/
+        aiconfigurator@095f58a5:aic-core/src/aiconfigurator_core/sdk/backends/
+        base_backend.py:712,1362-1364), and the step waits for the fullest rank."""
+        if self.dp != 1:
+            with quiet():
+                return float(self._handle.decode_step_latency(-(-batch // self.dp), context, 2))
         if self.gpu.rule == "per-op":
             return self._carried(self.decode_ops(batch, context), batch, context, "decode")
         if self.gpu.comm == "measured" and self.gpu.decode_scale == 1.0:
@@ -146,7 +159,9 @@ class Estimator:
         return compute * self.gpu.decode_scale + comm
 
     def prefill_ms(self, batch: int, prompt: int) -> float:
-        """Prefill of `batch` prompts of `prompt` tokens each, in ms."""
+        """Prefill of `batch` prompts of `prompt` tokens each, in ms; with attention DP,
+        prompts on one rank (the other ranks prefill theirs in the same forward passes:
+        `perf.StepJump.prefill_lanes`)."""
         with quiet():
             ms = float(self._handle.predict_prefill_latency(batch, prompt))
         if self.gpu.rule == "per-op":  # the database's batching, the rule's ratio

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from harness.core.config import ConfigError
 from harness.sim.engine_spec import EngineSpec, engine_of
 from harness.sim.kernels import table as tables
 from harness.sim.kernels.estimator import (
@@ -142,6 +143,9 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
     spec = engine_of(sim, tp)
     if step_source(sim).startswith("kernels"):
         return with_overhead(TableDecodeModel.from_table(step_table(spec)), spec)
+    if spec.attention_dp != 1:  # the roofline has no model of it: refuse, invent nothing
+        raise ConfigError(f"sim.rollout_attention_dp: attention DP is priced by the measured "
+                          f"kernels only ({step_source(sim)} would price this engine)")
     return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
                              params["step_overhead_s"], params["compute_eff"],
                              spec.bytes_per_weight, spec.bytes_per_kv)
@@ -152,18 +156,22 @@ def framework_overhead(spec: EngineSpec) -> Overhead:
     kernels (`kernels/overhead.py`; fitted to the silicon sample)."""
     kg = kernel_gpu(spec.gpu_name)
     version = backend_version(kg.system, spec.backend) if kg else None
-    return charged(spec.backend, str(version), spec.tp)
+    # Attention DP: each rank is its own engine core of attention-TP GPUs that schedules its
+    # own sequences (vllm-project/vllm@624b7aff:docs/serving/data_parallel_deployment.md:13)
+    return charged(spec.backend, str(version), spec.attention_tp)
 
 
 def with_overhead(model: TableDecodeModel, spec: EngineSpec) -> TableDecodeModel:
     """The table's step plus the framework's term at each tabulated batch: exact between
     them too, since the term is linear in the batch (held flat past its cap, itself a
-    tabulated batch) and the table's coefficients are interpolated linearly."""
+    tabulated batch) and the table's coefficients are interpolated linearly. With attention
+    DP each rank's scheduler sees its share of the batch, batch / DP."""
     term = framework_overhead(spec)
     if not (term.fixed_ms or term.per_seq_ms):
         return model
-    fixed = tuple(a + term.at(b) / 1e3 for a, b in zip(model.fixed_s, model.batches,
-                                                       strict=True))
+    dp = spec.attention_dp
+    fixed = tuple(a + term.at(b / dp if dp != 1 else b) / 1e3
+                  for a, b in zip(model.fixed_s, model.batches, strict=True))
     return dataclasses.replace(model, fixed_s=fixed)
 
 
