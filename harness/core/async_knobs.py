@@ -20,10 +20,28 @@ from harness.core.fields import need, opt
 
 @dataclass
 class AReaL:
-    """inclusionAI/AReaL's staleness manager (system `areal`)."""
+    """inclusionAI/AReaL's staleness manager (system `areal`); inclusionAI/AReaL@4aef98d.
+    Its consumer_batch_size is U (one rollout is one prompt's group of K)."""
+
+    max_head_offpolicyness: int = opt(0, "most versions the trainer may run ahead of a "
+                                      "group's admission: at most (this + version + 1) x U "
+                                      "groups started (areal/api/cli_args.py:2039, "
+                                      "default 0: synchronous)")
+    max_concurrent_rollouts: int | None = opt(None, "most groups in flight at once (unset "
+                                              "or 0: U, its consumer_batch_size; "
+                                              "cli_args.py:2024, workflow_executor.py:760)")
+
+    def concurrent(self, cfg: Any) -> int:
+        """The groups AReaL runs at once at this config (workflow_executor.py:760-761)."""
+        return self.max_concurrent_rollouts or cfg.update_groups
 
     def check(self, cfg: Any) -> None:
-        """Refuse values AReaL would refuse."""
+        """Refuse values AReaL cannot run with: a negative offpolicyness never admits a
+        rollout (staleness_manager.py:109)."""
+        need(self.max_head_offpolicyness >= 0, "set areal.max_head_offpolicyness",
+             "must be >= 0")
+        need(self.max_concurrent_rollouts is None or self.max_concurrent_rollouts >= 0,
+             "set areal.max_concurrent_rollouts", "must be >= 0 (0 or unset: U)")
 
 
 @dataclass
@@ -64,10 +82,21 @@ class VerlAsync:
 
 @dataclass
 class SlimeAsync:
-    """slime's fully-async example (system `slime-async`)."""
+    """slime's fully-async example (system `slime-async`); THUDM/slime@624b824."""
+
+    sglang_server_concurrency: int = opt(512, "groups the background worker keeps in flight, "
+                                         "and samples generating at once, per engine "
+                                         "(slime/backends/sglang_utils/arguments.py:47, "
+                                         "default 512; fully_async_rollout.py:59)")
+    update_weights_interval: int = opt(1, "rollouts between weight updates "
+                                       "(slime/utils/arguments.py:537, default 1)")
 
     def check(self, cfg: Any) -> None:
-        """Refuse values slime would refuse."""
+        """Refuse values slime cannot run with."""
+        need(self.sglang_server_concurrency >= 1, "set slime_async.sglang_server_concurrency",
+             "must be >= 1")
+        need(self.update_weights_interval >= 1, "set slime_async.update_weights_interval",
+             "must be >= 1")
 
 
 @dataclass
@@ -152,7 +181,29 @@ class NemoRL:
 
 @dataclass
 class Tinker:
-    """tinker-cookbook's asynchronous RL loop (system `tinker`)."""
+    """tinker-cookbook's asynchronous RL loop (system `tinker`), as PR #822 rewrites it:
+    thinking-machines-lab/tinker-cookbook@0d7fee56 (branch async-rl-blocking-staleness).
+    Its groups_per_batch is U. The issue's `sampling_steps_ahead` is this PR's
+    `pipeline_depth` (commit 1975ad25 split it from the bound)."""
+
+    max_steps_off_policy: int = opt(4, "hard staleness bound: a group sampled at version s "
+                                    "is trained at step t <= s + this; the trainer waits "
+                                    "for it (tinker_cookbook/rl/train.py:475-477; required "
+                                    "there, 4 as skills/research/references/rl.md:307)")
+    pipeline_depth: int | None = opt(None, "steps sampling may run ahead: at most U x "
+                                     "(depth + 1) groups started but untrained (unset: "
+                                     "min(1, max_steps_off_policy); train.py:480-488)")
+
+    def depth(self) -> int:
+        """The pipeline depth at this config (train.py:485-488)."""
+        if self.pipeline_depth is None:
+            return min(1, self.max_steps_off_policy)
+        return self.pipeline_depth
 
     def check(self, cfg: Any) -> None:
-        """Refuse values the cookbook would refuse."""
+        """Refuse values the cookbook refuses (train.py:94-107)."""
+        need(self.max_steps_off_policy >= 0, "set tinker.max_steps_off_policy", "must be >= 0")
+        need(self.pipeline_depth is None or 0 <= self.pipeline_depth <= self.max_steps_off_policy,
+             "set tinker.pipeline_depth",
+             f"must lie in [0, max_steps_off_policy = {self.max_steps_off_policy}]: a deeper "
+             "pipeline would break the staleness bound")
