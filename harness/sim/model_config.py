@@ -20,7 +20,10 @@ from harness.core.config import ConfigError
 _DENSE = {"Qwen3ForCausalLM": "qwen3", "Qwen2ForCausalLM": "qwen2",
           "LlamaForCausalLM": "llama", "MistralForCausalLM": "llama"}
 _MOE = {"Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
-        "DeepseekV3ForCausalLM": "deepseek_v3"}
+        "DeepseekV3ForCausalLM": "deepseek_v3",
+        # aiconfigurator-core's generic MoE: ai-dynamo/aiconfigurator@095f58a5:
+        # aic-core/src/aiconfigurator_core/sdk/common.py:712
+        "MiniMaxM2ForCausalLM": "minimax_m2"}
 ARCHITECTURES = {**_DENSE, **_MOE}
 
 
@@ -131,15 +134,17 @@ def moe_fields(family: str, size: Any, raw: dict[str, Any], path: Path
         dense_mlp = 3 * hidden * size("intermediate_size")
         router = hidden * experts + experts  # and its score-correction bias
         out.update(head_dim=nope + rope, kv_width=latent + rope)
-    else:  # qwen3_moe, mixtral: every layer a MoE layer (Qwen3's mlp_only_layers aside)
+    else:  # qwen3_moe, mixtral, minimax_m2: every layer a MoE layer (Qwen3's
+        # mlp_only_layers aside)
         experts = size("num_experts" if family == "qwen3_moe" else "num_local_experts")
         width = size("moe_intermediate_size" if family == "qwen3_moe" else "intermediate_size")
         shared, dense_mlp = 0, 3 * hidden * size("intermediate_size")
         dense_layers = len(raw.get("mlp_only_layers") or [])
         kv, hd = size("num_key_value_heads", heads), size("head_dim", hidden // heads)
         attn = 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hidden
-        attn += 2 * hd if family == "qwen3_moe" else 0  # Q/K norms
-        router = hidden * experts
+        attn += 2 * hd if family == "qwen3_moe" else 0  # Q/K norms, per head
+        attn += (heads + kv) * hd if family == "minimax_m2" else 0  # Q/K norms, whole width
+        router = hidden * experts + (experts if family == "minimax_m2" else 0)  # + its bias
     if not 0 < top_k <= experts:
         raise ModelConfigError(f"sim.model: {path}: num_experts_per_tok {top_k} must lie in "
                                f"1..{experts} experts")
