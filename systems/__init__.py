@@ -25,11 +25,12 @@ from systems.cgp_fgd import CGPFGD
 from systems.cgp_tail import CGPTail
 from systems.pipelinerl import PipelineRL
 from systems.rollpacker import RollPacker
+from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
 from systems.verl import VeRL
 
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
-                                                  RollPacker, CGPAPRIL, CGPTail)}
+                                                  RollPacker, CGPAPRIL, CGPTail, SkyRLAsync)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

@@ -1,0 +1,51 @@
+"""The capacity gate AReaL and SkyRL share: admission by version arithmetic.
+
+Both bound how far generation may run ahead of training by one inequality over
+global counters, so the code is shared:
+
+    capacity = min(max_concurrent - running,
+                   (max_staleness + version + 1) x batch - (accepted + running))
+
+with `version` the optimizer steps completed, `accepted` the groups finished so
+far (trained or waiting), `running` the groups being generated and `batch` the
+groups one step consumes. A new group may start while capacity > 0.
+
+- AReaL: inclusionAI/AReaL@4aef98d:areal/infra/staleness_manager.py:103-112
+  (`(ofp + current_version + 1) * consumer_bs - sample_cnt`).
+- SkyRL: NovaSky-AI/SkyRL@a956457:skyrl/train/fully_async_trainer.py:181-187
+  (`(max_staleness_steps + current_global_step) * mini_batch_size`, its
+  `current_global_step` being the step being worked on, completed steps + 1:
+  the docstring of :182-183 says the two formulas are the same), "modeled after
+  AReal's StalenessManager" (:133).
+
+The gate bounds the aggregate, not each group: a group still running while
+later ones finish and are trained may lag past `max_staleness` (SkyRL says so:
+docs/content/docs/tutorials/fully_async.mdx:271).
+"""
+
+from __future__ import annotations
+
+
+class CapacityGate:
+    """The counters and the capacity inequality (groups, not samples)."""
+
+    def __init__(self, max_concurrent: int, batch: int, max_staleness: int) -> None:
+        self.max_concurrent = max_concurrent
+        self.batch = batch
+        self.max_staleness = max_staleness
+        self.accepted = 0  # finished generating: trained, or waiting to be
+        self.running = 0
+
+    def capacity(self, version: int) -> int:
+        """New groups that may start while the trainer has completed `version` steps."""
+        by_staleness = (self.max_staleness + version + 1) * self.batch - (
+            self.accepted + self.running)
+        return min(self.max_concurrent - self.running, by_staleness)
+
+    def submit(self) -> None:
+        self.running += 1
+
+    def accept(self) -> None:
+        """A group finished generating: from running to accepted."""
+        self.running -= 1
+        self.accepted += 1
