@@ -55,6 +55,7 @@ from systems.common import BatchCounter
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
 PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
+ZERO_STD = "zero reward variance"  # the `reason` of a group dynamic sampling drops
 
 
 def over_sampling_groups(cfg: Any) -> int:
@@ -106,6 +107,13 @@ class APRIL:
         self.batches = BatchCounter()
         self.carried: list[_Work] = []
         self.spare: list[Group] = []  # complete groups beyond R: trained next round
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """With partial rollout none: an aborted group is resumed first next round but
+        may be aborted again, round after round. Without it 1 step: a round trains on
+        its own weights in one step, but a spare (complete in the same instant as the
+        R-th, the module's docstring) is trained one round later."""
+        return None if cfg.partial_rollout else 1
 
     async def _serve(self, rt: Runtime, work: _Work, resumed: bool) -> bool:
         """Run the group's unfinished samples; True when all K are done and
@@ -195,10 +203,12 @@ class APRIL:
                 # slime's `remaining` (submitted less dropped) is what is complete or in
                 # flight: while it stays at R or more, the group is simply dropped
                 if len(ready) + len(live) >= cfg.groups:
-                    rt.emit("decision", what="drop_group", group=work.group.id)
+                    rt.emit("decision", what="drop_group", group=work.group.id,
+                            reason=ZERO_STD)
                     return
                 if batches < MAX_SAMPLING_BATCHES:  # fewer than R left: a new batch
-                    rt.emit("decision", what="drop_group", group=work.group.id)
+                    rt.emit("decision", what="drop_group", group=work.group.id,
+                            reason=ZERO_STD)
                     rt.emit("decision", what="over_sample", round=rnd, batch=batches + 1,
                             groups=over)
                     submit_batch()
@@ -232,5 +242,6 @@ class APRIL:
         if cfg.partial_rollout:  # the buffer: groups not resubmitted, then those stopped
             self.carried = buffer + stopped
         elif stopped:
-            rt.emit("decision", what="discard_groups", groups=[w.group.id for w in stopped])
+            rt.emit("decision", what="discard_groups", groups=[w.group.id for w in stopped],
+                    reason="aborted, no partial rollout")
         return ready

@@ -10,6 +10,7 @@ Admission is the engine's default (all requests submitted at once).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter, new_groups, serve
@@ -22,6 +23,10 @@ class CGP:
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """R/U - 1 steps: weights stay fixed for the round, which takes R/U steps."""
+        return cfg.groups // cfg.update_groups - 1
 
     async def admit(self, rt: Runtime, groups: list[Group], ready: asyncio.Queue[Group],
                     ranked: bool = False) -> None:

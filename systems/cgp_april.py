@@ -16,6 +16,7 @@ trainer behind the rollout; do the two savings add up?
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from harness.core.runtime import Group, Runtime
 from systems.april import APRIL
@@ -29,6 +30,11 @@ class CGPAPRIL(APRIL):
     def __init__(self) -> None:
         super().__init__()
         self.handoff: asyncio.Queue[Group] = asyncio.Queue()
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """With partial rollout none (APRIL's carry-over). Without it R/U steps: a
+        round's groups lag at most R/U - 1, and a spare is trained first next round."""
+        return None if cfg.partial_rollout else cfg.groups // cfg.update_groups
 
     def _ready(self, rt: Runtime, group: Group) -> None:
         self.handoff.put_nowait(group)

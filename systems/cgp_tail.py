@@ -24,6 +24,7 @@ tail for later, CGP hides the trainer behind the rollout; do the two add up?
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from harness.core.runtime import Group, Runtime
 from systems.rollpacker import RollPacker
@@ -38,6 +39,10 @@ class CGPTail(RollPacker):
     def __init__(self) -> None:
         super().__init__()
         self.handoff: asyncio.Queue[Group] = asyncio.Queue()
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """P0/U - 1 steps: CGP's round on fixed weights; aborted prompts restart."""
+        return cfg.groups // cfg.update_groups - 1
 
     def _rewards_as_responses_finish(self, rt: Runtime) -> bool:
         return True

@@ -20,6 +20,7 @@ of R/U optimizer steps.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from harness.core.runtime import Group, Response, Runtime
 from systems.common import BatchCounter, serve
@@ -32,6 +33,11 @@ class PipelineRL:
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """`max_lag` steps when set (its admission rule and start-order training, the
+        module's docstring); without it nothing bounds how long a response may take."""
+        return cfg.max_lag if cfg.max_lag >= 0 else None
 
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config

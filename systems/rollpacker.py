@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 from harness.core.runtime import Group, Prompt, Request, Response, Runtime
 from systems.common import BatchCounter
@@ -60,6 +61,11 @@ class RollPacker:
         self.anchor_changed: dict[int, asyncio.Event] = {}
         self.default_tp = 0  # the offline-profiled TP: the planner does not go below it
         self.preempt_history: list[int] = []
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """0 steps: one update per round on the round's own groups; a prompt aborted
+        to the long queue restarts from scratch."""
+        return 0
 
     # -- reward scheduler -------------------------------------------------
     async def _score(self, rt: Runtime, response: Response) -> float:

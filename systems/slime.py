@@ -8,6 +8,8 @@ published after the round.
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter, new_groups, serve
 
@@ -19,6 +21,11 @@ class Slime:
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """R/U - 1 steps: every group is generated on the round's weights, and the
+        round's last batch is trained after R/U - 1 of its own steps."""
+        return cfg.groups // cfg.update_groups - 1
 
     async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
         """Generate and materialise every group (rewards as each sample finishes)."""
