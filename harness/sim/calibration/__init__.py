@@ -8,7 +8,9 @@ calibration is measured on the machine that uses it and stays with the results.
 observations; `[fixed]` holds documented priors that are not fitted. A run's
 `SimConfig` may override any of them. `[hardware]` names the trainer GPU and
 framework the `train_mfu` belongs to: a run that trains on another GPU gets a
-neutral prior instead, said once when it runs (`harness.sim.trainer_mfu`).
+neutral prior instead, said once when it runs (`harness.sim.trainer_mfu`); and the
+model its `weight_sync_s` publishes, which another model's run scales by weight bytes
+(`harness.sim.weight_sync`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.sim.trainer_mfu import Assumed, assumed
+from harness.sim.weight_sync import publish_s
 
 PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhead_s",
           "weight_sync_s", "materialize_s", "drift", "switch_s")
@@ -63,6 +66,8 @@ def resolve(sim: Any) -> dict[str, float]:
         if override is None and name not in values:
             raise ValueError(f"calibration {path_of(sim.calibration)} has no value for {name!r}")
         out[name] = float(override if override is not None else values[name])
+    if sim.weight_sync_s is None:  # the calibration's time, for the run's model's bytes
+        out["weight_sync_s"] = publish_s(sim.model, data, out["weight_sync_s"])
     neutral = assumed(sim, data, out["train_mfu"])
     if neutral is not None:  # said when the run starts (`say_train_mfu`), not in checks
         out["train_mfu"] = neutral.value

@@ -23,8 +23,10 @@ one tensor at a time. With it (`megatron_worker.py:139-182`, default
 `device_buffer_size_M: 4096`) each trainer rank copies its share of tensors to pinned CPU
 memory, and the weights travel in 4 GiB buckets, each broadcast by its owner and loaded.
 
-The project's weight-sync model (`harness/sim/components.py` SimTrainer.publish): a flat
-`weight_sync_s` per calibration, the same for every model. The calibrations write down how
+The project's weight-sync model (`harness/sim/weight_sync.py`): the calibration's
+`weight_sync_s`, chosen for the model its `[hardware]` table names, scaled by the run's total
+weight bytes over that model's (`scaled_sync_s`). Until #27 it was that time flat, the same
+for every model (`flat_sync_s`); the report gives both. The calibrations write down how
 they chose it: bf16 bytes over an effective link bandwidth, ~25 GB/s across nodes
 (`harness/sim/calibration/pipelinerl.toml:16-17`). `predict` is that rule made explicit:
 2 bytes x total parameters over the GPU preset's `link_bandwidth_gbs` (NVLink) when every
@@ -40,8 +42,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.sim.calibration import load as load_calibration
+from harness.sim.calibration import names as calibration_names
 from harness.sim.model_config import count_params
-from harness.sim.presets import load_hardware, shipped_config
+from harness.sim.presets import load_hardware, load_model, shipped_config
+from harness.sim.weight_sync import own_model
 
 SOURCE = ("verl-project/verl@1dda039b9c6311889a9c9a26040677e1254814f9:"
           "verl/experimental/fully_async_policy/README.md:452-462")
@@ -131,9 +135,36 @@ def predict(params: float, trainer_ranks: int, rollout_ranks: int, gpu: str = GP
 
 
 def flat_sync_s(calibration: str = CALIBRATION) -> float:
-    """What a run charges today: the calibration's weight_sync_s, whatever the model."""
+    """What a run charged before #27: the calibration's weight_sync_s, whatever the model."""
     data = load_calibration(calibration)
     return float({**data.get("fixed", {}), **data.get("fit", {})}["weight_sync_s"])
+
+
+def scaled_sync_s(params: float, calibration: str = CALIBRATION) -> float:
+    """What a run charges now (`harness.sim.weight_sync`): the calibration's weight_sync_s
+    times `params` (total, every expert) over its own model's total."""
+    own = own_model(load_calibration(calibration))
+    if own is None:
+        return flat_sync_s(calibration)
+    return flat_sync_s(calibration) * params / (load_model(own).params_b * 1e9)
+
+
+def scaled_by_calibration(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scaled rule under every committed calibration that names its model: seconds for
+    each verl row, and their ratios to the plain and checkpoint-engine times."""
+    out = []
+    for name in calibration_names():
+        own = own_model(load_calibration(name))
+        if own is None:
+            continue
+        rate = BYTES_PER_PARAM * load_model(own).params_b / flat_sync_s(name)
+        secs = [scaled_sync_s(r["params_b"] * 1e9, name) for r in table]
+        out.append({"calibration": name, "model": own, "flat_s": flat_sync_s(name),
+                    "gbs": rate, "seconds": secs,
+                    "over_plain": [s / r["plain_s"] for s, r in zip(secs, table, strict=True)],
+                    "over_engine": [s / r["engine_s"]
+                                    for s, r in zip(secs, table, strict=True)]})
+    return out
 
 
 def rows(params: dict[str, float] | None = None) -> list[dict[str, Any]]:
@@ -153,7 +184,9 @@ def rows(params: dict[str, float] | None = None) -> list[dict[str, Any]]:
             "tensors": n, "plain_s": m.plain_s, "engine_s": m.engine_s, "bytes_s": pred,
             "bytes_over_plain": pred / m.plain_s, "bytes_over_engine": pred / m.engine_s,
             "flat_s": flat, "flat_over_plain": flat / m.plain_s,
-            "flat_over_engine": flat / m.engine_s,
+            "flat_over_engine": flat / m.engine_s, "scaled_s": scaled_sync_s(total),
+            "scaled_over_plain": scaled_sync_s(total) / m.plain_s,
+            "scaled_over_engine": scaled_sync_s(total) / m.engine_s,
             "plain_gbs": BYTES_PER_PARAM * total / m.plain_s / 1e9,
             "engine_gbs": BYTES_PER_PARAM * total / m.engine_s / 1e9,
             "plain_ms_per_tensor": (m.plain_s - pred) / n * 1e3})
@@ -178,17 +211,58 @@ def report(params: dict[str, float] | None = None) -> str:
             f"| {r['model']} | {r['params_b']:.2f} | {r['ranks']} | {r['link']} | "
             f"{r['plain_s']:g} | {r['engine_s']:g} | {r['bytes_s']:.3f} | "
             f"{r['bytes_over_plain']:.2f} | {r['bytes_over_engine']:.2f} |")
-    flat = ", ".join(f"{r['flat_over_plain']:.3g} / {r['flat_over_engine']:.3g}" for r in table)
-    lines += ["", f"What a run charges today, a flat weight_sync_s of {table[0]['flat_s']:g} s "
-              f"({CALIBRATION} calibration),", f"is {flat} of plain / ckpt-engine, in the "
-              "order above.", "", "What the measurements imply (readings, not model terms):",
+    lines += ["", *charged(table), "", "What the measurements imply (readings, not model "
+              "terms):",
               "", "| model | tensors | plain GB/s | ckpt GB/s | plain ms/tensor beyond bytes |",
               "|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {r['model']} | {r['tensors']:,} | {r['plain_gbs']:.1f} | "
                      f"{r['engine_gbs']:.1f} | {r['plain_ms_per_tensor']:.2f} |")
-    lines += ["", reading(table)]
+    lines += ["", reading(table), "", reading_scaled(table)]
     return "\n".join(lines) + "\n"
+
+
+def charged(table: list[dict[str, Any]]) -> list[str]:
+    """What a run charges for each verl row, before #27 (the calibration's weight_sync_s
+    flat) and now (scaled by total weight bytes from the calibration's own model), under
+    every committed calibration that names its model, with the ratios to verl's times."""
+    lines = ["What a run charges: the calibration's weight_sync_s flat (before #27) and "
+             "scaled by total", "weight bytes from the model the calibration names (now; "
+             "GB/s: the rate that implies).", "",
+             "| calibration | own model | GB/s | model | flat s | flat/plain | scaled s | "
+             "sc/plain | sc/ckpt |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in scaled_by_calibration(table):
+        for i, r in enumerate(table):
+            lines.append(
+                f"| {c['calibration']} | {c['model']} | {c['gbs']:.1f} | {r['model']} | "
+                f"{c['flat_s']:g} | {c['flat_s'] / r['plain_s']:.3g} | {c['seconds'][i]:.2f} | "
+                f"{c['over_plain'][i]:.3g} | {c['over_engine'][i]:.3g} |")
+    return lines
+
+
+def reading_scaled(table: list[dict[str, Any]]) -> str:
+    """How the scaled charge compares with verl's times, with this table's numbers."""
+    rows = {c["calibration"]: c for c in scaled_by_calibration(table)}
+    own, pl = rows[CALIBRATION], rows.get("pipelinerl")
+    span = table[-1]["params_b"] / table[0]["params_b"]
+    text = (
+        f"Scaled, the charge follows the {span:.0f}x range of totals that the flat one "
+        "ignored; its level is the calibration's rate. The default "
+        f"({CALIBRATION}: {own['flat_s']:g} s for {own['model']}, {own['gbs']:.1f} GB/s) "
+        f"gives {', '.join(f'{x:.3g}' for x in own['over_plain'])} of the plain times "
+        f"(7B, 30B, 235B): too slow everywhere, by most for the 7B, which verl syncs within "
+        "one node.")
+    if pl is not None:
+        engine = [max(x, 1 / x) for x in pl["over_engine"][1:]]
+        plain = [1 / x for x in pl["over_plain"][1:]]
+        text += (
+            f" PipelineRL's prior ({pl['flat_s']:g} s for {pl['model']}, {pl['gbs']:.1f} "
+            f"GB/s) gives {', '.join(f'{x:.3g}' for x in pl['over_plain'])} of the plain "
+            f"and {', '.join(f'{x:.3g}' for x in pl['over_engine'])} of the "
+            f"checkpoint-engine times: within {max(engine):.2f}x of checkpoint-engine for "
+            f"both MoE models, whose plain per-tensor sync takes {min(plain):.1f}-"
+            f"{max(plain):.1f}x as long.")
+    return textwrap.fill(text, width=95, break_on_hyphens=False)
 
 
 def reading(table: list[dict[str, Any]]) -> str:
