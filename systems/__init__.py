@@ -28,9 +28,12 @@ from systems.rollpacker import RollPacker
 from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
 from systems.verl import VeRL
+from systems.verl_fully_async import VerlFullyAsync
+from systems.verl_one_step_off import VerlOneStepOff
 
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
-                                                  RollPacker, CGPAPRIL, CGPTail, SkyRLAsync)}
+                                                  RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
+                                                  VerlFullyAsync, VerlOneStepOff)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

@@ -1,0 +1,210 @@
+"""verl's fully-async policy trainer: a Rollouter, a message queue and a Trainer on
+their own GPUs, with a budget of stale samples per parameter sync.
+
+Written from verl-project/verl@1dda039 (cited below as verl@1dda039), the files of
+verl/experimental/fully_async_policy/ unless another path is named. verl's "sample" is
+one prompt with its rollout.n responses (detach_utils.py:70 repeats the prompt n
+times), so every count of samples below is a count of groups; ppo_mini_batch_size is
+in prompts too (verl/trainer/ppo/ray_trainer.py:1352-1353 multiplies it by n), so a
+mini-batch is U groups and one optimizer step (ppo_epochs 1, :1354).
+
+- Rollouter. It starts one group at a time (gen_batch_size 1, fully_async_rollouter.py:
+  352), each counted in `staleness_samples` as it is taken (:950-952), then waits for a
+  free slot among `max_concurrent_samples` = min(replicas x
+  concurrent_samples_per_replica, max_required_samples) groups in flight (:503-506,
+  :970-978). It pauses while `staleness_samples` >= max_required_samples =
+  int(U x require_batches x (1 + staleness_threshold) x trigger_parameter_sync_step)
+  (:493-497, :1155), or while the queue holds that many (:507, :1147; never binding,
+  as the queue is part of what `staleness_samples` counts). A finished group, its K
+  responses scored as each ends (the agent reward loop, :835-839), goes to the queue.
+- Trainer. It takes require_batches x U groups from the queue in arrival order
+  (fully_async_trainer.py:157-159, :402-411; message_queue.py:100-101), then trains
+  them as require_batches mini-batches of U groups (taken here in queue order; verl may
+  reorder them to balance tokens across ranks), one optimizer step each. After
+  trigger_parameter_sync_step such trainer steps it syncs the weights (:684-688,
+  :700-701, :733-736) and resets `staleness_samples` to the groups in flight plus
+  those queued (fully_async_rollouter.py:605, called at fully_async_trainer.py:756).
+  So the rollouter starts at most max_required_samples - (stale groups) per sync:
+  README.md:136-140's rollout_num = (1 + s) x trigger x require_batches x mini-batch -
+  num_staleness_sample. A run that ends between syncs syncs once more (:529-530).
+- The sync (verl/checkpoint_engine/base.py:505-556): abort every request in flight
+  (:519, vLLM's pause_generation with abort: verl/workers/rollout/vllm_rollout/
+  vllm_async_server.py:912-915, which also holds new requests until resume), transfer,
+  resume generation (:556). Here: `engine.pause("abort")`, `trainer.publish()` (not in
+  flight: the engine holds no running sequence then), `engine.resume()`.
+- partial_rollout (verl/workers/rollout/llm_server.py:404-456): an aborted response is
+  submitted again with its tokens (prompt + tokens, :408, the KV cache recomputed), so
+  it continues under the new weights; here `Request(resume=partial)`, which the engine
+  holds until `resume` and prefills again, prompt and tokens. Without it (:447-454) the
+  aborted response ends there: nothing downstream drops it (no stop_reason check in
+  verl/experimental/agent_loop/), so it is scored (a cut answer scores 0 here) and
+  trained as cut. README.md:213-215 says mode 3 instead waits for the tasks in flight;
+  the code at this commit aborts them, and this follows the code.
+
+README.md:188-226's four modes are settings of these knobs: (1) on-policy pipeline,
+trigger 1 and s = 0; (2) stream off-policy pipeline, trigger > 1 and s = 0; (3) async
+stream pipeline with stale samples, s > 0 and partial_rollout off; (4) with partial
+rollout, s > 0 and partial_rollout on. With s = 0 the rollouter starts exactly one
+sync's groups per sync and nothing is in flight at a sync, so partial_rollout changes
+nothing (README.md:149).
+
+Choices of the harness: verl's sync before the first step (fully_async_main.py:109-110)
+is left out (the engine starts with the first weights), as is the client's 1 s wait
+before it resubmits an aborted request (llm_server.py:456). A "round" is a block of
+R/U optimizer steps (R a multiple of require_batches x U: async_knobs.VerlAsync.check);
+a group's round is the trainer's when it starts. The run starts rounds x R groups
+(rollout.total_rollout_steps, fully_async_rollouter.py:405-407) and trains them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from typing import Any
+
+from harness.core.runtime import Group, Request, Response, Runtime
+from systems.common import BatchCounter
+
+
+def max_required_samples(cfg: Any) -> int:
+    """Groups the rollouter may start per parameter sync, counting the stale ones:
+    fully_async_rollouter.py:493-497, the same float arithmetic in the same order."""
+    v = cfg.verl_async
+    required = cfg.update_groups * v.require_batches
+    return int(required * (v.staleness_threshold + 1) * v.trigger_parameter_sync_step)
+
+
+def sync_window(cfg: Any) -> int:
+    """Optimizer steps between two parameter syncs."""
+    return cfg.verl_async.trigger_parameter_sync_step * cfg.verl_async.require_batches
+
+
+class VerlFullyAsync:
+    name = "verl-fully-async"
+    summary = "rollouter, queue and trainer apart; stale-sample budget per weight sync"
+    knobs: tuple[str, ...] = (
+        "update_groups", "verl_async.staleness_threshold",
+        "verl_async.trigger_parameter_sync_step", "verl_async.require_batches",
+        "verl_async.partial_rollout", "verl_async.concurrent_samples_per_replica")
+
+    def __init__(self) -> None:
+        self.batches = BatchCounter()
+
+    @staticmethod
+    def staleness_bound(cfg: Any) -> int | None:
+        """The most optimizer steps a trained token lags, as the rule promises.
+
+        With s = 0 every group trained between two syncs was started after the first
+        of them: lag < one sync's steps. With s > 0 and no partial rollout every token
+        of a group carries the version it started under, at most int(s x W) groups
+        (W a sync's groups) are left untrained at a sync, and the queue is first in,
+        first out: a group is trained within ceil(s) syncs of its start, so lag <
+        (ceil(s) + 1) syncs' steps. That holds while a group cut at a sync is scored
+        before newer groups finish (the reward check is short beside a generation);
+        the rule itself counts groups, not versions. With partial rollout a response
+        continues across syncs for as long as it runs: the rule promises no bound (the
+        README's `max_partial_span` reports it).
+        """
+        s = cfg.verl_async.staleness_threshold
+        if s == 0:
+            return sync_window(cfg) - 1
+        if cfg.verl_async.partial_rollout:
+            return None
+        return (math.ceil(s) + 1) * sync_window(cfg) - 1
+
+    async def run(self, rt: Runtime) -> None:
+        cfg, v = rt.config, rt.config.verl_async
+        u, b = cfg.update_groups, v.require_batches
+        steps_per_round = cfg.groups // u
+        total = cfg.rounds * cfg.groups
+        limit = max_required_samples(cfg)
+        concurrency = min(rt.engine.replicas * v.concurrent_samples_per_replica, limit)
+        queue: deque[Group] = deque()  # the message queue, in arrival order
+        active: set[int] = set()  # groups started and not yet queued
+        state = {"staleness": 0, "round": 0, "requests": 0}
+        changed = asyncio.Event()
+
+        async def sample(group: Group, s: int) -> Response:
+            """One response; with partial rollout, resumed after each sync's abort."""
+            resume: Response | None = None
+            while True:
+                state["requests"] += 1
+                response = await rt.engine.submit(Request(
+                    group.round, group.id, s, group.prompt, cfg.max_response_tokens,
+                    resume=resume))
+                state["requests"] -= 1
+                if response.status == "finished" or not v.partial_rollout:
+                    return response
+                resume = response if response.tokens > 0 else resume
+
+        async def score(task: asyncio.Task[Response]) -> float:
+            return await rt.verifier.score(await task)
+
+        async def produce(group: Group) -> None:
+            """One verl sample: K responses, each scored as it ends, then queued."""
+            tasks = [rt.spawn(sample(group, s)) for s in range(cfg.group_size)]
+            scores = [rt.spawn(score(t)) for t in tasks]
+            group.responses = [await t for t in tasks]
+            rt.emit("group_complete", group=group.id, round=group.round)
+            group.rewards = [await s for s in scores]
+            await rt.materialize(group)
+            active.discard(group.id)
+            queue.append(group)
+            changed.set()
+
+        async def wait() -> None:
+            changed.clear()
+            await changed.wait()
+
+        async def rollouter() -> None:
+            started, said = 0, False
+            while started < total:
+                if state["staleness"] >= limit or len(queue) >= limit:
+                    if not said:  # once per pause
+                        said = True
+                        rt.emit("decision", what="rollouter_pause",
+                                staleness_samples=state["staleness"], limit=limit)
+                    await wait()
+                    continue
+                said = False
+                state["staleness"] += 1  # counted when taken, before a slot is free
+                while len(active) >= concurrency:
+                    await wait()
+                (prompt,) = rt.workload.take(1)
+                group = Group(rt.new_group_id(), state["round"], prompt)
+                active.add(group.id)
+                rt.spawn(produce(group))
+                started += 1
+
+        async def take(n: int) -> list[Group]:
+            while len(queue) < n:
+                await wait()
+            return [queue.popleft() for _ in range(n)]
+
+        async def sync() -> None:
+            in_flight = state["requests"]
+            await rt.engine.pause("abort")
+            await rt.trainer.publish()
+            await rt.engine.resume()
+            state["staleness"] = len(active) + len(queue)
+            rt.emit("decision", what="param_sync", version=rt.trainer.version,
+                    aborted=in_flight, staleness_samples=state["staleness"])
+            changed.set()
+
+        generator = rt.spawn(rollouter())
+        fit_steps = total // (b * u)
+        for fit in range(fit_steps):
+            if fit * b % steps_per_round == 0:
+                state["round"] = fit * b // steps_per_round
+                rt.emit("rollout_start", round=state["round"], version=rt.trainer.version)
+            groups = await take(b * u)
+            for i in range(b):
+                await self.batches.train(rt, groups[i * u:(i + 1) * u])
+            if (fit + 1) % v.trigger_parameter_sync_step == 0:
+                await sync()
+            if (fit + 1) * b % steps_per_round == 0:
+                rt.emit("rollout_complete", round=state["round"])
+        if fit_steps % v.trigger_parameter_sync_step:
+            await sync()
+        await generator
