@@ -1,0 +1,110 @@
+"""Throughput collapse: generation does not slow to a trickle after a barrier.
+
+Barriers are the points where a scheduler makes generation wait on training: a
+weight publication (`weights_published`) and a rollout boundary (`rollout_start`).
+They cut the run into phases (barriers at the same instant are one); each phase's
+rate is the tokens generated in it over its length, a request's new tokens spread
+evenly over its attempt (admitted, else submitted, to finished). Phases in which no
+request is in flight (the engine waits on the trainer or is being rebuilt) and
+phases after the last `request_submit` (the run draining its last requests, which
+slows any schedule) are left out.
+
+Each phase after a barrier is compared with the median rate of the phases before
+it; it fails when one falls below `RATIO` (1/5) of that median. Why a fifth:
+PrimeIntellect-ai/prime-rl#1372 (https://github.com/PrimeIntellect-ai/prime-rl/pull/
+1372) reports the collapse it fixed as ~15k to ~500 tok/s after the first
+`max_async_level` barrier (one group refilled per group finished instead of
+refilling to the batch's capacity), a thirtieth; the phases of the harness's own
+systems on the simulator's workloads stay within a factor of about 2 of each other
+(tests/test_check.py runs them). The value is the lowest ratio found.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.check.model import TraceView
+from harness.analysis.check.result import Result, offence, unjudged
+
+NAME = "throughput"
+RATIO = 0.2
+SOURCE = "x the median phase before"
+BARRIERS = ("weights_published", "rollout_start")
+
+
+def attempts(events: Sequence[dict[str, Any]]) -> list[tuple[float, float, int]]:
+    """(start, end, new tokens) of every request attempt."""
+    start: dict[tuple[int, int], float] = {}
+    resumed: dict[tuple[int, int], int] = {}
+    out = []
+    for e in events:
+        ev = e["ev"]
+        if ev in ("request_submit", "request_admit"):
+            key = (e["group"], e["sample"])
+            if ev == "request_submit":
+                start[key], resumed[key] = e["t"], e.get("resumed_tokens", 0)
+            elif key in start:
+                start[key] = e["t"]
+        elif ev == "request_finish":
+            key = (e["group"], e["sample"])
+            if key in start:
+                out.append((start.pop(key), e["t"], e["response_tokens"] - resumed.pop(key)))
+    return out
+
+
+def phase_rates(view: TraceView) -> list[tuple[int, float, float, float]]:
+    """(barrier index, start, end, tokens/s) of every phase the check judges."""
+    events = view.events
+    cuts: list[tuple[int, float]] = []
+    for i, e in enumerate(events):
+        if e["ev"] in BARRIERS and (not cuts or e["t"] > cuts[-1][1]):
+            cuts.append((i, e["t"]))
+    submits = [e["t"] for e in events if e["ev"] == "request_submit"]
+    if not submits:
+        return []
+    last = max(submits)
+    work = np.array(attempts(events), dtype=float).reshape(-1, 3)
+    s, f, n = work[:, 0], work[:, 1], work[:, 2]
+    span = np.where(f > s, f - s, 1.0)
+    out = []
+    for (index, a), (_, b) in zip(cuts, cuts[1:], strict=False):
+        if b > last or b <= a:
+            continue
+        busy = ((s < b) & (f > a)) | ((s == f) & (f >= a) & (f < b))
+        if not busy.any():
+            continue
+        share = np.where(f > s, (np.minimum(b, f) - np.maximum(a, s)) / span, 1.0)
+        tokens = float((n * share)[busy].sum())
+        out.append((index, a, b, tokens / (b - a)))
+    return out
+
+
+def check(view: TraceView) -> Result:
+    meta = view.head.get("import")
+    if isinstance(meta, dict) and meta.get("timed") is False:
+        return unjudged(NAME, "ratio", SOURCE, "an untimed import: no times to judge")
+    phases = phase_rates(view)
+    if len(phases) < 2:
+        return unjudged(NAME, "ratio", SOURCE,
+                        f"{len(phases)} phase(s) between barriers: nothing to compare")
+    lowest = float("inf")
+    first = None
+    for n in range(1, len(phases)):
+        before = statistics.median(r for *_, r in phases[:n])
+        index, _, _, rate = phases[n]
+        if before <= 0:
+            continue
+        ratio = rate / before
+        lowest = min(lowest, ratio)
+        if ratio < RATIO and first is None:
+            first = offence(view.events[index])
+            first["rate"], first["median_before"] = round(rate, 3), round(before, 3)
+    if lowest == float("inf"):
+        return unjudged(NAME, "ratio", SOURCE, "no tokens generated before a barrier")
+    return Result(NAME, first is None, round(lowest, 4), "ratio", RATIO, SOURCE,
+                  f"{len(phases)} phases between barriers; lowest rate / median before "
+                  f"= {lowest:.2f}", first)

@@ -1,0 +1,86 @@
+"""`rolloutbench check TRACE`: the properties a scheduler promises, one line each.
+The logic lives in harness.analysis.check; this file parses options, prints, writes
+the JSON report atomically, and sets the exit code (0 all held, 1 one failed, 2 bad
+input)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.cli.common import fail, shown
+from harness.core.trace import TraceError, read_trace
+
+commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+WIDTH = 100
+
+
+def _events(trace: Path) -> list[dict[str, Any]]:
+    if trace.is_dir():
+        fail(f"{trace}: is a directory, expected a trace file (trace.jsonl)")
+    try:
+        return read_trace(trace, strict=True)
+    except TraceError as err:
+        fail(str(err))
+    raise AssertionError  # unreachable: fail() exits
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def line(result: Any) -> str:
+    """One property on one line of at most WIDTH columns: status, value against the
+    bound and where it came from, and where it first failed."""
+    value = "-" if result.value is None else _number(result.value)
+    bound = "none" if result.bound is None else _number(result.bound)
+    text = f"{result.name:<12} {result.status:<15} {value} {result.unit}; bound {bound} " \
+           f"({result.source})"
+    if result.first is not None:
+        f = result.first
+        text += f"; first at t={f['t']:.6g}"
+        text += f" group {f['group']}" if f.get("group") is not None else ""
+        text += f" batch {f['batch']}" if f.get("batch") is not None else ""
+    elif len(text) + len(result.detail) + 2 <= WIDTH:
+        text += f"; {result.detail}"
+    return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
+
+
+@commands.command("check")
+def check_cmd(
+    trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines): simulated, "
+                                          "live or imported.")],
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Write the full report (every field) to this JSON file.")] = None,
+    bound: Annotated[int | None, typer.Option(
+        "--bound", min=0, help="Staleness bound in optimizer steps."
+        + shown("the system's staleness_bound(cfg)"))] = None,
+    max_backlog: Annotated[int | None, typer.Option(
+        "--max-backlog", min=0, help="Most samples generated but not yet trained."
+        + shown("(L+1) x groups per step x K"))] = None,
+    max_wait: Annotated[int | None, typer.Option(
+        "--max-wait", min=0, help="Most optimizer steps a group may wait untrained."
+        + shown("the staleness bound"))] = None,
+) -> None:
+    """Check a trace against what its scheduler promises: staleness bound, backlog,
+    starvation, length bias, throughput after barriers. One line per property; exit
+    1 when one fails. docs/check.md says how each is measured."""
+    from harness.analysis.check import Limits, check_events, report
+    from harness.core.files import write_atomic
+
+    events = _events(trace)
+    results = check_events(events, Limits(bound, max_backlog, max_wait))
+    doc = report(str(trace), events, results)
+    if json_out is not None:
+        try:
+            write_atomic(json_out, json.dumps(doc, indent=1) + "\n")
+        except OSError as err:
+            fail(f"--json: {json_out}: cannot write ({err.strerror})")
+    for result in results:
+        typer.echo(line(result))
+    if not doc["passed"]:
+        raise typer.Exit(1)
