@@ -23,6 +23,7 @@ from systems.cgp import CGP
 from systems.cgp_april import CGPAPRIL
 from systems.cgp_fgd import CGPFGD
 from systems.cgp_tail import CGPTail
+from systems.nemo_rl_async import NemoRLAsync
 from systems.pipelinerl import PipelineRL
 from systems.rollpacker import RollPacker
 from systems.skyrl_async import SkyRLAsync
@@ -33,7 +34,7 @@ from systems.verl_one_step_off import VerlOneStepOff
 
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
-                                                  VerlFullyAsync, VerlOneStepOff)}
+                                                  VerlFullyAsync, VerlOneStepOff, NemoRLAsync)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 
