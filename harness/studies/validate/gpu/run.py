@@ -1,4 +1,4 @@
-"""`rolloutbench validate gpu`: the five checks in one folder, with one summary."""
+"""`rolloutbench validate gpu`: the eight checks in one folder, with one summary."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.files import write_atomic
-from harness.studies.validate.gpu import appendix_a, models, silicon, timed_report, trainer_check
+from harness.studies.validate.gpu import (
+    appendix_a,
+    models,
+    silicon,
+    sim_parts,
+    timed_report,
+    trainer_check,
+)
 
 
 def appendix_summary(table: pd.DataFrame) -> str:
@@ -24,25 +31,33 @@ def appendix_summary(table: pd.DataFrame) -> str:
 
 def validate_gpu(out: Path, log: Callable[[str], None] = print) -> str:
     """Run the checks into OUT (silicon.*, models.*, appendix_a.*, timed_*,
-    trainer_check.md) and write summary.md."""
+    trainer_check.md, overhead.md, mixed_prefill.*, weight_sync.md) and write summary.md."""
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# The simulated GPU against measurements\n"]
     start = time.perf_counter()
-    log("1/5 the step models against aiconfigurator-core's measured serving latencies")
+    log("1/8 the step models against aiconfigurator-core's measured serving latencies")
+    table = silicon.compare(out)
     parts += ["## Against measured serving latencies (silicon.csv)\n",
-              silicon.summary(silicon.compare(out)) + "\n"]
-    log("2/5 the roofline against the measured kernels, every model and GPU preset")
+              silicon.summary(table) + "\n"]
+    log("2/8 the roofline against the measured kernels, every model and GPU preset")
     parts += ["## Roofline against measured kernels (models.csv)\n",
               models.summary(models.grid(out)) + "\n"]
-    log("3/5 PipelineRL's Appendix A with a measured U(h)")
+    log("3/8 PipelineRL's Appendix A with a measured U(h)")
     parts += ["## PipelineRL Appendix A with a measured U(h) (appendix_a.csv)\n",
               appendix_summary(appendix_a.rederive(out))]
-    log("4/5 both step models and the database against steps timed on a GPU (measurements/)")
+    log("4/8 both step models and the database against steps timed on a GPU (measurements/)")
     parts += ["## Timed on a GPU with torch (timed_*.csv, timed.png)\n",
               timed_report.report(out)]
-    log("5/5 Megatron training timed on an H100 against the trainer model (measurements/)")
+    log("5/8 Megatron training timed on an H100 against the trainer model (measurements/)")
     parts += ["## Megatron training timed on a GPU (trainer_check.md)\n",
               trainer_check.summary(out)]
+    log("6/8 the serving framework's per-step cost, fitted and held out (silicon rows)")
+    parts += ["## Per-step framework cost (overhead.md)\n", sim_parts.overhead_part(out, table)]
+    log("7/8 separate prefill against prefill mixed into decode steps")
+    parts += ["## Separate vs mixed prefill (mixed_prefill.md)\n",
+              sim_parts.mixed_prefill_part(out, table)]
+    log("8/8 weight publication against verl's published sync times")
+    parts += ["## Weight publication (weight_sync.md)\n", sim_parts.weight_sync_part(out)]
     text = "\n".join(parts)
     write_atomic(out / "summary.md", text)
     log(f"wrote {out}/summary.md ({time.perf_counter() - start:.0f} s)")
