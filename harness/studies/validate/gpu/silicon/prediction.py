@@ -24,6 +24,7 @@ predict_silicon_sample.py:27-66 with ctx_tokens = isl, src/aiconfigurator/cli/ap
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -100,17 +101,31 @@ class _Engines:
 
 
 def price(kept: dict[str, Any], engines: _Engines) -> None:
-    """Add both step models' readings to a kept row (ConfigError: the simulator refuses)."""
+    """Add both step models' readings to a kept row (ConfigError: the simulator refuses).
+    An attention-DP row's batch is one rank's (its concurrency is batch x attention_dp, as
+    the sample's silicon_concurrency says and aiconfigurator reads it); the simulated
+    replica runs all ranks' sequences, and each rank prefills its own admissions in the same
+    forward passes, so the prefill share and the load bin are one rank's. The roofline has
+    no attention-DP model: such a row carries the kernels' readings alone."""
     b, isl, osl = kept["batch"], kept["isl"], kept["osl"]
+    replica = b * kept["attention_dp"]  # sequences in the replica's decode step
     kept["context"] = isl + osl // 2  # mean context while decoding
-    # Prompt tokens an aggregated engine prefills per decode step in steady state.
+    # Prompt tokens an aggregated engine (one DP rank) prefills per decode step.
     kept["prefill_tok_per_step"] = b * isl / osl
     for name in MODELS:
-        model, source = engines.get(kept, name)
-        decode, prefill = step_ms(model, b, kept["context"], isl)
+        try:
+            model, source = engines.get(kept, name)
+        except ConfigError as err:
+            if name == "kernels" or kept["attention_dp"] == 1:
+                raise
+            kept[f"{name}_source"] = str(err)
+            for col in ("ms", "tpot_ms", "ttft_ms"):
+                kept[f"{name}_{col}"] = math.nan
+            continue
+        decode, prefill = step_ms(model, replica, kept["context"], isl)
         kept[f"{name}_ms"], kept[f"{name}_source"] = decode, source
         kept[f"{name}_tpot_ms"] = tpot_ms(decode, prefill, b, osl)
-        kept[f"{name}_ttft_ms"] = ttft_ms(model, b, isl)
+        kept[f"{name}_ttft_ms"] = ttft_ms(model, replica, isl)
     kept["kernels_overhead_ms"] = charged_overhead_ms(kept)
 
 

@@ -142,7 +142,9 @@ def engine_sim(kept: dict[str, Any], step_model: str) -> tuple[Any, str]:
     sim = cfg.sim
     sim.calibration, sim.step_model = "rolloutpipe", step_model
     sim.model, sim.rollout_gpu = kept["model_ref"], kept["gpu"]
-    sim.rollout_tp, sim.engine_backend = kept["tp"], kept["framework"]
+    # The sample's tp_size is one attention-DP rank's TP (aiconfigurator's convention:
+    # tp x attention_dp GPUs a replica); sim.rollout_tp counts the replica's GPUs (SGLang's).
+    sim.rollout_tp, sim.engine_backend = kept["tp"] * kept["attention_dp"], kept["framework"]
     for key, (field, unset) in SIM_FIELDS.items():
         if hasattr(sim, field):
             setattr(sim, field, kept[key])
