@@ -1,5 +1,5 @@
 """`validate gpu` carries the trainer check as its fifth part: the summary's rows against
-values worked out by hand from the committed H100 Megatron measurements. The four other
+values worked out by hand from the committed H100 Megatron measurements. The seven other
 checks are stood in for (they read the kernel database for minutes); the trainer check
 reads its stored CSVs only."""
 
@@ -36,7 +36,8 @@ def test_no_measurements_is_one_line(tmp_path: Path) -> None:
     assert text == f"No trainer measurements under {tmp_path / 'none'}\n"
 
 
-def test_validate_gpu_writes_five_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_gpu_carries_the_trainer_part_fifth(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_run.silicon, "compare", lambda out: None)
     monkeypatch.setattr(gpu_run.silicon, "summary", lambda table: "silicon")
     monkeypatch.setattr(gpu_run.models, "grid", lambda out: None)
@@ -44,12 +45,15 @@ def test_validate_gpu_writes_five_parts(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(gpu_run.appendix_a, "rederive", lambda out: pd.DataFrame(
         columns=["u_model", "speedup", "g_max", "H", "I", "U_H"]))
     monkeypatch.setattr(gpu_run.timed_report, "report", lambda out: "timed\n")
+    for part in ("overhead_part", "mixed_prefill_part"):  # tests/test_validate_gpu_sim_parts.py
+        monkeypatch.setattr(gpu_run.sim_parts, part, lambda out, table: "")
+    monkeypatch.setattr(gpu_run.sim_parts, "weight_sync_part", lambda out: "")
     monkeypatch.chdir(REPO)  # the checks read measurements/ from the working folder
     said: list[str] = []
     text = gpu_run.validate_gpu(tmp_path, log=said.append)
-    assert [line for line in text.splitlines() if line.startswith("## ")][-1] == \
+    assert [line for line in text.splitlines() if line.startswith("## ")][4] == \
         "## Megatron training timed on a GPU (trainer_check.md)"
-    assert text.count("\n## ") == 5
-    assert [s[:3] for s in said[:5]] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+    assert text.count("\n## ") == 8
+    assert [s[:3] for s in said[:5]] == ["1/8", "2/8", "3/8", "4/8", "5/8"]
     assert "| qwen3-1.7b (28 layers) |" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "trainer_check.md").exists()
