@@ -19,6 +19,7 @@ from typing import Any
 from harness.core.registry import unknown_name
 from systems import plugins
 from systems.april import APRIL
+from systems.areal import AReaL
 from systems.cgp import CGP
 from systems.cgp_april import CGPAPRIL
 from systems.cgp_fgd import CGPFGD
@@ -28,13 +29,16 @@ from systems.pipelinerl import PipelineRL
 from systems.rollpacker import RollPacker
 from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
+from systems.slime_async import SlimeAsync
+from systems.tinker import Tinker
 from systems.verl import VeRL
 from systems.verl_fully_async import VerlFullyAsync
 from systems.verl_one_step_off import VerlOneStepOff
 
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
-                                                  VerlFullyAsync, VerlOneStepOff, NemoRLAsync)}
+                                                  VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
+                                                  AReaL, SlimeAsync, Tinker)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

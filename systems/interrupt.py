@@ -1,0 +1,73 @@
+"""Weight updates that interrupt generation: abort everything in flight, install the
+new weights, let the interrupted samples go on from their prefix.
+
+AReaL and slime's fully-async path update weights the same way. The trainer pauses
+the engines with an abort of every running and waiting request and a flushed KV
+cache, installs the weights, and resumes:
+
+- AReaL: `pause_generation` (vLLM: `pause_generation(wait_for_inflight_requests=
+  False, clear_cache=True)`, "aborts all requests") before the transfer and
+  `continue_generation` after (inclusionAI/AReaL@4aef98d:areal/engine/fsdp_engine.py:
+  1520-1521, 1593-1594; areal/engine/vllm_ext/areal_vllm_server.py:309-318); the
+  client re-sends each aborted request with its output so far appended to the
+  prompt, once the executor is no longer paused (areal/infra/remote_inf_engine.py:
+  784-847). The KV cache was cleared, so the prefix is prefilled again.
+- slime: `pause_generation` and `flush_cache` before the transfer and
+  `continue_generation` after (THUDM/slime@624b824:slime/backends/megatron_utils/
+  update_weight/update_weight_from_tensor.py:284-286, 331).
+
+The runtime's operations for this are `Engine.abort` (the partial responses come
+back) and `Request(resume=partial)` (generation goes on from the prefix, which the
+engine prefills again), so both runtimes run it. A closed gate stands for the
+paused engine: nothing is submitted while the weights change, so no token of the
+old policy is generated after the abort.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from harness.core.runtime import Request, Response, Runtime
+
+
+class Interrupter:
+    """The requests a system has in the engine, and the gate that holds new ones."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, None] = {}  # request ids, in submission order
+        self.open = asyncio.Event()
+        self.open.set()
+        self.aborted = 0  # requests aborted by weight updates, over the run
+
+    async def submit(self, rt: Runtime, request: Request) -> Response:
+        """One attempt: wait while the gate is shut, submit, and return the response,
+        finished or aborted."""
+        await self.open.wait()
+        self.live[request.id] = None
+        try:
+            return await rt.engine.submit(request)
+        finally:
+            self.live.pop(request.id, None)
+
+    async def generate(self, rt: Runtime, request: Request) -> Response:
+        """A sample to its end: after each interruption it is sent again with its
+        partial response, as AReaL's client loop does (remote_inf_engine.py:787-847)."""
+        while True:
+            response = await self.submit(rt, request)
+            if response.status == "finished":
+                return response
+            request = dataclasses.replace(request,
+                                          resume=response if response.tokens > 0 else None)
+
+    async def update(self, rt: Runtime) -> None:
+        """Shut the gate, abort every request in flight, publish the trainer's weights,
+        open the gate again. Emits one `interrupt` decision with the count."""
+        self.open.clear()
+        ids = list(self.live)
+        if ids:
+            await rt.engine.abort(ids)
+        self.aborted += len(ids)
+        rt.emit("decision", what="interrupt", requests=len(ids), version=rt.trainer.version)
+        await rt.trainer.publish(in_flight=False)
+        self.open.set()
