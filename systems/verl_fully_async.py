@@ -59,7 +59,6 @@ a group's round is the trainer's when it starts. The run starts rounds x R group
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from typing import Any
 
@@ -95,23 +94,20 @@ class VerlFullyAsync:
     def staleness_bound(cfg: Any) -> int | None:
         """The most optimizer steps a trained token lags, as the rule promises.
 
-        With s = 0 every group trained between two syncs was started after the first
-        of them: lag < one sync's steps. With s > 0 and no partial rollout every token
-        of a group carries the version it started under, at most int(s x W) groups
-        (W a sync's groups) are left untrained at a sync, and the queue is first in,
-        first out: a group is trained within ceil(s) syncs of its start, so lag <
-        (ceil(s) + 1) syncs' steps. That holds while a group cut at a sync is scored
-        before newer groups finish (the reward check is short beside a generation);
-        the rule itself counts groups, not versions. With partial rollout a response
-        continues across syncs for as long as it runs: the rule promises no bound (the
-        README's `max_partial_span` reports it).
+        A sync trains W = U x B x T groups and its budget is M (`max_required_samples`).
+        With M = W (s = 0, or s x W < 1, as at the default s = 0.1 with W < 10) every
+        group trained between two syncs started after the first and nothing is in
+        flight at a sync: lag < one sync's steps, T x B. With M > W the rule counts
+        stale groups, not versions: a group waits in the queue behind every group
+        scored before it, so a slow reward check ages it without limit (measured: on
+        rp-code, whose sandbox checks run to tens of seconds, a group cut at a sync
+        is trained 4 steps after its version at W = 1, s = 1, where a quick check
+        gives 2), and with partial rollout a response also continues across syncs for
+        as long as it runs (the README's `max_partial_span`). No bound then.
         """
-        s = cfg.verl_async.staleness_threshold
-        if s == 0:
+        if max_required_samples(cfg) == cfg.update_groups * sync_window(cfg):
             return sync_window(cfg) - 1
-        if cfg.verl_async.partial_rollout:
-            return None
-        return (math.ceil(s) + 1) * sync_window(cfg) - 1
+        return None
 
     async def run(self, rt: Runtime) -> None:
         cfg, v = rt.config, rt.config.verl_async
