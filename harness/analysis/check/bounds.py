@@ -81,7 +81,7 @@ def staleness(head: dict[str, Any], given: int | None) -> Bound:
     rule = getattr(cls, "staleness_bound", None)
     if rule is None:
         return Bound(None, f"{cls.name} has no staleness_bound")
-    value = rule(cls(), run_config(head))
+    value = cls().staleness_bound(run_config(head))  # a method or a staticmethod
     if value is None:
         return Bound(None, f"{cls.name}: none at this config")
     return Bound(int(value), f"{cls.name}.staleness_bound")
@@ -106,7 +106,7 @@ def backlog(view: TraceView, given: int | None, stale: Bound) -> Bound:
     cls = _system(head)
     rule = getattr(cls, "backlog_bound", None) if cls is not None else None
     if rule is not None:
-        value = rule(cls(), run_config(head))
+        value = cls().backlog_bound(run_config(head))
         if value is not None:
             return Bound(int(value), f"{cls.name}.backlog_bound")
     if cls is not None and _speculates(cls, run_config(head)):

@@ -1,0 +1,254 @@
+"""`rolloutbench check`: each property catches the bug it is built for, on a small
+hand-built trace (tests/check_traces.py), and passes the mended twin; every system's
+own simulated trace passes at its own bound; the report and the exit codes.
+
+The bugs: areal-project/AReaL#1388 (staleness past max_head_offpolicyness after a
+resume; fixed by AReaL PR #1345), NVIDIA/Megatron-LM#5853 (G-submission slots freed
+at assembly: backlog and staleness past --rl-generation-lag), PrimeIntellect-ai/
+prime-rl#1372 (15k to 500 tok/s after the first async barrier), and the bias that
+thinking-machines-lab/tinker-cookbook PR #822 avoids (dropping stale groups trains on
+the fast problems).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from check_traces import finish_group, phases, pipeline, submit_group, write
+from typer.testing import CliRunner
+
+from harness.analysis.check import Limits, check_events
+from harness.cli.app import app
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
+from harness.run.execute import execute
+from systems import SYSTEMS, system_names
+
+
+def results(events: list[dict], tmp_path: Path, **limits: int) -> dict:
+    """Each property's result by name, the trace read back through the strict reader
+    (so the hand-built trace is a valid one)."""
+    events = read_trace(write(tmp_path / "t.jsonl", events), strict=True)
+    return {r.name: r for r in check_events(events, Limits(**limits))}
+
+
+# -- AReaL#1388: after a resume at version 100, `accepted` restarts at 0 -------------
+# capacity = min(concurrency, (max_staleness + version + 1) x batch - accepted);
+# max_staleness 2, batch 1 group of 2, concurrency 8. PR #1345 sets accepted to
+# version x batch on recovery.
+def areal(fixed: bool) -> list[dict]:
+    return pipeline(lambda s: min(8, (2 + s["version"] + 1) - (s["assembled"]
+                                                               + (100 if fixed else 0))),
+                    steps=8, per_step=1, k=2, v0=100)
+
+
+def test_areal_resume_bug_breaks_the_staleness_bound(tmp_path: Path) -> None:
+    r = results(areal(fixed=False), tmp_path, bound=2)
+    # 8 groups start on v100 at once; step s trains group s on v100+s: lag s
+    assert r["staleness"].passed is False and r["staleness"].value == 7
+    assert r["staleness"].first == {"t": 3.5, "ev": "batch_dispatch", "group": 3, "batch": 3}
+    # and the backlog runs away: step s leaves 8(s+1) - s groups of 2 before training
+    assert r["backlog"].passed is False and r["backlog"].bound == (2 + 1) * 1 * 2
+    assert r["backlog"].value == 2 * (8 * 8 - 7)
+
+
+def test_areal_resume_fixed_holds_the_bound_exactly(tmp_path: Path) -> None:
+    r = results(areal(fixed=True), tmp_path, bound=2)
+    # 3 groups on v100, then one per step on v(100+s): group s+2 trained 2 steps on
+    assert r["staleness"].passed is True and r["staleness"].value == 2
+    assert r["backlog"].passed is True and r["backlog"].value == 6  # 3 groups of 2
+    assert r["starvation"].passed is True
+
+
+# -- Megatron-LM#5853: the gate frees a slot at assembly, not at consumption ----------
+# --rl-generation-lag 1, 2 prompts a step: the run-ahead cap is (1 + 1) x 2 = 4 groups.
+def megatron(fixed: bool) -> list[dict]:
+    held = "consumed" if fixed else "assembled"
+    return pipeline(lambda s: 4 - (s["started"] - s[held]), steps=6, per_step=2, k=2,
+                    system="megatron")
+
+
+def test_megatron_gate_bug_breaks_backlog_and_staleness(tmp_path: Path) -> None:
+    r = results(megatron(fixed=False), tmp_path, bound=1)
+    # 4 groups a step on v_s, 2 trained: step s trains groups 2s, 2s+1 made on v(s//2)
+    assert r["staleness"].value == 5 - 5 // 2 and r["staleness"].passed is False
+    assert r["staleness"].first["batch"] == 3
+    assert r["backlog"].bound == 8 and r["backlog"].passed is False
+    assert r["backlog"].value == 4 * 5 + 8  # 2s + 4 groups of 2 ready at step 5
+    assert r["backlog"].first["group"] == 6  # step 1: the 9th sample, group 6's first
+
+
+def test_megatron_gate_fixed_passes(tmp_path: Path) -> None:
+    r = results(megatron(fixed=True), tmp_path, bound=1)
+    assert (r["staleness"].value, r["staleness"].passed) == (1, True)
+    assert (r["backlog"].value, r["backlog"].passed) == (8, True)
+
+
+# -- prime-rl#1372: after the barrier, one group out, one group in --------------------
+def test_prime_rl_collapse_after_barrier(tmp_path: Path) -> None:
+    r = results(phases([32, 1, 1, 1, 1]), tmp_path)["throughput"]
+    # 32 x 16 x 100 tokens / 10 s = 5120 tok/s, then 1 group: 160 tok/s = 1/32
+    assert r.passed is False and r.value == pytest.approx(1 / 32, abs=1e-4)
+    assert r.first["t"] == 10.0 and r.first["ev"] == "weights_published"
+    assert r.first["rate"] == 160.0 and r.first["median_before"] == 5120.0
+
+
+def test_prime_rl_refill_keeps_throughput(tmp_path: Path) -> None:
+    r = results(phases([32, 32, 32, 32, 32]), tmp_path)["throughput"]
+    assert r.passed is True and r.value == pytest.approx(1.0)
+
+
+def test_untimed_import_is_not_judged_on_throughput(tmp_path: Path) -> None:
+    events = phases([32, 1, 1])
+    events[0]["import"] = {"timed": False}
+    r = results(events, tmp_path)["throughput"]
+    assert r.passed is None and r.status == "not checked"
+
+
+# -- length bias (tinker-cookbook PR #822): dropping stale groups drops the long ones ---
+def dropping(long_dropped: bool) -> list[dict]:
+    """30 groups of 2; 10 dropped as stale. Lengths: trained 100..119; dropped
+    300..309 (the long ones went stale) or 105..114 (a choice blind to length)."""
+    events = pipeline(lambda s: 0, steps=0, per_step=1)[:-1]  # header and rollout_start
+    for gid in range(30):
+        submit_group(events, 0.0, 0, gid, 2)
+    for gid in range(30):
+        n = 100 + gid if gid < 20 else (280 + gid if long_dropped else 85 + gid)
+        finish_group(events, 1.0, gid, 2, 0, n)
+    events += [{"t": 1.0, "ev": "decision", "what": "drop_group", "group": g,
+                "reason": "stale"} for g in range(20, 30)]
+    events += [{"t": 1.0, "ev": "batch_dispatch", "batch": 0, "groups": list(range(20))},
+               {"t": 1.0, "ev": "train_start", "batch": 0},
+               {"t": 2.0, "ev": "train_end", "batch": 0},
+               {"t": 2.0, "ev": "optimizer_step", "step": 1, "version": 1},
+               {"t": 2.0, "ev": "run_end"}]
+    return events
+
+
+def test_dropping_the_long_groups_biases_lengths(tmp_path: Path) -> None:
+    r = results(dropping(long_dropped=True), tmp_path)["length bias"]
+    # mean trained 109.5; mean sampled (20 x 109.5 + 10 x 304.5) / 30 = 174.5
+    assert r.passed is False and r.value == pytest.approx(109.5 / 174.5, abs=1e-4)
+    assert r.first["group"] == 20 and r.first["ev"] == "decision"
+
+
+def test_dropping_blind_to_length_is_not_bias(tmp_path: Path) -> None:
+    r = results(dropping(long_dropped=False), tmp_path)
+    assert r["length bias"].passed is True
+    assert r["starvation"].passed is True  # every drop says why
+
+
+# -- starvation -----------------------------------------------------------------------
+def with_forgotten_group(drop: dict | None) -> list[dict]:
+    """AReaL's mended run, plus group 999: complete at t = 0 and never trained."""
+    events = areal(fixed=True)
+    submit_group(part := [], 0.0, 0, 999, 2)
+    finish_group(part, 0.0, 999, 2, 100, 10)
+    events[2:2] = part
+    if drop is not None:
+        events.insert(-1, {"t": 8.0, "ev": "decision", "what": "drop_group", "group": 999,
+                           **drop})
+    return events
+
+
+def test_a_group_left_untrained_past_the_bound_is_starved(tmp_path: Path) -> None:
+    r = results(with_forgotten_group(None), tmp_path, bound=2)["starvation"]
+    assert r.passed is False and r.value == 1 and r.first["group"] == 999  # waited 8 > 2
+
+
+def test_a_drop_needs_a_reason(tmp_path: Path) -> None:
+    r = results(with_forgotten_group({}), tmp_path, bound=2)["starvation"]
+    assert r.passed is False and r.first == {"t": 8.0, "ev": "decision", "group": 999,
+                                             "batch": None}
+    r = results(with_forgotten_group({"reason": "stale"}), tmp_path, bound=2)["starvation"]
+    assert r.passed is True
+
+
+def test_no_bound_stated(tmp_path: Path) -> None:
+    """An import states no staleness bound: measured, reported, not failed."""
+    r = results(areal(fixed=False), tmp_path)
+    assert r["staleness"].passed is None and r["staleness"].status == "no bound stated"
+    assert r["staleness"].value == 7 and r["backlog"].status == "no bound stated"
+
+
+# -- every system's own trace passes at its own bound ---------------------------------
+def small(system: str, **knobs: object) -> RunConfig:
+    cfg = RunConfig(system=system, workload="sci-jl", groups=8, update_groups=2, rounds=3,
+                    seed=3, over_sampling_groups=12, concurrency=32)
+    if system in ("april", "rollpacker", "verl"):
+        cfg.update_groups = 8
+    for name, value in knobs.items():
+        setattr(cfg, name, value)
+    return cfg.validate()
+
+
+OWN = [(s, {}) for s in system_names()] + [("pipelinerl", {"max_lag": 1}),
+                                           ("pipelinerl", {"max_lag": 0}),
+                                           ("april", {"dynamic_sampling": True})]
+
+
+@pytest.mark.parametrize(("system", "knobs"), OWN, ids=lambda v: str(v) if v else "")
+def test_own_trace_passes(system: str, knobs: dict, tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    cfg = small(system, **knobs)
+    execute(cfg, path)
+    r = {x.name: x for x in check_events(read_trace(path, strict=True))}
+    failed = {name: (x.value, x.bound, x.detail) for name, x in r.items() if x.passed is False}
+    assert not failed
+    rule = getattr(SYSTEMS[system], "staleness_bound", None)
+    bound = SYSTEMS[system]().staleness_bound(cfg) if rule else None
+    assert r["staleness"].bound == bound
+    assert r["staleness"].passed is (None if bound is None else True)
+
+
+@pytest.mark.parametrize("system", ["slime", "cgp", "verl", "rollpacker"])
+def test_synchronous_bound_is_reached(system: str, tmp_path: Path) -> None:
+    """R/U - 1 steps (0 for one step a round) is what the trace shows: the bound is the
+    lag of the round's last batch, not a loose ceiling."""
+    execute(small(system), tmp_path / "t.jsonl")
+    r = check_events(read_trace(tmp_path / "t.jsonl"))[0]
+    assert r.value == r.bound == (0 if system in ("verl", "rollpacker") else 8 // 2 - 1)
+
+
+def test_april_without_partial_rollout_is_biased_short(tmp_path: Path) -> None:
+    """Over-sampling without partial rollout discards the groups still generating when
+    R are complete: the slow ones. The trace shows it: trained responses shorter than
+    sampled by more than a tenth, beyond chance."""
+    execute(small("april", partial_rollout=False), tmp_path / "t.jsonl")
+    r = {x.name: x for x in check_events(read_trace(tmp_path / "t.jsonl"))}
+    assert r["length bias"].passed is False and r["length bias"].value < 0.9
+    assert r["starvation"].passed is True  # each discard says why
+
+
+# -- the command: lines, exit codes, the JSON report ----------------------------------
+def test_cli_exit_codes_and_report(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad = write(tmp_path / "bad.jsonl", areal(fixed=False))
+    good = write(tmp_path / "good.jsonl", areal(fixed=True))
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["check", str(bad), "--bound", "2", "--json", str(out)])
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert [ln.split()[0] for ln in lines] == ["staleness", "backlog", "starvation",
+                                               "length", "throughput"]
+    assert all(len(ln) <= 100 for ln in lines) and "FAIL" in lines[0]
+    doc = json.loads(out.read_text())
+    assert doc["passed"] is False and doc["system"] == "areal" and doc["runtime"] == "import"
+    first = doc["properties"][0]
+    assert set(first) == {"name", "passed", "value", "unit", "bound", "source", "detail",
+                          "first", "status"}
+    assert (first["value"], first["bound"], first["source"]) == (7, 2, "--bound")
+    assert first["first"] == {"t": 3.5, "ev": "batch_dispatch", "group": 3, "batch": 3}
+    assert runner.invoke(app, ["check", str(good), "--bound", "2"]).exit_code == 0
+    assert runner.invoke(app, ["check", str(bad)]).exit_code == 0  # no bound stated
+
+
+@pytest.mark.parametrize("what", ["missing", "directory", "not a trace"])
+def test_cli_bad_input_is_one_line_exit_2(what: str, tmp_path: Path) -> None:
+    path = {"missing": tmp_path / "nope.jsonl", "directory": tmp_path,
+            "not a trace": write(tmp_path / "x.jsonl", [{"a": 1}])}[what]
+    res = CliRunner().invoke(app, ["check", str(path)])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert res.output.startswith("error: ")
