@@ -20,7 +20,9 @@ optimizer steps, and its j-th mini-batch trains at k x R/U + j: lag R/U + j, at 
 
 Choices of the harness: verl's sync before the first batch (:286) is left out (the
 engine starts with the first weights); the sync of every step is kept, the first one
-(of unchanged weights) included. The sync aborts nothing here: the engine is idle
+(of unchanged weights) included. The R/U batches of a step are dispatched together
+as the step begins, as verl's actor update takes the whole batch (the trace's rounds
+own them so). The sync aborts nothing here: the engine is idle
 when it comes (verl's checkpoint engine would abort requests in flight,
 verl/checkpoint_engine/base.py:519, but none are).
 """
@@ -56,8 +58,18 @@ class VerlOneStepOff(Slime):
         pending = rt.spawn(self._generate(rt, 0))
         for rnd in range(cfg.rounds):
             groups = await pending
+            # The trainer holds the whole batch from here (the actor update takes it at
+            # once and trains its R/U mini-batches in turn): dispatched before the sync
+            # and the next generation, so the trace gives the batches to this round.
+            batches = []
+            for i in range(0, len(groups), cfg.update_groups):
+                part, batch = groups[i:i + cfg.update_groups], self.batches.next
+                self.batches.next += 1
+                rt.emit("batch_dispatch", batch=batch, groups=[g.id for g in part], round=rnd)
+                batches.append((batch, part))
             await rt.trainer.publish()
             if rnd + 1 < cfg.rounds:
                 pending = rt.spawn(self._generate(rt, rnd + 1))
-            for i in range(0, len(groups), cfg.update_groups):
-                await self.batches.train(rt, groups[i:i + cfg.update_groups])
+            for batch, part in batches:
+                await rt.trainer.train(batch, part)
+                await rt.trainer.step()
