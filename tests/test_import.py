@@ -309,3 +309,16 @@ def test_a_malformed_session_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"sessions-r0\.jsonl:1: field 'phases' must be an "
                                           r"object"):
         read("areal", [tmp_path])
+
+
+def test_an_imported_runs_rejected_groups_are_drops_with_a_reason(tmp_path: Path) -> None:
+    """`rolloutbench check` fails a drop recorded without a reason (starvation): the
+    groups an imported run's filter rejected carry one, so the import is not flagged."""
+    from harness.analysis.check import check_events
+
+    areal_run(tmp_path)
+    events = imported(tmp_path, "areal", [tmp_path])
+    drops = [e for e in of(events, "decision") if e["what"] == "drop_group"]
+    assert [e["group"] for e in drops] == [1] and all(e.get("reason") for e in drops)
+    starved = {r.name: r for r in check_events(events)}["starvation"]
+    assert starved.passed is not False

@@ -162,7 +162,8 @@ def build(source: Source) -> list[dict[str, Any]]:
                 fields["verify_s"] = [round(float(s.verify_s), 6) for s in done]  # type: ignore[arg-type]
             add(checked, "group_materialized", group=g, **fields)
             if any(s.dropped for s in members):
-                add(checked, "decision", what="drop_group", group=g)
+                add(checked, "decision", what="drop_group", group=g,
+                    reason="rejected by the run (recorded as dropped in its log)")
             ends.append(checked)
         # the round ends after its own aborts too: slime cuts the over-sampled requests
         # once the batch is full and waits for them to return before it trains
