@@ -110,11 +110,7 @@ class PrimeRL:
                 s["window"], s["admitted"] = rt.now(), 0
             return max(k, ctl.limit // 10) - s["admitted"]
 
-        async def episode(g: _Open, sample: int) -> None:
-            req = Request(g.group.round, g.group.id, sample, g.group.prompt,
-                          cfg.max_response_tokens)
-            future = rt.engine.submit(req)
-            g.live[req.id] = future
+        async def episode(g: _Open, req: Request, future: asyncio.Future[Response]) -> None:
             response = await future
             if g.dropped or req.id not in g.live:
                 return
@@ -122,6 +118,7 @@ class PrimeRL:
             s["inflight"] -= 1
             s["admitted"] = max(0, s["admitted"] - 1)
             ctl.record_episode(response.tokens)
+            sample = req.sample
             g.group.responses.append(response)
             g.scores[sample] = rt.spawn(rt.verifier.score(response))
             changed.set()
@@ -150,7 +147,10 @@ class PrimeRL:
                 g.to_schedule -= 1
                 s["inflight"] += 1
                 s["admitted"] += 1
-                rt.spawn(episode(g, sample))
+                req = Request(g.group.round, g.group.id, sample, g.group.prompt,
+                              cfg.max_response_tokens)
+                g.live[req.id] = future = rt.engine.submit(req)  # now, under the gate
+                rt.spawn(episode(g, req, future))
 
         async def poll() -> None:
             while s["step"] <= total_steps:
@@ -174,6 +174,8 @@ class PrimeRL:
                 while rt.engine.version < s["step"] - 1 - pr.max_async_level:
                     changed.clear()
                     await changed.wait()
+                rt.emit("decision", what="ship_batch", step=s["step"],
+                        groups=[g.group.id for g in batch])
                 await shipped.put([g.group for g in batch])
                 s["step"] += 1
                 changed.set()

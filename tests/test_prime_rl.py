@@ -1,0 +1,79 @@
+"""prime-rl: the barrier, the off-policy cancellation and the concurrency
+controller, from traces of a small config (8 groups of 8 a round, U = 2, 3
+rounds = 12 steps) and by hand on the controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from async_trace import dropped, run, token_lags, trained
+
+from harness.core.runtime import EngineLoad
+from systems.prime_rl_concurrency import ConcurrencyController
+
+
+@pytest.mark.parametrize("m", [1, 2, 8])
+def test_no_token_is_trained_past_max_off_policy_steps(tmp_path: Path, m: int) -> None:
+    events = run("prime-rl", tmp_path, prime_rl__max_off_policy_steps=m)
+    assert max(token_lags(events)) <= m
+    assert len(trained(events)) == 24 and not set(trained(events)) & set(dropped(events))
+    stale = [e for e in events if e["ev"] == "decision" and e.get("reason") == "stale"]
+    assert bool(stale) == (m < 8)  # measured: 24 stale at M = 1, some at 2, none at 8 (lag <= 4)
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_the_barrier_holds_dispatch_and_shipping(tmp_path: Path, level: int) -> None:
+    events = run("prime-rl", tmp_path, prime_rl__max_async_level=level,
+                 prime_rl__initial_inflight=64)
+    version, ships, seen = 0, 0, set()
+    for e in events:
+        if e["ev"] == "weights_published":
+            version = e["version"]
+        elif e["ev"] == "decision" and e["what"] == "ship_batch":
+            assert version >= e["step"] - 1 - level
+            ships += 1
+        elif e["ev"] == "request_submit" and e["group"] not in seen:
+            seen.add(e["group"])
+            assert ships - version <= level  # (step - 1) - version, step the next batch
+    assert ships == 12
+
+
+def controller(inflight: list[int], cut: list[int], now: list[float],
+               initial: int = 10) -> ConcurrencyController:
+    return ConcurrencyController(initial, 1, 1024, lambda: now[0], lambda: inflight[0],
+                                 cut.append)
+
+
+def test_preemptions_cut_to_four_fifths_and_then_drain() -> None:
+    inflight, cut, now = [10], [], [0.0]
+    c = controller(inflight, cut, now)
+    c.observe(EngineLoad(10, 0, 0.5, preemptions=3))
+    assert c.limit == 8 and cut == [2]  # int(10 x 0.8), the excess cancelled
+    c.observe(EngineLoad(10, 0, 0.5, preemptions=5))
+    assert c.limit == 8 and cut == [2]  # draining: no second cut
+
+
+def test_kv_pressure_trims_softly_then_hard() -> None:
+    inflight, cut, now = [20], [], [0.0]
+    c = controller(inflight, cut, now, initial=20)
+    c.observe(EngineLoad(20, 0, 0.85))
+    assert c.limit == 16 and cut == []  # int(20 x 0.7 / 0.85), nothing cancelled
+    for _ in range(5):  # cooldown: 6 polls between trims
+        c.observe(EngineLoad(20, 0, 0.95))
+    assert c.limit == 16
+    c.observe(EngineLoad(20, 0, 0.95))
+    assert c.limit == 14 and cut == [6]  # int(20 x 0.7 / 0.95) = 14, hard: cancel 6
+
+
+def test_growth_needs_a_clear_poll_a_binding_cap_and_a_fresh_gate() -> None:
+    inflight, cut, now = [9], [], [0.0]
+    c = controller(inflight, cut, now)
+    c.record_episode(100)
+    assert c.cap == 10  # no poll yet
+    c.observe(EngineLoad(9, 0, 0.3))
+    c.record_episode(100)  # 10 in flight with it: binding, x 1.25^(1/10)
+    assert c.cap == pytest.approx(10 * 1.25 ** 0.1)
+    now[0] = 16.0  # past the 15 s the poll's verdict lives
+    c.record_episode(100)
+    assert c.cap == pytest.approx(10 * 1.25 ** 0.1)
