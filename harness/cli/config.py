@@ -123,7 +123,9 @@ def show_cmd(
             section = row["field"].split(".")[0]
             table.add_row(Text(section, style="bold"), "", "",
                           Text(f"{sections.get(section, '')} (table)"))
-        cells = (row["field"], _show(row["value"]), row["source"],
+        name = row["field"]  # under its table's row, a table's field by its own name
+        cells = ("  " + name.split(".", 1)[1] if "." in name else name, _show(row["value"]),
+                 row["source"],
                  f"{row['help']} ({row['type']})")
         table.add_row(*map(Text, cells))  # plain text: "[sim]" is not markup
     show(console, table)
