@@ -310,8 +310,10 @@ def live_demo_cmd(
     length LSAT-AR's long tail assigns it: slime, cgp, cgp-fgd, pipelinerl, april
     and rollpacker (needs `make setup-live`; a few minutes). Not run: verl, whose point is
     colocation (one live engine and trainer do not share memory, so it would run as
-    slime), and cgp-april and cgp-tail, combinations of the six; run any of them
-    with `rolloutbench run --runtime live --system NAME`."""
+    slime), cgp-april and cgp-tail, combinations of the six, and the asynchronous
+    systems areal, verl-fully-async, verl-one-step-off, slime-async, skyrl-async,
+    prime-rl, nemo-rl-async and tinker, which have live tests of their own; run any of
+    them with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
     from harness.run.checks import refuse_existing_run
 
