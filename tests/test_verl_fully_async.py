@@ -205,3 +205,29 @@ def test_concurrent_samples_per_replica_caps_groups_in_flight(tmp_path: Path,
             flying -= 1
         peak = max(peak, flying)
     assert peak == most  # min(1 replica x per_replica, M = 8)
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_live_run_keeps_the_budget_and_syncs_every_step(model_dir: Path,
+                                                        tmp_path: Path) -> None:
+    pytest.importorskip("vllm")
+    cfg = RunConfig(system="verl-fully-async", workload="arith", runtime="live", groups=4,
+                    group_size=4, update_groups=2, rounds=2, max_response_tokens=32)
+    cfg.verl_async.trigger_parameter_sync_step = 1
+    cfg.verl_async.staleness_threshold = 0.5  # W = 2 groups a sync, M = int(3.0) = 3
+    cfg.live.model_dir = str(model_dir)
+    cfg.live.ray_address = "off"
+    path = tmp_path / "live.jsonl"
+    execute(cfg.validate(), path)
+    events = read_trace(path)
+    assert events[-1]["ev"] == "run_end" and "error" not in events[-1]
+    assert [e["version"] for e in events if e["ev"] == "weights_published"] == [1, 2, 3, 4]
+    rows = windows(events)
+    assert len(rows) == 5 and rows[0][0] == 3
+    for count, carried, recorded in rows:
+        assert recorded == carried and count <= 3 - carried
+    started = {e["group"] for e in events if e["ev"] == "request_submit"}
+    trained = [g for e in events if e["ev"] == "batch_dispatch" for g in e["groups"]]
+    assert sorted(trained) == sorted(started) and len(trained) == 8
+    assert all(e["status"] == "finished" for e in final_responses(events).values())
