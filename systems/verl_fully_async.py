@@ -16,14 +16,18 @@ mini-batch is U groups and one optimizer step (ppo_epochs 1, :1354).
   int(U x require_batches x (1 + staleness_threshold) x trigger_parameter_sync_step)
   (:493-497, :1155), or while the queue holds that many (:507, :1147; never binding,
   as the queue is part of what `staleness_samples` counts). A finished group, its K
-  responses scored as each ends (the agent reward loop, :835-839), goes to the queue.
+  responses scored as each ends (the agent reward loop, :835-839), goes to the queue
+  (whose drop of its oldest sample when full, message_queue.py:68-72, never happens
+  for the same reason).
 - Trainer. It takes require_batches x U groups from the queue in arrival order
   (fully_async_trainer.py:157-159, :402-411; message_queue.py:100-101), then trains
   them as require_batches mini-batches of U groups (taken here in queue order; verl may
   reorder them to balance tokens across ranks), one optimizer step each. After
   trigger_parameter_sync_step such trainer steps it syncs the weights (:684-688,
   :700-701, :733-736) and resets `staleness_samples` to the groups in flight plus
-  those queued (fully_async_rollouter.py:605, called at fully_async_trainer.py:756).
+  those queued (fully_async_rollouter.py:605, called at fully_async_trainer.py:756;
+  a group taken before the sync and still waiting for a slot is in neither, so it
+  starts uncounted, as in verl).
   So the rollouter starts at most max_required_samples - (stale groups) per sync:
   README.md:136-140's rollout_num = (1 + s) x trigger x require_batches x mini-batch -
   num_staleness_sample. A run that ends between syncs syncs once more (:529-530).
@@ -38,8 +42,10 @@ mini-batch is U groups and one optimizer step (ppo_epochs 1, :1354).
   holds until `resume` and prefills again, prompt and tokens. Without it (:447-454) the
   aborted response ends there: nothing downstream drops it (no stop_reason check in
   verl/experimental/agent_loop/), so it is scored (a cut answer scores 0 here) and
-  trained as cut. README.md:213-215 says mode 3 instead waits for the tasks in flight;
-  the code at this commit aborts them, and this follows the code.
+  trained as cut. README.md:216-217 says mode 3 instead waits for the tasks in flight,
+  and the commit that made partial_rollout stop the resubmission (5371b99, PR #6882)
+  says such samples "should be dropped"; the code at 1dda039 aborts them and trains
+  them, and this follows the code.
 
 README.md:188-226's four modes are settings of these knobs: (1) on-policy pipeline,
 trigger 1 and s = 0; (2) stream off-policy pipeline, trigger > 1 and s = 0; (3) async
