@@ -84,6 +84,7 @@ def test_exclusions_name_the_reason() -> None:
     assert "colocated" in space.excluded["verl"]  # the RolloutPipe cluster has no such layout
     assert space.knobs["cgp-april"]["partial_rollout"] == [False]
     assert set(space.systems) == {"slime", "cgp", "cgp-fgd", "cgp-april", "cgp-tail"}
+    assert "asynchronous" in space.excluded["areal"] and "--on-policy" in space.excluded["tinker"]
     # U = R: the one-step-per-rollout systems can run it
     assert "april" in build_space(plan_of(u=16)).systems
 
@@ -91,6 +92,22 @@ def test_exclusions_name_the_reason() -> None:
 def test_max_lag_bounds_pipelinerl_admission() -> None:
     space = build_space(plan_of(max_lag=2))
     assert space.knobs["pipelinerl"]["max_lag"] == [0, 1, 2]
+
+
+def test_the_asynchronous_systems_staleness_knobs_stay_within_max_lag() -> None:
+    space = build_space(plan_of(max_lag=2))
+    assert space.knobs["areal"] == {"areal.max_head_offpolicyness": [0, 1, 2]}
+    assert space.knobs["prime-rl"] == {"prime_rl.max_off_policy_steps": [1, 2]}
+    assert space.knobs["verl-one-step-off"] == {}
+    assert all(lay.placement == "disaggregated" for lay in space.layouts["skyrl-async"])
+
+
+def test_a_tables_knob_is_set_in_its_table() -> None:
+    plan = plan_of()
+    lay = build_space(plan).layouts["skyrl-async"][0]
+    cfg = Point("skyrl-async", lay, (("skyrl.max_staleness_steps", 1),)).config(plan)
+    assert cfg.skyrl.max_staleness_steps == 1 and cfg.validate() is cfg
+    assert Point("skyrl-async", lay, (("skyrl.max_staleness_steps", 1),)).knob_text() == "S=1"
 
 
 def test_point_config_sets_layout_and_knobs() -> None:

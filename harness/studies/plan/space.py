@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.config import RunConfig
+from harness.core.config import RunConfig, get_path
 from harness.studies.plan.recipe import (
     TP_SIZES,
     TRAIN_BYTES_PER_PARAM,
@@ -46,6 +46,21 @@ DISAGGREGATED_ONLY = {
     "cgp-tail": "CGP's hand-off trains during the rollout, on the trainer's own GPUs",
 }
 COLOCATED_ONLY = {"verl": "veRL's baseline is colocated by definition"}
+# The asynchronous systems of #28: each generates on its own GPUs while its trainer
+# trains, and trains tokens of older policies (none promises lag 0 at every setting),
+# with its staleness knob and the values a plan tries (those within --max-lag).
+ASYNC_STALENESS = {
+    "areal": ("areal.max_head_offpolicyness", (0, 1, 2, 4)),
+    "skyrl-async": ("skyrl.max_staleness_steps", (0, 1, 2, 4)),
+    "prime-rl": ("prime_rl.max_off_policy_steps", (1, 2, 4, 8)),
+    "nemo-rl-async": ("nemo_rl.max_trajectory_age_steps", (1, 2, 4)),
+    "tinker": ("tinker.max_steps_off_policy", (0, 1, 2, 4)),
+    "verl-fully-async": ("verl_async.staleness_threshold", (0.0, 0.1, 0.3, 0.5)),
+    "verl-one-step-off": None,
+    "slime-async": None,
+}
+for _name in ASYNC_STALENESS:
+    DISAGGREGATED_ONLY[_name] = "an asynchronous system: rollout and trainer on their own GPUs"
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,14 @@ def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
         over = sorted({r, math.ceil(1.25 * r), math.ceil(1.5 * r), 2 * r})
         return {"over_sampling_groups": over,
                 "partial_rollout": [False] if plan.limits.on_policy else [True, False]}
+    if system in ASYNC_STALENESS:
+        knob = ASYNC_STALENESS[system]
+        if knob is None:
+            return {}
+        name, values = knob
+        if name.startswith("verl_async."):  # a share of stale samples, not steps
+            return {name: list(values)}
+        return {name: [v for v in values if bound is None or v <= bound] or [values[0]]}
     if system in ("rollpacker", "cgp-tail"):
         knobs: dict[str, list[Any]] = {
             "rollpacker_speculation": [1.0, 1.25, 1.5, 2.0],
@@ -182,8 +205,9 @@ class Point:
         s.placement, s.rollout_tp, s.rollout_engines = lay.placement, lay.tp, lay.replicas
         s.rollout_ep = plan.cluster.ep_for(lay.tp)
         s.trainer_gpus = lay.trainer_gpus
-        for name, value in self.knobs:
-            setattr(cfg, name, value)
+        for name, value in self.knobs:  # a table's knob by its dotted name
+            table, _, leaf = name.rpartition(".")
+            setattr(get_path(cfg, table) if table else cfg, leaf, value)
         if self.system == "rollpacker" and lay.placement != COLOCATED:
             cfg.rollpacker_stream_trainer = False  # it borrows rollout GPUs to train
         if self.system in ("rollpacker", "cgp-tail"):
@@ -203,7 +227,10 @@ SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_
          "partial_rollout": "partial", "rollpacker_speculation": "etaP",
          "rollpacker_response_speculation": "etaR", "rollpacker_reward_scheduler": "rs",
          "rollpacker_planner": "plan", "rollpacker_tail_batching": "tail",
-         "rollpacker_stream_trainer": "stream"}
+         "rollpacker_stream_trainer": "stream", "areal.max_head_offpolicyness": "ofp",
+         "skyrl.max_staleness_steps": "S", "prime_rl.max_off_policy_steps": "M",
+         "nemo_rl.max_trajectory_age_steps": "age", "tinker.max_steps_off_policy": "off",
+         "verl_async.staleness_threshold": "s"}
 
 
 def _fmt(value: Any) -> str:
@@ -338,5 +365,7 @@ def _excluded(system: str, plan: Plan, r: int, u: int) -> str | None:
         return (f"one optimizer step per rollout (U = R), but the recipe has U={u} < R={r}")
     if system == "pipelinerl" and plan.limits.on_policy:
         return "in-flight weight updates: responses span policy versions (--on-policy)"
+    if system in ASYNC_STALENESS and plan.limits.on_policy:
+        return "asynchronous: trains tokens of older policies (--on-policy)"
     return None
 
