@@ -106,14 +106,14 @@ def suggest(trial: Any, space: Space) -> Point:
 def seed_points(space: Space) -> list[Point]:
     """One point per system to start from, so each is tried at least once: the
     layout nearest an even split at the smallest TP, knobs at the config defaults."""
-    from harness.core.config import RunConfig
+    from harness.core.config import RunConfig, get_path
 
     defaults, n = RunConfig(), space.plan.cluster.gpus
     out = []
     for system in space.systems:
         lay = min(space.layouts[system],
                   key=lambda la: (abs(la.engine_gpus - n / 2), la.tp, la.placement))
-        knobs = tuple((name, getattr(defaults, name) if getattr(defaults, name) in values
+        knobs = tuple((name, get_path(defaults, name) if get_path(defaults, name) in values
                        else values[0]) for name, values in space.knobs[system].items())
         out.append(Point(system, lay, knobs))
     return out
