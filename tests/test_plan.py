@@ -313,3 +313,11 @@ def test_expert_parallel_on_a_dense_model_is_one_line() -> None:
     result = invoke(*[x for kv in BASE.items() for x in kv], "--expert-parallel", "--out", "x")
     assert result.exit_code == 2
     assert result.output.strip() == "error: --expert-parallel: qwen3-8b has no experts to split"
+
+
+def test_seed_points_start_each_asynchronous_system_at_its_default_knob() -> None:
+    from harness.studies.plan import search
+
+    seeds = {p.system: dict(p.knobs) for p in search.seed_points(build_space(plan_of()))}
+    assert seeds["areal"] == {"areal.max_head_offpolicyness": 0}  # AReaL's default
+    assert seeds["skyrl-async"] == {"skyrl.max_staleness_steps": 4}  # SkyRL's default
