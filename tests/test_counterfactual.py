@@ -141,3 +141,20 @@ def test_each_system_resolves_its_own_defaults_against_the_traces_work(
     (row,) = json.loads(done.stdout)
     runs = [json.loads(ln) for ln in (tmp_path / "cf" / "runs" / "april.jsonl").open()]
     assert runs[0]["config"]["over_sampling_groups"] == 8 and row["system"] == "april"
+
+
+def test_the_twin_of_an_asynchronous_run_keeps_its_tables_knobs(tmp_path: Path) -> None:
+    """An AReaL run's header holds its [areal] table (an unset max_concurrent_rollouts
+    as null): the twin runs areal with the run's own knobs, and its figures equal the
+    run's."""
+    source = RunConfig(system="areal", workload=f"trace:{pipelinerl_trace(tmp_path)}",
+                       groups=8, group_size=2, update_groups=4, rounds=2)
+    source.areal.max_head_offpolicyness = 1
+    run = tmp_path / "areal-run.jsonl"
+    execute(source.validate(), run)
+    twin = twin_config(run)
+    assert twin.system == "areal" and twin.areal.max_head_offpolicyness == 1
+    assert twin.areal.max_concurrent_rollouts is None
+    rows = cf.run(run, configs(run, ["slime"]), tmp_path / "cf", twin, progress=False)
+    errors = [v for k, v in rows[1].items() if k.endswith("_error")]
+    assert rows[1]["source"] == "simulated twin" and errors and all(v == 0.0 for v in errors)

@@ -281,6 +281,8 @@ class CliText(str):
 def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
     """Convert a value (a TOML value, or CLI text) to the field's declared type."""
     want, name = TYPES[type_name(f)]
+    if value is None and type_name(f).endswith("| None"):  # unset, as a trace's header says
+        return None
     if isinstance(value, CliText):
         text, value = str(value), str(value)
         if want is not str:

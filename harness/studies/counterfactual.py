@@ -20,11 +20,11 @@ Every system then runs on that same fitted engine.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig
+from harness.core.config import ConfigError, RunConfig, apply
 from harness.core.metrics import round_metrics
 from harness.core.trace import read_trace
 
@@ -113,7 +113,11 @@ def start(system: str, trace: Path, work: Shape, update_groups: int | None,
                     groups=work.groups, group_size=work.group_size, update_groups=u,
                     rounds=work.rounds, max_response_tokens=0)
     for name, value in (knobs or {}).items():
-        if hasattr(cfg, name) and name not in FROM_TRACE:
+        if not hasattr(cfg, name) or name in FROM_TRACE:
+            continue
+        if is_dataclass(getattr(cfg, name)):  # a table (an async system's knobs): by field
+            apply(cfg, {name: value})
+        else:
             setattr(cfg, name, value)
     return cfg
 
