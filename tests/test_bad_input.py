@@ -63,6 +63,7 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
     ("counterfactual",): [["metrics.json", "--out", "o"], ["missing.jsonl", "--out", "o"],
                           ["metrics.json", "--out", "o", "--systems", "nope"]],
     ("presets",): [["--json", "--csv"]],
+    ("check",): [["missing.jsonl"], ["metrics.json"]],
     ("timeline",): [["metrics.json", "--out", "t.json"]],
     ("gantt",): [["metrics.json", "--out", "g.png"]],
     ("compare",): [["missing.jsonl", "metrics.json"]],
