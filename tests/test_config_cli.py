@@ -286,3 +286,15 @@ def test_a_plan_best_toml_on_a_users_gpu_stands_alone(tmp_path: Path, monkeypatc
     assert (gpu.memory_gb, gpu.hbm_bandwidth_gbs, gpu.bf16_tflops) == (64.0, 2000.0, 400.0)
     plain = RunConfig()
     assert "[gpus." not in toml_text(plain, []) and "[models." not in toml_text(plain, [])
+
+
+@pytest.mark.parametrize("assignment", [
+    "prime_rl.max_off_policy_steps=-1", "skyrl.max_staleness_steps=-1",
+    "nemo_rl.max_trajectory_age_steps=0", "slime_async.update_weights_interval=0",
+    "verl_async.require_batches=0", "areal.max_head_offpolicyness=-1"])
+def test_a_bad_async_knob_names_the_set_option(assignment: str) -> None:
+    cfg = RunConfig()
+    set_path(cfg, assignment)
+    with pytest.raises(ConfigError) as err:
+        cfg.validate()
+    assert str(err.value).startswith(f"--set {assignment.split('=')[0]}: "), err.value

@@ -18,6 +18,12 @@ from typing import Any
 from harness.core.fields import need, opt
 
 
+def _at_least(table: str, knobs: Any, low: int, *names: str) -> None:
+    """Refuse each named knob below `low`, as `--set TABLE.NAME: must be >= LOW`."""
+    for name in names:
+        need(getattr(knobs, name) >= low, f"set {table}.{name}", f"must be >= {low}")
+
+
 @dataclass
 class AReaL:
     """inclusionAI/AReaL's staleness manager (system `areal`); inclusionAI/AReaL@4aef98d.
@@ -38,8 +44,7 @@ class AReaL:
     def check(self, cfg: Any) -> None:
         """Refuse values AReaL cannot run with: a negative offpolicyness never admits a
         rollout (staleness_manager.py:109)."""
-        need(self.max_head_offpolicyness >= 0, "set areal.max_head_offpolicyness",
-             "must be >= 0")
+        _at_least("areal", self, 0, "max_head_offpolicyness")
         need(self.max_concurrent_rollouts is None or self.max_concurrent_rollouts >= 0,
              "set areal.max_concurrent_rollouts", "must be >= 0 (0 or unset: U)")
 
@@ -68,11 +73,9 @@ class VerlAsync:
     def check(self, cfg: Any) -> None:
         """Refuse values verl would refuse (fully_async_rollouter.py:353-356), and a
         require_batches x U that does not divide R (a round is whole trainer steps)."""
-        need(self.staleness_threshold >= 0, "set verl_async.staleness_threshold",
-             "must be >= 0")
-        for name in ("trigger_parameter_sync_step", "require_batches",
-                     "concurrent_samples_per_replica"):
-            need(getattr(self, name) >= 1, f"set verl_async.{name}", "must be >= 1")
+        _at_least("verl_async", self, 0, "staleness_threshold")
+        _at_least("verl_async", self, 1, "trigger_parameter_sync_step", "require_batches",
+                  "concurrent_samples_per_replica")
         if cfg.system == "verl-fully-async":
             batch = self.require_batches * cfg.update_groups
             need(cfg.groups % batch == 0, "set verl_async.require_batches",
@@ -93,10 +96,8 @@ class SlimeAsync:
 
     def check(self, cfg: Any) -> None:
         """Refuse values slime cannot run with."""
-        need(self.sglang_server_concurrency >= 1, "set slime_async.sglang_server_concurrency",
-             "must be >= 1")
-        need(self.update_weights_interval >= 1, "set slime_async.update_weights_interval",
-             "must be >= 1")
+        _at_least("slime_async", self, 1, "sglang_server_concurrency",
+                  "update_weights_interval")
 
 
 @dataclass
@@ -121,12 +122,10 @@ class SkyRL:
 
     def check(self, cfg: Any) -> None:
         """Refuse values SkyRL would refuse (fully_async_trainer.py:353-363)."""
-        need(self.max_staleness_steps >= 0, "skyrl.max_staleness_steps", "must be >= 0")
-        need(self.num_parallel_generation_workers >= 0, "skyrl.num_parallel_generation_workers",
-             "must be >= 0")
+        _at_least("skyrl", self, 0, "max_staleness_steps", "num_parallel_generation_workers")
         u, w = cfg.update_groups, self.workers(cfg)
         need(u <= w <= u * (self.max_staleness_steps + 1),
-             "skyrl.num_parallel_generation_workers",
+             "set skyrl.num_parallel_generation_workers",
              f"must be within U = {u} and U x (max_staleness_steps + 1) = "
              f"{u * (self.max_staleness_steps + 1)}, as SkyRL requires")
 
@@ -149,14 +148,12 @@ class PrimeRL:
 
     def check(self, cfg: Any) -> None:
         """Refuse values prime-rl would refuse (configs/orchestrator.py:428-444)."""
-        need(self.max_off_policy_steps >= 0, "prime_rl.max_off_policy_steps", "must be >= 0")
-        need(self.max_async_level >= 0, "prime_rl.max_async_level", "must be >= 0")
-        need(self.min_inflight >= 1, "prime_rl.min_inflight", "must be >= 1")
-        need(self.initial_inflight >= 0, "prime_rl.initial_inflight", "must be >= 0")
-        need(self.min_inflight <= self.max_inflight, "prime_rl.min_inflight",
-             "must not exceed prime_rl.max_inflight")
-        need(self.initial_inflight <= self.max_inflight, "prime_rl.initial_inflight",
-             "must not exceed prime_rl.max_inflight")
+        _at_least("prime_rl", self, 0, "max_off_policy_steps", "max_async_level",
+                  "initial_inflight")
+        _at_least("prime_rl", self, 1, "min_inflight")
+        for name in ("min_inflight", "initial_inflight"):
+            need(getattr(self, name) <= self.max_inflight, f"set prime_rl.{name}",
+                 "must not exceed prime_rl.max_inflight")
 
 
 @dataclass
@@ -175,7 +172,7 @@ class NemoRL:
 
     def check(self, cfg: Any) -> None:
         """Refuse values NeMo-RL would refuse."""
-        need(self.max_trajectory_age_steps >= 1, "nemo_rl.max_trajectory_age_steps",
+        need(self.max_trajectory_age_steps >= 1, "set nemo_rl.max_trajectory_age_steps",
              "must be >= 1 (the collector generates at least one step ahead)")
 
 
@@ -202,7 +199,7 @@ class Tinker:
 
     def check(self, cfg: Any) -> None:
         """Refuse values the cookbook refuses (train.py:94-107)."""
-        need(self.max_steps_off_policy >= 0, "set tinker.max_steps_off_policy", "must be >= 0")
+        _at_least("tinker", self, 0, "max_steps_off_policy")
         need(self.pipeline_depth is None or 0 <= self.pipeline_depth <= self.max_steps_off_policy,
              "set tinker.pipeline_depth",
              f"must lie in [0, max_steps_off_policy = {self.max_steps_off_policy}]: a deeper "
