@@ -47,11 +47,10 @@ every APRIL trace, and on the simulator's virtual clock such ties are rare.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.runtime import Group, Request, Response, Runtime
-from systems.common import BatchCounter
+from harness.core.runtime import Group, Request, Runtime
+from systems.common import BatchCounter, PartialGroup
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
 PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
@@ -81,15 +80,6 @@ zero-variance group kept. Not a RunConfig field: harness/core/config.py is share
 every system."""
 
 
-@dataclass
-class _Work:
-    """A group in progress: finished samples with rewards, and partial ones."""
-
-    group: Group
-    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
-    partial: dict[int, Response] = field(default_factory=dict)
-
-
 class APRIL:
     name = "april"
     summary = "over-sample groups, stop at R complete, resume the partial rest next round"
@@ -105,7 +95,7 @@ class APRIL:
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
-        self.carried: list[_Work] = []
+        self.carried: list[PartialGroup] = []
         self.spare: list[Group] = []  # complete groups beyond R: trained next round
 
     def staleness_bound(self, cfg: Any) -> int | None:
@@ -115,7 +105,7 @@ class APRIL:
         R-th, the module's docstring) is trained one round later."""
         return None if cfg.partial_rollout else 1
 
-    async def _serve(self, rt: Runtime, work: _Work, resumed: bool) -> bool:
+    async def _serve(self, rt: Runtime, work: PartialGroup, resumed: bool) -> bool:
         """Run the group's unfinished samples; True when all K are done and
         scored, False when the round stopped it first."""
         cfg = rt.config
@@ -166,15 +156,15 @@ class APRIL:
         for group in ready:
             self._ready(rt, group)
         finished = asyncio.Event()
-        stopped: list[_Work] = []
+        stopped: list[PartialGroup] = []
         if len(ready) == cfg.groups:
             finished.set()
-        live: dict[asyncio.Task[bool], _Work] = {}
+        live: dict[asyncio.Task[bool], PartialGroup] = {}
         buffer, self.carried = self.carried, []  # slime's data buffer: aborted groups
         batches = 0  # over-sampling batches submitted this round
         limit_said = False
 
-        def launch(work: _Work, resumed: bool) -> None:
+        def launch(work: PartialGroup, resumed: bool) -> None:
             task = rt.spawn(self._serve(rt, work, resumed))
             live[task] = work
             task.add_done_callback(on_done)
@@ -189,7 +179,7 @@ class APRIL:
                 work.group.round = rnd
                 launch(work, True)
             for prompt in rt.workload.take(over - len(resumed)):
-                launch(_Work(Group(rt.new_group_id(), rnd, prompt)), False)
+                launch(PartialGroup(Group(rt.new_group_id(), rnd, prompt)), False)
 
         def on_done(task: asyncio.Task[bool]) -> None:
             nonlocal limit_said

@@ -6,8 +6,20 @@ They use the runtime contract only, so they run on either runtime.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from harness.core.runtime import Group, Prompt, Request, Response, Runtime
+
+
+@dataclass
+class PartialGroup:
+    """A group in progress across interruptions: its finished samples with their
+    rewards, and the partial responses an abort returned (APRIL's carried groups,
+    slime-async's requeued ones)."""
+
+    group: Group
+    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
+    partial: dict[int, Response] = field(default_factory=dict)
 
 
 def new_groups(rt: Runtime, round: int, prompts: Sequence[Prompt]) -> list[Group]:

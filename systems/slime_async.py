@@ -41,23 +41,13 @@ the start of training rollout r to the end of its weight update.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.runtime import Group, Request, Response, Runtime
-from systems.common import BatchCounter
+from harness.core.runtime import Group, Request, Runtime
+from systems.common import BatchCounter, PartialGroup
 from systems.interrupt import Interrupter
 
 POLL_S = 1.0  # the worker's top-up period (fully_async_rollout.py:91, 171)
-
-
-@dataclass
-class _Work:
-    """A group in the pool or the buffer: its finished samples and partial ones."""
-
-    group: Group
-    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
-    partial: dict[int, Response] = field(default_factory=dict)
 
 
 class SlimeAsync:
@@ -75,7 +65,7 @@ class SlimeAsync:
         """None: nothing in slime's fully-async path bounds staleness."""
         return None
 
-    async def _group(self, rt: Runtime, work: _Work, semaphore: asyncio.Semaphore) -> bool:
+    async def _group(self, rt: Runtime, work: PartialGroup, semaphore: asyncio.Semaphore) -> bool:
         """`generate_and_rm_group` on the unfinished samples; True when all K are done."""
         cfg = rt.config
         group = work.group
@@ -100,11 +90,11 @@ class SlimeAsync:
         pool = cfg.slime_async.sglang_server_concurrency * rt.engine.replicas
         semaphore = asyncio.Semaphore(pool)
         changed = asyncio.Event()
-        buffer: list[_Work] = []  # aborted groups, taken first (pop_first)
+        buffer: list[PartialGroup] = []  # aborted groups, taken first (pop_first)
         output: list[Group] = []  # complete, not yet collected, in completion order
         state = {"active": 0, "new": 0, "round": 0}
 
-        async def in_pool(work: _Work) -> None:
+        async def in_pool(work: PartialGroup) -> None:
             complete = await self._group(rt, work, semaphore)
             state["active"] -= 1
             if not complete:
@@ -126,7 +116,7 @@ class SlimeAsync:
                         work = buffer.pop(0)
                     elif state["new"] < cfg.rounds * r:
                         (prompt,) = rt.workload.take(1)
-                        work = _Work(Group(rt.new_group_id(), state["round"], prompt))
+                        work = PartialGroup(Group(rt.new_group_id(), state["round"], prompt))
                         state["new"] += 1
                     else:
                         break
