@@ -67,6 +67,15 @@ class RollPacker:
         to the long queue restarts from scratch."""
         return 0
 
+    def backlog_bound(self, cfg: Any) -> int | None:
+        """Tail batching launches ceil(eta_P x R) prompts of ceil(eta_R x K) responses,
+        more than a round trains: its backlog is held to that launch (None without it:
+        the staleness bound's (L + 1) x G x K of `rolloutbench check`)."""
+        if not cfg.rollpacker_tail_batching:
+            return None
+        return (math.ceil(cfg.rollpacker_speculation * cfg.groups)
+                * math.ceil(cfg.rollpacker_response_speculation * cfg.group_size))
+
     # -- reward scheduler -------------------------------------------------
     async def _score(self, rt: Runtime, response: Response) -> float:
         """Score a response; sandboxed code is stopped early once it runs past

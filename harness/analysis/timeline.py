@@ -290,15 +290,9 @@ def sim_kv_capacity(head: dict[str, Any]) -> int | None:
     if head.get("runtime") != "sim":
         return None
     try:
-        from harness.core.config import RunConfig, apply
+        from harness.core.config import from_header
         from harness.sim.runtime import kv_capacity_tokens
 
-        def given(table: dict[str, Any]) -> dict[str, Any]:  # unset optionals stay default
-            return {k: given(v) if isinstance(v, dict) else v
-                    for k, v in table.items() if v is not None}
-
-        cfg = RunConfig()
-        apply(cfg, given(head["config"]))
-        return kv_capacity_tokens(cfg)
+        return kv_capacity_tokens(from_header(head["config"]))
     except Exception:  # noqa: BLE001  (an older or foreign config: no scale, no error)
         return None

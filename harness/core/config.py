@@ -8,6 +8,7 @@ whole into the trace's `run_start` header. Every field carries a help text
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import tomllib
@@ -352,6 +353,22 @@ def set_path(cfg: RunConfig, assignment: str) -> None:
     for parent in reversed(parents):
         tree = {parent: tree}
     apply(cfg, tree)
+
+
+def from_header(table: dict[str, Any]) -> RunConfig:
+    """The config a trace's `run_start` recorded: every field this version knows, with
+    its type; a field it cannot read (an older or newer trace's) keeps its default."""
+    return _known(RunConfig(), table)
+
+
+def _known(cfg: Any, table: dict[str, Any]) -> Any:
+    for key, value in table.items():
+        if dataclasses.is_dataclass(getattr(cfg, key, None)) and isinstance(value, dict):
+            _known(getattr(cfg, key), value)
+        else:
+            with contextlib.suppress(ConfigError):
+                apply(cfg, {key: value})
+    return cfg
 
 
 def load_toml(path: str | Path) -> ConfigFile:

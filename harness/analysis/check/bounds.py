@@ -17,8 +17,8 @@ limit (max_staleness + 1) x consumer batch, :77) and Megatron-LM's `(lag+1) * pr
 run-ahead cap (NVIDIA/Megatron-LM#5853) both enforce, and
 PipelineRL's `max_lag` (systems/pipelinerl.py: U x (v + 1 + max_lag) groups started
 while the engine serves v) and a synchronous round (R/U - 1 steps: (L + 1) x U = R
-groups) keep. A system whose design keeps more defines `backlog_bound`; RollPacker's
-tail batching (speculative prompts and responses) is held to its launch instead.
+groups) keep. A system whose design keeps more defines `backlog_bound` (RollPacker's tail
+batching: its launch of speculative prompts and responses).
 
 Wait (starvation: optimizer steps a trainable group may wait untrained at the end of
 the trace): `--max-wait N`; else the staleness bound L, since a group trainable at
@@ -28,13 +28,11 @@ longer be trained within the bound and the system owes a drop with a reason.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from harness.analysis.check.model import TraceView
-from harness.core.config import ConfigError, RunConfig, apply
+from harness.core.config import RunConfig, from_header
 
 
 @dataclass
@@ -44,21 +42,8 @@ class Bound:
 
 
 def run_config(head: dict[str, Any]) -> RunConfig:
-    """The run's config from its header: every field the header sets that this
-    version knows, with its type (a field it cannot read keeps its default)."""
-    cfg = RunConfig()
-    for key, value in head.get("config", {}).items():
-        try:
-            apply(cfg, {key: value})
-        except ConfigError:
-            if dataclasses.is_dataclass(getattr(cfg, key, None)) and isinstance(value, dict):
-                table = getattr(cfg, key)
-                for sub, v in value.items():
-                    try:
-                        apply(table, {sub: v})
-                    except ConfigError:
-                        pass
-    return cfg
+    """The run's config from its header (fields this version cannot read: defaults)."""
+    return from_header(head.get("config", {}))
 
 
 def _system(head: dict[str, Any]) -> Any:
@@ -109,26 +94,12 @@ def backlog(view: TraceView, given: int | None, stale: Bound) -> Bound:
         value = cls().backlog_bound(run_config(head))
         if value is not None:
             return Bound(int(value), f"{cls.name}.backlog_bound")
-    if cls is not None and _speculates(cls, run_config(head)):
-        cfg = run_config(head)
-        p = math.ceil(cfg.rollpacker_speculation * cfg.groups)
-        r = math.ceil(cfg.rollpacker_response_speculation * cfg.group_size)
-        return Bound(p * r, f"{cls.name} launch: {p}x{r}")
     if stale.value is None:
         return Bound(None, "no staleness bound")
     k = int(head.get("config", {}).get("group_size") or 0) or max(
         (len(g.responses) for g in view.groups.values()), default=0)
     g = groups_per_step(view)
     return Bound((stale.value + 1) * g * k, f"(L+1)GK = ({stale.value}+1)x{g}x{k}")
-
-
-def _speculates(cls: Any, cfg: RunConfig) -> bool:
-    """RollPacker's tail batching (and cgp-tail's) launches ceil(eta x P0) prompts of
-    ceil(eta x R0) responses, more than it trains: its own capacity, not (L+1) x G x K
-    (rollpacker.py is not this module's to give a `backlog_bound`)."""
-    from systems.rollpacker import RollPacker
-
-    return issubclass(cls, RollPacker) and bool(cfg.rollpacker_tail_batching)
 
 
 def wait(given: int | None, stale: Bound) -> Bound:
