@@ -29,16 +29,17 @@ def own_model(data: dict[str, Any]) -> str | None:
     return str(name) if name else None
 
 
-def scale(model: str, data: dict[str, Any]) -> float:
-    """Factor on a calibration's weight_sync_s for a run of `model`: total weight bytes
-    of the run's model over the calibration's own (1.0 when it names none)."""
+def scale(run_params: float, data: dict[str, Any]) -> float:
+    """Factor on a calibration's weight_sync_s for a model of `run_params` parameters
+    (every expert): over the calibration's own model's (1.0 when it names none)."""
     own = own_model(data)
-    if own is None or own.lower() == model.lower():
-        return 1.0
-    return load_model(model).weight_bytes() / load_model(own).weight_bytes()
+    return 1.0 if own is None else run_params / (load_model(own).params_b * 1e9)
 
 
 def publish_s(model: str, data: dict[str, Any], calibrated_s: float) -> float:
     """Seconds one publication of `model`'s weights takes under a calibration (`data`, its
     parsed file) whose own model publishes in `calibrated_s`."""
-    return calibrated_s * scale(model, data)
+    own = own_model(data)
+    if own is None or own.lower() == model.lower():
+        return calibrated_s
+    return calibrated_s * scale(load_model(model).params_b * 1e9, data)

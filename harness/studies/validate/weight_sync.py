@@ -45,7 +45,7 @@ from harness.sim.calibration import load as load_calibration
 from harness.sim.calibration import names as calibration_names
 from harness.sim.model_config import count_params
 from harness.sim.presets import load_hardware, load_model, shipped_config
-from harness.sim.weight_sync import own_model
+from harness.sim.weight_sync import own_model, scale
 
 SOURCE = ("verl-project/verl@1dda039b9c6311889a9c9a26040677e1254814f9:"
           "verl/experimental/fully_async_policy/README.md:452-462")
@@ -143,10 +143,7 @@ def flat_sync_s(calibration: str = CALIBRATION) -> float:
 def scaled_sync_s(params: float, calibration: str = CALIBRATION) -> float:
     """What a run charges now (`harness.sim.weight_sync`): the calibration's weight_sync_s
     times `params` (total, every expert) over its own model's total."""
-    own = own_model(load_calibration(calibration))
-    if own is None:
-        return flat_sync_s(calibration)
-    return flat_sync_s(calibration) * params / (load_model(own).params_b * 1e9)
+    return flat_sync_s(calibration) * scale(params, load_calibration(calibration))
 
 
 def scaled_by_calibration(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
