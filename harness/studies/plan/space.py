@@ -41,11 +41,6 @@ from harness.studies.plan.recipe import (
 DISAGGREGATED, COLOCATED = "disaggregated", "colocated"
 MAX_SPLITS = 64  # engine/trainer splits of a pooled cluster a plan tries, at most
 ONE_STEP_PER_ROLLOUT = ("april", "rollpacker")  # one optimizer step per round: U must be R
-DISAGGREGATED_ONLY = {
-    "pipelinerl": "in-flight weight updates need the engine and trainer on their own GPUs",
-    "cgp-tail": "CGP's hand-off trains during the rollout, on the trainer's own GPUs",
-}
-COLOCATED_ONLY = {"verl": "veRL's baseline is colocated by definition"}
 # The asynchronous systems of #28: each generates on its own GPUs while its trainer
 # trains, and trains tokens of older policies (none promises lag 0 at every setting),
 # with its staleness knob and the values a plan tries (those within --max-lag).
@@ -59,8 +54,13 @@ ASYNC_STALENESS = {
     "verl-one-step-off": None,
     "slime-async": None,
 }
-for _name in ASYNC_STALENESS:
-    DISAGGREGATED_ONLY[_name] = "an asynchronous system: rollout and trainer on their own GPUs"
+DISAGGREGATED_ONLY = {
+    "pipelinerl": "in-flight weight updates need the engine and trainer on their own GPUs",
+    "cgp-tail": "CGP's hand-off trains during the rollout, on the trainer's own GPUs",
+    **dict.fromkeys(ASYNC_STALENESS, "an asynchronous system: rollout and trainer on their "
+                    "own GPUs"),
+}
+COLOCATED_ONLY = {"verl": "veRL's baseline is colocated by definition"}
 
 
 @dataclass(frozen=True)
