@@ -25,10 +25,15 @@ Rules, from src/prime_rl/orchestrator/ unless named otherwise:
 - A batch is the first U x K samples in arrival order (train_sink.py:340-353);
   with whole groups of K, the first U groups finished. The trainer trains each
   shipped batch, steps, and the weights are installed in flight.
-- At the end, episodes still in flight are cancelled (dispatcher.py:360-365).
+- At the end, episodes still in flight are cancelled (dispatcher.py:360-365); the
+  finished groups no batch took are never trained.
 
 Dropped groups are recorded as `drop_group` with reason stale, overload
-(the controller's cut), or run end. A "round" is a block of R/U steps.
+(the controller's cut), or run end: every group opened is trained once or dropped
+once, whether it was still generating, being scored, or finished and waiting for
+a batch. A "round" is a block of R/U steps; an episode belongs to the round in which
+it is dispatched (a group opened near a round's end may dispatch its last episodes
+after that round's `rollout_complete`: they are the next round's).
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class PrimeRL:
         total_steps = cfg.rounds * steps_per_round
         changed = asyncio.Event()
         groups: dict[int, _Open] = {}  # opened, not yet finished or dropped
+        unshipped: dict[int, _Open] = {}  # opened, not yet shipped or dropped: what run end drops
         finished: asyncio.Queue[_Open] = asyncio.Queue()
         shipped: asyncio.Queue[list[Group]] = asyncio.Queue()
         s: dict[str, Any] = {"step": 1, "inflight": 0, "window": 0.0, "admitted": 0,
@@ -85,6 +91,7 @@ class PrimeRL:
                 return
             g.dropped = True
             groups.pop(g.group.id, None)
+            unshipped.pop(g.group.id, None)
             rt.emit("decision", what="drop_group", group=g.group.id, reason=reason)
             s["inflight"] -= len(g.live)  # aborted episodes free their permits, refund nothing
             rt.spawn(rt.engine.abort(list(g.live)))
@@ -142,12 +149,14 @@ class PrimeRL:
                     (prompt,) = rt.workload.take(1)
                     g = _Open(Group(rt.new_group_id(), s["round"], prompt), rt.engine.version,
                               k, rt.now())
-                    groups[g.group.id] = g
+                    groups[g.group.id] = unshipped[g.group.id] = g
                 sample = k - g.to_schedule
                 g.to_schedule -= 1
                 s["inflight"] += 1
                 s["admitted"] += 1
-                req = Request(g.group.round, g.group.id, sample, g.group.prompt,
+                # this round's, not the group's: round r is over once its rollout_complete
+                # is written, and an episode dispatched later is the next round's work
+                req = Request(s["round"], g.group.id, sample, g.group.prompt,
                               cfg.max_response_tokens)
                 g.live[req.id] = future = rt.engine.submit(req)  # now, under the gate
                 rt.spawn(episode(g, req, future))
@@ -176,6 +185,8 @@ class PrimeRL:
                     await changed.wait()
                 rt.emit("decision", what="ship_batch", step=s["step"],
                         groups=[g.group.id for g in batch])
+                for g in batch:
+                    unshipped.pop(g.group.id)
                 await shipped.put([g.group for g in batch])
                 s["step"] += 1
                 changed.set()
@@ -192,7 +203,7 @@ class PrimeRL:
             changed.set()
             if (step + 1) % steps_per_round == 0:
                 rt.emit("rollout_complete", round=s["round"])
-        for g in list(groups.values()):
+        for g in list(unshipped.values()):  # in flight, being scored, or waiting for a batch
             drop(g, "run end")
         changed.set()
         await tasks[0]

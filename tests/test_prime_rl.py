@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 from async_trace import dropped, run, token_lags, trained
+from test_properties import check_run
 
 from harness.core.runtime import EngineLoad
+from harness.core.trace import read_trace
 from systems.prime_rl_concurrency import ConcurrencyController
 
 
@@ -77,3 +79,50 @@ def test_growth_needs_a_clear_poll_a_binding_cap_and_a_fresh_gate() -> None:
     now[0] = 16.0  # past the 15 s the poll's verdict lives
     c.record_episode(100)
     assert c.cap == pytest.approx(10 * 1.25 ** 0.1)
+
+
+# -- #28: every group opened is trained or dropped, once ------------------------------
+# Examples the bookkeeping property (tests/test_properties.py) found on tiny configs
+# (one engine, R = U = 1, K = 2). The first two failed on the system: a finished group
+# waiting for a batch at the end was neither trained nor dropped (no drop_group); an
+# episode of a group opened in round r was submitted as round r's after
+# rollout_complete r, so a trace cut there called round r final and a later cut took it
+# back. The third failed only the property's former check that every last attempt
+# finished: its one aborted attempt is an episode cancelled with its group at run end.
+TINY = ["system=prime-rl", "workload=sci-jl", "seed=0", "update_groups=1", "group_size=2",
+        "sim.rollout_engines=1", "sim.rollout_tp=1", "sim.mem_fraction=0.2",
+        "sim.max_running=2", "sim.verifier_workers=0", "sim.micro_batch_tokens=1024",
+        "sim.weight_sync_s=0.0"]
+FAILED_BEFORE = {
+    "finished-group-left-at-end": ["rounds=1", "groups=2", "max_response_tokens=0",
+                                   "sim.placement=colocated"],
+    "episode-after-its-round": ["rounds=3", "groups=1", "max_response_tokens=64",
+                                "sim.placement=colocated"],
+    "episode-cancelled-at-end": ["rounds=1", "groups=1", "max_response_tokens=0",
+                                 "sim.placement=disaggregated"],
+}
+
+
+@pytest.mark.parametrize("case", FAILED_BEFORE)
+def test_every_group_is_trained_or_dropped_once(tmp_path: Path, case: str) -> None:
+    sets = [*TINY, *FAILED_BEFORE[case]]
+    check_run(tmp_path, sets)  # the whole property, on the example it failed
+    events = read_trace(tmp_path / "trace.jsonl")
+    opened = {e["group"] for e in events if e["ev"] == "request_submit"}
+    drops = dropped(events)
+    assert sorted(trained(events) + drops) == sorted(opened)  # each once, trained or dropped
+    reasons = {e["group"]: e["reason"] for e in events
+               if e["ev"] == "decision" and e["what"] == "drop_group"}
+    assert set(reasons.values()) == {"run end"}  # M = 8: nothing goes stale here
+    ended = next(i for i, e in enumerate(events)
+                 if e["ev"] == "decision" and e["what"] == "drop_group")
+    assert all(e["ev"] != "batch_dispatch" for e in events[ended:])  # drops come after
+    aborted = {e["group"] for e in events
+               if e["ev"] == "request_finish" and e["status"] == "aborted"}
+    assert aborted <= set(drops)
+    complete: set[int] = set()
+    for e in events:  # no episode is submitted as a round's work once that round is over
+        if e["ev"] == "rollout_complete":
+            complete.add(e["round"])
+        elif e["ev"] == "request_submit":
+            assert e["round"] not in complete, e
