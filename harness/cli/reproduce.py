@@ -27,7 +27,7 @@ def chosen(kind: str, name: str, known: list[str], also: list[str]) -> list[str]
 @commands.command("calibrate")
 def calibrate_cmd(
     paper: Annotated[str, typer.Argument(
-        help="Which calibration to fit: rolloutpipe, april, rollpacker, all; engine "
+        help="Which calibration to fit: rolloutpipe, april, rollpacker, verl-async, all; engine "
              "(measure this machine's live engine and trainer); or kernels (tabulate the "
              "measured-kernel step times of the engine --model/--gpu/--tp/--backend).")],
     dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
@@ -95,13 +95,15 @@ def calibrate_cmd(
         console.print_json(json.dumps({"calibration": name, **result}))
 
 
-REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "all", "would-need")
+REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "verl-async", "all",
+                     "would-need")
 
 
 @commands.command("reproduce")
 def reproduce_cmd(
     paper: Annotated[str, typer.Argument(
-        help="A paper (rolloutpipe, pipelinerl, april, rollpacker), all four (all), or "
+        help="A paper (rolloutpipe, pipelinerl, april, rollpacker, verl-async), all five "
+             "(all), or "
              "would-need (the search for what each missed prediction needs).")],
     out: Annotated[Path, typer.Option(help="Directory for CSV results and claims.")] = Path(
         "results"),

@@ -231,7 +231,7 @@ class TrainModel:
     """Trainer compute time for a micro-batch of sequences."""
 
     flops_per_s: float  # sustained: GPUs x peak x MFU
-    flops_per_token: float  # 8N: forward, backward and old-log-prob recompute
+    flops_per_token: float  # 8N: forward, backward and old-log-prob recompute (6N without)
     attn_coeff: float  # causal attention FLOPs = attn_coeff * L^2 per sequence
     micro_overhead_s: float
     optimizer_s: float
@@ -241,22 +241,26 @@ class TrainModel:
     @classmethod
     def build(
         cls, hw: Hardware, model: Model, gpus: int, mfu: float, micro_overhead_s: float,
-        ep: int = 1,
+        ep: int = 1, recompute: bool = True,
     ) -> TrainModel:
         """N is the ACTIVE parameter count (`Model.flops_per_token_forward`): a MoE token
-        multiplies by its top-k experts only; the optimizer touches every parameter."""
+        multiplies by its top-k experts only; the optimizer touches every parameter.
+        `recompute`: a forward pass recomputes the old policy's log-probs (verl's
+        old_log_prob), 4 forward passes' FLOPs a token in all; without it (the engine's
+        log-probs are used) 3: forward and backward."""
+        passes = 4 if recompute else 3
         # Attention: 4*layers*heads*head_dim FLOPs per (query, key) pair forward,
-        # halved for the causal mask, times 4 for forward+backward+recompute.
-        attn = 4 * model.layers * model.heads * model.head_dim * 0.5 * 4
+        # halved for the causal mask, times the passes.
+        attn = 4 * model.layers * model.heads * model.head_dim * 0.5 * passes
         # Adam touches ~16 bytes of state per parameter, sharded over the GPUs.
         optim = 16 * model.params_b * 1e9 / (gpus * hw.hbm_bandwidth_gbs * 1e9)
         return cls(
             flops_per_s=gpus * hw.bf16_tflops * 1e12 * mfu,
-            flops_per_token=4 * model.flops_per_token_forward,
+            flops_per_token=passes * model.flops_per_token_forward,
             attn_coeff=attn,
             micro_overhead_s=micro_overhead_s,
             optimizer_s=optim,
-            all_to_all_per_token_s=all_to_all_bytes_per_token(model, ep) / (
+            all_to_all_per_token_s=all_to_all_bytes_per_token(model, ep, recompute=recompute) / (
                 gpus * hw.link_bandwidth_gbs * 1e9),
         )
 
@@ -279,7 +283,8 @@ def moe_layers(model: Model) -> int:
     return round(model.expert_params_b * 1e9 / per_layer)
 
 
-def all_to_all_bytes_per_token(model: Model, ep: int, dtype_bytes: float = 2) -> float:
+def all_to_all_bytes_per_token(model: Model, ep: int, dtype_bytes: float = 2,
+                               recompute: bool = True) -> float:
     """Bytes one trained token sends over the link for the experts' all-to-all in a train
     step: per MoE layer, per all-to-all, hidden x dtype bytes x top-k (one copy of the
     token per routed expert), of which (EP - 1) / EP go to other ranks under uniform
@@ -298,4 +303,6 @@ def all_to_all_bytes_per_token(model: Model, ep: int, dtype_bytes: float = 2) ->
     if ep <= 1 or not model.is_moe:
         return 0.0
     per_copy = model.hidden * dtype_bytes * model.experts_per_token * (ep - 1) / ep
-    return ALL_TO_ALLS_PER_MOE_LAYER * moe_layers(model) * per_copy
+    # without the recompute forward (the engine's log-probs used), its two are not run
+    all_to_alls = ALL_TO_ALLS_PER_MOE_LAYER - (0 if recompute else 2)
+    return all_to_alls * moe_layers(model) * per_copy

@@ -29,6 +29,7 @@ from harness.studies.reproduce.grid import run_grid
 from harness.studies.reproduce.rolloutpipe import claims as rp_claims
 from harness.studies.reproduce.rolloutpipe import runs as rp
 from harness.studies.reproduce.rollpacker import claims as rb_claims
+from harness.studies.reproduce.verl_async import fit as verl_async_fit
 
 FIXED_NOTES = {
     "step_overhead_s": "per decode step: scheduling, sampling and kernel launches with CUDA "
@@ -277,6 +278,7 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
 
 FITS: dict[str, Callable[..., dict[str, Any]]] = {"rolloutpipe": fit_rolloutpipe,
                                                    "april": fit_april,
-                                                   "rollpacker": fit_rollpacker}
+                                                   "rollpacker": fit_rollpacker,
+                                                   "verl-async": verl_async_fit.fit}
 
 __all__ = ["FITS", "RunConfig", "fit_rolloutpipe"]
