@@ -26,9 +26,9 @@ from harness.studies.reproduce.verl_async import claims, runs
 from harness.studies.reproduce.verl_async.figures import figure
 
 PAPER = runs.PAPER
-RESULTS = ("verl_async.csv",)
+RESULTS = ("verl-async.csv",)
 FIGURES = ("verl_async_steps.png",)
-READING = ("the README's verl-async reading", "../README.md#verl-fully-async")
+READING = ("the README's verl reading", "../README.md#verl")
 
 
 def engine() -> RunConfig:
@@ -67,7 +67,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """The runs and their claims; `rounds` is fixed by the setup (`runs`)."""
     sim = simulate(seed, Path("runs") / PAPER)
-    write_atomic(out / "verl_async.csv", sim.to_csv(index=False, float_format="%.6g"))
+    write_atomic(out / "verl-async.csv", sim.to_csv(index=False, float_format="%.6g"))
     if not is_twin():
         figures.mkdir(parents=True, exist_ok=True)
         figure(sim, figures / "verl_async_steps.png")

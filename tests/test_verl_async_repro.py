@@ -1,0 +1,154 @@
+"""verl's fully-async reproduction: its setup, what it reads off a trace, its claims,
+and the trainer without the old-log-prob forward, each against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from harness.sim.perf import TrainModel, all_to_all_bytes_per_token
+from harness.sim.presets import load_hardware, load_model
+from harness.studies.reproduce.verl_async import claims, runs
+
+
+def test_without_the_recompute_forward_a_token_costs_three_passes_not_four() -> None:
+    hw, model = load_hardware("h20"), load_model("qwen2.5-7b")
+    full = TrainModel.build(hw, model, 16, 0.5, 0.0)
+    lean = TrainModel.build(hw, model, 16, 0.5, 0.0, recompute=False)
+    assert full.flops_per_token == pytest.approx(8 * model.params_b * 1e9, rel=0.05)
+    assert lean.flops_per_token / full.flops_per_token == pytest.approx(0.75)
+    assert lean.attn_coeff / full.attn_coeff == pytest.approx(0.75)
+    # a micro-batch of one 10,000-token sequence: 3/4 of the time (no fixed cost here)
+    assert lean.micro_time([10_000]) / full.micro_time([10_000]) == pytest.approx(0.75)
+
+
+def test_without_the_recompute_forward_a_moe_token_makes_four_all_to_alls_not_six() -> None:
+    moe = load_model("qwen3-30b-a3b")
+    six = all_to_all_bytes_per_token(moe, 8)
+    four = all_to_all_bytes_per_token(moe, 8, recompute=False)
+    assert six > 0 and four / six == pytest.approx(4 / 6)
+
+
+def test_the_runs_are_the_readmes_setup() -> None:
+    by = {r.label: r for r in runs.runs(0)}
+    colo, full = by["colocate 32"].cfg, by["fully async 16:16"].cfg
+    assert (colo.sim.placement, colo.sim.rollout_engines, colo.sim.rollout_tp) == (
+        "colocated", 8, 4)
+    assert (full.sim.placement, full.sim.rollout_engines, full.sim.trainer_gpus) == (
+        "disaggregated", 4, 16)
+    assert colo.sim.recompute_log_probs and not full.sim.recompute_log_probs
+    assert (colo.groups, colo.group_size, colo.update_groups) == (512, 16, 32)
+    assert full.max_response_tokens == 28 * 1024
+    v = full.verl_async
+    assert (v.staleness_threshold, v.trigger_parameter_sync_step, v.require_batches,
+            v.partial_rollout) == (0.5, 4, 4, True)
+    assert by["fully async 16:16 s=0.1"].cfg.verl_async.staleness_threshold == 0.1
+    # every run syncs after 512 prompts (README.md:123-124), the colocated step's batch
+    for run in by.values():
+        if run.cfg.system == "verl-fully-async":
+            w = run.cfg.verl_async
+            assert w.trigger_parameter_sync_step * w.require_batches * 32 == 512, run.label
+
+
+def test_the_profile_has_the_fitted_mean_and_the_cap(tmp_path) -> None:
+    from workloads.profile import load_profile
+
+    name = runs.workload(2738, tmp_path)
+    p = load_profile(name)
+    base = load_profile("dapo-math-17k")
+    assert (p.mean_tokens, p.max_tokens) == (2738, 28672)
+    assert (p.sigma_between, p.sigma_within, p.prompt_mu_log) == (
+        base.sigma_between, base.sigma_within, base.prompt_mu_log)
+    assert runs.workload(2738, tmp_path) == name  # written once, the same text
+
+
+def _ev(t: float, ev: str, **kw: object) -> dict:
+    return {"t": t, "ev": ev, **kw}
+
+
+def test_a_fully_async_step_is_the_time_between_syncs_and_gen_what_is_not_training() -> None:
+    events = [_ev(0, "run_start"), _ev(0, "rollout_start", round=0),
+              _ev(10, "train_start"), _ev(50, "train_end"),
+              _ev(50, "decision", what="param_sync"),
+              _ev(60, "train_start"), _ev(100, "train_end"),
+              _ev(100, "train_start"), _ev(120, "train_end"),
+              _ev(130, "decision", what="param_sync"),
+              _ev(150, "train_start"), _ev(200, "train_end"),
+              _ev(210, "decision", what="param_sync"), _ev(210, "run_end")]
+    got = runs.summary(events)
+    # windows 50-130 and 130-210 (the first, the fill, left out): walls 80 and 80;
+    # training 40 + 20 = 60 and 50; gen the rest, 20 and 30
+    assert got["step_s"] == 80 and got["train_s"] == 55 and got["gen_s"] == 25
+    assert got["windows"] == 2 and got["step_sd_s"] == 0
+
+
+def test_a_colocated_step_runs_from_a_round_start_to_the_next() -> None:
+    events = [_ev(0, "run_start"), _ev(0, "rollout_start", round=0),
+              _ev(30, "rollout_complete", round=0), _ev(40, "train_start"),
+              _ev(70, "train_end"), _ev(80, "rollout_start", round=1),
+              _ev(100, "rollout_complete", round=1), _ev(105, "train_start"),
+              _ev(135, "train_end"), _ev(140, "run_end")]
+    got = runs.summary(events)
+    assert got["step_s"] == 70  # 80 and 60
+    assert got["gen_s"] == 25  # 30 and 20
+    assert got["train_s"] == 30
+
+
+def _table(**steps: float) -> pd.DataFrame:
+    """Every run at step 100, gen 10, training 90, but the steps given."""
+    labels = [r.label for r in runs.runs(0)]
+    return pd.DataFrame([{"reading": "one length", "label": label,
+                          "step_s": steps.get(label, 100.0), "gen_s": 10.0,
+                          "train_s": 90.0 if label.startswith(("colocate", "fully")) else 60.0}
+                         for label in labels])
+
+
+def test_the_speedup_is_the_colocated_step_over_the_fully_async_one() -> None:
+    got = {(c.claim, c.config, c.reading): c
+           for c in claims.claims(_table(**{"colocate 32": 300.0, "fully async 16:16": 120.0}))}
+    speed = got[("speedup over colocate sync (x, 400 steps)", "fully async 16:16", "one length")]
+    assert speed.harness == pytest.approx(2.5) and speed.paper_low == 2.66 and speed.within
+    # the README's own GPU-seconds of the update: 313.81 x 16 / (269.80 x 32)
+    gpu = got[("update_actor GPU-seconds, fully async / colocate", "fully async 16:16",
+               "one length")]
+    assert gpu.paper_low == pytest.approx(0.5816, abs=1e-4)
+    # simulated: 90 x 16 / (90 x 0.75 x 32) = 2/3
+    assert gpu.harness == pytest.approx(2 / 3)
+
+
+def test_the_orderings_fail_when_the_steps_do_not_fall() -> None:
+    rising = _table(**{"64:64 s=0": 100.0, "64:64 s=0.1": 110.0, "64:64 s=0.3": 90.0})
+    got = {c.claim: c for c in claims.claims(rising)}
+    assert not got["step falls with staleness 0 > 0.1 > 0.3 (1 = holds)"].within
+    falling = _table(**{"64:64 s=0": 130.0, "64:64 s=0.1": 120.0, "64:64 s=0.3": 110.0,
+                        "64:64 require_batches=1": 130.0, "64:64 require_batches=2": 120.0,
+                        "fully async 64:64": 110.0})
+    got = {c.claim: c for c in claims.claims(falling)}
+    assert got["step falls with staleness 0 > 0.1 > 0.3 (1 = holds)"].within
+    assert got["step falls with require_batches 1 > 2 > 4 (1 = holds)"].within
+
+
+def test_every_colocated_row_is_an_input_and_every_fully_async_row_a_prediction() -> None:
+    for c in claims.claims(_table()):
+        if c.config.startswith("colocate"):
+            assert c.kind in ("input", "input (not fitted)"), c
+        else:
+            assert c.kind == "prediction", c
+        assert math.isfinite(c.harness)
+
+
+def test_the_committed_fit_reproduces_the_colocated_gen_it_was_fitted_to(tmp_path) -> None:
+    """The per-size reading's mean at 64 GPUs gives the README's colocated gen (150.72 s)
+    within 2%: the calibration file and the simulator agree (a stale file fails)."""
+    from harness.studies.reproduce.pool import run_one
+    from harness.studies.reproduce.verl_async import lengths
+
+    means, mfu = lengths("per-size lengths")
+    run = next(r for r in runs.runs(0) if r.label == "colocate 64")
+    cfg = runs.with_lengths(run, means, tmp_path)
+    cfg.sim.train_mfu = mfu
+    got, _ = run_one(cfg, tmp_path / "colocate.jsonl", runs.summary)
+    assert got["gen_s"] == pytest.approx(150.72, rel=0.02)
+    assert got["train_s"] > 0
