@@ -26,8 +26,6 @@ PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
 
 
-
-
 @dataclass
 class SimConfig:
     """The simulated cluster. `None` calibrated values come from `calibration`."""
@@ -58,10 +56,8 @@ class SimConfig:
                           "lives on one of EP groups, tokens reach it by all-to-all; divides "
                           "the trainer's GPUs")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
-    recompute_log_probs: bool = opt(True, "trainer: a forward pass recomputes the behaviour "
-                                    "policy's log-probs before the update (verl's "
-                                    "old_log_prob); false: the engine's are used (verl "
-                                    "fully-async's use_rollout_log_probs)")
+    recompute_log_probs: bool = opt(True, "trainer: a forward recomputes the old log-probs "
+                                    "(verl's old_log_prob); false: the engine's are used")
     verifier_workers: int = opt(0, "reward checks running at a time; 0: no limit")
     step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
                           "database, where it covers the GPU and framework; else the roofline, "
