@@ -1,13 +1,16 @@
 """prime-rl: the barrier, the off-policy cancellation and the concurrency
 controller, from traces of a small config (8 groups of 8 a round, U = 2, 3
-rounds = 12 steps) and by hand on the controller."""
+rounds = 12 steps) and by hand on the controller; the bookkeeping examples of #28;
+and two small live runs checked against the rules event by event."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from async_trace import dropped, run, token_lags, trained
+from async_view import live_run
 from test_properties import check_run
 
 from harness.core.runtime import EngineLoad
@@ -126,3 +129,116 @@ def test_every_group_is_trained_or_dropped_once(tmp_path: Path, case: str) -> No
             complete.add(e["round"])
         elif e["ev"] == "request_submit":
             assert e["round"] not in complete, e
+
+
+# -- live: the tiny model on vLLM (CPU) and the torch trainer ----------------------------
+
+
+def versions_held(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """For each event, the least and most version the engine may hold then. A live
+    install sets the engine's version and then resumes generation, an await before
+    `weights_published` is written: the version a step made may be served from its
+    `optimizer_step` on."""
+    published = stepped = 0
+    out = []
+    for e in events:
+        if e["ev"] == "weights_published":
+            published = e["version"]
+        elif e["ev"] == "optimizer_step":
+            stepped = e["version"]
+        out.append((published, min(stepped, published + 1)))
+    return out
+
+
+def in_flight(events: list[dict[str, Any]]) -> list[int]:
+    """For each event, episodes holding a permit: submitted, not finished, their group
+    not dropped (a drop frees its episodes' permits before the engine reports the
+    aborts)."""
+    live: set[tuple[int, int]] = set()
+    out = []
+    for e in events:
+        if e["ev"] == "request_submit":
+            live.add((e["group"], e["sample"]))
+        elif e["ev"] == "request_finish":
+            live.discard((e["group"], e["sample"]))
+        elif e["ev"] == "decision" and e["what"] == "drop_group":
+            live = {r for r in live if r[0] != e["group"]}
+        out.append(len(live))
+    return out
+
+
+def check_rules(events: list[dict[str, Any]], level: int, m: int, cap: int, budget: int,
+                u: int = 2) -> dict[int, str]:
+    """prime-rl's rules, event by event, on a trace with `max_async_level` L = `level`,
+    `max_off_policy_steps` M = `m`, an in-flight ceiling `cap` and an admission window
+    letting `budget` episodes in (the first 4 s, well inside its 5); the drops' reasons."""
+    held, flying = versions_held(events), in_flight(events)
+    first = next(e["t"] for e in events if e["ev"] == "request_submit")
+    ships = 0  # batches shipped: the one being collected is step ships + 1
+    opened: dict[int, tuple[int, int]] = {}  # group -> versions the engine may have held
+    generating: set[int] = set()  # opened, not complete, not dropped
+    ready: list[int] = []  # materialised, not shipped, not dropped: in arrival order
+    stale: set[int] = set()  # generating groups the sweep after a step must cancel
+    reasons: dict[int, str] = {}
+    for i, e in enumerate(events):
+        kind = e["ev"] if e["ev"] != "decision" else e["what"]
+        if kind == "ship_batch":  # the barrier (version >= step - 1 - L); the first U
+            assert e["step"] == ships + 1 and held[i][1] >= e["step"] - 1 - level, (i, e)
+            assert e["groups"] == ready[:u], (i, e, ready)
+            ready, ships = ready[u:], ships + 1
+        elif kind == "request_submit":
+            assert e["group"] not in reasons, (i, e)  # a dropped group submits no more
+            assert flying[i] <= cap and (flying[i] <= budget or e["t"] >= first + 4), (i, e)
+            if e["group"] not in opened:  # the gate: (step - 1) - version <= L
+                assert ships - held[i][1] <= level, (i, e)
+                opened[e["group"]] = held[i]
+                generating.add(e["group"])
+        elif kind == "group_complete":
+            generating.discard(e["group"])
+        elif kind == "group_materialized":
+            ready.append(e["group"])
+        elif kind == "optimizer_step":  # its sweep: dispatched before (step - 1) - M
+            stale = {g for g in generating if opened[g][1] < ships - m}
+        elif kind == "weights_published":
+            assert not stale, (i, e, stale)  # cancelled before the weights went out
+        elif kind == "drop_group":
+            g = e["group"]
+            assert g not in reasons and e["reason"] in ("stale", "overload", "run end"), e
+            reasons[g] = e["reason"]
+            generating.discard(g)
+            stale.discard(g)
+            if g in ready:
+                ready.remove(g)
+            if e["reason"] == "stale":  # really older than (step - 1) - M
+                assert opened[g][0] < ships - m, (i, e)
+    assert max(token_lags(events)) <= m
+    assert sorted(trained(events) + list(reasons)) == sorted(opened)  # each once, one way
+    last = {(e["group"], e["sample"]): e["status"] for e in events if e["ev"] == "request_finish"}
+    assert {g for (g, _), status in last.items() if status != "finished"} <= set(reasons)
+    assert {last[(g, k)] for g in trained(events) for k in range(4)} == {"finished"}
+    return reasons
+
+
+# L = 0 makes the barrier bind at every step. The pool's ceiling of 80 lets the window
+# admit max(K, 80 // 10) = 8 episodes, two groups' worth: while batch `step` is collected
+# the dispatcher keeps two groups going, so when it ships, two more opened on version
+# step - 1 are still generating, and they can train only in batch step + 1, one step
+# late. M = 1 trains them there (lag 1), and they are ready before the engines hold
+# version `step`: only the barrier holds batch step + 1 back. M = 0 cancels them (stale),
+# at the sweep after the step while they generate, in the sink once they finish.
+@pytest.mark.live
+@pytest.mark.slow
+@pytest.mark.parametrize("m", [0, 1])
+def test_live_run_keeps_the_barrier_and_the_off_policy_bound(model_dir: Path, tmp_path: Path,
+                                                             m: int) -> None:
+    pytest.importorskip("vllm")
+    events = live_run(model_dir, "prime-rl", tmp_path, prime_rl__max_async_level=0,
+                      prime_rl__max_off_policy_steps=m, prime_rl__initial_inflight=80,
+                      prime_rl__max_inflight=80)
+    assert events[-1]["ev"] == "run_end" and "error" not in events[-1]
+    assert [e["version"] for e in events if e["ev"] == "optimizer_step"] == [1, 2, 3, 4]
+    assert [e["version"] for e in events if e["ev"] == "weights_published"] == [1, 2, 3, 4]
+    reasons = check_rules(events, level=0, m=m, cap=80, budget=8)
+    assert len(trained(events)) == 8
+    assert max(token_lags(events)) == m  # reached, never passed
+    assert m > 0 or "stale" in reasons.values()
