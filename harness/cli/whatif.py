@@ -17,7 +17,7 @@ commands = typer.Typer()  # added to the app in harness/cli/app.py
 def whatif_cmd(
     name: Annotated[str, typer.Argument(
         help="A study (fgd-frontier, heavy-tails, april-oversampling, "
-             "pipelinerl-concurrency, combos) or all.")] = "all",
+             "pipelinerl-concurrency, combos, staleness) or all.")] = "all",
     out: Annotated[Path, typer.Option(help="Directory; each study's sweep goes to OUT/NAME.")]
     = Path("runs/whatif"),
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Cells at a time.")] = 2,

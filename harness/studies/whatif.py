@@ -49,6 +49,32 @@ def study_names() -> list[str]:
     return list(STUDIES)
 
 
+def read_spec(name: str) -> dict[str, Any]:
+    """The study's spec file as a table; ConfigError naming the file when it cannot be read."""
+    import tomllib
+
+    from harness.core.config import ConfigError
+
+    path = spec_path(name)
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+
+
+def study_sweep(name: str, spec: dict[str, Any] | None = None) -> Any:
+    """The study's sweep (`harness.studies.sweep.Sweep`): its spec file, or `spec`,
+    expanded where the study's spec is not a plain sweep spec."""
+    from harness.studies.sweep import parse_spec
+
+    study = STUDIES[name]
+    table = read_spec(name) if spec is None else spec
+    return parse_spec(study.expand(table) if study.expand else table)
+
+
 def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
               figures: str | os.PathLike[str] | None = None,
               on_done: Callable[[Any, dict[str, Any]], None] | None = None,
@@ -58,22 +84,28 @@ def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
     the study's spec file (a parsed TOML table, e.g. a smaller grid for a test)."""
     from harness.core.files import provenance, write_atomic
     from harness.core.registry import unknown_name
-    from harness.studies.sweep import load_spec, parse_spec, read_result, run_sweep
+    from harness.studies.sweep import read_result, run_sweep
 
     if name not in STUDIES:
         raise unknown_name("what-if study", name, study_names())
     study = STUDIES[name]
-    sweep = load_spec(spec_path(name)) if spec is None else parse_spec(spec)
+    table = read_spec(name) if spec is None else spec
+    sweep = study_sweep(name, table)
     out = Path(out_dir) / name
     start = time.perf_counter()
     ran = run_sweep(sweep, out, jobs, on_done=on_done)
     wall = time.perf_counter() - start if ran else 0.0
     failed = [c.key for c in sweep.cells if (r := read_result(out, c)) and r.get("error")]
-    df = pd.read_parquet(out / "results.parquet")
-    if "error" in df:
-        df = df[df["error"].isna()].drop(columns="error")
-    if "groups" not in df:  # R, for ratios (a column only when the spec varies it)
-        df["groups"] = df["cell"].map({c.key: c.config.groups for c in sweep.cells})
+    reading = time.perf_counter()
+    if study.runs is not None:  # the study reads its cells' traces itself
+        df = study.runs(table, sweep, out, jobs)
+    else:
+        df = pd.read_parquet(out / "results.parquet")
+        if "error" in df:
+            df = df[df["error"].isna()].drop(columns="error")
+        if "groups" not in df:  # R, for ratios (a column only when the spec varies it)
+            df["groups"] = df["cell"].map({c.key: c.config.groups for c in sweep.cells})
+    reading = time.perf_counter() - reading
     summary = study.summarise(df)
     write_atomic(out / "summary.csv", summary.to_csv(index=False, float_format="%.6g"))
     figure = Path(figures or out) / f"whatif_{name}.png"
@@ -84,5 +116,7 @@ def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
         info = {"study": name, "cells": len(sweep.cells), "ran": len(ran),
                 "failed": len(failed), "jobs": jobs, "wall_s": round(wall, 2),
                 "cpus": os.cpu_count(), **provenance()}
+        if study.runs is not None:  # its traces read after the sweep (cached for reruns)
+            info["traces_s"] = round(reading, 2)
         write_atomic(out / "study.json", json.dumps(info, indent=2) + "\n")
     return result

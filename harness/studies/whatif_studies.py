@@ -1,4 +1,5 @@
-"""The five what-if studies: how each summarises its sweep and draws its figure.
+"""The what-if studies: how each summarises its sweep and draws its figure (the sixth,
+staleness, lives in harness/studies/staleness/).
 
 `harness.studies.whatif` runs a study's sweep and calls these; `docs/whatif/NAME.md`
 says what each figure shows.
@@ -9,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from harness.core.plots import save_figure
+from harness.studies import staleness
 
 R2TE = "rollout_to_train_end_s"
 PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
@@ -28,6 +31,11 @@ class Study:
     question: str
     summarise: Callable[[pd.DataFrame], pd.DataFrame]
     draw: Callable[[pd.DataFrame, Path], None]
+    # A study whose spec is not a plain sweep spec turns it into one (`expand`); one
+    # that reads its cells' traces, not the sweep's per-round table, builds its own
+    # table from them (`runs`: the study's spec, the sweep, its folder, processes).
+    expand: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    runs: Callable[[dict[str, Any], Any, Path, int], pd.DataFrame] | None = None
 
 
 # -- helpers ------------------------------------------------------------------
@@ -368,4 +376,6 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("combos", "CGP's hand-off with APRIL's partial rollouts (cgp-april) and with "
           "RollPacker's tail batching (cgp-tail)",
           _combos_summary, _combos_figure),
+    Study("staleness", staleness.QUESTION, staleness.summarise, staleness.draw,
+          expand=staleness.expand, runs=staleness.runs),
 )}

@@ -1,0 +1,208 @@
+"""The staleness study's tables: one row per run, one per setting, and the answer.
+
+`runs` reads every cell's trace (in `jobs` processes; each run's figures are kept
+beside its trace, so a rerun only redraws), `summarise` takes each system, split
+and setting over its seeds, and `answer` says which setting trains the most
+tokens per second within each bound on the lag.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.studies.staleness import grid
+from harness.studies.staleness.traces import FIGURES, read_events, run_figures
+
+CACHE = "staleness.json"
+CACHE_VERSION = 2  # bump when a figure's definition changes: cached rows are then redone
+KEYS = ["system", "split", "knob", "setting"]
+LAG_BOUNDS = (0, 1, 2, 4, 8)  # the answer's bounds on the max lag, in steps
+# How a setting reads in tables and the figure: plan's short names, and this study's own.
+SHORT = {grid.G: "G", "slime_async.sglang_server_concurrency": "C"}
+
+
+def split_label(config: dict[str, Any]) -> str:
+    """'4+4': engine GPUs + trainer GPUs; '8 coloc' for a colocated run."""
+    sim = config.get("sim", {})
+    gpus = sim.get("rollout_engines", 1) * sim.get("rollout_tp", 1)
+    if sim.get("placement") == "colocated":
+        return f"{gpus} coloc"
+    return f"{gpus}+{sim.get('trainer_gpus')}"
+
+
+def setting_label(knob: str | None, value: Any) -> str:
+    """'G=2', 'ofp=1', 'lag=none' ...; '' for a system without a knob."""
+    from harness.studies.plan.space import SHORT as PLAN_SHORT
+
+    if knob is None:
+        return "default"
+    if value is None or (knob == "max_lag" and value == -1):
+        return f"{SHORT.get(knob) or PLAN_SHORT.get(knob, knob)}=none"
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{SHORT.get(knob) or PLAN_SHORT.get(knob, knob)}={shown}"
+
+
+def run_row(trace: str, warmup: int, drain: int) -> dict[str, Any]:
+    """One run's row: what it ran (from its header) and its figures (`traces`)."""
+    from harness.analysis.check.bounds import staleness
+
+    events = read_events(trace)
+    head = events[0]
+    config = head.get("config") or {}
+    knob, value = grid.setting(head["system"], config)
+    bound = staleness(head, None).value
+    sim = config.get("sim") or {}
+    return {"system": head["system"], "split": split_label(config),
+            "knob": knob or "",
+            "setting": setting_label(knob, value),
+            "value": -1 if value is None else value, "seed": head.get("seed"),
+            "bound": math.nan if bound is None else bound, "workload": head.get("workload"),
+            "model": sim.get("model"), "update_groups": config.get("update_groups"),
+            "group_size": config.get("group_size"), **run_figures(events, warmup, drain)}
+
+
+def _cached(cell: Path, warmup: int, drain: int) -> dict[str, Any] | None:
+    try:
+        kept = json.loads((cell / CACHE).read_text())
+    except (OSError, ValueError):
+        return None
+    if kept.get("window") != [CACHE_VERSION, warmup, drain]:
+        return None
+    return kept.get("row")
+
+
+def _compute(cell: str, warmup: int, drain: int) -> dict[str, Any]:
+    from harness.core.files import write_atomic
+
+    row = run_row(str(Path(cell) / "trace.jsonl"), warmup, drain)
+    write_atomic(Path(cell) / CACHE, json.dumps({"window": [CACHE_VERSION, warmup, drain],
+                                                 "row": row}) + "\n")
+    return row
+
+
+def runs(table: dict[str, Any], sweep: Any, out: Path, jobs: int = 1) -> pd.DataFrame:
+    """One row per run of the sweep that finished (failed cells have no trace)."""
+    from harness.studies.sweep import read_result
+
+    _, warmup, drain = grid.window(table)
+    done = [out / "cells" / c.key for c in sweep.cells
+            if (r := read_result(out, c)) is not None and not r.get("error")]
+    rows = {str(d): _cached(d, warmup, drain) for d in done}
+    todo = [d for d, row in rows.items() if row is None]
+    if jobs > 1 and len(todo) > 8:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            found = pool.map(_compute, todo, [warmup] * len(todo), [drain] * len(todo),
+                             chunksize=8)
+            rows.update(zip(todo, found, strict=True))
+    else:
+        rows.update({d: _compute(d, warmup, drain) for d in todo})
+    frame = pd.DataFrame([rows[str(d)] for d in done],
+                         columns=["system", "split", "knob", "setting", "value", "seed",
+                                  "bound", "workload", "model", "update_groups",
+                                  "group_size", *FIGURES])
+    return frame
+
+
+def _pareto(points: pd.DataFrame, x: str, y: str) -> pd.Series:
+    """True where no other point has x <= and y >= with one of them strict."""
+    out = []
+    for _, p in points.iterrows():
+        better = points[(points[x] <= p[x]) & (points[y] >= p[y])
+                        & ((points[x] < p[x]) | (points[y] > p[y]))]
+        out.append(better.empty)
+    return pd.Series(out, index=points.index)
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Per system, split and setting, over its seeds: throughput's mean, least and
+    most; the worst max lag of any seed (what a user must allow for); the means of
+    the rest. `pareto`: no other setting of its split (colocated runs count in every
+    split) trains more at a max lag no higher."""
+    g = df.groupby(KEYS, sort=False)
+    out = g.agg(value=("value", "first"), seeds=("seed", "nunique"),
+                bound=("bound", "first"),
+                tokens_per_s=("tokens_per_s", "mean"), tokens_per_s_min=("tokens_per_s", "min"),
+                tokens_per_s_max=("tokens_per_s", "max"), lag_mean=("lag_mean", "mean"),
+                lag_max=("lag_max", "max"), lag_max_run=("lag_max_run", "max"),
+                ess=("ess", "mean"), ess_min=("ess_min", "min"),
+                trainer_idle=("trainer_idle", "mean"), rollout_idle=("rollout_idle", "mean"),
+                in_flight=("in_flight", "mean"), backlog=("backlog", "mean"),
+                dropped_groups=("dropped_groups", "mean")).reset_index()
+    out["pareto"] = False
+    for split in _splits(out):
+        pts = _in_split(out, split)
+        out.loc[pts.index, "pareto"] = out.loc[pts.index, "pareto"] | _pareto(
+            pts, "lag_max", "tokens_per_s")
+    return out
+
+
+def _splits(summary: pd.DataFrame) -> list[str]:
+    """The disaggregated splits, in the order run (a colocated run has none)."""
+    return [s for s in dict.fromkeys(summary["split"]) if not s.endswith("coloc")]
+
+
+def _in_split(summary: pd.DataFrame, split: str) -> pd.DataFrame:
+    """A split's rows and every colocated row (the same GPUs, used another way)."""
+    return summary[(summary["split"] == split) | summary["split"].str.endswith("coloc")]
+
+
+def answer(summary: pd.DataFrame, bounds: tuple[int, ...] = LAG_BOUNDS) -> pd.DataFrame:
+    """Per split and bound L on the max lag: the setting with the most tokens per
+    second among those whose every seed stayed within L, and the best of the other
+    systems, each with its seeds' range: where the ranges overlap, the seeds do not
+    tell the two apart."""
+    rows = []
+    for split in _splits(summary):
+        pts = _in_split(summary, split)
+        for bound in bounds:
+            ok = pts[pts["lag_max"] <= bound].sort_values("tokens_per_s", ascending=False)
+            if ok.empty:
+                continue
+            best = ok.iloc[0]
+            rest = ok[ok["system"] != best["system"]]
+            row = {"split": split, "max_lag_at_most": bound, "best": _name(best),
+                   "tokens_per_s": best["tokens_per_s"],
+                   "range": _range(best),
+                   "lag_mean": best["lag_mean"], "trainer_idle": best["trainer_idle"],
+                   "rollout_idle": best["rollout_idle"]}
+            if not rest.empty:
+                second = rest.iloc[0]
+                row.update(next_best=_name(second), next_tokens_per_s=second["tokens_per_s"],
+                           next_range=_range(second),
+                           apart=bool(best["tokens_per_s_min"] > second["tokens_per_s_max"]))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _range(row: pd.Series) -> str:
+    """The seeds' least and most tokens per second, in thousands: '7.49-7.91'."""
+    return f"{row['tokens_per_s_min'] / 1e3:.2f}-{row['tokens_per_s_max'] / 1e3:.2f}"
+
+
+def _name(row: pd.Series) -> str:
+    return row["system"] if row["setting"] == "default" else f"{row['system']} {row['setting']}"
+
+
+def markdown(summary: pd.DataFrame) -> str:
+    """The answer and a condensed summary as the Markdown tables docs/whatif/staleness.md
+    quotes (`python -m harness.studies.staleness SUMMARY.csv`); tokens/s in thousands."""
+    a = answer(summary)
+    a = a.assign(tokens_per_s=(a["tokens_per_s"] / 1e3).round(2),
+                 next_tokens_per_s=(a["next_tokens_per_s"] / 1e3).round(2))
+    cols = ["system", "split", "setting", "tokens_per_s", "tokens_per_s_min", "tokens_per_s_max",
+            "lag_mean", "lag_max", "ess", "trainer_idle", "rollout_idle", "in_flight", "backlog",
+            "dropped_groups", "pareto"]
+    s = summary[cols].copy()
+    for col in ("tokens_per_s", "tokens_per_s_min", "tokens_per_s_max"):
+        s[col] = (s[col] / 1e3).round(2)
+    return (a.round(2).to_markdown(index=False) + "\n\n"
+            + s.round({"lag_mean": 2, "ess": 3, "trainer_idle": 2, "rollout_idle": 2,
+                       "in_flight": 1, "backlog": 0, "dropped_groups": 0})
+            .to_markdown(index=False) + "\n")
+

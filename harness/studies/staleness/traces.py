@@ -1,0 +1,186 @@
+"""One run's figures for the staleness study, read from its trace alone.
+
+Every figure is taken over one window of the run, between the end of its
+`warmup` first optimizer steps and the end of the step `drain` steps before its
+last: t0 = time of step `warmup` (0 with none), t1 = time of step n - `drain`. The
+warm-up is left out because an asynchronous system fills its pipeline there (its
+first steps wait for a whole batch, as a synchronous one's do); the drain because
+a run that stops starting groups trains what is left at the trainer's pace.
+
+- `tokens_per_s`: the response tokens of the window's optimizer steps (each step's
+  `tokens`) over t1 - t0;
+- `lag_mean`: their tokens' mean lag in steps (each step's `lag_mean` weighted by
+  its tokens); `lag_max`: the most any of them lags; `lag_max_run`: the same over
+  every step of the run, warm-up and drain included;
+- `ess`: the steps' ESS weighted by their tokens (modelled on the simulator,
+  harness.core.offpolicy); `ess_min`: the window's worst step;
+- `trainer_idle`: the share of the window with no training span open;
+- `rollout_idle`: the share of the window an engine replica has no request of its
+  own in flight (submitted and not finished), averaged over the replicas: the long
+  tail's idle engines, the pauses for weight updates, a synchronous system's
+  engines while it trains;
+- `in_flight`: the mean requests in flight (submitted, not finished) per replica over
+  the window: the batch the engines decode, which sets their throughput;
+- `backlog`: the mean, over the window's time, of samples generated but not yet
+  trained: finished responses of groups that have not left the pipeline (trained,
+  dropped or stopped), by the rule `rolloutbench check` holds traces to
+  (harness.analysis.check.backlog, read through the same TraceView);
+- `dropped_groups`: groups dropped over the whole run (`drop_group`, `discard_groups`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+FIGURES = ("tokens_per_s", "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
+           "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups", "steps",
+           "window_s")
+
+
+class TraceProblem(ValueError):
+    """A trace the study cannot read a window from; the message says why."""
+
+
+def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """A whole trace's events, decoded at once (msgspec: a tenth of the time of
+    harness.core.trace.read_trace, whose per-line schema checks a simulator's own
+    trace does not need). A trace that did not end normally is refused."""
+    import msgspec
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read().strip()
+    except OSError as err:
+        raise TraceProblem(f"{path}: {err.strerror}") from None
+    try:
+        events = msgspec.json.decode(b"[" + data.replace(b"\n", b",") + b"]")
+    except msgspec.DecodeError as err:
+        raise TraceProblem(f"{path}: not a trace ({err})") from None
+    if not events or not isinstance(events[0], dict) or events[0].get("ev") != "run_start":
+        raise TraceProblem(f"{path}: not a trace (no run_start header)")
+    last = events[-1]
+    if last.get("ev") != "run_end" or "error" in last:
+        raise TraceProblem(f"{path}: the run did not end normally")
+    return events
+
+
+def _overlap(a: float, b: float, t0: float, t1: float) -> float:
+    return max(0.0, min(b, t1) - max(a, t0))
+
+
+def _engines(events: Sequence[dict[str, Any]], t0: float, t1: float,
+             replicas: int) -> tuple[float, float, int]:
+    """Summed time each engine replica had a request in flight within [t0, t1]; the
+    requests in flight, integrated over [t0, t1] (all replicas); the replicas (the
+    config's, or more if the trace names more)."""
+    where: dict[tuple[int, int], int] = {}  # request -> its engine
+    count: dict[int, int] = defaultdict(int)
+    since: dict[int, float] = {}
+    busy = area = 0.0
+    level, prev = 0, events[0]["t"]
+    for e in events:
+        ev = e["ev"]
+        if ev == "request_submit":
+            k = int(e.get("engine", 0))
+            where[(e["group"], e["sample"])] = k
+            if count[k] == 0:
+                since[k] = e["t"]
+            count[k] += 1
+        elif ev == "request_finish" and (e["group"], e["sample"]) in where:
+            k = where.pop((e["group"], e["sample"]))
+            count[k] -= 1
+            if count[k] == 0:
+                busy += _overlap(since[k], e["t"], t0, t1)
+        else:
+            continue
+        area += level * _overlap(prev, e["t"], t0, t1)
+        level += 1 if ev == "request_submit" else -1
+        prev = e["t"]
+    busy += sum(_overlap(since[k], t1, t0, t1) for k, n in count.items() if n > 0)
+    area += level * _overlap(prev, t1, t0, t1)
+    return busy, area, max(replicas, max(count, default=-1) + 1)
+
+
+def _trainer_busy(events: Sequence[dict[str, Any]], t0: float, t1: float) -> float:
+    """Time within [t0, t1] with a training span open (one trainer: spans never overlap)."""
+    busy, start = 0.0, None
+    for e in events:
+        if e["ev"] == "train_start":
+            start = e["t"]
+        elif e["ev"] == "train_end" and start is not None:
+            busy += _overlap(start, e["t"], t0, t1)
+            start = None
+    return busy
+
+
+def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[float, int]:
+    """Samples generated and untrained, integrated over [t0, t1]; groups dropped."""
+    from harness.analysis.check.model import TraceView
+
+    view = TraceView.of(events)
+    leaves: dict[int, list[int]] = defaultdict(list)  # event index -> groups leaving
+    for g in view.groups.values():
+        if g.resolved is not None:
+            leaves[g.resolved].append(g.gid)
+    counted: dict[int, int] = defaultdict(int)
+    gone: set[int] = set()
+    level, area, prev = 0, 0.0, events[0]["t"]
+    for i, e in enumerate(events):
+        area += level * _overlap(prev, e["t"], t0, t1)
+        prev = e["t"]
+        if e["ev"] == "request_finish" and e["status"] == "finished":
+            gid = e["group"]
+            if gid in view.groups and gid not in gone:
+                counted[gid] += 1
+                level += 1
+        for gid in leaves.get(i, ()):
+            level -= counted.pop(gid, 0)
+            gone.add(gid)
+    return area, sum(1 for g in view.groups.values() if g.dropped is not None)
+
+
+def _weighted(steps: Sequence[dict[str, Any]], key: str) -> float:
+    pairs = [(s[key], s["tokens"]) for s in steps
+             if s.get(key) is not None and s.get("tokens")]
+    total = sum(n for _, n in pairs)
+    return sum(v * n for v, n in pairs) / total if total else float("nan")
+
+
+def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> dict[str, float]:
+    """The study's figures of one run (see the module's docstring)."""
+    steps = [e for e in events if e["ev"] == "optimizer_step"]
+    n = len(steps)
+    if warmup < 0 or drain < 0 or n <= warmup + drain:
+        raise TraceProblem(f"{n} optimizer steps: a window after {warmup} warm-up and before "
+                           f"{drain} drain steps needs more")
+    t0 = steps[warmup - 1]["t"] if warmup else events[0]["t"]
+    t1 = steps[n - drain - 1]["t"]
+    if t1 <= t0:
+        raise TraceProblem(f"the window's steps take no time ({t0} to {t1} s)")
+    span = t1 - t0
+    window = steps[warmup:n - drain]
+    config = events[0].get("config") or {}
+    busy, in_flight, replicas = _engines(
+        events, t0, t1, int((config.get("sim") or {}).get("rollout_engines", 1)))
+    area, dropped = _backlog(events, t0, t1)
+    lag_max = [s["lag_max"] for s in window if s.get("lag_max") is not None]
+    lag_run = [s["lag_max"] for s in steps if s.get("lag_max") is not None]
+    ess = [s["ess"] for s in window if s.get("ess") is not None]
+    return {
+        "tokens_per_s": sum(s.get("tokens", 0) for s in window) / span,
+        "lag_mean": _weighted(window, "lag_mean"),
+        "lag_max": max(lag_max) if lag_max else float("nan"),
+        "lag_max_run": max(lag_run) if lag_run else float("nan"),
+        "ess": _weighted(window, "ess"),
+        "ess_min": min(ess) if ess else float("nan"),
+        "trainer_idle": max(0.0, 1.0 - _trainer_busy(events, t0, t1) / span),
+        "rollout_idle": max(0.0, 1.0 - busy / (replicas * span)),  # not -1e-16 from sums
+        "in_flight": in_flight / (replicas * span),
+        "backlog": area / span,
+        "dropped_groups": dropped,
+        "steps": n,
+        "window_s": span,
+    }

@@ -1,0 +1,225 @@
+"""The staleness what-if (harness/studies/staleness/): its grid, its figures on a trace
+worked out by hand, its tables, bad input, and a small grid end to end."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from harness.core.config import ConfigError
+from harness.studies.plan.space import ASYNC_STALENESS
+from harness.studies.staleness import answer, expand, grid, summarise
+from harness.studies.staleness.summary import markdown
+from harness.studies.staleness.traces import TraceProblem, read_events, run_figures
+from harness.studies.whatif import read_spec, run_study, study_sweep
+
+
+def _ev(t: float, ev: str, **fields: Any) -> dict[str, Any]:
+    return {"t": t, "ev": ev, **fields}
+
+
+def hand_trace() -> list[dict[str, Any]]:
+    """One engine, four one-sample groups, three optimizer steps, one group dropped.
+
+    engine 0 has a request in flight from t=0 to t=9 (g0 0-2, g1 0-5, g3 4-7, g2 4-9);
+    training spans [2,3], [6,8], [9,10]; g1 waits finished from 5 to its dispatch at 6,
+    g3 from 7 to its drop at 7.5."""
+    finish = {"status": "finished", "versions": [0, 0]}
+    return [
+        _ev(0, "run_start", schema=2, system="slime", workload="w", runtime="sim", seed=0,
+            config={"sim": {"rollout_engines": 1}, "groups": 1, "update_groups": 1}),
+        _ev(0, "rollout_start", round=0, version=0),
+        _ev(0, "request_submit", round=0, group=0, sample=0, prompt_tokens=5, engine=0),
+        _ev(0, "request_submit", round=0, group=1, sample=0, prompt_tokens=5, engine=0),
+        _ev(2, "request_finish", group=0, sample=0, response_tokens=100, **finish),
+        _ev(2, "group_materialized", group=0),
+        _ev(2, "batch_dispatch", batch=0, groups=[0]),
+        _ev(2, "train_start", batch=0),
+        _ev(3, "train_end", batch=0),
+        _ev(3, "optimizer_step", step=1, version=1, tokens=100, lag_mean=0.0, lag_max=0.0,
+            ess=1.0),
+        _ev(4, "request_submit", round=0, group=2, sample=0, prompt_tokens=5, engine=0),
+        _ev(4, "request_submit", round=0, group=3, sample=0, prompt_tokens=5, engine=0),
+        _ev(5, "request_finish", group=1, sample=0, response_tokens=300, **finish),
+        _ev(5, "group_materialized", group=1),
+        _ev(6, "batch_dispatch", batch=1, groups=[1]),
+        _ev(6, "train_start", batch=1),
+        _ev(7, "request_finish", group=3, sample=0, response_tokens=50, **finish),
+        _ev(7.5, "decision", what="drop_group", group=3, reason="stale"),
+        _ev(8, "train_end", batch=1),
+        _ev(8, "optimizer_step", step=2, version=2, tokens=300, lag_mean=1.0, lag_max=1.0,
+            ess=0.9),
+        _ev(9, "request_finish", group=2, sample=0, response_tokens=200, **finish),
+        _ev(9, "group_materialized", group=2),
+        _ev(9, "batch_dispatch", batch=2, groups=[2]),
+        _ev(9, "train_start", batch=2),
+        _ev(10, "train_end", batch=2),
+        _ev(10, "optimizer_step", step=3, version=3, tokens=200, lag_mean=0.5, lag_max=1.0,
+            ess=0.95),
+        _ev(10, "run_end"),
+    ]
+
+
+def test_figures_of_a_trace_worked_out_by_hand() -> None:
+    f = run_figures(hand_trace(), warmup=1, drain=0)  # window: step 1's end (3) to 10
+    assert f["window_s"] == 7 and f["steps"] == 3
+    assert f["tokens_per_s"] == pytest.approx(500 / 7)  # steps 2 and 3
+    assert f["lag_mean"] == pytest.approx((300 * 1.0 + 200 * 0.5) / 500)
+    assert f["lag_max"] == 1 and f["lag_max_run"] == 1
+    assert f["ess"] == pytest.approx((300 * 0.9 + 200 * 0.95) / 500) and f["ess_min"] == 0.9
+    assert f["trainer_idle"] == pytest.approx(1 - (2 + 1) / 7)  # [6,8] and [9,10] inside
+    assert f["rollout_idle"] == pytest.approx(1 / 7)  # busy 3 to 9
+    # in flight: g1 3-5, g2 4-9, g3 4-7: 2 + 5 + 3 request-seconds over 7 s, one engine
+    assert f["in_flight"] == pytest.approx(10 / 7)
+    assert f["backlog"] == pytest.approx((1 + 0.5) / 7)  # g1 for 1 s, g3 for 0.5 s
+    assert f["dropped_groups"] == 1
+
+
+def test_window_ends_move_with_warmup_and_drain() -> None:
+    whole = run_figures(hand_trace(), warmup=0, drain=0)  # from the run's start
+    assert whole["tokens_per_s"] == pytest.approx(600 / 10) and whole["lag_max"] == 1
+    early = run_figures(hand_trace(), warmup=0, drain=2)  # step 1 alone: 0 to 3
+    assert early["tokens_per_s"] == pytest.approx(100 / 3) and early["lag_max"] == 0
+    assert early["trainer_idle"] == pytest.approx(2 / 3) and early["rollout_idle"] == 0
+    assert early["in_flight"] == pytest.approx((2 * 2 + 1 * 1) / 3)  # g0, g1 to 2; g1 to 3
+
+
+def test_too_few_steps_or_a_bad_trace_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TraceProblem, match="3 optimizer steps"):
+        run_figures(hand_trace(), warmup=2, drain=1)
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in hand_trace()[:-1]) + "\n")
+    with pytest.raises(TraceProblem, match="did not end normally"):
+        read_events(path)
+    path.write_text("not json\n")
+    with pytest.raises(TraceProblem, match="not a trace"):
+        read_events(path)
+    with pytest.raises(TraceProblem, match="No such file"):
+        read_events(tmp_path / "missing.jsonl")
+    path.write_text("\n".join(json.dumps(e) for e in hand_trace()) + "\n")
+    assert read_events(path) == hand_trace()
+
+
+def test_grid_reuses_plans_knobs_and_rows_share_the_step_count() -> None:
+    from harness.core.config import RunConfig, get_path
+
+    for system, (knob, values) in ((s, v) for s, v in ASYNC_STALENESS.items() if v):
+        assert grid.knob(system) == knob and grid.values(system, {}) == list(values)
+    table = read_spec("staleness")
+    rows = pd.DataFrame(expand(table)["zip"])
+    u = table["base"]["update_groups"]
+    assert (rows["rounds"] * rows["groups"] // u == table["steps"]).all()  # same steps
+    assert set(rows["system"]) == set(table["systems"])
+    verl = rows[rows["system"] == "verl"]
+    assert (verl["sim.placement"] == "colocated").all() and (verl["sim.trainer_gpus"] == 8).all()
+    disagg = rows[rows["system"] != "verl"]
+    assert (disagg["sim.rollout_engines"] + disagg["sim.trainer_gpus"] == 8).all()
+    fgd = rows[rows["system"] == "cgp-fgd"]
+    assert (fgd["frontier"] == u).all() and (rows[rows["system"] == "cgp"]["frontier"] == 2).all()
+    for system in table["systems"]:  # each source's default knob value is among those run
+        knob = grid.knob(system)
+        if knob not in (None, grid.G, "over_sampling_groups"):  # APRIL's default 2R: 16
+            assert get_path(RunConfig(), knob) in set(rows[rows["system"] == system][knob])
+
+
+BAD = [
+    ({"systems": ["slme"]}, "did you mean 'slime'"),
+    ({"systems": []}, "systems: expected a list"),
+    ({"values": {"slime": 3}}, "values.slime: expected a non-empty list"),
+    ({"values": {"slime": [3]}}, "steps_per_rollout 3 must be a positive divisor of steps"),
+    ({"values": {"tinker": [1]}}, "values.tinker: not among the systems run"),
+    ({"warmup_steps": 3}, "must be multiples of slime's steps_per_rollout 2"),
+    ({"warmup_steps": 6, "drain_steps": 2}, "leave no step of the 8"),
+    ({"cluster": {"gpus": 8, "rollout_gpus": [8]}}, "leaves no GPU"),
+    ({"cluster": {"gpus": 8}}, "cluster.rollout_gpus: expected a list"),
+    ({"stepz": 8}, "stepz: unknown key"),
+]
+
+
+def small() -> dict[str, Any]:
+    """A grid of a few seconds: three systems, two splits, two seeds, 8 steps of U = 2."""
+    return {"repeats": 2, "steps": 8, "warmup_steps": 2, "drain_steps": 2,
+            "systems": ["slime", "areal", "verl"],
+            "base": {"workload": "lsat-ar", "group_size": 4, "update_groups": 2,
+                     "sim": {"model": "qwen3-1.7b", "rollout_gpu": "h100-sxm",
+                             "trainer_gpu": "h100-sxm", "rollout_tp": 1}},
+            "cluster": {"gpus": 8, "rollout_gpus": [2, 6]},
+            "values": {"slime": [1, 2], "areal": [0, 1], "verl": [2]}}
+
+
+@pytest.mark.parametrize(("change", "message"), BAD)
+def test_bad_specs_are_refused_naming_the_key(change: dict[str, Any], message: str) -> None:
+    spec = copy.deepcopy(small())
+    spec.update(change)
+    with pytest.raises(ConfigError, match=message):
+        study_sweep("staleness", spec)
+
+
+def test_summary_takes_seeds_and_the_answer_reads_the_frontier() -> None:
+    def run(system: str, split: str, setting: str, seed: int, tps: float, lag: float) -> dict:
+        return {"system": system, "split": split, "knob": "k", "setting": setting,
+                "value": 0, "seed": seed, "bound": math.nan, "tokens_per_s": tps,
+                "lag_mean": lag / 2, "lag_max": lag, "lag_max_run": lag, "ess": 1.0,
+                "ess_min": 1.0, "trainer_idle": 0.5, "rollout_idle": 0.1, "in_flight": 9.0,
+                "backlog": 3.0,
+                "dropped_groups": seed}
+    df = pd.DataFrame([
+        run("a", "4+4", "x=0", 0, 1000, 0), run("a", "4+4", "x=0", 1, 1200, 0),
+        run("a", "4+4", "x=1", 0, 2000, 1), run("a", "4+4", "x=1", 1, 2100, 2),
+        run("b", "4+4", "y=1", 0, 1500, 1), run("b", "4+4", "y=1", 1, 1600, 1),
+        run("c", "8 coloc", "G=1", 0, 1300, 0), run("c", "8 coloc", "G=1", 1, 1520, 0),
+    ])
+    s = summarise(df).set_index(["system", "setting"])
+    assert s.loc[("a", "x=0"), "tokens_per_s"] == 1100
+    assert (s.loc[("a", "x=0"), "tokens_per_s_min"], s.loc[("a", "x=0"), "tokens_per_s_max"]) \
+        == (1000, 1200)
+    assert s.loc[("a", "x=1"), "lag_max"] == 2  # the worst seed, not the mean
+    assert s.loc[("a", "x=1"), "dropped_groups"] == 0.5 and s.loc[("a", "x=1"), "seeds"] == 2
+    # colocated c (1410 at lag 0) beats a x=0 (1100); b (1550 at 1), a x=1 (2050 at 2) stand
+    assert list(s["pareto"]) == [False, True, True, True]
+    a = answer(summarise(df)).set_index("max_lag_at_most")
+    assert a.loc[0, "best"] == "c G=1" and a.loc[0, "next_best"] == "a x=0"
+    assert bool(a.loc[0, "apart"])  # 1300-1520 against 1000-1200
+    assert a.loc[1, "best"] == "b y=1" and a.loc[1, "range"] == "1.50-1.60"  # thousands
+    assert not bool(a.loc[1, "apart"])  # 1500-1600 against c's 1300-1520: seeds overlap
+    assert a.loc[2, "best"] == "a x=1" and bool(a.loc[2, "apart"])  # 2000-2100 vs 1500-1600
+    assert len(a) == 5 and set(a["split"]) == {"4+4"}
+    md = markdown(summarise(df))
+    assert "a x=1" in md and "1.50-1.60" in md and md.count("\n|") > 10
+
+
+def test_small_grid_end_to_end(tmp_path: Path) -> None:
+    res = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
+    # slime 2 G x 2 splits, areal 2 x 2, verl 1 (colocated once); 2 seeds each
+    assert res.failed == 0 and res.ran == res.cells == 2 * (4 + 4 + 1)
+    assert res.figure.stat().st_size > 0
+    s = pd.read_csv(tmp_path / "staleness" / "summary.csv")
+    assert set(s["split"]) == {"2+6", "6+2", "8 coloc"} and (s["seeds"] == 2).all()
+    for col in ("tokens_per_s", "lag_mean", "lag_max", "ess", "trainer_idle", "rollout_idle",
+                "in_flight", "backlog", "dropped_groups", "pareto"):
+        assert s[col].notna().all(), col
+    by = s.set_index(["system", "split", "setting"])
+    assert by.loc[("slime", "2+6", "G=1"), "lag_max"] == 0  # one step a rollout: on-policy
+    assert by.loc[("slime", "2+6", "G=2"), "lag_max"] == 1 == by.loc[("slime", "2+6", "G=2"),
+                                                                      "bound"]
+    assert by.loc[("areal", "6+2", "ofp=0"), "lag_max"] == 0
+    assert ((s["rollout_idle"] >= 0) & (s["rollout_idle"] <= 1)).all()
+    cached = list((tmp_path / "staleness" / "cells").glob("*/staleness.json"))
+    assert len(cached) == res.cells
+    again = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
+    assert again.ran == 0 and again.summary.equals(res.summary)  # resumed, read from the cache
+
+
+def test_markdown_command_refuses_a_missing_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "harness.studies.staleness",
+                           str(tmp_path / "none.csv")], capture_output=True, text=True)
+    assert done.returncode == 1 and "none.csv" in done.stderr and "Traceback" not in done.stderr
