@@ -139,6 +139,10 @@ BAD = [
     ({"cluster": {"gpus": 8, "rollout_gpus": [8]}}, "leaves no GPU"),
     ({"cluster": {"gpus": 8}}, "cluster.rollout_gpus: expected a list"),
     ({"stepz": 8}, "stepz: unknown key"),
+    ({"values": 3}, "values: expected a table"),
+    ({"fixed": {"slime": 3}}, "fixed.slime: expected a table"),
+    ({"fixed": {"slime": {"frontierr": 3}}}, "frontierr: unknown field"),
+    ({"systems": ["slime", 3]}, "systems: expected a list of system names"),
 ]
 
 
@@ -214,6 +218,12 @@ def test_small_grid_end_to_end(tmp_path: Path) -> None:
     assert len(cached) == res.cells
     again = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
     assert again.ran == 0 and again.summary.equals(res.summary)  # resumed, read from the cache
+    cell = cached[0].parent  # a trace cut short, its figures no longer cached: one line
+    (cell / "staleness.json").unlink()
+    lines = (cell / "trace.jsonl").read_text().splitlines()
+    (cell / "trace.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(ConfigError, match=f"{cell.name}/trace.jsonl: the run did not end"):
+        run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
 
 
 def test_markdown_command_refuses_a_missing_file(tmp_path: Path) -> None:

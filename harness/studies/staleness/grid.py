@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, get_path
+from harness.core.config import ConfigError, RunConfig, apply, get_path
 from harness.studies.plan.space import ASYNC_STALENESS
 
 G = "steps_per_rollout"  # not a config field: R = G x U, rounds = steps / G
@@ -137,8 +137,21 @@ def expand(table: dict[str, Any]) -> dict[str, Any]:
                               f"(known: {', '.join(SPEC_KEYS)})")
     steps, _, _ = window(table)
     systems = table.get("systems")
-    if not isinstance(systems, list) or not systems:
+    if (not isinstance(systems, list) or not systems
+            or not all(isinstance(x, str) for x in systems)):
         raise ConfigError(f"systems: expected a list of system names, got {systems!r}")
+    for section in ("values", "fixed"):
+        if not isinstance(table.get(section, {}), dict):
+            raise ConfigError(f"{section}: expected a table of systems")
+    for system, fields in table.get("fixed", {}).items():
+        if not isinstance(fields, dict):
+            raise ConfigError(f"fixed.{system}: expected a table of run fields")
+        for key, value in fields.items():  # an unknown or mistyped field, named
+            *parents, leaf = key.split(".")
+            tree: dict[str, Any] = {leaf: value}
+            for parent in reversed(parents):
+                tree = {parent: tree}
+            apply(RunConfig(), tree, f"fixed.{system}.")
     from systems import SYSTEMS
 
     for system in [*systems, *table.get("values", {}), *table.get("fixed", {})]:

@@ -16,8 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core.config import ConfigError
 from harness.studies.staleness import grid
-from harness.studies.staleness.traces import FIGURES, read_events, run_figures
+from harness.studies.staleness.traces import FIGURES, TraceProblem, read_events, run_figures
 
 CACHE = "staleness.json"
 CACHE_VERSION = 2  # bump when a figure's definition changes: cached rows are then redone
@@ -80,14 +81,20 @@ def _cached(cell: Path, warmup: int, drain: int) -> dict[str, Any] | None:
 def _compute(cell: str, warmup: int, drain: int) -> dict[str, Any]:
     from harness.core.files import write_atomic
 
-    row = run_row(str(Path(cell) / "trace.jsonl"), warmup, drain)
+    trace = Path(cell) / "trace.jsonl"
+    try:
+        row = run_row(str(trace), warmup, drain)
+    except TraceProblem as err:  # one line naming the trace, not a worker's traceback
+        msg = str(err) if str(trace) in str(err) else f"{trace}: {err}"
+        raise ConfigError(msg) from None
     write_atomic(Path(cell) / CACHE, json.dumps({"window": [CACHE_VERSION, warmup, drain],
                                                  "row": row}) + "\n")
     return row
 
 
 def runs(table: dict[str, Any], sweep: Any, out: Path, jobs: int = 1) -> pd.DataFrame:
-    """One row per run of the sweep that finished (failed cells have no trace)."""
+    """One row per run of the sweep that finished (failed cells have no trace); a trace
+    the study cannot read is a ConfigError naming it."""
     from harness.studies.sweep import read_result
 
     _, warmup, drain = grid.window(table)
