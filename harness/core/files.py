@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,19 @@ def git_commit() -> str:
 
 def provenance(**extra: Any) -> dict[str, Any]:
     return {"version": __version__, "commit": git_commit(), **extra}
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A TOML file as a table; ConfigError naming the file when it cannot be read."""
+    from harness.core.fields import ConfigError
+
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:

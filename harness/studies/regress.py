@@ -20,14 +20,13 @@ import csv
 import io
 import math
 import tempfile
-import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig, apply
-from harness.core.files import write_atomic
+from harness.core.files import read_toml, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "results" / "baselines"
@@ -78,16 +77,6 @@ class Report:
         return not (self.moved or self.added or self.missing)
 
 
-def _toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as err:
-        raise ConfigError(f"{path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
-
-
 def spec_file(directory: Path, name: str) -> Path:
     """DIR/name, or the committed one: a fresh `--update` directory needs no copy first."""
     own = directory / name
@@ -99,7 +88,7 @@ def load_grid(path: Path) -> list[Cell]:
     from systems import checked_names, get_system
     from workloads.profile import load_profile
 
-    spec = _toml(path)
+    spec = read_toml(path)
     for key in spec:
         if key not in GRID_KEYS:
             raise ConfigError(f"{path}: {key}: unknown key (known: {', '.join(GRID_KEYS)})")
@@ -186,7 +175,7 @@ def read_csv(path: Path) -> list[Row]:
 def load_tolerances(path: Path) -> dict[str, tuple[float, float]]:
     """Metric -> (rel, abs): [default] for every metric, [metrics.NAME] overrides.
     Unknown metric names are errors, so a typo cannot loosen nothing silently."""
-    data = _toml(path)
+    data = read_toml(path)
     default = data.get("default", {})
     out = {m: (float(default.get("rel", 0.0)), float(default.get("abs", 0.0)))
            for m in METRICS}

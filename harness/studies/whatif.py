@@ -51,18 +51,9 @@ def study_names() -> list[str]:
 
 def read_spec(name: str) -> dict[str, Any]:
     """The study's spec file as a table; ConfigError naming the file when it cannot be read."""
-    import tomllib
+    from harness.core.files import read_toml
 
-    from harness.core.config import ConfigError
-
-    path = spec_path(name)
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as err:
-        raise ConfigError(f"{path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return read_toml(spec_path(name))
 
 
 def study_sweep(name: str, spec: dict[str, Any] | None = None) -> Any:
