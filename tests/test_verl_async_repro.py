@@ -16,7 +16,7 @@ from harness.studies.reproduce.verl_async import claims, runs
 def test_without_the_recompute_forward_a_token_costs_three_passes_not_four() -> None:
     hw, model = load_hardware("h20"), load_model("qwen2.5-7b")
     full = TrainModel.build(hw, model, 16, 0.5, 0.0)
-    lean = TrainModel.build(hw, model, 16, 0.5, 0.0, recompute=False)
+    lean = TrainModel.build(hw, model, 16, 0.5, 0.0, forwards=0)
     assert full.flops_per_token == pytest.approx(8 * model.params_b * 1e9, rel=0.05)
     assert lean.flops_per_token / full.flops_per_token == pytest.approx(0.75)
     assert lean.attn_coeff / full.attn_coeff == pytest.approx(0.75)
@@ -27,7 +27,7 @@ def test_without_the_recompute_forward_a_token_costs_three_passes_not_four() -> 
 def test_without_the_recompute_forward_a_moe_token_makes_four_all_to_alls_not_six() -> None:
     moe = load_model("qwen3-30b-a3b")
     six = all_to_all_bytes_per_token(moe, 8)
-    four = all_to_all_bytes_per_token(moe, 8, recompute=False)
+    four = all_to_all_bytes_per_token(moe, 8, forwards=0)
     assert six > 0 and four / six == pytest.approx(4 / 6)
 
 
@@ -38,7 +38,7 @@ def test_the_runs_are_the_readmes_setup() -> None:
         "colocated", 8, 4)
     assert (full.sim.placement, full.sim.rollout_engines, full.sim.trainer_gpus) == (
         "disaggregated", 4, 16)
-    assert colo.sim.recompute_log_probs and not full.sim.recompute_log_probs
+    assert (colo.sim.log_prob_forwards, full.sim.log_prob_forwards) == (1, 0)
     assert (colo.groups, colo.group_size, colo.update_groups) == (512, 16, 32)
     assert full.max_response_tokens == 28 * 1024
     v = full.verl_async

@@ -56,8 +56,8 @@ class SimConfig:
                           "lives on one of EP groups, tokens reach it by all-to-all; divides "
                           "the trainer's GPUs")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
-    recompute_log_probs: bool = opt(True, "trainer: a forward recomputes the old log-probs "
-                                    "(verl's old_log_prob); false: the engine's are used")
+    log_prob_forwards: int = opt(1, "trainer: forward passes besides the update's: 1 old "
+                                 "log-probs, 0 the engine's, 2 and a KL reference's")
     verifier_workers: int = opt(0, "reward checks running at a time; 0: no limit")
     step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
                           "database, where it covers the GPU and framework; else the roofline, "
@@ -110,8 +110,7 @@ class LiveConfig:
                              "(0: the learner a thread, all sharing every core)")
     ray_address: str = opt("local", "'local': start Ray here; 'HOST:PORT': join a cluster; "
                            "'off': run in one process")
-    engine: str = opt("vllm", "engine backend: vllm, vllm-http or sglang "
-                      "(see `rolloutbench backends`)")
+    engine: str = opt("vllm", "engine: vllm, vllm-http or sglang (`rolloutbench backends`)")
     engine_url: str = opt("", "server URL of an HTTP engine (vllm-http, sglang)")
     trainer: str = opt("torch", "trainer backend: torch or megatron")
     engine_gpus: float = opt(0.0, "GPUs the engine actor asks Ray for")
@@ -236,8 +235,9 @@ class RunConfig:
                    else s.trainer_gpus)
         need(s.trainer_ep >= 1 and train_n % s.trainer_ep == 0, "set sim.trainer_ep",
              f"must be >= 1 and divide the trainer's {train_n} GPUs, got {s.trainer_ep}")
-        need(s.max_running >= 1, "set sim.max_running", "must be >= 1")
-        need(s.micro_batch_tokens >= 1, "set sim.micro_batch_tokens", "must be >= 1")
+        for name, least in (("max_running", 1), ("micro_batch_tokens", 1),
+                            ("log_prob_forwards", 0)):
+            need(getattr(s, name) >= least, f"set sim.{name}", f"must be >= {least}")
         need(s.kv_cache_tokens >= 0, "set sim.kv_cache_tokens", "must be >= 0 (0: from memory)")
         need(self.live.lengths in ("model", "replay"), "set live.lengths",
              f"must be model or replay, not {self.live.lengths!r}")

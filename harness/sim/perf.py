@@ -241,14 +241,15 @@ class TrainModel:
     @classmethod
     def build(
         cls, hw: Hardware, model: Model, gpus: int, mfu: float, micro_overhead_s: float,
-        ep: int = 1, recompute: bool = True,
+        ep: int = 1, forwards: int = 1,
     ) -> TrainModel:
         """N is the ACTIVE parameter count (`Model.flops_per_token_forward`): a MoE token
         multiplies by its top-k experts only; the optimizer touches every parameter.
-        `recompute`: a forward pass recomputes the old policy's log-probs (verl's
-        old_log_prob), 4 forward passes' FLOPs a token in all; without it (the engine's
-        log-probs are used) 3: forward and backward."""
-        passes = 4 if recompute else 3
+        `forwards`: forward passes a token gets besides the update's forward and backward
+        (3 passes' FLOPs): 1 recomputes the old policy's log-probs (verl's old_log_prob),
+        0 takes the engine's (verl fully-async's use_rollout_log_probs), 2 adds a frozen
+        reference model's for a KL loss (verl's ref)."""
+        passes = 3 + forwards
         # Attention: 4*layers*heads*head_dim FLOPs per (query, key) pair forward,
         # halved for the causal mask, times the passes.
         attn = 4 * model.layers * model.heads * model.head_dim * 0.5 * passes
@@ -260,7 +261,7 @@ class TrainModel:
             attn_coeff=attn,
             micro_overhead_s=micro_overhead_s,
             optimizer_s=optim,
-            all_to_all_per_token_s=all_to_all_bytes_per_token(model, ep, recompute=recompute) / (
+            all_to_all_per_token_s=all_to_all_bytes_per_token(model, ep, forwards=forwards) / (
                 gpus * hw.link_bandwidth_gbs * 1e9),
         )
 
@@ -284,7 +285,7 @@ def moe_layers(model: Model) -> int:
 
 
 def all_to_all_bytes_per_token(model: Model, ep: int, dtype_bytes: float = 2,
-                               recompute: bool = True) -> float:
+                               forwards: int = 1) -> float:
     """Bytes one trained token sends over the link for the experts' all-to-all in a train
     step: per MoE layer, per all-to-all, hidden x dtype bytes x top-k (one copy of the
     token per routed expert), of which (EP - 1) / EP go to other ranks under uniform
@@ -303,6 +304,6 @@ def all_to_all_bytes_per_token(model: Model, ep: int, dtype_bytes: float = 2,
     if ep <= 1 or not model.is_moe:
         return 0.0
     per_copy = model.hidden * dtype_bytes * model.experts_per_token * (ep - 1) / ep
-    # without the recompute forward (the engine's log-probs used), its two are not run
-    all_to_alls = ALL_TO_ALLS_PER_MOE_LAYER - (0 if recompute else 2)
+    # two a forward pass besides the update's (`TrainModel.build`'s `forwards`)
+    all_to_alls = ALL_TO_ALLS_PER_MOE_LAYER + 2 * (forwards - 1)
     return all_to_alls * moe_layers(model) * per_copy

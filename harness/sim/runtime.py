@@ -91,7 +91,7 @@ class SimRuntime(RunnerBase):
         else:
             train = TrainModel.build(load_hardware(train_gpu), model, train_n,
                                      self.params["train_mfu"], self.params["micro_overhead_s"],
-                                     s.trainer_ep, s.recompute_log_probs)
+                                     s.trainer_ep, s.log_prob_forwards)
         self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
                                   cfg.clamp, share=self.share, gpus=train_n)

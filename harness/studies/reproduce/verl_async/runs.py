@@ -25,7 +25,7 @@ The harness's choices, each a reading:
   rollout (every response done), and old_log_prob + update_actor its training.
 - The fully-async trainer takes the engine's log-probs (use_rollout_log_probs: True,
   config/fully_async_ppo_trainer.yaml:87; README.md:160-166), so it runs no old-log-prob
-  forward (`sim.recompute_log_probs` false); the colocated trainer runs it (the table's
+  forward (`sim.log_prob_forwards` 0); the colocated trainer runs it (the table's
   old_log_prob column).
 - Response lengths. verl reports none; they are the dapo-math-17k profile's shape
   (workloads/profiles/dapo-math-17k.toml: its between- and within-prompt spreads) with
@@ -123,7 +123,7 @@ def fully_async(seed: int, gpus: int, staleness: float = 0.5, trigger: int = 4,
     """verl's fully-async trainer on `gpus` rollout GPUs and as many training GPUs."""
     cfg = base("verl-fully-async", seed, gpus)
     cfg.rounds = ASYNC_ROUNDS
-    cfg.sim.recompute_log_probs = False  # use_rollout_log_probs (module docstring)
+    cfg.sim.log_prob_forwards = 0  # use_rollout_log_probs (module docstring)
     v = cfg.verl_async
     v.staleness_threshold, v.trigger_parameter_sync_step = staleness, trigger
     v.require_batches, v.partial_rollout = require_batches, partial
