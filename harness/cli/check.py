@@ -35,7 +35,12 @@ def _number(value: Any) -> str:
 
 def line(result: Any) -> str:
     """One property on one line of at most WIDTH columns: status, value against the
-    bound and where it came from, and where it first failed."""
+    bound and where it came from, and where it first failed. A property not checked
+    has neither value nor bound: its line is why (the trace's or its source's gap),
+    which the bound's columns would otherwise crowd out."""
+    if result.status == "not checked":
+        text = f"{result.name:<12} {result.status:<15} {result.detail}"
+        return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
     value = "-" if result.value is None else _number(result.value)
     bound = "none" if result.bound is None else _number(result.bound)
     text = f"{result.name:<12} {result.status:<15} {value} {result.unit}; bound {bound} " \

@@ -122,7 +122,7 @@ def read(sources: list[Path]) -> Source:
         lacks += ["per-request times (no session tracer file given)", "verifier latency",
                   "dynamic-filter rejections (no session tracer file given)"]
     return Source(format="areal", system="", files=[str(p) for p in paths + session_paths],
-                  samples=samples, lacks=lacks, notes=notes)
+                  samples=samples, lacks=lacks, notes=notes, versions="newest")
 
 
 def _time(by_task: dict[int, list[Sample]],

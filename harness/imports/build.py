@@ -195,6 +195,7 @@ def build(source: Source) -> list[dict[str, Any]]:
             "workload": f"import:{source.format}", "runtime": "import", "seed": 0,
             "config": config, "version": __version__,
             "import": {"format": source.format, "files": source.files, "timed": timed,
+                       "versions": source.versions,
                        "lacks": source.lacks, "notes": notes,
                        "source_rounds": rounds}}
     end_t = max((e[0] for e in events), default=0.0)

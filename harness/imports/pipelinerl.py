@@ -77,6 +77,6 @@ def read(sources: list[Path]) -> Source:
         notes.append(f"{multi} multi-step rollouts: each is one response, its steps' "
                      f"output tokens summed")
     return Source(format="pipelinerl", system="pipelinerl", files=[str(p) for p in paths],
-                  samples=samples, notes=notes,
+                  samples=samples, notes=notes, versions="first",
                   lacks=["per-request times", "verifier latency",
                          "versions after the first (in-flight updates)", "response cap"])

@@ -62,6 +62,12 @@ class Source:
     lacks: list[str] = field(default_factory=list)  # e.g. "per-request times"
     notes: list[str] = field(default_factory=list)  # what a reader should know
     max_response_tokens: int | None = None  # the run's response cap, when recorded
+    # Where the responses' policy versions come from (run_start's `import.versions`,
+    # which `rolloutbench check` reads to know whether lag can be judged): "per request"
+    # (each engine request's), "first" (the version a response began on), "newest" (a
+    # group's newest only) or "none" (the source records none: the round's is put; the
+    # default, so that a reader which does not say is not judged on versions it lacks).
+    versions: str = "none"
     # source round -> its phases in seconds on the samples' clock (start, gen_end,
     # reward_end, train_start, train_end, published), when the source timed its rounds
     phases: dict[int, dict[str, float]] = field(default_factory=dict)

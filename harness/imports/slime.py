@@ -320,4 +320,4 @@ def read(sources: list[Path]) -> Source:
     if not all(s.timed for s in samples):
         lacks.insert(0, "per-request times (no trace in the dump: slime before tracing)")
     return Source(format="slime", system="slime", files=[str(p) for _, p, _ in dumps],
-                  samples=samples, lacks=lacks, notes=notes)
+                  samples=samples, lacks=lacks, notes=notes, versions="per request")

@@ -136,4 +136,4 @@ def read(sources: list[Path], tokenizer_path: Path | None = None) -> Source:
                     "trainer.logger=[file], to time the rounds)")
     return Source(format="verl", system="verl",
                   files=[str(p) for p in paths + metrics_files],
-                  samples=samples, notes=notes, lacks=lacks, phases=phases)
+                  samples=samples, notes=notes, lacks=lacks, phases=phases, versions="none")

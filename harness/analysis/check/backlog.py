@@ -4,6 +4,8 @@ The backlog after each event is the number of finished responses whose group has
 not yet left the pipeline: trained (its `batch_dispatch`), dropped (a `drop_group`
 decision) or stopped (aborted and never resumed, `model`). A group still waiting
 when the trace ends stays in it. The peak is held to the bound of `bounds.backlog`.
+An import whose source records no training is not checked (`source`): every
+response would stay in the backlog for want of a record, not of training.
 
 The bug it catches, NVIDIA/Megatron-LM#5853 (https://github.com/NVIDIA/Megatron-LM/
 pull/5853): with group submission the submission gate freed a slot when a group was
@@ -19,11 +21,15 @@ from collections import defaultdict
 from harness.analysis.check.bounds import Bound
 from harness.analysis.check.model import TraceView
 from harness.analysis.check.result import Result, offence, unjudged
+from harness.analysis.check.source import untrained
 
 NAME = "backlog"
 
 
 def check(view: TraceView, bound: Bound) -> Result:
+    gap = untrained(view)  # no response would ever leave: the source's gap, not a backlog
+    if gap is not None:
+        return unjudged(NAME, "samples", bound.source, gap)
     leaves: dict[int, list[int]] = defaultdict(list)  # event index -> groups leaving
     for g in view.groups.values():
         if g.resolved is not None:

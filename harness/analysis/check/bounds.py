@@ -4,8 +4,8 @@ Staleness (optimizer steps a trained token may lag the policy being trained):
 `--bound N`; else, for a trace the harness ran (simulated or live), the system's own
 `staleness_bound(cfg)`, with the RunConfig rebuilt from `run_start`'s `config` (the
 systems state it: `systems/*.py`); else none. An imported run's config (rounds,
-groups, K, the cap) states no staleness knob, so it is checked against `--bound` or
-its staleness is "no bound stated".
+groups, K, the cap) states no staleness knob (`source.KNOB` says where each format
+keeps it), so it is checked against `--bound` or its staleness is "no bound stated".
 
 Backlog (samples generated but neither trained nor dropped): `--max-backlog N`; else
 a system's own `backlog_bound(cfg)` where its class has one; else, with a staleness
@@ -17,7 +17,8 @@ limit (max_staleness + 1) x consumer batch, :77) and Megatron-LM's `(lag+1) * pr
 run-ahead cap (NVIDIA/Megatron-LM#5853) both enforce, and
 PipelineRL's `max_lag` (systems/pipelinerl.py: U x (v + 1 + max_lag) groups started
 while the engine serves v) and a synchronous round (R/U - 1 steps: (L + 1) x U = R
-groups) keep. A system whose design keeps more defines `backlog_bound` (RollPacker's tail
+groups) keep. A trace with no batch has no G: no bound (not 0, which every response
+would break). A system whose design keeps more defines `backlog_bound` (RollPacker's tail
 batching: its launch of speculative prompts and responses).
 
 Wait (starvation: optimizer steps a trainable group may wait untrained at the end of
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analysis.check.model import TraceView
+from harness.analysis.check.source import no_knob
 from harness.core.config import RunConfig, from_header
 
 
@@ -59,7 +61,7 @@ def staleness(head: dict[str, Any], given: int | None) -> Bound:
     if given is not None:
         return Bound(given, "--bound")
     if head.get("runtime") == "import":
-        return Bound(None, "an import states none")
+        return Bound(None, no_knob(head))
     cls = _system(head)
     if cls is None:
         return Bound(None, f"unknown system {head.get('system')!r}")
@@ -99,6 +101,8 @@ def backlog(view: TraceView, given: int | None, stale: Bound) -> Bound:
     k = int(head.get("config", {}).get("group_size") or 0) or max(
         (len(g.responses) for g in view.groups.values()), default=0)
     g = groups_per_step(view)
+    if g == 0:  # no batch in the trace: a bound of 0 would fail every response
+        return Bound(None, "no batches: groups per step unknown")
     return Bound((stale.value + 1) * g * k, f"(L+1)GK = ({stale.value}+1)x{g}x{k}")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.analysis.check.model import TraceView
 from harness.analysis.check.result import Result, offence, unjudged
+from harness.analysis.check.source import untrained as unrecorded
 
 NAME = "length bias"
 TOLERANCE = 0.10
@@ -50,7 +51,8 @@ def check(view: TraceView) -> Result:
         lengths[side] += sum(done)
         counts[side] += len(done)
     if not trained:
-        return unjudged(NAME, "ratio", SOURCE, "no trained responses in the trace")
+        return unjudged(NAME, "ratio", SOURCE,
+                        unrecorded(view) or "no trained responses in the trace")
     total = lengths[True] + lengths[False]
     ratio = (lengths[True] / counts[True]) / (total / (counts[True] + counts[False]))
     detail = (f"{counts[True]} trained of {counts[True] + counts[False]} sampled responses"

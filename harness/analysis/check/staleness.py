@@ -3,7 +3,8 @@
 Lag of a token = the trainer's version when the batch holding it is trained - the
 policy version that generated it (`harness.core.offpolicy`; the runtimes record the
 same figure per step as `optimizer_step.lag_max`). Measured here from the responses'
-`version_spans`, so an imported trace is checked the same way as a simulated one.
+`version_spans`, so an imported trace is checked the same way as a simulated one,
+where its source recorded training and versions (`source`: else not checked).
 
 The bug it catches, AReaL#1388 (https://github.com/areal-project/AReaL/issues/1388):
 after a resume from a checkpoint the staleness manager's `accepted` count restarted
@@ -19,11 +20,16 @@ from __future__ import annotations
 from harness.analysis.check.bounds import Bound
 from harness.analysis.check.model import TraceView
 from harness.analysis.check.result import Result, offence, unjudged
+from harness.analysis.check.source import untrained, unversioned
 
 NAME = "staleness"
 
 
 def check(view: TraceView, bound: Bound) -> Result:
+    # an import without training, or whose versions the import assumed: not judged
+    gap = untrained(view) or unversioned(view.head)
+    if gap is not None:
+        return unjudged(NAME, "steps", bound.source, gap)
     worst = tokens = over = 0
     first = None
     for b in view.batches:

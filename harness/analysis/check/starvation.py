@@ -13,7 +13,9 @@ waited: the optimizer steps taken after the group became trainable. It fails whe
   (`bounds.wait`: `--max-wait`, else the staleness bound, past which the group can
   no longer be trained within it: the system should have dropped it and said so).
 
-Without a wait bound, groups left untrained at the end are counted, not judged.
+Without a wait bound, groups left untrained at the end are counted, not judged. An
+import whose source records no training (`source`) is judged on its drops' reasons
+only; the rest is not checked: a group the trace never trains was not starved.
 The value is the number of starved groups (drops without a reason included).
 """
 
@@ -24,6 +26,7 @@ import bisect
 from harness.analysis.check.bounds import Bound
 from harness.analysis.check.model import TraceView
 from harness.analysis.check.result import Result, offence, unjudged
+from harness.analysis.check.source import untrained
 
 NAME = "starvation"
 
@@ -31,9 +34,11 @@ NAME = "starvation"
 def check(view: TraceView, bound: Bound) -> Result:
     if not view.groups:
         return unjudged(NAME, "groups", bound.source, "no requests in the trace")
+    gap = untrained(view)
+    if gap is not None:
+        return _drops_only(view, bound, gap)
     if not view.batches:
-        return unjudged(NAME, "groups", bound.source,
-                        "the trace records no training (an import without trainer spans?)")
+        return unjudged(NAME, "groups", bound.source, "the trace records no training")
     trained = dropped = stopped = generating = 0
     starved: list[tuple[int, int]] = []  # (event index, group)
     left: list[int] = []  # waits of groups left untrained at the end
@@ -71,3 +76,20 @@ def check(view: TraceView, bound: Bound) -> Result:
         return Result(NAME, None, 0, "groups", None, bound.source, detail)
     return Result(NAME, not starved, len(starved), "groups", bound.value, bound.source,
                   detail, first)
+
+
+def _drops_only(view: TraceView, bound: Bound, gap: str) -> Result:
+    """An import without training: only its drops are on record, and each must say
+    why (a drop the import cannot explain is still the import's to explain:
+    harness.imports.build gives the source's rejections a reason)."""
+    drops = sorted((g.dropped, g.gid, bool(g.reason)) for g in view.groups.values()
+                   if g.dropped is not None)
+    bare = [(index, gid) for index, gid, why in drops if not why]
+    if bare:
+        index, gid = bare[0]
+        return Result(NAME, False, len(bare), "groups", bound.value, bound.source,
+                      f"{len(bare)} drops without a reason; {gap}",
+                      offence(view.events[index], gid))
+    said = {0: "", 1: "; 1 drop, with a reason"}.get(len(drops),
+                                                      f"; {len(drops)} drops, each with a reason")
+    return unjudged(NAME, "groups", bound.source, gap + said)
