@@ -7,8 +7,11 @@ cumulative breakdown can be rebuilt; with all four off this is veRL.
   ceil(eta x R0) responses each; a prompt is done when its first R0 responses
   are, the round when P0 prompts are; everything else is aborted and its
   prompts wait in a long-prompt queue (they restart from scratch, so training
-  stays on-policy). When the queue holds P0 prompts the next round is a long
-  round over them, without speculation.
+  stays on-policy). A prompt complete after the P0-th (in the same instant, or
+  still being scored) is surplus: its group is dropped with that reason and its
+  prompt deferred too (Sec. 6.3: "the remaining prompts" go to the queue). When
+  the queue holds P0 prompts the next round is a long round over them, without
+  speculation.
 - Reward scheduler: rewards are computed as each response finishes,
   overlapping the rollout, and sandboxed code gets an adaptive timeout
   T = min(max(Tmin, lambda x Tanchor), Tmax), Tanchor being the longest run of
@@ -213,11 +216,16 @@ class RollPacker:
                         stream.put_nowait(group)
             elif streamer is not None:
                 stream.put_nowait(ready[-1])
-        stopped = [g for g, t in zip(groups, tasks, strict=True) if not t.done()]
-        await rt.engine.abort([f"{g.id}.{s}" for g in stopped for s in range(n_resp)])
+        stopped = {g.id for g, t in zip(groups, tasks, strict=True) if not t.done()}
+        await rt.engine.abort([f"{g.id}.{s}" for g in groups if g.id in stopped
+                               for s in range(n_resp)])
         for task in tasks:
             await task
-        self.long_queue += [g.prompt for g in stopped]
+        surplus = self._surplus(rt, done)
+        # "We collect the first P0 prompts and drops the remaining prompts ... to the
+        # long-prompt queue" (Sec. 6.3), and "no prompt is permanently excluded" (Sec.
+        # 3): a surplus prompt goes there too, restarting from scratch (on-policy)
+        self.long_queue += [g.prompt for g in groups if g.id in stopped or g.id in surplus]
         if not self._rewards_as_responses_finish(rt):  # a separate reward stage
             rt.emit("decision", what="reward_stage", round=rnd)
             scores = [[rt.spawn(self._score(rt, r)) for r in g.responses] for g in ready]
@@ -227,6 +235,23 @@ class RollPacker:
                 await task
         rt.emit("rollout_complete", round=rnd)
         return ready, stream, streamer
+
+    @staticmethod
+    def _surplus(rt: Runtime, done: asyncio.Queue[Group]) -> set[int]:
+        """The groups that completed after the round's P0 were kept: in the instant
+        the P0-th was taken (several prompts finishing in one engine step, all at the
+        cap or of equal length), or scoring when the round was cut (a complete
+        group waits for its rewards before it counts). None is trained (the batch is
+        P0, and next round it would be a step stale), so each is dropped with its
+        reason, and its prompt deferred by the caller."""
+        surplus: set[int] = set()
+        while not done.empty():
+            group = done.get_nowait()
+            surplus.add(group.id)
+            rt.emit("decision", what="drop_group", group=group.id,
+                    reason="surplus: complete after the round's P0 prompts; prompt "
+                           "deferred to the long-prompt queue")
+        return surplus
 
     # -- stream trainer -------------------------------------------------------
     async def _maybe_release(self, rt: Runtime, progress: float) -> int:

@@ -10,7 +10,8 @@ must keep the bookkeeping every system owes, whatever the schedule:
 - every group is trained exactly once, or left out for a reason the system
   states (APRIL: dropped, discarded, carried over at the end, or a spare that
   completed with the R-th; RollPacker and cgp-tail, its subclass: aborted to the
-  long queue, or a surplus speculative prompt); every round trains R groups;
+  long queue, or a surplus prompt, complete after the round's P0, dropped with its
+  reason); every round trains R groups;
 - policy versions only move forward, and no token is newer than the weights
   the engine had;
 - the per-round metrics are finite and in range.
@@ -172,8 +173,12 @@ def check_groups(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
         assert not dropped or cfg.dynamic_sampling
     elif issubclass(cls, RollPacker):
         aborted = {e["group"] for e in of(trace, "request_finish") if e["status"] == "aborted"}
-        for g in left:  # its prompt waits in the long queue, or a surplus speculative one
-            assert g in aborted or g in complete, g
+        reasoned = {e["group"] for e in of(trace, "decision")
+                    if e["what"] == "drop_group" and e.get("reason")}
+        assert not reasoned & set(dispatched), "a group dropped and trained"
+        for g in left:  # cut mid-generation (its prompt deferred to the long queue), or
+            # complete after the round's P0 (a surplus prompt): dropped, saying why
+            assert (g in aborted and g not in complete) or g in reasoned, g
     else:  # a group dropped with its reason recorded (prime-rl cancels stale groups)
         reasoned = {e["group"] for e in of(trace, "decision")
                     if e["what"] == "drop_group" and e.get("reason")}

@@ -117,3 +117,53 @@ def test_the_fresh_anchor_reading_starts_each_step_empty(tmp_path: Path) -> None
     fresh = _anchors_at_round_start(tmp_path / "step", "step")
     assert fresh == [0] * 5
     assert kept[0] == 0 and kept[-1] > kept[1] > 0 and kept == sorted(kept)
+
+
+# -- surplus prompts: complete after the round's P0 ---------------------------------
+def small(tmp_path: Path, **over: object) -> list[dict]:
+    """P0 = 2 prompts of R0 = 2 on the default cluster, no stream trainer: a short
+    round launches ceil(1.25 x 2) = 3 prompts of 3 responses."""
+    cfg = RunConfig(system="rollpacker", groups=2, update_groups=2, group_size=2,
+                    rollpacker_stream_trainer=False, **over)  # type: ignore[arg-type]
+    path = tmp_path / "small.jsonl"
+    execute(cfg.validate(), path)
+    return read_trace(path, strict=True)
+
+
+def test_prompts_done_in_the_instant_of_the_p0th_are_dropped_and_deferred(
+        tmp_path: Path) -> None:
+    """Every response stops at the 16-token cap in one engine step (t = 0.082 s), so
+    all 3 prompts are done in the instant the 2nd is: the round keeps groups 0 and 1,
+    and group 2 is surplus. The code before left it untrained with no record and lost
+    its prompt (rolloutbench check: starvation 1 group). Now it is dropped with its
+    reason and its prompt deferred; round 1 does the same with group 5, and round 2 is
+    a long round over those two prompts (sci-jl's prompts of 115 and 131 tokens)."""
+    from harness.analysis.check import check_events
+
+    events = small(tmp_path, workload="sci-jl", rounds=3, max_response_tokens=16,
+                   rollpacker_reward_scheduler=False)
+    kinds = [e["what"] for e in events if e["ev"] == "decision" and e["what"].endswith("_round")]
+    assert kinds == ["short_round", "short_round", "long_round"]
+    drops = [e for e in events if e["ev"] == "decision" and e["what"] == "drop_group"]
+    assert [e["group"] for e in drops] == [2, 5]
+    assert all(e["reason"].startswith("surplus") for e in drops)
+    done = {e["group"]: e["t"] for e in events if e["ev"] == "group_complete"}
+    assert done[0] == done[1] == done[2] and done[3] == done[4] == done[5]
+    trained = [e["groups"] for e in events if e["ev"] == "batch_dispatch"]
+    assert trained == [[0, 1], [3, 4], [6, 7]]
+    prompt = {e["group"]: e["prompt_tokens"] for e in events if e["ev"] == "request_submit"}
+    assert (prompt[6], prompt[7]) == (prompt[2], prompt[5]) == (115, 131)
+    starvation = {r.name: r for r in check_events(events)}["starvation"]
+    assert (starvation.status, starvation.detail) == ("pass", "6 trained, 2 dropped")
+
+
+def test_a_prompt_still_scored_when_the_round_is_cut_is_dropped(tmp_path: Path) -> None:
+    """arith's responses are 6 tokens: all 9 finish in one step, and the reward
+    scheduler scores them as they do. Groups 2 and 1 are scored first and kept;
+    group 0, complete but scored last, was deferred (its prompt queued) and left
+    untrained with no record before; now its drop says why."""
+    events = small(tmp_path, workload="arith", rounds=1)
+    drops = [e for e in events if e["ev"] == "decision" and e["what"] == "drop_group"]
+    assert [e["group"] for e in drops] == [0] and drops[0]["reason"].startswith("surplus")
+    assert [e["groups"] for e in events if e["ev"] == "batch_dispatch"] == [[2, 1]]
+    assert {e["group"] for e in events if e["ev"] == "group_complete"} == {0, 1, 2}
