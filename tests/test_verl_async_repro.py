@@ -49,7 +49,15 @@ def test_the_runs_are_the_readmes_setup() -> None:
     for run in by.values():
         if run.cfg.system == "verl-fully-async":
             w = run.cfg.verl_async
-            assert w.trigger_parameter_sync_step * w.require_batches * 32 == 512, run.label
+            batch = w.trigger_parameter_sync_step * w.require_batches * run.cfg.update_groups
+            assert batch == run.cfg.groups == 512, run.label
+    moe = by["30B fully async 96:32"].cfg
+    assert (moe.sim.trainer_gpus, moe.sim.rollout_engines, moe.sim.trainer_ep) == (32, 24, 8)
+    assert (moe.update_groups, moe.max_response_tokens, moe.sim.log_prob_forwards) == (
+        128, 8192, 1)  # mini-batch 128, 8k, the KL reference's forward
+    osp = by["one-step-off 4:12 FSDP2"].cfg
+    assert (osp.sim.rollout_engines, osp.sim.rollout_tp, osp.sim.trainer_gpus) == (2, 2, 12)
+    assert (osp.group_size, osp.max_response_tokens) == (12, 20480)
 
 
 def test_the_profile_has_the_fitted_mean_and_the_cap(tmp_path) -> None:
@@ -99,20 +107,21 @@ def test_a_colocated_step_runs_from_a_round_start_to_the_next() -> None:
 def _table(**steps: float) -> pd.DataFrame:
     """Every run at step 100, gen 10, training 90, but the steps given."""
     labels = [r.label for r in runs.runs(0)]
-    return pd.DataFrame([{"reading": "one length", "label": label,
-                          "step_s": steps.get(label, 100.0), "gen_s": 10.0,
-                          "train_s": 90.0 if label.startswith(("colocate", "fully")) else 60.0}
+    return pd.DataFrame([{"reading": "lengths from gen", "label": label,
+                          "step_s": steps.get(label, 100.0), "gen_s": 10.0, "wait_s": 10.0,
+                          "train_s": 60.0 if label.startswith("64:64") else 90.0}
                          for label in labels])
 
 
 def test_the_speedup_is_the_colocated_step_over_the_fully_async_one() -> None:
     got = {(c.claim, c.config, c.reading): c
            for c in claims.claims(_table(**{"colocate 32": 300.0, "fully async 16:16": 120.0}))}
-    speed = got[("speedup over colocate sync (x, 400 steps)", "fully async 16:16", "one length")]
+    speed = got[("speedup over colocate sync (x, 400 steps)", "fully async 16:16",
+                 "lengths from gen")]
     assert speed.harness == pytest.approx(2.5) and speed.paper_low == 2.66 and speed.within
     # the README's own GPU-seconds of the update: 313.81 x 16 / (269.80 x 32)
     gpu = got[("update_actor GPU-seconds, fully async / colocate", "fully async 16:16",
-               "one length")]
+               "lengths from gen")]
     assert gpu.paper_low == pytest.approx(0.5816, abs=1e-4)
     # simulated: 90 x 16 / (90 x 0.75 x 32) = 2/3
     assert gpu.harness == pytest.approx(2 / 3)
@@ -130,13 +139,43 @@ def test_the_orderings_fail_when_the_steps_do_not_fall() -> None:
     assert got["step falls with require_batches 1 > 2 > 4 (1 = holds)"].within
 
 
-def test_every_colocated_row_is_an_input_and_every_fully_async_row_a_prediction() -> None:
-    for c in claims.claims(_table()):
-        if c.config.startswith("colocate"):
+def test_every_colocated_row_is_an_input_and_every_other_row_a_prediction() -> None:
+    rows = claims.claims(_table())
+    for c in rows:
+        if "colocate" in c.config and c.metric != "speedup":
             assert c.kind in ("input", "input (not fitted)"), c
         else:
             assert c.kind == "prediction", c
         assert math.isfinite(c.harness)
+    # the one-row setups (30B-A3B, one-step-off) make their rows once, under one reading
+    assert {c.reading for c in rows if "30B" in c.claim} == {"lengths from gen"}
+    assert sum("one-step-off" in c.claim for c in rows) == 2 * 8
+
+
+def test_one_step_offs_gpu_seconds_are_the_readmes_ratio() -> None:
+    """(108 + 337) x 12 / ((88 + 286) x 16) = 0.8924 (FSDP2) and (120 + 347) x 12 /
+    ((119 + 344) x 16) = 0.7565 (Megatron); simulated from the table: 90 x 12 / (90 x 16)."""
+    got = {(c.claim, c.config): c for c in claims.claims(_table())}
+    for engine, want in (("FSDP2", 0.8924), ("Megatron", 0.7565)):
+        c = got[("one-step-off training GPU-seconds / colocate", f"one-step-off {engine}")]
+        assert c.paper_low == pytest.approx(want, abs=1e-4)
+        assert c.harness == pytest.approx(0.75)
+
+
+def test_a_one_step_off_step_leaves_out_its_fill_and_its_drain() -> None:
+    """Generation G = 30, training T = 50: rounds start at 0, 30, 80, 130; the run ends
+    after the last training (130 + 30 waits for nothing: 130 + 50 + 50 = 230)."""
+    events = [_ev(0, "run_start", system="verl-one-step-off"), _ev(0, "rollout_start"),
+              _ev(30, "rollout_complete"), _ev(30, "rollout_start"), _ev(30, "train_start"),
+              _ev(60, "rollout_complete"), _ev(80, "train_end"), _ev(80, "rollout_start"),
+              _ev(80, "train_start"), _ev(110, "rollout_complete"), _ev(130, "train_end"),
+              _ev(130, "rollout_start"), _ev(130, "train_start"), _ev(160, "rollout_complete"),
+              _ev(180, "train_end"), _ev(180, "train_start"), _ev(230, "train_end"),
+              _ev(230, "run_end")]
+    got = runs.summary(events)
+    # windows 30-80 and 80-130 (not 0-30, the fill, nor 130-230, the drain)
+    assert got["windows"] == 2 and got["step_s"] == 50 and got["train_s"] == 50
+    assert got["wait_s"] == 0
 
 
 def test_the_committed_fit_reproduces_the_colocated_gen_it_was_fitted_to(tmp_path) -> None:
@@ -145,10 +184,10 @@ def test_the_committed_fit_reproduces_the_colocated_gen_it_was_fitted_to(tmp_pat
     from harness.studies.reproduce.pool import run_one
     from harness.studies.reproduce.verl_async import lengths
 
-    means, mfu = lengths("per-size lengths")
+    fitted = lengths("lengths from gen, per size")
     run = next(r for r in runs.runs(0) if r.label == "colocate 64")
-    cfg = runs.with_lengths(run, means, tmp_path)
-    cfg.sim.train_mfu = mfu
+    cfg = runs.with_lengths(run, {k: mean for k, (mean, _) in fitted.items()}, tmp_path)
+    cfg.sim.train_mfu = fitted[64][1]
     got, _ = run_one(cfg, tmp_path / "colocate.jsonl", runs.summary)
     assert got["gen_s"] == pytest.approx(150.72, rel=0.02)
     assert got["train_s"] > 0

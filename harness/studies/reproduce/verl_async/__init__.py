@@ -36,25 +36,38 @@ def engine() -> RunConfig:
     return runs.base("verl", 0, 32)
 
 
-def lengths(reading: str) -> tuple[dict[int, float], float | None]:
-    """A reading's fitted mean lengths by colocated size, and its MFU (None: the
-    calibration's own, the reading 'one length')."""
+def lengths(reading: str) -> dict[int | str, tuple[float, float]]:
+    """A reading's fitted (mean length, MFU) by the colocated run each run takes them from:
+    a 7B size, or a one-row setup's name (`runs.SINGLE`; none in the per-size reading)."""
+    from harness.studies.reproduce.verl_async.fit import prior_mfu
+
     fitted = calibration.load(PAPER)["lengths"]
-    if reading == "one length":
-        return {n: float(fitted["one"]) for n in runs.SIZES}, None
-    return ({n: float(fitted[f"size_{n}"]) for n in runs.SIZES},
-            float(fitted["per_size_train_mfu"]))
+    names = {n: "seven_b" for n in runs.SIZES} | {name: name for name in runs.SINGLE}
+    out: dict[int | str, tuple[float, float]] = {}
+    for key, name in names.items():
+        framework = "megatron" if name in ("moe", "one_step_megatron") else "fsdp"
+        if reading == runs.READINGS[0]:
+            out[key] = (float(fitted[name]), float(fitted[f"{name}_train_mfu"]))
+        elif reading == runs.READINGS[2]:
+            out[key] = (float(fitted[f"{name}_from_training"]), prior_mfu(framework))
+        elif key in runs.SIZES:
+            out[key] = (float(fitted[f"size_{key}"]), float(fitted["per_size_train_mfu"]))
+    return out
 
 
 def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
-    """Every run of every reading: one row each, with the trace's summary."""
+    """Every run of every reading: one row each, with the trace's summary. The one-row
+    setups (30B-A3B, one-step-off) have no per-size reading."""
     tasks, rows = [], []
     for reading in runs.READINGS:
-        means, mfu = lengths(reading)
+        fitted = lengths(reading)
+        means = {key: mean for key, (mean, _) in fitted.items()}
         folder = traces / reading.replace(" ", "-")
         for run in runs.runs(seed):
+            if run.size not in fitted:  # a one-row setup in the 7B's per-size reading
+                continue
             cfg = runs.with_lengths(run, means, traces / "profiles")
-            cfg.sim.train_mfu = mfu
+            cfg.sim.train_mfu = fitted[run.size][1]
             path = folder / f"{run.label.replace(' ', '_').replace(':', '-')}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             tasks.append((cfg, path))

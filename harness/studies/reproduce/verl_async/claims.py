@@ -29,6 +29,28 @@ COLOCATE = {
     64: {"step": 365.28, "gen": 150.72, "old_log_prob": 70.26, "update_actor": 133.41},
     128: {"step": 356.30, "gen": 177.85, "old_log_prob": 53.92, "update_actor": 113.81},
 }
+# README.md:445-447, Qwen3-30B-A3B: colocate sync on 128 GPUs (step, gen, and the training:
+# old_log_prob 28.73 + ref 20.86 + update_actor 86.27) and fully async 96:32 (step, gen, and
+# ref 50.05 + update_actor 206.63); total time at 400 steps 2d11h39m against 1d10h41m: 1.72x
+MOE_COLOCATE = {"step": 497.89, "gen": 348.05, "train": 28.73 + 20.86 + 86.27}
+MOE_ASYNC = {"step": 282.75, "gen": 22.06, "train": 50.05 + 206.63}
+MOE_SPEEDUP = 1.72
+# one_step_off_policy/README.md:62-67 (osp.md): colocate sync on 16 GPUs (step, gen,
+# old_log_prob + update_actor) and one-step-off 4:12 (step, wait_prev_gen, old_log_prob +
+# update_actor), and the README's gains of total time: +23% (FSDP2) and +40% (Megatron)
+ONE_STEP = {
+    "FSDP2": {"colocate": (749.0, 321.0, 88.0 + 286.0), "osp": (520.0, 45.0, 108.0 + 337.0),
+              "gain": 1.23, "line": 64},
+    "Megatron": {"colocate": (699.0, 207.0, 119.0 + 344.0), "osp": (566.0, 59.0, 120.0 + 347.0),
+                 "gain": 1.40, "line": 66},
+}
+# The colocated rows each setup's length and MFU are fitted to: (GPUs, gen, training)
+SINGLE_TARGETS = {
+    "moe": (128, MOE_COLOCATE["gen"], MOE_COLOCATE["train"]),
+    "one_step_fsdp2": (16, ONE_STEP["FSDP2"]["colocate"][1], ONE_STEP["FSDP2"]["colocate"][2]),
+    "one_step_megatron": (16, ONE_STEP["Megatron"]["colocate"][1],
+                          ONE_STEP["Megatron"]["colocate"][2]),
+}
 # Each fully-async run: (step, gen, update_actor, README line); a step range where the
 # README reports the same run twice.
 ASYNC = {
@@ -99,6 +121,8 @@ def claims(sim: pd.DataFrame) -> list[Claim]:
                                                       * UPDATE_SHARE * n)
             out.append(Claim(PAPER, "update_actor GPU-seconds, fully async / colocate", "train",
                              label, paper, paper, got, TOL, reading=reading))
+        if "30B colocate 128" in by.index:  # not in the 7B's per-size reading
+            out += moe_claims(by, reading) + one_step_claims(by, reading)
         colo = by.loc["colocate 128"]["step_s"]
         out.append(Claim(PAPER, "streaming gain over colocate sync (x, approximately)",
                          "speedup", "64:64 s=0 (README.md:368)", STREAMING_GAIN, STREAMING_GAIN,
@@ -112,4 +136,73 @@ def claims(sim: pd.DataFrame) -> list[Claim]:
         out.append(Claim(PAPER, "step falls with require_batches 1 > 2 > 4 (1 = holds)",
                          "step", "64:64 (README.md:404-408)", 1.0, 1.0,
                          float(rb[0] > rb[1] > rb[2]), 0.0, reading=reading))
+    return out
+
+
+def moe_claims(by: pd.DataFrame, reading: str) -> list[Claim]:
+    """Qwen3-30B-A3B, colocated 128 against fully async 96:32 (README.md:445-447): the
+    colocated gen and training are the fit's inputs, the rest predictions. Training is
+    old_log_prob + ref + update_actor colocated, ref + update_actor fully async (no
+    old-log-prob forward there), so the same samples cost 4/5 of the passes."""
+    colo, full = by.loc["30B colocate 128"], by.loc["30B fully async 96:32"]
+    config, line = "Qwen3-30B-A3B colocate sync 128 H20", "(README.md:447)"
+    out = [Claim(PAPER, "30B colocate gen (s)", "gen", config, MOE_COLOCATE["gen"],
+                 MOE_COLOCATE["gen"], colo["gen_s"], TOL, kind="input", reading=reading),
+           Claim(PAPER, "30B colocate old_log_prob + ref + update_actor (s)", "train", config,
+                 MOE_COLOCATE["train"], MOE_COLOCATE["train"], colo["train_s"], TOL,
+                 kind="input", reading=reading),
+           Claim(PAPER, "30B colocate step (s)", "step", config, MOE_COLOCATE["step"],
+                 MOE_COLOCATE["step"], colo["step_s"], TOL, kind="input (not fitted)",
+                 reading=reading)]
+    config = f"Qwen3-30B-A3B fully async 96:32 {line}"
+    out += [Claim(PAPER, "30B fully async step (s)", "step", config, MOE_ASYNC["step"],
+                  MOE_ASYNC["step"], full["step_s"], TOL, reading=reading),
+            Claim(PAPER, "30B fully async gen: trainer wait (s)", "gen", config,
+                  MOE_ASYNC["gen"], MOE_ASYNC["gen"], full["gen_s"], TOL, reading=reading),
+            Claim(PAPER, "30B fully async ref + update_actor (s)", "train", config,
+                  MOE_ASYNC["train"], MOE_ASYNC["train"], full["train_s"], TOL,
+                  reading=reading),
+            Claim(PAPER, "30B speedup over colocate sync (x, 400 steps)", "speedup",
+                  "Qwen3-30B-A3B 96:32", MOE_SPEEDUP, MOE_SPEEDUP,
+                  colo["step_s"] / full["step_s"], TOL, reading=reading)]
+    # training GPU-seconds for the same samples, fully async (32) over colocated (128)
+    paper = MOE_ASYNC["train"] * 32 / (MOE_COLOCATE["train"] * 128)
+    got = full["train_s"] * 32 / (colo["train_s"] * 128)
+    out.append(Claim(PAPER, "30B training GPU-seconds, fully async / colocate", "train",
+                     "Qwen3-30B-A3B 96:32", paper, paper, got, TOL, reading=reading))
+    return out
+
+
+def one_step_claims(by: pd.DataFrame, reading: str) -> list[Claim]:
+    """verl's one-step-off against its colocated baseline, FSDP2 and Megatron: the colocated
+    gen and training are inputs; the one-step-off step, its wait for the previous batch
+    (wait_prev_gen), its training and the gain are predictions. Both train the same
+    samples with the old-log-prob forward, so their GPU-seconds compare directly."""
+    out: list[Claim] = []
+    for engine, paper in ONE_STEP.items():
+        colo, osp = by.loc[f"osp colocate 16 {engine}"], by.loc[f"one-step-off 4:12 {engine}"]
+        step, gen, train = paper["colocate"]
+        config = f"one-step-off {engine}: colocate sync 16 (osp.md:{paper['line']})"
+        out += [Claim(PAPER, "one-step-off: colocate gen (s)", "gen", config, gen, gen,
+                      colo["gen_s"], TOL, kind="input", reading=reading),
+                Claim(PAPER, "one-step-off: colocate old_log_prob + update_actor (s)", "train",
+                      config, train, train, colo["train_s"], TOL, kind="input",
+                      reading=reading),
+                Claim(PAPER, "one-step-off: colocate step (s)", "step", config, step, step,
+                      colo["step_s"], TOL, kind="input (not fitted)", reading=reading)]
+        step, wait, train = paper["osp"]
+        config = f"one-step-off {engine}: 4:12 (osp.md:{paper['line'] + 1})"
+        out += [Claim(PAPER, "one-step-off step (s)", "step", config, step, step,
+                      osp["step_s"], TOL, reading=reading),
+                Claim(PAPER, "one-step-off wait_prev_gen (s)", "gen", config, wait, wait,
+                      osp["wait_s"], TOL, reading=reading),
+                Claim(PAPER, "one-step-off old_log_prob + update_actor (s)", "train", config,
+                      train, train, osp["train_s"], TOL, reading=reading),
+                Claim(PAPER, "one-step-off gain over colocate sync (x, total time)", "speedup",
+                      f"one-step-off {engine}", paper["gain"], paper["gain"],
+                      colo["step_s"] / osp["step_s"], TOL, reading=reading)]
+        ratio = paper["osp"][2] * 12 / (paper["colocate"][2] * 16)
+        got = osp["train_s"] * 12 / (colo["train_s"] * 16)
+        out.append(Claim(PAPER, "one-step-off training GPU-seconds / colocate", "train",
+                         f"one-step-off {engine}", ratio, ratio, got, TOL, reading=reading))
     return out

@@ -1,20 +1,24 @@
 """`rolloutbench calibrate verl-async`: the fit to verl's colocated runs, and only to them.
 
-Two unknowns, fitted to the baseline's own observations (README.md:354-361, the
-`colocate sync` rows at 32, 64 and 128 H20s):
+Each setup's colocated sync rows (fully_async_policy/README.md:354-361 at 32, 64 and 128
+H20s and :446 for Qwen3-30B-A3B; one_step_off_policy/README.md:64, 66) give two
+observations, gen and training, for two unknowns: the mean response length (verl reports
+none) and the trainer's MFU. The engine's steps come from the measured-kernel database (H20
+carried from the H200's tables, harness/sim/presets/kernel_gpus.toml), nothing of it fitted.
+Three readings (`runs.READINGS`):
 
-- the mean response length, to the colocated `gen` seconds (the rollout: every response
-  of the step done). verl reports no length; the engine's steps come from the measured-
-  kernel database (H20 carried from the H200's tables, harness/sim/presets/
-  kernel_gpus.toml), so nothing of the engine is fitted. Gen time rises with the mean, so
-  the mean is found by bisection in log space on the mean log ratio (simulated / paper)
-  over the sizes it is fitted to;
-- `train_mfu`, to the colocated `old_log_prob + update_actor` seconds, given those
-  lengths: training time is proportional to 1 / MFU (but for a small fixed cost per
-  micro-batch), so a few fixed-point steps on the mean log ratio settle it.
+- `lengths from gen`: the mean to the colocated gen (one mean for the 7B's three sizes),
+  then the MFU to the colocated training;
+- `lengths from gen, per size`: the same with each 7B size its own mean (7B only);
+- `lengths from training`: the MFU the neutral prior for the trainer's framework and GPU
+  (harness/sim/presets/trainer_mfu.toml), the mean to the colocated training; gen is then
+  a check, not a fit.
 
-Two readings (`runs.READINGS`): one mean for the three sizes, or each size its own. The
-fully-async rows are never run here: they are the predictions.
+Gen and training rise with the mean, so a mean is found by bisection in log space on the
+mean log ratio (simulated / README) over the sizes it is fitted to; training time is
+proportional to 1 / MFU (but for a small fixed cost a micro-batch), so a few fixed-point
+steps settle an MFU. The fully-async and one-step-off rows are never run here: they are the
+predictions.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import git_commit, write_atomic
-from harness.sim import calibration
+from harness.sim import calibration, trainer_mfu
 from harness.studies.reproduce.grid import run_configs
 from harness.studies.reproduce.verl_async import claims, runs
 
 SEED = 0
-BOUNDS = (200.0, 14000.0)  # mean response tokens searched (the cap is 28,672)
+BOUNDS = (200.0, 14000.0)  # mean response tokens searched, and at most 0.6 of the cap
 FIXED = {
     "bw_eff": 0.6101, "step_overhead_s": 0.002, "compute_eff": 0.5,
     "micro_overhead_s": 0.05, "weight_sync_s": 0.12, "materialize_s": 0.1, "drift": 0.002,
@@ -47,16 +51,16 @@ FIXED_NOTES = (
 FOLDER = Path("runs") / runs.PAPER / "fit"
 
 
-def _colocated(means: dict[int, float], mfu: float, sizes: tuple[int, ...],
-               write: Path) -> dict[int, dict[str, float]]:
+def _colocated(means: dict[int | str, float], mfu: float, setup: runs.Setup,
+               sizes: tuple[int, ...], write: Path) -> dict[int, dict[str, float]]:
     tasks = []
     for n in sizes:
-        cfg = runs.colocated(SEED, n)
-        cfg.workload = runs.workload(means[n], write / "profiles")
+        cfg = runs.colocated(SEED, n, setup)
+        cfg.workload = runs.workload(means[n], write / "profiles", setup.max_response)
         cfg.sim.calibration, cfg.sim.train_mfu = "pipelinerl", mfu  # only the priors differ
         for key, value in FIXED.items():
             setattr(cfg.sim, key, value)
-        folder = write / f"colocate-{n}"
+        folder = write / f"{setup.name}-colocate-{n}"
         folder.mkdir(parents=True, exist_ok=True)
         tasks.append((cfg.validate(), folder / "verl.jsonl"))
     return dict(zip(sizes, run_configs(tasks, progress=False, reader=runs.summary),
@@ -67,64 +71,83 @@ def _log_error(got: dict[int, dict[str, float]], key: str, want: dict[int, float
     return sum(math.log(got[n][key] / want[n]) for n in got) / len(got)
 
 
-def fit_lengths(sizes: tuple[int, ...], log: Callable[[str], None]) -> float:
-    """The mean response length whose colocated gen times match the paper's at `sizes`
-    (mean log ratio 0)."""
-    lo, hi = BOUNDS
-    gen = {n: claims.COLOCATE[n]["gen"] for n in sizes}
+def fit_lengths(want: dict[int, float], key: str, mfu: float, setup: runs.Setup,
+                log: Callable[[str], None]) -> float:
+    """The mean response length whose colocated `key` seconds (gen_s or train_s) match
+    `want` (seconds by GPU count) in the mean log ratio, the trainer at `mfu`."""
+    lo, hi = BOUNDS[0], min(BOUNDS[1], 0.6 * setup.max_response)  # a mean below its cap
+    sizes = tuple(want)
     for _ in range(14):
         mid = math.sqrt(lo * hi)
-        err = _log_error(_colocated({n: mid for n in sizes}, 0.3, sizes, FOLDER), "gen_s", gen)
-        log(f"  sizes {sizes}: mean {mid:.0f} tokens -> gen {100 * math.expm1(err):+.1f}%")
+        err = _log_error(_colocated(dict.fromkeys(sizes, mid), mfu, setup, sizes, FOLDER),
+                         key, want)
+        log(f"  {setup.name} at {sizes}: mean {mid:.0f} tokens -> {key} "
+            f"{100 * math.expm1(err):+.1f}%")
         lo, hi = (mid, hi) if err < 0 else (lo, mid)
     return round(math.sqrt(lo * hi))
 
 
-def fit_mfu(means: dict[int, float], log: Callable[[str], None]) -> float:
-    """train_mfu whose colocated old_log_prob + update_actor match the paper's."""
-    want = {n: claims.COLOCATE[n]["old_log_prob"] + claims.COLOCATE[n]["update_actor"]
-            for n in means}
+def fit_mfu(means: dict[int | str, float], want: dict[int, float], setup: runs.Setup,
+            log: Callable[[str], None]) -> float:
+    """train_mfu whose colocated training (old_log_prob + update_actor, and ref where the
+    setup has a KL loss) matches `want` (seconds by GPU count)."""
     mfu = 0.3
     for _ in range(4):
-        err = _log_error(_colocated(means, mfu, tuple(means), FOLDER), "train_s", want)
-        log(f"  train_mfu {mfu:.4f} -> training {100 * math.expm1(err):+.1f}%")
+        err = _log_error(_colocated(means, mfu, setup, tuple(want), FOLDER), "train_s", want)
+        log(f"  {setup.name} train_mfu {mfu:.4f} -> training {100 * math.expm1(err):+.1f}%")
         mfu = round(mfu * math.exp(err), 4)
     return mfu
 
 
+def prior_mfu(framework: str) -> float:
+    """The neutral MFU of `framework` on NVLink GPUs (the H20's class)."""
+    return float(trainer_mfu.table()[framework]["scale_up"])
+
+
+def _setup_fits(name: str, setup: runs.Setup, gen: dict[int, float], train: dict[int, float],
+                framework: str, log: Callable[[str], None]) -> list[str]:
+    """A setup's `lengths from gen` and `lengths from training` fits, as calibration lines
+    (NAME = mean, NAME_train_mfu = MFU, NAME_from_training = mean)."""
+    log(f"verl-async {name}, reading 'lengths from gen'")
+    mean = fit_lengths(gen, "gen_s", 0.3, setup, log)
+    mfu = fit_mfu(dict.fromkeys(gen, mean), train, setup, log)
+    log(f"verl-async {name}, reading 'lengths from training' (MFU {prior_mfu(framework)})")
+    trained = fit_lengths(train, "train_s", prior_mfu(framework), setup, log)
+    return [f"{name} = {mean}", f"{name}_train_mfu = {mfu}", f"{name}_from_training = {trained}"]
+
+
 def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
-    """Both readings' lengths and MFU; written to harness/sim/calibration/verl-async.toml."""
+    """Every setup's readings; written to harness/sim/calibration/verl-async.toml."""
     log = print if progress else (lambda _m: None)
-    log("verl-async, reading 'one length': the mean response length")
-    one = fit_lengths(runs.SIZES, log)
-    log("verl-async, reading 'one length': train_mfu")
-    mfu_one = fit_mfu({n: one for n in runs.SIZES}, log)
-    per: dict[int, float] = {}
-    for n in runs.SIZES:
-        log(f"verl-async, reading 'per-size lengths': the mean at {n} GPUs")
-        per[n] = fit_lengths((n,), log)
-    log("verl-async, reading 'per-size lengths': train_mfu")
-    mfu_per = fit_mfu(per, log)
-    result: dict[str, Any] = {"train_mfu": mfu_one, "mean_tokens": one,
-                              "per_size_mean_tokens": {str(n): per[n] for n in runs.SIZES},
-                              "per_size_train_mfu": mfu_per}
+    seven = runs.SEVEN_B
+    gen = {n: claims.COLOCATE[n]["gen"] for n in runs.SIZES}
+    train = {n: claims.COLOCATE[n]["old_log_prob"] + claims.COLOCATE[n]["update_actor"]
+             for n in runs.SIZES}
+    lines = _setup_fits("seven_b", seven, gen, train, "fsdp", log)
+    log("verl-async 7B, reading 'lengths from gen, per size'")
+    per: dict[int | str, float] = {
+        n: fit_lengths({n: gen[n]}, "gen_s", 0.3, seven, log) for n in runs.SIZES}
+    lines += [f"size_{n} = {per[n]}" for n in runs.SIZES]
+    lines.append(f"per_size_train_mfu = {fit_mfu(per, train, seven, log)}")
+    for name, (n, gen_s, train_s) in claims.SINGLE_TARGETS.items():
+        framework = "fsdp" if name == "one_step_fsdp2" else "megatron"
+        lines += _setup_fits(name, runs.SINGLE[name], {n: gen_s}, {n: train_s}, framework, log)
+    result = dict(line.split(" = ") for line in lines)
     if write:
-        lines = ["# Written by `rolloutbench calibrate verl-async`; re-run it to reproduce.",
-                 "# Fitted to verl's colocated sync runs only (fully_async_policy/README.md:"
-                 "354-361):",
-                 "# the mean response length to their gen seconds, train_mfu to their",
-                 "# old_log_prob + update_actor seconds (harness/studies/reproduce/verl_async/"
-                 "fit.py).",
-                 f"# commit: {git_commit()}", "", "[fit]", "# reading 'one length'",
-                 f"train_mfu = {mfu_one}", "", "[fixed]", *FIXED_NOTES]
-        lines += [f"{k} = {v}" for k, v in FIXED.items()]
-        lines += ["", "[lengths]", "# mean response tokens: reading 'one length', then",
-                  "# reading 'per-size lengths' (each colocated size its own) with its MFU",
-                  f"one = {one}"]
-        lines += [f"size_{n} = {per[n]}" for n in runs.SIZES]
-        lines += [f"per_size_train_mfu = {mfu_per}"]
-        lines += HARDWARE
-        write_atomic(calibration.path_of(runs.PAPER), "\n".join(lines) + "\n")
+        text = ["# Written by `rolloutbench calibrate verl-async`; re-run it to reproduce.",
+                "# Fitted to verl's colocated sync runs only (fully_async_policy/README.md:"
+                "354-361, 446; one_step_off_policy/README.md:64, 66); the readings:",
+                "# harness/studies/reproduce/verl_async/fit.py.",
+                f"# commit: {git_commit()}", "", "[fit]",
+                "# the 7B's, reading 'lengths from gen' (every run sets its own: [lengths])",
+                f"train_mfu = {result['seven_b_train_mfu']}", "", "[fixed]", *FIXED_NOTES]
+        text += [f"{k} = {v}" for k, v in FIXED.items()]
+        text += ["", "[lengths]",
+                 "# per setup (seven_b, moe, one_step_fsdp2, one_step_megatron): NAME, the mean",
+                 "# response tokens fitted to gen, with NAME_train_mfu fitted to training;",
+                 "# NAME_from_training, the mean fitted to training at the neutral MFU; size_N",
+                 "# and per_size_train_mfu, the 7B's per-size reading", *lines, *HARDWARE]
+        write_atomic(calibration.path_of(runs.PAPER), "\n".join(text) + "\n")
     return result
 
 

@@ -29,15 +29,12 @@ The harness's choices, each a reading:
   old_log_prob column).
 - Response lengths. verl reports none; they are the dapo-math-17k profile's shape
   (workloads/profiles/dapo-math-17k.toml: its between- and within-prompt spreads) with
-  the cap at 28k and the mean fitted to the colocated runs' gen times
-  (`rolloutbench calibrate verl-async`, fit.py): the baseline's observations, as the
-  calibration rule allows. The README says lengths change during training and differ
-  between runs (README.md:385-386, 400-402); the simulator draws every step from one
-  fixed distribution, so its steps are compared with the table's per-step means (the
-  mean over a run's steps) and not with the totals at 100, 200 or 300 steps. Two readings
-  of the fit: `one length` (one mean for every run: the same model and dataset) and
-  `per-size lengths` (each cluster size its colocated run's own mean, which its
-  fully-async twin then uses).
+  the setup's cap and a mean fitted to the colocated runs (`rolloutbench calibrate
+  verl-async`, fit.py, which names the three readings of that fit): the baseline's
+  observations, as the calibration rule allows. The README says lengths change during
+  training and differ between runs (README.md:385-386, 400-402); the simulator draws every
+  step from one fixed distribution, so its steps are compared with the table's per-step
+  means (the mean over a run's steps) and not with the totals at 100, 200 or 300 steps.
 """
 
 from __future__ import annotations
@@ -55,31 +52,75 @@ from harness.core.files import write_atomic
 from harness.run.execute import reads
 
 PAPER = "verl-async"
-K, U, R = 16, 32, 512  # rollout.n, ppo_mini_batch_size, train_batch_size (README.md:339-345)
-MAX_RESPONSE = 28 * 1024  # sh:39
-TP = 4  # gen_tp (sh:59)
-SP = 4  # Ulysses sequence parallel (sh:60): one data-parallel rank a SP group
-MICRO_TOKENS_PER_GPU = (2048 + MAX_RESPONSE) * 2  # actor_ppo_max_token_len (sh:55)
-SIZES = (32, 64, 128)  # colocated GPUs; fully async splits them in halves (README.md:354-361)
 ASYNC_ROUNDS = 6  # sync windows simulated: the first (the fill) is left out of the mean
 SYNC_ROUNDS = 2
-READINGS = ("one length", "per-size lengths")
+READINGS = ("lengths from gen", "lengths from gen, per size", "lengths from training")
 PROFILE_SOURCE = "dapo-math-17k"  # the spreads of the lengths (module docstring)
+PER_SIZE = READINGS[1]  # the 7B's alone: the one-row setups have one size
 
 
-def profile_text(mean_tokens: float) -> str:
-    """The workload profile of the runs: dapo-math-17k's shape and prompts, the cap at
-    28k and the given mean (a profile:PATH file, `workloads/profile.py`)."""
+@dataclass(frozen=True)
+class Setup:
+    """One published setup: its model, engine, batch and trainer (each field cited where
+    the setup is defined)."""
+
+    name: str
+    model: str
+    max_response: int
+    tp: int  # the engine's tensor-parallel size (gen_tp / INFER_TP)
+    k: int  # rollout.n
+    u: int  # ppo_mini_batch_size, in prompts
+    r: int  # train_batch_size: the prompts of one step
+    tokens_per_gpu: int  # actor_ppo_max_token_len: a dynamic micro-batch's tokens a GPU
+    gpus_per_rank: int  # GPUs of one data-parallel rank (Ulysses SP, or TP x CP)
+    mem_fraction: float  # gpu_memory_utilization
+    trainer_ep: int = 1
+    colocated_forwards: int = 1  # old_log_prob (and a KL reference's)
+    async_forwards: int = 0  # use_rollout_log_probs (and a KL reference's)
+
+
+# The 7B runs (module docstring; sh:38-60, :120)
+SEVEN_B = Setup("7b", "qwen2.5-7b", 28 * 1024, 4, 16, 32, 512, (2048 + 28 * 1024) * 2, 4, 0.80)
+# Qwen3-30B-A3B-Base (README.md:412-420; shell/grpo_30b_a3b_base_math_megatron_96_32.sh,
+# cited as 30b.sh): 8k responses (:33), n 16 (:104), mini-batch 128 (:105), train batch 512
+# (README), vLLM TP 4 (:64), Megatron TP 2 x CP 2 x EP 8 (:58-60), (prompt + response)
+# tokens a GPU (:48), memory 0.7 (:176), a KL loss (use_kl_loss True, :24): the reference's
+# forward besides old_log_prob in the colocated run, and in the fully-async one (README's
+# ref column)
+MOE = Setup("moe", "qwen3-30b-a3b", 8 * 1024, 4, 16, 128, 512, 2048 + 8 * 1024, 4, 0.70,
+            trainer_ep=8, colocated_forwards=2, async_forwards=1)
+# One-step-off (one_step_off_policy/README.md:53-67, cited as osp.md; its scripts
+# shell/dapo_7b_math_{fsdp2,megatron}_4_12.sh as osp.sh): 16 H20s, 4 generating and 12
+# training (osp.md:53-55), against colocated sync on all 16; responses up to 20,480 (FSDP2)
+# and 8,192 (Megatron) tokens (osp.md:58; the scripts say 8k for both, :18); what the README
+# leaves out from the scripts: n 12 (:26), train batch 512, mini-batch 32 (:25-27), vLLM TP 2
+# (:60 / :59), (prompt + response) x 2 tokens a GPU (:56 / :55) on ranks of 4 GPUs (Ulysses
+# SP 4, :61; Megatron TP 2 x PP 2, :60-61), memory 0.80; no KL loss (:11)
+ONE_STEP_FSDP2 = Setup("one_step_fsdp2", "qwen2.5-7b", 20480, 2, 12, 32, 512,
+                       (2048 + 20480) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1)
+ONE_STEP_MEGATRON = Setup("one_step_megatron", "qwen2.5-7b", 8192, 2, 12, 32, 512,
+                          (2048 + 8192) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1)
+ONE_STEP_ROUNDS = 5  # steps: the first (nothing to overlap) and the last (no next batch) are
+# left out of the mean
+SINGLE = {s.name: s for s in (MOE, ONE_STEP_FSDP2, ONE_STEP_MEGATRON)}  # one colocated row
+SIZES = (32, 64, 128)  # 7B colocated GPUs; fully async splits them in halves (:354-361)
+K, U, R, MAX_RESPONSE, TP = (SEVEN_B.k, SEVEN_B.u, SEVEN_B.r, SEVEN_B.max_response,
+                             SEVEN_B.tp)
+
+
+def profile_text(mean_tokens: float, cap: int = MAX_RESPONSE) -> str:
+    """The workload profile of the runs: dapo-math-17k's shape and prompts, the given cap
+    and mean (a profile:PATH file, `workloads/profile.py`)."""
     from workloads.profile import load_profile
 
     p = load_profile(PROFILE_SOURCE)
     return "\n".join([
         'name = "verl-async-dapo"',
-        f'summary = "dapo-math-17k shape, 28k cap, mean {mean_tokens:.0f} fitted to verl\'s '
+        f'summary = "dapo-math-17k shape, cap {cap}, mean {mean_tokens:.0f} fitted to verl\'s '
         f'colocated gen times"',
         "[prompt]", f"mu_log = {p.prompt_mu_log}", f"sigma_log = {p.prompt_sigma_log}",
         f"min = {p.prompt_min}", f"max = {p.prompt_max}",
-        "[response]", f"mean_tokens = {mean_tokens:.1f}", f"max_tokens = {MAX_RESPONSE}",
+        "[response]", f"mean_tokens = {mean_tokens:.1f}", f"max_tokens = {cap}",
         f"min_tokens = {p.min_tokens}", f"sigma_between = {p.sigma_between}",
         f"sigma_within = {p.sigma_within}",
         "[reward]", f"pass_rate = {p.pass_rate}", f"slope = {p.pass_slope}",
@@ -87,43 +128,48 @@ def profile_text(mean_tokens: float) -> str:
         f"latency_sigma = {p.verify_sigma}", ""])
 
 
-def workload(mean_tokens: float, folder: Path) -> str:
-    """A profile:PATH workload of the given mean, written once into `folder`."""
+def workload(mean_tokens: float, folder: Path, cap: int = MAX_RESPONSE) -> str:
+    """A profile:PATH workload of the given mean and cap, written once into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"dapo-7b-m{round(mean_tokens)}.toml"
-    text = profile_text(round(mean_tokens))
+    path = folder / f"dapo-c{cap}-m{round(mean_tokens)}.toml"
+    text = profile_text(round(mean_tokens), cap)
     if not path.exists() or path.read_text() != text:
         write_atomic(path, text)
     return f"profile:{path}"
 
 
-def base(system: str, seed: int, gpus: int, calibration: str = PAPER) -> RunConfig:
-    """One run of the setup on `gpus` GPUs (colocated: all of them; a split: each side)."""
-    cfg = RunConfig(system=system, workload=PROFILE_SOURCE, seed=seed, group_size=K,
-                    groups=R, update_groups=U, max_response_tokens=MAX_RESPONSE)
+def base(system: str, seed: int, gpus: int, setup: Setup = SEVEN_B, trainer_gpus: int = 0,
+         calibration: str = PAPER) -> RunConfig:
+    """One run of `setup`: `gpus` rollout GPUs (colocated: all of them) and `trainer_gpus`
+    training GPUs (0: as many)."""
+    cfg = RunConfig(system=system, workload=PROFILE_SOURCE, seed=seed, group_size=setup.k,
+                    groups=setup.r, update_groups=setup.u, max_response_tokens=setup.max_response)
     s = cfg.sim
-    s.calibration, s.model, s.engine_backend = calibration, "qwen2.5-7b", "vllm"
+    s.calibration, s.model, s.engine_backend = calibration, setup.model, "vllm"
     s.rollout_gpu = s.trainer_gpu = "h20"
-    s.rollout_tp, s.mem_fraction = TP, 0.80
-    s.rollout_engines = gpus // TP
-    s.trainer_gpus = gpus
-    s.micro_batch_tokens = MICRO_TOKENS_PER_GPU * gpus // SP
+    s.rollout_tp, s.mem_fraction = setup.tp, setup.mem_fraction
+    s.rollout_engines = gpus // setup.tp
+    s.trainer_gpus = trainer_gpus or gpus
+    s.trainer_ep = setup.trainer_ep
+    s.micro_batch_tokens = setup.tokens_per_gpu * s.trainer_gpus // setup.gpus_per_rank
     return cfg
 
 
-def colocated(seed: int, gpus: int) -> RunConfig:
+def colocated(seed: int, gpus: int, setup: Setup = SEVEN_B) -> RunConfig:
     """verl's colocated synchronous trainer (verl's `verl` system) on `gpus` GPUs."""
-    cfg = base("verl", seed, gpus)
+    cfg = base("verl", seed, gpus, setup)
     cfg.sim.placement, cfg.rounds = "colocated", SYNC_ROUNDS
+    cfg.sim.log_prob_forwards = setup.colocated_forwards
     return cfg
 
 
 def fully_async(seed: int, gpus: int, staleness: float = 0.5, trigger: int = 4,
-                require_batches: int = 4, partial: bool = True) -> RunConfig:
-    """verl's fully-async trainer on `gpus` rollout GPUs and as many training GPUs."""
-    cfg = base("verl-fully-async", seed, gpus)
+                require_batches: int = 4, partial: bool = True, setup: Setup = SEVEN_B,
+                trainer_gpus: int = 0) -> RunConfig:
+    """verl's fully-async trainer on `gpus` rollout GPUs and `trainer_gpus` (0: as many)."""
+    cfg = base("verl-fully-async", seed, gpus, setup, trainer_gpus)
     cfg.rounds = ASYNC_ROUNDS
-    cfg.sim.log_prob_forwards = 0  # use_rollout_log_probs (module docstring)
+    cfg.sim.log_prob_forwards = setup.async_forwards  # use_rollout_log_probs (docstring)
     v = cfg.verl_async
     v.staleness_threshold, v.trigger_parameter_sync_step = staleness, trigger
     v.require_batches, v.partial_rollout = require_batches, partial
@@ -132,12 +178,12 @@ def fully_async(seed: int, gpus: int, staleness: float = 0.5, trigger: int = 4,
 
 @dataclass(frozen=True)
 class Run:
-    """One configuration of the reproduction: its label, its config, its colocated size
-    (whose fitted length it uses in the per-size reading)."""
+    """One configuration of the reproduction: its label, its config, and the colocated
+    run whose fitted length it uses (a 7B size, or another setup's name)."""
 
     label: str
     cfg: RunConfig
-    size: int
+    size: int | str
 
 
 def runs(seed: int) -> list[Run]:
@@ -156,13 +202,22 @@ def runs(seed: int) -> list[Run]:
     for rb in (1, 2):
         out.append(Run(f"64:64 require_batches={rb}",
                        fully_async(seed, 64, trigger=R // (rb * U), require_batches=rb), 128))
+    # Qwen3-30B-A3B: colocated 128 against 96:32, trigger 4, require_batches 1 (30b.sh:108-111)
+    out.append(Run("30B colocate 128", colocated(seed, 128, MOE), MOE.name))
+    out.append(Run("30B fully async 96:32", fully_async(seed, 96, require_batches=1, setup=MOE,
+                                                        trainer_gpus=32), MOE.name))
+    for setup, label in ((ONE_STEP_FSDP2, "FSDP2"), (ONE_STEP_MEGATRON, "Megatron")):
+        out.append(Run(f"osp colocate 16 {label}", colocated(seed, 16, setup), setup.name))
+        osp = base("verl-one-step-off", seed, 4, setup, trainer_gpus=12)
+        osp.rounds, osp.sim.log_prob_forwards = ONE_STEP_ROUNDS, setup.async_forwards
+        out.append(Run(f"one-step-off 4:12 {label}", osp, setup.name))
     return out
 
 
-def with_lengths(run: Run, means: dict[int, float], folder: Path) -> RunConfig:
+def with_lengths(run: Run, means: dict[int | str, float], folder: Path) -> RunConfig:
     """The run's config with the workload of its reading's fitted mean."""
     cfg = copy.deepcopy(run.cfg)
-    cfg.workload = workload(means[run.size], folder)
+    cfg.workload = workload(means[run.size], folder, cfg.max_response_tokens)
     return cfg.validate()
 
 
@@ -176,7 +231,8 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     """A run's mean step, gen and training seconds, per the module's readings.
 
     Windows: between parameter syncs (fully async, the first left out) or between round
-    starts (colocated, the last round ending at the run's end)."""
+    starts (colocated, the last round ending at the run's end; one-step-off, whose next
+    round starts as this one trains, without its first and last)."""
     spans: list[tuple[float, float]] = []
     opened = 0.0
     for e in events:
@@ -191,13 +247,17 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     else:
         edges = [e["t"] for e in events if e["ev"] == "rollout_start"] + [end]
     windows = list(zip(edges[:-1], edges[1:], strict=True))
+    skip = 0
+    if events[0].get("system") == "verl-one-step-off":  # its fill and its drain left out
+        skip, windows = 1, windows[1:-1]
     walls = np.array([b - a for a, b in windows])
     train = np.array([_busy(spans, a, b) for a, b in windows])
     if syncs:
         gen = walls - train
     else:
-        done = [e["t"] for e in events if e["ev"] == "rollout_complete"]
+        done = [e["t"] for e in events if e["ev"] == "rollout_complete"][skip:]
         gen = np.array([d - a for (a, _), d in zip(windows, done, strict=False)])
     return {"step_s": float(walls.mean()), "gen_s": float(gen.mean()),
+            "wait_s": float((walls - train).mean()),
             "train_s": float(train.mean()), "windows": float(len(windows)),
             "step_sd_s": float(walls.std(ddof=1)) if len(walls) > 1 else math.nan}
