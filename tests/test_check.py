@@ -231,9 +231,12 @@ def test_cli_exit_codes_and_report(tmp_path: Path) -> None:
     res = runner.invoke(app, ["check", str(bad), "--bound", "2", "--json", str(out)])
     assert res.exit_code == 1
     lines = res.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == ["staleness", "backlog", "starvation",
-                                               "length", "throughput"]
+    assert [ln.split()[0] for ln in lines[:-1]] == ["staleness", "backlog", "starvation",
+                                                    "length", "throughput"]
     assert all(len(ln) <= 100 for ln in lines) and "FAIL" in lines[0]
+    judged = sum(" not checked " not in ln for ln in lines[:-1])
+    failed = sum(" FAIL " in f" {ln} " for ln in lines[:-1])
+    assert lines[-1].startswith(f"{judged} of 5 properties checked, {failed} failed")
     doc = json.loads(out.read_text())
     assert doc["passed"] is False and doc["system"] == "areal" and doc["runtime"] == "import"
     first = doc["properties"][0]
@@ -252,3 +255,19 @@ def test_cli_bad_input_is_one_line_exit_2(what: str, tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["check", str(path)])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert res.output.startswith("error: ")
+
+
+def test_the_closing_line_says_how_much_was_judged_and_a_missing_run_end(tmp_path: Path) -> None:
+    """A trace cut before its run_end passes what it can, and says it was cut; a
+    property not checked is not counted as checked."""
+    events = areal(fixed=True)
+    whole = CliRunner().invoke(app, ["check", str(write(tmp_path / "a.jsonl", events)),
+                                     "--bound", "2"])
+    assert "run_end" not in whole.stdout.splitlines()[-1]
+    cut = [e for e in events if e.get("ev") != "run_end"]
+    res = CliRunner().invoke(app, ["check", str(write(tmp_path / "b.jsonl", cut)),
+                                   "--bound", "2"])
+    assert res.stdout.splitlines()[-1].endswith("the trace has no run_end (a run cut short?)")
+    last = res.stdout.splitlines()[-1]
+    judged = int(last.split()[0])
+    assert judged == sum(" not checked " not in ln for ln in res.stdout.splitlines()[:-1])

@@ -55,6 +55,18 @@ def line(result: Any) -> str:
     return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
 
 
+def tally(results: list[Any], events: list[dict[str, Any]]) -> str:
+    """The closing line: how many properties were judged and how many failed, so that
+    a trace whose source records too little to judge does not read as a clean pass; and
+    a trace with no run_end (cut short, or still being written) says so."""
+    judged = [r for r in results if r.status != "not checked"]
+    failed = sum(1 for r in judged if r.passed is False)
+    text = f"{len(judged)} of {len(results)} properties checked, {failed} failed"
+    if not events or events[-1].get("ev") != "run_end":
+        text += "; the trace has no run_end (a run cut short?)"
+    return text
+
+
 @commands.command("check")
 def check_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines): simulated, "
@@ -87,5 +99,6 @@ def check_cmd(
             fail(f"--json: {json_out}: cannot write ({err.strerror})")
     for result in results:
         typer.echo(line(result))
+    typer.echo(tally(results, events))
     if not doc["passed"]:
         raise typer.Exit(1)

@@ -109,7 +109,8 @@ def reproduce_cmd(
         "results"),
     figures: Annotated[Path | None, typer.Option(
         help="Directory for figures." + shown("OUT"))] = None,
-    rounds: Annotated[int, typer.Option(help="Rounds per point.")] = 4,
+    rounds: Annotated[int, typer.Option(help="Rounds per point (PipelineRL and verl-async "
+                                        "fix their own).")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     jobs: Annotated[int, typer.Option(help="Worker processes, 0: one per core (the results "
                                       "are the same for any number).")] = 0,
@@ -140,6 +141,8 @@ def reproduce_cmd(
 
     if jobs < 0:
         fail(f"--jobs: must be 0 (one per core) or more, got {jobs}")
+    if rounds < 1:
+        fail(f"--rounds: must be a positive integer, got {rounds}")
     from harness.studies.claims import ClaimsFileError
 
     try:

@@ -24,6 +24,7 @@ predictions.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,6 @@ FIXED_NOTES = (
     "# switch_s, materialize_s, micro_overhead_s, step_overhead_s, drift: the PipelineRL",
     "# calibration's priors, carried over",
 )
-FOLDER = Path("runs") / runs.PAPER / "fit"
 
 
 def _colocated(means: dict[int | str, float], mfu: float, setup: runs.Setup,
@@ -72,30 +72,37 @@ def _log_error(got: dict[int, dict[str, float]], key: str, want: dict[int, float
 
 
 def fit_lengths(want: dict[int, float], key: str, mfu: float, setup: runs.Setup,
-                log: Callable[[str], None]) -> float:
+                log: Callable[[str], None], folder: Path) -> float:
     """The mean response length whose colocated `key` seconds (gen_s or train_s) match
-    `want` (seconds by GPU count) in the mean log ratio, the trainer at `mfu`."""
+    `want` (seconds by GPU count) in the mean log ratio, the trainer at `mfu`; said when
+    the search ends at its bound with the target not reached."""
     lo, hi = BOUNDS[0], min(BOUNDS[1], 0.6 * setup.max_response)  # a mean below its cap
     sizes = tuple(want)
     for _ in range(14):
         mid = math.sqrt(lo * hi)
-        err = _log_error(_colocated(dict.fromkeys(sizes, mid), mfu, setup, sizes, FOLDER),
+        err = _log_error(_colocated(dict.fromkeys(sizes, mid), mfu, setup, sizes, folder),
                          key, want)
         log(f"  {setup.name} at {sizes}: mean {mid:.0f} tokens -> {key} "
             f"{100 * math.expm1(err):+.1f}%")
         lo, hi = (mid, hi) if err < 0 else (lo, mid)
+    if abs(err) > 0.02:
+        log(f"warning: {setup.name}: {key} not reached ({100 * math.expm1(err):+.1f}% at the "
+            f"search's bound, mean {mid:.0f} tokens): the fit is not a fit")
     return round(math.sqrt(lo * hi))
 
 
 def fit_mfu(means: dict[int | str, float], want: dict[int, float], setup: runs.Setup,
-            log: Callable[[str], None]) -> float:
+            log: Callable[[str], None], folder: Path) -> float:
     """train_mfu whose colocated training (old_log_prob + update_actor, and ref where the
-    setup has a KL loss) matches `want` (seconds by GPU count)."""
+    setup has a KL loss) matches `want` (seconds by GPU count); said when above 1."""
     mfu = 0.3
     for _ in range(4):
-        err = _log_error(_colocated(means, mfu, setup, tuple(want), FOLDER), "train_s", want)
+        err = _log_error(_colocated(means, mfu, setup, tuple(want), folder), "train_s", want)
         log(f"  {setup.name} train_mfu {mfu:.4f} -> training {100 * math.expm1(err):+.1f}%")
         mfu = round(mfu * math.exp(err), 4)
+    if mfu > 1:
+        log(f"warning: {setup.name}: train_mfu {mfu} is above 1, outside physics: the lengths "
+            f"that give the colocated gen are too many tokens for its training time")
     return mfu
 
 
@@ -105,14 +112,14 @@ def prior_mfu(framework: str) -> float:
 
 
 def _setup_fits(name: str, setup: runs.Setup, gen: dict[int, float], train: dict[int, float],
-                framework: str, log: Callable[[str], None]) -> list[str]:
+                framework: str, log: Callable[[str], None], folder: Path) -> list[str]:
     """A setup's `lengths from gen` and `lengths from training` fits, as calibration lines
     (NAME = mean, NAME_train_mfu = MFU, NAME_from_training = mean)."""
     log(f"verl-async {name}, reading 'lengths from gen'")
-    mean = fit_lengths(gen, "gen_s", 0.3, setup, log)
-    mfu = fit_mfu(dict.fromkeys(gen, mean), train, setup, log)
+    mean = fit_lengths(gen, "gen_s", 0.3, setup, log, folder)
+    mfu = fit_mfu(dict.fromkeys(gen, mean), train, setup, log, folder)
     log(f"verl-async {name}, reading 'lengths from training' (MFU {prior_mfu(framework)})")
-    trained = fit_lengths(train, "train_s", prior_mfu(framework), setup, log)
+    trained = fit_lengths(train, "train_s", prior_mfu(framework), setup, log, folder)
     return [f"{name} = {mean}", f"{name}_train_mfu = {mfu}", f"{name}_from_training = {trained}"]
 
 
@@ -123,16 +130,19 @@ def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
     gen = {n: claims.COLOCATE[n]["gen"] for n in runs.SIZES}
     train = {n: claims.COLOCATE[n]["old_log_prob"] + claims.COLOCATE[n]["update_actor"]
              for n in runs.SIZES}
-    lines = _setup_fits("seven_b", seven, gen, train, "fsdp", log)
-    log("verl-async 7B, reading 'lengths from gen, per size'")
-    per: dict[int | str, float] = {
-        n: fit_lengths({n: gen[n]}, "gen_s", 0.3, seven, log) for n in runs.SIZES}
-    lines += [f"size_{n} = {per[n]}" for n in runs.SIZES]
-    lines.append(f"per_size_train_mfu = {fit_mfu(per, train, seven, log)}")
-    for name, (n, gen_s, train_s) in claims.SINGLE_TARGETS.items():
-        framework = "fsdp" if name == "one_step_fsdp2" else "megatron"
-        lines += _setup_fits(name, runs.SINGLE[name], {n: gen_s}, {n: train_s}, framework, log)
-    result = dict(line.split(" = ") for line in lines)
+    with tempfile.TemporaryDirectory(prefix="rolloutbench-verl-fit-") as scratch:
+        folder = Path(scratch)  # the fit's traces are scratch: a dry run writes nothing
+        lines = _setup_fits("seven_b", seven, gen, train, "fsdp", log, folder)
+        log("verl-async 7B, reading 'lengths from gen, per size'")
+        per: dict[int | str, float] = {
+            n: fit_lengths({n: gen[n]}, "gen_s", 0.3, seven, log, folder) for n in runs.SIZES}
+        lines += [f"size_{n} = {per[n]}" for n in runs.SIZES]
+        lines.append(f"per_size_train_mfu = {fit_mfu(per, train, seven, log, folder)}")
+        for name, (n, gen_s, train_s) in claims.SINGLE_TARGETS.items():
+            framework = "fsdp" if name == "one_step_fsdp2" else "megatron"
+            lines += _setup_fits(name, runs.SINGLE[name], {n: gen_s}, {n: train_s}, framework,
+                                 log, folder)
+    result = {k: float(v) for k, v in (line.split(" = ") for line in lines)}
     if write:
         text = ["# Written by `rolloutbench calibrate verl-async`; re-run it to reproduce.",
                 "# Fitted to verl's colocated sync runs only (fully_async_policy/README.md:"
