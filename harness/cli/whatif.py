@@ -49,17 +49,22 @@ def whatif_cmd(
     for folder, option in ((out, "--out"), (figures, "--figures")):
         if folder is not None:
             check_out(folder, option)  # a file, or unmakeable: one line before any work
+    from harness.core.progress import Bar
+    from harness.studies.whatif import study_sweep
+
     for study in names:
-        count = {"n": 0}
-
-        def tick(_cell: Any, result: dict[str, Any], count: dict[str, int] = count) -> None:
-            count["n"] += 1
-            if result.get("error"):
-                typer.echo(f"  cell failed: {result['error']}", err=True)
-
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
         try:
-            res = run_study(study, out, jobs, figures, on_done=tick)
+            cells = len(study_sweep(study).cells)
+            with Bar(f"{study} (cells done before are skipped)", cells,
+                     enabled=fmt == "table") as bar:
+
+                def tick(_cell: Any, result: dict[str, Any], bar: Bar = bar) -> None:
+                    bar.advance()
+                    if result.get("error"):
+                        typer.echo(f"  cell failed: {result['error']}", err=True)
+
+                res = run_study(study, out, jobs, figures, on_done=tick)
         except (ConfigError, UnknownName) as err:
             fail(f"{study}: {err}")
         except KeyboardInterrupt:
