@@ -21,7 +21,7 @@ INTRO = """\
 # Paper claims against the simulator
 
 Each row sets one number a paper reports beside the simulator's value for the
-same configuration. Written by `make reproduce` (all four papers) or
+same configuration. Written by `make reproduce` (all five reproductions) or
 `make reproduce-<paper>` (that paper's rows only; the others are kept); the
 machine-readable table is [claims.csv](claims.csv), a summary per claim is
 [claims_summary.md](claims_summary.md).

@@ -68,7 +68,9 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
                 continue
             cfg = runs.with_lengths(run, means, traces / "profiles")
             cfg.sim.train_mfu = fitted[run.size][1]
-            path = folder / f"{run.label.replace(' ', '_').replace(':', '-')}.jsonl"
+            stem = (f"{reading.replace(', ', '-').replace(' ', '_')}-"  # the progress line
+                    f"{run.label.replace(' ', '_').replace(':', '-')}")  # names both
+            path = folder / f"{stem}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             tasks.append((cfg, path))
             rows.append({"reading": reading, "label": run.label,
