@@ -63,13 +63,13 @@ def test_the_runs_are_the_readmes_setup() -> None:
 def test_the_profile_has_the_fitted_mean_and_the_cap(tmp_path) -> None:
     from workloads.profile import load_profile
 
-    name = runs.workload(2738, tmp_path)
+    name = runs.workload(2738, tmp_path, 28672)
     p = load_profile(name)
     base = load_profile("dapo-math-17k")
     assert (p.mean_tokens, p.max_tokens) == (2738, 28672)
     assert (p.sigma_between, p.sigma_within, p.prompt_mu_log) == (
         base.sigma_between, base.sigma_within, base.prompt_mu_log)
-    assert runs.workload(2738, tmp_path) == name  # written once, the same text
+    assert runs.workload(2738, tmp_path, 28672) == name  # written once, the same text
 
 
 def _ev(t: float, ev: str, **kw: object) -> dict:
@@ -78,12 +78,12 @@ def _ev(t: float, ev: str, **kw: object) -> dict:
 
 def test_a_fully_async_step_is_the_time_between_syncs_and_gen_what_is_not_training() -> None:
     events = [_ev(0, "run_start"), _ev(0, "rollout_start", round=0),
-              _ev(10, "train_start"), _ev(50, "train_end"),
+              _ev(10, "train_start"), _ev(50, "train_end", batch=1),
               _ev(50, "decision", what="param_sync"),
-              _ev(60, "train_start"), _ev(100, "train_end"),
-              _ev(100, "train_start"), _ev(120, "train_end"),
+              _ev(60, "train_start"), _ev(100, "train_end", batch=2),
+              _ev(100, "train_start"), _ev(120, "train_end", batch=3),
               _ev(130, "decision", what="param_sync"),
-              _ev(150, "train_start"), _ev(200, "train_end"),
+              _ev(150, "train_start"), _ev(200, "train_end", batch=4),
               _ev(210, "decision", what="param_sync"), _ev(210, "run_end")]
     got = runs.summary(events)
     # windows 50-130 and 130-210 (the first, the fill, left out): walls 80 and 80;
@@ -95,9 +95,9 @@ def test_a_fully_async_step_is_the_time_between_syncs_and_gen_what_is_not_traini
 def test_a_colocated_step_runs_from_a_round_start_to_the_next() -> None:
     events = [_ev(0, "run_start"), _ev(0, "rollout_start", round=0),
               _ev(30, "rollout_complete", round=0), _ev(40, "train_start"),
-              _ev(70, "train_end"), _ev(80, "rollout_start", round=1),
+              _ev(70, "train_end", batch=5), _ev(80, "rollout_start", round=1),
               _ev(100, "rollout_complete", round=1), _ev(105, "train_start"),
-              _ev(135, "train_end"), _ev(140, "run_end")]
+              _ev(135, "train_end", batch=6), _ev(140, "run_end")]
     got = runs.summary(events)
     assert got["step_s"] == 70  # 80 and 60
     assert got["gen_s"] == 25  # 30 and 20
@@ -167,11 +167,12 @@ def test_a_one_step_off_step_leaves_out_its_fill_and_its_drain() -> None:
     after the last training (130 + 30 waits for nothing: 130 + 50 + 50 = 230)."""
     events = [_ev(0, "run_start", system="verl-one-step-off"), _ev(0, "rollout_start"),
               _ev(30, "rollout_complete"), _ev(30, "rollout_start"), _ev(30, "train_start"),
-              _ev(60, "rollout_complete"), _ev(80, "train_end"), _ev(80, "rollout_start"),
-              _ev(80, "train_start"), _ev(110, "rollout_complete"), _ev(130, "train_end"),
-              _ev(130, "rollout_start"), _ev(130, "train_start"), _ev(160, "rollout_complete"),
-              _ev(180, "train_end"), _ev(180, "train_start"), _ev(230, "train_end"),
-              _ev(230, "run_end")]
+              _ev(60, "rollout_complete"), _ev(80, "train_end", batch=7),
+              _ev(80, "rollout_start"), _ev(80, "train_start"), _ev(110, "rollout_complete"),
+              _ev(130, "train_end", batch=8), _ev(130, "rollout_start"),
+              _ev(130, "train_start"), _ev(160, "rollout_complete"),
+              _ev(180, "train_end", batch=9), _ev(180, "train_start"),
+              _ev(230, "train_end", batch=10), _ev(230, "run_end")]
     got = runs.summary(events)
     # windows 30-80 and 80-130 (not 0-30, the fill, nor 130-230, the drain)
     assert got["windows"] == 2 and got["step_s"] == 50 and got["train_s"] == 50

@@ -171,6 +171,17 @@ def train_spans(events: Sequence[dict[str, Any]]) -> list[TrainSpan]:
     return out
 
 
+def overlap(a: float, b: float, t0: float, t1: float) -> float:
+    """Seconds of [a, b] inside the window [t0, t1]."""
+    return max(0.0, min(b, t1) - max(a, t0))
+
+
+def busy(spans: Sequence[TrainSpan], t0: float, t1: float) -> float:
+    """Seconds of the window [t0, t1] the trainer spent in `spans` (one trainer: its
+    spans never overlap)."""
+    return sum(overlap(s.start, s.end, t0, t1) for s in spans)
+
+
 def round_of(events: Sequence[dict[str, Any]]) -> dict[int, tuple[float, float]]:
     """round -> (its rollout_start, the next round's rollout_start or +inf): the window
     that owns the batches dispatched in it, as in `harness.core.metrics`."""

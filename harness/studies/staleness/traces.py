@@ -35,6 +35,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from harness.analysis import spans
+
 FIGURES = ("tokens_per_s", "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
            "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups", "steps",
            "window_s")
@@ -67,10 +69,6 @@ def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return events
 
 
-def _overlap(a: float, b: float, t0: float, t1: float) -> float:
-    return max(0.0, min(b, t1) - max(a, t0))
-
-
 def _engines(events: Sequence[dict[str, Any]], t0: float, t1: float,
              replicas: int) -> tuple[float, float, int]:
     """Summed time each engine replica had a request in flight within [t0, t1]; the
@@ -93,27 +91,15 @@ def _engines(events: Sequence[dict[str, Any]], t0: float, t1: float,
             k = where.pop((e["group"], e["sample"]))
             count[k] -= 1
             if count[k] == 0:
-                busy += _overlap(since[k], e["t"], t0, t1)
+                busy += spans.overlap(since[k], e["t"], t0, t1)
         else:
             continue
-        area += level * _overlap(prev, e["t"], t0, t1)
+        area += level * spans.overlap(prev, e["t"], t0, t1)
         level += 1 if ev == "request_submit" else -1
         prev = e["t"]
-    busy += sum(_overlap(since[k], t1, t0, t1) for k, n in count.items() if n > 0)
-    area += level * _overlap(prev, t1, t0, t1)
+    busy += sum(spans.overlap(since[k], t1, t0, t1) for k, n in count.items() if n > 0)
+    area += level * spans.overlap(prev, t1, t0, t1)
     return busy, area, max(replicas, max(count, default=-1) + 1)
-
-
-def _trainer_busy(events: Sequence[dict[str, Any]], t0: float, t1: float) -> float:
-    """Time within [t0, t1] with a training span open (one trainer: spans never overlap)."""
-    busy, start = 0.0, None
-    for e in events:
-        if e["ev"] == "train_start":
-            start = e["t"]
-        elif e["ev"] == "train_end" and start is not None:
-            busy += _overlap(start, e["t"], t0, t1)
-            start = None
-    return busy
 
 
 def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[float, int]:
@@ -129,7 +115,7 @@ def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[fl
     gone: set[int] = set()
     level, area, prev = 0, 0.0, events[0]["t"]
     for i, e in enumerate(events):
-        area += level * _overlap(prev, e["t"], t0, t1)
+        area += level * spans.overlap(prev, e["t"], t0, t1)
         prev = e["t"]
         if e["ev"] == "request_finish" and e["status"] == "finished":
             gid = e["group"]
@@ -176,7 +162,7 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
         "lag_max_run": max(lag_run) if lag_run else float("nan"),
         "ess": _weighted(window, "ess"),
         "ess_min": min(ess) if ess else float("nan"),
-        "trainer_idle": max(0.0, 1.0 - _trainer_busy(events, t0, t1) / span),
+        "trainer_idle": max(0.0, 1.0 - spans.busy(spans.train_spans(events), t0, t1) / span),
         "rollout_idle": max(0.0, 1.0 - busy / (replicas * span)),  # not -1e-16 from sums
         "in_flight": in_flight / (replicas * span),
         "backlog": area / span,

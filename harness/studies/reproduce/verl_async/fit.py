@@ -31,6 +31,7 @@ from typing import Any
 
 from harness.core.files import git_commit, write_atomic
 from harness.sim import calibration, trainer_mfu
+from harness.sim.weight_sync import publish_s
 from harness.studies.reproduce.grid import run_configs
 from harness.studies.reproduce.verl_async import claims, runs
 
@@ -60,6 +61,9 @@ def _colocated(means: dict[int | str, float], mfu: float, setup: runs.Setup,
         cfg.sim.calibration, cfg.sim.train_mfu = "pipelinerl", mfu  # only the priors differ
         for key, value in FIXED.items():
             setattr(cfg.sim, key, value)
+        # published as the runs will: verl's 7B time, scaled to the setup's model's bytes
+        cfg.sim.weight_sync_s = publish_s(setup.model, {"hardware": {"model": OWN_MODEL}},
+                                          FIXED["weight_sync_s"])
         folder = write / f"{setup.name}-colocate-{n}"
         folder.mkdir(parents=True, exist_ok=True)
         tasks.append((cfg.validate(), folder / "verl.jsonl"))
@@ -161,10 +165,11 @@ def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
     return result
 
 
+OWN_MODEL = "qwen2.5-7b"  # the model of verl's 0.12 s weight sync (FIXED_NOTES)
 HARDWARE = [
     "", "[hardware]",
     "# the model whose publication weight_sync_s prices, and the trainer the MFU is fitted on",
-    'model = "qwen2.5-7b"', 'trainer_gpu = "h20"', 'trainer_framework = "fsdp"',
+    f'model = "{OWN_MODEL}"', 'trainer_gpu = "h20"', 'trainer_framework = "fsdp"',
     'source = "verl@1dda039 fully_async_policy/README.md:333-338 (H20, Qwen2.5-Math-7B, '
     'vllm+FSDP2)"',
 ]

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.spans import busy, train_spans
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.run.execute import reads
@@ -56,7 +57,6 @@ ASYNC_ROUNDS = 6  # sync windows simulated: the first (the fill) is left out of 
 SYNC_ROUNDS = 2
 READINGS = ("lengths from gen", "lengths from gen, per size", "lengths from training")
 PROFILE_SOURCE = "dapo-math-17k"  # the spreads of the lengths (module docstring)
-PER_SIZE = READINGS[1]  # the 7B's alone: the one-row setups have one size
 
 
 @dataclass(frozen=True)
@@ -104,11 +104,9 @@ ONE_STEP_ROUNDS = 5  # steps: the first (nothing to overlap) and the last (no ne
 # left out of the mean
 SINGLE = {s.name: s for s in (MOE, ONE_STEP_FSDP2, ONE_STEP_MEGATRON)}  # one colocated row
 SIZES = (32, 64, 128)  # 7B colocated GPUs; fully async splits them in halves (:354-361)
-K, U, R, MAX_RESPONSE, TP = (SEVEN_B.k, SEVEN_B.u, SEVEN_B.r, SEVEN_B.max_response,
-                             SEVEN_B.tp)
 
 
-def profile_text(mean_tokens: float, cap: int = MAX_RESPONSE) -> str:
+def profile_text(mean_tokens: float, cap: int) -> str:
     """The workload profile of the runs: dapo-math-17k's shape and prompts, the given cap
     and mean (a profile:PATH file, `workloads/profile.py`)."""
     from workloads.profile import load_profile
@@ -128,7 +126,7 @@ def profile_text(mean_tokens: float, cap: int = MAX_RESPONSE) -> str:
         f"latency_sigma = {p.verify_sigma}", ""])
 
 
-def workload(mean_tokens: float, folder: Path, cap: int = MAX_RESPONSE) -> str:
+def workload(mean_tokens: float, folder: Path, cap: int) -> str:
     """A profile:PATH workload of the given mean and cap, written once into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"dapo-c{cap}-m{round(mean_tokens)}.toml"
@@ -201,7 +199,8 @@ def runs(seed: int) -> list[Run]:
     # asks for a fair comparison: trigger = 512 / (require_batches x 32)
     for rb in (1, 2):
         out.append(Run(f"64:64 require_batches={rb}",
-                       fully_async(seed, 64, trigger=R // (rb * U), require_batches=rb), 128))
+                       fully_async(seed, 64, trigger=SEVEN_B.r // (rb * SEVEN_B.u),
+                                   require_batches=rb), 128))
     # Qwen3-30B-A3B: colocated 128 against 96:32, trigger 4, require_batches 1 (30b.sh:108-111)
     out.append(Run("30B colocate 128", colocated(seed, 128, MOE), MOE.name))
     out.append(Run("30B fully async 96:32", fully_async(seed, 96, require_batches=1, setup=MOE,
@@ -221,10 +220,6 @@ def with_lengths(run: Run, means: dict[int | str, float], folder: Path) -> RunCo
     return cfg.validate()
 
 
-def _busy(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
-    return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in spans)
-
-
 @reads("run_start", "rollout_start", "rollout_complete", "train_start", "train_end",
        "decision", "run_end")
 def summary(events: list[dict[str, Any]]) -> dict[str, float]:
@@ -233,13 +228,7 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     Windows: between parameter syncs (fully async, the first left out) or between round
     starts (colocated, the last round ending at the run's end; one-step-off, whose next
     round starts as this one trains, without its first and last)."""
-    spans: list[tuple[float, float]] = []
-    opened = 0.0
-    for e in events:
-        if e["ev"] == "train_start":
-            opened = e["t"]
-        elif e["ev"] == "train_end":
-            spans.append((opened, e["t"]))
+    spans = train_spans(events)
     syncs = [e["t"] for e in events if e["ev"] == "decision" and e.get("what") == "param_sync"]
     end = events[-1]["t"]
     if syncs:
@@ -251,7 +240,7 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     if events[0].get("system") == "verl-one-step-off":  # its fill and its drain left out
         skip, windows = 1, windows[1:-1]
     walls = np.array([b - a for a, b in windows])
-    train = np.array([_busy(spans, a, b) for a, b in windows])
+    train = np.array([busy(spans, a, b) for a, b in windows])
     if syncs:
         gen = walls - train
     else:
