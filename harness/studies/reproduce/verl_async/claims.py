@@ -74,6 +74,19 @@ UPDATE_SHARE = 6 / 8  # of a colocated simulated training: forward + backward of
 SCRIPT_READING = {"fully async 16:16 s=0.1": "fully async 16:16"}
 
 
+def _inputs(prefix: str, training: str, config: str, paper: tuple[float, float, float],
+            got: pd.Series, reading: str) -> list[Claim]:
+    """A colocated baseline's rows: gen and training (the fit's inputs) and its step (an
+    input not fitted); `paper` is (step, gen, training) in seconds."""
+    step, gen, train = paper
+    return [Claim(PAPER, f"{prefix}colocate gen (s)", "gen", config, gen, gen, got["gen_s"],
+                  TOL, kind="input", reading=reading),
+            Claim(PAPER, f"{prefix}colocate {training} (s)", "train", config, train, train,
+                  got["train_s"], TOL, kind="input", reading=reading),
+            Claim(PAPER, f"{prefix}colocate step (s)", "step", config, step, step,
+                  got["step_s"], TOL, kind="input (not fitted)", reading=reading)]
+
+
 def _reading(reading: str, label: str) -> str:
     return f"{reading}, staleness 0.1 (16_16.sh:74)" if label in SCRIPT_READING else reading
 
@@ -84,17 +97,10 @@ def claims(sim: pd.DataFrame) -> list[Claim]:
     for reading, rows in sim.groupby("reading", sort=False):
         by = rows.set_index("label")
         for n, paper in COLOCATE.items():
-            got = by.loc[f"colocate {n}"]
-            config = f"colocate sync {n} H20"
-            out += [
-                Claim(PAPER, "colocate gen (s)", "gen", config, paper["gen"], paper["gen"],
-                      got["gen_s"], TOL, kind="input", reading=reading),
-                Claim(PAPER, "colocate old_log_prob + update_actor (s)", "train", config,
-                      paper["old_log_prob"] + paper["update_actor"],
-                      paper["old_log_prob"] + paper["update_actor"], got["train_s"], TOL,
-                      kind="input", reading=reading),
-                Claim(PAPER, "colocate step (s)", "step", config, paper["step"], paper["step"],
-                      got["step_s"], TOL, kind="input (not fitted)", reading=reading)]
+            out += _inputs("", "old_log_prob + update_actor", f"colocate sync {n} H20",
+                           (paper["step"], paper["gen"],
+                            paper["old_log_prob"] + paper["update_actor"]),
+                           by.loc[f"colocate {n}"], reading)
         for label in [*ASYNC, *SCRIPT_READING]:
             (lo, hi), gen, update, line = ASYNC[SCRIPT_READING.get(label, label)]
             got = by.loc[label]
@@ -146,14 +152,9 @@ def moe_claims(by: pd.DataFrame, reading: str) -> list[Claim]:
     old-log-prob forward there), so the same samples cost 4/5 of the passes."""
     colo, full = by.loc["30B colocate 128"], by.loc["30B fully async 96:32"]
     config, line = "Qwen3-30B-A3B colocate sync 128 H20", "(README.md:447)"
-    out = [Claim(PAPER, "30B colocate gen (s)", "gen", config, MOE_COLOCATE["gen"],
-                 MOE_COLOCATE["gen"], colo["gen_s"], TOL, kind="input", reading=reading),
-           Claim(PAPER, "30B colocate old_log_prob + ref + update_actor (s)", "train", config,
-                 MOE_COLOCATE["train"], MOE_COLOCATE["train"], colo["train_s"], TOL,
-                 kind="input", reading=reading),
-           Claim(PAPER, "30B colocate step (s)", "step", config, MOE_COLOCATE["step"],
-                 MOE_COLOCATE["step"], colo["step_s"], TOL, kind="input (not fitted)",
-                 reading=reading)]
+    out = _inputs("30B ", "old_log_prob + ref + update_actor", config,
+                  (MOE_COLOCATE["step"], MOE_COLOCATE["gen"], MOE_COLOCATE["train"]), colo,
+                  reading)
     config = f"Qwen3-30B-A3B fully async 96:32 {line}"
     out += [Claim(PAPER, "30B fully async step (s)", "step", config, MOE_ASYNC["step"],
                   MOE_ASYNC["step"], full["step_s"], TOL, reading=reading),
@@ -181,15 +182,9 @@ def one_step_claims(by: pd.DataFrame, reading: str) -> list[Claim]:
     out: list[Claim] = []
     for engine, paper in ONE_STEP.items():
         colo, osp = by.loc[f"osp colocate 16 {engine}"], by.loc[f"one-step-off 4:12 {engine}"]
-        step, gen, train = paper["colocate"]
-        config = f"one-step-off {engine}: colocate sync 16 (osp.md:{paper['line']})"
-        out += [Claim(PAPER, "one-step-off: colocate gen (s)", "gen", config, gen, gen,
-                      colo["gen_s"], TOL, kind="input", reading=reading),
-                Claim(PAPER, "one-step-off: colocate old_log_prob + update_actor (s)", "train",
-                      config, train, train, colo["train_s"], TOL, kind="input",
-                      reading=reading),
-                Claim(PAPER, "one-step-off: colocate step (s)", "step", config, step, step,
-                      colo["step_s"], TOL, kind="input (not fitted)", reading=reading)]
+        out += _inputs("one-step-off: ", "old_log_prob + update_actor",
+                       f"one-step-off {engine}: colocate sync 16 (osp.md:{paper['line']})",
+                       paper["colocate"], colo, reading)
         step, wait, train = paper["osp"]
         config = f"one-step-off {engine}: 4:12 (osp.md:{paper['line'] + 1})"
         out += [Claim(PAPER, "one-step-off step (s)", "step", config, step, step,
