@@ -32,20 +32,17 @@ commands = typer.Typer()  # added to the app in harness/cli/app.py
 @commands.command("systems")
 def systems_cmd() -> None:
     """List the system backends."""
+    from harness.cli.tables import show_named
     from systems import SYSTEMS
 
-    for name, cls in SYSTEMS.items():
-        console.print(f"[bold]{name:10}[/bold] {cls.summary}", highlight=False)
+    show_named(console, [(name, cls.summary) for name, cls in SYSTEMS.items()])
 
 
 @commands.command("workloads")
 def workloads_cmd() -> None:
     """List the workload profiles, and the other forms --workload takes: a trace's work
     replayed, and a profile file of one's own."""
-    import textwrap
-
-    from rich.markup import escape
-
+    from harness.cli.tables import show_named
     from workloads.profile import FILE_PREFIX, load_profile, profile_names
     from workloads.trace_source import CYCLE_PREFIX, PREFIX
 
@@ -62,13 +59,7 @@ def workloads_cmd() -> None:
                                "from a dataset of your own: python -m workloads.measure --own "
                                "FILE (README)"),
     ]
-    width = max(len(name) for name, _ in rows) + 1
-    for name, text in rows:  # wrapped to 100 columns, the text under the text
-        lines = [line for part in text.split("\n")
-                 for line in textwrap.wrap(part, 100 - width, break_on_hyphens=False)]
-        console.print(f"[bold]{name:{width}}[/bold]{escape(lines[0])}", highlight=False)
-        for line in lines[1:]:
-            console.print(" " * width + line, highlight=False, markup=False)
+    show_named(console, rows)  # wrapped to 100 columns, the text under the text
 
 
 def _never_started(out: Path, made: bool) -> bool:

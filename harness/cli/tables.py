@@ -138,6 +138,35 @@ def show(console: Console, renderable: Any) -> None:
     console.print(renderable, width=min(console.width, WIDTH))
 
 
+def named_lines(rows: Sequence[tuple[str, str]], width: int = WIDTH) -> list[tuple[str, str]]:
+    """(name, text) rows as (name cell, text) lines at most `width` columns: the
+    texts in one column beside the names, wrapped under themselves (a text's own
+    newline starts a line). The column starts after the longest name, up to a third
+    of the width; a longer name stands on a line of its own. Laid out from the rows,
+    so that a longer summary or name stays aligned and inside the width."""
+    import textwrap
+
+    names = [len(name) for name, _ in rows if len(name) < width // 3]
+    indent = max(names, default=0) + 1
+    out: list[tuple[str, str]] = []
+    for name, text in rows:
+        lines = [line for part in text.split("\n")
+                 for line in textwrap.wrap(part, width - indent, break_on_hyphens=False)]
+        lines = lines or [""]
+        if len(name) >= indent:
+            out.append((name, ""))
+            name = ""
+        out.append((f"{name:{indent}}", lines[0]))
+        out += [(" " * indent, line) for line in lines[1:]]
+    return out
+
+
+def show_named(console: Console, rows: Sequence[tuple[str, str]]) -> None:
+    """`named_lines` printed, the names in bold and the texts as plain text."""
+    for name, text in named_lines(rows):
+        console.print(Text.assemble((name, "bold"), text), highlight=False)
+
+
 def machine(rows: Sequence[dict[str, Any]], fmt: str) -> None:
     """The rows in full on stdout: fmt 'json' or 'csv'."""
     import sys
