@@ -35,3 +35,16 @@ def test_named_lines_wrap_a_long_text_and_put_a_long_name_on_its_own_line() -> N
     assert got[0] == ("ab ", "a summary a summary a summary a")  # 37 wide
     assert all(len(name) == 3 and len(body) <= 37 for name, body in got[1:-2])
     assert got[-2:] == [("x" * 40, ""), ("   ", "short")]
+
+
+def test_the_steps_warning_is_wrapped_to_100_columns() -> None:
+    # the defaults' engine (2 x a100-40gb-pcie) holds 536,743 tokens: 512 x 131,072 do
+    # not fit, 1 x 131,072 do; the warning was one line of 226 characters
+    result = CliRunner().invoke(app, ["steps", "--batch", "1,512", "--context", "131072"])
+    assert result.exit_code == 0
+    warning = result.stderr.split("note:")[0].splitlines()
+    assert warning[0].startswith("warning: 1 step(s) need more KV cache than 2 x ")
+    assert len(warning) == 3 and all(line.startswith("  ") for line in warning[1:])
+    assert max(len(line) for line in warning) <= WIDTH
+    flat = " ".join(" ".join(warning).split())
+    assert flat.endswith("e.g. batch 512 x context 131072 needs 7,696.6 GB of KV cache")

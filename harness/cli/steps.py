@@ -96,7 +96,8 @@ def steps_cmd(
         fail(str(err).replace("sim.rollout_ep", "--ep").replace("sim.rollout_attention_dp",
                                                                 "--attention-dp"))
     for line in over:  # said before the table, on stderr: the numbers stand, flagged
-        typer.echo(f"warning: {line}", err=True)
+        typer.echo(textwrap.fill(f"warning: {line}", 100, subsequent_indent="  ",
+                                 break_on_hyphens=False), err=True)
     if rows and str(rows[0]["step_source"]).startswith("kernels"):
         from harness.sim.kernels.source import framework_overhead
 
