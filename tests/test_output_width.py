@@ -48,3 +48,16 @@ def test_the_steps_warning_is_wrapped_to_100_columns() -> None:
     assert max(len(line) for line in warning) <= WIDTH
     flat = " ".join(" ".join(warning).split())
     assert flat.endswith("e.g. batch 512 x context 131072 needs 7,696.6 GB of KV cache")
+
+
+def test_config_show_uses_the_width_columns_gives_and_100_without_it() -> None:
+    wide = CliRunner().invoke(app, ["config", "show"], env={"COLUMNS": "200"})
+    narrow = CliRunner().invoke(app, ["config", "show"], env={"COLUMNS": None})
+    assert wide.exit_code == narrow.exit_code == 0
+    assert max(len(line) for line in narrow.stdout.splitlines()) == WIDTH
+    assert max(len(line) for line in wide.stdout.splitlines()) == 200
+    # the help of `system` (49 characters with its type) was folded 20 wide into 3 lines
+    help_of_system = "system backend (see `rolloutbench systems`) (str)"
+    row = next(line for line in wide.stdout.splitlines() if line.startswith(" system "))
+    assert row.rstrip().endswith(help_of_system)
+    assert help_of_system not in narrow.stdout

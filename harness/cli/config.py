@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail, output_format
-from harness.cli.tables import show
+from harness.cli.tables import terminal_width
 from harness.core.config import ConfigError, RunConfig, config_fields, help_of, load_toml, type_name
 from harness.core.registry import UnknownName
 
@@ -128,4 +128,4 @@ def show_cmd(
                  row["source"],
                  f"{row['help']} ({row['type']})")
         table.add_row(*map(Text, cells))  # plain text: "[sim]" is not markup
-    show(console, table)
+    console.print(table, width=terminal_width(console))  # the help takes a wide terminal

@@ -167,6 +167,19 @@ def show_named(console: Console, rows: Sequence[tuple[str, str]]) -> None:
         console.print(Text.assemble((name, "bold"), text), highlight=False)
 
 
+def terminal_width(console: Console) -> int:
+    """The columns the person's terminal has: COLUMNS where set (their own say, piped
+    or not), else a terminal's width; WIDTH where neither tells (piped, logged). For a
+    table whose last column is prose (`config show`'s help), which a wide terminal
+    should widen rather than leave 20 columns wide."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else WIDTH
+
+
 def machine(rows: Sequence[dict[str, Any]], fmt: str) -> None:
     """The rows in full on stdout: fmt 'json' or 'csv'."""
     import sys
