@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.cli.common import _interrupt, console, fail
+from harness.cli.common import _interrupt, console, fail, refuse_overwrite, workload_file
 from harness.core.config import ConfigError
 from harness.core.progress import counted
 from harness.core.registry import UnknownName
@@ -55,9 +55,11 @@ def plan_cmd(
                                                   )] = None,
     rollout_max_response_len: Annotated[int | None, _opt(
         help="slime's name for --max-response-tokens.")] = None,
-    objective: Annotated[str, _opt(help="step-time (rollout-to-train-end per round, "
-                                   "minimised) or throughput (trained tokens/s).")]
-    = "step-time",
+    objective: Annotated[str, _opt(help="throughput (trained response tokens per second, "
+                                   "maximised) or step-time (seconds per optimizer step, "
+                                   "minimised), each over the run's steady window of "
+                                   "optimizer steps (docs/plan.md#the-yardstick).")]
+    = "throughput",
     max_lag: Annotated[int | None, _opt(help="Most optimizer steps between a token's "
                                         "generation and its training.", show_default="no limit")]
     = None,
@@ -67,8 +69,10 @@ def plan_cmd(
     = False,
     budget: Annotated[int, _opt(help="Distinct configurations to simulate (the sampler "
                                 "is asked at most twice as often).")] = 200,
-    rounds: Annotated[int, _opt(help="Rounds per configuration (tail batching runs at least "
-                                "one short-long period).")] = 2,
+    rounds: Annotated[int, _opt(help="Rounds per configuration: an asynchronous system needs "
+                                "several to fill its pipeline and leave a steady window "
+                                "between fill and drain; tail batching at least one "
+                                "short-long period.")] = 4,
     seed: Annotated[int, _opt(help="Seed of the workload and the sampler.")] = 0,
     jobs: Annotated[int | None, _opt("--jobs", "-j", help="Configurations at a time.",
                                      show_default="the CPU count")] = None,
@@ -96,6 +100,9 @@ def plan_cmd(
     from harness.studies.plan.search import default_jobs
     from harness.studies.plan.space import build_space, check_memory
 
+    refuse_overwrite("--out", out, [("--model", model), ("--workload", workload_file(workload))],
+                     ("plan.csv", "pareto.csv", "excluded.csv", "pareto.png", "best/",
+                      "study.journal"))
     try:
         r, k, u = rc.recipe_from_slime(groups, group_size, update_groups, rollout_batch_size,
                                        n_samples_per_prompt, global_batch_size)
@@ -105,6 +112,10 @@ def plan_cmd(
                        rc.Recipe(workload, r, k, u, cap, rounds, seed),
                        rc.Limits(objective, max_lag, on_policy))
         rc.check(plan, budget)
+        from harness.studies.plan.search import SAMPLERS
+
+        if sampler not in SAMPLERS:  # before the space is enumerated (seconds of work)
+            raise rc.PlanError(f"--sampler {sampler!r}: one of {', '.join(SAMPLERS)}")
         if jobs is not None and jobs < 1:
             raise rc.PlanError(f"--jobs {jobs}: must be a positive integer")
         names = [s.strip() for s in systems.split(",")] if systems else None
@@ -241,10 +252,10 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
     if not len(front):
         _stage("no feasible configuration: see plan.csv (feasible, error)")
         return
-    main = "tok/s" if space.plan.limits.objective == "throughput" else "step s"
+    main = "trained tok/s" if space.plan.limits.objective == "throughput" else "s/step"
     table = Table(title="top of the Pareto front (best first)", header_style="bold")
     for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
-                      ("step s", "right"), ("tok/s", "right"), ("off-pol %", "right"),
+                      ("trained tok/s", "right"), ("s/step", "right"), ("off-pol %", "right"),
                       ("lag", "right"), ("resp tok", "right")):
         table.add_column(col + (" *" if col == main else ""), justify=just,
                          overflow="fold")
@@ -252,10 +263,11 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
         table.add_row(*cells)
     Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)
     made = workload_response_tokens(space.plan)
-    _stage("* the objective. step s: rollout-to-train-end per round. tok/s: trained response "
-           "tokens per s.\noff-pol %: trained tokens made by an older policy than the "
-           "round's. lag: most optimizer steps\nfrom a token's generation to its training. "
-           "resp tok: mean trained response length (the\n"
-           f"workload makes {made:,.0f}; ! = off by more than {100 * BIAS:.0f}%: a biased "
-           "subset). +N after the\nknobs: N more configurations simulate alike "
+    _stage("* the objective. trained tok/s and s/step: response tokens trained per second "
+           "and\nseconds per optimizer step over each run's steady window (its warm-up and "
+           "drain cut,\ndocs/plan.md#the-yardstick). off-pol %: trained tokens made by an "
+           "older policy than\nthe round's. lag: most optimizer steps from a token's "
+           "generation to its training.\nresp tok: mean trained response length (the "
+           f"workload makes {made:,.0f}; ! = off by more\nthan {100 * BIAS:.0f}%: a biased "
+           "subset). +N after the knobs: N more configurations simulate\nalike "
            "(plan.csv lists them).")

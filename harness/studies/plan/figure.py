@@ -37,8 +37,8 @@ def pareto_figure(space: Space, table: pd.DataFrame, front: pd.DataFrame, path: 
     from harness.studies.plan.bias import biased
 
     up = space.plan.limits.objective == "throughput"
-    x, xlabel = (("throughput_tok_s", "throughput (trained response tokens / s)") if up else
-                 ("step_time_s", "step time: rollout-to-train-end per round (s)"))
+    x, xlabel = (("trained_tokens_per_s", "trained response tokens / s (steady window)")
+                 if up else ("step_s", "seconds per optimizer step (steady window)"))
     ok = table[table["error"].fillna("") == ""]
     systems = sorted(ok["system"].unique())
     colours = dict(zip(systems, sns.color_palette("tab10", len(systems)), strict=True))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from harness.core.files import write_atomic
 from harness.sim.presets import figures_toml
 from harness.studies.plan.bias import biased, workload_response_tokens
 from harness.studies.plan.evaluate import METRICS
-from harness.studies.plan.search import finished
+from harness.studies.plan.search import finished, main_metric
 from harness.studies.plan.search import row as row_of
 from harness.studies.plan.space import Layout, Point, Space
 
@@ -68,7 +69,7 @@ def plan_table(study: Any, space: Space) -> pd.DataFrame:
 def _rank(space: Space, frame: pd.DataFrame) -> pd.DataFrame:
     """Best first: the objective, then less off-policy, then lower lag."""
     up = space.plan.limits.objective == "throughput"
-    main = "throughput_tok_s" if up else "step_time_s"
+    main = main_metric(space)
     return frame.sort_values([main, "offpolicy_token_frac", "lag_max", "trial"],
                              ascending=[not up, True, True, True])
 
@@ -79,7 +80,7 @@ def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
     on one), best first. A filter of what was tried, not a search."""
     ok = _merge_equal(table[table["feasible"]])
     sign = -1.0 if space.plan.limits.objective == "throughput" else 1.0
-    main = "throughput_tok_s" if sign < 0 else "step_time_s"
+    main = main_metric(space)
     loss = np.column_stack([sign * ok[main].to_numpy(float),
                             ok["offpolicy_token_frac"].to_numpy(float),
                             ok["lag_max"].to_numpy(float)])
@@ -96,7 +97,7 @@ def _merge_equal(front: pd.DataFrame) -> pd.DataFrame:
     difference in the last bits of a float does not split (or dominate) a point."""
     if not len(front):
         return front.assign(same=pd.Series(dtype=int))
-    figures = [m for m in ("step_time_s", "throughput_tok_s", "offpolicy_token_frac",
+    figures = [m for m in ("step_s", "trained_tokens_per_s", "offpolicy_token_frac",
                            "lag_max") if m in front]
     key = front[figures].apply(lambda col: col.map(lambda v: f"{v:.6g}"))
     if "system" in front:
@@ -112,6 +113,35 @@ def _merge_equal(front: pd.DataFrame) -> pd.DataFrame:
 def best_per_system(space: Space, table: pd.DataFrame) -> dict[str, pd.Series]:
     ok = _rank(space, table[table["feasible"]])
     return {system: rows.iloc[0] for system, rows in ok.groupby("system", sort=False)}
+
+
+def no_best(space: Space, table: pd.DataFrame, best: dict[str, Any]) -> dict[str, str]:
+    """Why each system of the space has no best configuration: none of its configurations
+    ran (budget), every one failed (the commonest error), or none met the limits (the
+    least lag and off-policy share it reached)."""
+    lim, out = space.plan.limits, {}
+    for system in space.systems:
+        if system in best:
+            continue
+        rows = table[table["system"] == system]
+        ran = rows[rows["error"].fillna("") == ""] if len(rows) else rows
+        if not len(rows):
+            out[system] = "none of its configurations was simulated (raise --budget)"
+        elif not len(ran):
+            errors = rows["error"].astype(str)
+            out[system] = (f"all {len(rows)} configurations failed, e.g. "
+                           f"{errors.mode().iloc[0]}")
+        else:
+            parts = []
+            if lim.lag_bound is not None:
+                parts.append(f"its least max lag was {ran['lag_max'].min():.0f} > --max-lag "
+                             f"{lim.lag_bound}")
+            if lim.on_policy:
+                parts.append(f"its least off-policy share was "
+                             f"{100 * ran['offpolicy_token_frac'].min():.1f}% (--on-policy)")
+            out[system] = (f"none of its {len(ran)} configurations met the limits: "
+                           + "; ".join(parts))
+    return out
 
 
 def point_of(space: Space, row: pd.Series, study: Any) -> Point:
@@ -143,7 +173,8 @@ def toml_text(cfg: RunConfig, header: list[str]) -> str:
 
 
 def _fmt_metrics(row: pd.Series) -> str:
-    return (f"step {row['step_time_s']:.1f} s, {row['throughput_tok_s']:.0f} tok/s, "
+    return (f"{row['trained_tokens_per_s']:.0f} trained tok/s, {row['step_s']:.2f} s/step "
+            f"(steady window: {row['window_steps']:.0f} steps), "
             f"off-policy {100 * row['offpolicy_token_frac']:.1f}%, lag {row['lag_max']:.0f}")
 
 
@@ -153,11 +184,13 @@ def write_all(study: Any, space: Space, out: Path, command: str) -> dict[str, An
     write_atomic(out / "plan.csv", table.to_csv(index=False))
     front = pareto_table(space, table)
     write_atomic(out / "pareto.csv", front.to_csv(index=False))
+    best = best_per_system(space, table)
     rows = [{"system": s, "status": "excluded", "reason": r} for s, r in space.excluded.items()]
     rows += [{"system": s, "status": "restricted", "reason": r} for s, r in space.notes.items()]
+    rows += [{"system": s, "status": "no feasible configuration", "reason": r}
+             for s, r in no_best(space, table, best).items()]
     write_atomic(out / "excluded.csv",
                  pd.DataFrame(rows, columns=["system", "status", "reason"]).to_csv(index=False))
-    best = best_per_system(space, table)
     for old in (out / "best").glob("*.toml") if (out / "best").exists() else []:
         old.unlink()
     for system, row in best.items():
@@ -181,11 +214,13 @@ def front_rows(front: pd.DataFrame, top: int = 10) -> list[list[str]]:
     out = []
     for _, row in front.head(top).iterrows():
         lag, same = row["lag_max"], int(row.get("same", 0) or 0)
-        knobs = str(row["knobs"] or "-") + (f" +{same}" if same else "")
+        # a knob's table prefix (slime_async.) is the system's own: the system column says it
+        knobs = re.sub(r"\b[a-z_]+\.", "", str(row["knobs"] or "-")) + (f" +{same}" if same
+                                                                          else "")
         share, made = row.get("response_share", math.nan), row.get("response_tokens")
         resp = "-" if made is None or made != made else f"{made:,.0f}"
         out.append([str(row["system"]), str(row["layout"]), knobs,
-                    f"{row['step_time_s']:.1f}", f"{row['throughput_tok_s']:,.0f}",
+                    f"{row['trained_tokens_per_s']:,.0f}", f"{row['step_s']:.1f}",
                     f"{100 * row['offpolicy_token_frac']:.1f}",
                     "-" if math.isnan(lag) else f"{lag:.0f}",
                     resp + (" !" if biased(share) else "")])

@@ -66,7 +66,7 @@ class Recipe:
 class Limits:
     """What the plan may recommend: its objective and staleness constraints."""
 
-    objective: str = "step-time"
+    objective: str = "throughput"
     max_lag: int | None = None  # most optimizer steps between generation and training
     on_policy: bool = False
     """Every trained token comes from the weights its round started with: no tokens

@@ -51,9 +51,13 @@ ASYNC_STALENESS = {
     "nemo-rl-async": ("nemo_rl.max_trajectory_age_steps", (1, 2, 4)),
     "tinker": ("tinker.max_steps_off_policy", (0, 1, 2, 4)),
     "verl-fully-async": ("verl_async.staleness_threshold", (0.0, 0.1, 0.3, 0.5)),
-    "verl-one-step-off": None,
-    "slime-async": None,
+    "verl-one-step-off": None,  # one step off by construction: no knob
+    "slime-async": None,  # no staleness knob: its pool (POOL_KNOB) sets how stale it runs
 }
+POOL_KNOB = "slime_async.sglang_server_concurrency"
+"""slime-async's one knob: groups its worker keeps in flight across rollouts (slime's
+default 512 puts every group of a short run in flight at once). A plan tries U, 2U,
+4U, R, 2R and 512 groups."""
 DISAGGREGATED_ONLY = {
     "pipelinerl": "in-flight weight updates need the engine and trainer on their own GPUs",
     "cgp-tail": "CGP's hand-off trains during the rollout, on the trainer's own GPUs",
@@ -170,6 +174,9 @@ def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
                 "partial_rollout": [False] if plan.limits.on_policy else [True, False]}
     if system in ASYNC_STALENESS:
         knob = ASYNC_STALENESS[system]
+        if system == "slime-async":
+            u = plan.recipe.update_groups
+            return {POOL_KNOB: sorted({u, 2 * u, 4 * u, r, 2 * r, 512})}
         if knob is None:
             return {}
         name, values = knob
@@ -367,5 +374,13 @@ def _excluded(system: str, plan: Plan, r: int, u: int) -> str | None:
         return "in-flight weight updates: responses span policy versions (--on-policy)"
     if system in ASYNC_STALENESS and plan.limits.on_policy:
         return "asynchronous: trains tokens of older policies (--on-policy)"
+    knob, bound = ASYNC_STALENESS.get(system), plan.limits.lag_bound
+    if knob is not None and bound is not None and not knob[0].startswith("verl_async."):
+        name, values = knob
+        if min(values) > bound:
+            return (f"its least staleness setting ({name} = {min(values)}) lets tokens "
+                    f"lag {min(values)} steps, more than --max-lag {bound}")
+    if system == "verl-one-step-off" and bound is not None and bound < 1:
+        return f"trains every batch one step off its policy (lag 1 > --max-lag {bound})"
     return None
 

@@ -1,0 +1,244 @@
+"""One yardstick for every system: what a run delivers to the trainer, per second.
+
+A synchronous system trains in rounds (generate, then train); an asynchronous one
+trains continuously while it generates. "Rollout start to train end" and the
+trainer's waiting ratio are the papers' metrics of a round: they mean different
+things for the two kinds (an asynchronous round starts after its rollout was
+collected, so its "round" is a few seconds of training) and must never rank a
+synchronous system against an asynchronous one. What both kinds deliver is
+optimizer steps over trained samples, so systems are ranked by:
+
+- `trained_tokens_per_s`: response tokens trained (each `optimizer_step`'s
+  `tokens`) per second of the steady window;
+- `trained_samples_per_s`: responses trained (the `samples` of the window's batches)
+  per second;
+- `step_s`: seconds per optimizer step over the window;
+- `generated_tokens_per_s` (a separate column, never the rank): response tokens
+  the engines generated in responses that ended in the window, aborted ones too;
+
+each over one **steady window** of optimizer steps, cut by one rule:
+
+- **warm-up**: the steps that train only groups first submitted before the run's
+  first optimizer step (the pipeline's first fill: everything an asynchronous
+  system had in flight before it first stepped, which it then trains in a burst).
+  The window opens when the last of them ends;
+- **drain**: the steps that end after the run's last new group was first
+  submitted (the pipeline is no longer fed, and the backlog is trained out; a
+  request resumed or submitted again is not new work). The window closes
+  when the last step before them ends;
+- **but no cut where the pipeline is empty**: if no group is in flight (first
+  submitted, neither trained nor dropped) when the warm-up's last step ends, the
+  run is there in the state it started in, so the window opens at the run's start;
+  if none is in flight when the last step before the drain ends, the run is there
+  in the state it ends in, so the window closes at the last step.
+
+A synchronous system empties its pipeline between rounds: its window is the whole
+run (it has no warm-up and no drain; every round pays its own fill and drain). An
+asynchronous one keeps groups in flight across steps: its window is what it
+sustains between its fill and its drain. A run that had all its work in flight
+before it first stepped is one fill; it empties only at its end, and its window is
+the whole run too. "Before" and "after" are by position in the trace, as
+`harness.core.metrics.owning_rounds` attributes events: a step and the next
+round's submissions often share a time. A window of fewer than MIN_STEPS steps is too short
+to say what a run sustains (two steps that train a backlog in a burst read as
+twice the engines' rate): such a run has no window, nor has one with no optimizer
+step (an import whose source records no training); its figures are NaN and
+`no_window` says why (run more rounds, or keep less in flight). Beside the trained
+figures, `generated_tokens_per_s` shows whether the window is balanced: a steady
+run trains what it generates, less what it aborts or drops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The yardstick's figures, in the order tables show them: (key, short header, unit).
+FIGURES = (
+    ("trained_tokens_per_s", "trained tok/s", "tok/s"),
+    ("trained_samples_per_s", "trained samples/s", "1/s"),
+    ("step_s", "s/step", "s"),
+    ("generated_tokens_per_s", "generated tok/s", "tok/s"),
+)
+KEYS = tuple(k for k, _, _ in FIGURES)
+# Read over the same window, beside the figures (never a rank).
+WINDOW_KEYS = ("window_steps", "warmup_steps", "drain_steps", "window_start_s",
+               "window_end_s", "window_lag_mean", "window_lag_max", "window_ess")
+DROPS = ("drop_group", "discard_groups")  # as harness.analysis.check.model reads them
+MIN_STEPS = 4
+"""The fewest optimizer steps a steady window holds."""
+# The event kinds the yardstick reads (a runtime that keeps only some in memory keeps these).
+EVENTS = frozenset({"run_start", "request_submit", "request_finish", "batch_dispatch",
+                    "train_start", "train_end", "optimizer_step", "decision"})
+RANK_KEY = "trained_tokens_per_s"
+"""What a ranking of systems sorts by (highest first)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A run's steady window: steps `first`..`last` (1-based, inclusive) train in it,
+    from `start_s` (the end of step first - 1, or the run's start) to `end_s` (the end
+    of step `last`). `steps` is how many steps the run took."""
+
+    steps: int
+    warmup: int
+    drain: int
+    start_s: float
+    end_s: float
+
+    @property
+    def first(self) -> int:
+        return self.warmup + 1
+
+    @property
+    def last(self) -> int:
+        return self.steps - self.drain
+
+    @property
+    def size(self) -> int:
+        return max(0, self.last - self.warmup)
+
+
+@dataclass
+class _Step:
+    index: int  # position in the trace
+    t: float
+    event: dict[str, Any]
+    groups: list[int]
+    samples: int
+
+
+def _steps(events: Sequence[dict[str, Any]]) -> list[_Step]:
+    """Each optimizer step with the groups and samples of the batches it applied: the
+    batches whose training ended after the step before it (by position)."""
+    groups_of: dict[int, list[int]] = {}
+    samples_of: dict[int, int] = {}
+    pending: dict[int, None] = {}  # batches whose training ended, not yet stepped
+    out: list[_Step] = []
+    for i, e in enumerate(events):
+        ev = e["ev"]
+        if ev == "batch_dispatch":
+            groups_of[e["batch"]] = list(e["groups"])
+        elif ev == "train_start" and e.get("samples") is not None:
+            samples_of[e["batch"]] = int(e["samples"])
+        elif ev == "train_end":
+            pending[e["batch"]] = None
+        elif ev == "optimizer_step":
+            batches = list(pending)
+            pending.clear()
+            out.append(_Step(i, float(e["t"]), e,
+                             [g for b in batches for g in groups_of.get(b, [])],
+                             sum(samples_of.get(b, 0) for b in batches)))
+    return out
+
+
+def _in_flight(events: Sequence[dict[str, Any]], steps: list[_Step]
+               ) -> Callable[[int], int]:
+    """in_flight(p): groups first submitted before position p and neither trained in a
+    step at or before p nor dropped before p."""
+    born: dict[int, int] = {}
+    gone: dict[int, int] = {}  # group -> position where it left (trained or dropped)
+    for i, e in enumerate(events):
+        if e["ev"] == "request_submit":
+            born.setdefault(e["group"], i)
+        elif e["ev"] == "decision" and e.get("what") in DROPS:
+            for g in ([e["group"]] if "group" in e else e.get("groups", [])):
+                gone.setdefault(g, i)
+    for step in steps:
+        for g in step.groups:
+            gone.setdefault(g, step.index)
+    return lambda p: sum(1 for g, b in born.items() if b < p and gone.get(g, p + 1) > p)
+
+
+def window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str]:
+    """The run's steady window by the module's rule, or None and why not."""
+    steps = _steps(events)
+    if not steps:
+        return None, "no optimizer step in the trace (its source records no training)"
+    born: dict[int, int] = {}  # group -> position of its first submission
+    for i, e in enumerate(events):
+        if e["ev"] == "request_submit":
+            born.setdefault(e["group"], i)
+    last_submit = max(born.values(), default=-1)
+    first = steps[0].index
+    fill = 1  # the first step waited on an empty pipeline, whatever its batches
+    for step in steps[1:]:
+        if not (step.groups and all(born.get(g, -1) < first for g in step.groups)):
+            break
+        fill += 1
+    n = len(steps)
+    drain = sum(1 for s in steps if s.index > last_submit)
+    in_flight = _in_flight(events, steps)
+    warmup = fill if in_flight(steps[fill - 1].index) else 0
+    if drain and n - drain >= 1 and not in_flight(steps[n - drain - 1].index):
+        drain = 0
+    elif drain == n:  # nothing was submitted after the first step's fill: one fill
+        drain = 0 if not warmup else drain
+    start = steps[warmup - 1].t if warmup else float(events[0]["t"])
+    end = steps[n - drain - 1].t if n - drain >= 1 else start
+    win = Window(n, warmup, drain, start, end)
+    if win.size < MIN_STEPS or end <= start:
+        why = (f"no steady window: of its {n} optimizer steps, {warmup} trained the "
+               f"pipeline's first fill and {drain} came after its last new group, "
+               f"leaving {max(0, win.size)} (at least {MIN_STEPS} make a window); run more "
+               f"rounds, or keep less in flight")
+        return None, why
+    return win, ""
+
+
+def _generated(events: Sequence[dict[str, Any]], start: float, end: float) -> int:
+    """Response tokens generated by the attempts that ended in (start, end]."""
+    resumed: dict[tuple[int, int], int] = {}
+    total = 0
+    for e in events:
+        if e["ev"] == "request_submit":
+            resumed[(e["group"], e["sample"])] = int(e.get("resumed_tokens", 0) or 0)
+        elif e["ev"] == "request_finish" and start < e["t"] <= end:
+            key = (e["group"], e["sample"])
+            total += max(0, int(e["response_tokens"]) - resumed.get(key, 0))
+    return total
+
+
+def _weighted(steps: Sequence[_Step], key: str) -> float:
+    pairs = [(s.event[key], s.event.get("tokens") or 0) for s in steps
+             if s.event.get(key) is not None and s.event.get("tokens")]
+    total = sum(n for _, n in pairs)
+    return sum(v * n for v, n in pairs) / total if total else math.nan
+
+
+def delivered(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The yardstick's figures of one run (`KEYS`, `WINDOW_KEYS`, `no_window`: '' or
+    why there is no window, then every figure is NaN)."""
+    win, why = window(events)
+    out: dict[str, Any] = {k: math.nan for k in (*KEYS, *WINDOW_KEYS)}
+    out["no_window"] = why
+    if win is None:
+        return out
+    steps = _steps(events)[win.warmup:win.last]
+    span = win.end_s - win.start_s
+    lag_max = [s.event["lag_max"] for s in steps if s.event.get("lag_max") is not None]
+    out.update(
+        trained_tokens_per_s=sum(s.event.get("tokens") or 0 for s in steps) / span,
+        trained_samples_per_s=sum(s.samples for s in steps) / span,
+        step_s=span / len(steps),
+        generated_tokens_per_s=_generated(events, win.start_s, win.end_s) / span,
+        window_steps=len(steps), warmup_steps=win.warmup, drain_steps=win.drain,
+        window_start_s=win.start_s, window_end_s=win.end_s,
+        window_lag_mean=_weighted(steps, "lag_mean"),
+        window_lag_max=max(lag_max) if lag_max else math.nan,
+        window_ess=_weighted(steps, "ess"),
+    )
+    return out
+
+
+def describe(figures: dict[str, Any]) -> str:
+    """The window in words: which steps, and why a run has none."""
+    if figures.get("no_window"):
+        return str(figures["no_window"])
+    first = int(figures["warmup_steps"]) + 1
+    last = first + int(figures["window_steps"]) - 1
+    return (f"steps {first}-{last} ({figures['window_start_s']:.1f}-"
+            f"{figures['window_end_s']:.1f} s; {int(figures['warmup_steps'])} warm-up, "
+            f"{int(figures['drain_steps'])} drain)")
