@@ -294,12 +294,12 @@ def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
 
 COUNTERFACTUAL_COLUMNS = (
     Column("system", "system", "text"), Column("source", "source", "text"),
-    Column("rollout_to_train_end_s", "rollout→\ntrain end s"),
-    Column("first_dispatch_s", "first\ndispatch s"),
-    Column("rollout_complete_s", "rollout\ndone s"),
-    Column("waiting_ratio", "trainer\nwaiting", "ratio"),
-    Column("rollout_tokens_per_s", "tok/s"),
+    Column("trained_tokens_per_s", "trained\ntok/s"),
+    Column("trained_samples_per_s", "trained\nsamples/s"),
+    Column("step_s", "s/step"),
+    Column("generated_tokens_per_s", "generated\ntok/s"),
     Column("lag_mean", "lag\nmean"), Column("ess", "ESS", "ratio"),
+    Column("rollout_complete_s", "rollout\ndone s"),
 )
 
 
@@ -308,7 +308,8 @@ def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
     error against the measured run in the caption."""
     twin = next((r for r in rows if r.get("source") == "simulated twin"), None)
     measured = any(r.get("source") not in ("simulated", "simulated twin") for r in rows)
-    caption = "means over rounds (a streaming system's: over its steady rounds)"
+    caption = ("each run over its steady window of optimizer steps (docs/plan.md#the-yardstick"
+               "; --csv: which steps); rollout done: mean per round, a paper metric")
     if measured:
         caption += (" · -: not in the measured run's logs (slime's dumps and AReaL's records "
                     "time no training)")

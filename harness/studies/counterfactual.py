@@ -28,15 +28,19 @@ from harness.core.config import ConfigError, RunConfig, apply
 from harness.core.metrics import round_metrics
 from harness.core.trace import read_trace
 
-# The figures of the table and figure, in order: (row key, short header, unit).
+# The figures of the table and figure, in order: (row key, short header, unit). The
+# yardstick's (harness.core.yardstick: what each run delivers over its steady window,
+# the same for synchronous and asynchronous systems), the window's lag and ESS, and the
+# mean rollout time per round, a paper metric kept because it is what a source that
+# times no training (slime's dumps, AReaL's records) lets the twin be checked on.
 FIGURES = (
-    ("rollout_to_train_end_s", "rollout→train end", "s"),
-    ("first_dispatch_s", "first dispatch", "s"),
-    ("rollout_complete_s", "rollout done", "s"),
-    ("waiting_ratio", "trainer waiting", ""),
-    ("rollout_tokens_per_s", "tokens/s", "tok/s"),
-    ("lag_mean", "lag", "steps"),
-    ("ess", "ESS", ""),
+    ("trained_tokens_per_s", "trained tok/s", "tok/s"),
+    ("trained_samples_per_s", "trained samples/s", "1/s"),
+    ("step_s", "s/step", "s"),
+    ("generated_tokens_per_s", "generated tok/s", "tok/s"),
+    ("lag_mean", "lag (window)", "steps"),
+    ("ess", "ESS (window)", ""),
+    ("rollout_complete_s", "rollout done (paper)", "s"),
 )
 
 
@@ -62,12 +66,20 @@ def describe_trainer(cfg: RunConfig) -> str:
     return f"{s.trainer_gpus} x {s.trainer_gpu}"
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The mean over rounds of each figure, as `compare` takes it (NaN where no round
-    has it; a streaming system's over its steady rounds)."""
-    from harness.analysis.compare import means
+def summary(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run's figures from its events: the yardstick's over its steady window (NaN, and
+    `window` saying why, where it has none), the window's lag and ESS, the mean rollout
+    time per round; `window` says which steps the window holds."""
+    from harness.core.yardstick import delivered, describe
 
-    return means(rows, [key for key, _, _ in FIGURES])
+    fig = delivered(events)
+    done = [r["rollout_complete_s"] for r in round_metrics(events)]
+    done = [v for v in done if v == v]
+    return {**{k: fig[k] for k in ("trained_tokens_per_s", "trained_samples_per_s",
+                                   "step_s", "generated_tokens_per_s")},
+            "lag_mean": fig["window_lag_mean"], "ess": fig["window_ess"],
+            "rollout_complete_s": sum(done) / len(done) if done else math.nan,
+            "window": describe(fig)}
 
 
 @dataclass(frozen=True)
@@ -128,7 +140,7 @@ def measured(events: list[dict[str, Any]]) -> dict[str, float] | None:
     meta = events[0].get("import")
     if isinstance(meta, dict) and not meta.get("timed"):
         return None
-    return summary(round_metrics(events))
+    return summary(events)
 
 
 def twin_error(measured_row: dict[str, float], twin: dict[str, float]) -> dict[str, float]:
@@ -136,6 +148,8 @@ def twin_error(measured_row: dict[str, float], twin: dict[str, float]) -> dict[s
     out = {}
     for key, _, _ in FIGURES:
         m, s = measured_row.get(key, math.nan), twin.get(key, math.nan)
+        if isinstance(m, str) or isinstance(s, str):
+            continue
         if not (math.isnan(m) or math.isnan(s)) and m != 0:
             out[key] = (s - m) / abs(m)
     return out
@@ -171,18 +185,20 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
         rows.append({"system": f"{original} (measured)", "source": fmt or "trace",
                      "rounds": cfgs[0].rounds, **seen})
 
-    def row(cfg: RunConfig, metric_rows: list[dict[str, Any]], is_twin: bool,
-            name: str) -> dict[str, Any]:
+    def row(cfg: RunConfig, path: Path, is_twin: bool, name: str) -> dict[str, Any]:
         out_row = {"system": name, "source": "simulated twin" if is_twin else "simulated",
-                   "rounds": cfg.rounds, **summary(metric_rows)}
+                   "rounds": cfg.rounds, **summary(read_trace(path))}
         if is_twin and seen is not None:
             out_row.update({f"{k}_error": v for k, v in twin_error(seen, out_row).items()})
         return out_row
 
+    if len(results) != len(jobs):
+        raise RuntimeError(f"counterfactual: {len(jobs) - len(results)} runs did not finish")
     if extra:
-        rows.append(row(extra[0], results[-1], True, f"{original} as run ({extra[0].system})"))
-    for i, (cfg, metric_rows) in enumerate(zip(cfgs, results, strict=False)):
-        rows.append(row(cfg, metric_rows, i == twin_at, cfg.system))
+        rows.append(row(extra[0], folder / "twin.jsonl", True,
+                        f"{original} as run ({extra[0].system})"))
+    for i, cfg in enumerate(cfgs):
+        rows.append(row(cfg, folder / f"{cfg.system}.jsonl", i == twin_at, cfg.system))
     return rows
 
 
@@ -195,6 +211,8 @@ def figure(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     sims = [r for r in rows if r["source"] != "trace" and "(measured)" not in r["system"]]
     seen = next((r for r in rows if "(measured)" in r["system"]), None)
     panels = [f for f in FIGURES if any(not math.isnan(r[f[0]]) for r in sims)]
+    if not panels:
+        return
     cols = min(4, len(panels)) or 1
     fig, axes = plt.subplots(math.ceil(len(panels) / cols) or 1, cols,
                              figsize=(3.1 * cols, 2.2 + 0.18 * len(sims)
