@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.cli.common import console, fail, shown
+from harness.cli.common import console, fail, refuse_overwrite, shown, workload_file
 from harness.core.config import ConfigError
 from harness.shared.ray_connect import HELP as RAY_HELP
+
+if TYPE_CHECKING:
+    from harness.studies.sweep import Sweep
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -49,7 +51,6 @@ def sweep_cmd(
         load_spec,
         pending,
         read_result,
-        run_sweep,
     )
 
     if jobs is not None and jobs < 1:
@@ -65,6 +66,9 @@ def sweep_cmd(
     from harness.run.checks import check_out
 
     check_out(out)  # a file, or unmakeable: one line before any cell runs
+    reads = sorted({f for cell in sweep.cells if (f := workload_file(cell.config.workload))})
+    refuse_overwrite("--out", out, [("SPEC", spec), *(("a cell's --workload", r) for r in reads)],
+                     ("cells/", "results.parquet", "results.csv"))
     others = foreign_cells(sweep, out)
     if others and not force:
         fail(f"--out: {out} holds {others} cells of another sweep that {spec.name} does not "
@@ -80,30 +84,7 @@ def sweep_cmd(
     skipped = len(sweep.cells) - todo
     console.print(f"{len(sweep.cells)} cells, {skipped} done already, {todo} to run",
                   highlight=False)
-    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} done, {task.fields[failed]} failed, "
-                          "{task.fields[left]} remaining"), TimeElapsedColumn())
-    counts = {"done": 0, "failed": 0}
-    # a bar on a terminal; piped, the line above is the stage's one line
-    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-        task = progress.add_task("sweep", total=todo, failed=0, left=todo)
-
-        def on_done(_cell: Any, result: dict[str, Any]) -> None:
-            counts["done"] += 1
-            counts["failed"] += bool(result.get("error"))
-            progress.update(task, advance=1, failed=counts["failed"],
-                            left=todo - counts["done"])
-
-        try:
-            run_sweep(sweep, out, jobs or os.cpu_count() or 1, ray_address, on_done,
-                      retry_failed)
-        except KeyboardInterrupt:
-            progress.stop()
-            typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
-            raise typer.Exit(130) from None
-        except ConfigError as err:
-            progress.stop()
-            fail(str(err))
+    _run(sweep, out, jobs or os.cpu_count() or 1, ray_address, retry_failed, todo)
     results = [(cell, read_result(out, cell)) for cell in sweep.cells]
     errors = [(cell, r["error"]) for cell, r in results if r and r.get("error")]
     for cell, error in errors[:5]:
@@ -114,3 +95,27 @@ def sweep_cmd(
                   highlight=False)
     if errors:
         raise typer.Exit(1)
+
+
+def _run(sweep: Sweep, out: Path, jobs: int, ray_address: str | None, retry_failed: bool,
+         todo: int) -> None:
+    """The pending cells, with a bar on stderr (piped: a line now and then, with how
+    many failed: a sweep of minutes was silent after its first line)."""
+    from harness.core.progress import Bar
+    from harness.studies.sweep import run_sweep
+
+    done, failed = [0], [0]
+    try:
+        with Bar("sweep: cells", todo) as bar:
+
+            def on_done(_cell: Any, result: dict[str, Any]) -> None:
+                done[0] += 1
+                failed[0] += bool(result.get("error"))
+                bar.update(done[0], note=f"{failed[0]} failed" if failed[0] else "")
+
+            run_sweep(sweep, out, jobs, ray_address, on_done, retry_failed)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
+        raise typer.Exit(130) from None
+    except ConfigError as err:
+        fail(str(err))

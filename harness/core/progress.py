@@ -1,8 +1,11 @@
 """Progress a person can follow, on stderr so stdout stays the command's result.
 
-On a terminal: a transient bar or spinner. Piped or logged: one plain line per
-stage and nothing else (a rich bar on a non-terminal prints a blank line each
-time it stops, which is how `reproduce all | cat` came to print twenty).
+On a terminal: a transient bar or spinner. Piped or logged: plain lines, never a
+rich bar (one on a non-terminal prints a blank line each time it stops, which is
+how `reproduce all | cat` came to print twenty). A bar says its stage in one line,
+then, while it runs long enough to need it, how far it is: a line at each further
+tenth done, or every EVERY_S seconds, never two within GAP_S (a piped `plan` was
+silent for its whole minute). A bar done within GAP_S stays its one line.
 """
 
 from __future__ import annotations
@@ -33,31 +36,58 @@ def say(text: str) -> None:
     console().print(text, highlight=False, markup=False, soft_wrap=True)
 
 
-class Bar:
-    """A bar over `total` steps; piped, just the line `label: TOTAL to go`."""
+EVERY_S = 10.0  # piped: a line at least this often while a bar moves...
+GAP_S = 1.0  # ...and never two lines of one bar within this many seconds
+TENTHS = 10  # a line at each further tenth of the total (past GAP_S)
 
-    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
+
+class Bar:
+    """A bar over `total` steps, moved by `advance` or `update`; piped, the line
+    `label: TOTAL to go`, then `label: DONE/TOTAL (P%), S s[, NOTE]` as the module
+    says, and a closing one if the last said was not the end. A total of 0 is not
+    known yet (`update` may tell it): its lines count what is done."""
+
+    def __init__(self, label: str, total: int, enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.label, self.total, self.enabled = label, total, enabled
+        self.done, self.note = 0, ""
         self._progress: Any = None
         self._task: Any = None
+        self._clock = clock
+        self._piped = False
+        self._start = self._last = 0.0
+        self._said: tuple[int, int] | None = None  # (done, tenth) of the last line, if any
 
     def __enter__(self) -> Bar:
         if not self.enabled:
             return self
         out = console()
         if out.is_terminal:
-            from rich.progress import Progress
-
-            self._progress = Progress(console=out, transient=True)
+            self._progress = _terminal_bar(out)
             self._progress.start()
-            self._task = self._progress.add_task(self.label, total=self.total)
+            self._task = self._progress.add_task(self.label, total=self.total or None,
+                                                 note="")
         else:
-            print(f"{self.label}: {self.total} to go", file=sys.stderr, flush=True)
+            self._piped = True
+            self._start = self._last = self._clock()
+            to_go = f"{self.total} to go" if self.total else "started"
+            print(f"{self.label}: {to_go}", file=sys.stderr, flush=True)
         return self
 
     def advance(self, steps: int = 1) -> None:
+        self.update(self.done + steps)
+
+    def update(self, done: int, total: int | None = None, note: str | None = None) -> None:
+        """`done` steps of `total` (unchanged if None) are done; `note` (e.g. how many
+        failed) follows the count, on a terminal and piped."""
+        self.done = done
+        self.total = self.total if total is None else total
+        self.note = self.note if note is None else note
         if self._progress is not None:
-            self._progress.advance(self._task, steps)
+            self._progress.update(self._task, completed=done, total=self.total or None,
+                                  note=self.note)
+        elif self._piped:
+            self._tell(closing=False)
 
     def describe(self, text: str) -> None:
         """The bar's label (a terminal only: piped, a stage has one line)."""
@@ -67,6 +97,45 @@ class Bar:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+        elif self._piped and self._said is not None and self._said[0] != self.done:
+            self._tell(closing=True)
+
+    def _tell(self, closing: bool) -> None:
+        """Piped: the count, if it is time (or the bar is closing)."""
+        now = self._clock()
+        tenth = TENTHS * self.done // self.total if self.total else 0
+        if not closing:
+            since = now - self._last
+            further = tenth > (self._said[1] if self._said else 0)
+            if since < GAP_S or not (further or since >= EVERY_S):
+                return
+        self._last, self._said = now, (self.done, tenth)
+        count = (f"{self.done}/{self.total} ({100 * self.done // self.total}%)" if self.total
+                 else f"{self.done} done")
+        note = f", {self.note}" if self.note else ""
+        print(f"{self.label}: {count}, {now - self._start:.0f} s{note}", file=sys.stderr,
+              flush=True)
+
+
+def _terminal_bar(out: Console) -> Any:
+    """A rich bar whose label, not its numbers, gives way on a narrow terminal."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.table import Column
+
+    def whole(width: int) -> Column:
+        return Column(min_width=width, no_wrap=True)
+
+    return Progress(TextColumn("{task.description}", table_column=Column(
+        no_wrap=True, overflow="ellipsis")), BarColumn(bar_width=20),
+        MofNCompleteColumn(table_column=whole(5)), TimeElapsedColumn(table_column=whole(7)),
+        TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True)),
+        console=out, transient=True)
 
 
 @contextmanager

@@ -79,9 +79,7 @@ def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | N
     is said, not rebuilt (unless OUT is given). Returns (path or None, what happened, the
     form's error against the estimator). A name, framework or GPU the database cannot
     take is a ConfigError (one line), before any work."""
-    from rich.console import Console
-    from rich.progress import Progress
-
+    from harness.core.progress import Bar
     from harness.sim.kernels import table as tables
 
     load_model(model), load_hardware(gpu)  # an unknown name: one line
@@ -94,14 +92,9 @@ def calibrate_kernels(model: str, gpu: str, tp: int, backend: str, out: Path | N
     kept = tables.find_path(meta, key)
     if kept is not None and out is None:
         return kept, "kept already", tables.load(kept).fit_error()
-    err = Console(stderr=True)
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"tabulating {model} on {gpu} TP{tp} ({backend})", total=None)
-
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        table = source.build(spec, advance)
+    with Bar(f"tabulating {model} on {gpu} TP{tp} ({backend})",
+             len(tables.BATCHES)) as bar:
+        table = source.build(spec, bar.update)  # piped: a line now and then
     if not write:
         return None, "built, not written (--dry-run)", table.fit_error()
     return tables.save(table, out or tables.cache_root() / "kernels"), "wrote", \

@@ -1,0 +1,87 @@
+"""Piped progress: a bar that runs long says how far it is in plain lines on stderr (a
+line at each further tenth, or every EVERY_S seconds, never two within GAP_S), so that
+a long command piped or logged is not silent; a quick bar stays its one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.app import app
+from harness.core import progress
+from harness.core.progress import Bar
+
+
+class Clock:
+    """Seconds as the test sets them."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_long_bar_says_each_further_tenth_and_every_ten_seconds(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    clock = Clock()
+    with Bar("x", 20, clock=clock) as bar:
+        for now, done in ((0.5, 1),  # 0.5 s after the first line: too soon
+                          (1.2, 2),  # the first tenth (2/20), 1.2 s on: said
+                          (1.4, 4),  # the second tenth, but 0.2 s after: not said
+                          (3.0, 5),  # the second tenth, 1.8 s after: said
+                          (12.0, 5),  # no further tenth, 9 s after: not said
+                          (13.2, 5),  # nothing new, but 10.2 s after: said
+                          (13.6, 20)):  # done, 0.4 s after: not said...
+            clock.now = now
+            bar.update(done)
+        clock.now = 13.7  # ...but the closing line says the end
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err.splitlines() == ["x: 20 to go", "x: 2/20 (10%), 1 s", "x: 5/20 (25%), 3 s",
+                                "x: 5/20 (25%), 13 s", "x: 20/20 (100%), 14 s"]
+
+
+def test_a_bar_whose_last_line_was_its_end_closes_without_another(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    clock = Clock()
+    with Bar("y", 0, clock=clock) as bar:  # a total not known yet: a count
+        clock.now = 10.0
+        bar.update(3, note="1 failed")
+        clock.now = 12.0
+        bar.update(4, total=4)
+    assert capfd.readouterr().err.splitlines() == [
+        "y: started", "y: 3 done, 10 s, 1 failed", "y: 4/4 (100%), 12 s, 1 failed"]
+
+
+def test_a_piped_sweep_says_its_cells_as_they_finish(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two cells that take well under a second: with no gap, each half is a line; the
+    # sweep said only "2 cells, 0 done already, 2 to run" (stdout) before
+    monkeypatch.setattr(progress, "GAP_S", 0.0)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[base]\nsystem = "slime"\nworkload = "sci-jl"\ngroup_size = 2\n'
+                    'update_groups = 2\nrounds = 1\n\n[grid]\ngroups = [2, 4]\n')
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "o"),
+                                      "-j", "1"])
+    assert result.exit_code == 0, result.output
+    lines = [line.rsplit(", ", 1)[0] for line in result.stderr.splitlines()]
+    assert lines == ["sweep: cells: 2 to go", "sweep: cells: 1/2 (50%)",
+                     "sweep: cells: 2/2 (100%)"]
+
+
+def test_calibrate_kernels_piped_says_its_batch_sizes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 20 batch sizes (harness.sim.kernels.table.BATCHES): with no gap, a line per tenth
+    from harness.sim.kernels.table import BATCHES
+
+    monkeypatch.setattr(progress, "GAP_S", 0.0)
+    result = CliRunner().invoke(app, ["calibrate", "kernels", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    label = "tabulating qwen3-1.7b on a100-40gb-pcie TP1 (sglang)"
+    lines = result.stderr.splitlines()
+    assert len(BATCHES) == 20 and lines[0] == f"{label}: 20 to go"
+    assert [line.split(", ")[0] for line in lines[1:]] == \
+        [f"{label}: {2 * k}/20 ({10 * k}%)" for k in range(1, 11)]
