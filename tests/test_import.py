@@ -278,7 +278,7 @@ def test_import_keeps_what_exists_and_never_overwrites_its_source(tmp_path: Path
     assert cli("import", "pipelinerl", tmp_path, "--out", out, "--force").returncode == 0
     before = stream.read_bytes()
     done = cli("import", "pipelinerl", tmp_path, "--out", stream, "--force")
-    assert done.returncode == 2 and "one of the files read" in done.stderr
+    assert done.returncode == 2 and f"would overwrite SRC {stream}, which this" in done.stderr
     assert stream.read_bytes() == before
 
 

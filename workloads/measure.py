@@ -162,12 +162,16 @@ def measure_own(args: argparse.Namespace) -> int:
     """`--own`: measure the file into a profile at --out, after every check, and say
     how many reference answers pass their verifier. Bad input: one line, exit 2,
     nothing written."""
-    from harness.core.files import write_atomic
+    from harness.core.files import overwrites, write_atomic
     from workloads.check import check_own
     from workloads.own import load_own
     from workloads.profile import load_profile
 
     path, out = Path(args.own), Path(args.out)
+    refused = overwrites("--out", out, [("--own", path)])
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     if out.exists() and not args.force:
         print(f"error: --out {out}: exists (--force replaces it)", file=sys.stderr)
         return 2

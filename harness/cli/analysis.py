@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from harness.analysis import InputError
-from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, shown
+from harness.cli.common import (
+    CSV_HELP,
+    JSON_HELP,
+    console,
+    fail,
+    output_format,
+    refuse_overwrite,
+    shown,
+)
 from harness.core.trace import TraceError, read_trace
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -76,6 +84,7 @@ def timeline_cmd(
     from harness.analysis.timeline import timeline
     from harness.core.files import write_atomic
 
+    refuse_overwrite("--out", out, [("TRACE", trace)])
     doc = timeline(_timed(_events(trace), trace))
     try:
         write_atomic(out, json.dumps(doc, separators=(",", ":")) + "\n")
@@ -100,6 +109,7 @@ def gantt_cmd(
     from harness.analysis.gantt import gantt_figure
 
     _figure_path(out)
+    refuse_overwrite("--out", out, [("TRACE", trace)])
     events = _timed(_events(trace), trace)
     _draw(out, lambda: gantt_figure(events, round_))
 
@@ -155,4 +165,5 @@ def plot_cmd(
     def warn(line: str) -> None:
         typer.echo(f"warning: {line}", err=True)
 
+    refuse_overwrite("--out", out, [("RESULTS", results)])
     _draw(out, lambda: plot_figure(results, x, y, hue, parse_where(where or []), warn))

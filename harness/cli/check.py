@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import fail, shown
+from harness.cli.common import fail, refuse_overwrite, shown
 from harness.core.trace import TraceError, read_trace
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -89,6 +89,7 @@ def check_cmd(
     from harness.analysis.check import Limits, check_events, report
     from harness.core.files import write_atomic
 
+    refuse_overwrite("--json", json_out, [("TRACE", trace)])
     events = _events(trace)
     results = check_events(events, Limits(bound, max_backlog, max_wait))
     doc = report(str(trace), events, results)

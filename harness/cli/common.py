@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import typer
@@ -60,6 +61,33 @@ def output_format(json_out: bool, csv_out: bool) -> str:
     except ValueError as err:
         fail(str(err))
     raise AssertionError  # unreachable: fail() exits
+
+
+def refuse_overwrite(option: str, out: Path | None,
+                     reads: Iterable[tuple[str, str | Path | None]],
+                     names: Sequence[str] | None = None) -> None:
+    """A one-line error and exit 2 when a file this command would write is one it reads
+    (`check T --json T` replaced the trace it checked); every command that writes calls
+    it before any work, as `import` did first. The arguments are
+    `harness.core.files.overwrites`'."""
+    from harness.core.files import overwrites
+
+    message = overwrites(option, out, reads, names)
+    if message is not None:
+        fail(message)
+
+
+def workload_file(workload: str | None) -> str | None:
+    """The file a `--workload` names (a trace replayed, a profile file), or None for a
+    packaged profile: an input that `refuse_overwrite` must not let a run replace."""
+    from workloads.profile import FILE_PREFIX, is_profile_file
+    from workloads.trace_source import is_trace, trace_path
+
+    if workload is None:
+        return None
+    if is_trace(workload):
+        return str(trace_path(workload))
+    return workload.removeprefix(FILE_PREFIX) if is_profile_file(workload) else None
 
 
 JSON_HELP = "Print the rows as JSON (every field, full precision)."

@@ -9,13 +9,23 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail, output_format
+from harness.cli.common import (
+    CSV_HELP,
+    JSON_HELP,
+    build_config,
+    console,
+    fail,
+    output_format,
+    refuse_overwrite,
+)
 
 if TYPE_CHECKING:
     from harness.core.config import RunConfig
     from harness.studies.twin import Fitted
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
+
+WRITES = ("counterfactual.csv", "counterfactual.png", "twin-engine.toml", "runs/")  # in OUT
 
 
 @commands.command("counterfactual")
@@ -78,6 +88,7 @@ def counterfactual_cmd(
              f"cluster (sim.*), U (-U) or a system's knobs")
     if out.exists() and not out.is_dir():  # before the cluster line: one line, no work
         fail(f"--out: {out} is a file; give a folder")
+    refuse_overwrite("--out", out, [("TRACE", trace), ("--config", config)], WRITES)
     if (out / "counterfactual.csv").exists() and not force:
         fail(f"--out: {out} holds a counterfactual already (--force overwrites it)")
     stated = config is not None or any(a.strip().startswith("sim.") for a in set_ or [])

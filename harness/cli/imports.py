@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import console, fail
+from harness.cli.common import console, fail, refuse_overwrite
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -49,8 +49,7 @@ def import_cmd(
         events = to_trace(source)
     except SourceError as err:
         fail(str(err))
-    if any(Path(f).resolve() == out.resolve() for f in source.files):
-        fail(f"--out: {out} is one of the files read; the trace goes elsewhere")
+    refuse_overwrite("--out", out, [("SRC", f) for f in source.files])
     write(events, out)
     head = events[0]
     config, meta = head["config"], head["import"]

@@ -18,7 +18,9 @@ from harness.cli.common import (
     fail,
     output_format,
     print_metrics,
+    refuse_overwrite,
     shown,
+    workload_file,
 )
 from harness.core.config import ConfigError, RunConfig
 from harness.core.registry import UnknownName, unknown_name
@@ -241,6 +243,9 @@ def validate_cmd(
         console.print(text, markup=False, highlight=False)
         return
     out = out or Path("runs/validate")
+    refuse_overwrite("--out", out, [("--grid", grid), ("--calibration", calibration),
+                                    ("--config", config), ("--workload", workload_file(workload))],
+                     ("",))  # the folder: traces, tables, calibration.toml, figures
     try:
         refuse_existing_run(out, force, ("validate.csv",), "a validation")
     except ConfigError as err:

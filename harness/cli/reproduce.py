@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, shown
+from harness.cli.common import (
+    CSV_HELP,
+    JSON_HELP,
+    console,
+    fail,
+    output_format,
+    refuse_overwrite,
+    shown,
+)
 from harness.core.registry import unknown_name
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -79,6 +87,7 @@ def calibrate_cmd(
         from harness.live.runtime import available
 
         target = out or Path("runs/calibration") / socket.gethostname() / "cpu-live.toml"
+        refuse_overwrite("--out", target, [("--model-dir", model_dir)])
         if target.exists() and target.is_dir():
             fail(f"--out: {target} is a folder; give a file name ending in .toml")
         ray_out = target.with_name(f"{target.stem}-ray.toml") if available()["ray"] else None

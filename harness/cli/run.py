@@ -20,7 +20,9 @@ from harness.cli.common import (
     output_format,
     print_metrics,
     print_rows,
+    refuse_overwrite,
     shown,
+    workload_file,
 )
 from harness.core.config import ConfigError
 from harness.core.registry import UnknownName
@@ -141,6 +143,8 @@ def run_cmd(
     from harness.run.knob_check import cluster_notes
 
     fmt = output_format(json_out, csv_out)
+    refuse_overwrite("--out", out, [("--config", config), ("--workload", workload_file(workload))],
+                     ("trace.jsonl", "metrics.json", "run.json"))
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,

@@ -11,6 +11,7 @@ import os
 import subprocess
 import tempfile
 import tomllib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,40 @@ def dump_json(obj: Any) -> str:
         obj = [{k: _clean(v) for k, v in row.items()} if isinstance(row, dict) else row
                for row in obj]
     return json.dumps(obj, indent=2) + "\n"
+
+
+def overwrites(option: str, out: str | os.PathLike[str] | None,
+               reads: Iterable[tuple[str, str | os.PathLike[str] | None]],
+               names: Sequence[str] | None = None) -> str | None:
+    """Why writing `out` would overwrite an input (one line naming both), or None.
+
+    `out` is the file written (the option's value, `option`); with `names`, the folder
+    they are written in: a name ending in '/' is a folder the command fills (everything
+    under it), '' the whole folder. `reads` pairs how the user gave each input with its
+    path (None: not given); an input folder is overwritten by a written file that
+    already exists in it. Paths are compared as the files they reach (links resolved,
+    hard links too)."""
+    if out is None:
+        return None
+    base = Path(out)
+    targets = [(base, False)] if names is None else \
+        [(base / name.rstrip("/"), name == "" or name.endswith("/")) for name in names]
+    for label, read in reads:
+        if read is None:
+            continue
+        path = Path(os.path.realpath(read))
+        for target, folder in targets:
+            where = Path(os.path.realpath(target))
+            if (path == where or (folder and where in path.parents) or _same_file(path, where)
+                    or (path.is_dir() and path in where.parents and where.is_file())):
+                return (f"{option} {out}: would overwrite {label} {read}, which this command "
+                        f"reads; write elsewhere")
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Two names of one file (a hard link); False when either is missing."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
