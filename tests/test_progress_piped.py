@@ -85,3 +85,26 @@ def test_calibrate_kernels_piped_says_its_batch_sizes(
     assert len(BATCHES) == 20 and lines[0] == f"{label}: 20 to go"
     assert [line.split(", ")[0] for line in lines[1:]] == \
         [f"{label}: {2 * k}/20 ({10 * k}%)" for k in range(1, 11)]
+
+
+def test_a_piped_whatif_says_its_cells_with_json_on_stdout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --json kept the bar off altogether; the bar is on stderr, stdout stays the rows
+    import json
+
+    from harness.studies import whatif
+
+    name = "april-oversampling"
+    small = {"base": {"system": "april", "workload": "sci-jl", "groups": 4, "group_size": 2,
+                      "update_groups": 4, "rounds": 3},
+             "grid": {"over_sampling_groups": [6], "partial_rollout": [True, False]}}
+    monkeypatch.setattr(whatif, "read_spec", lambda _name: small)
+    monkeypatch.setattr(progress, "GAP_S", 0.0)
+    result = CliRunner().invoke(app, ["whatif", name, "--out", str(tmp_path), "-j", "1",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    assert {row["study"] for row in json.loads(result.stdout)} == {name}
+    label = f"{name} (cells done before are skipped)"
+    said = [line.rsplit(", ", 1)[0] for line in result.stderr.splitlines()
+            if line.startswith(label)]
+    assert said == [f"{label}: 2 to go", f"{label}: 1/2 (50%)", f"{label}: 2/2 (100%)"]

@@ -56,8 +56,7 @@ def whatif_cmd(
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
         try:
             cells = len(study_sweep(study).cells)
-            with Bar(f"{study} (cells done before are skipped)", cells,
-                     enabled=fmt == "table") as bar:
+            with Bar(f"{study} (cells done before are skipped)", cells) as bar:  # stderr
 
                 def tick(_cell: Any, result: dict[str, Any], bar: Bar = bar) -> None:
                     bar.advance()
