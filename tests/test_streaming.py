@@ -37,7 +37,8 @@ def test_tokens_count_in_the_round_their_version_was_served() -> None:
         ev(20, "run_end"),
     ]
     rows = round_metrics(events)
-    assert [r["phase"] for r in rows] == ["warm-up", "drain"]
+    # no optimizer step: no steady window (harness.core.yardstick), so no steady round
+    assert [r["phase"] for r in rows] == ["warm-up", "warm-up"]
     assert math.isnan(rows[0]["mean_response_tokens"])  # nothing finished in round 0
     assert rows[1]["mean_response_tokens"] == 50
     assert rows[1]["rollout_tokens_per_s"] == 20 / 10  # 20 tokens over round 1's 10 s
@@ -83,9 +84,20 @@ def test_a_synchronous_run_has_no_phases(tmp_path: Path) -> None:
     assert not any("phase" in r for r in rows) and steady_summary(rows) is None
 
 
-def test_metrics_says_the_steady_state(tmp_path: Path) -> None:
-    pipelinerl_run(tmp_path)
+def test_metrics_says_what_the_run_delivered(tmp_path: Path) -> None:
+    """The line under the table: the yardstick's window and trained tokens per second,
+    here worked from the trace's own steps (docs/plan.md#the-yardstick)."""
+    from harness.core.yardstick import window
+
+    events = pipelinerl_run(tmp_path)
+    win, _ = window(events)
+    assert win is not None and win.warmup >= 1  # a pipeline of 16 sequences fills first
+    steps = [e for e in events if e["ev"] == "optimizer_step"]
+    start, end = steps[win.warmup - 1]["t"], steps[win.last - 1]["t"]
+    tokens = sum(s["tokens"] for s in steps[win.warmup:win.last])
     done = subprocess.run([ROLLOUTBENCH, "metrics", tmp_path / "p.jsonl"],
                           capture_output=True, text=True)
     assert done.returncode == 0
-    assert "steady state over rounds" in done.stdout and "warm-up: round 0" in done.stdout
+    out = " ".join(done.stdout.split())
+    assert f"delivered over steps {win.first}-{win.last}" in out
+    assert f"{tokens / (end - start):,.0f} trained tok/s" in out

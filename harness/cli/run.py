@@ -191,27 +191,20 @@ def _seed(path: Path) -> object:
         return msgspec.json.decode(fh.readline()).get("seed")
 
 
-def steady_line(rows: list[dict]) -> str:
-    """A streaming run's steady state in one line ('' for a synchronous run)."""
-    from harness.core.streaming import steady_summary
+def steady_line(path: Path, partial: bool = False) -> str:
+    """What the run delivered over its steady window (harness.core.yardstick), in one
+    line: the figures systems are ranked by, the same for every kind of system."""
+    from harness.core.metrics import _read
+    from harness.core.yardstick import delivered, describe
 
-    s = steady_summary(rows)
-    if s is None:
-        return ""
-    def span(rounds: list[int]) -> str:
-        return (f"round {rounds[0]}" if len(rounds) == 1
-                else f"rounds {rounds[0]}-{rounds[-1]}")
-
-    edges = f"warm-up: {span(s['warm_up'])}" + (f"; drain: {span(s['drain'])}"
-                                                 if s["drain"] else "")
-    if not s["steady_rounds"]:
-        return (f"no steady round ({edges}): its sequences in flight never held at 90% of "
-                f"their peak after the first round, so the engines held all the work at "
-                f"once; more work (rounds, groups) or a lower --concurrency give one")
-    return (f"steady state over {span(s['rounds'])} ({edges}): "
-            f"{s['tokens_per_s']:,.0f} tok/s (their tokens over their time), "
-            f"lag {s['lag_mean']:.2f} steps, "
-            f"ESS {s['ess']:.3f}")
+    fig = delivered(_read(str(path), partial).events)
+    if fig["no_window"]:
+        return f"delivered: {fig['no_window']}"
+    return (f"delivered over {describe(fig)}: {fig['trained_tokens_per_s']:,.0f} trained "
+            f"tok/s, {fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} s/step;"
+            f" generated {fig['generated_tokens_per_s']:,.0f} tok/s; lag "
+            f"{fig['window_lag_mean']:.2f}, ESS {fig['window_ess']:.3f} "
+            f"(docs/plan.md#the-yardstick)")
 
 
 def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
@@ -258,7 +251,9 @@ def metrics_cmd(
     rows = [row for trace_rows in per_trace for row in trace_rows]
     (print_rows if steps else print_metrics)(rows, fmt)
     if fmt == "table" and not steps:
-        for path, trace_rows in zip(traces, per_trace, strict=True):
-            line = steady_line(trace_rows)
-            if line:
-                console.print(f"{path}: {line}", highlight=False, soft_wrap=True)
+        import textwrap
+
+        for path in traces:
+            line = textwrap.fill(f"{path}: {steady_line(path, partial)}", 100,
+                                 subsequent_indent="  ", break_on_hyphens=False)
+            console.print(line, highlight=False, soft_wrap=True)

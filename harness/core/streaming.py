@@ -13,18 +13,16 @@ submitted in:
   `version_spans` say which policy version made each token, and version v was
   served from the `rollout_start` whose version is the last at or below v;
 - `mean_response_tokens` is over the responses that finished in the round;
-- each round gets a `phase`: `warm-up` (the first, where the trainer waits for
-  its first batch while the pipeline fills, and the rounds after it while the
-  policy lag is still below 90% of the highest round's outside the drain: the
-  pipeline is not full until samples are as stale as it keeps them), `drain`
-  (a round that ends after the last request was submitted and whose
-  time-averaged sequences in flight fall below 90% of the run's peak: no new
-  work enters, and the last batches hold the longest responses, which reads as
-  a slowdown), else `steady`.
+- each round gets a `phase` by the one rule every system is measured by
+  (harness.core.yardstick's steady window of optimizer steps): `warm-up` when one
+  of its optimizer steps comes before the window (it trains the pipeline's first
+  fill), `drain` when one comes after it (no new group enters), else `steady`; a
+  round with no step of its own goes by when it started, and every round is
+  `warm-up` in a run with no window.
 
-`steady_summary` gives the figures of the steady rounds alone: what a
-streaming system sustains, which the warm-up and the drain of a finite run
-would otherwise blur.
+`steady_summary` gives the figures of the steady rounds alone; the yardstick's
+figures (`rolloutbench metrics` prints them under the table) are what the run
+delivered over the same window.
 """
 
 from __future__ import annotations
@@ -34,8 +32,6 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
-
-FULL = 0.9  # a round whose mean in-flight count is below this share of the peak is not full
 
 
 def _new_spans(spans: list[list[int]], resumed: int) -> list[tuple[int, int]]:
@@ -50,25 +46,6 @@ def _new_spans(spans: list[list[int]], resumed: int) -> list[tuple[int, int]]:
     return out
 
 
-def _mean_in_flight(changes: list[tuple[float, int]], bounds: list[tuple[float, float]]
-                    ) -> list[float]:
-    """The time-averaged count of sequences in flight over each [start, end) of
-    `bounds` (in order, adjacent), from the (t, +1/-1) changes in one sweep."""
-    out, level, i = [], 0, 0
-    for start, end in bounds:
-        while i < len(changes) and changes[i][0] <= start:  # the level at the start
-            level += changes[i][1]
-            i += 1
-        area, at = 0.0, start
-        while i < len(changes) and changes[i][0] < end:
-            t, step = changes[i]
-            area += level * (t - at)
-            level, at, i = level + step, t, i + 1
-        area += level * (end - at)
-        out.append(area / (end - start) if end > start else float(level))
-    return out
-
-
 def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
             rows: list[dict[str, Any]], starts: dict[int, float],
             versions: dict[int, int]) -> None:
@@ -78,19 +55,15 @@ def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
     resumed: dict[tuple[int, int], int] = {}
     tokens_by_version: dict[int, int] = defaultdict(int)
     finished_in: dict[int, list[int]] = defaultdict(list)
-    changes: list[tuple[float, int]] = []  # (t, +1 submitted / -1 finished)
-    last_submit = -math.inf
     for e, owner in zip(events, owners, strict=True):
         if e["ev"] == "request_submit":
             key = (e["group"], e["sample"])
             submitted_in[key], resumed[key] = e["round"], e.get("resumed_tokens", 0)
-            last_submit = e["t"]
-            changes.append((e["t"], 1))
+
         elif e["ev"] == "request_finish" and owner is not None:
             key = (e["group"], e["sample"])
             if key not in submitted_in:
                 continue
-            changes.append((e["t"], -1))
             if e["status"] == "finished":
                 finished_in[owner].append(e["response_tokens"])
             spans = e.get("version_spans")
@@ -104,40 +77,43 @@ def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
     tokens: dict[int, int] = defaultdict(int)
     for version, n in tokens_by_version.items():
         tokens[order[max(0, bisect.bisect_right(served, version) - 1)]] += n
-    level = peak = 0
-    for _, step in changes:
-        level += step
-        peak = max(peak, level)
-    ends = [starts[r] for r in order[1:]] + [events[-1]["t"]]
-    mean = dict(zip(order, _mean_in_flight(changes, [(starts[r], end) for r, end in
-                                                      zip(order, ends, strict=True)]),
-                    strict=True))
-    end_of = dict(zip(order, ends, strict=True))
+    phases = _phases(events, owners, starts)
     for row in rows:
         rnd = row["round"]
         done = row["rollout_complete_s"]
         made = finished_in.get(rnd, [])
         row["mean_response_tokens"] = sum(made) / len(made) if made else math.nan
         row["rollout_tokens_per_s"] = tokens[rnd] / done if done > 0 else math.nan
-        full = mean[rnd] >= FULL * peak
-        row["phase"] = ("warm-up" if rnd == order[0] else
-                        "drain" if end_of[rnd] > last_submit and not full else "steady")
-    _warm_up_while_lag_rises(rows)
+        row["phase"] = phases.get(rnd, "steady")
 
 
-def _warm_up_while_lag_rises(rows: list[dict[str, Any]]) -> None:
-    """The rounds after the first stay `warm-up` until the mean lag reaches 90% of the
-    highest round mean outside the drain."""
-    lags = [r["lag_mean"] for r in rows if r["phase"] != "drain"
-            and not math.isnan(r.get("lag_mean", math.nan))]
-    if not lags:
-        return
-    top = max(lags)
-    for row in rows[1:]:
-        lag = row.get("lag_mean", math.nan)
-        if row["phase"] != "steady" or math.isnan(lag) or lag >= FULL * top:
-            break
-        row["phase"] = "warm-up"
+def _phases(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
+            starts: dict[int, float]) -> dict[int, str]:
+    """Each round's phase by the yardstick's steady window (see the module's docstring);
+    every round `warm-up`/`drain` by the same rule when the run has no window."""
+    from harness.core.yardstick import window
+
+    win, _ = window(events)
+    numbers: dict[int, list[int]] = defaultdict(list)  # round -> its steps' 1-based numbers
+    n = 0
+    for e, owner in zip(events, owners, strict=True):
+        if e["ev"] == "optimizer_step":
+            n += 1
+            if owner is not None:
+                numbers[owner].append(n)
+    first, last = (win.first, win.last) if win is not None else (n + 1, n)
+    out = {}
+    for rnd, t in starts.items():
+        steps = numbers.get(rnd)
+        if steps:
+            out[rnd] = ("warm-up" if min(steps) < first else "drain" if max(steps) > last
+                        else "steady")
+        elif win is None:
+            out[rnd] = "warm-up"
+        else:
+            out[rnd] = ("warm-up" if t < win.start_s else "drain" if t >= win.end_s
+                        else "steady")
+    return out
 
 
 def steady_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
