@@ -108,3 +108,32 @@ def test_a_piped_whatif_says_its_cells_with_json_on_stdout(
     said = [line.rsplit(", ", 1)[0] for line in result.stderr.splitlines()
             if line.startswith(label)]
     assert said == [f"{label}: 2 to go", f"{label}: 1/2 (50%)", f"{label}: 2/2 (100%)"]
+
+
+def test_a_fit_says_its_steps_on_stderr_and_leaves_stdout_its_json(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `calibrate rolloutpipe | jq` read the fit's progress lines as JSON: they were on
+    # stdout. The simulator is replaced by rollout time = target x 0.5 / bw_eff, so the
+    # bisection lands on bw_eff = 0.5.
+    import json
+
+    import pandas as pd
+
+    from harness.studies import calibrate
+    from harness.studies.reproduce.rolloutpipe import claims, runs
+
+    target = sum(claims.SLIME_FIRST_DISPATCH_R96) / 2
+
+    def fake(groups: tuple[int, ...], bw_eff: float, train_mfu: float) -> pd.DataFrame:
+        return pd.DataFrame([{"workload": w, "groups": g, "trainer_compute_s": 10 + 1 / train_mfu,
+                              "rollout_complete_s": target * 0.5 / bw_eff}
+                             for w in runs.WORKLOADS for g in groups])
+
+    monkeypatch.setattr(calibrate, "_slime", fake)
+    result = CliRunner().invoke(app, ["calibrate", "rolloutpipe", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["bw_eff"] == 0.5
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"fitting bw_eff: Slime rollout completion at R=96 -> {target:.1f} s"
+    assert len(lines) == 1 + 18 + 1  # 18 bisection steps, then the fitted values
+    assert lines[-1].startswith("fitted train_mfu=") and lines[-1].endswith("bw_eff=0.5")

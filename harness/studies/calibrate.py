@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.core.files import git_commit, write_atomic
+from harness.core.progress import say
 from harness.sim import calibration
 from harness.studies.reproduce.grid import run_grid
 from harness.studies.reproduce.rolloutpipe import claims as rp_claims
@@ -74,7 +75,7 @@ def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float,
 
 
 def fit_rolloutpipe(write: bool = True, progress: bool = True) -> dict[str, Any]:
-    log = print if progress else (lambda _m: None)
+    log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
     target = sum(rp_claims.SLIME_FIRST_DISPATCH_R96) / 2
 
     def rollout_s(bw_eff: float) -> float:
@@ -164,7 +165,7 @@ def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
     from harness.studies.reproduce.april import runs as april
     from harness.studies.reproduce.april.claims import TABLE1
 
-    log = print if progress else (lambda _m: None)
+    log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
     cells = [base for (algo, _), row in TABLE1.items() if algo == "grpo"
              for base, _ in row]
     target = sum(cells) / len(cells)
@@ -222,7 +223,7 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
     end at the search bound and the result says so."""
     from harness.studies.reproduce.rollpacker import runs as rp
 
-    log = print if progress else (lambda _m: None)
+    log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
 
     def shares(workers: int, mfu: float) -> dict[str, float]:
         cfg = rp.config("14B/16k", "verl", calibration="rolloutpipe")

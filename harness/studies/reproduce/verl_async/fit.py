@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import git_commit, write_atomic
+from harness.core.progress import say
 from harness.sim import calibration, trainer_mfu
 from harness.sim.weight_sync import publish_s
 from harness.studies.reproduce.grid import run_configs
@@ -129,7 +130,7 @@ def _setup_fits(name: str, setup: runs.Setup, gen: dict[int, float], train: dict
 
 def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
     """Every setup's readings; written to harness/sim/calibration/verl-async.toml."""
-    log = print if progress else (lambda _m: None)
+    log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
     seven = runs.SEVEN_B
     gen = {n: claims.COLOCATE[n]["gen"] for n in runs.SIZES}
     train = {n: claims.COLOCATE[n]["old_log_prob"] + claims.COLOCATE[n]["update_actor"]
