@@ -137,3 +137,25 @@ def test_a_fit_says_its_steps_on_stderr_and_leaves_stdout_its_json(
     assert lines[0] == f"fitting bw_eff: Slime rollout completion at R=96 -> {target:.1f} s"
     assert len(lines) == 1 + 18 + 1  # 18 bisection steps, then the fitted values
     assert lines[-1].startswith("fitted train_mfu=") and lines[-1].endswith("bw_eff=0.5")
+
+
+def test_validate_says_its_progress_on_stderr_and_its_summary_on_stdout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the live runs are replaced by what they say; a table's progress was on stdout
+    from harness.run import checks
+    from harness.studies.validate import run
+
+    def fake(cells: list, out: Path, calibration: Path | None, say) -> dict:
+        say(f"[1/{len(cells)}] live {cells[0].config.system}: 3 s")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.md").write_text("the summary\n")
+        return {"median_rel_error": 0.125}
+
+    monkeypatch.setattr(run, "validate", fake)
+    monkeypatch.setattr(checks, "check_model_dir", lambda *_args: None)
+    result = CliRunner().invoke(app, ["validate", "--out", str(tmp_path / "v"),
+                                      "--systems", "slime", "--model-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["[1/1] live slime: 3 s"]
+    assert result.stdout.splitlines()[0] == "the summary"
+    assert "live slime" not in result.stdout and "(median error 12.5%)" in result.stdout

@@ -281,11 +281,8 @@ def validate_cmd(
 
     check_out(out)  # a file, or unmakeable: one line before any work
 
-    def say(message: str) -> None:
-        if fmt == "table":
-            console.print(message, highlight=False)
-        else:  # stdout is the machine's
-            typer.echo(message, err=True)
+    def say(message: str) -> None:  # progress: stderr, stdout is the summary's
+        typer.echo(message, err=True)
 
     result = validate(cells, out, calibration, say)
     if fmt == "json":
