@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.runtime import Prompt
+from workloads.profile_schema import check_keys
 
 
 @dataclass(frozen=True)
@@ -343,6 +344,7 @@ def _load_file(path: Path) -> Profile | Mixture:
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
+        check_keys(data)  # workloads.profile_schema
         if "mixture" not in data:
             return _checked(Profile.from_toml(data, str(path)), path)
         mix = data["mixture"]

@@ -191,6 +191,19 @@ def _seed(path: Path) -> object:
         return msgspec.json.decode(fh.readline()).get("seed")
 
 
+def no_steps(path: Path) -> str:
+    """Why `metrics --steps` has no row for a trace: an import whose source records no
+    optimizer step, or a run that stopped before its first."""
+    import msgspec
+
+    with open(path, "rb") as fh:
+        head = msgspec.json.decode(fh.readline())
+    meta = head.get("import") if isinstance(head, dict) else None
+    why = (f"{meta.get('format', 'the source')}'s logs, imported, record none"
+           if isinstance(meta, dict) else "the run stopped before its first")
+    return f"{path}: no optimizer steps: {why}; `rolloutbench metrics {path}` gives its rounds"
+
+
 def steady_line(path: Path, partial: bool = False) -> str:
     """What the run delivered over its steady window (harness.core.yardstick), in one
     line: the figures systems are ranked by, the same for every kind of system."""
@@ -243,6 +256,12 @@ def metrics_cmd(
         per_trace = [read([str(p)], partial=partial, warn=warn) for p in traces]
     except TraceError as err:
         fail(str(err))
+    if steps:  # a trace without steps printed nothing and exited 0
+        gaps = [no_steps(p) for p, rows in zip(traces, per_trace, strict=True) if not rows]
+        if gaps and len(gaps) == len(traces):
+            fail(gaps[0])
+        for gap in gaps:
+            warn(gap)
     if fmt != "table" and len(traces) > 1:  # every field: which trace and seed, each row
         for path, trace_rows in zip(traces, per_trace, strict=True):
             seed = _seed(path)

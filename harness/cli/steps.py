@@ -9,6 +9,7 @@ import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, print_rows
 from harness.core.config import ENGINE_BACKENDS, PRECISIONS, STEP_MODELS, ConfigError, SimConfig
+from harness.sim.kernels.estimator import KernelError
 
 D = SimConfig()  # the options' defaults: a default run's engine
 
@@ -27,6 +28,48 @@ def int_list(text: str, option: str) -> list[int]:
     if not values or min(values) < 1:
         fail(f"{option}: expected integers >= 1, got {text!r}")
     return values
+
+
+# The sim fields this command sets, by the option that sets them.
+OPTIONS = {"sim.model": "--model", "sim.rollout_gpu": "--gpu", "sim.rollout_tp": "--tp",
+           "sim.engine_backend": "--backend", "sim.rollout_ep": "--ep",
+           "sim.rollout_attention_dp": "--attention-dp", "sim.rollout_precision": "--precision",
+           "sim.rollout_kv_dtype": "--kv-dtype", "sim.calibration": "--calibration"}
+
+
+def _named(text: str, otherwise: str = "") -> str:
+    """An error about a sim field named by this command's option for it (`sim.model: x`
+    is `--model: x`); one about no field opens with `otherwise`."""
+    field, sep, rest = text.partition(": ")
+    if sep and field in OPTIONS:
+        return f"{OPTIONS[field]}: {rest}"
+    return f"{otherwise}: {text}" if otherwise else text
+
+
+def _priced_by(s: SimConfig, batch: int, context: int) -> str:
+    """What the kernel database can price instead of an engine it cannot (another
+    framework, bf16 weights), each tried on one decode step and one prefill; the
+    roofline needs no database. The README's MoE FP8 example failed with no way on."""
+    from dataclasses import replace
+
+    from harness.sim.engine_spec import engine_of
+    from harness.sim.kernels.source import estimator
+
+    others = [(f"--backend {b}", {"engine_backend": b}) for b in ENGINE_BACKENDS
+              if b != s.engine_backend]
+    if s.rollout_precision != "bf16":
+        others.append(("--precision bf16", {"rollout_precision": "bf16"}))
+    found = []
+    for option, change in others:
+        try:
+            est = estimator(engine_of(replace(s, **change)))
+            est.decode_ms(batch, context)
+            est.prefill_ms(1, context)
+        except Exception:  # noqa: BLE001 - any refusal: not an alternative
+            continue
+        found.append(option)
+    can = f"{' or '.join(found)} can price it; " if found else ""
+    return f"; {can}--step-model roofline needs no measured kernels"
 
 
 @commands.command("steps")
@@ -84,8 +127,8 @@ def steps_cmd(
     s.step_model, s.calibration = step_model, calibration
     try:
         resolve(s)
-    except (OSError, ValueError) as err:
-        fail(f"--calibration: {err}")
+    except (OSError, ValueError) as err:  # a bad --model file is the model's, not --calibration's
+        fail(_named(str(err), "--calibration"))
     try:
         engine_of(s)
         alone, over = unheld(s, batches, contexts)
@@ -93,8 +136,9 @@ def steps_cmd(
             fail(alone[0])
         rows = step_rows(s, batches, contexts)
     except ConfigError as err:  # the engine's refusal, named by this command's flags
-        fail(str(err).replace("sim.rollout_ep", "--ep").replace("sim.rollout_attention_dp",
-                                                                "--attention-dp"))
+        hint = (_priced_by(s, batches[0], contexts[0]) if isinstance(err, KernelError)
+                and "database cannot model" in str(err) else "")  # not a layout's refusal
+        fail(_named(str(err)) + hint)
     for line in over:  # said before the table, on stderr: the numbers stand, flagged
         typer.echo(textwrap.fill(f"warning: {line}", 100, subsequent_indent="  ",
                                  break_on_hyphens=False), err=True)

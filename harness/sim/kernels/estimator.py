@@ -35,6 +35,25 @@ class KernelError(ConfigError):
     """The estimator cannot model this engine; the message is one line for a user."""
 
 
+# The database's own words for a MoE shape it never measured: its quantisation and where.
+_MOE_MISSING = re.compile(r'MoE data missing for MoeKey \{ quant: "(?P<quant>[^"]+)".*\} at '
+                          r'.*/(?P<backend>[^/]+)/(?P<version>[^/]+)$')
+
+
+def reason(err: BaseException, width: int = 160) -> str:
+    """Why the estimator failed, in words and whole: a MoE shape the database never
+    measured is named by its quantisation and framework (its raw key ran past any
+    width, and was cut mid-word); any other first line is shortened at a word."""
+    import textwrap
+
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    found = _MOE_MISSING.search(first)
+    if found is not None:
+        return (f"it measured no {found['quant']} MoE kernels of this shape for "
+                f"{found['backend']} {found['version']}")
+    return textwrap.shorten(first, width, placeholder=" ...")
+
+
 def package_version() -> str:
     from importlib.metadata import version
 
@@ -115,9 +134,8 @@ class Estimator:
                                                     tp_size=spec.attention_tp,
                                                     **spec.estimator_kwargs())
         except Exception as err:  # the estimator raises many kinds; one line for the user
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise KernelError(f"sim.model: the kernel database cannot model "
-                              f"{spec.describe()} on {self.gpu.system} ({first[:160]})"
+                              f"{spec.describe()} on {self.gpu.system} ({reason(err)})"
                               ) from None
         link = DecodeModel.build(self.hw, self.model, self.tp, 1.0, 0.0, 1.0)
         self._link = (link.fixed_s * 1e3, link.per_seq_s * 1e3)

@@ -23,6 +23,7 @@ from harness.sim.kernels.estimator import (
     backend_version,
     config_dir,
     package_version,
+    reason,
 )
 from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
 from harness.sim.kernels.overhead import Overhead, charged
@@ -108,9 +109,8 @@ def build(spec: EngineSpec,
     try:
         return tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
     except Exception as err:  # the estimator's own errors, e.g. no attention data for a shape
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         raise KernelError(f"sim.model: the kernel database cannot model {spec.describe()} on "
-                          f"{kg.system} ({first})") from None
+                          f"{kg.system} ({reason(err)})") from None
 
 
 def describe(step_model: str, gpu: str, backend: str) -> str:
