@@ -134,8 +134,12 @@ def test_in_memory_metrics_equal_the_trace_files(tmp_path: Path, system: str,
                                                  placement: str) -> None:
     cfg = RunConfig(system=system, groups=8, rounds=2, seed=3)
     cfg.sim.placement = placement
-    mem = simulate(copy.deepcopy(cfg))
+    mem, events = simulate(copy.deepcopy(cfg))
     disk = execute(cfg, tmp_path / "trace.jsonl")
+    from harness.core.trace import read_trace
+    from harness.core.yardstick import delivered
+
+    assert delivered(events) == delivered(read_trace(tmp_path / "trace.jsonl"))
     assert len(mem) == len(disk) == 2
     for a, b in zip(mem, disk, strict=True):
         assert a.keys() == b.keys()
@@ -152,9 +156,18 @@ def test_summarise_by_hand() -> None:
             {"rollout_to_train_end_s": 300.0, "batch_tokens_per_s": 10.0,
              "rollout_complete_s": 200.0, "offpolicy_token_frac": 0.2, "lag_max": 3.0,
              "ess": 0.8, "waiting_ratio": 0.1, "trainer_compute_s": 60.0}]
-    got = summarise(rows)
-    assert got["step_time_s"] == 200.0
-    assert got["throughput_tok_s"] == (50 * 80 + 10 * 200) / 400  # 15 tokens/s
+    from tests.test_yardstick import Run
+
+    run = Run()  # two synchronous rounds of one step: the whole run is the window
+    run.submit(0.0, 0)
+    run.train(100.0, 4000, 0)
+    run.submit(100.0, 1)
+    run.train(400.0, 2000, 1)
+    got = summarise(rows, run.events)
+    assert got["trained_tokens_per_s"] == 6000 / 400  # the yardstick, from the events
+    assert got["step_s"] == 200.0 and got["window_steps"] == 2
+    assert got["paper_rollout_to_train_end_s"] == 200.0  # the papers' metric, from rows
+    assert got["paper_waiting_ratio"] == pytest.approx(0.3)
     assert got["offpolicy_token_frac"] == pytest.approx(0.1)
     assert got["lag_max"] == 3.0 and got["rollout_s"] == 140.0
 
@@ -168,10 +181,10 @@ def test_pareto_front_by_hand() -> None:
     space = build_space(plan_of(), ["cgp"])
     table = pd.DataFrame({
         "trial": [0, 1, 2, 3, 4, 5],
-        "step_time_s": [100.0, 90.0, 120.0, 100.0, 80.0, 95.0],
+        "trained_tokens_per_s": [1e3 / s for s in (100.0, 90.0, 120.0, 100.0, 80.0, 95.0)],
         "offpolicy_token_frac": [0.0, 0.1, 0.0, 0.0, 0.3, 0.1],
         "lag_max": [7.0, 3.0, 7.0, 7.0, 9.0, 3.0],
-        "throughput_tok_s": [1.0] * 6,
+        "step_s": [1.0] * 6,
         "feasible": [True, True, True, True, True, False],
         "key": list("abcdef"),
     })
@@ -190,9 +203,9 @@ def test_front_keeps_one_of_the_configurations_that_simulate_alike() -> None:
     table = pd.DataFrame({
         "trial": [0, 1, 2, 3], "system": ["cgp", "cgp", "cgp", "cgp"],
         "layout": ["a", "b", "c", "d"], "knobs": ["k=1", "k=2", "k=3", ""],
-        "step_time_s": [100.0, 100.0, 90.0, 100.0000004],
+        "trained_tokens_per_s": [1e3 / s for s in (100.0, 100.0, 90.0, 100.0000004)],
         "offpolicy_token_frac": [0.0, 0.0, 0.1, 0.0], "lag_max": [7.0, 7.0, 3.0, 7.0],
-        "throughput_tok_s": [1.0] * 4, "feasible": [True] * 4, "key": list("abcd"),
+        "step_s": [1.0] * 4, "feasible": [True] * 4, "key": list("abcd"),
         "response_tokens": [900.0, 900.0, 600.0, 900.0],
         "response_share": [1.0, 1.0, 600 / 900, 1.0],
     })
@@ -319,5 +332,5 @@ def test_seed_points_start_each_asynchronous_system_at_its_default_knob() -> Non
     from harness.studies.plan import search
 
     seeds = {p.system: dict(p.knobs) for p in search.seed_points(build_space(plan_of()))}
-    assert seeds["areal"] == {"areal.max_head_offpolicyness": 0}  # AReaL's default
+    assert seeds["areal"] == {"areal.max_head_offpolicyness": 2}  # AReaL's math example
     assert seeds["skyrl-async"] == {"skyrl.max_staleness_steps": 4}  # SkyRL's default

@@ -110,7 +110,7 @@ def test_a_long_drain_is_cut_before_it() -> None:
     win, why = window(run.events)
     assert win is None and MIN_STEPS > 2
     assert "of its 20 optimizer steps, 2 trained the pipeline's first fill and 16 came " \
-           "after its last new group, leaving 2" in why
+           "after its last new group, leaving 2 (at least" in why
     fig = delivered(run.events)
     assert math.isnan(fig["trained_tokens_per_s"]) and fig["no_window"] == why
 

@@ -39,9 +39,10 @@ sustains between its fill and its drain. A run that had all its work in flight
 before it first stepped is one fill; it empties only at its end, and its window is
 the whole run too. "Before" and "after" are by position in the trace, as
 `harness.core.metrics.owning_rounds` attributes events: a step and the next
-round's submissions often share a time. A window of fewer than MIN_STEPS steps is too short
-to say what a run sustains (two steps that train a backlog in a burst read as
-twice the engines' rate): such a run has no window, nor has one with no optimizer
+round's submissions often share a time. A window cut at either end that holds fewer than
+MIN_STEPS steps is too short to say what a run sustains (two steps that train a
+backlog in a burst read as twice the engines' rate): such a run has no window (an
+uncut one is exact at any length: all it trained is all it generated), nor has one with no optimizer
 step (an import whose source records no training); its figures are NaN and
 `no_window` says why (run more rounds, or keep less in flight). Beside the trained
 figures, `generated_tokens_per_s` shows whether the window is balanced: a steady
@@ -179,10 +180,11 @@ def window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str]:
     start = steps[warmup - 1].t if warmup else float(events[0]["t"])
     end = steps[n - drain - 1].t if n - drain >= 1 else start
     win = Window(n, warmup, drain, start, end)
-    if win.size < MIN_STEPS or end <= start:
+    cut = warmup > 0 or drain > 0
+    if win.size < (MIN_STEPS if cut else 1) or end <= start:
         why = (f"no steady window: of its {n} optimizer steps, {warmup} trained the "
                f"pipeline's first fill and {drain} came after its last new group, "
-               f"leaving {max(0, win.size)} (at least {MIN_STEPS} make a window); run more "
+               f"leaving {max(0, win.size)} (at least {MIN_STEPS} make a cut window); run more "
                f"rounds, or keep less in flight")
         return None, why
     return win, ""
