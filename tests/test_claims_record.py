@@ -16,7 +16,7 @@ import pytest
 
 from harness.studies import reproduce
 from harness.studies.claims import Claim, ClaimsFileError, as_written, from_csv, merge, to_csv
-from harness.studies.claims_md import summary_markdown, to_markdown
+from harness.studies.claims_md import readme_summary, summary_markdown, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,6 +106,38 @@ def test_readings_and_consistency_rows_are_counted_apart() -> None:
         from_csv(to_csv([Claim("p", "c", "m", "cfg", 1, 2, 1.5, kind="guess")]), "x.csv")
 
 
+def test_readme_summary_counts_each_paper_and_kind() -> None:
+    """Per paper and kind, held / rows; "all" sums them; the step-model line counts only
+    the predictions that have a roofline twin (p's first two, not q's)."""
+    claims = [Claim("p", "a", "m", "cfg", 1, 2, 1.5, harness_roofline=1.8),  # holds, twin holds
+              Claim("p", "b", "m", "cfg", 1, 2, 7.0, harness_roofline=1.5),  # misses, twin holds
+              Claim("p", "fit", "m", "cfg", 1, 2, 1.0, kind="input"),
+              Claim("p", "same", "m", "cfg", 0, 2, 0.0, kind="consistency"),
+              Claim("q", "c", "m", "cfg", 1, 2, 1.9),
+              Claim("q", "base", "m", "cfg", 1, 2, 9.0, kind="input (not fitted)")]
+    text = readme_summary(claims, {"p": "docs/x.md#p"})
+    assert text.splitlines() == [
+        "| paper | predictions | inputs (fitted) | inputs (not fitted) | consistency rows |",
+        "|---|---|---|---|---|",
+        "| [p](docs/x.md#p) | 1/2 | 1/1 | - | 1/1 |",
+        "| q | 1/1 | - | 0/1 | - |",
+        "| all | 2/3 | 1/1 | 0/1 | 1/1 |",
+        "",
+        "Each cell: the rows that hold / the rows (one per claim, configuration and reading).",
+        "Of the 2 predictions simulated with both step models, 1 hold with measured kernels and 2",
+        "with the roofline."]
+
+
+def test_readme_shows_the_committed_tables_summary() -> None:
+    """The README's claims block is what `make reproduce` writes from results/claims.csv,
+    and each paper's name links its reading in docs/reproductions.md."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(reproduce.START + "\n", 1)[1].split(reproduce.END, 1)[0]
+    claims = from_csv((ROOT / "results" / "claims.csv").read_text())
+    assert block == readme_summary(claims, reproduce.readme_links())
+    assert all(f"[{p}](docs/reproductions.md#" in block for p in reproduce.PAPERS)
+
+
 def _fake_papers(monkeypatch: pytest.MonkeyPatch, values: dict[str, float],
                  ran: list[str]) -> None:
     """Two stand-in papers; each writes `<name>.csv` and `<name>.png` and one claim."""
@@ -145,7 +177,16 @@ def test_one_paper_rerun_keeps_the_others(tmp_path: Path,
     assert "## alpha" in md and "## beta" in md and "[reading](#alpha)" in md
     assert "| alpha | c0 |  | prediction | 1 to 2 | 9 to 9 | 0/1 |" in summary
     assert "| beta | c0 |  | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 |" in summary
-    assert summary in (tmp_path / "README.md").read_text()  # every paper: README updated
+    # every paper in the table: the README's summary rewritten, per paper and kind
+    assert (tmp_path / "README.md").read_text() == (
+        "a\n<!-- claims:start -->\n"
+        "| paper | predictions | inputs (fitted) | inputs (not fitted) | consistency rows |\n"
+        "|---|---|---|---|---|\n"
+        "| [alpha](#alpha) | 0/1 | - | - | - |\n"
+        "| [beta](#beta) | 1/1 | - | - | - |\n"
+        "| all | 1/2 | - | - | - |\n\n"
+        "Each cell: the rows that hold / the rows (one per claim, configuration and reading).\n"
+        "<!-- claims:end -->\n")
 
 
 def test_provenance_lists_what_is_on_disk(tmp_path: Path,
@@ -191,8 +232,9 @@ def test_cli_refuses_a_bad_claims_file_in_one_line(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.csv"]  # nothing ran
 
 
-def test_every_paper_has_a_make_target_and_a_readme_row() -> None:
-    makefile, readme = (ROOT / "Makefile").read_text(), (ROOT / "README.md").read_text()
+def test_every_paper_has_a_make_target_and_a_docs_row() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    readme = (ROOT / "docs" / "reproductions.md").read_text()
     for paper, (_, figures) in reproduce.OUTPUTS.items():
         assert re.search(rf"^reproduce-{paper}:", makefile, re.M), paper
         row = next(line for line in readme.splitlines()
@@ -212,6 +254,7 @@ def test_committed_outputs_match_what_each_reproduction_writes() -> None:
 def test_committed_claims_md_links_every_miss() -> None:
     md = (ROOT / "results" / "claims.md").read_text()
     misses = [line for line in md.splitlines() if "**no**" in line]
-    assert misses and all("[reading](../README.md#" in m for m in misses)
-    for anchor in set(re.findall(r"README\.md#([a-z]+)", md)):
-        assert re.search(rf"^### {anchor}$", (ROOT / "README.md").read_text(), re.M | re.I)
+    assert misses and all("[reading](../docs/reproductions.md#" in m for m in misses)
+    doc = (ROOT / "docs" / "reproductions.md").read_text()
+    for anchor in set(re.findall(r"reproductions\.md#([a-z]+)", md)):
+        assert re.search(rf"^## {anchor}$", doc, re.M | re.I), anchor

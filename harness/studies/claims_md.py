@@ -11,6 +11,7 @@ simulator would need (the would-need columns) when there is a search for it.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 
 from harness.studies.claims import Claim, WouldNeed, need_of
@@ -165,4 +166,39 @@ def summary_markdown(claims: list[Claim]) -> str:
               "reading:", ""]
     lines += [f"- {p}: " + _prediction_count([c for c in preds if c.paper == p])
               .replace(" predictions", "") for p in papers]
+    return "\n".join(lines) + "\n"
+
+
+KINDS = (("prediction", "predictions"), ("input", "inputs (fitted)"),
+         ("input (not fitted)", "inputs (not fitted)"), ("consistency", "consistency rows"))
+
+
+def _held(rows: list[Claim], kind: str) -> str:
+    mine = [c for c in rows if c.kind == kind]
+    return f"{sum(c.within for c in mine)}/{len(mine)}" if mine else "-"
+
+
+def readme_summary(claims: list[Claim], links: Mapping[str, str] | None = None) -> str:
+    """The README's short summary, between its claims markers: per paper and kind, the
+    rows that hold of the rows there are, then one line on the step models. A newcomer
+    reads the whole record in five rows; the rows themselves (hundreds, per
+    configuration and reading) are claims.md's. `links` maps a paper to its reading,
+    relative to the README."""
+    links = links or {}
+    papers = list(dict.fromkeys(c.paper for c in claims))
+    lines = ["| paper | " + " | ".join(title for _, title in KINDS) + " |",
+             "|---" * (len(KINDS) + 1) + "|"]
+    for paper in papers:
+        rows = [c for c in claims if c.paper == paper]
+        name = f"[{paper}]({links[paper]})" if paper in links else paper
+        lines.append(f"| {name} | " + " | ".join(_held(rows, k) for k, _ in KINDS) + " |")
+    lines.append("| all | " + " | ".join(_held(claims, k) for k, _ in KINDS) + " |")
+    twins = [c for c in claims if c.kind == "prediction" and c.within_roofline is not None]
+    lines += ["", "Each cell: the rows that hold / the rows (one per claim, configuration and "
+              "reading)."]
+    if twins:
+        lines += textwrap.wrap(
+            f"Of the {len(twins)} predictions simulated with both step models, "
+            f"{sum(c.within for c in twins)} hold with measured kernels and "
+            f"{sum(bool(c.within_roofline) for c in twins)} with the roofline.", 90)
     return "\n".join(lines) + "\n"

@@ -9,7 +9,7 @@ Beside them is what every paper uses: the worker pool (`pool`), the grid runner
 (`would_need`, which runs the families built on `family` with `bracket`'s solver).
 
 Each folder names what it writes (its RESULTS and FIGURES, gathered in OUTPUTS,
-which the README's `make reproduce-<paper>` table and the tests follow); `run`
+which docs/reproductions.md's `make reproduce-<paper>` table and the tests follow); `run`
 then merges its claims into OUT's tables and records its provenance (`record`),
 keeping the rows of the papers it did not run.
 """
@@ -89,10 +89,15 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
                           would_need_texts(out / "would_need.csv"), READING)
     write_provenance(out, old_meta, records, PAPERS)
     if {c.paper for c in merged} >= set(PAPERS):  # the table speaks for every paper
-        from harness.studies.claims_md import summary_markdown
+        from harness.studies.claims_md import readme_summary
 
-        update_readme(out.parent / "README.md", summary_markdown(merged))
+        update_readme(out.parent / "README.md", readme_summary(merged, readme_links()))
     return [c.row() for c in claims]
+
+
+def readme_links() -> dict[str, str]:
+    """Each paper's reading, relative to the README (READING's are relative to results/)."""
+    return {paper: link.removeprefix("../") for paper, (_, link) in READING.items()}
 
 
 def roofline_twins(names: list[str], rounds: int, seed: int, scratch: Path) -> pool.Pass:
@@ -117,7 +122,7 @@ START, END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 
 def update_readme(readme: Path, summary: str) -> None:
-    """Keep the README's claims table true: replace the text between the markers."""
+    """Keep the README's claims summary true: replace the text between the markers."""
     if not readme.exists():
         return
     text = readme.read_text()

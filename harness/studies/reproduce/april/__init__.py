@@ -28,7 +28,7 @@ from harness.studies.reproduce.pool import is_twin
 PAPER = runs.PAPER
 RESULTS = ("april.csv", "april_gains.csv")
 FIGURES = ("april_table1.png",)
-READING = ("the README's APRIL reading", "../README.md#april")
+READING = ("the APRIL reading", "../docs/reproductions.md#april")
 
 
 def engine() -> RunConfig:

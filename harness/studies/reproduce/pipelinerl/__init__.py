@@ -31,7 +31,7 @@ PAPER = runs.PAPER
 RESULTS = ("pipelinerl.csv", "pipelinerl_appendix_a.csv")
 FIGURES = ("pipelinerl_fig8_utilisation.png", "pipelinerl_fig9_analytic.png",
            "pipelinerl_throughput_ess.png")
-READING = ("the README's PipelineRL reading", "../README.md#pipelinerl")
+READING = ("the PipelineRL reading", "../docs/reproductions.md#pipelinerl")
 
 
 def engine() -> RunConfig:

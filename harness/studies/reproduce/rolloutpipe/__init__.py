@@ -30,7 +30,7 @@ from harness.studies.reproduce.rolloutpipe.figures import (
 PAPER = runs.PAPER
 RESULTS = ("rolloutpipe.csv", "rolloutpipe_table1.md", "rolloutpipe_frontier.csv")
 FIGURES = ("rolloutpipe_fig4.png", "rolloutpipe_fig5.png", "rolloutpipe_frontier.png")
-READING = ("the README's RolloutPipe reading", "../README.md#rolloutpipe")
+READING = ("the RolloutPipe reading", "../docs/reproductions.md#rolloutpipe")
 
 
 def engine() -> RunConfig:

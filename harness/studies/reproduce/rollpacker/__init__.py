@@ -27,7 +27,7 @@ PAPER = runs.PAPER
 RESULTS = ("rollpacker_table2.csv", "rollpacker_eta.csv", "rollpacker_table3.csv",
            "rollpacker_scaling.csv")
 FIGURES = ("rollpacker_table2.png", "rollpacker_fig11_eta.png")
-READING = ("the README's RollPacker reading", "../README.md#rollpacker")
+READING = ("the RollPacker reading", "../docs/reproductions.md#rollpacker")
 
 
 def engine() -> RunConfig:

@@ -9,7 +9,7 @@ time is the run's wall time over its rounds (`breakdown`, made where the run
 was). Each table is a list of labelled runs, so that all of them go to
 `reproduce`'s pool at once.
 
-Readings (each cited where it is used, and in the README's RollPacker reading):
+Readings (each cited where it is used, and in docs/reproductions.md's RollPacker reading):
 - lengths at 32B/32k (`LENGTHS`): the 14B/16k distribution reused, or scaled to
   the 32k cap;
 - the reward scheduler's anchor (`ANCHORS`): kept for the whole run, or fresh

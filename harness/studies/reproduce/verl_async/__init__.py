@@ -28,7 +28,7 @@ from harness.studies.reproduce.verl_async.figures import figure
 PAPER = runs.PAPER
 RESULTS = ("verl-async.csv",)
 FIGURES = ("verl_async_steps.png",)
-READING = ("the README's verl reading", "../README.md#verl")
+READING = ("the verl reading", "../docs/reproductions.md#verl")
 
 
 def engine() -> RunConfig:
