@@ -42,9 +42,9 @@ RECORDS = [
      "answer": "80", "verifier": "number"},
     {"prompt": "Which letter comes first? (A) x (B) y (C) z (D) w (E) v",
      "answer": "A", "verifier": "letter"},
-    # a reference its verifier cannot score 1: listed, the profile still written
-    {"prompt": "Name the option.", "answer": "Q", "verifier": "letter"},
 ]
+# a reference its own verifier cannot score 1: no response could earn its reward
+REJECTED = {"prompt": "Name the option.", "answer": "Q", "verifier": "letter"}
 
 
 def measure(*args: object) -> tuple[int, str, str]:
@@ -70,15 +70,15 @@ def test_an_own_dataset_is_measured_into_a_profile_a_run_takes(tmp_path: Path) -
     code, out, err = measure("--own", data, "--out", tmp_path / "mine.toml",
                              "--mean-tokens", 900, "--max-tokens", 4096)
     assert code == 0, err
-    assert "3 of 4 reference answers pass their verifier" in out and "mine/0004" in out
+    assert "all 3 reference answers pass their verifier" in out
     profile = tomllib.loads((tmp_path / "mine.toml").read_text())
     tokens = [approx_tokens(r["prompt"]) + TEMPLATE_OVERHEAD_TOKENS for r in RECORDS]
     logs = [math.log(t) for t in tokens]
-    mu = sum(logs) / 4
+    mu = sum(logs) / 3
     assert profile["prompt"]["min"] == min(tokens) and profile["prompt"]["max"] == max(tokens)
     assert profile["prompt"]["mu_log"] == round(mu, 4)
     assert profile["prompt"]["sigma_log"] == round(
-        math.sqrt(sum((x - mu) ** 2 for x in logs) / 4), 4)  # population, as the shipped
+        math.sqrt(sum((x - mu) ** 2 for x in logs) / 3), 4)  # population, as the shipped
     assert profile["response"]["mean_tokens"] == 900 and profile["name"] == "mine"
     assert "assumption" in profile["reward"]["source"]
     result = invoke("run", "--workload", f"profile:{tmp_path / 'mine.toml'}", *SMALL,
@@ -95,7 +95,10 @@ def test_a_bad_own_dataset_gets_one_line_and_nothing_written(tmp_path: Path) -> 
     for lines, why in [([RECORDS[0], {**RECORDS[1], "verifier": "judge"}],
                         f"{data}:2: verifier 'judge' is not one of math, number, letter"),
                        ([RECORDS[0], {"prompt": "x", "answer": "1"}], f"{data}:2:"),
-                       ([{**RECORDS[0], "answer": " "}], f"{data}:1: empty prompt or answer")]:
+                       ([{**RECORDS[0], "answer": " "}], f"{data}:1: empty prompt or answer"),
+                       ([*RECORDS, REJECTED, REJECTED], f"{data}:4: its reference 'Q' fails its "
+                        "own verifier (letter: the reference in a box does not score 1); 2 of 5 "
+                        "do: fix or drop them")]:
         data.write_text("".join(json.dumps(r) + "\n" for r in lines))
         code, _, err = measure("--own", data, "--out", out)
         assert code == 2 and err.startswith(f"error: {why}"), err
@@ -116,7 +119,7 @@ def test_workloads_lists_a_profile_file_of_ones_own() -> None:
     at = next(i for i, x in enumerate(lines) if x.startswith("profile:PATH "))
     entry = [lines[at], *itertools.takewhile(lambda x: x.startswith(" "), lines[at + 1:])]
     assert len(entry) > 1 and "a profile file of your own" in entry[0]
-    assert any("python -m workloads.measure --own FILE" in x for x in entry)
+    assert any("jsonl:PATH" in x for x in entry)
 
 
 def test_a_run_on_a_profile_file_stores_its_figures(tmp_path: Path) -> None:
@@ -162,3 +165,73 @@ def test_a_mixture_file_stores_each_components_figures(tmp_path: Path) -> None:
     assert figures["name"] == "mymix" and figures["weights"] == [3.0, 1.0]
     assert [c["name"] for c in figures["components"]] == ["sci-jl", "lsat-ar"]
     assert figures["components"][0]["mean_tokens"] == 3400  # sci-jl.toml's
+
+
+def test_an_own_dataset_runs_in_one_command_and_keeps_its_assumptions(tmp_path: Path) -> None:
+    """`--workload jsonl:PATH` measures the data into PATH.toml beside it (the profile
+    `measure --own` writes, its first line the data's sha256) and runs it; a rerun
+    reuses that file with the user's edits; changed data re-measure the [prompt] table
+    alone. Before, the CLI had no such form (`unknown workload`)."""
+    import hashlib
+    import tomllib
+
+    from harness.core.trace import read_trace
+    from workloads import own_jsonl
+    from workloads.tokens import TEMPLATE_OVERHEAD_TOKENS, approx_tokens
+
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    first = invoke("run", "--workload", f"jsonl:{data}", *SMALL, "--out", tmp_path / "a")
+    assert first.exit_code == 0, first.output
+    assert first.stderr.startswith(f"note: measured {data} (3 prompts")
+    profile = tmp_path / "mine.toml"
+    sha = hashlib.sha256(data.read_bytes()).hexdigest()
+    assert profile.read_text().splitlines()[0] == f"# measured from mine.jsonl, sha256 {sha}"
+    code, _, err = measure("--own", data, "--out", tmp_path / "by-measure.toml")
+    assert code == 0, err  # the same profile as the two-command way
+    assert profile.read_text() == (tmp_path / "by-measure.toml").read_text()
+    tokens = [approx_tokens(r["prompt"]) + TEMPLATE_OVERHEAD_TOKENS for r in RECORDS]
+    head = read_trace(tmp_path / "a" / "trace.jsonl")[0]
+    assert head["workload"] == f"jsonl:{data}"
+    assert (head["profile"]["prompt_min"], head["profile"]["prompt_max"],
+            head["profile"]["mean_tokens"]) == (min(tokens), max(tokens), 3350)
+
+    profile.write_text(profile.read_text().replace("mean_tokens = 3350", "mean_tokens = 900"))
+    own_jsonl._DONE.clear()  # a new command: a new process, nothing kept
+    again = invoke("run", "--workload", f"jsonl:{data}", *SMALL, "--out", tmp_path / "b")
+    assert again.exit_code == 0, again.output
+    assert "measured it already" in again.stderr
+    assert read_trace(tmp_path / "b" / "trace.jsonl")[0]["profile"]["mean_tokens"] == 900
+
+    longer = {"prompt": "Add 1 and 2. " * 40 + "Box the sum.", "answer": "3", "verifier": "math"}
+    data.write_text(data.read_text() + json.dumps(longer) + "\n")
+    third = invoke("run", "--workload", f"jsonl:{data}", *SMALL, "--out", tmp_path / "c")
+    assert third.exit_code == 0, third.output
+    assert "(4 prompts" in third.stderr and "as you left them" in third.stderr
+    table = tomllib.loads(profile.read_text())
+    assert table["prompt"]["max"] == approx_tokens(longer["prompt"]) + TEMPLATE_OVERHEAD_TOKENS
+    assert table["response"]["mean_tokens"] == 900  # the edit kept
+    assert "# Not in a dataset" in profile.read_text()  # and the comments
+
+
+def test_an_own_dataset_that_cannot_run_is_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "bad.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [*RECORDS, REJECTED]))
+    for workload, why in [
+            (f"jsonl:{data}", f"{data}:4: its reference 'Q' fails its own verifier"),
+            (f"jsonl:{tmp_path / 'none.jsonl'}", "none.jsonl: no such file")]:
+        result = invoke("run", "--workload", workload, *SMALL, "--out", tmp_path / "o")
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and why in lines[0], result.stderr
+        assert not (tmp_path / "o").exists() and not (tmp_path / "bad.toml").exists()
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    (tmp_path / "bad.toml").write_text("# my own notes\n")  # not a measurement: kept
+    result = invoke("run", "--workload", f"jsonl:{data}", *SMALL, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "exists and is no measurement of bad.jsonl" in result.stderr
+    assert (tmp_path / "bad.toml").read_text() == "# my own notes\n"
+
+
+def test_workloads_lists_an_own_dataset() -> None:
+    lines = invoke("workloads").stdout.splitlines()
+    assert any(x.startswith("jsonl:PATH ") and "a dataset of your own" in x for x in lines)

@@ -310,7 +310,10 @@ def load_profile(name: str) -> Profile | Mixture:
     """A packaged profile by name, or a profile file by path (`is_profile_file`):
     a researcher's own workload needs no edit to the package."""
     from harness.core.registry import unknown_name
+    from workloads.own_jsonl import is_own, profile_of
 
+    if is_own(name):  # `jsonl:PATH`: its measured profile, beside it
+        return _load_file(profile_of(name))
     if is_profile_file(name):
         path = Path(name.removeprefix(FILE_PREFIX)).expanduser()
         if not path.is_file():
@@ -329,9 +332,10 @@ def file_figures(name: str, workload: Any = None) -> dict[str, Any]:
     given. A trace's `run_start` header carries it, so that the run reads the same after
     the user's file has changed or gone; `{}` for a packaged profile or a trace, whose
     header is as it always was."""
+    from workloads.own_jsonl import is_own
     from workloads.trace_source import is_trace
 
-    if is_trace(name) or not is_profile_file(name):
+    if is_trace(name) or not (is_profile_file(name) or is_own(name)):
         return {}
     profile = getattr(workload, "profile", None) or load_profile(name)
     return {"profile": dataclasses.asdict(profile)}

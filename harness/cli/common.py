@@ -78,8 +78,9 @@ def refuse_overwrite(option: str, out: Path | None,
 
 
 def workload_file(workload: str | None) -> str | None:
-    """The file a `--workload` names (a trace replayed, a profile file), or None for a
-    packaged profile: an input that `refuse_overwrite` must not let a run replace."""
+    """The file a `--workload` names (a trace replayed, a profile file, an own dataset),
+    or None for a packaged profile: an input `refuse_overwrite` must not let a run replace."""
+    from workloads.own_jsonl import data_path, is_own
     from workloads.profile import FILE_PREFIX, is_profile_file
     from workloads.trace_source import is_trace, trace_path
 
@@ -87,6 +88,8 @@ def workload_file(workload: str | None) -> str | None:
         return None
     if is_trace(workload):
         return str(trace_path(workload))
+    if is_own(workload):
+        return str(data_path(workload))
     return workload.removeprefix(FILE_PREFIX) if is_profile_file(workload) else None
 
 

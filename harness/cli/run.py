@@ -45,6 +45,7 @@ def workloads_cmd() -> None:
     """List the workload profiles, and the other forms --workload takes: a trace's work
     replayed, and a profile file of one's own."""
     from harness.cli.tables import show_named
+    from workloads.own_jsonl import PREFIX as OWN_PREFIX
     from workloads.profile import FILE_PREFIX, load_profile, profile_names
     from workloads.trace_source import CYCLE_PREFIX, PREFIX
 
@@ -58,8 +59,11 @@ def workloads_cmd() -> None:
                                 "over-samples)"),
         (f"{FILE_PREFIX}PATH", "a profile file of your own, the fields of "
                                "workloads/profiles/*.toml (or a PATH ending in .toml)\n"
-                               "from a dataset of your own: python -m workloads.measure --own "
-                               "FILE (README)"),
+                               "one is made from your own data by jsonl:PATH (below)"),
+        (f"{OWN_PREFIX}PATH", "a dataset of your own: JSON lines of prompt, answer and verifier "
+                              "(math, number, letter), measured into PATH.toml beside it and "
+                              "run; edit its assumed response lengths, pass rate and verifier "
+                              "latency there (docs/workloads.md)"),
     ]
     show_named(console, rows)  # wrapped to 100 columns, the text under the text
 
