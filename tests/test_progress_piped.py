@@ -159,3 +159,22 @@ def test_validate_says_its_progress_on_stderr_and_its_summary_on_stdout(
     assert result.stderr.splitlines() == ["[1/1] live slime: 3 s"]
     assert result.stdout.splitlines()[0] == "the summary"
     assert "live slime" not in result.stdout and "(median error 12.5%)" in result.stdout
+
+
+def test_a_piped_plan_says_how_far_its_space_and_search_are(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # piped, plan's rich bars were disabled: nothing from the space's enumeration to
+    # the front (a minute on a large cluster); with no gap, each half is a line
+    pytest.importorskip("optuna")
+    monkeypatch.setattr(progress, "GAP_S", 0.0)
+    result = CliRunner().invoke(app, [
+        "plan", "--model", "qwen3-1.7b", "--gpus", "2", "--gpu", "a100-40gb-pcie",
+        "--trainer-gpu", "rtx-4090", "--trainer-gpus", "8", "--workload", "lsat-ar",
+        "-R", "8", "--systems", "cgp", "--budget", "2", "--jobs", "1",
+        "--out", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    said = [line.rsplit(", ", 1)[0] for line in result.stderr.splitlines()]
+    assert said[-6:] == ["space: layouts: 2 to go", "space: layouts: 1/2 (50%)",
+                         "space: layouts: 2/2 (100%)", "search: configurations: 2 to go",
+                         "search: configurations: 1/2 (50%)",
+                         "search: configurations: 2/2 (100%)"]

@@ -32,6 +32,8 @@ from harness.analysis.spread import spread
 from harness.analysis.tables import TABLE_SUFFIXES, read_table
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
 from harness.core.trace import TraceError, read_trace
+from harness.core.yardstick import KEYS as YARD_KEYS
+from harness.core.yardstick import delivered
 
 TRACE_SUFFIXES = (".jsonl",)
 DIR_TABLES = ("results.parquet", "results.csv", "metrics.json")  # tried in this order
@@ -45,7 +47,9 @@ def _trace_rows(paths: list[Path]) -> list[dict[str, Any]]:
         except TraceError as err:
             raise InputError(str(err)) from None
         seed = events[0].get("seed") if events else None  # the run_start header's
-        rows += [{**row, "seed": seed} for row in round_metrics(events)]
+        fig = delivered(events)  # what the run delivered: on every row of the trace
+        whole = {k: fig[k] for k in YARD_KEYS}
+        rows += [{**row, **whole, "seed": seed} for row in round_metrics(events)]
     return rows
 
 
@@ -77,12 +81,16 @@ def load_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return frame.to_dict(orient="records")
 
 
-def metric_names(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
-    """KEYS always (a side without one shows NaN); the off-policy keys where both
-    sides have them (older result sets lack them)."""
+def metric_names(a: list[dict[str, Any]], b: list[dict[str, Any]],
+                 per_round: bool = False) -> list[str]:
+    """The yardstick's figures first where both sides are traces (what each run
+    delivered over its steady window: the figures to judge systems by; not per round);
+    then KEYS always (the papers' per-round metrics; a side without one shows NaN); the
+    off-policy keys where both sides have them (older result sets lack them)."""
     have_a = {k for row in a for k in row}
     have_b = {k for row in b for k in row}
-    return [*KEYS, *[k for k in OFFPOLICY_KEYS if k in have_a and k in have_b]]
+    yard = [] if per_round else [k for k in YARD_KEYS if k in have_a and k in have_b]
+    return [*yard, *KEYS, *[k for k in OFFPOLICY_KEYS if k in have_a and k in have_b]]
 
 
 def _number(value: Any) -> float:
@@ -160,7 +168,7 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
     """Rows of round ('mean' or a round number), metric, a, b (means over seeds) with
     their spread (`_row`), diff = b − a and rel_diff = (b − a) / |a| (NaN where a is 0
     and they differ)."""
-    names = metric_names(a, b)
+    names = metric_names(a, b, per_round)
     if not per_round:
         kept_a, kept_b = steady(a), steady(b)
         return [_row("mean", m, kept_a, kept_b) for m in names]

@@ -118,7 +118,7 @@ def counterfactual_cmd(
     if twin_cfg is not None:
         typer.echo(f"twin: {schedule.said}", err=True)
     typer.echo(notes.getvalue(), err=True, nl=False)
-    rows = cf.run(trace, cfgs, out, twin_cfg, progress=fmt == "table")
+    rows = cf.run(trace, cfgs, out, twin_cfg)
     write_atomic(out / "counterfactual.csv", to_csv(rows))
     cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")
     emit(console, rows, fmt, counterfactual_table)

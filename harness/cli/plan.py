@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.cli.common import _interrupt, console, fail, refuse_overwrite, workload_file
 from harness.core.config import ConfigError
-from harness.core.progress import counted
+from harness.core.progress import Bar, counted
 from harness.core.registry import UnknownName
 from harness.sim.calibration import names as calibration_names
 
@@ -145,8 +144,9 @@ def plan_cmd(
 
 
 def _enumerate(space: Space) -> None:
-    """Enumerate the space's points once (kept), saying so first and showing a bar on a
-    terminal: a large cluster's space took seconds to a minute before any output."""
+    """Enumerate the space's points once (kept), saying so first and showing a bar on
+    stderr (piped: a line now and then): a large cluster's space took seconds to a
+    minute before any output."""
     from harness.studies.plan.space import MAX_SPLITS, split_step
 
     gpus = space.plan.cluster.gpus
@@ -155,12 +155,8 @@ def _enumerate(space: Space) -> None:
     bounded = (f"; the engine's share of the {gpus} GPUs steps by {step} ({MAX_SPLITS} "
                f"splits at most)" if step > 1 else "")
     _stage(f"space: enumerating {space.size():,} points over {layouts:,} layouts{bounded}")
-    bar = Progress(TextColumn("space"), BarColumn(), TextColumn("{task.completed}/"
-                   "{task.total} layouts"), TimeElapsedColumn(), console=console,
-                   transient=True, disable=not console.is_terminal)
-    with bar:
-        task = bar.add_task("space", total=layouts)
-        space.points(lambda done, total: bar.update(task, completed=done, total=total))
+    with Bar("space: layouts", layouts) as bar:
+        space.points(bar.update)
 
 
 def _one_of(ours: int | None, theirs: int | None) -> int:
@@ -186,9 +182,6 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
     start = time.perf_counter()
     jobs = jobs or search.default_jobs()
     interrupted = False
-    bar = Progress(TextColumn("search"), BarColumn(), TextColumn("{task.completed}/"
-                   "{task.total} configurations"), TimeElapsedColumn(), console=console,
-                   disable=not console.is_terminal)
     try:
         study, budget = search.prepare(space, out, budget, sampler, seed)
     except ConfigError as err:
@@ -198,13 +191,8 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
         _stage(f"resuming: {before} of {budget} configurations done already")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a plan as cleanly as Ctrl-C
     try:
-        with bar:
-            task = bar.add_task("search", total=budget)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            search.run(study, space, budget, jobs, ray_address, progress)
+        with Bar("search: configurations", budget) as bar:  # piped: a line now and then
+            search.run(study, space, budget, jobs, ray_address, bar.update)
     except KeyboardInterrupt:
         interrupted = True
     except ConfigError as err:
