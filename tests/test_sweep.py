@@ -255,29 +255,27 @@ def test_ray_missing_is_a_one_line_error(tmp_path: Path,
 
 
 def test_a_knob_that_a_crossed_system_does_not_read_is_said_once() -> None:
-    from harness.run.knob_check import knob_warnings
+    from harness.run.knob_check import ignored_line
     from harness.studies.sweep import parse_spec
 
     sweep = parse_spec({"base": {"workload": "lsat-ar", "groups": 8, "group_size": 4,
                                  "rounds": 1},
                         "grid": {"system": ["cgp", "cgp-fgd"], "frontier": [2, 4, 8]}})
     # frontier 2 is cgp's default (not a setting it ignores); 4 and 8 are said once
-    said = knob_warnings(c.config for c in sweep.cells)
-    assert said == ["2 cell(s) of cgp set --frontier, which cgp does not read: they run "
-                    "as if it were unset"]
+    said = ignored_line((c.config for c in sweep.cells), named={}, setter="")
+    assert said == "cgp (2 cells) ignores frontier (each runs as if it were unset)"
 
 
 def test_a_set_knob_is_named_by_its_field() -> None:
-    from harness.run.knob_check import knob_warnings
+    from harness.run.knob_check import ignored_line
     from harness.studies.sweep import parse_spec
 
     sweep = parse_spec({"base": {"workload": "lsat-ar", "groups": 8, "group_size": 4,
                                  "rounds": 1},
                         "grid": {"system": ["slime", "april"],
                                  "dynamic_sampling": [True]}})
-    assert knob_warnings(c.config for c in sweep.cells) == [
-        "1 cell(s) of slime set --set dynamic_sampling, which slime does not read: they run "
-        "as if it were unset"]
+    assert ignored_line((c.config for c in sweep.cells), named={}, setter="") == (
+        "slime ignores dynamic_sampling=true (each runs as if it were unset)")
 
 
 def test_another_sweeps_folder_is_refused_without_force(tmp_path: Path) -> None:

@@ -100,13 +100,18 @@ CSV_HELP = "Print the rows as CSV (every field, full precision)."
 
 
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
-                 ignore: tuple[str, ...] = (), **options: object) -> RunConfig:
+                 ignore: tuple[str, ...] = (), shared: bool = False,
+                 **options: object) -> RunConfig:
     """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
     then --set overrides; then the whole config is checked (`harness.run.checks`).
 
     A check that fails on a field the file set (and nothing later replaced) names the
     file and the field, not the option the user never typed (`--config c.toml: groups =
-    0: ...`, not `--groups: ...`)."""
+    0: ...`, not `--groups: ...`).
+
+    An option the system does not read is refused for `run` (its one system); `shared`:
+    the config is one of several systems' runs, where the command says once which
+    systems ignore which option (`knob_check.ignored_line`)."""
     cfg = start if start is not None else RunConfig()
     from_file: dict[str, object] = {}
     if config is not None:
@@ -142,7 +147,7 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     except ConfigError as err:
         raise _blame_file(err, config, {k: v for k, v in from_file.items()
                                         if k not in typed}) from None
-    if "update_groups" in options:  # `run`: an option its system does not read, as typed
+    if "update_groups" in options and not shared:  # `run`: an option its system does not read
         from harness.run.knob_check import check_knobs
 
         check_knobs(cfg.system, cfg, typed)

@@ -66,6 +66,7 @@ def counterfactual_cmd(
     from harness.core.files import write_atomic
     from harness.core.registry import UnknownName
     from harness.core.trace import TraceError
+    from harness.run.knob_check import ignored_line
     from harness.studies import counterfactual as cf
     from harness.studies import twin
     from harness.studies.twin.schedule import infer
@@ -118,6 +119,10 @@ def counterfactual_cmd(
     if twin_cfg is not None:
         typer.echo(f"twin: {schedule.said}", err=True)
     typer.echo(notes.getvalue(), err=True, nl=False)
+    given = _given(config, set_ or [], update_groups)
+    ignored = ignored_line(cfgs, given, given, {"update_groups": "--update-groups"})
+    if ignored:  # the shared options apply where read; said once, not refused
+        typer.echo(f"note: {ignored}", err=True)
     rows = cf.run(trace, cfgs, out, twin_cfg)
     write_atomic(out / "counterfactual.csv", to_csv(rows))
     cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")
@@ -125,6 +130,16 @@ def counterfactual_cmd(
     if fmt == "table":
         console.print(f"wrote {out / 'counterfactual.csv'} and {out / 'counterfactual.png'}",
                       highlight=False)
+
+
+def _given(config: Path | None, sets: list[str], update_groups: int | None) -> set[str]:
+    """The fields the user gave every system: -U, --set's, the config file's."""
+    from harness.cli.common import _leaves
+    from harness.core.config import load_toml
+
+    given = {a.split("=", 1)[0].strip() for a in sets}
+    given |= {name for name, _ in _leaves(load_toml(config))} if config is not None else set()
+    return given | ({"update_groups"} if update_groups is not None else set())
 
 
 def _price(trace: Path, out: Path, runs: list[RunConfig], fitted: Fitted | None,

@@ -150,6 +150,15 @@ def model_warmup_cmd(
 VALIDATE_SYSTEMS = "slime,cgp,cgp-fgd"
 
 
+def _typed(ctx: typer.Context, sets: list[str]) -> set[str]:
+    """The config fields the user gave on the command line (an option not left at its
+    default, a --set): a U typed asks for that many groups per update."""
+    given = {p.name for p in ctx.command.params if p.name is not None
+             and (source := ctx.get_parameter_source(p.name)) is not None
+             and source.name != "DEFAULT"}
+    return given | {a.split("=", 1)[0].strip() for a in sets}
+
+
 def validate_defaults(model_dir: Path, ray_address: str = "off") -> RunConfig:
     """What `validate` runs unless told otherwise: the LSAT-AR-shaped live profile,
     replayed, one round of 8 groups of 4, in one process; on two cores or more the
@@ -220,6 +229,7 @@ def validate_cmd(
     Appendix A with a measured GEMM utilisation."""
     from harness.live.runtime import missing_live
     from harness.run.checks import refuse_existing_run
+    from harness.run.knob_check import ignored_line
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
@@ -268,7 +278,7 @@ def validate_cmd(
             cells = []
             for system in [x.strip() for x in systems.split(",") if x.strip()]:
                 start = validate_defaults(model_dir, ray_address)
-                cfg = build_config(config, set_ or [], start=start,
+                cfg = build_config(config, set_ or [], start=start, shared=True,
                                    system=system, workload=workload, groups=groups,
                                    group_size=group_size, update_groups=update_groups,
                                    frontier=frontier, rounds=rounds, seed=seed,
@@ -276,6 +286,10 @@ def validate_cmd(
                 cells.append(Cell(f"{workload} R={groups}", system, cfg))
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    ignored = ignored_line((c.config for c in cells), _typed(ctx, set_ or []),
+                           named={"update_groups": "--update-groups", "frontier": "--frontier"})
+    if ignored:  # a shared option applies where read; said once, not refused
+        typer.echo(f"note: {ignored}", err=True)
     from harness.run.checks import check_out
     from harness.studies.validate.run import validate
 

@@ -44,7 +44,7 @@ def sweep_cmd(
 ) -> None:
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
     cells' per-round metrics."""  # the command's help is HELP: it names the Ray timeout
-    from harness.run.knob_check import knob_warnings
+    from harness.run.knob_check import ignored_line
     from harness.studies.sweep import (
         check_footprints,
         foreign_cells,
@@ -73,8 +73,9 @@ def sweep_cmd(
     if others and not force:
         fail(f"--out: {out} holds {others} cells of another sweep that {spec.name} does not "
              f"have; its results table would leave them out (another --out, or --force)")
-    for warning in knob_warnings(cell.config for cell in sweep.cells):
-        typer.echo(f"warning: {warning}", err=True)
+    ignored = ignored_line((cell.config for cell in sweep.cells), named={}, setter="")
+    if ignored:  # one line: which systems ignore which option
+        typer.echo(f"note: {ignored}", err=True)
     cells = pending(sweep, out, retry_failed)
     try:  # memory and trace size, before anything runs or is written
         check_footprints(cells, out, jobs or os.cpu_count() or 1, ray_address)

@@ -50,12 +50,17 @@ def whatif_cmd(
         if folder is not None:
             check_out(folder, option)  # a file, or unmakeable: one line before any work
     from harness.core.progress import Bar
+    from harness.run.knob_check import ignored_line
     from harness.studies.whatif import study_sweep
 
     for study in names:
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
         try:
-            cells = len(study_sweep(study).cells)
+            spec = study_sweep(study)
+            cells = len(spec.cells)
+            ignored = ignored_line((c.config for c in spec.cells), named={}, setter="")
+            if ignored:  # as `sweep` says it: once, on stderr
+                typer.echo(f"note: {ignored}", err=True)
             with Bar(f"{study} (cells done before are skipped)", cells) as bar:  # stderr
 
                 def tick(_cell: Any, result: dict[str, Any], bar: Bar = bar) -> None:

@@ -57,6 +57,15 @@ class Request:
         return f"{self.group}.{self.sample}"
 
 
+def prompt_field(request: Request) -> dict[str, int]:
+    """`request_submit`'s `prompt`: the prompt's index in the run's stream, written only
+    where it is not the group id (a prompt run again under a new group, or groups
+    numbered in another order than their prompts were drawn), so a replay of the trace
+    gives each prompt its own work, and every other trace reads as it always did."""
+    index = request.prompt.index
+    return {} if index == request.group else {"prompt": index}
+
+
 @dataclass
 class Response:
     """What the engine returns: finished, or aborted with the partial tokens.
@@ -64,6 +73,8 @@ class Response:
     `version_spans` lists [policy version, tokens] in generation order: a
     response generated across an in-flight weight update carries several.
     `logprobs` are the behaviour log-probs of the sampled tokens (live only).
+    `verify_s` is how long the verifier's check of it ran, set by the verifier (a
+    replay of the run's trace waits it again: `group_materialized.verify_s`).
     """
 
     request: Request
@@ -74,6 +85,7 @@ class Response:
     text: str = ""
     logprobs: list[float] | None = None
     token_ids: list[int] | None = None  # live only: the generated token ids
+    verify_s: float | None = None  # seconds the check ran; None: not checked yet
 
     @property
     def versions(self) -> list[int]:

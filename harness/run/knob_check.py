@@ -17,7 +17,7 @@ every system, so that runs of two systems compare; it is not changed per system.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig, get_path
@@ -152,14 +152,33 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
     return [f"{cfg.system}: {' and '.join(idle)}{fix}"]
 
 
-def knob_warnings(configs: Iterable[RunConfig]) -> list[str]:
-    """One line per (system, option) that some of `configs` set but their system does
-    not read: a sweep that crosses systems with one system's knob (cgp with F_w, say)
-    runs those cells as if the option were unset, which is said, not refused."""
-    seen: dict[tuple[str, str], int] = {}
+def ignored_line(configs: Iterable[RunConfig], typed: Collection[str] = (),
+                 only: Collection[str] | None = None, named: Mapping[str, str] = OPTIONS,
+                 setter: str = "--set ") -> str:
+    """Which systems ignore which option, in one line ('' when none does), for a command
+    over several systems (validate, sweep, counterfactual, whatif): an option shared by
+    its runs applies to the systems that read it, and the others run as if it were
+    unset, which is said once rather than refused (`validate --systems ...,april -U 2`
+    stopped on "april does not read it"). `run`, where one system is named, refuses
+    (`check_knobs`). `only`: the fields to speak of (those the user gave); `named`: the
+    command's option of a field, the others named as `setter` sets them (a sweep spec's
+    `frontier = 4`: setter '')."""
+    seen: dict[str, dict[str, int]] = {}  # option -> system -> configs
+    values: dict[str, set[str]] = {}
     for cfg in configs:
-        for field, _ in ignored_fields(cfg.system, cfg):
-            key = (cfg.system, option_of(field))
-            seen[key] = seen.get(key, 0) + 1
-    return [f"{count} cell(s) of {system} set {option}, which {system} does not read: "
-            "they run as if it were unset" for (system, option), count in seen.items()]
+        for field, _ in ignored_fields(cfg.system, cfg, typed):
+            if only is not None and field not in only:
+                continue
+            option = named.get(field, f"{setter}{field}")
+            systems = seen.setdefault(option, {})
+            systems[cfg.system] = systems.get(cfg.system, 0) + 1
+            values.setdefault(option, set()).add(_show(get_path(cfg, field)))
+    parts = []
+    for option, systems in seen.items():
+        shown = values[option].pop() if len(values[option]) == 1 else ""
+        label = option if not shown else (f"{option} {shown}" if option.startswith("-")
+                                          and " " not in option else f"{option}={shown}")
+        names = [f"{s} ({n} cells)" if n > 1 else s for s, n in systems.items()]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        parts.append(f"{listed} {'ignores' if len(names) == 1 else 'ignore'} {label}")
+    return f"{'; '.join(parts)} (each runs as if it were unset)" if parts else ""

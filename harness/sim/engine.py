@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
 
-from harness.core.runtime import EngineLoad, PauseMode, Request, Response
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response, prompt_field
 from harness.sim.perf import StepJump
 
 
@@ -109,7 +109,7 @@ class SimEngine:
         self._emit(
             "request_submit", round=request.round, group=request.group,
             sample=request.sample, prompt_tokens=request.prompt.tokens,
-            resumed_tokens=seq.gen0, engine=self.index,
+            resumed_tokens=seq.gen0, engine=self.index, **prompt_field(request),
         )
         heapq.heappush(self._waiting, (request.priority, seq.arrival, seq))
         self._waiting_n += 1
