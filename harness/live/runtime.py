@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.core.runtime import Request
-from harness.live import cores
+from harness.live import cores, precision
 from harness.live.engine import NOT_APPLICABLE, LiveEngine
 from harness.live.env import LIVE_ENV
 from harness.live.session import Session
@@ -92,7 +92,8 @@ class LiveRuntime(RunnerBase):
                 "live": {"components": available(), "env": LIVE_ENV, "engine": live.engine,
                          "trainer": live.trainer, "cores": _cores(live.trainer_cores),
                          "ray": live.ray_address if self.actors else "off",
-                         "not_applicable": NOT_APPLICABLE}}
+                         "not_applicable": NOT_APPLICABLE,
+                         "engine_precision": precision.describe(live.engine)}}
 
     def _loop_run(self, coro: Any) -> None:
         asyncio.run(coro)

@@ -7,8 +7,11 @@ Per sample, the loss is token-level importance-weighted policy gradient,
 where mu's log-probs are the engine's (the behaviour policy, as sampled) and A
 the group-normalised advantage; gradients accumulate over `train` calls and
 `step` applies them. The w_t of a step give its ESS (PipelineRL Eq. 6), so live
-ESS is measured, not modelled; on-policy it sits a little below 1 from the
-numerical gap between engine (bf16) and trainer (fp32).
+ESS is measured, not modelled; on-policy it sits below 1 by the numerical gap
+between engine and trainer (fp32) alone: a little with a bf16 engine, not at
+all with an fp32 one (`harness.live.precision` chooses; `run_start` records it).
+Weights reach the engine in the engine's own type, so an fp32 engine stays exact
+after every update.
 
 Two halves: `GRPOLearner` is the compute (plain, synchronous, picklable
 inputs), so it can live in this process or in a Ray actor on the trainer node;
@@ -30,6 +33,7 @@ import numpy as np
 
 from harness.core.offpolicy import lag_histogram, measured_stats
 from harness.core.runtime import Group, Request
+from harness.live.precision import engine_dtype
 
 
 @dataclass
@@ -71,6 +75,7 @@ class GRPOLearner:
         self._model_dir = model_dir
         self._opt = torch.optim.AdamW(self.model.parameters(), lr=lr)
         self._clamp = clamp
+        self._publish_dtype = getattr(torch, engine_dtype())
         self.version = 0
         self._weights: list[np.ndarray] = []
         self._lags: dict[int, int] = {}
@@ -110,8 +115,7 @@ class GRPOLearner:
 
     def _state(self) -> dict[str, Any]:
         # The LM head too, even when tied, or the engine keeps a stale one.
-        torch = self._torch
-        return {k: v.detach().to(torch.bfloat16).contiguous().clone()
+        return {k: v.detach().to(self._publish_dtype).contiguous().clone()
                 for k, v in self.model.state_dict().items()}
 
     def export(self) -> bytes:

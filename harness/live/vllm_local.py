@@ -21,10 +21,13 @@ from harness.live.engine import Generation, Sampling
 
 
 def engine_args(model_dir: str, max_model_len: int, kv_cache_mb: int, seed: int) -> Any:
+    """`dtype`: bf16 where vLLM rounds it to nearest, else fp32 (`harness.live.precision`)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
+    from harness.live.precision import engine_dtype
+
     return AsyncEngineArgs(
-        model=model_dir, dtype="bfloat16", enforce_eager=True, max_model_len=max_model_len,
+        model=model_dir, dtype=engine_dtype(), enforce_eager=True, max_model_len=max_model_len,
         distributed_executor_backend="uni", kv_cache_memory_bytes=kv_cache_mb << 20, seed=seed,
         scheduling_policy="priority")
 
