@@ -54,15 +54,15 @@ def test_another_system_schedules_the_same_work(tmp_path: Path) -> None:
 def test_partial_rollouts_replay_their_whole_length(tmp_path: Path) -> None:
     """APRIL aborts and resumes: a group replays with each sample's final length
     (its carried prefix included); a group the run never finished replays its cut
-    samples at the lengths they reached."""
+    samples one token past where they were cut (they had not ended there)."""
     source = sim_run(tmp_path, "april", system="april", workload="lsat-ar",
                      over_sampling_groups=8)
     groups, _ = read_groups(tmp_path / "april.jsonl")
     finished = {g: lens for g, _, lens, _ in work(source) if len(lens) == 4}
     reached: dict[int, dict[int, int]] = {}  # group -> sample -> last length, any status
     for e in source:
-        if e["ev"] == "request_finish" and e["status"] == "aborted":
-            reached.setdefault(e["group"], {})[e["sample"]] = e["response_tokens"]
+        if e["ev"] == "request_finish" and e["status"] == "aborted":  # cut: at least n + 1
+            reached.setdefault(e["group"], {})[e["sample"]] = e["response_tokens"] + 1
     for e in source:  # a finished length wins over where an earlier attempt was cut
         if e["ev"] == "request_finish" and e["status"] == "finished":
             reached.setdefault(e["group"], {})[e["sample"]] = e["response_tokens"]

@@ -170,7 +170,7 @@ def test_the_twin_of_an_over_sampled_import_runs_april_on_the_fitted_engine(
     # the twin is april at 2R with partial rollouts: april's own defaults, so one row
     assert [(r["system"], r["source"]) for r in rows] == [
         ("slime (measured)", "slime"), ("slime", "simulated"), ("april", "simulated twin")]
-    # its groups cut by the run's end replay at the lengths they reached: left out, the
+    # its groups cut by the run's end replay one token past where they were cut: left out, the
     # twin finished 9.4% early (workloads/trace_source.py)
     assert abs(rows[2]["rollout_complete_s_error"]) < 0.05
 

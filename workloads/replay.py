@@ -23,25 +23,34 @@ def target_tokens(request: Request) -> int:
 
 async def hidden_score(response: Response, timeout: float | None) -> float:
     """Wait the sample's check latency (stopped at `timeout`), then its reward; an
-    aborted or truncated response scores 0, as a real verifier would score it."""
+    aborted or truncated response scores 0, as a real verifier would score it. How
+    long the check ran goes on the response (`verify_s`), as a live check's would:
+    its latency, the timeout where that stopped it, or the time until a system
+    cancelled it (RollPacker's sandbox limit: a replay then ends the check there,
+    with the reward the run gave it, without needing the system's limit)."""
     request = response.request
     _, reward, latency = request.prompt.hidden.sample(request.sample)
-    if timeout is not None and latency > timeout:
-        await _wait(timeout)
-        return 0.0
-    await _wait(latency)
-    if response.status != "finished" or response.truncated:
+    timed_out = timeout is not None and latency > timeout
+    took = timeout if timed_out else latency
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    try:
+        await _wait(loop, took)
+    except asyncio.CancelledError:
+        response.verify_s = loop.time() - start
+        raise
+    response.verify_s = took
+    if timed_out or response.status != "finished" or response.truncated:
         return 0.0
     return reward
 
 
-def _wait(seconds: float) -> Awaitable[None]:
+def _wait(loop: asyncio.AbstractEventLoop, seconds: float) -> Awaitable[None]:
     """`asyncio.sleep(seconds)` without its coroutine, for the check every response
     waits: a future the loop resolves when the time comes. A cancelled wait leaves its
     timer to fire on a done future, which does nothing."""
     if seconds <= 0:
         return asyncio.sleep(0)  # one turn of the loop, as asyncio.sleep does
-    loop = asyncio.get_running_loop()
     future = loop.create_future()
     loop.call_later(seconds, _resolve, future)
     return future

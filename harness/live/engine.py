@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.core.runtime import EngineLoad, PauseMode, Request, Response
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response, prompt_field
 
 
 @dataclass
@@ -141,7 +141,7 @@ class LiveEngine:
         self._live[request.id] = live
         self._emit("request_submit", round=request.round, group=request.group,
                    sample=request.sample, prompt_tokens=request.prompt.tokens,
-                   resumed_tokens=len(live.gen.token_ids), engine=0)
+                   resumed_tokens=len(live.gen.token_ids), engine=0, **prompt_field(request))
         task = asyncio.ensure_future(self._run(live))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

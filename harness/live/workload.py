@@ -116,14 +116,21 @@ class LiveVerifier:
         self._workload = workload
 
     async def score(self, response: Response, timeout: float | None = None) -> float:
+        """The reward; the seconds the check ran go on the response (`verify_s`, which a
+        replay of the trace waits again): to its reward, its timeout, or its cancelling."""
         if response.status != "finished":
+            response.verify_s = 0.0
             return 0.0
         check = asyncio.to_thread(self._workload.score, response.text,
                                   response.request.prompt.answer)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         try:
             return float(await asyncio.wait_for(check, timeout))
         except TimeoutError:
             return 0.0
+        finally:
+            response.verify_s = round(loop.time() - start, 6)  # the trace's clock: us
 
 
 class ReplayVerifier:

@@ -80,11 +80,16 @@ class RunnerBase:
         """The control node's own time per group (nothing extra when live)."""
 
     async def materialize(self, group: Group) -> None:
+        """Advantages, and the `group_materialized` event with each response's check
+        time (`verify_s`, when every response was checked): a replay of the trace
+        (`--workload trace:`) waits them again rather than assume 0 s."""
         await self._materialize_delay()
         group.advantages = grpo.advantages(group.rewards)
+        checked = [r.verify_s for r in group.responses]
+        timed = {"verify_s": checked} if None not in checked else {}
         self.emit("group_materialized", group=group.id, round=group.round,
                   samples=[r.request.sample for r in group.responses],
-                  rewards=list(group.rewards))
+                  rewards=list(group.rewards), **timed)
 
     # -- driving a run ---------------------------------------------------
     def header(self) -> dict[str, Any]:
