@@ -170,3 +170,27 @@ def test_a_prompt_run_twice_replays_as_one_with_its_spare_samples(tmp_path: Path
     assert [first.hidden.sample(i) for i in range(4)] == [
         (20, 1.0, 0.5), (10, 0.0, 0.25), (16, 1.0, 0.5), (10, 0.0, 0.25)]
     assert second.hidden.sample(1) == (40, 1.0, 2.5)
+
+
+def test_a_trace_without_check_times_says_what_it_assumed(tmp_path: Path, capsys) -> None:
+    """A trace written before the runtimes recorded `verify_s` (here: stripped from two
+    of four groups, then from all) replays those checks as 0 s, and says so once."""
+    path = tmp_path / "run.jsonl"
+    execute(RunConfig(system="slime", workload="rp-code", groups=4, group_size=2,
+                      update_groups=2, rounds=1).validate(), path)
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    for n, name in ((2, "some"), (4, "none")):
+        seen = 0
+        for e in events:
+            if e["ev"] == "group_materialized" and seen < n:
+                e.pop("verify_s", None)
+                seen += 1
+        stripped = tmp_path / f"{name}.jsonl"
+        stripped.write_text("".join(json.dumps(e) + "\n" for e in events))
+        prompts = TraceWorkload(f"trace:{stripped}", 2).take(4)
+        assert [p.hidden.sample(0)[2] == 0.0 for p in prompts].count(True) == n
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'some.jsonl'} records no verifier latency for 2 of its 4 groups: " \
+           "replayed checks take 0 s" in err
+    assert f"{tmp_path / 'none.jsonl'} records no verifier latency: replayed checks take " \
+           "0 s" in err

@@ -17,7 +17,7 @@ the same system cuts it at the same point again (at the length it reached, it
 would end there instead). Said once. Why not skip such groups: they are the run's
 longest, the ones an over-sampling run cut at its last round, and a replay without
 them is biased short (the twin of a simulated APRIL run, fitted to its own engine,
-finished its rollouts 9.4% early with them skipped and 0.7% early with them
+finished its rollouts 9.4% early with them skipped and 0.6% early with them
 replayed this way: tests/test_twin.py). A sample that never generated a token
 (aborted before its first, or never submitted) still leaves its group out.
 
