@@ -102,6 +102,9 @@ def plan_cmd(
     refuse_overwrite("--out", out, [("--model", model), ("--workload", workload_file(workload))],
                      ("plan.csv", "pareto.csv", "excluded.csv", "pareto.png", "best/",
                       "study.journal"))
+    from harness.run.checks import check_out
+
+    check_out(out)  # a file, or unmakeable: one line before the space is enumerated
     try:
         r, k, u = rc.recipe_from_slime(groups, group_size, update_groups, rollout_batch_size,
                                        n_samples_per_prompt, global_batch_size)
