@@ -28,7 +28,15 @@ So `max_head_offpolicyness` bounds how far a group's *admission* may lead the
 trainer, not the lag of its trained tokens: a group that generates for many steps
 keeps its early tokens, and the trainer does not wait for it. AReaL's users have
 asked (areal-project/AReaL#602) and the code promises no bound: `staleness_bound`
-is None, and tests/test_areal.py measures how far past the knob the lag goes.
+is None, and tests/test_areal.py measures how far past the knob the lag goes. What
+admission does bound is the backlog, (max_head_offpolicyness + 1) x U groups started
+and untrained (`backlog_bound`), which `rolloutbench check` holds an AReaL trace to:
+AReaL#1388's resumed run broke it.
+
+Defaults (docs/systems.md): AReaL's math example's, offpolicyness 2 and 256 rollouts in
+flight (examples/math/gsm8k_grpo.yaml:25, 28). The code default, 0 and U
+(`--set areal.max_head_offpolicyness=0 --set areal.max_concurrent_rollouts=0`), is the
+synchronous mode AReaL's docs keep for debugging (docs/en/algorithms/async.md:8-10).
 
 Harness readings (choices, not AReaL's code):
 - AReaL's data loader cycles forever and a run's leftovers die with the process;
@@ -38,7 +46,9 @@ Harness readings (choices, not AReaL's code):
   refilled while the trainer waits, is not modelled: past the first step it holds
   more than admission can take. Neither are rejected rollouts (none here) nor the
   split of both caps over data-parallel ranks (:955-959), which sums to the same.
-There is no rollout boundary: a "round" is a block of R/U optimizer steps.
+There is no rollout boundary: a "round" is a block of R/U optimizer steps, and an
+attempt resumed after an update is the work of the round under way (a round is over
+once its rollout_complete is written; `Interrupter.round`).
 """
 
 from __future__ import annotations
@@ -49,7 +59,7 @@ from typing import Any
 from harness.core.runtime import Group, Request, Response, Runtime
 from systems.common import BatchCounter
 from systems.interrupt import Interrupter
-from systems.staleness_gate import CapacityGate
+from systems.staleness_gate import CapacityGate, backlog_bound
 
 
 class AReaL:
@@ -65,6 +75,12 @@ class AReaL:
     def staleness_bound(self, cfg: Any) -> int | None:
         """None: AReaL bounds admission, not the lag of trained tokens (see above)."""
         return None
+
+    def backlog_bound(self, cfg: Any) -> int:
+        """What admission does bound: (max_head_offpolicyness + 1) x U groups started and
+        untrained (staleness_manager.py:99-113, 119-121; systems/staleness_gate.py)."""
+        return backlog_bound(cfg.areal.max_head_offpolicyness, cfg.update_groups,
+                             cfg.group_size)
 
     async def _sample(self, rt: Runtime, group: Group, sample: int) -> tuple[Response, float]:
         """One episode: generate (resumed across weight updates), then score."""
@@ -109,7 +125,7 @@ class AReaL:
         producer = rt.spawn(produce())
         for step in range(total_steps):
             if step % steps_per_round == 0:
-                state["round"] = step // steps_per_round
+                state["round"] = self.interrupter.round = step // steps_per_round
                 rt.emit("rollout_start", round=state["round"], version=rt.trainer.version)
             while len(done) < u:
                 changed.clear()

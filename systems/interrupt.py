@@ -13,8 +13,11 @@ cache, installs the weights, and resumes:
   prompt, once the executor is no longer paused (areal/infra/remote_inf_engine.py:
   784-847). The KV cache was cleared, so the prefix is prefilled again.
 - slime: `pause_generation` and `flush_cache` before the transfer and
-  `continue_generation` after (THUDM/slime@624b824:slime/backends/megatron_utils/
-  update_weight/update_weight_from_tensor.py:284-286, 331).
+  `continue_generation` after. Its fully-async loop refuses a colocated run
+  (THUDM/slime@624b824:train_async.py:11), so with the default full NCCL sync
+  (slime/utils/arguments.py:124-136) the updater is UpdateWeightFromDistributed
+  (slime/backends/megatron_utils/actor.py:168-175), which does this at
+  update_weight/update_weight_from_distributed.py:111-112, 134.
 
 The runtime's operations for this are `Engine.abort` (the partial responses come
 back) and `Request(resume=partial)` (generation goes on from the prefix, which the
@@ -39,6 +42,10 @@ class Interrupter:
         self.open = asyncio.Event()
         self.open.set()
         self.aborted = 0  # requests aborted by weight updates, over the run
+        # The round under way, set by the system: an attempt resumed after an update is
+        # that round's work, as a round is over once its rollout_complete is written
+        # (None: the request's own round).
+        self.round: int | None = None
 
     async def submit(self, rt: Runtime, request: Request) -> Response:
         """One attempt: wait while the gate is shut, submit, and return the response,
@@ -57,8 +64,9 @@ class Interrupter:
             response = await self.submit(rt, request)
             if response.status == "finished":
                 return response
-            request = dataclasses.replace(request,
-                                          resume=response if response.tokens > 0 else None)
+            request = dataclasses.replace(
+                request, round=request.round if self.round is None else self.round,
+                resume=response if response.tokens > 0 else None)
 
     async def update(self, rt: Runtime) -> None:
         """Shut the gate, abort every request in flight, publish the trainer's weights,

@@ -107,7 +107,8 @@ class PrimeRL:
                 drop(g, "overload")
 
         ctl = ConcurrencyController(pr.initial_inflight, pr.min_inflight, pr.max_inflight,
-                                    rt.now, lambda: s["inflight"], cancel_youngest)
+                                    rt.now, lambda: s["inflight"], cancel_youngest,
+                                    cfg.max_response_tokens)
 
         def gate_open() -> bool:
             return (s["step"] - 1) - rt.engine.version <= pr.max_async_level

@@ -15,15 +15,22 @@ From PrimeIntellect-ai/prime-rl@559b447:src/prime_rl/orchestrator/concurrency.py
   until inflight is back under the cap (:264-279, :231-247).
 - Trim above KV use 0.8: to inflight x 0.7 / use, cancelling the excess only
   above 0.9; 6 polls between trims (:50-63, :281-290).
+- The start: `initial_inflight` when set; else the floor until the first poll that
+  reports the engines' KV capacity, which sets the cap once to the pessimistic bound
+  capacity / context length, clamped (:19-21, :124-126, :252-262; the context length
+  is the engines' max_model_len, else the orchestrator's seq_len, orchestrator.py:379;
+  docs/inference.md:217).
 - The cap is clamped to [min_inflight, max_inflight] (:317-319).
 
 Harness readings: the engines are polled every 5 s of the run's clock
 (inference_metrics.py:17) through `Engine.load()`, one sample for the whole
 engine (its KV use is the replicas' mean, where prime-rl takes the worst engine,
 and it has no by-reason waiting count, so all waiting counts, as prime-rl does
-without one, :218). The cap starts at `initial_inflight`, else at the floor: the
-start prime-rl derives from the engines' KV capacity (:252-262) needs a number
-the runtime contract does not expose.
+without one, :218). The capacity is the replicas' KV-cache tokens summed, as prime-rl
+sums its decode engines' (:321-324), and the context length the engine's `max_len`
+(the simulator's: the workload's longest prompt plus the response cap), else
+`fallback_cost` (the response cap); an engine that reports no capacity (the live ones)
+leaves the cap at the floor, as prime-rl's would before its first report.
 """
 
 from __future__ import annotations
@@ -45,11 +52,14 @@ class ConcurrencyController:
     """The cap on in-flight episodes; `set_limit` and `cancel` reach the dispatcher."""
 
     def __init__(self, initial: int, floor: int, ceiling: int, now: Callable[[], float],
-                 get_inflight: Callable[[], int], cancel: Callable[[int], None]) -> None:
+                 get_inflight: Callable[[], int], cancel: Callable[[int], None],
+                 fallback_cost: int = 0) -> None:
         self.floor, self.ceiling = floor, ceiling
         self.now, self.get_inflight, self.cancel = now, get_inflight, cancel
+        self.fallback_cost = fallback_cost  # tokens an episode may take, without max_len
         self.cap = float(initial or floor)
         self.limit = int(self.clamp(self.cap))
+        self.bootstrapped = bool(initial)  # a user-set start is kept
         self.turnover = 0.0
         self.can_grow, self.can_grow_until = False, 0.0
         self.prev_waiting = 0
@@ -95,6 +105,11 @@ class ConcurrencyController:
         self.trim_cooldown = max(0, self.trim_cooldown - 1)
         self.can_grow = worst == "clear" and load.waiting == 0 and not self.draining
         self.can_grow_until = self.now() + GROWTH_TTL_S
+        cost = load.max_len or self.fallback_cost
+        if not self.bootstrapped and load.kv_tokens > 0 and cost > 0:
+            self.bootstrapped = True  # once: capacity / context length (:252-262)
+            self.cap = self.clamp(load.kv_tokens / cost)
+            self.limit = int(self.cap)
         if self.draining:
             return
         if preempted or queue_overload:

@@ -25,7 +25,8 @@ Rules, each from skyrl/train/fully_async_trainer.py unless named otherwise:
   (docs/content/docs/tutorials/fully_async.mdx:271-279).
 
 The gate bounds staleness in aggregate only, so the rule promises no bound per
-token (`staleness_bound` is None; fully_async.mdx:192 and :271 say so).
+token (`staleness_bound` is None; fully_async.mdx:192 and :271 say so); the aggregate
+it bounds, (S + 1) x U groups accepted and untrained or running, is `backlog_bound`.
 
 Harness readings: the run is one epoch (SkyRL keeps no asynchrony across epochs,
 :9-11; a "round" here is a block of R/U steps, as for PipelineRL);
@@ -40,7 +41,7 @@ from typing import Any
 
 from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter, serve
-from systems.staleness_gate import CapacityGate
+from systems.staleness_gate import CapacityGate, backlog_bound
 
 
 class SkyRLAsync:
@@ -56,6 +57,12 @@ class SkyRLAsync:
     def staleness_bound(self, cfg: Any) -> int | None:
         """None: the capacity gate bounds the aggregate, not each group."""
         return None
+
+    def backlog_bound(self, cfg: Any) -> int:
+        """The aggregate the gate does bound: (S + 1) x U groups accepted and untrained
+        or running (fully_async_trainer.py:181-187; systems/staleness_gate.py)."""
+        return backlog_bound(cfg.skyrl.max_staleness_steps, cfg.update_groups,
+                             cfg.group_size)
 
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config

@@ -18,8 +18,11 @@ rollout function `slime.rollout.fully_async_rollout.generate_rollout_fully_async
 - The loop (train_async.py:32-70): rollout r+1 is collected while rollout r trains;
   every `update_weights_interval` rollouts, it first waits for rollout r+1 to be
   collected, then updates the weights. The update pauses the engines, aborting
-  every request in flight (systems/interrupt.py, update_weight_from_tensor.py:284-
-  286, 331). A group with an aborted sample goes back to the data buffer whole
+  every request in flight (systems/interrupt.py): train_async.py:11 refuses a
+  colocated run, so the updater is the distributed one (slime/backends/megatron_utils/
+  actor.py:168-175), whose update pauses and flushes the engines and continues them
+  after the transfer (update_weight/update_weight_from_distributed.py:111-112, 134).
+  A group with an aborted sample goes back to the data buffer whole
   (fully_async_rollout.py:199-205), is taken again before new prompts, and its
   finished samples are kept while the aborted ones go on from their prefix
   (sglang_rollout.py:42-61, 160-166, 235-240). The example's README says such a

@@ -21,6 +21,15 @@ groups one step consumes. A new group may start while capacity > 0.
 The gate bounds the aggregate, not each group: a group still running while
 later ones finish and are trained may lag past `max_staleness` (SkyRL says so:
 docs/content/docs/tutorials/fully_async.mdx:271).
+
+What it does bound is the backlog (`backlog_bound`, which `rolloutbench check` holds a
+trace to): after `version` steps, version x batch groups have been trained, so the
+groups accepted but untrained plus those running number at most (max_staleness + 1) x
+batch, and their finished samples at most that times K. AReaL says the same of its
+intent (staleness_manager.py:119-121: "the intended (max_staleness + 1) *
+batch_size"), and areal-project/AReaL#1388 is what breaking it looks like: a resumed
+run's `accepted` restarted at 0 while the version was restored, and the burst of
+admissions that followed overshot this bound.
 """
 
 from __future__ import annotations
@@ -49,3 +58,9 @@ class CapacityGate:
         """A group finished generating: from running to accepted."""
         self.running -= 1
         self.accepted += 1
+
+
+def backlog_bound(max_staleness: int, batch: int, group_size: int) -> int:
+    """The most finished, untrained samples the gate allows: (max_staleness + 1) x
+    batch groups, K samples each (see above)."""
+    return (max_staleness + 1) * batch * group_size

@@ -44,7 +44,7 @@ from typing import Any
 
 from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter, serve
-from systems.staleness_gate import CapacityGate
+from systems.staleness_gate import CapacityGate, backlog_bound
 
 
 class Tinker:
@@ -59,6 +59,12 @@ class Tinker:
     def staleness_bound(self, cfg: Any) -> int | None:
         """max_steps_off_policy: the trainer waits for any group at its deadline."""
         return int(cfg.tinker.max_steps_off_policy)
+
+    def backlog_bound(self, cfg: Any) -> int:
+        """The admission gate's: U x (pipeline_depth + 1) groups started but untrained
+        (train.py:996-1008; systems/staleness_gate.py), tighter than the staleness
+        bound's (max_steps_off_policy + 1) x U whenever the depth is below it."""
+        return backlog_bound(cfg.tinker.depth(), cfg.update_groups, cfg.group_size)
 
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config

@@ -75,10 +75,19 @@ def test_the_knob_bounds_admission_not_the_lag_of_trained_tokens(tmp_path: Path)
     assert AReaL().staleness_bound(RunConfig()) is None
 
 
-def test_defaults_are_synchronous(tmp_path: Path) -> None:
-    # ofp 0 and max_concurrent_rollouts = U: two groups a step, started on the weights
-    # they are trained against; nothing is in flight at an update
-    events = sim_run(tmp_path, "areal")
+def test_defaults_are_areals_math_example() -> None:
+    """AReaL's math example (gsm8k_grpo.yaml:25, 28), not its code default: the run is
+    asynchronous unless asked otherwise (it was ofp 0, max_concurrent_rollouts U)."""
+    knobs = RunConfig().areal
+    assert (knobs.max_head_offpolicyness, knobs.max_concurrent_rollouts) == (2, 256)
+    assert knobs.concurrent(RunConfig()) == 256
+
+
+def test_the_code_default_reading_is_synchronous(tmp_path: Path) -> None:
+    # ofp 0 and max_concurrent_rollouts 0 (= U): two groups a step, started on the
+    # weights they are trained against; nothing is in flight at an update
+    events = sim_run(tmp_path, "areal", areal__max_head_offpolicyness=0,
+                     areal__max_concurrent_rollouts=0)
     assert lags(events) == [0] * 8
     assert [x.version for x in starts(events)] == [v for v in range(8) for _ in range(U)]
     assert [g for _, g in batches(events)] == [[2 * k, 2 * k + 1] for k in range(8)]

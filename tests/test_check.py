@@ -234,9 +234,9 @@ def test_cli_exit_codes_and_report(tmp_path: Path) -> None:
     assert [ln.split()[0] for ln in lines[:-1]] == ["staleness", "backlog", "starvation",
                                                     "length", "throughput"]
     assert all(len(ln) <= 100 for ln in lines) and "FAIL" in lines[0]
-    judged = sum(" not checked " not in ln for ln in lines[:-1])
+    judged = sum(" pass " in f" {ln} " or " FAIL " in f" {ln} " for ln in lines[:-1])
     failed = sum(" FAIL " in f" {ln} " for ln in lines[:-1])
-    assert lines[-1].startswith(f"{judged} of 5 properties checked, {failed} failed")
+    assert lines[-1].startswith(f"{judged} of 5 properties judged, {failed} failed")
     doc = json.loads(out.read_text())
     assert doc["passed"] is False and doc["system"] == "areal" and doc["runtime"] == "import"
     first = doc["properties"][0]
@@ -259,7 +259,7 @@ def test_cli_bad_input_is_one_line_exit_2(what: str, tmp_path: Path) -> None:
 
 def test_the_closing_line_says_how_much_was_judged_and_a_missing_run_end(tmp_path: Path) -> None:
     """A trace cut before its run_end passes what it can, and says it was cut; a
-    property not checked is not counted as checked."""
+    property not judged (not checked, or no bound stated) is not counted as judged."""
     events = areal(fixed=True)
     whole = CliRunner().invoke(app, ["check", str(write(tmp_path / "a.jsonl", events)),
                                      "--bound", "2"])
@@ -270,4 +270,100 @@ def test_the_closing_line_says_how_much_was_judged_and_a_missing_run_end(tmp_pat
     assert res.stdout.splitlines()[-1].endswith("the trace has no run_end (a run cut short?)")
     last = res.stdout.splitlines()[-1]
     judged = int(last.split()[0])
-    assert judged == sum(" not checked " not in ln for ln in res.stdout.splitlines()[:-1])
+    assert judged == sum(" pass " in f" {ln} " or " FAIL " in f" {ln} "
+                         for ln in res.stdout.splitlines()[:-1])
+
+
+def nothing_to_judge() -> list[dict]:
+    """An untimed import with no training and no drops: no property can be judged."""
+    events = pipeline(lambda s: 0, steps=0, per_step=1)[:-1]
+    events[0]["import"] = {"timed": False, "format": "slime"}
+    submit_group(events, 0.0, 0, 0, 2)
+    finish_group(events, 1.0, 0, 2, 0, 10)
+    return [*events, {"t": 1.0, "ev": "run_end"}]
+
+
+def test_a_check_that_judged_nothing_is_not_a_pass(tmp_path: Path) -> None:
+    """Every property not checked: the closing line says nothing was judged, the report's
+    verdict is null and the exit code is 3, its own (it was `"passed": true`, exit 0)."""
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["check", str(write(tmp_path / "t.jsonl", nothing_to_judge())),
+                                   "--json", str(out)])
+    lines = res.stdout.splitlines()
+    assert all(" not checked " in ln for ln in lines[:-1]), res.stdout
+    assert lines[-1] == "0 of 5 properties judged, 0 failed: nothing judged, which is not a pass"
+    assert res.exit_code == 3
+    assert json.loads(out.read_text())["passed"] is None
+    assert "3 when none" in " ".join(CliRunner().invoke(app, ["check", "--help"]).stdout.split())
+
+
+# -- AReaL#1388 on a trace of `--system areal`: its gate's backlog bound catches it ----
+def areal_run(fixed: bool) -> list[dict]:
+    """The resume bug's trace as the harness would record an areal run at ofp 2, U = 1
+    group of K = 2: the bound is the system's own, (2 + 1) x 1 x 2 = 6 samples."""
+    events = areal(fixed)
+    events[0] = {**events[0], "runtime": "sim", "config": {
+        "system": "areal", "groups": 1, "update_groups": 1, "group_size": 2,
+        "areal": {"max_head_offpolicyness": 2, "max_concurrent_rollouts": 8}}}
+    return events
+
+
+def test_areal_resume_bug_breaks_its_own_backlog_bound(tmp_path: Path) -> None:
+    """No --bound: AReaL promises no staleness bound, but its gate bounds the backlog,
+    and the burst after the resume overshoots it (before, the backlog had no bound for
+    areal and the check passed this trace)."""
+    r = results(areal_run(fixed=False), tmp_path)
+    assert r["staleness"].status == "no bound stated" and r["staleness"].value == 7
+    b = r["backlog"]
+    assert (b.passed, b.bound, b.source) == (False, 6, "areal.backlog_bound")
+    assert b.value == 2 * (8 * 8 - 7)
+    assert b.first == {"t": 0.5, "ev": "request_finish", "group": 3, "batch": None}
+
+
+def test_areal_resume_fixed_reaches_its_backlog_bound_exactly(tmp_path: Path) -> None:
+    r = results(areal_run(fixed=True), tmp_path)
+    assert (r["backlog"].passed, r["backlog"].value, r["backlog"].bound) == (True, 6, 6)
+
+
+@pytest.mark.parametrize(("system", "knob", "want"), [
+    ("areal", {"areal.max_head_offpolicyness": 1}, (1 + 1) * 2 * 8),
+    ("skyrl-async", {"skyrl.max_staleness_steps": 3}, (3 + 1) * 2 * 8),
+    ("tinker", {"tinker.max_steps_off_policy": 4, "tinker.pipeline_depth": 2}, (2 + 1) * 2 * 8),
+])
+def test_gate_systems_state_their_backlog_bound(system: str, knob: dict, want: int,
+                                                tmp_path: Path) -> None:
+    """(staleness knob + 1) x U x K, U = 2, K = 8: each system's own trace is held to it
+    and stays within it (before: none for areal and skyrl-async, tinker's (4+1)GK)."""
+    cfg = small(system)
+    for name, value in knob.items():
+        table, field = name.split(".")
+        setattr(getattr(cfg, table), field, value)
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    r = {x.name: x for x in check_events(read_trace(tmp_path / "t.jsonl", strict=True))}
+    assert (r["backlog"].bound, r["backlog"].source) == (want, f"{system}.backlog_bound")
+    assert r["backlog"].passed is True and 0 < r["backlog"].value <= want
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_simulated_areal_run_with_the_resume_bug_fails_its_backlog(
+        resumed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AReaL#1388 in the system itself: at version 4 its gate's `accepted` restarts at 0
+    (a resume without PR #1345), on a trainer slow enough (1 GPU) for admission to run
+    ahead. The gate then admits 4 x U more groups than (ofp + 1) x U = 6, and the trace
+    overshoots 6 x K = 48 samples; the same run without the reset stays within it."""
+    import systems.areal
+    from systems.staleness_gate import CapacityGate
+
+    class Resumed(CapacityGate):
+        def capacity(self, version: int) -> int:
+            if resumed and version >= 4 and not getattr(self, "reset", False):
+                self.accepted, self.reset = 0, True
+            return super().capacity(version)
+
+    monkeypatch.setattr(systems.areal, "CapacityGate", Resumed)
+    cfg = small("areal")
+    cfg.sim.trainer_gpus = 1
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    b = check_events(read_trace(tmp_path / "t.jsonl", strict=True))[1]
+    assert (b.name, b.bound) == ("backlog", (2 + 1) * 2 * 8)
+    assert b.passed is (not resumed) and (b.value > 48) is resumed

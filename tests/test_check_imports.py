@@ -208,15 +208,16 @@ def test_verl_with_metrics(tmp_path: Path, words: Path, limits: dict[str, int], 
                                            "batch": None}
 
 
-# -- the command: one line says why, and exit 0 ---------------------------------------
+# -- the command: one line says why, and exit 3: nothing judged -----------------------
 def test_each_line_says_why_a_property_is_not_checked(slime: Path, tmp_path: Path) -> None:
     """The one line of a property not checked is its reason (the line before read
     "staleness    not checked     - steps; bound none (an import states none)", the
-    reason cut off; and --bound 1 failed the backlog: exit 1)."""
+    reason cut off; and --bound 1 failed the backlog: exit 1). No property is judged
+    on slime's dumps, which is no pass: exit 3 (it was 0)."""
     trace = tmp_path / "t.jsonl"
     write(to_trace(read("slime", [slime])), trace)
     res = CliRunner().invoke(app, ["check", str(trace), "--bound", "1"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 3, res.output
     lines = res.stdout.splitlines()
     assert lines[0] == f"{'staleness':<12} {'not checked':<15} slime's files record no training"
     assert lines[1].startswith("backlog      not checked     slime's files record")

@@ -18,13 +18,15 @@ from harness.core.trace import read_trace
 from systems.prime_rl_concurrency import ConcurrencyController
 
 
-@pytest.mark.parametrize("m", [1, 2, 8])
+@pytest.mark.parametrize("m", [1, 2, 8, 16])
 def test_no_token_is_trained_past_max_off_policy_steps(tmp_path: Path, m: int) -> None:
     events = run("prime-rl", tmp_path, prime_rl__max_off_policy_steps=m)
     assert max(token_lags(events)) <= m
     assert len(trained(events)) == 24 and not set(trained(events)) & set(dropped(events))
     stale = [e for e in events if e["ev"] == "decision" and e.get("reason") == "stale"]
-    assert bool(stale) == (m < 8)  # measured: 24 stale at M = 1, some at 2, none at 8 (lag <= 4)
+    # measured: 64 stale at M = 1, 41 at 2, 5 at 8, none at 16 (lag <= 9), the cap
+    # starting at the engine's capacity (63 episodes; at 1 before, none were at 8)
+    assert bool(stale) == (m < 16)
 
 
 @pytest.mark.parametrize("level", [0, 1, 2])
@@ -82,6 +84,43 @@ def test_growth_needs_a_clear_poll_a_binding_cap_and_a_fresh_gate() -> None:
     now[0] = 16.0  # past the 15 s the poll's verdict lives
     c.record_episode(100)
     assert c.cap == pytest.approx(10 * 1.25 ** 0.1)
+
+
+def test_the_start_is_kv_capacity_over_context_length_once() -> None:
+    """prime-rl's start without initial_inflight (concurrency.py:252-262): the floor
+    until the first poll reporting the engines' KV capacity, then capacity / max_len
+    once, clamped; max_len unknown: the fallback cost. Before, the floor stayed."""
+    def fresh(initial: int = 0) -> ConcurrencyController:
+        return ConcurrencyController(initial, 1, 1024, lambda: 0.0, lambda: 0, [].append,
+                                     fallback_cost=1000)
+
+    c = fresh()
+    assert c.limit == 1
+    c.observe(EngineLoad(0, 0, 0.0))  # no capacity reported: still the floor
+    assert c.limit == 1
+    c.observe(EngineLoad(0, 0, 0.0, kv_tokens=100_000, max_len=4096))
+    assert c.limit == 24  # int(100,000 / 4,096)
+    c.observe(EngineLoad(0, 0, 0.0, kv_tokens=900_000, max_len=4096))
+    assert c.limit == 24  # once
+    c = fresh()
+    c.observe(EngineLoad(0, 0, 0.0, kv_tokens=100_000))
+    assert c.limit == 100  # int(100,000 / 1,000), the fallback
+    c = fresh()
+    c.observe(EngineLoad(0, 0, 0.0, kv_tokens=10_000_000, max_len=4096))
+    assert c.limit == 1024  # clamped to max_inflight
+    c = fresh(initial=10)
+    c.observe(EngineLoad(0, 0, 0.0, kv_tokens=100_000, max_len=4096))
+    assert c.limit == 10  # a user's start is kept
+
+
+@pytest.mark.parametrize(("initial", "want"), [(0, 5), (3, 3)])
+def test_a_run_starts_at_the_derived_cap(tmp_path: Path, initial: int, want: int) -> None:
+    """On the simulator: a replica of 5 x (215 + 8,192) KV tokens, sci-jl's longest
+    prompt plus its response cap, starts 5 episodes at t = 0 (it was 1), or the user's
+    initial_inflight."""
+    events = run("prime-rl", tmp_path, sim__kv_cache_tokens=5 * (215 + 8192),
+                 prime_rl__initial_inflight=initial)
+    assert sum(e["ev"] == "request_submit" and e["t"] == 0.0 for e in events) == want
 
 
 # -- #28: every group opened is trained or dropped, once ------------------------------

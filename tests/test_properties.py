@@ -6,7 +6,9 @@ must keep the bookkeeping every system owes, whatever the schedule:
 
 - no request is lost: per (group, sample), submits and finishes alternate and
   the last event is a finish; a request aborted mid-run is resumed in the next
-  round (APRIL's carry-over, with its tokens) or its group is accounted for;
+  round (APRIL's carry-over, with its tokens), across a weight update (the
+  systems that interrupt generation to update: AReaL, slime-async, verl's partial
+  rollout), or its group is accounted for;
 - every group is trained exactly once, or left out for a reason the system
   states (APRIL: dropped, discarded, carried over at the end, or a spare that
   completed with the R-th; RollPacker and cgp-tail, its subclass: aborted to the
@@ -105,11 +107,19 @@ def configure(sets: list[str]) -> RunConfig:
 # -- the bookkeeping -------------------------------------------------------------
 
 
+# Systems whose weight update aborts the requests in flight and resumes them from their
+# prefix (systems/interrupt.py; verl-fully-async with partial_rollout).
+INTERRUPTING = ("areal", "slime-async", "verl-fully-async")
+
+
 def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
     """Submits and finishes alternate per request and every request ends finished
     or aborted; an aborted request is resumed only as its system allows."""
     carries = issubclass(SYSTEMS[cfg.system], APRIL) and cfg.partial_rollout
     moves = {e["t"] for e in trace if e["ev"] in ("engine_resize", "engine_reconfigure")}
+    interrupts = cfg.system in INTERRUPTING and (cfg.system != "verl-fully-async"
+                                                 or cfg.verl_async.partial_rollout)
+    updates = [e["t"] for e in trace if e["ev"] == "weights_published"]
     history: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for e in trace:
         if e["ev"] in ("request_submit", "request_finish"):
@@ -134,7 +144,11 @@ def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
             moved = (resubmit["round"] == submit["round"] and resubmit["t"] == finish["t"]
                      and finish["t"] in moves)
             carried = carries and resubmit["round"] == submit["round"] + 1
-            assert moved or carried, (key, events)
+            # aborted by an update and resumed under the new weights: an update lies
+            # between the abort and the resumed attempt's end
+            resumed = interrupts and any(finish["t"] <= t <= events[n + 1]["t"]
+                                         for t in updates)
+            assert moved or carried or resumed, (key, events)
         if carries:  # aborted before the last round: resumed in the next one
             last_submit, last_finish = events[-2], events[-1]
             if last_finish["status"] == "aborted" and last_submit["round"] < cfg.rounds - 1:

@@ -67,15 +67,26 @@ def final_responses(events: list[dict]) -> dict[tuple[int, int], dict]:
     return out
 
 
+def test_the_default_staleness_is_verls_documented_one() -> None:
+    """0.5, as verl's docs run it (fully_async.md:352, 529), not the code's 0.1: at U = 2
+    and trigger 4, int(2 x 1.5 x 4) = 12 groups a sync, 4 of them stale, so the rule
+    promises no lag bound (it was 0.1: 8 groups, none stale, a bound of 3)."""
+    cfg = config()
+    assert cfg.verl_async.staleness_threshold == 0.5
+    assert max_required_samples(cfg) == 12
+    assert VerlFullyAsync.staleness_bound(cfg) is None
+
+
 def test_budget_and_bound_by_hand() -> None:
-    assert max_required_samples(config()) == 8  # int(2 x 1 x 1.1 x 4) = int(8.8)
+    code = config(staleness_threshold=0.1)  # verl's code default (the yaml's)
+    assert max_required_samples(code) == 8  # int(2 x 1 x 1.1 x 4) = int(8.8)
     big = config(require_batches=4, staleness_threshold=0.5)
     big.update_groups, big.groups = 32, 128
     assert max_required_samples(big) == 768  # the README's 7B runs: 32 x 4 x 1.5 x 4
     assert max_required_samples(config(staleness_threshold=0.1, trigger_parameter_sync_step=1)
                                 ) == 2  # int(2.2): s = 0.1 buys no stale group at W = 2
     bound = VerlFullyAsync.staleness_bound
-    assert bound(config()) == 3  # M = 8 = W: no stale group, lag < T x B = 4 steps
+    assert bound(code) == 3  # M = 8 = W: no stale group, lag < T x B = 4 steps
     assert bound(config(staleness_threshold=0, trigger_parameter_sync_step=2,
                         require_batches=2)) == 3
     assert bound(config(staleness_threshold=0.5)) is None  # stale groups: counts only

@@ -1,7 +1,7 @@
 """`rolloutbench check TRACE`: the properties a scheduler promises, one line each.
 The logic lives in harness.analysis.check; this file parses options, prints, writes
-the JSON report atomically, and sets the exit code (0 all held, 1 one failed, 2 bad
-input)."""
+the JSON report atomically, and sets the exit code (0 every property judged held, 1
+one failed, 2 bad input, 3 none could be judged: `NOTHING_JUDGED`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from harness.core.trace import TraceError, read_trace
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 WIDTH = 100
+NOTHING_JUDGED = 3  # exit code: no property judged (no bound stated, nothing to judge on)
 
 
 def _events(trace: Path) -> list[dict[str, Any]]:
@@ -56,12 +57,15 @@ def line(result: Any) -> str:
 
 
 def tally(results: list[Any], events: list[dict[str, Any]]) -> str:
-    """The closing line: how many properties were judged and how many failed, so that
-    a trace whose source records too little to judge does not read as a clean pass; and
-    a trace with no run_end (cut short, or still being written) says so."""
-    judged = [r for r in results if r.status != "not checked"]
+    """The closing line: how many properties were judged (held to a bound) and how many
+    failed, so that a trace whose source records too little to judge does not read as a
+    clean pass, and one that judged none says so; and a trace with no run_end (cut short,
+    or still being written) says so."""
+    judged = [r for r in results if r.passed is not None]
     failed = sum(1 for r in judged if r.passed is False)
-    text = f"{len(judged)} of {len(results)} properties checked, {failed} failed"
+    text = f"{len(judged)} of {len(results)} properties judged, {failed} failed"
+    if not judged:
+        text += ": nothing judged, which is not a pass"
     if not events or events[-1].get("ev") != "run_end":
         text += "; the trace has no run_end (a run cut short?)"
     return text
@@ -84,8 +88,10 @@ def check_cmd(
         + shown("the staleness bound"))] = None,
 ) -> None:
     """Check a trace against what its scheduler promises: staleness bound, backlog,
-    starvation, length bias, throughput after barriers. One line per property; exit
-    1 when one fails. docs/check.md says how each is measured."""
+    starvation, length bias, throughput after barriers. One line per property. Exit 0
+    when every property judged held, 1 when one failed, 2 for bad input, 3 when none
+    could be judged (no bound stated, or nothing in the trace to judge on: not a
+    pass). docs/check.md says how each is measured."""
     from harness.analysis.check import Limits, check_events, report
     from harness.core.files import write_atomic
 
@@ -101,5 +107,7 @@ def check_cmd(
     for result in results:
         typer.echo(line(result))
     typer.echo(tally(results, events))
+    if doc["passed"] is None:
+        raise typer.Exit(NOTHING_JUDGED)
     if not doc["passed"]:
         raise typer.Exit(1)

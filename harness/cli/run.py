@@ -33,11 +33,13 @@ commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 @commands.command("systems")
 def systems_cmd() -> None:
-    """List the system backends."""
+    """List the system backends, and the rule the asynchronous ones' knobs default by."""
     from harness.cli.tables import show_named
+    from harness.core.async_knobs import DEFAULTS_RULE
     from systems import SYSTEMS
 
     show_named(console, [(name, cls.summary) for name, cls in SYSTEMS.items()])
+    console.print(f"\n{DEFAULTS_RULE}", highlight=False)
 
 
 @commands.command("workloads")

@@ -2,13 +2,21 @@
 
 Each table is a `[name]` table of a config file and `--set name.knob=value` on the
 command line; a system lists the dotted names it reads in its `knobs`, so that
-harness.run.knob_check refuses one set for a system that would ignore it. The
-defaults are the sources' own (each field's help cites where); `check` refuses a
-value the source would refuse, naming the option.
+harness.run.knob_check refuses one set for a system that would ignore it. `check`
+refuses a value the source would refuse, naming the option.
 
-The RL loop's shared shape stays in RunConfig: R groups a round, K samples a group,
-U groups an optimizer step (every source's train batch), the rounds.
-"""
+The defaults follow one rule (`DEFAULTS_RULE`; docs/systems.md has every knob's table):
+each staleness or concurrency knob takes the setting its framework documents for an
+asynchronous run, and its code default where the documentation sets none. The code
+default, where it differs, is a reading one `--set` away; each field's help cites both.
+Why not the other way round: tinker's code has no default (its bound is required),
+SkyRL refuses its own default of 768 workers below U = 154, and AReaL's code default
+is the synchronous mode its documentation keeps for debugging: the code defaults
+cannot all run as asynchronous systems, the documented settings can.
+
+The RL loop's shared shape stays in RunConfig and is the user's, not an example's: R
+groups a round, K samples a group, U groups an optimizer step (every source's train
+batch; verl's require_batches multiplies it), the rounds."""
 
 from __future__ import annotations
 
@@ -16,6 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.fields import need, opt
+
+DEFAULTS_RULE = ("The asynchronous systems' knobs default to the setting their framework\n"
+                 "documents for an asynchronous run; the code default, where it differs, is\n"
+                 "one --set away (docs/systems.md, \"The asynchronous systems' defaults\").")
 
 
 def _at_least(table: str, knobs: Any, low: int, *names: str) -> None:
@@ -29,13 +41,15 @@ class AReaL:
     """inclusionAI/AReaL's staleness manager (system `areal`); inclusionAI/AReaL@4aef98d.
     Its consumer_batch_size is U (one rollout is one prompt's group of K)."""
 
-    max_head_offpolicyness: int = opt(0, "most versions the trainer may run ahead of a "
+    max_head_offpolicyness: int = opt(2, "most versions the trainer may run ahead of a "
                                       "group's admission: at most (this + version + 1) x U "
-                                      "groups started (areal/api/cli_args.py:2039, "
-                                      "default 0: synchronous)")
-    max_concurrent_rollouts: int | None = opt(None, "most groups in flight at once (unset "
-                                              "or 0: U, its consumer_batch_size; "
-                                              "cli_args.py:2024, workflow_executor.py:760)")
+                                      "groups started; 2 as AReaL's math example "
+                                      "(examples/math/gsm8k_grpo.yaml:28); code default 0, "
+                                      "synchronous (areal/api/cli_args.py:2039-2041)")
+    max_concurrent_rollouts: int | None = opt(256, "most groups in flight at once; 256 as "
+                                              "AReaL's math example (gsm8k_grpo.yaml:25); "
+                                              "0 or unset: U, the code default "
+                                              "(cli_args.py:2024, workflow_executor.py:760)")
 
     def concurrent(self, cfg: Any) -> int:
         """The groups AReaL runs at once at this config (workflow_executor.py:760-761)."""
@@ -57,9 +71,10 @@ class VerlAsync:
     prompt with its rollout.n responses (detach_utils.py:70), so a count of samples
     here is a count of groups, and ppo_mini_batch_size is U groups."""
 
-    staleness_threshold: float = opt(0.1, "most stale samples per parameter sync, as a "
-                                     "share of the samples it trains (yaml:12; 0: "
-                                     "synchronous)")
+    staleness_threshold: float = opt(0.5, "most stale samples per parameter sync, as a "
+                                     "share of the samples it trains; 0.5 as verl's docs "
+                                     "run it (docs/advance/fully_async.md:352, 529); code "
+                                     "default 0.1 (yaml:12); 0: synchronous")
     trigger_parameter_sync_step: int = opt(4, "trainer steps (each require_batches "
                                            "mini-batches) between parameter syncs "
                                            "(yaml:16)")
@@ -140,9 +155,10 @@ class PrimeRL:
     max_async_level: int = opt(1, "batches the orchestrator may ship ahead of the engines' "
                                "policy; fixed at 1 at 559b447 (orchestrator.py:104 "
                                "TARGET_LAG), a knob until e792f9cf8 (default 1, >= 0)")
-    initial_inflight: int = opt(0, "in-flight episodes to start from; 0: min_inflight "
-                                "(the engines' KV capacity it derives from is not in the "
-                                "runtime contract) (configs/orchestrator.py:428)")
+    initial_inflight: int = opt(0, "in-flight episodes to start from; 0 (unset, the "
+                                "default): at the first poll, the engines' KV-cache tokens "
+                                "/ their context length, within [min, max] "
+                                "(configs/orchestrator.py:428; concurrency.py:252-262)")
     min_inflight: int = opt(1, "fewest in-flight episodes (configs/orchestrator.py:431)")
     max_inflight: int = opt(1024, "most in-flight episodes (configs/orchestrator.py:434)")
 

@@ -121,6 +121,8 @@ class EngineLoad:
     preemptions: int = 0  # since the engine started
     tp: int = 1  # tensor-parallel size of a replica
     gpus: int = 1  # GPUs the engine spans (a reconfigure's TP must divide it)
+    kv_tokens: int = 0  # KV-cache tokens the replicas taking requests hold; 0: not known
+    max_len: int = 0  # the longest sequence (prompt + response) served; 0: not known
 
 
 class Engine(Protocol):

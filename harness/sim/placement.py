@@ -82,8 +82,10 @@ class EnginePool:
     """
 
     def __init__(self, engines: list[SimEngine], make: Callable[[int, int, int], SimEngine],
-                 gpus: int, tp: int, emit: Callable[..., Any], share: Any = None) -> None:
+                 gpus: int, tp: int, emit: Callable[..., Any], share: Any = None,
+                 max_len: int = 0) -> None:
         self.engines = engines
+        self.max_len = max_len  # the run's longest sequence, as an engine's context length
         self.tp = tp
         self._make = make
         self._gpus = gpus
@@ -155,7 +157,7 @@ class EnginePool:
         loads = [e.load() for e in self.engines[: self._router.active]]
         return EngineLoad(sum(x.running for x in loads), sum(x.waiting for x in loads),
                           sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp,
-                          self._gpus)
+                          self._gpus, sum(x.kv_tokens for x in loads), self.max_len)
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
                       recompute: bool = False) -> None:

@@ -79,8 +79,12 @@ class SimRuntime(RunnerBase):
             return engine
 
         engines = [make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
+        self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
+        # an engine serves the run's longest prompt plus a full response: its context
+        source = getattr(self.workload, "profile", self.workload)
+        max_len = int(getattr(source, "prompt_max", 0)) + cfg.max_response_tokens
         self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
-                                 self.emit, self.share)
+                                 self.emit, self.share, max_len)
         # Colocated: the trainer runs on the rollout GPUs themselves.
         train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
                               else (s.trainer_gpu, s.trainer_gpus))
@@ -98,7 +102,6 @@ class SimRuntime(RunnerBase):
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
         self.verifier = SimVerifier(s.verifier_workers)
-        self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
         """Buffered, on the loop's own clock (see `BufferedTraceWriter`)."""

@@ -50,10 +50,17 @@ def check_events(events: Sequence[dict[str, Any]], limits: Limits | None = None
     ]
 
 
+def verdict(results: list[Result]) -> bool | None:
+    """False when a property failed, True when every property judged held, None when
+    none was judged (no bound stated, nothing to judge on): that is no pass."""
+    if any(r.passed is False for r in results):
+        return False
+    return True if any(r.passed for r in results) else None
+
+
 def report(path: str, events: Sequence[dict[str, Any]], results: list[Result]
            ) -> dict[str, Any]:
     """The JSON report: the trace, its system and runtime, the verdict, the results."""
     head = events[0]
     return {"trace": path, "system": head.get("system"), "runtime": head.get("runtime"),
-            "passed": not any(r.passed is False for r in results),
-            "properties": [r.to_dict() for r in results]}
+            "passed": verdict(results), "properties": [r.to_dict() for r in results]}

@@ -10,16 +10,18 @@ keeps it), so it is checked against `--bound` or its staleness is "no bound stat
 Backlog (samples generated but neither trained nor dropped): `--max-backlog N`; else
 a system's own `backlog_bound(cfg)` where its class has one; else, with a staleness
 bound L, (L + 1) x G x K, G the most groups the trace trains in one optimizer step:
-the run-ahead capacity a bound of L steps allows, which AReaL's admission rule
-(capacity = (max_head_offpolicyness + version + 1) x consumer batch - (accepted +
-running), inclusionAI/AReaL@747f9f5:areal/infra/staleness_manager.py:106-109; its pending
-limit (max_staleness + 1) x consumer batch, :77) and Megatron-LM's `(lag+1) * prompts`
-run-ahead cap (NVIDIA/Megatron-LM#5853) both enforce, and
-PipelineRL's `max_lag` (systems/pipelinerl.py: U x (v + 1 + max_lag) groups started
-while the engine serves v) and a synchronous round (R/U - 1 steps: (L + 1) x U = R
-groups) keep. A trace with no batch has no G: no bound (not 0, which every response
-would break). A system whose design keeps more defines `backlog_bound` (RollPacker's tail
-batching: its launch of speculative prompts and responses).
+the run-ahead capacity a bound of L steps allows, which Megatron-LM's `(lag+1) *
+prompts` run-ahead cap (NVIDIA/Megatron-LM#5853) enforces, and PipelineRL's `max_lag`
+(systems/pipelinerl.py: U x (v + 1 + max_lag) groups started while the engine serves
+v) and a synchronous round (R/U - 1 steps: (L + 1) x U = R groups) keep. A trace with
+no batch has no G: no bound (not 0, which every response would break). A system
+whose rule bounds the backlog by its own knob defines `backlog_bound`: the capacity
+gate of areal, skyrl-async and tinker, (staleness knob + 1) x U x K (AReaL's capacity
+(max_head_offpolicyness + version + 1) x consumer batch - (accepted + running),
+inclusionAI/AReaL@4aef98d:areal/infra/staleness_manager.py:99-113;
+systems/staleness_gate.py), which holds where they promise no staleness bound; and
+RollPacker's tail batching, whose launch of speculative prompts and responses keeps
+more.
 
 Wait (starvation: optimizer steps a trainable group may wait untrained at the end of
 the trace): `--max-wait N`; else the staleness bound L, since a group trainable at
