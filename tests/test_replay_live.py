@@ -71,6 +71,19 @@ def test_live_and_simulated_replay_process_the_same_tokens(validated) -> None:
     assert (out / "calibration.toml").read_text() == path_of("cpu-live").read_text()
 
 
+def test_live_and_simulated_replay_record_the_same_check_times(validated) -> None:
+    """Both replay the workload's check latencies (`workloads.replay.hidden_score`), in
+    real seconds live and virtual ones simulated: each group's `verify_s` is the same
+    drawn figures, so a trace of either replays its checks as the run waited them."""
+    out, _ = validated
+    for system in ("slime", "cgp-fgd"):
+        live, sim = (read_trace(out / f"dapo-{system}-{side}.jsonl") for side in ("live", "sim"))
+        checks = [{e["group"]: dict(zip(e["samples"], e["verify_s"], strict=True))
+                   for e in of(trace, "group_materialized")} for trace in (live, sim)]
+        assert len(checks[0]) == 4 and checks[0] == checks[1]
+        assert all(v > 0 for group in checks[0].values() for v in group.values())
+
+
 def test_the_live_replay_trace_passes_the_invariants(validated) -> None:
     out, _ = validated
     live = read_trace(out / "dapo-slime-live.jsonl")
