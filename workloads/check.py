@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from workloads import datasets, olympiad_judge, olympiadbench
 from workloads.datasets import Problem
+from workloads.problem import DatasetError
 from workloads.verifiers import (
     Scorer,
     extract_letter,
@@ -148,3 +149,22 @@ def check_own(data: OwnDataset) -> dict[str, Any]:
             "example": {"id": first.id, "source": first.source, "text": first.text,
                         "answer": first.answer},
             "failures": failures}
+
+
+def checked(path: Path) -> tuple[OwnDataset, dict[str, Any]]:
+    """`load_own`, then every reference answer scored by the verifier its record names
+    (`check_own`): a reference its own verifier rejects is a problem no
+    response could ever be rewarded on, so the first is a DatasetError naming its line
+    (it was listed and the profile written all the same)."""
+    from workloads.own import load_own
+
+    data = load_own(path)
+    result = check_own(data)
+    failures = result["failures"]
+    if failures:
+        first = failures[0]
+        line = int(first["id"].rsplit("/", 1)[1])
+        raise DatasetError(f"{path}:{line}: its reference {first['answer']!r} fails its own "
+                           f"verifier ({first['reason']}); {len(failures)} of "
+                           f"{result['count']} do: fix or drop them")
+    return data, result

@@ -18,63 +18,25 @@ verifier) the same way into a whole workload profile, for `--workload
 profile:my.toml`, and scores every reference answer with its verifier. The prompt
 lengths are measured; response lengths, pass rate and verifier latency cannot be
 read from prompts and answers, so they are the options' values (defaults: the
-Sci-XW profile's), marked as assumptions in the file for the user to edit.
+Sci-XW profile's), marked as assumptions in the file for the user to edit. Every
+reference answer must pass its own verifier. `rolloutbench run --workload jsonl:my.jsonl`
+does the same in one command, writing my.toml beside the data (workloads.own_jsonl).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from workloads.datasets import WORKLOADS, DatasetError, is_available, load, workload_files
+from workloads.own_jsonl import OWN_DEFAULTS, own_profile
+from workloads.prompt_stats import METHOD, PromptStats, prompt_tokens, summarize
+from workloads.tokens import TEMPLATE_OVERHEAD_TOKENS
 
-from workloads.datasets import WORKLOADS, DatasetError, Problem, is_available, load, workload_files
-from workloads.tokens import TEMPLATE_OVERHEAD_TOKENS, approx_tokens
-
-METHOD = f"approx_tokens + template overhead {TEMPLATE_OVERHEAD_TOKENS}"
-
-
-@dataclass(frozen=True, slots=True)
-class PromptStats:
-    """Summary of one workload's prompt lengths, in tokens (std is population)."""
-
-    count: int
-    mean: float
-    std: float
-    min: int
-    p50: float
-    p90: float
-    max: int
-    mu_log: float
-    sigma_log: float
-
-
-def prompt_tokens(problems: list[Problem]) -> np.ndarray:
-    """Estimated prompt tokens of each problem, chat template included."""
-    return np.array([approx_tokens(p.text) + TEMPLATE_OVERHEAD_TOKENS for p in problems])
-
-
-def summarize(tokens: np.ndarray) -> PromptStats:
-    """The statistics a profile needs, with the lognormal fitted by moments of log."""
-    if tokens.size == 0:
-        raise ValueError("no prompts to summarize")
-    logs = np.log(tokens)
-    return PromptStats(
-        count=int(tokens.size),
-        mean=float(tokens.mean()),
-        std=float(tokens.std()),
-        min=int(tokens.min()),
-        p50=float(np.percentile(tokens, 50)),
-        p90=float(np.percentile(tokens, 90)),
-        max=int(tokens.max()),
-        mu_log=float(logs.mean()),
-        sigma_log=float(logs.std()),
-    )
-
+__all__ = ["METHOD", "TEMPLATE_OVERHEAD_TOKENS", "PromptStats", "main", "prompt_tokens",
+           "summarize"]  # the measurement itself lives in workloads.prompt_stats
 
 def measured_on(workload: str, data_dir: str | os.PathLike[str]) -> str:
     """The data files behind a workload, relative to the data root."""
@@ -114,71 +76,13 @@ def _row(workload: str, s: PromptStats) -> str:
     )
 
 
-# Assumed where an own dataset says nothing (as workloads/profiles/sci-xw.toml)
-OWN_DEFAULTS = {"mean_tokens": 3350.0, "max_tokens": 8192, "pass_rate": 0.4}
-
-
-def prompt_fields(stats: PromptStats, source: str) -> dict[str, str]:
-    """The measured `[prompt]` table of an own dataset's profile, as TOML values (what a
-    re-measure replaces; the other tables are the user's)."""
-    return {"mu_log": f"{stats.mu_log:.4f}", "sigma_log": f"{stats.sigma_log:.4f}",
-            "min": str(stats.min), "max": str(stats.max),
-            "source": json.dumps(f"{source}; {METHOD}")}
-
-
-MEASURED_FROM = "# measured from "  # an own profile's first line: its data and their hash
-
-
-def measured_line(source: str, digest: str) -> str:
-    """The first line of an own dataset's profile: which file, and the sha256 of its
-    bytes, that `--workload jsonl:PATH` reuses the measurement by."""
-    return f"{MEASURED_FROM}{source}, sha256 {digest}"
-
-
-def own_profile(name: str, stats: PromptStats, source: str, mean_tokens: float,
-                max_tokens: int, pass_rate: float, digest: str) -> str:
-    """A whole workload profile (workloads/profiles/*.toml's fields): the measured
-    prompt lengths, and the stated assumptions for what prompts cannot tell."""
-    assumed = "assumption (python -m workloads.measure --own): edit to your model's"
-    summary = json.dumps(f"own dataset {source} ({stats.count} prompts)")
-    prompt = "\n".join(f"{k} = {v}" for k, v in prompt_fields(stats, source).items())
-    return f"""{measured_line(source, digest)}
-name = {json.dumps(name)}
-summary = {summary}
-
-[prompt]
-# Measured by `python -m workloads.measure --own` as the shipped datasets are.
-{prompt}
-
-[response]
-# Not in a dataset: the mean length, its cap and the spread are your model's.
-mean_tokens = {mean_tokens:g}
-max_tokens = {max_tokens}
-min_tokens = 64
-sigma_between = 0.60
-sigma_within = 0.22
-source = "{assumed} lengths (spreads as sci-xw's)"
-
-[reward]
-pass_rate = {pass_rate:g}
-slope = 0.8
-source = "{assumed} pass rate"
-
-[verifier]
-# math, number and letter are local checks of milliseconds (workloads.own).
-kind = "local"
-latency_mean_s = 0.05
-latency_sigma = 0.5
-source = "{assumed} verifier latency"
-"""
-
-
 def measure_own(args: argparse.Namespace) -> int:
     """`--own`: measure the file into a profile at --out, after every check (each
     reference answer must pass its own verifier). Bad input: one line, exit 2, nothing
     written."""
     from harness.core.files import overwrites, write_atomic
-    from workloads.own import checked, digest
+    from workloads.check import checked
+    from workloads.own import digest
     from workloads.profile import load_profile
 
     path, out = Path(args.own), Path(args.out)

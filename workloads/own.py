@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -61,25 +60,6 @@ def load_own(path: Path) -> OwnDataset:
                                 rec.answer.strip(), path.name))
         verifiers.append(rec.verifier)
     return OwnDataset(path, problems, verifiers)
-
-
-def checked(path: Path) -> tuple[OwnDataset, dict[str, Any]]:
-    """`load_own`, then every reference answer scored by the verifier its record names
-    (workloads.check.check_own): a reference its own verifier rejects is a problem no
-    response could ever be rewarded on, so the first is a DatasetError naming its line
-    (it was listed and the profile written all the same)."""
-    from workloads.check import check_own
-
-    data = load_own(path)
-    result = check_own(data)
-    failures = result["failures"]
-    if failures:
-        first = failures[0]
-        line = int(first["id"].rsplit("/", 1)[1])
-        raise DatasetError(f"{path}:{line}: its reference {first['answer']!r} fails its own "
-                           f"verifier ({first['reason']}); {len(failures)} of "
-                           f"{result['count']} do: fix or drop them")
-    return data, result
 
 
 def digest(path: Path) -> str:

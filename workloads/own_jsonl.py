@@ -5,7 +5,7 @@ writes a profile, then `--workload profile:FILE` runs it). Now the workload name
 data. Its profile is written beside it (PATH with the suffix .toml, where the measure
 command's documented `--own my.jsonl --out my.toml` puts it) and is the assumptions
 file: the measured prompt lengths, and response lengths, pass rate and verifier
-latency assumed (workloads.measure.OWN_DEFAULTS) for the user to edit. Its first line
+latency assumed (`OWN_DEFAULTS`) for the user to edit. Its first line
 records the sha256 of the data measured, so a later run reuses the file, the user's
 edits with it, and measures again only when the data change; a re-measure replaces
 the `[prompt]` table alone and keeps every other line as the user left it. A `.toml`
@@ -14,14 +14,75 @@ there that no measurement wrote is refused, never replaced.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
 from pathlib import Path
 
 from workloads.problem import DatasetError
+from workloads.prompt_stats import METHOD, PromptStats
 
 PREFIX = "jsonl:"
+
+# Assumed where an own dataset says nothing (as workloads/profiles/sci-xw.toml)
+OWN_DEFAULTS = {"mean_tokens": 3350.0, "max_tokens": 8192, "pass_rate": 0.4}
+
+
+def prompt_fields(stats: PromptStats, source: str) -> dict[str, str]:
+    """The measured `[prompt]` table of an own dataset's profile, as TOML values (what a
+    re-measure replaces; the other tables are the user's)."""
+    return {"mu_log": f"{stats.mu_log:.4f}", "sigma_log": f"{stats.sigma_log:.4f}",
+            "min": str(stats.min), "max": str(stats.max),
+            "source": json.dumps(f"{source}; {METHOD}")}
+
+
+MEASURED_FROM = "# measured from "  # an own profile's first line: its data and their hash
+
+
+def measured_line(source: str, digest: str) -> str:
+    """The first line of an own dataset's profile: which file, and the sha256 of its
+    bytes, that `--workload jsonl:PATH` reuses the measurement by."""
+    return f"{MEASURED_FROM}{source}, sha256 {digest}"
+
+
+def own_profile(name: str, stats: PromptStats, source: str, mean_tokens: float,
+                max_tokens: int, pass_rate: float, digest: str) -> str:
+    """A whole workload profile (workloads/profiles/*.toml's fields): the measured
+    prompt lengths, and the stated assumptions for what prompts cannot tell."""
+    assumed = "assumption (python -m workloads.measure --own): edit to your model's"
+    summary = json.dumps(f"own dataset {source} ({stats.count} prompts)")
+    prompt = "\n".join(f"{k} = {v}" for k, v in prompt_fields(stats, source).items())
+    return f"""{measured_line(source, digest)}
+name = {json.dumps(name)}
+summary = {summary}
+
+[prompt]
+# Measured by `python -m workloads.measure --own` as the shipped datasets are.
+{prompt}
+
+[response]
+# Not in a dataset: the mean length, its cap and the spread are your model's.
+mean_tokens = {mean_tokens:g}
+max_tokens = {max_tokens}
+min_tokens = 64
+sigma_between = 0.60
+sigma_within = 0.22
+source = "{assumed} lengths (spreads as sci-xw's)"
+
+[reward]
+pass_rate = {pass_rate:g}
+slope = 0.8
+source = "{assumed} pass rate"
+
+[verifier]
+# math, number and letter are local checks of milliseconds (workloads.own).
+kind = "local"
+latency_mean_s = 0.05
+latency_sigma = 0.5
+source = "{assumed} verifier latency"
+"""
+
 
 _DONE: dict[tuple[str, int, int], Path] = {}  # (data file, mtime, size) -> its profile
 _SAID: set[str] = set()
@@ -44,8 +105,6 @@ def profile_path(name: str) -> Path:
 def profile_of(name: str) -> Path:
     """The profile file of `jsonl:PATH`, measured now unless its first line holds this
     data's hash already; kept per process (a run loads its workload several times)."""
-    from workloads.measure import MEASURED_FROM
-
     path = data_path(name)
     if not path.is_file():
         raise DatasetError(f"{path}: no such file (JSON lines of prompt, answer and verifier; "
@@ -76,15 +135,8 @@ def _measure(path: Path, target: Path, old: str | None, sha: str) -> None:
     """Measure `path` into `target`: a new profile of the assumed defaults, or `old`
     with its `[prompt]` table and first line replaced."""
     from harness.core.files import write_atomic
-    from workloads.measure import (
-        OWN_DEFAULTS,
-        measured_line,
-        own_profile,
-        prompt_fields,
-        prompt_tokens,
-        summarize,
-    )
-    from workloads.own import checked
+    from workloads.check import checked
+    from workloads.prompt_stats import prompt_tokens, summarize
 
     data, _ = checked(path)
     stats = summarize(prompt_tokens(data.problems))
