@@ -19,7 +19,7 @@ import pytest
 
 from harness.core.config import RunConfig
 from harness.core.runtime import Prompt, Request, Response
-from harness.core.trace import read_trace
+from harness.core.trace import TraceError, read_trace
 from harness.live.workload import LiveVerifier
 from harness.run.execute import execute
 from harness.sim.loop import VirtualTimeLoop
@@ -194,3 +194,15 @@ def test_a_trace_without_check_times_says_what_it_assumed(tmp_path: Path, capsys
            "replayed checks take 0 s" in err
     assert f"{tmp_path / 'none.jsonl'} records no verifier latency: replayed checks take " \
            "0 s" in err
+
+
+@pytest.mark.parametrize(("line", "field", "kind"), [
+    (_submit(0, 0, prompt="1"), "request_submit field 'prompt'", "an integer"),
+    ({"t": 1.0, "ev": "group_materialized", "group": 0, "samples": [0], "rewards": [1.0],
+      "verify_s": ["0.5"]}, "group_materialized field 'verify_s'", "a list of numbers")])
+def test_strict_reading_type_checks_prompt_and_verify_s(tmp_path: Path, line: dict[str, Any],
+                                                        field: str, kind: str) -> None:
+    path = _write(tmp_path / "t.jsonl", [line])
+    assert len(read_trace(path)) == 2  # the general reader checks presence only
+    with pytest.raises(TraceError, match=f"^{path}:2: {field} must be {kind}"):
+        read_trace(path, strict=True)

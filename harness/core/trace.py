@@ -115,7 +115,7 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
                   "seed": _INT, "config": "an object", "version": _STR},
     "rollout_start": {"round": _INT, "version": _INT},
     "request_submit": {"round": _INT, "group": _INT, "sample": _INT, "prompt_tokens": _INT,
-                       "resumed_tokens": _INT},
+                       "resumed_tokens": _INT, "prompt": _INT},
     "request_admit": {"group": _INT, "sample": _INT},
     "request_preempt": {"group": _INT, "sample": _INT},
     "request_finish": {"group": _INT, "sample": _INT, "response_tokens": _INT,
