@@ -69,7 +69,7 @@ def hand_trace() -> list[dict[str, Any]]:
 def test_figures_of_a_trace_worked_out_by_hand() -> None:
     f = run_figures(hand_trace(), warmup=1, drain=0)  # window: step 1's end (3) to 10
     assert f["window_s"] == 7 and f["steps"] == 3
-    assert f["tokens_per_s"] == pytest.approx(500 / 7)  # steps 2 and 3
+    assert f["trained_tokens_per_s"] == pytest.approx(500 / 7)  # steps 2 and 3
     assert f["lag_mean"] == pytest.approx((300 * 1.0 + 200 * 0.5) / 500)
     assert f["lag_max"] == 1 and f["lag_max_run"] == 1
     assert f["ess"] == pytest.approx((300 * 0.9 + 200 * 0.95) / 500) and f["ess_min"] == 0.9
@@ -83,9 +83,9 @@ def test_figures_of_a_trace_worked_out_by_hand() -> None:
 
 def test_window_ends_move_with_warmup_and_drain() -> None:
     whole = run_figures(hand_trace(), warmup=0, drain=0)  # from the run's start
-    assert whole["tokens_per_s"] == pytest.approx(600 / 10) and whole["lag_max"] == 1
+    assert whole["trained_tokens_per_s"] == pytest.approx(600 / 10) and whole["lag_max"] == 1
     early = run_figures(hand_trace(), warmup=0, drain=2)  # step 1 alone: 0 to 3
-    assert early["tokens_per_s"] == pytest.approx(100 / 3) and early["lag_max"] == 0
+    assert early["trained_tokens_per_s"] == pytest.approx(100 / 3) and early["lag_max"] == 0
     assert early["trainer_idle"] == pytest.approx(2 / 3) and early["rollout_idle"] == 0
     assert early["in_flight"] == pytest.approx((2 * 2 + 1 * 1) / 3)  # g0, g1 to 2; g1 to 3
 
@@ -134,8 +134,7 @@ BAD = [
     ({"values": {"slime": 3}}, "values.slime: expected a non-empty list"),
     ({"values": {"slime": [3]}}, "steps_per_rollout 3 must be a positive divisor of steps"),
     ({"values": {"tinker": [1]}}, "values.tinker: not among the systems run"),
-    ({"warmup_steps": 3}, "must be multiples of slime's steps_per_rollout 2"),
-    ({"warmup_steps": 6, "drain_steps": 2}, "leave no step of the 8"),
+    ({"warmup_steps": 3}, "warmup_steps: unknown key"),  # the yardstick cuts every window
     ({"cluster": {"gpus": 8, "rollout_gpus": [8]}}, "leaves no GPU"),
     ({"cluster": {"gpus": 8}}, "cluster.rollout_gpus: expected a list"),
     ({"stepz": 8}, "stepz: unknown key"),
@@ -148,7 +147,7 @@ BAD = [
 
 def small() -> dict[str, Any]:
     """A grid of a few seconds: three systems, two splits, two seeds, 8 steps of U = 2."""
-    return {"repeats": 2, "steps": 8, "warmup_steps": 2, "drain_steps": 2,
+    return {"repeats": 2, "steps": 8,
             "systems": ["slime", "areal", "verl"],
             "base": {"workload": "lsat-ar", "group_size": 4, "update_groups": 2,
                      "sim": {"model": "qwen3-1.7b", "rollout_gpu": "h100-sxm",
@@ -168,7 +167,8 @@ def test_bad_specs_are_refused_naming_the_key(change: dict[str, Any], message: s
 def test_summary_takes_seeds_and_the_answer_reads_the_frontier() -> None:
     def run(system: str, split: str, setting: str, seed: int, tps: float, lag: float) -> dict:
         return {"system": system, "split": split, "knob": "k", "setting": setting,
-                "value": 0, "seed": seed, "bound": math.nan, "tokens_per_s": tps,
+                "value": 0, "seed": seed, "bound": math.nan, "trained_tokens_per_s": tps,
+                "generated_tokens_per_s": tps, "warmup_steps": 0, "drain_steps": 0,
                 "lag_mean": lag / 2, "lag_max": lag, "lag_max_run": lag, "ess": 1.0,
                 "ess_min": 1.0, "trainer_idle": 0.5, "rollout_idle": 0.1, "in_flight": 9.0,
                 "backlog": 3.0,
@@ -180,9 +180,9 @@ def test_summary_takes_seeds_and_the_answer_reads_the_frontier() -> None:
         run("c", "8 coloc", "G=1", 0, 1300, 0), run("c", "8 coloc", "G=1", 1, 1520, 0),
     ])
     s = summarise(df).set_index(["system", "setting"])
-    assert s.loc[("a", "x=0"), "tokens_per_s"] == 1100
-    assert (s.loc[("a", "x=0"), "tokens_per_s_min"], s.loc[("a", "x=0"), "tokens_per_s_max"]) \
-        == (1000, 1200)
+    assert s.loc[("a", "x=0"), "trained_tokens_per_s"] == 1100
+    low, high = "trained_tokens_per_s_min", "trained_tokens_per_s_max"
+    assert (s.loc[("a", "x=0"), low], s.loc[("a", "x=0"), high]) == (1000, 1200)
     assert s.loc[("a", "x=1"), "lag_max"] == 2  # the worst seed, not the mean
     assert s.loc[("a", "x=1"), "dropped_groups"] == 0.5 and s.loc[("a", "x=1"), "seeds"] == 2
     # colocated c (1410 at lag 0) beats a x=0 (1100); b (1550 at 1), a x=1 (2050 at 2) stand
@@ -205,8 +205,9 @@ def test_small_grid_end_to_end(tmp_path: Path) -> None:
     assert res.figure.stat().st_size > 0
     s = pd.read_csv(tmp_path / "staleness" / "summary.csv")
     assert set(s["split"]) == {"2+6", "6+2", "8 coloc"} and (s["seeds"] == 2).all()
-    for col in ("tokens_per_s", "lag_mean", "lag_max", "ess", "trainer_idle", "rollout_idle",
-                "in_flight", "backlog", "dropped_groups", "pareto"):
+    for col in ("trained_tokens_per_s", "generated_tokens_per_s", "lag_mean", "lag_max", "ess",
+                "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups",
+                "pareto"):
         assert s[col].notna().all(), col
     by = s.set_index(["system", "split", "setting"])
     assert by.loc[("slime", "2+6", "G=1"), "lag_max"] == 0  # one step a rollout: on-policy
@@ -233,3 +234,18 @@ def test_markdown_command_refuses_a_missing_file(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "harness.studies.staleness",
                            str(tmp_path / "none.csv")], capture_output=True, text=True)
     assert done.returncode == 1 and "none.csv" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_study_reads_the_yardsticks_window() -> None:
+    """The study's window is the one plan ranks by (harness.core.yardstick): a run that
+    fills 5 steps and drains 5 of 20 is read over steps 6-15, 1,000 tokens in 100 s."""
+    from harness.core.yardstick import delivered
+    from harness.studies.staleness.traces import steady_figures
+    from tests.test_yardstick import _async
+
+    events = _async(5, 20, 5).events
+    f = steady_figures(events)
+    assert (f["warmup_steps"], f["drain_steps"], f["window_s"]) == (5, 5, 100.0)
+    assert f["trained_tokens_per_s"] == delivered(events)["trained_tokens_per_s"] == 10.0
+    with pytest.raises(TraceProblem, match="no steady window"):
+        steady_figures(hand_trace())  # 2 fill steps and 2 drain steps of 3

@@ -38,7 +38,7 @@ OWN_KNOBS: dict[str, str | None] = {
     "rollpacker": None,  # one update per round on the round's own groups: lag 0
 }
 COLOCATED = ("verl",)  # colocated by definition: it runs on all the GPUs, every split alike
-SPEC_KEYS = ("repeats", "steps", "warmup_steps", "drain_steps", "systems", "base", "cluster",
+SPEC_KEYS = ("repeats", "steps", "systems", "base", "cluster",
              "values", "fixed")
 
 
@@ -74,14 +74,10 @@ def _int(table: dict[str, Any], key: str, low: int) -> int:
     return value
 
 
-def window(table: dict[str, Any]) -> tuple[int, int, int]:
-    """(steps, warm-up steps, drain steps), checked: the window between them is not empty."""
-    steps, warm, drain = (_int(table, "steps", 1), _int(table, "warmup_steps", 0),
-                          _int(table, "drain_steps", 0))
-    if warm + drain >= steps:
-        raise ConfigError(f"warmup_steps {warm} + drain_steps {drain} leave no step of the "
-                          f"{steps} to measure")
-    return steps, warm, drain
+def window(table: dict[str, Any]) -> int:
+    """The optimizer steps every run takes (its figures are read over its steady window:
+    harness.core.yardstick's rule, the one every ranking in the tool uses)."""
+    return _int(table, "steps", 1)
 
 
 def splits(table: dict[str, Any]) -> list[tuple[int, int]]:
@@ -116,26 +112,13 @@ def _row(system: str, value: Any, layout: dict[str, Any], steps: int, u: int,
     return row
 
 
-def _check_window(table: dict[str, Any], rows: list[dict[str, Any]], u: int) -> None:
-    """A synchronous run's throughput is measured over whole rollouts: the window's
-    ends must fall between rollouts (each a multiple of G steps), else it would hold
-    part of a rollout's idle wait and not its training, or the reverse."""
-    steps, warm, drain = window(table)
-    for row in rows:
-        g = row["groups"] // u if knob(row["system"]) == G else 1
-        if warm % g or (steps - drain) % g:
-            raise ConfigError(f"warmup_steps {warm} and steps - drain_steps {steps - drain} "
-                              f"must be multiples of {row['system']}'s steps_per_rollout {g}, "
-                              f"so that its window holds whole rollouts")
-
-
 def expand(table: dict[str, Any]) -> dict[str, Any]:
     """The study's spec (see the module's docstring) as a sweep spec: [base] and one [zip]."""
     for key in table:
         if key not in SPEC_KEYS:
             raise ConfigError(f"{key}: unknown key of the staleness spec "
                               f"(known: {', '.join(SPEC_KEYS)})")
-    steps, _, _ = window(table)
+    steps = window(table)
     systems = table.get("systems")
     if (not isinstance(systems, list) or not systems
             or not all(isinstance(x, str) for x in systems)):
@@ -177,7 +160,6 @@ def expand(table: dict[str, Any]) -> dict[str, Any]:
                         "sim.trainer_gpus": t} for e, t in splits(table)]
         rows += [_row(system, v, lay, steps, u, fixed)
                  for v in values(system, table) for lay in layouts]
-    _check_window(table, rows, u)
     columns = list(dict.fromkeys(k for row in rows for k in row))
     default = RunConfig()
     zipped = {k: [row.get(k, get_path(default, k)) for row in rows] for k in columns}

@@ -32,8 +32,8 @@ def _style(systems: list[str]) -> dict[str, tuple[object, str]]:
 
 def _frontier(ax: object, pts: pd.DataFrame, x: str, right: float) -> None:
     """The most throughput at a lag no higher than x: a staircase up to the panel's edge."""
-    front = pts[_pareto(pts, x, "tokens_per_s")].sort_values(x)
-    ys = list(front["tokens_per_s"] / 1e3)
+    front = pts[_pareto(pts, x, "trained_tokens_per_s")].sort_values(x)
+    ys = list(front["trained_tokens_per_s"] / 1e3)
     xs, ys = [*front[x], right], [*ys, ys[-1]]
     ax.step(xs, ys, where="post", color="k", ls="--", lw=1.2,  # type: ignore[attr-defined]
             zorder=1, label="Pareto frontier")
@@ -64,8 +64,9 @@ def _draw(df: pd.DataFrame, path: Path) -> None:
             for system, sub in pts.groupby("system", sort=False):
                 colour, marker = style[str(system)]
                 sub = sub.sort_values("value")
-                y = sub["tokens_per_s"] / 1e3
-                err = [y - sub["tokens_per_s_min"] / 1e3, sub["tokens_per_s_max"] / 1e3 - y]
+                y = sub["trained_tokens_per_s"] / 1e3
+                err = [y - sub["trained_tokens_per_s_min"] / 1e3,
+                       sub["trained_tokens_per_s_max"] / 1e3 - y]
                 name = f"{system} (colocated, all GPUs)" if system in coloc else str(system)
                 ax.errorbar(sub[x], y, yerr=err, color=colour, marker=marker, ms=7, lw=1.0,
                             elinewidth=0.9, capsize=2, label=name, zorder=2)

@@ -18,10 +18,10 @@ import pandas as pd
 
 from harness.core.config import ConfigError
 from harness.studies.staleness import grid
-from harness.studies.staleness.traces import FIGURES, TraceProblem, read_events, run_figures
+from harness.studies.staleness.traces import FIGURES, TraceProblem, read_events, steady_figures
 
 CACHE = "staleness.json"
-CACHE_VERSION = 2  # bump when a figure's definition changes: cached rows are then redone
+CACHE_VERSION = 3  # bump when a figure's definition changes: cached rows are then redone
 KEYS = ["system", "split", "knob", "setting"]
 LAG_BOUNDS = (0, 1, 2, 4, 8)  # the answer's bounds on the max lag, in steps
 # How a setting reads in tables and the figure: plan's short names, and this study's own.
@@ -49,7 +49,7 @@ def setting_label(knob: str | None, value: Any) -> str:
     return f"{SHORT.get(knob) or PLAN_SHORT.get(knob, knob)}={shown}"
 
 
-def run_row(trace: str, warmup: int, drain: int) -> dict[str, Any]:
+def run_row(trace: str) -> dict[str, Any]:
     """One run's row: what it ran (from its header) and its figures (`traces`)."""
     from harness.analysis.check.bounds import staleness
 
@@ -65,29 +65,29 @@ def run_row(trace: str, warmup: int, drain: int) -> dict[str, Any]:
             "value": -1 if value is None else value, "seed": head.get("seed"),
             "bound": math.nan if bound is None else bound, "workload": head.get("workload"),
             "model": sim.get("model"), "update_groups": config.get("update_groups"),
-            "group_size": config.get("group_size"), **run_figures(events, warmup, drain)}
+            "group_size": config.get("group_size"), **steady_figures(events)}
 
 
-def _cached(cell: Path, warmup: int, drain: int) -> dict[str, Any] | None:
+def _cached(cell: Path) -> dict[str, Any] | None:
     try:
         kept = json.loads((cell / CACHE).read_text())
     except (OSError, ValueError):
         return None
-    if kept.get("window") != [CACHE_VERSION, warmup, drain]:
+    if kept.get("window") != [CACHE_VERSION, "yardstick"]:
         return None
     return kept.get("row")
 
 
-def _compute(cell: str, warmup: int, drain: int) -> dict[str, Any]:
+def _compute(cell: str) -> dict[str, Any]:
     from harness.core.files import write_atomic
 
     trace = Path(cell) / "trace.jsonl"
     try:
-        row = run_row(str(trace), warmup, drain)
+        row = run_row(str(trace))
     except TraceProblem as err:  # one line naming the trace, not a worker's traceback
         msg = str(err) if str(trace) in str(err) else f"{trace}: {err}"
         raise ConfigError(msg) from None
-    write_atomic(Path(cell) / CACHE, json.dumps({"window": [CACHE_VERSION, warmup, drain],
+    write_atomic(Path(cell) / CACHE, json.dumps({"window": [CACHE_VERSION, "yardstick"],
                                                  "row": row}) + "\n")
     return row
 
@@ -97,18 +97,16 @@ def runs(table: dict[str, Any], sweep: Any, out: Path, jobs: int = 1) -> pd.Data
     the study cannot read is a ConfigError naming it."""
     from harness.studies.sweep import read_result
 
-    _, warmup, drain = grid.window(table)
     done = [out / "cells" / c.key for c in sweep.cells
             if (r := read_result(out, c)) is not None and not r.get("error")]
-    rows = {str(d): _cached(d, warmup, drain) for d in done}
+    rows = {str(d): _cached(d) for d in done}
     todo = [d for d, row in rows.items() if row is None]
     if jobs > 1 and len(todo) > 8:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            found = pool.map(_compute, todo, [warmup] * len(todo), [drain] * len(todo),
-                             chunksize=8)
+            found = pool.map(_compute, todo, chunksize=8)
             rows.update(zip(todo, found, strict=True))
     else:
-        rows.update({d: _compute(d, warmup, drain) for d in todo})
+        rows.update({d: _compute(d) for d in todo})
     frame = pd.DataFrame([rows[str(d)] for d in done],
                          columns=["system", "split", "knob", "setting", "value", "seed",
                                   "bound", "workload", "model", "update_groups",
@@ -134,8 +132,12 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     g = df.groupby(KEYS, sort=False)
     out = g.agg(value=("value", "first"), seeds=("seed", "nunique"),
                 bound=("bound", "first"),
-                tokens_per_s=("tokens_per_s", "mean"), tokens_per_s_min=("tokens_per_s", "min"),
-                tokens_per_s_max=("tokens_per_s", "max"), lag_mean=("lag_mean", "mean"),
+                trained_tokens_per_s=("trained_tokens_per_s", "mean"),
+                trained_tokens_per_s_min=("trained_tokens_per_s", "min"),
+                trained_tokens_per_s_max=("trained_tokens_per_s", "max"),
+                generated_tokens_per_s=("generated_tokens_per_s", "mean"),
+                warmup_steps=("warmup_steps", "mean"), drain_steps=("drain_steps", "mean"),
+                lag_mean=("lag_mean", "mean"),
                 lag_max=("lag_max", "max"), lag_max_run=("lag_max_run", "max"),
                 ess=("ess", "mean"), ess_min=("ess_min", "min"),
                 trainer_idle=("trainer_idle", "mean"), rollout_idle=("rollout_idle", "mean"),
@@ -145,7 +147,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     for split in _splits(out):
         pts = _in_split(out, split)
         out.loc[pts.index, "pareto"] = out.loc[pts.index, "pareto"] | _pareto(
-            pts, "lag_max", "tokens_per_s")
+            pts, "lag_max", "trained_tokens_per_s")
     return out
 
 
@@ -168,28 +170,31 @@ def answer(summary: pd.DataFrame, bounds: tuple[int, ...] = LAG_BOUNDS) -> pd.Da
     for split in _splits(summary):
         pts = _in_split(summary, split)
         for bound in bounds:
-            ok = pts[pts["lag_max"] <= bound].sort_values("tokens_per_s", ascending=False)
+            ok = pts[pts["lag_max"] <= bound].sort_values("trained_tokens_per_s", ascending=False)
             if ok.empty:
                 continue
             best = ok.iloc[0]
             rest = ok[ok["system"] != best["system"]]
             row = {"split": split, "max_lag_at_most": bound, "best": _name(best),
-                   "tokens_per_s": best["tokens_per_s"],
+                   "trained_tokens_per_s": best["trained_tokens_per_s"],
                    "range": _range(best),
                    "lag_mean": best["lag_mean"], "trainer_idle": best["trainer_idle"],
                    "rollout_idle": best["rollout_idle"]}
             if not rest.empty:
                 second = rest.iloc[0]
-                row.update(next_best=_name(second), next_tokens_per_s=second["tokens_per_s"],
+                row.update(next_best=_name(second),
+                           next_tokens_per_s=second["trained_tokens_per_s"],
                            next_range=_range(second),
-                           apart=bool(best["tokens_per_s_min"] > second["tokens_per_s_max"]))
+                           apart=bool(best["trained_tokens_per_s_min"]
+                                      > second["trained_tokens_per_s_max"]))
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _range(row: pd.Series) -> str:
     """The seeds' least and most tokens per second, in thousands: '7.49-7.91'."""
-    return f"{row['tokens_per_s_min'] / 1e3:.2f}-{row['tokens_per_s_max'] / 1e3:.2f}"
+    low, high = row["trained_tokens_per_s_min"], row["trained_tokens_per_s_max"]
+    return f"{low / 1e3:.2f}-{high / 1e3:.2f}"
 
 
 def _name(row: pd.Series) -> str:
@@ -200,13 +205,14 @@ def markdown(summary: pd.DataFrame) -> str:
     """The answer and a condensed summary as the Markdown tables docs/whatif/staleness.md
     quotes (`python -m harness.studies.staleness SUMMARY.csv`); tokens/s in thousands."""
     a = answer(summary)
-    a = a.assign(tokens_per_s=(a["tokens_per_s"] / 1e3).round(2),
+    a = a.assign(trained_tokens_per_s=(a["trained_tokens_per_s"] / 1e3).round(2),
                  next_tokens_per_s=(a["next_tokens_per_s"] / 1e3).round(2))
-    cols = ["system", "split", "setting", "tokens_per_s", "tokens_per_s_min", "tokens_per_s_max",
+    cols = ["system", "split", "setting", "trained_tokens_per_s", "trained_tokens_per_s_min",
+            "trained_tokens_per_s_max", "generated_tokens_per_s", "warmup_steps", "drain_steps",
             "lag_mean", "lag_max", "ess", "trainer_idle", "rollout_idle", "in_flight", "backlog",
             "dropped_groups", "pareto"]
     s = summary[cols].copy()
-    for col in ("tokens_per_s", "tokens_per_s_min", "tokens_per_s_max"):
+    for col in ("trained_tokens_per_s", "trained_tokens_per_s_min", "trained_tokens_per_s_max"):
         s[col] = (s[col] / 1e3).round(2)
     return (a.round(2).to_markdown(index=False) + "\n\n"
             + s.round({"lag_mean": 2, "ess": 3, "trainer_idle": 2, "rollout_idle": 2,

@@ -3,11 +3,12 @@
 Every figure is taken over one window of the run, between the end of its
 `warmup` first optimizer steps and the end of the step `drain` steps before its
 last: t0 = time of step `warmup` (0 with none), t1 = time of step n - `drain`. The
-warm-up is left out because an asynchronous system fills its pipeline there (its
-first steps wait for a whole batch, as a synchronous one's do); the drain because
-a run that stops starting groups trains what is left at the trainer's pace.
+study takes the window every ranking in the tool takes (`steady_figures`:
+harness.core.yardstick's rule, its warm-up the pipeline's first fill and its drain
+the steps after the last new group, no cut where the pipeline is empty), so that
+the study and `plan` measure a system alike; `run_figures` takes any window.
 
-- `tokens_per_s`: the response tokens of the window's optimizer steps (each step's
+- `trained_tokens_per_s`: the response tokens of the window's optimizer steps (each step's
   `tokens`) over t1 - t0;
 - `lag_mean`: their tokens' mean lag in steps (each step's `lag_mean` weighted by
   its tokens); `lag_max`: the most any of them lags; `lag_max_run`: the same over
@@ -37,7 +38,8 @@ from typing import Any
 
 from harness.analysis import spans
 
-FIGURES = ("tokens_per_s", "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
+FIGURES = ("trained_tokens_per_s", "generated_tokens_per_s", "warmup_steps", "drain_steps",
+           "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
            "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups", "steps",
            "window_s")
 
@@ -156,7 +158,7 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
     lag_run = [s["lag_max"] for s in steps if s.get("lag_max") is not None]
     ess = [s["ess"] for s in window if s.get("ess") is not None]
     return {
-        "tokens_per_s": sum(s.get("tokens", 0) for s in window) / span,
+        "trained_tokens_per_s": sum(s.get("tokens", 0) for s in window) / span,
         "lag_mean": _weighted(window, "lag_mean"),
         "lag_max": max(lag_max) if lag_max else float("nan"),
         "lag_max_run": max(lag_run) if lag_run else float("nan"),
@@ -170,3 +172,17 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
         "steps": n,
         "window_s": span,
     }
+
+
+def steady_figures(events: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """`run_figures` over the yardstick's steady window (harness.core.yardstick), with
+    its warm-up and drain steps and the tokens generated in it; a run without a window
+    is a TraceProblem saying why."""
+    from harness.core.yardstick import delivered, window
+
+    win, why = window(events)
+    if win is None:
+        raise TraceProblem(why)
+    fig = delivered(events)
+    return {**run_figures(events, win.warmup, win.drain), "warmup_steps": win.warmup,
+            "drain_steps": win.drain, "generated_tokens_per_s": fig["generated_tokens_per_s"]}
