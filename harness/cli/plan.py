@@ -118,8 +118,6 @@ def plan_cmd(
 
         if sampler not in SAMPLERS:  # before the space is enumerated (seconds of work)
             raise rc.PlanError(f"--sampler {sampler!r}: one of {', '.join(SAMPLERS)}")
-        if out.exists() and not out.is_dir():
-            raise rc.PlanError(f"--out {out}: File exists (a file, not a folder)")
         if jobs is not None and jobs < 1:
             raise rc.PlanError(f"--jobs {jobs}: must be a positive integer")
         names = [s.strip() for s in systems.split(",")] if systems else None
