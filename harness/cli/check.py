@@ -82,7 +82,8 @@ def check_cmd(
         + shown("the system's staleness_bound(cfg)"))] = None,
     max_backlog: Annotated[int | None, typer.Option(
         "--max-backlog", min=0, help="Most samples generated but not yet trained."
-        + shown("(L+1) x groups per step x K"))] = None,
+        + shown("the system's backlog_bound(cfg) (areal, skyrl-async, tinker: their "
+                "gate's (S+1) x U x K), else (L+1) x groups per step x K"))] = None,
     max_wait: Annotated[int | None, typer.Option(
         "--max-wait", min=0, help="Most optimizer steps a group may wait untrained."
         + shown("the staleness bound"))] = None,
