@@ -173,7 +173,9 @@ def test_compare_csv(run_dir: Path) -> None:
     trace = str(run_dir / "trace.jsonl")
     result = CliRunner().invoke(app, ["compare", trace, trace, "--csv"])
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert [r["metric"] for r in rows][:len(KEYS)] == list(KEYS)
+    from harness.core.yardstick import KEYS as YARD_KEYS
+
+    assert [r["metric"] for r in rows][:len(YARD_KEYS) + len(KEYS)] == [*YARD_KEYS, *KEYS]
     assert all(float(r["diff"]) == 0 for r in rows if r["diff"])
 
 

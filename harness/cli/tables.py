@@ -202,14 +202,16 @@ METRIC_COLUMNS = (
     Column("round", "round", "id"),
     Column("rollout_to_train_end_s", "r2te\ns"), Column("first_dispatch_s", "disp\ns"),
     Column("rollout_complete_s", "rollout\ns"), Column("trainer_compute_s", "train\ns"),
-    Column("mean_response_tokens", "resp\ntok"), Column("rollout_tokens_per_s", "tok/s"),
+    Column("mean_response_tokens", "resp\ntok"), Column("rollout_tokens_per_s", "gen\ntok/s"),
     Column("waiting_ratio", "wait", "ratio"), Column("start_wait_ratio", "start\nwait",
                                                      "ratio"),
     Column("efficiency", "eff", "ratio"),
 )
-METRIC_LEGEND = ("r2te: rollout start to train end · disp: first dispatch · rollout: rollout "
-                 "complete · train: trainer compute · resp tok: mean response · tok/s: tokens "
-                 "generated per s of rollout · wait: trainer waiting ratio · start wait: share "
+METRIC_LEGEND = ("the papers' per-round metrics (they rank no run against another kind: "
+                 "the line below does) · r2te: rollout start to train end · disp: first "
+                 "dispatch · rollout: rollout complete · train: trainer compute · resp tok: mean "
+                 "response · gen tok/s: tokens generated per s of rollout · wait: trainer "
+                 "waiting ratio · start wait: share "
                  "of r2te before training first started · eff: lower bound / r2te (the bound "
                  "uses the run's own batches: runs of the same work differ) · every field: "
                  "--json, --csv")
