@@ -36,8 +36,8 @@ INHERENT = {
     "prime-rl": "it drops stale groups, most while their checks run, and a trace records "
                 "checks (rewards, verify_s) only for the groups it materialises: the replay "
                 "checks those in 0 s with default rewards, and other groups go stale. "
-                "Measured: rollout done -6.3% to +20.5% a round (+2.9% over the run), "
-                "tokens/s -0.5% to -33.6% (-23.0%); the same trace given those groups' "
+                "Measured: rollout done -3.1% to +29.4% a round (+9.3% over the run), "
+                "tokens/s +3.7% to -41.5% (-25.8%); the same trace given those 99 groups' "
                 "drawn checks replays within 0.1%",
 }
 
@@ -58,6 +58,22 @@ def test_a_replay_under_its_own_system_reproduces_the_run(system: str, tmp_path:
     for a, b in zip(want, got, strict=True):
         for key in FIGURES:
             assert b[key] == pytest.approx(a[key], rel=0.01), (a["round"], key)
+
+
+def test_a_replay_sizes_its_engines_as_the_run_did(tmp_path: Path) -> None:
+    """The engines' context is the workload's longest prompt plus the response cap
+    (prime-rl's start reads it), recorded as run_start's max_len: a replay keeps the
+    source's, not its own drawn prompts' longest."""
+    source, replay = tmp_path / "source.jsonl", tmp_path / "replay.jsonl"
+    small = {"groups": 4, "group_size": 2, "update_groups": 2, "rounds": 1}
+    execute(RunConfig(system="slime", workload="rp-code", **small).validate(), source)
+    execute(RunConfig(system="slime", workload=f"trace:{source}", **small).validate(), replay)
+    profile = load_profile("rp-code")
+    assert isinstance(profile, Profile) and (profile.prompt_max, profile.max_tokens) == (
+        1200, 16384)
+    drawn = max(e["prompt_tokens"] for e in read_trace(source) if e["ev"] == "request_submit")
+    assert drawn < 1200
+    assert read_trace(source)[0]["max_len"] == read_trace(replay)[0]["max_len"] == 1200 + 16384
 
 
 def test_rp_code_has_the_slowest_verifier() -> None:

@@ -216,6 +216,12 @@ class TraceWorkload:
         self.max_tokens = int(config.get("max_response_tokens") or 0) or 1 + max(
             max(g.lengths) for g in self.groups)
         self.prompt_max = max(g.prompt_tokens for g in self.groups)
+        # The source's engines were sized for its workload's longest prompt, which may be
+        # longer than any it drew (EngineLoad.max_len, which prime-rl's start reads): a
+        # replay on the simulator sizes them the same, from run_start's max_len.
+        context, cap = header.get("max_len"), config.get("max_response_tokens")
+        self.engine_prompt_max = (context - cap if isinstance(context, int) and
+                                  isinstance(cap, int) and context > cap else self.prompt_max)
         self._next = 0
         if any(g.rewards is None for g in self.groups):
             _say_once(f"{self.path} records no rewards for some groups: those replay with "

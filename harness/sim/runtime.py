@@ -80,9 +80,11 @@ class SimRuntime(RunnerBase):
 
         engines = [make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
         self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
-        # an engine serves the run's longest prompt plus a full response: its context
+        # an engine serves the run's longest prompt plus a full response: its context (a
+        # trace replay's engines are sized as its source run's were: run_start max_len)
         source = getattr(self.workload, "profile", self.workload)
-        max_len = int(getattr(source, "prompt_max", 0)) + cfg.max_response_tokens
+        longest = getattr(source, "engine_prompt_max", None) or getattr(source, "prompt_max", 0)
+        max_len = int(longest) + cfg.max_response_tokens
         self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
                                  self.emit, self.share, max_len)
         # Colocated: the trainer runs on the rollout GPUs themselves.
@@ -121,7 +123,7 @@ class SimRuntime(RunnerBase):
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,
-                                "step_source": self.step_source}
+                                "step_source": self.step_source, "max_len": self.engine.max_len}
         if self.knobs is not None:  # a probe run says so; a plain run's header is as ever
             head["knobs"] = self.knobs.describe()
         head.update(user_figures(self.config.sim.model, [self.config.sim.rollout_gpu,
