@@ -128,6 +128,22 @@ def test_a_run_all_in_flight_at_once_is_one_fill() -> None:
     assert fig["trained_tokens_per_s"] == 300 / 60
 
 
+def test_a_fill_over_two_steps_with_nothing_new_after_is_one_fill() -> None:
+    """Three groups before step 1 and the last three before step 2, none after: the
+    drain (steps 2-6) begins inside the fill (steps 1-2), so there is no steady state
+    and the run is measured whole: 6 x 50 tokens over 60 s."""
+    run = Run()
+    run.submit(0.0, 0, 1, 2)
+    for i in range(1, 7):
+        run.finish(10.0 * i - 1, i - 1, 50)
+        run.train(10.0 * i, 50, i - 1)
+        if i == 1:
+            run.submit(10.0, 3, 4, 5)
+    win, _ = window(run.events)
+    assert win is not None and (win.warmup, win.drain, win.start_s) == (0, 0, 0.0)
+    assert delivered(run.events)["trained_tokens_per_s"] == 300 / 60
+
+
 def test_a_dropped_group_leaves_the_pipeline() -> None:
     """A synchronous round whose third group is dropped, not trained: the pipeline is
     still empty between rounds, so the run is measured whole (two steps a round)."""

@@ -32,12 +32,16 @@ each over one **steady window** of optimizer steps, cut by one rule:
   if none is in flight when the last step before the drain ends, the run is there
   in the state it ends in, so the window closes at the last step.
 
+- **and no window inside one fill**: if the last new group entered before the
+  warm-up's last step ended, the drain began inside the fill and the run never
+  held a steady state: it is one fill, measured whole.
+
 A synchronous system empties its pipeline between rounds: its window is the whole
 run (it has no warm-up and no drain; every round pays its own fill and drain). An
 asynchronous one keeps groups in flight across steps: its window is what it
 sustains between its fill and its drain. A run that had all its work in flight
-before it first stepped is one fill; it empties only at its end, and its window is
-the whole run too. "Before" and "after" are by position in the trace, as
+before its fill ended (slime-async's default pool on a short run) is one fill: its
+window is the whole run too. "Before" and "after" are by position in the trace, as
 `harness.core.metrics.owning_rounds` attributes events: a step and the next
 round's submissions often share a time. A window cut at either end that holds fewer than
 MIN_STEPS steps is too short to say what a run sustains (two steps that train a
@@ -173,10 +177,10 @@ def window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str]:
     drain = sum(1 for s in steps if s.index > last_submit)
     in_flight = _in_flight(events, steps)
     warmup = fill if in_flight(steps[fill - 1].index) else 0
-    if drain and n - drain >= 1 and not in_flight(steps[n - drain - 1].index):
+    if last_submit < steps[fill - 1].index:  # all new work entered within the fill
+        warmup = drain = 0
+    elif drain and n - drain >= 1 and not in_flight(steps[n - drain - 1].index):
         drain = 0
-    elif drain == n:  # nothing was submitted after the first step's fill: one fill
-        drain = 0 if not warmup else drain
     start = steps[warmup - 1].t if warmup else float(events[0]["t"])
     end = steps[n - drain - 1].t if n - drain >= 1 else start
     win = Window(n, warmup, drain, start, end)
