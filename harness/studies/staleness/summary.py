@@ -21,7 +21,7 @@ from harness.studies.staleness import grid
 from harness.studies.staleness.traces import FIGURES, TraceProblem, read_events, steady_figures
 
 CACHE = "staleness.json"
-CACHE_VERSION = 3  # bump when a figure's definition changes: cached rows are then redone
+CACHE_VERSION = 4  # bump when a figure's definition changes: cached rows are then redone
 KEYS = ["system", "split", "knob", "setting"]
 LAG_BOUNDS = (0, 1, 2, 4, 8)  # the answer's bounds on the max lag, in steps
 # How a setting reads in tables and the figure: plan's short names, and this study's own.
