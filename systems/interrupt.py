@@ -49,8 +49,11 @@ class Interrupter:
 
     async def submit(self, rt: Runtime, request: Request) -> Response:
         """One attempt: wait while the gate is shut, submit, and return the response,
-        finished or aborted."""
+        finished or aborted. A resumed attempt takes the round under way when it is sent
+        (after the gate opens: the update that aborted it may have closed its round)."""
         await self.open.wait()
+        if self.round is not None and request.resume is not None:
+            request = dataclasses.replace(request, round=self.round)
         self.live[request.id] = None
         try:
             return await rt.engine.submit(request)
@@ -64,9 +67,8 @@ class Interrupter:
             response = await self.submit(rt, request)
             if response.status == "finished":
                 return response
-            request = dataclasses.replace(
-                request, round=request.round if self.round is None else self.round,
-                resume=response if response.tokens > 0 else None)
+            request = dataclasses.replace(request,
+                                          resume=response if response.tokens > 0 else None)
 
     async def update(self, rt: Runtime) -> None:
         """Shut the gate, abort every request in flight, publish the trainer's weights,
