@@ -167,3 +167,20 @@ def test_no_optimizer_step_no_window() -> None:
     fig = delivered(run.events)
     assert "no optimizer step" in fig["no_window"]
     assert math.isnan(fig["step_s"])
+
+
+def test_run_prints_what_it_delivered(tmp_path) -> None:  # noqa: ANN001
+    """`run` ends with the yardstick's line, its figure the trace's own."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+    from harness.core.trace import read_trace
+
+    out = tmp_path / "r"
+    done = CliRunner().invoke(app, ["run", "--system", "cgp", "--workload", "lsat-ar", "-R",
+                                    "8", "-U", "2", "--rounds", "3", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    fig = delivered(read_trace(out / "trace.jsonl"))
+    text = " ".join(done.stdout.split())
+    assert "delivered over steps 1-12" in text  # cgp empties its pipeline between rounds
+    assert f"{fig['trained_tokens_per_s']:,.0f} trained tok/s" in text

@@ -187,6 +187,16 @@ def run_cmd(
     write_atomic(out / "metrics.json", dump_json(rows))
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
     print_metrics(rows, fmt)
+    if fmt == "table":  # what the run delivered, the figure systems are ranked by
+        _print_delivered(out / "trace.jsonl")
+
+
+def _print_delivered(path: Path, partial: bool = False) -> None:
+    import textwrap
+
+    line = textwrap.fill(f"{path}: {steady_line(path, partial)}", 100,
+                         subsequent_indent="  ", break_on_hyphens=False)
+    console.print(line, highlight=False, soft_wrap=True)
 
 
 def _seed(path: Path) -> object:
@@ -276,9 +286,5 @@ def metrics_cmd(
     rows = [row for trace_rows in per_trace for row in trace_rows]
     (print_rows if steps else print_metrics)(rows, fmt)
     if fmt == "table" and not steps:
-        import textwrap
-
         for path in traces:
-            line = textwrap.fill(f"{path}: {steady_line(path, partial)}", 100,
-                                 subsequent_indent="  ", break_on_hyphens=False)
-            console.print(line, highlight=False, soft_wrap=True)
+            _print_delivered(path, partial)
