@@ -77,3 +77,32 @@ def test_cli_rejects_an_unknown_study(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "did you mean 'heavy-tails'" in result.output
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_combos_ranks_by_each_runs_own_yardstick(tmp_path: Path) -> None:
+    """The combos summary's trained tokens per second are each cell's trace's own
+    (harness.core.yardstick), averaged over the seeds of a schedule."""
+    import pandas as pd
+
+    from harness.core.trace import read_trace
+    from harness.core.yardstick import delivered
+
+    spec = tiny("combos")
+    spec["repeats"] = 2
+    res = run_study("combos", tmp_path, jobs=1, figures=tmp_path / "fig", spec=spec)
+    rows = pd.read_parquet(tmp_path / "combos" / "results.parquet")
+    for cell in rows["cell"].unique():
+        fig = delivered(read_trace(tmp_path / "combos" / "cells" / cell / "trace.jsonl"))
+        assert (tmp_path / "combos" / "cells" / cell / "yardstick.json").exists()
+        shown = json.loads((tmp_path / "combos" / "cells" / cell / "yardstick.json").read_text())
+        assert shown["figures"]["trained_tokens_per_s"] == fig["trained_tokens_per_s"]
+    first = rows.drop_duplicates("cell").iloc[0]
+    same = rows.drop_duplicates("cell")
+    same = same[(same["system"] == first["system"]) & (same["workload"] == first["workload"])
+                & (same["over_sampling_groups"] == first["over_sampling_groups"])]
+    seeds = [delivered(read_trace(tmp_path / "combos" / "cells" / c / "trace.jsonl"))
+             ["trained_tokens_per_s"] for c in same["cell"]]
+    assert len(seeds) == 2
+    row = res.summary[res.summary["workload"] == first["workload"]].iloc[0]
+    assert row["trained_tokens_per_s"] == pytest.approx(sum(seeds) / 2)
