@@ -97,9 +97,10 @@ def test_the_command_writes_its_table_and_figure(tmp_path: Path) -> None:
     assert (tmp_path / "cf" / "counterfactual.png").stat().st_size > 0
     assert (tmp_path / "cf" / "counterfactual.csv").read_text().startswith("system,")
     assert math.isfinite(rows[0]["trained_tokens_per_s"])  # slime: its pipeline empties
-    # APRIL carries partial groups between its 2 one-step rounds: too short a window, said
-    assert rows[1]["trained_tokens_per_s"] is None
-    assert rows[1]["window"].startswith("no steady window: of its 2 optimizer steps")
+    # APRIL over-samples its 2 one-step rounds from the start: all its new work enters
+    # within its first fill, so it is measured whole (harness.core.yardstick)
+    assert math.isfinite(rows[1]["trained_tokens_per_s"])
+    assert rows[1]["window"].startswith("steps 1-2 (0.0-")
 
 
 @pytest.mark.parametrize(("args", "message"), [
