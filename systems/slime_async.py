@@ -56,6 +56,9 @@ POLL_S = 1.0  # the worker's top-up period (fully_async_rollout.py:91, 171)
 class SlimeAsync:
     name = "slime-async"
     summary = "a pool of C groups in flight across rollouts; abort and requeue at updates"
+    placements = ("disaggregated",)
+    placement_why = ("slime's train_async.py:11 asserts a non-colocated run, "
+                     "THUDM/slime@624b824")
     knobs: tuple[str, ...] = ("update_groups", "slime_async.sglang_server_concurrency",
                               "slime_async.update_weights_interval")
 

@@ -168,7 +168,9 @@ def test_summarise_by_hand() -> None:
     assert got["step_s"] == 200.0 and got["window_steps"] == 2
     assert got["paper_rollout_to_train_end_s"] == 200.0  # the papers' metric, from rows
     assert got["paper_waiting_ratio"] == pytest.approx(0.3)
-    assert got["offpolicy_token_frac"] == pytest.approx(0.1)
+    # weighted by the tokens each round trains (50 x 80 and 10 x 200): 0.2 x 2000 / 6000
+    assert got["offpolicy_token_frac"] == pytest.approx(0.2 * 2000 / 6000)
+    assert got["response_tokens"] == 6000 / 2  # the window's trained tokens over samples
     assert got["lag_max"] == 3.0 and got["rollout_s"] == 140.0
 
 

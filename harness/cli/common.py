@@ -203,7 +203,7 @@ def _blame_file(err: ConfigError, config: Path | None,
     value = from_file[field]
     shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
         if isinstance(value, bool) else str(value)
-    return ConfigError(f"--config {config}: {field} = {shown}: {found[2]}")
+    return type(err)(f"--config {config}: {field} = {shown}: {found[2]}")  # its kind kept
 
 
 def _interrupt(signum: int, frame: object) -> None:

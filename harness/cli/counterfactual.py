@@ -103,8 +103,23 @@ def counterfactual_cmd(
                                 start=cf.start(name, trace, work, update_groups, knobs),
                                 ignore=cf.FROM_TRACE)
 
+        from harness.run.checks import PlacementError
+
+        def buildable(name: str) -> RunConfig | None:
+            """A system whose source cannot run on the trace's placement is left out,
+            said once (the others still run): slime-async colocated, say."""
+            try:
+                return build(name)
+            except PlacementError as err:
+                left_out.append(f"{name} ({str(err).split(': ', 1)[-1]})")
+                return None
+
+        left_out: list[str] = []
         with contextlib.redirect_stderr(notes):
-            cfgs = [build(n) for n in names]  # every check before any run
+            cfgs = [c for c in map(buildable, names) if c is not None]  # every check first
+        if not cfgs:
+            fail(f"--systems: none can run on this cluster: {'; '.join(left_out)}")
+        with contextlib.redirect_stderr(notes):
             twin_cfg = (build(schedule.system, schedule.knobs) if work.timed
                         and schedule.system in SYSTEMS else None)
         fitted = twin.fit_run(trace, cfgs[0].sim.rollout_engines) if fit and work.timed \
@@ -119,6 +134,9 @@ def counterfactual_cmd(
     if twin_cfg is not None:
         typer.echo(f"twin: {schedule.said}", err=True)
     typer.echo(notes.getvalue(), err=True, nl=False)
+    if left_out:
+        typer.echo(f"note: left out, as their sources do not run on this cluster: "
+                   f"{'; '.join(left_out)}", err=True)
     given = _given(config, set_ or [], update_groups)
     ignored = ignored_line(cfgs, given, given, {"update_groups": "--update-groups"})
     if ignored:  # the shared options apply where read; said once, not refused

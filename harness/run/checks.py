@@ -19,6 +19,24 @@ from harness.core.registry import UnknownName
 from harness.run.footprint import groups_per_round
 
 
+class PlacementError(ConfigError):
+    """The system's source does not run on the config's placement (`placements`)."""
+
+
+def check_placement(cfg: RunConfig) -> None:
+    """A system that names the placements its source runs on (`placements`, with its
+    reason in `placement_why`) refuses the others: slime-async colocated ran, trained the
+    whole run's work at the end and ranked first where slime itself refuses to run."""
+    from systems import get_system
+
+    system = get_system(cfg.system)
+    allowed = getattr(system, "placements", None)
+    if allowed and cfg.sim.placement not in allowed:
+        raise PlacementError(
+            f"--set sim.placement={cfg.sim.placement}: {cfg.system} runs only "
+            f"{' or '.join(allowed)} ({system.placement_why})")
+
+
 def check_run(cfg: RunConfig) -> RunConfig:
     """Validate a whole config (fields, system, workload, presets, calibration,
     live needs) and fill the workload-dependent defaults; returns `cfg`."""
@@ -39,6 +57,7 @@ def check_run(cfg: RunConfig) -> RunConfig:
             _check_trace_holds(cfg)
         return cfg
     resolve_defaults(cfg)  # the system's own defaults (APRIL's over-sampling) first
+    check_placement(cfg)
     _check_trace_holds(cfg)
     _check_sim(cfg)
     return cfg
