@@ -177,6 +177,9 @@ def test_compare_csv(run_dir: Path) -> None:
 
     assert [r["metric"] for r in rows][:len(YARD_KEYS) + len(KEYS)] == [*YARD_KEYS, *KEYS]
     assert all(float(r["diff"]) == 0 for r in rows if r["diff"])
+    table = CliRunner().invoke(app, ["compare", trace, trace])
+    said = " ".join(table.stdout.split())
+    assert "the rows to judge systems by; the rest: the papers' per-round metrics" in said
 
 
 # -- help ---------------------------------------------------------------------

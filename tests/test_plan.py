@@ -44,6 +44,8 @@ BASE = {"--model": "qwen3-8b", "--gpus": "16", "--gpu": "h100-sxm", "--workload"
     ({"--objective": "speed"}, "--objective 'speed'"),
     ({"--budget": "0"}, "--budget 0"),
     ({"--trainer-gpu": "rtx-4090"}, "--trainer-gpu and --trainer-gpus: give both"),
+    ({"--sampler": "foo"}, "--sampler 'foo': one of auto"),  # before the space, not after
+    ({"--systems": ""}, "--systems: empty"),  # it planned all 15 systems
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, change: dict,
                                                         named: str) -> None:

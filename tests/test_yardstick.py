@@ -184,3 +184,5 @@ def test_run_prints_what_it_delivered(tmp_path) -> None:  # noqa: ANN001
     text = " ".join(done.stdout.split())
     assert "delivered over steps 1-12" in text  # cgp empties its pipeline between rounds
     assert f"{fig['trained_tokens_per_s']:,.0f} trained tok/s" in text
+    assert f"mean lag {fig['window_lag_mean']:.2f} steps (max {fig['window_lag_max']:.0f})" \
+        in text  # which lag, said

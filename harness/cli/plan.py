@@ -94,7 +94,8 @@ def plan_cmd(
                                         show_default="every registered one")] = None,
 ) -> None:
     """Search systems, GPU splits and knobs for a fixed model, cluster and recipe on
-    the simulator; write the Pareto front of step time against staleness."""
+    the simulator; write the Pareto front of trained tokens per second (or seconds per
+    optimizer step) over each run's steady window against staleness."""
     from harness.studies.plan import recipe as rc
     from harness.studies.plan.search import default_jobs
     from harness.studies.plan.space import build_space, check_memory
@@ -120,7 +121,10 @@ def plan_cmd(
             raise rc.PlanError(f"--sampler {sampler!r}: one of {', '.join(SAMPLERS)}")
         if jobs is not None and jobs < 1:
             raise rc.PlanError(f"--jobs {jobs}: must be a positive integer")
-        names = [s.strip() for s in systems.split(",")] if systems else None
+        names = [s.strip() for s in systems.split(",")] if systems is not None else None
+        if names is not None and not any(names):
+            raise rc.PlanError("--systems: empty; give system names, or leave it out for "
+                               "every registered one")
         space = build_space(plan, names)
         check_memory(space, jobs or default_jobs(), ray_address)  # before any simulation
         if ray_address:  # before anything is written: it must answer, and accept us
@@ -212,7 +216,10 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
            "at a time)")
     if failed:  # the most common cause, once: plan.csv's error column holds every one
         common = max(set(failed), key=failed.count)
-        _stage(f"  {failed.count(common)} failed with: {common} (plan.csv: error)")
+        import textwrap
+
+        _stage(textwrap.fill(f"  {failed.count(common)} failed with: {common} (plan.csv: "
+                             "error)", 100, subsequent_indent="    "))
     if n < budget and not interrupted:
         _stage(f"  the sampler kept proposing configurations already simulated: stopped "
                f"after {search.ASK_LIMIT} x {budget} proposals")

@@ -231,8 +231,9 @@ def steady_line(path: Path, partial: bool = False) -> str:
         return f"delivered: {fig['no_window']}"
     return (f"delivered over {describe(fig)}: {fig['trained_tokens_per_s']:,.0f} trained "
             f"tok/s, {fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} s/step;"
-            f" generated {fig['generated_tokens_per_s']:,.0f} tok/s; lag "
-            f"{fig['window_lag_mean']:.2f}, ESS {fig['window_ess']:.3f} "
+            f" generated {fig['generated_tokens_per_s']:,.0f} tok/s; mean lag "
+            f"{fig['window_lag_mean']:.2f} steps (max {fig['window_lag_max']:.0f}), ESS "
+            f"{fig['window_ess']:.3f} "
             f"(docs/plan.md#the-yardstick)")
 
 

@@ -290,6 +290,13 @@ def compare_table(rows: Sequence[dict[str, Any]]) -> Table:
 
     columns = [c for c in COMPARE_COLUMNS if c.key not in spread or filled(c.key)]
     caption = COMPARE_LEGEND if any(c.key in spread for c in columns) else None
+    from harness.core.yardstick import KEYS as YARD_KEYS
+
+    if any(r.get("metric") in YARD_KEYS for r in rows):  # which rows judge systems
+        ranks = ("trained_*, step_s and generated_tokens_per_s: what each run delivered "
+                 "over its steady window, the rows to judge systems by; the rest: the papers' "
+                 "per-round metrics, means over rounds, which compare runs of one kind only")
+        caption = f"{ranks}\n{caption}" if caption else ranks
     return build(shown, columns, caption=caption, lift=("round",),
                  optional=("diff_ci", "b_ci", "a_ci"))
 
