@@ -163,3 +163,19 @@ def test_the_twin_of_an_asynchronous_run_keeps_its_tables_knobs(tmp_path: Path) 
     rows = cf.run(run, configs(run, ["slime"]), tmp_path / "cf", twin, progress=False)
     errors = [v for k, v in rows[1].items() if k.endswith("_error")]
     assert rows[1]["source"] == "simulated twin" and errors and all(v == 0.0 for v in errors)
+
+
+def test_an_incomplete_trace_is_said(tmp_path: Path) -> None:
+    """A trace cut short (no run_end) is read as far as it goes, and said, as `metrics`
+    says it (it ran silently with a measured row of dashes)."""
+    source = RunConfig(system="cgp", workload="lsat-ar", groups=4, group_size=2,
+                       update_groups=2, rounds=2).validate()
+    run = tmp_path / "cgp.jsonl"
+    execute(source, run)
+    half = tmp_path / "half.jsonl"
+    lines = run.read_text().splitlines()
+    half.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    done = cli("counterfactual", half, "--out", tmp_path / "cf", "--systems", "slime",
+               "--set", "sim.rollout_gpu=h100-sxm", "--no-fit", "--csv")
+    assert done.returncode == 0, done.stderr
+    assert f"warning: TRACE: {half}: incomplete trace (no run_end" in done.stderr

@@ -76,6 +76,9 @@ def test_counterfactual_table_is_its_own_traces(tmp_path: Path) -> None:
     assert [r["system"] for r in rows] == SYSTEMS.split(",")[1:]  # slime is the twin
     for row in rows:
         fig = delivered(read_trace(out / "runs" / f"{row['system']}.jsonl"))
+        first = int(fig["warmup_steps"]) + 1  # the window, shown as first-last/steps
+        last = first + int(fig["window_steps"]) - 1
+        assert row["steps"] == f"{first}-{last}/{last + int(fig['drain_steps'])}"
         for key in ("trained_tokens_per_s", "step_s", "generated_tokens_per_s"):
             shown = float(row[key]) if row[key] else math.nan
             assert (math.isnan(shown) and math.isnan(fig[key])) or \

@@ -96,6 +96,12 @@ def counterfactual_cmd(
     notes = io.StringIO()  # the workload's notes follow the line that says which engine
     try:
         work = cf.shape(trace)
+        from harness.core.trace import read_prefix
+
+        cut = read_prefix(trace)
+        if not cut.complete:  # as metrics says it: its measured figures stop short too
+            notes.write(f"warning: TRACE: {trace}: incomplete trace ({cut.problem()}); its "
+                        f"measured figures and the work replayed are as far as it goes\n")
         schedule = infer(trace, work.header, work.groups)
 
         def build(name: str, knobs: dict | None = None) -> RunConfig:

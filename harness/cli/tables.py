@@ -309,6 +309,7 @@ COUNTERFACTUAL_COLUMNS = (
     Column("generated_tokens_per_s", "generated\ntok/s"),
     Column("lag_mean", "lag\nmean"), Column("ess", "ESS", "ratio"),
     Column("rollout_complete_s", "rollout\ndone s"),
+    Column("steps", "window\nsteps", "text"),
 )
 
 
@@ -317,8 +318,9 @@ def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
     error against the measured run in the caption."""
     twin = next((r for r in rows if r.get("source") == "simulated twin"), None)
     measured = any(r.get("source") not in ("simulated", "simulated twin") for r in rows)
-    caption = ("each run over its steady window of optimizer steps (docs/plan.md#the-yardstick"
-               "; --csv: which steps); rollout done: mean per round, a paper metric")
+    caption = ("each run over its steady window of optimizer steps (window steps: its first-"
+               "last of the run's; docs/plan.md#the-yardstick); rollout done: mean per round, "
+               "a paper metric")
     if measured:
         caption += (" · -: not in the measured run's logs (slime's dumps and AReaL's records "
                     "time no training)")

@@ -79,7 +79,17 @@ def summary(events: list[dict[str, Any]]) -> dict[str, Any]:
                                    "step_s", "generated_tokens_per_s")},
             "lag_mean": fig["window_lag_mean"], "ess": fig["window_ess"],
             "rollout_complete_s": sum(done) / len(done) if done else math.nan,
-            "window": describe(fig)}
+            "window": describe(fig), "steps": _steps_text(fig)}
+
+
+def _steps_text(fig: dict[str, Any]) -> str:
+    """The window in a table cell: '2-13/16' (its first and last step of the run's 16);
+    '-' for a run without one."""
+    if fig["no_window"]:
+        return "-"
+    first = int(fig["warmup_steps"]) + 1
+    last = first + int(fig["window_steps"]) - 1
+    return f"{first}-{last}/{last + int(fig['drain_steps'])}"
 
 
 @dataclass(frozen=True)
