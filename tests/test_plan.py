@@ -338,3 +338,34 @@ def test_seed_points_start_each_asynchronous_system_at_its_default_knob() -> Non
     seeds = {p.system: dict(p.knobs) for p in search.seed_points(build_space(plan_of()))}
     assert seeds["areal"] == {"areal.max_head_offpolicyness": 2}  # AReaL's math example
     assert seeds["skyrl-async"] == {"skyrl.max_staleness_steps": 4}  # SkyRL's default
+
+
+def test_systems_that_cannot_meet_max_lag_are_left_out_with_why() -> None:
+    """--max-lag 0 spent budget on systems whose least setting lags 1 step (prime-rl's
+    M >= 1, verl-one-step-off by construction); they are now left out before any
+    simulation, each with its reason, and those that can meet it stay."""
+    space = build_space(plan_of(max_lag=0), ["prime-rl", "verl-one-step-off", "areal"])
+    assert space.excluded == {
+        "prime-rl": "its least staleness setting is prime_rl.max_off_policy_steps = 1: lag 1, "
+                    "more than --max-lag 0",
+        "verl-one-step-off": "it trains every batch one step off its policy: lag 1, more than "
+                             "--max-lag 0"}
+    assert space.systems == ["areal"]
+
+
+def test_a_system_without_a_best_configuration_says_why() -> None:
+    """excluded.csv stayed empty when a system ran but met no limit; now each such system
+    has its reason: the least lag it reached, its commonest error, or no run at all."""
+    import pandas as pd
+
+    from harness.studies.plan.output import no_best
+
+    space = build_space(plan_of(max_lag=1), ["cgp", "cgp-fgd", "pipelinerl"])
+    table = pd.DataFrame({"system": ["cgp", "cgp", "cgp-fgd"], "error": ["", "", "boom"],
+                          "lag_max": [7.0, 3.0, float("nan")],
+                          "offpolicy_token_frac": [0.0, 0.0, float("nan")]})
+    assert no_best(space, table, {}) == {
+        "cgp": "none of its 2 configurations met the limits: its least max lag was 3 > "
+               "--max-lag 1",
+        "cgp-fgd": "all 1 configurations failed, e.g. boom",
+        "pipelinerl": "none of its configurations was simulated (raise --budget)"}

@@ -78,7 +78,7 @@ def test_counterfactual_table_is_its_own_traces(tmp_path: Path) -> None:
         fig = delivered(read_trace(out / "runs" / f"{row['system']}.jsonl"))
         first = int(fig["warmup_steps"]) + 1  # the window, shown as first-last/steps
         last = first + int(fig["window_steps"]) - 1
-        assert row["steps"] == f"{first}-{last}/{last + int(fig['drain_steps'])}"
+        assert row["steps"] == f"{first}-{last}/{last + int(fig['drain_steps'])}"  # by hand
         for key in ("trained_tokens_per_s", "step_s", "generated_tokens_per_s"):
             shown = float(row[key]) if row[key] else math.nan
             assert (math.isnan(shown) and math.isnan(fig[key])) or \

@@ -30,8 +30,7 @@ each over one **steady window** of optimizer steps, cut by one rule:
   submitted, neither trained nor dropped) when the warm-up's last step ends, the
   run is there in the state it started in, so the window opens at the run's start;
   if none is in flight when the last step before the drain ends, the run is there
-  in the state it ends in, so the window closes at the last step.
-
+  in the state it ends in, so the window closes at the last step;
 - **and no window inside one fill**: if the last new group entered before the
   warm-up's last step ended, the drain began inside the fill and the run never
   held a steady state: it is one fill, measured whole.
@@ -71,14 +70,12 @@ KEYS = tuple(k for k, _, _ in FIGURES)
 # Read over the same window, beside the figures (never a rank).
 WINDOW_KEYS = ("window_steps", "warmup_steps", "drain_steps", "window_start_s",
                "window_end_s", "window_lag_mean", "window_lag_max", "window_ess")
-DROPS = ("drop_group", "discard_groups")  # as harness.analysis.check.model reads them
+DROPS = ("drop_group", "discard_groups")  # the decisions that drop groups (check reads these)
 MIN_STEPS = 4
 """The fewest optimizer steps a steady window holds."""
 # The event kinds the yardstick reads (a runtime that keeps only some in memory keeps these).
 EVENTS = frozenset({"run_start", "request_submit", "request_finish", "batch_dispatch",
                     "train_start", "train_end", "optimizer_step", "decision"})
-RANK_KEY = "trained_tokens_per_s"
-"""What a ranking of systems sorts by (highest first)."""
 
 
 @dataclass(frozen=True)
@@ -139,16 +136,22 @@ def _steps(events: Sequence[dict[str, Any]]) -> list[_Step]:
     return out
 
 
-def _in_flight(events: Sequence[dict[str, Any]], steps: list[_Step]
-               ) -> Callable[[int], int]:
-    """in_flight(p): groups first submitted before position p and neither trained in a
-    step at or before p nor dropped before p."""
+def _births(events: Sequence[dict[str, Any]]) -> dict[int, int]:
+    """Group -> position of its first submission."""
     born: dict[int, int] = {}
-    gone: dict[int, int] = {}  # group -> position where it left (trained or dropped)
     for i, e in enumerate(events):
         if e["ev"] == "request_submit":
             born.setdefault(e["group"], i)
-        elif e["ev"] == "decision" and e.get("what") in DROPS:
+    return born
+
+
+def _in_flight(events: Sequence[dict[str, Any]], steps: list[_Step], born: dict[int, int]
+               ) -> Callable[[int], int]:
+    """in_flight(p): groups first submitted before position p and neither trained in a
+    step at or before p nor dropped before p."""
+    gone: dict[int, int] = {}  # group -> position where it left (trained or dropped)
+    for i, e in enumerate(events):
+        if e["ev"] == "decision" and e.get("what") in DROPS:
             for g in ([e["group"]] if "group" in e else e.get("groups", [])):
                 gone.setdefault(g, i)
     for step in steps:
@@ -159,13 +162,16 @@ def _in_flight(events: Sequence[dict[str, Any]], steps: list[_Step]
 
 def window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str]:
     """The run's steady window by the module's rule, or None and why not."""
+    win, why, _ = _window(events)
+    return win, why
+
+
+def _window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str, list[_Step]]:
+    """`window`, with the run's steps (read once, for `delivered`)."""
     steps = _steps(events)
     if not steps:
-        return None, "no optimizer step in the trace (its source records no training)"
-    born: dict[int, int] = {}  # group -> position of its first submission
-    for i, e in enumerate(events):
-        if e["ev"] == "request_submit":
-            born.setdefault(e["group"], i)
+        return None, "no optimizer step in the trace (its source records no training)", steps
+    born = _births(events)
     last_submit = max(born.values(), default=-1)
     first = steps[0].index
     fill = 1  # the first step waited on an empty pipeline, whatever its batches
@@ -175,7 +181,7 @@ def window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str]:
         fill += 1
     n = len(steps)
     drain = sum(1 for s in steps if s.index > last_submit)
-    in_flight = _in_flight(events, steps)
+    in_flight = _in_flight(events, steps, born)
     warmup = fill if in_flight(steps[fill - 1].index) else 0
     if last_submit < steps[fill - 1].index:  # all new work entered within the fill
         warmup = drain = 0
@@ -190,8 +196,8 @@ def window(events: Sequence[dict[str, Any]]) -> tuple[Window | None, str]:
                f"pipeline's first fill and {drain} came after its last new group, "
                f"leaving {max(0, win.size)} (at least {MIN_STEPS} make a cut window); run more "
                f"rounds, or keep less in flight")
-        return None, why
-    return win, ""
+        return None, why, steps
+    return win, "", steps
 
 
 def _generated(events: Sequence[dict[str, Any]], start: float, end: float) -> int:
@@ -207,9 +213,10 @@ def _generated(events: Sequence[dict[str, Any]], start: float, end: float) -> in
     return total
 
 
-def _weighted(steps: Sequence[_Step], key: str) -> float:
-    pairs = [(s.event[key], s.event.get("tokens") or 0) for s in steps
-             if s.event.get(key) is not None and s.event.get("tokens")]
+def token_weighted(steps: Sequence[dict[str, Any]], key: str) -> float:
+    """The `optimizer_step` events' `key`, weighted by their trained `tokens` (NaN when
+    none has both)."""
+    pairs = [(s[key], s["tokens"]) for s in steps if s.get(key) is not None and s.get("tokens")]
     total = sum(n for _, n in pairs)
     return sum(v * n for v, n in pairs) / total if total else math.nan
 
@@ -217,12 +224,13 @@ def _weighted(steps: Sequence[_Step], key: str) -> float:
 def delivered(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The yardstick's figures of one run (`KEYS`, `WINDOW_KEYS`, `no_window`: '' or
     why there is no window, then every figure is NaN)."""
-    win, why = window(events)
+    win, why, every = _window(events)
     out: dict[str, Any] = {k: math.nan for k in (*KEYS, *WINDOW_KEYS)}
     out["no_window"] = why
     if win is None:
         return out
-    steps = _steps(events)[win.warmup:win.last]
+    steps = every[win.warmup:win.last]
+    stepped = [s.event for s in steps]
     span = win.end_s - win.start_s
     lag_max = [s.event["lag_max"] for s in steps if s.event.get("lag_max") is not None]
     out.update(
@@ -232,11 +240,21 @@ def delivered(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
         generated_tokens_per_s=_generated(events, win.start_s, win.end_s) / span,
         window_steps=len(steps), warmup_steps=win.warmup, drain_steps=win.drain,
         window_start_s=win.start_s, window_end_s=win.end_s,
-        window_lag_mean=_weighted(steps, "lag_mean"),
+        window_lag_mean=token_weighted(stepped, "lag_mean"),
         window_lag_max=max(lag_max) if lag_max else math.nan,
-        window_ess=_weighted(steps, "ess"),
+        window_ess=token_weighted(stepped, "ess"),
     )
     return out
+
+
+def steps_text(figures: dict[str, Any]) -> str:
+    """The window in a table cell: '2-13/16' (its first and last of the run's 16 steps);
+    '-' for a run without one."""
+    if figures.get("no_window"):
+        return "-"
+    first = int(figures["warmup_steps"]) + 1
+    last = first + int(figures["window_steps"]) - 1
+    return f"{first}-{last}/{last + int(figures['drain_steps'])}"
 
 
 def describe(figures: dict[str, Any]) -> str:

@@ -27,6 +27,8 @@ from typing import Any
 from harness.core.config import ConfigError, RunConfig, apply
 from harness.core.metrics import round_metrics
 from harness.core.trace import read_trace
+from harness.core.yardstick import FIGURES as YARDSTICK
+from harness.core.yardstick import KEYS, delivered, describe, steps_text
 
 # The figures of the table and figure, in order: (row key, short header, unit). The
 # yardstick's (harness.core.yardstick: what each run delivers over its steady window,
@@ -34,10 +36,7 @@ from harness.core.trace import read_trace
 # mean rollout time per round, a paper metric kept because it is what a source that
 # times no training (slime's dumps, AReaL's records) lets the twin be checked on.
 FIGURES = (
-    ("trained_tokens_per_s", "trained tok/s", "tok/s"),
-    ("trained_samples_per_s", "trained samples/s", "1/s"),
-    ("step_s", "s/step", "s"),
-    ("generated_tokens_per_s", "generated tok/s", "tok/s"),
+    *YARDSTICK,
     ("lag_mean", "lag (window)", "steps"),
     ("ess", "ESS (window)", ""),
     ("rollout_complete_s", "rollout done (paper)", "s"),
@@ -70,26 +69,13 @@ def summary(events: list[dict[str, Any]]) -> dict[str, Any]:
     """A run's figures from its events: the yardstick's over its steady window (NaN, and
     `window` saying why, where it has none), the window's lag and ESS, the mean rollout
     time per round; `window` says which steps the window holds."""
-    from harness.core.yardstick import delivered, describe
-
     fig = delivered(events)
     done = [r["rollout_complete_s"] for r in round_metrics(events)]
     done = [v for v in done if v == v]
-    return {**{k: fig[k] for k in ("trained_tokens_per_s", "trained_samples_per_s",
-                                   "step_s", "generated_tokens_per_s")},
+    return {**{k: fig[k] for k in KEYS},
             "lag_mean": fig["window_lag_mean"], "ess": fig["window_ess"],
             "rollout_complete_s": sum(done) / len(done) if done else math.nan,
-            "window": describe(fig), "steps": _steps_text(fig)}
-
-
-def _steps_text(fig: dict[str, Any]) -> str:
-    """The window in a table cell: '2-13/16' (its first and last step of the run's 16);
-    '-' for a run without one."""
-    if fig["no_window"]:
-        return "-"
-    first = int(fig["warmup_steps"]) + 1
-    last = first + int(fig["window_steps"]) - 1
-    return f"{first}-{last}/{last + int(fig['drain_steps'])}"
+            "window": describe(fig), "steps": steps_text(fig)}
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DROPS = ("drop_group", "discard_groups")
+from harness.core.yardstick import DROPS  # the one list of the decisions that drop groups
 
 
 @dataclass

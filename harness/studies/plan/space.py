@@ -367,6 +367,23 @@ def _placement_ok(system: str, lay: Layout) -> bool:
     return True
 
 
+FIXED_LAG = {"verl-one-step-off": (1, "it trains every batch one step off its policy")}
+"""The lag of an asynchronous system that has no staleness knob to lower it."""
+
+
+def least_lag(system: str) -> tuple[int, str] | None:
+    """The least lag a system's settings allow, in optimizer steps, and why (None: a
+    setting of lag 0 exists, or the knob is not counted in steps: verl's stale-sample
+    share)."""
+    if system in FIXED_LAG:
+        return FIXED_LAG[system]
+    knob = ASYNC_STALENESS.get(system)
+    if knob is None or knob[0].startswith("verl_async."):
+        return None
+    name, values = knob
+    return min(values), f"its least staleness setting is {name} = {min(values)}"
+
+
 def _excluded(system: str, plan: Plan, r: int, u: int) -> str | None:
     if system in ONE_STEP_PER_ROLLOUT and u != r:
         return (f"one optimizer step per rollout (U = R), but the recipe has U={u} < R={r}")
@@ -374,13 +391,8 @@ def _excluded(system: str, plan: Plan, r: int, u: int) -> str | None:
         return "in-flight weight updates: responses span policy versions (--on-policy)"
     if system in ASYNC_STALENESS and plan.limits.on_policy:
         return "asynchronous: trains tokens of older policies (--on-policy)"
-    knob, bound = ASYNC_STALENESS.get(system), plan.limits.lag_bound
-    if knob is not None and bound is not None and not knob[0].startswith("verl_async."):
-        name, values = knob
-        if min(values) > bound:
-            return (f"its least staleness setting ({name} = {min(values)}) lets tokens "
-                    f"lag {min(values)} steps, more than --max-lag {bound}")
-    if system == "verl-one-step-off" and bound is not None and bound < 1:
-        return f"trains every batch one step off its policy (lag 1 > --max-lag {bound})"
+    least, bound = least_lag(system), plan.limits.lag_bound
+    if least is not None and bound is not None and least[0] > bound:
+        return f"{least[1]}: lag {least[0]}, more than --max-lag {bound}"
     return None
 

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.analysis import spans
+from harness.core.yardstick import token_weighted
 
 FIGURES = ("trained_tokens_per_s", "generated_tokens_per_s", "warmup_steps", "drain_steps",
            "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
@@ -130,13 +131,6 @@ def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[fl
     return area, sum(1 for g in view.groups.values() if g.dropped is not None)
 
 
-def _weighted(steps: Sequence[dict[str, Any]], key: str) -> float:
-    pairs = [(s[key], s["tokens"]) for s in steps
-             if s.get(key) is not None and s.get("tokens")]
-    total = sum(n for _, n in pairs)
-    return sum(v * n for v, n in pairs) / total if total else float("nan")
-
-
 def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> dict[str, float]:
     """The study's figures of one run (see the module's docstring)."""
     steps = [e for e in events if e["ev"] == "optimizer_step"]
@@ -159,10 +153,10 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
     ess = [s["ess"] for s in window if s.get("ess") is not None]
     return {
         "trained_tokens_per_s": sum(s.get("tokens", 0) for s in window) / span,
-        "lag_mean": _weighted(window, "lag_mean"),
+        "lag_mean": token_weighted(window, "lag_mean"),
         "lag_max": max(lag_max) if lag_max else float("nan"),
         "lag_max_run": max(lag_run) if lag_run else float("nan"),
-        "ess": _weighted(window, "ess"),
+        "ess": token_weighted(window, "ess"),
         "ess_min": min(ess) if ess else float("nan"),
         "trainer_idle": max(0.0, 1.0 - spans.busy(spans.train_spans(events), t0, t1) / span),
         "rollout_idle": max(0.0, 1.0 - busy / (replicas * span)),  # not -1e-16 from sums
@@ -178,15 +172,14 @@ def steady_figures(events: Sequence[dict[str, Any]]) -> dict[str, float]:
     """`run_figures` over the yardstick's steady window (harness.core.yardstick), with
     its warm-up and drain steps and the tokens generated in it; a run without a window
     has NaN figures (but its steps and drops), which no answer or front takes."""
-    from harness.core.yardstick import delivered, window
+    from harness.core.yardstick import delivered
 
-    win, _ = window(events)
-    if win is None:
-        nan = float("nan")
-        out = dict.fromkeys(FIGURES, nan)
+    fig = delivered(events)
+    if fig["no_window"]:
+        out = dict.fromkeys(FIGURES, float("nan"))
         out.update(steps=sum(1 for e in events if e["ev"] == "optimizer_step"),
                    dropped_groups=_backlog(events, 0.0, 0.0)[1])
         return out
-    fig = delivered(events)
-    return {**run_figures(events, win.warmup, win.drain), "warmup_steps": win.warmup,
-            "drain_steps": win.drain, "generated_tokens_per_s": fig["generated_tokens_per_s"]}
+    warmup, drain = int(fig["warmup_steps"]), int(fig["drain_steps"])
+    return {**run_figures(events, warmup, drain), "warmup_steps": warmup,
+            "drain_steps": drain, "generated_tokens_per_s": fig["generated_tokens_per_s"]}
