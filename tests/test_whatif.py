@@ -96,7 +96,7 @@ def test_combos_ranks_by_each_runs_own_yardstick(tmp_path: Path) -> None:
         fig = delivered(read_trace(tmp_path / "combos" / "cells" / cell / "trace.jsonl"))
         assert (tmp_path / "combos" / "cells" / cell / "yardstick.json").exists()
         shown = json.loads((tmp_path / "combos" / "cells" / cell / "yardstick.json").read_text())
-        assert shown["figures"]["trained_tokens_per_s"] == fig["trained_tokens_per_s"]
+        assert shown["value"]["trained_tokens_per_s"] == fig["trained_tokens_per_s"]
     first = rows.drop_duplicates("cell").iloc[0]
     same = rows.drop_duplicates("cell")
     same = same[(same["system"] == first["system"]) & (same["workload"] == first["workload"])

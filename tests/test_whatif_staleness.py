@@ -264,3 +264,17 @@ def test_the_study_reads_the_yardsticks_window() -> None:
             run.submit(20.0, 3, 4)
     none = steady_figures(run.events)
     assert math.isnan(none["trained_tokens_per_s"]) and none["steps"] == 5
+
+
+def test_a_cached_value_is_kept_under_its_key_only(tmp_path: Path) -> None:
+    """read_cached/write_cached, which the study and whatif's yardstick cache share: a
+    value is read back under its own key, and a changed key (a figure redefined), a
+    missing or a broken file read as nothing cached."""
+    from harness.core.files import read_cached, write_cached
+
+    path = tmp_path / "c.json"
+    assert read_cached(path, 1) is None
+    write_cached(path, 1, {"a": 2.5})
+    assert read_cached(path, 1) == {"a": 2.5} and read_cached(path, 2) is None
+    path.write_text("not json")
+    assert read_cached(path, 1) is None

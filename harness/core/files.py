@@ -76,6 +76,21 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         raise
 
 
+def read_cached(path: str | os.PathLike[str], key: Any) -> Any:
+    """The value `write_cached` kept at `path` under `key` (a version: a figure's
+    definition changed, the value is stale), else None."""
+    try:
+        kept = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return kept.get("value") if isinstance(kept, dict) and kept.get("key") == key else None
+
+
+def write_cached(path: str | os.PathLike[str], key: Any, value: Any) -> None:
+    """Keep `value` at `path` (JSON) under `key`, for `read_cached`."""
+    write_atomic(path, json.dumps({"key": key, "value": value}) + "\n")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

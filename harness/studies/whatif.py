@@ -72,20 +72,16 @@ YARDSTICK_VERSION = 1  # bump when harness.core.yardstick's rule changes: cells 
 
 def _delivered(cell: Path) -> dict[str, Any]:
     """The yardstick's figures of one cell's trace, cached beside it."""
-    from harness.core.files import write_atomic
+    from harness.core.files import read_cached, write_cached
     from harness.core.yardstick import KEYS, delivered
     from harness.studies.staleness.traces import read_events
 
     cache = cell / YARDSTICK_CACHE
-    try:
-        kept = json.loads(cache.read_text())
-        if kept.get("version") == YARDSTICK_VERSION:
-            return kept["figures"]
-    except (OSError, ValueError):
-        pass
-    fig = delivered(read_events(cell / "trace.jsonl"))
-    figures = {k: fig[k] for k in KEYS}
-    write_atomic(cache, json.dumps({"version": YARDSTICK_VERSION, "figures": figures}) + "\n")
+    figures = read_cached(cache, YARDSTICK_VERSION)
+    if figures is None:
+        fig = delivered(read_events(cell / "trace.jsonl"))
+        figures = {k: fig[k] for k in KEYS}
+        write_cached(cache, YARDSTICK_VERSION, figures)
     return figures
 
 

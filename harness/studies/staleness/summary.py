@@ -8,7 +8,6 @@ tokens per second within each bound on the lag.
 
 from __future__ import annotations
 
-import json
 import math
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -21,7 +20,7 @@ from harness.studies.staleness import grid
 from harness.studies.staleness.traces import FIGURES, TraceProblem, read_events, steady_figures
 
 CACHE = "staleness.json"
-CACHE_VERSION = 4  # bump when a figure's definition changes: cached rows are then redone
+CACHE_VERSION = 5  # bump when a figure's definition changes: cached rows are then redone
 KEYS = ["system", "split", "knob", "setting"]
 LAG_BOUNDS = (0, 1, 2, 4, 8)  # the answer's bounds on the max lag, in steps
 # How a setting reads in tables and the figure: plan's short names, and this study's own.
@@ -69,17 +68,13 @@ def run_row(trace: str) -> dict[str, Any]:
 
 
 def _cached(cell: Path) -> dict[str, Any] | None:
-    try:
-        kept = json.loads((cell / CACHE).read_text())
-    except (OSError, ValueError):
-        return None
-    if kept.get("window") != [CACHE_VERSION, "yardstick"]:
-        return None
-    return kept.get("row")
+    from harness.core.files import read_cached
+
+    return read_cached(cell / CACHE, CACHE_VERSION)
 
 
 def _compute(cell: str) -> dict[str, Any]:
-    from harness.core.files import write_atomic
+    from harness.core.files import write_cached
 
     trace = Path(cell) / "trace.jsonl"
     try:
@@ -87,8 +82,7 @@ def _compute(cell: str) -> dict[str, Any]:
     except TraceProblem as err:  # one line naming the trace, not a worker's traceback
         msg = str(err) if str(trace) in str(err) else f"{trace}: {err}"
         raise ConfigError(msg) from None
-    write_atomic(Path(cell) / CACHE, json.dumps({"window": [CACHE_VERSION, "yardstick"],
-                                                 "row": row}) + "\n")
+    write_cached(Path(cell) / CACHE, CACHE_VERSION, row)
     return row
 
 
