@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -188,15 +188,17 @@ def run_cmd(
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
     print_metrics(rows, fmt)
     if fmt == "table":  # what the run delivered, the figure systems are ranked by
-        _print_delivered(out / "trace.jsonl")
+        from harness.core.trace import read_trace
+
+        trace = out / "trace.jsonl"
+        _print_delivered(trace, steady_line(read_trace(trace)))
 
 
-def _print_delivered(path: Path, partial: bool = False) -> None:
+def _print_delivered(path: Path, line: str) -> None:
     import textwrap
 
-    line = textwrap.fill(f"{path}: {steady_line(path, partial)}", 100,
-                         subsequent_indent="  ", break_on_hyphens=False)
-    console.print(line, highlight=False, soft_wrap=True)
+    console.print(textwrap.fill(f"{path}: {line}", 100, subsequent_indent="  ",
+                                break_on_hyphens=False), highlight=False, soft_wrap=True)
 
 
 def _seed(path: Path) -> object:
@@ -220,13 +222,12 @@ def no_steps(path: Path) -> str:
     return f"{path}: no optimizer steps: {why}; `rolloutbench metrics {path}` gives its rounds"
 
 
-def steady_line(path: Path, partial: bool = False) -> str:
+def steady_line(events: list[dict]) -> str:
     """What the run delivered over its steady window (harness.core.yardstick), in one
     line: the figures systems are ranked by, the same for every kind of system."""
-    from harness.core.metrics import _read
     from harness.core.yardstick import delivered, describe
 
-    fig = delivered(_read(str(path), partial).events)
+    fig = delivered(events)
     if fig["no_window"]:
         return f"delivered: {fig['no_window']}"
     return (f"delivered over {describe(fig)}: {fig['trained_tokens_per_s']:,.0f} trained "
@@ -268,9 +269,16 @@ def metrics_cmd(
     def warn(message: str) -> None:
         typer.echo(f"warning: {message}", err=True)
 
+    lines: dict[str, str] = {}  # each trace's delivered line, from the one reading
+
+    def seen(path: str, trace: Any) -> None:
+        if fmt == "table":
+            lines[path] = steady_line(trace.events)
+
     try:
-        read = steps_for_traces if steps else metrics_for_traces
-        per_trace = [read([str(p)], partial=partial, warn=warn) for p in traces]
+        per_trace = [steps_for_traces([str(p)], partial=partial, warn=warn) if steps else
+                     metrics_for_traces([str(p)], partial=partial, warn=warn, seen=seen)
+                     for p in traces]
     except TraceError as err:
         fail(str(err))
     if steps:  # a trace without steps printed nothing and exited 0
@@ -288,4 +296,4 @@ def metrics_cmd(
     (print_rows if steps else print_metrics)(rows, fmt)
     if fmt == "table" and not steps:
         for path in traces:
-            _print_delivered(path, partial)
+            _print_delivered(path, lines[str(path)])

@@ -306,7 +306,7 @@ def prefix_metrics(trace: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _read(path: str, partial: bool) -> Any:
+def read_as_far_as_it_goes(path: str, partial: bool) -> Any:
     """The trace at `path` as far as it goes (a `harness.core.trace.Trace`)."""
     from harness.core.trace import CutLine, read_prefix
 
@@ -317,13 +317,19 @@ def _read(path: str, partial: bool) -> Any:
 
 
 def metrics_for_traces(paths: Iterable[str], partial: bool = False,
-                       warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+                       warn: Callable[[str], None] | None = None,
+                       seen: Callable[[str, Any], None] | None = None
+                       ) -> list[dict[str, Any]]:
     """Per-round rows of every trace (`prefix_metrics`). A trace that stops short
     (an interrupted run) is read as far as it goes, and `warn` gets one line about
-    it; with `partial` its last line may also be cut mid-write."""
+    it; with `partial` its last line may also be cut mid-write. `seen(path, trace)`
+    gets each trace as read, for what else a caller takes from it (without reading
+    it again)."""
     rows: list[dict[str, Any]] = []
     for path in paths:
-        trace = _read(path, partial)
+        trace = read_as_far_as_it_goes(path, partial)
+        if seen is not None:
+            seen(path, trace)
         trace_rows = prefix_metrics(trace)
         if untimed(trace.events[0]) and warn is not None:
             fmt = trace.events[0]["import"].get("format", "another system's logs")
@@ -345,7 +351,7 @@ def steps_for_traces(paths: Iterable[str], partial: bool = False,
     optimizer step of a trace that stops short is whole)."""
     rows: list[dict[str, Any]] = []
     for path in paths:
-        trace = _read(path, partial)
+        trace = read_as_far_as_it_goes(path, partial)
         if not trace.complete and warn is not None:
             warn(f"{path}: incomplete trace ({trace.problem()}); steps up to where it stops")
         rows.extend(step_metrics(trace.events))
