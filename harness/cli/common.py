@@ -203,7 +203,9 @@ def _blame_file(err: ConfigError, config: Path | None,
     value = from_file[field]
     shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
         if isinstance(value, bool) else str(value)
-    return type(err)(f"--config {config}: {field} = {shown}: {found[2]}")  # its kind kept
+    blamed = type(err)(f"--config {config}: {field} = {shown}: {found[2]}")
+    blamed.__dict__.update(err.__dict__)  # its kind and fields kept (a PlacementError's reason)
+    return blamed
 
 
 def _interrupt(signum: int, frame: object) -> None:

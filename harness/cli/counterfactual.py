@@ -117,7 +117,7 @@ def counterfactual_cmd(
             try:
                 return build(name)
             except PlacementError as err:
-                left_out.append(f"{name} ({str(err).split(': ', 1)[-1]})")
+                left_out.append(f"{name} ({err.reason})")
                 return None
 
         left_out: list[str] = []

@@ -20,7 +20,12 @@ from harness.run.footprint import groups_per_round
 
 
 class PlacementError(ConfigError):
-    """The system's source does not run on the config's placement (`placements`)."""
+    """The system's source does not run on the config's placement (`placements`);
+    `reason` says so without the option that set it."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def check_placement(cfg: RunConfig) -> None:
@@ -32,9 +37,8 @@ def check_placement(cfg: RunConfig) -> None:
     system = get_system(cfg.system)
     allowed = getattr(system, "placements", None)
     if allowed and cfg.sim.placement not in allowed:
-        raise PlacementError(
-            f"--set sim.placement={cfg.sim.placement}: {cfg.system} runs only "
-            f"{' or '.join(allowed)} ({system.placement_why})")
+        reason = f"{cfg.system} runs only {' or '.join(allowed)} ({system.placement_why})"
+        raise PlacementError(f"--set sim.placement={cfg.sim.placement}: {reason}", reason)
 
 
 def check_run(cfg: RunConfig) -> RunConfig:
