@@ -90,7 +90,7 @@ def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
 def _phases(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
             starts: dict[int, float]) -> dict[int, str]:
     """Each round's phase by the yardstick's steady window (see the module's docstring);
-    every round `warm-up`/`drain` by the same rule when the run has no window."""
+    every round `warm-up` when the run has no window."""
     from harness.core.yardstick import window
 
     win, _ = window(events)
