@@ -175,17 +175,44 @@ def validate_defaults(model_dir: Path, ray_address: str = "off") -> RunConfig:
     return cfg
 
 
+def _validate_scale(ctx: typer.Context, out: Path | None, claims: Path, force: bool) -> None:
+    """`validate scale`: refuse options it does not read and a missing claims table before
+    any work, then write the table."""
+    from harness.run.checks import refuse_existing_run
+    from harness.studies.validate.scale import validate_scale
+
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if param.name not in ("what", "out", "force", "claims") and \
+                source is not None and source.name != "DEFAULT":
+            fail(f"validate scale: {param.opts[0]} does not apply to validate scale")
+    if not claims.is_file():
+        fail(f"validate scale: --claims {claims}: no such file (make reproduce writes it)")
+    target = out or Path("results/validation/scale")
+    try:
+        refuse_existing_run(target, force, ("scale.md",), "a scale validation")
+    except ConfigError as err:
+        fail(str(err))
+    text = validate_scale(target, claims, log=lambda m: typer.echo(m, err=True))
+    console.print(text, markup=False, highlight=False)
+
+
 @commands.command("validate")
 def validate_cmd(
     ctx: typer.Context,
     what: Annotated[str, typer.Argument(
         help="live: systems run live against their simulated twins; gpu: the simulated "
-             "GPU step against measured GPU latencies and kernels (no live engine).")]
+             "GPU step against measured GPU latencies and kernels (no live engine); scale: "
+             "every external GPU measurement in one table, fitted rows apart.")]
     = "live",
     out: Annotated[Path | None, typer.Option(
         help="Folder for traces, tables and the figures; one that holds a validation "
-             "already needs --force." + shown("runs/validate; gpu: results/validation/gpu"))]
+             "already needs --force." + shown("runs/validate; gpu: results/validation/gpu; "
+                                              "scale: results/validation/scale"))]
     = None,
+    claims: Annotated[Path, typer.Option(
+        help="scale: the claims table whose verl and AReaL rows it reads (make reproduce "
+             "writes it).")] = Path("results/claims.csv"),
     systems: Annotated[str, typer.Option(
         help="Comma-separated systems, one cell each (ignored with --grid).")]
     = VALIDATE_SYSTEMS,
@@ -233,14 +260,17 @@ def validate_cmd(
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
-    if what not in ("live", "gpu"):
-        fail(f"validate: expected live or gpu, got {what!r}")
+    if what not in ("live", "gpu", "scale"):
+        fail(f"validate: expected live, gpu or scale, got {what!r}")
+    if what == "scale":
+        _validate_scale(ctx, out, claims, force)
+        return
     if what == "gpu":
         from harness.studies.validate.gpu.run import validate_gpu
 
         for param in ctx.command.params:  # what gpu reads: out, force and --json
             source = ctx.get_parameter_source(param.name)
-            if param.name not in ("what", "out", "force", "json_out") and \
+            if param.name not in ("what", "out", "force", "json_out", "claims") and \
                     source is not None and source.name != "DEFAULT":
                 fail(f"validate gpu: {param.opts[0]} applies to validate live only")
 

@@ -1,0 +1,77 @@
+"""The scale table's files (scale.csv: every row; scale.md: the summary) and its text."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from harness.core.files import write_atomic
+from harness.studies.validate.scale import sources
+from harness.studies.validate.scale.rows import summary
+
+CLAIMS = Path("results") / "claims.csv"
+
+
+def _pct(x: float, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:+.0%}" if signed else f"{x:.0%}"
+
+
+def markdown(summ: pd.DataFrame) -> str:
+    """The summary as a table under 100 columns: held-out n, median |error|, median signed,
+    worst, within 10% and 25%, then the fitted rows' n and median |error|. A source named
+    with its reading in brackets is shortened to a letter, the readings listed below."""
+    lines = ["| source | n | med abs | median | worst | <=10% | <=25% | fit n | fit med |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    legend: dict[str, str] = {}
+    for r in summ.itertuples(index=False):
+        name = str(r.source)
+        if " (" in name and name.endswith(")") and len(name) > 28:
+            head, reading = name.split(" (", 1)
+            letter = legend.setdefault(reading[:-1], "abcdefghijklmnopqrstuvwxyz"[len(legend)])
+            name = f"{head} [{letter}]"
+        lines.append(f"| {name} | {r.n} | {_pct(r.median_abs)} | {_pct(r.median, True)} | "
+                     f"{_pct(r.worst, True)} | {_pct(r.within_10)} | {_pct(r.within_25)} | "
+                     f"{r.fitted_n} | {_pct(r.fitted_median_abs)} |")
+    if legend:
+        lines.append("")
+        lines += [f"[{letter}] {reading}" for reading, letter in legend.items()]
+    return "\n".join(lines) + "\n"
+
+
+def gather(claims: Path, log: Callable[[str], None]) -> pd.DataFrame:
+    """Every source's rows. The silicon rows are re-predicted (a few seconds); the
+    reproductions' rows are read from the claims table `make reproduce` wrote."""
+    from harness.studies.validate.gpu import silicon
+
+    log("1/3 the silicon sample's serving latencies (TPOT, TTFT)")
+    with tempfile.TemporaryDirectory() as tmp:
+        parts = [sources.silicon(silicon.compare(Path(tmp)))]
+    log(f"2/3 the reproductions of published GPU runs, from {claims}")
+    parts.append(sources.reproductions(claims))
+    log("3/3 published weight-sync times")
+    parts.append(sources.weight_sync())
+    return pd.concat(parts, ignore_index=True)
+
+
+def validate_scale(out: Path, claims: Path = CLAIMS,
+                   log: Callable[[str], None] = print) -> str:
+    """Write OUT/scale.csv and OUT/scale.md; return the markdown."""
+    start = time.perf_counter()
+    table = gather(claims, log)
+    summ = summary(table)
+    text = ("# Every external GPU measurement against the simulator\n\n"
+            "Error: predicted / measured - 1. n, med abs, median, worst and the within "
+            "shares are\nover held-out rows; fit n and fit med are the rows a fit saw, "
+            "apart. Every row: scale.csv.\n\n" + markdown(summ))
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "scale.csv", table.to_csv(index=False, float_format="%.6g"))
+    write_atomic(out / "scale.md", text)
+    log(f"wrote {out}/scale.md and scale.csv ({time.perf_counter() - start:.0f} s)")
+    return text
