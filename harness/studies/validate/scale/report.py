@@ -1,4 +1,5 @@
-"""The scale table's files (scale.csv: every row; scale.md: the summary) and its text."""
+"""The scale table's files (scale.csv: every row; scale.md: the summary; scale.png) and its
+text."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pandas as pd
 
 from harness.core.files import write_atomic
 from harness.studies.validate.scale import sources
-from harness.studies.validate.scale.rows import summary
+from harness.studies.validate.scale.figure import figure
+from harness.studies.validate.scale.rows import shorten, summary
 
 CLAIMS = Path("results") / "claims.csv"
 
@@ -29,19 +31,13 @@ def markdown(summ: pd.DataFrame) -> str:
     with its reading in brackets is shortened to a letter, the readings listed below."""
     lines = ["| source | n | med abs | median | worst | <=10% | <=25% | fit n | fit med |",
              "|---|---|---|---|---|---|---|---|---|"]
-    legend: dict[str, str] = {}
+    short, legend = shorten(list(summ["source"]))
     for r in summ.itertuples(index=False):
-        name = str(r.source)
-        if " (" in name and name.endswith(")") and len(name) > 28:
-            head, reading = name.split(" (", 1)
-            letter = legend.setdefault(reading[:-1], "abcdefghijklmnopqrstuvwxyz"[len(legend)])
-            name = f"{head} [{letter}]"
-        lines.append(f"| {name} | {r.n} | {_pct(r.median_abs)} | {_pct(r.median, True)} | "
-                     f"{_pct(r.worst, True)} | {_pct(r.within_10)} | {_pct(r.within_25)} | "
-                     f"{r.fitted_n} | {_pct(r.fitted_median_abs)} |")
+        lines.append(f"| {short[r.source]} | {r.n} | {_pct(r.median_abs)} | "
+                     f"{_pct(r.median, True)} | {_pct(r.worst, True)} | {_pct(r.within_10)} | "
+                     f"{_pct(r.within_25)} | {r.fitted_n} | {_pct(r.fitted_median_abs)} |")
     if legend:
-        lines.append("")
-        lines += [f"[{letter}] {reading}" for reading, letter in legend.items()]
+        lines += ["", *legend]
     return "\n".join(lines) + "\n"
 
 
@@ -73,5 +69,6 @@ def validate_scale(out: Path, claims: Path = CLAIMS,
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "scale.csv", table.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "scale.md", text)
-    log(f"wrote {out}/scale.md and scale.csv ({time.perf_counter() - start:.0f} s)")
+    figure(table, out / "scale.png")
+    log(f"wrote {out}/scale.md, scale.csv and scale.png ({time.perf_counter() - start:.0f} s)")
     return text

@@ -68,3 +68,17 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
                  "worst": math.nan, **{f"within_{int(b * 100)}": math.nan for b in BANDS},
                  "fitted_n": fit_all["n"], "fitted_median_abs": math.nan, "unpriced": 0})
     return pd.concat([per, pd.DataFrame(rows)], ignore_index=True)
+
+
+def shorten(names: list[str], longest: int = 28) -> tuple[dict[str, str], list[str]]:
+    """Short names for sources named with a reading in brackets ("verl-async (lengths from
+    gen)" -> "verl-async [a]") when longer than `longest`, and the legend lines."""
+    short, legend = {}, {}
+    for name in names:
+        if " (" in name and name.endswith(")") and len(name) > longest:
+            head, reading = name.split(" (", 1)
+            letter = legend.setdefault(reading[:-1], "abcdefghijklmnopqrstuvwxyz"[len(legend)])
+            short[name] = f"{head} [{letter}]"
+        else:
+            short[name] = name
+    return short, [f"[{letter}] {reading}" for reading, letter in legend.items()]
