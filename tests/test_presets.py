@@ -15,7 +15,7 @@ from harness.sim.presets import (
 )
 
 HARDWARE = ["a100-40gb-pcie", "a100-80gb-sxm", "rtx-4090", "h100-sxm", "h200-sxm", "h800-sxm",
-            "h20", "l40s", "b200-sxm", "mi300x", "cpu-2core"]
+            "h20", "l40s", "b200-sxm", "gb200", "b300-sxm", "mi300x", "cpu-2core"]
 DENSE = ["qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
          "tiny-qwen3"]
 MOE = ["qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "mixtral-8x7b"]

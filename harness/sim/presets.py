@@ -41,6 +41,19 @@ class Hardware:
     link_bandwidth_gbs: float
     link_latency_us: float
     source: str
+    nvlink_domain: int = 8  # GPUs the link above joins (a server; 72 in an NVL72 rack)
+    internode_bandwidth_gbs: float = 50.0  # one GPU's NIC, per direction (400 Gb/s)
+    internode_latency_us: float = 25.0  # estimate: a small all-reduce across servers
+
+    def tp_link(self, tp: int) -> tuple[float, float]:
+        """(GB/s per direction, small-message latency in us) of a `tp`-GPU group's
+        all-reduce: the link within one NVLink domain; a group wider than the domain
+        spans servers, and its ring crosses each GPU's NIC, the slowest hop, so the NIC's
+        figures (a 4-server TP 32 of H100s is not one NVLink domain)."""
+        if tp <= self.nvlink_domain:
+            return self.link_bandwidth_gbs, self.link_latency_us
+        return (min(self.link_bandwidth_gbs, self.internode_bandwidth_gbs),
+                max(self.link_latency_us, self.internode_latency_us))
 
 
 @dataclass(frozen=True)
@@ -185,8 +198,7 @@ def user_figures(model: str, gpus: list[str]) -> dict[str, dict[str, dict[str, A
         for name in dict.fromkeys(n.lower() for n in names):
             if name in mine:
                 value = load(name)
-                out.setdefault(kind, {})[name] = (model_row(value) if isinstance(value, Model)
-                                                  else asdict(value))
+                out.setdefault(kind, {})[name] = model_row(value)
     return {"presets": out} if out else {}
 
 
@@ -292,10 +304,11 @@ def packaged_config(ref: str) -> str:
     return str(Path(aiconfigurator_core.__file__).parent / rest)
 
 
-def model_row(model: Model) -> dict[str, Any]:
-    """A model's fields as a presets file takes them: the MoE fields of a dense model
-    (at their defaults) left out, so a dense row reads as it always did."""
-    defaults = {f.name: f.default for f in fields(Model) if f.default is not MISSING}
+def model_row(model: Model | Hardware) -> dict[str, Any]:
+    """A model's or GPU's fields as a presets file takes them: those at their defaults (the
+    MoE fields of a dense model, a GPU's server-sized NVLink domain and NIC) left out, so a
+    row reads as it did before those fields existed."""
+    defaults = {f.name: f.default for f in fields(model) if f.default is not MISSING}
     return {k: v for k, v in asdict(model).items() if k not in defaults or v != defaults[k]}
 
 
