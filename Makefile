@@ -75,9 +75,11 @@ validate: setup setup-live
 
 # The simulated GPU step against measured serving latencies and kernels, and PipelineRL's
 # Appendix A with a measured U(h), and the GPU timings in measurements/ (no GPU, no live
-# engine; about 20 s, a minute on a fresh clone).
+# engine; about 20 s, a minute on a fresh clone); then every external GPU measurement in one
+# table (validate scale: results/validation/scale/, a few seconds).
 validate-gpu: setup
 	$(BIN)/rolloutbench validate gpu --out results/validation/gpu --force
+	$(BIN)/rolloutbench validate scale --out results/validation/scale --force
 
 live-demo: setup setup-live
 	$(BIN)/rolloutbench live-demo --out runs/live-demo --force
