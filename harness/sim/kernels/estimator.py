@@ -35,6 +35,36 @@ class KernelError(ConfigError):
     """The estimator cannot model this engine; the message is one line for a user."""
 
 
+# Dense GEMM tables a framework's collector times without a CUDA graph, so they hold host
+# dispatch, not the kernel, and the graph-timed table of the same framework, version and GPU
+# that prices those GEMMs instead. vLLM's collector times every GEMM dtype in a graph but
+# block-FP8 (ai-dynamo/aiconfigurator@095f58a5:collector/vllm/collect_gemm.py:212,241-248,
+# `use_cuda_graph=gemm_type != "fp8_block"`, since 4bed48d96), and its fp8_block table runs
+# flat at 0.16-0.23 ms a GEMM from m = 1 to 256 on B200 (n = k = 4096; 0.06 ms at m <= 16
+# on H100/H200), against 0.009-0.025 ms for its graph-timed per-tensor FP8. The per-tensor table
+# is used rather than SGLang's block-FP8 one (graph-timed, the DeepGEMM kernel vLLM also
+# runs): same framework, version, collector and shape grid (SGLang's skips n or k < 128,
+# collector/sglang/collect_gemm.py:86); on B200 SGLang's two FP8 tables differ by 10-25%
+# at these shapes, less than either differs from vLLM's eager one. MoE GEMMs are not dense
+# GEMMs: `moe_quant_mode` stays block-scaled.
+EAGER_GEMMS = {("vllm", "fp8_block"): "fp8"}
+
+
+def graph_timed(backend: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The estimator's compile options with a dense GEMM dtype whose table is timed eagerly
+    (EAGER_GEMMS) priced from its graph-timed stand-in; the rest as given."""
+    swap = EAGER_GEMMS.get((backend, str(kwargs.get("gemm_quant_mode"))))
+    return {**kwargs, "gemm_quant_mode": swap} if swap else kwargs
+
+
+def gemm_note(spec: EngineSpec) -> str:
+    """What `step_source` adds for an engine whose dense GEMMs `graph_timed` re-prices
+    ("" for any other)."""
+    asked = spec.estimator_kwargs().get("gemm_quant_mode")
+    swap = EAGER_GEMMS.get((spec.backend, str(asked)))
+    return f":dense-{asked}-as-{swap}" if swap else ""
+
+
 # The database's own words for a MoE shape it never measured: its quantisation and where.
 _MOE_MISSING = re.compile(r'MoE data missing for MoeKey \{ quant: "(?P<quant>[^"]+)".*\} at '
                           r'.*/(?P<backend>[^/]+)/(?P<version>[^/]+)$')
@@ -132,7 +162,8 @@ class Estimator:
                 self._handle = EngineHandle.compile(str(self.folder), self.gpu.system,
                                                     self.backend, backend_version=self.version,
                                                     tp_size=spec.attention_tp,
-                                                    **spec.estimator_kwargs())
+                                                    **graph_timed(self.backend,
+                                                                  spec.estimator_kwargs()))
         except Exception as err:  # the estimator raises many kinds; one line for the user
             raise KernelError(f"sim.model: the kernel database cannot model "
                               f"{spec.describe()} on {self.gpu.system} ({reason(err)})"

@@ -3,7 +3,9 @@
 `sim.step_model = "kernels"` (the default) uses the measured-kernel table wherever the
 database covers the GPU preset (directly or through a documented stand-in, see
 presets/kernel_gpus.toml) and the serving framework; elsewhere the roofline prices the
-step, and the run says so once. `"roofline"` always uses the roofline.
+step, and the run says so once. `"roofline"` always uses the roofline. An engine whose
+dense GEMMs are priced from another table than its own dtype's (vLLM's block-FP8:
+`estimator.EAGER_GEMMS`) says so at the end: `...:dense-fp8_block-as-fp8`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from harness.sim.kernels.estimator import (
     KernelError,
     backend_version,
     config_dir,
+    gemm_note,
     package_version,
     reason,
 )
@@ -86,6 +89,8 @@ def identity(spec: EngineSpec) -> tuple[dict[str, str | int | float], str, str]:
         "backend": spec.backend, "version": version, "tp": spec.tp,
         "decode_scale": kg.decode_scale, "prefill_scale": kg.prefill_scale, "comm": kg.comm,
         "package": f"aiconfigurator-core {package_version()}", **spec.layout()}
+    if gemm_note(spec):  # dense GEMMs from another table (estimator.EAGER_GEMMS)
+        meta["dense_gemm"] = gemm_note(spec).removeprefix(":")
     return meta, tables.table_key(meta, text), text
 
 
@@ -105,9 +110,12 @@ def build(spec: EngineSpec,
     kg = kernel_gpu(spec.gpu_name)
     assert kg is not None  # identity said so
     source = label(kg, spec.backend, str(meta["version"]))
+    source += gemm_note(spec)
     est = estimator(spec)
     try:
         return tables.build(key, meta, source, est.decode_ms, est.prefill_ms, progress)
+    except tables.TableFitError as err:
+        raise KernelError(f"sim.model: {spec.describe()} on {kg.system}: {err}") from None
     except Exception as err:  # the estimator's own errors, e.g. no attention data for a shape
         raise KernelError(f"sim.model: the kernel database cannot model {spec.describe()} on "
                           f"{kg.system} ({reason(err)})") from None
@@ -130,7 +138,10 @@ def step_source(sim: Any, measured: dict[str, float] | None = None) -> str:
     `describe`'s answer for its step model, GPU and framework."""
     if measured is not None:
         return "measured"
-    return describe(sim.step_model, sim.rollout_gpu, sim.engine_backend)
+    said = describe(sim.step_model, sim.rollout_gpu, sim.engine_backend)
+    if said.startswith("kernels") and sim.rollout_precision != "bf16":
+        said += gemm_note(engine_of(sim))  # dense GEMMs priced from another table
+    return said
 
 
 def decode_model(sim: Any, params: dict[str, float], tp: int,
