@@ -22,6 +22,7 @@ from harness.core.fields import ConfigError, help_of, opt
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
 
 STEP_MODELS = ("kernels", "roofline")  # sim.step_model
+TRAIN_MODELS = ("mfu", "kernels")  # sim.train_model
 PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
 
@@ -55,6 +56,10 @@ class SimConfig:
     trainer_ep: int = opt(1, "expert-parallel size of the trainer (MoE models): each expert "
                           "lives on one of EP groups, tokens reach it by all-to-all; divides "
                           "the trainer's GPUs")
+    trainer_pp: int = opt(1, "pipeline stages of the trainer (Megatron): the memory check "
+                          "holds each GPU to its stage's layers; EP x PP divides its GPUs")
+    trainer_vpp: int = opt(1, "virtual pipeline stages per GPU (Megatron's interleaved "
+                           "schedule; needs trainer_pp >= 2)")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
     log_prob_forwards: int = opt(1, "trainer: forward passes besides the update's: 1 old "
                                  "log-probs, 0 the engine's, 2 and a KL reference's")
@@ -62,6 +67,8 @@ class SimConfig:
     step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
                           "database, where it covers the GPU and framework; else the roofline, "
                           "said once) or roofline (bandwidth and FLOPs at fitted efficiencies)")
+    train_model: str = opt("mfu", "trainer times: mfu (FLOPs over train_mfu) or kernels "
+                           "(measured kernels, layout, fixed costs: harness/sim/trainer)")
     engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
                               "engine: sglang or vllm")
     calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
@@ -224,6 +231,8 @@ class RunConfig:
                  f"must be {' or '.join(PRECISIONS)}, not {getattr(s, name)!r}")
         need(s.step_model in STEP_MODELS, "set sim.step_model",
              f"must be {' or '.join(STEP_MODELS)}")
+        need(s.train_model in TRAIN_MODELS, "set sim.train_model",
+             f"must be {' or '.join(TRAIN_MODELS)}, not {s.train_model!r}")
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
              f"must be {' or '.join(ENGINE_BACKENDS)}")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
@@ -235,6 +244,12 @@ class RunConfig:
                    else s.trainer_gpus)
         need(s.trainer_ep >= 1 and train_n % s.trainer_ep == 0, "set sim.trainer_ep",
              f"must be >= 1 and divide the trainer's {train_n} GPUs, got {s.trainer_ep}")
+        need(s.trainer_pp >= 1 and train_n % (s.trainer_pp * s.trainer_ep) == 0,
+             "set sim.trainer_pp", f"must be >= 1 and, times sim.trainer_ep={s.trainer_ep}, "
+             f"divide the trainer's {train_n} GPUs, got {s.trainer_pp}")
+        need(s.trainer_vpp == 1 or (s.trainer_vpp > 1 and s.trainer_pp >= 2),
+             "set sim.trainer_vpp", f"must be 1, or >= 2 with sim.trainer_pp >= 2 (got "
+             f"{s.trainer_vpp} at sim.trainer_pp={s.trainer_pp})")
         for name, least in (("max_running", 1), ("micro_batch_tokens", 1),
                             ("log_prob_forwards", 0)):
             need(getattr(s, name) >= least, f"set sim.{name}", f"must be >= {least}")

@@ -140,7 +140,13 @@ def _check_fits(cfg: RunConfig) -> None:
     """The engine holds its model at its TP and the trainer its training state
     (harness.sim.feasibility), the cause named in numbers."""
     from harness.sim.engine_spec import engine_of
-    from harness.sim.feasibility import engine_problem, trainer_ep_problem, trainer_problem
+    from harness.sim.feasibility import (
+        engine_problem,
+        trainer_ep_problem,
+        trainer_fixes,
+        trainer_pp_problem,
+        trainer_problem,
+    )
     from harness.sim.presets import load_hardware, load_model
 
     s = cfg.sim
@@ -155,8 +161,14 @@ def _check_fits(cfg: RunConfig) -> None:
     problem = trainer_ep_problem(model, s.model, s.trainer_ep)
     if problem:
         raise ConfigError(f"--set sim.trainer_ep={s.trainer_ep}: {problem}")
-    problem = trainer_problem(model, s.model, load_hardware(gpu), gpu, gpus, s.trainer_ep)
+    problem = trainer_pp_problem(model, s.model, s.trainer_pp, s.trainer_vpp)
     if problem:
+        raise ConfigError(f"--set sim.trainer_pp={s.trainer_pp}: {problem}")
+    layout = (model, load_hardware(gpu), gpus, s.trainer_ep, s.trainer_pp, s.trainer_vpp)
+    problem = trainer_problem(model, s.model, layout[1], gpu, *layout[2:])
+    if problem:  # headed by the option that is short: EP or PP where one fits, else GPUs
+        fixes = trainer_fixes(*layout)
+        option = fixes[0][0] if fixes else option
         raise ConfigError(f"--set {option}={getattr(s, option.split('.')[1])}: {problem}")
 
 

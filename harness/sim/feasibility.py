@@ -18,6 +18,16 @@ Why before any work: the simulator prices time, not memory, so a 32B model
   its EP rank's experts, 1/EP of them, and the optimizer's 12 bytes of each
   expert parameter are sharded over the expert-data-parallel GPUs, so over all
   of them. EP = the trainer's GPUs is the fully sharded bound again.
+- a pipelined trainer (`sim.trainer_pp` > 1, Megatron's, `sim.trainer_vpp` virtual stages
+  a GPU) holds its busiest stage: vpp x ceil(layers / (pp x vpp)) layers (the even split
+  rounded up; Megatron's uneven layouts can only move layers, not drop them) and one
+  embedding matrix, every stage layer counted as a MoE layer where the model has experts.
+  Megatron keeps a stage's dense weights and gradients whole on each data-parallel rank
+  (4 bytes), its distributed optimizer shards the 12 over those GPUs / PP ranks; experts
+  as above within the stage.
+
+A refusal names the option that is short: a larger `sim.trainer_ep` or `sim.trainer_pp`
+where one fits on the same GPUs, else the GPU count.
 """
 
 from __future__ import annotations
@@ -81,7 +91,50 @@ def trainer_ep_problem(model: Model, name: str, ep: int) -> str | None:
     return None
 
 
-def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1) -> float:
+def trainer_pp_problem(model: Model, name: str, pp: int, vpp: int) -> str | None:
+    """Why a trainer cannot cut `model` into `pp` x `vpp` pipeline chunks (None: it can):
+    each chunk needs a layer. Megatron's interleaved schedule needs PP > 1
+    (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:
+    megatron/training/arguments.py:1000-1004; the config refuses VPP > 1 at PP 1)."""
+    if pp * vpp > model.layers:
+        return (f"PP {pp} x VPP {vpp} = {pp * vpp} pipeline chunks exceed {name}'s "
+                f"{model.layers} layers (each chunk needs one); PP x VPP can be at most "
+                f"{model.layers}")
+    return None
+
+
+def stage_layers(layers: int, pp: int, vpp: int = 1) -> int:
+    """Layers on the busiest GPU of a `pp`-stage pipeline with `vpp` virtual stages each:
+    vpp chunks of ceil(layers / (pp x vpp))."""
+    return vpp * -(-layers // (pp * vpp))
+
+
+def moe_layers(model: Model) -> int:
+    """Layers with routed experts: all of them over one layer's experts (DeepSeek-V3: 58
+    of 61, its first three dense)."""
+    if not model.is_moe:
+        return 0
+    per_layer = model.experts * 3 * model.hidden * model.expert_intermediate
+    return round(model.expert_params_b * 1e9 / per_layer)
+
+
+def _pipelined_gb(model: Model, gpus: int, ep: int, pp: int, vpp: int) -> float:
+    """GB on the busiest GPU of a Megatron pipeline (module docstring)."""
+    held = stage_layers(model.layers, pp, vpp)
+    embed = model.vocab * model.hidden / 1e9  # one matrix: the input's or the head's
+    matrices = 1 if model.tied_embeddings else 2
+    experts = model.expert_params_b
+    per_layer = (model.params_b - experts - matrices * embed) / model.layers
+    dense = per_layer * held + embed
+    moe = moe_layers(model)
+    stage_experts = experts * min(held, moe) / moe if moe else 0.0
+    optim = TRAIN_BYTES_PER_PARAM - WEIGHT_GRAD_BYTES
+    return (WEIGHT_GRAD_BYTES * dense + optim * dense * pp / gpus
+            + WEIGHT_GRAD_BYTES * stage_experts / ep + optim * stage_experts * pp / gpus)
+
+
+def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1, pp: int = 1,
+                       vpp: int = 1) -> float:
     """GB of training state on each of `gpus` trainer GPUs at expert parallelism `ep`:
     every dense parameter's 16 bytes sharded over all GPUs; of a routed expert's, the
     bf16 weight and gradient (4 bytes) on its EP rank's GPUs, replicated over the
@@ -90,7 +143,10 @@ def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1) -> float:
     builds the expert optimizer over the intra-expert-data-parallel group
     (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:
     megatron/core/distributed/distributed_data_parallel.py:285-286,
-    megatron/core/optimizer/__init__.py:1243)."""
+    megatron/core/optimizer/__init__.py:1243). With `pp` > 1 the busiest stage of a
+    Megatron pipeline (`_pipelined_gb`)."""
+    if pp > 1:
+        return _pipelined_gb(model, gpus, ep, pp, vpp)
     experts = model.expert_params_b
     dense = model.params_b - experts
     optim = TRAIN_BYTES_PER_PARAM - WEIGHT_GRAD_BYTES
@@ -98,22 +154,42 @@ def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1) -> float:
             + optim * experts / gpus)
 
 
+def trainer_fixes(model: Model, gpu: Hardware, gpus: int, ep: int = 1, pp: int = 1,
+                  vpp: int = 1) -> list[tuple[str, int]]:
+    """The options that alone make the training state fit on the same GPUs, each at its
+    least value: a larger EP (it divides the experts, EP x PP the GPUs), a larger PP (EP x
+    PP divides the GPUs, PP x VPP at most the layers). Empty when neither does."""
+    room = TRAIN_MEM_SHARE * gpu.memory_gb
+    out: list[tuple[str, int]] = []
+    if model.is_moe:
+        eps = [e for e in range(ep + 1, gpus // pp + 1) if (gpus // pp) % e == 0
+               and model.experts % e == 0 and trainer_gb_per_gpu(model, gpus, e, pp, vpp) <= room]
+        out += [("sim.trainer_ep", eps[0])] if eps else []
+    pps = [p for p in range(max(pp + 1, 2), gpus // ep + 1) if (gpus // ep) % p == 0
+           and p * vpp <= model.layers and trainer_gb_per_gpu(model, gpus, ep, p, vpp) <= room]
+    return out + ([("sim.trainer_pp", pps[0])] if pps else [])
+
+
 def trainer_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, gpus: int,
-                    ep: int = 1) -> str | None:
-    """Why `gpus` trainer GPUs at expert parallelism `ep` cannot hold `model`'s training
-    state (None: they can)."""
-    need = trainer_gb_per_gpu(model, gpus, ep)
+                    ep: int = 1, pp: int = 1, vpp: int = 1) -> str | None:
+    """Why `gpus` trainer GPUs at expert parallelism `ep`, `pp` pipeline stages of `vpp`
+    virtual stages cannot hold `model`'s training state (None: they can). The way on is
+    `trainer_fixes`' options, else more GPUs."""
+    need = trainer_gb_per_gpu(model, gpus, ep, pp, vpp)
     room = TRAIN_MEM_SHARE * gpu.memory_gb
     if need <= room:
         return None
     offers = f"each offers {room:.1f} GB ({TRAIN_MEM_SHARE:.0%} of {gpu.memory_gb:g} GB)"
-    if model.is_moe:
-        fits = [e for e in range(ep + 1, gpus + 1) if gpus % e == 0 and model.experts % e == 0
-                and trainer_gb_per_gpu(model, gpus, e) <= room]
-        fix = f"sim.trainer_ep={fits[0]}" if fits else "more GPUs or a larger sim.trainer_ep"
-        return (f"training {name} ({model.params_b:g}B parameters, {model.expert_params_b:g}B "
-                f"of them experts split over EP {ep}) needs {need:.1f} GB on each of {gpus} "
-                f"{gpu_name}; {offers}: use {fix}")
+    fixes = trainer_fixes(model, gpu, gpus, ep, pp, vpp)
+    layout = f"EP {ep}" + (f" x PP {pp}" if pp > 1 else "") + (f" x VPP {vpp}" if vpp > 1
+                                                                  else "")
+    if model.is_moe or pp > 1:
+        fix = (" or ".join(f"{k}={v}" for k, v in fixes) if fixes
+               else "more GPUs" + (" or a larger sim.trainer_ep" if model.is_moe else ""))
+        what = (f"{model.expert_params_b:g}B of them experts, at {layout}" if model.is_moe
+                else f"at {layout}")
+        return (f"training {name} ({model.params_b:g}B parameters, {what}) needs "
+                f"{need:.1f} GB on each of {gpus} {gpu_name}; {offers}: use {fix}")
     least = -(-TRAIN_BYTES_PER_PARAM * model.params_b // room)
     return (f"training {name} ({model.params_b:g}B parameters x {TRAIN_BYTES_PER_PARAM} "
             f"bytes, sharded) needs {need:.1f} GB on each of {gpus} {gpu_name}; {offers}: "

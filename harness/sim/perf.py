@@ -126,11 +126,13 @@ class DecodeModel(StepJump):
         bw = tp * hw.hbm_bandwidth_gbs * 1e9 * bw_eff
         flops = tp * hw.bf16_tflops * 1e12 * compute_eff
         allreduces = 2 * model.layers if tp > 1 else 0
-        # Ring all-reduce moves 2(tp-1)/tp of the activation bytes per GPU.
+        # Ring all-reduce moves 2(tp-1)/tp of the activation bytes per GPU; a TP group
+        # wider than the NVLink domain crosses the servers' NICs (Hardware.tp_link).
         bytes_per_seq = allreduces * model.hidden * 2 * 2 * (tp - 1) / tp
+        link_gbs, link_us = hw.tp_link(tp)
         return cls(
-            fixed_s=step_overhead_s + allreduces * hw.link_latency_us * 1e-6,
-            per_seq_s=bytes_per_seq / (hw.link_bandwidth_gbs * 1e9),
+            fixed_s=step_overhead_s + allreduces * link_us * 1e-6,
+            per_seq_s=bytes_per_seq / (link_gbs * 1e9),
             weights_s=(model.params_b - model.expert_params_b) * 1e9 * weight_bytes / bw,
             per_ctx_token_s=model.kv_bytes_per_token(kv_bytes) / bw,
             compute_per_seq_s=model.flops_per_token_forward / flops,
