@@ -29,6 +29,7 @@ from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.trace_buffer import BufferedTraceWriter
+from harness.sim.trainer import build as trainer_build
 from workloads.replay import target_tokens
 
 ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
@@ -58,7 +59,8 @@ class SimRuntime(RunnerBase):
         s = cfg.sim
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
-        if self.knobs is None or "train_mfu" not in self.knobs.params:
+        kernels_trainer = s.train_model == "kernels" and s.train_mfu is None
+        if not kernels_trainer and (self.knobs is None or "train_mfu" not in self.knobs.params):
             calibration.say_train_mfu(s)  # a neutral prior in place of the calibration's train_mfu
         model = load_model(s.model)
         colocated = s.placement == "colocated"
@@ -90,15 +92,21 @@ class SimRuntime(RunnerBase):
         # Colocated: the trainer runs on the rollout GPUs themselves.
         train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
                               else (s.trainer_gpu, s.trainer_gpus))
+        micro_tokens = s.micro_batch_tokens
+        train: Any
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds
             t = measured["train"]
             train = TrainModel(1.0, t["seconds_per_token"], 0.0, self.params["micro_overhead_s"],
                                t.get("optimizer_s", 0.0), t.get("per_sequence_s", 0.0))
+        elif kernels_trainer:  # an explicit sim.train_mfu overrides it: the MFU line
+            train = trainer_build.from_config(s, measured, load_hardware(train_gpu), model,
+                                              train_gpu, train_n)
+            micro_tokens = trainer_build.pool_micro_tokens(train)
         else:
             train = TrainModel.build(load_hardware(train_gpu), model, train_n,
                                      self.params["train_mfu"], self.params["micro_overhead_s"],
                                      s.trainer_ep, s.log_prob_forwards)
-        self.trainer = SimTrainer(train, self.engine, self.emit, s.micro_batch_tokens,
+        self.trainer = SimTrainer(train, self.engine, self.emit, micro_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
                                   cfg.clamp, share=self.share, gpus=train_n)
         if self.share is not None:
