@@ -48,7 +48,7 @@ def validate_gpu(out: Path, log: Callable[[str], None] = print) -> str:
     log("4/8 both step models and the database against steps timed on a GPU (measurements/)")
     parts += ["## Timed on a GPU with torch (timed_*.csv, timed.png)\n",
               timed_report.report(out)]
-    log("5/8 Megatron training timed on an H100 against the trainer model (measurements/)")
+    log("5/8 training timed on GPUs (measurements/) against both trainer models")
     parts += ["## Megatron training timed on a GPU (trainer_check.md)\n",
               trainer_check.summary(out)]
     log("6/8 the serving framework's per-step cost, fitted and held out (silicon rows)")

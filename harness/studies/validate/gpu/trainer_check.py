@@ -243,8 +243,9 @@ def summary(out: Path, root: Path = ROOT) -> str:
     marginal MFU, the optimizer step against the model) and the experts' ratios to the
     database. Reads the stored measurements only: no GPU is needed."""
     from harness.core.files import write_atomic
+    from harness.studies.validate.gpu import trainer_bench
 
-    text = report(root)
+    text = report(root) + "\n" + trainer_bench.report()
     write_atomic(out / "trainer_check.md", text)
     raw, info = load(root)
     if raw.empty:
@@ -273,6 +274,7 @@ def summary(out: Path, root: Path = ROOT) -> str:
         for name, g in experts.groupby("name"):
             r = g["measured_over_db"]
             lines.append(f"- {name}: {r.median():.2f} ({r.min():.2f}-{r.max():.2f})")
+    lines += trainer_bench.summary_lines()
     return "\n".join(lines) + "\n"
 
 
