@@ -1,0 +1,112 @@
+"""The kernel-priced trainer (harness/sim/trainer): shapes, layout and optimizer worked by
+hand, the option's refusals, and the runtime building it (sim.train_model did not exist
+before issue #35 §1: every test below that names it fails on the old code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.app import app
+from harness.sim.perf import TrainModel
+from harness.sim.presets import load_hardware, load_model
+from harness.sim.trainer import constants
+from harness.sim.trainer.layout import Layout, bubble
+from harness.sim.trainer.shapes import Gemm, layer_gemms
+from harness.sim.trainer.step import KernelTrainModel, Passes
+
+
+def test_one_dense_layer_has_four_products_of_hand_worked_flops() -> None:
+    # Qwen3-1.7B: hidden 2048, 16 heads and 8 KV heads of 128, MLP 6144.
+    gemms = layer_gemms(load_model("qwen3-1.7b"), 1024)
+    assert [(g.m, g.n, g.k) for g in gemms] == [
+        (1024, 4096, 2048), (1024, 2048, 2048), (1024, 12288, 2048), (1024, 2048, 6144)]
+    # 2 x 1024 x 2048 x (4096 + 2048 + 12288 + 6144)
+    assert sum(g.flops for g in gemms) == 103_079_215_104
+    # TP 2 halves each product's n or k
+    assert [(g.n, g.k) for g in layer_gemms(load_model("qwen3-1.7b"), 1024, tp=2)] == [
+        (2048, 2048), (2048, 1024), (6144, 2048), (2048, 3072)]
+
+
+def test_a_backward_is_two_products_of_the_forwards_shape() -> None:
+    g = Gemm(1024, 4096, 2048)
+    assert (g.dgrad().m, g.dgrad().n, g.dgrad().k) == (1024, 2048, 4096)
+    assert (g.wgrad().m, g.wgrad().n, g.wgrad().k) == (2048, 4096, 1024)
+    assert g.dgrad().flops == g.wgrad().flops == g.flops
+
+
+def test_the_pipeline_bubble() -> None:
+    assert bubble(1, 8) == 0.0
+    assert bubble(4, 8) == pytest.approx(3 / 11)  # (p-1) / (m + p - 1)
+    assert bubble(4, 8, vpp=2) == pytest.approx(3 / 19)  # (p-1) / (v m + p - 1)
+
+
+def test_the_optimizer_step_is_adam_at_the_measured_ratio_to_its_bytes() -> None:
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+    k = KernelTrainModel("h100-sxm", hw, model, Layout(8, fsdp=True), "fsdp")
+    # 8.81 x 16 bytes x 1.721e9 parameters / 8 GPUs / 3,350 GB/s = 9.052 ms
+    assert k.optimizer_s == pytest.approx(8.81 * 16 * 1.721e9 / 8 / 3350e9)
+    assert k.optimizer_s == pytest.approx(0.009052, rel=1e-3)
+    lora = KernelTrainModel("h100-sxm", hw, model, Layout(8), passes=Passes(weight_grads=False))
+    assert lora.optimizer_s == 0.0
+
+
+def test_a_micro_batch_carries_a_fixed_cost_that_more_gpus_do_not_shrink() -> None:
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+    fixed = constants.FRAMEWORKS["megatron"]["fixed_s"]
+    for gpus in (1, 64):
+        k = KernelTrainModel("h100-sxm", hw, model, Layout(gpus, fsdp=False), "megatron",
+                             passes=Passes(forwards=0))
+        assert fixed < k.micro_time([256]) < fixed + 0.05
+    # the MFU line's time for the same sequence falls as 1/GPUs with no overhead
+    line = TrainModel.build(hw, model, 64, 0.3, 0.0, forwards=0)
+    assert line.micro_time([256]) < 0.001
+
+
+def test_recompute_and_extra_forwards_cost_more_and_lora_less() -> None:
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+
+    def time(p: Passes) -> float:
+        return KernelTrainModel("h100-sxm", hw, model, Layout(1), passes=p).micro_time([8192])
+
+    base = time(Passes(forwards=0))
+    assert time(Passes(forwards=0, recompute=True)) > base
+    assert time(Passes(forwards=1)) > base
+    assert time(Passes(forwards=0, weight_grads=False)) < base
+
+
+def test_fp8_products_are_priced_from_the_fp8_table() -> None:
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-8b")
+    bf16 = KernelTrainModel("h100-sxm", hw, model, Layout(1))
+    fp8 = KernelTrainModel("h100-sxm", hw, model, Layout(1), precision="fp8")
+    assert fp8.dense_forward_s(16384) < bf16.dense_forward_s(16384)
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--set", "sim.train_model=kernal"], "sim.train_model: must be mfu or kernels"),
+    (["--set", "sim.train_model=kernels", "--set", "sim.trainer_gpu=mi300x"],
+     "sim.train_model=kernels: no measured kernels for mi300x; use sim.train_model=mfu"),
+])
+def test_a_bad_train_model_is_one_line(tmp_path: Path, args: list[str], said: str) -> None:
+    result = CliRunner().invoke(app, ["run", "-R", "4", "--rounds", "1", "--out",
+                                      str(tmp_path / "run"), *args])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], lines
+
+
+def test_the_runtime_builds_the_kernel_trainer_only_when_asked(tmp_path: Path) -> None:
+    from harness.core.config import RunConfig
+    from harness.sim.runtime import SimRuntime
+
+    cfg = RunConfig()
+    cfg.sim.trainer_gpu = "h100-sxm"
+    assert cfg.sim.train_model == "mfu"  # the default: today's line
+    assert isinstance(SimRuntime(cfg, tmp_path / "a.jsonl").trainer._model, TrainModel)
+    cfg.sim.train_model = "kernels"
+    runtime = SimRuntime(cfg.validate(), tmp_path / "b.jsonl")
+    assert isinstance(runtime.trainer._model, KernelTrainModel)
+    # one micro-batch per data-parallel replica: 16,384 tokens x 8 GPUs
+    assert runtime.trainer._micro_tokens == 16384 * 8
