@@ -75,9 +75,34 @@ def test_verdict_against_the_target() -> None:
     assert "| batch | 5-16 | 50 | 14.9% | meets | 14.9% | meets |" in headline
     assert "| batch | 17-64 | 50 | 15.1% | misses | 15.1% | misses |" in headline
     assert "65-256" not in headline and "| batch | 65-256 | 49 | 1.0 / 1.0 / +1.0 |" in text
-    # Judged: the one load, layout, backend, GPU, precision and model bin (149 rows, median
-    # 0.149: meets) and two batch bins: 7 of 8 meet.
-    assert "TPOT 7 of 8, TTFT 7 of 8" in text
+    # Judged: the one load, layout, parallel, backend, GPU, precision and model bin (149
+    # rows, median 0.149: meets) and two batch bins: 8 of 9 meet.
+    assert "TPOT 8 of 9, TTFT 8 of 9" in text
+
+
+def test_expert_and_attention_dp_layouts_are_judged_pooled() -> None:
+    """20 rows TP8 EP8 (+10%), 20 TP8 DP8 (-20%), 10 TP4 EP4 DP2 (+30%): each layout bin
+    under 50 rows, not judged; pooled 50 rows, |errors| median 0.2 (signed +0.1): judged,
+    and over the 15% target."""
+    df = pd.concat([_frame([0.1] * 20, tp=8, ep=8), _frame([-0.2] * 20, tp=8, attention_dp=8),
+                    _frame([0.3] * 10, tp=4, ep=4, attention_dp=2),
+                    _frame([0.5] * 3, tp=2)], ignore_index=True)
+    table = bins.per_bin(df).set_index(["by", "bin"])
+    pooled = table.loc[("parallel", "EP or attention DP")]
+    assert pooled["n"] == 50 and pooled["tpot_med"] == pytest.approx(0.2)
+    assert pooled["tpot_signed"] == pytest.approx(0.1) and pooled["tpot_verdict"] == "misses"
+    assert table.loc[("parallel", "TP only"), "n"] == 3
+    assert table.loc[("layout", "TP8 EP8"), "tpot_verdict"] == "n<50"
+
+
+def test_the_overheads_fit_rows_are_in_no_bin() -> None:
+    """Two fit rows at +90% and three others at +10%: every bin holds the three alone."""
+    df = pd.concat([_frame([0.9, 0.9], overhead_fit=True), _frame([0.1] * 3, overhead_fit=False)],
+                   ignore_index=True)
+    table = bins.per_bin(df)
+    assert (table["n"] == 3).all() and table["tpot_med"].tolist() == pytest.approx(
+        [0.1] * len(table))
+    assert "The 2 rows the per-step overhead was fitted on" in report.bin_tables(df)
 
 
 def _row(**cols: object) -> SimpleNamespace:

@@ -2,6 +2,9 @@
 alone ran from -18% at little prefill per step to -74% at much). Each dimension is binned on
 its own (prefill load, batch, layout, backend, GPU, precision, dense/MoE); every bin is
 reported, and a bin with at least MIN_N rows is held to the target (median |error| <= 15%).
+Expert-parallel and attention-DP layouts, a few dozen rows each, are also judged pooled
+(`parallel`). The rows the per-step overhead was fitted on (`overhead_fit`) are in no bin:
+a bin judges only rows no fit has seen.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ def layout(tp: int, ep: int, attention_dp: int) -> str:
         + (f" DP{attention_dp}" if attention_dp > 1 else "")
 
 
+def parallel(ep: int, attention_dp: int) -> str:
+    """The pooled layout bin: TP alone, or experts or attention spread (EP / attention DP)."""
+    return "EP or attention DP" if ep > 1 or attention_dp > 1 else "TP only"
+
+
 def _rowwise(fn: Callable[..., str], *cols: str) -> Callable[[pd.DataFrame], pd.Series]:
     return lambda df: pd.Series([fn(*v) for v in zip(*(df[c] for c in cols), strict=True)],
                                 index=df.index, dtype=object)
@@ -48,6 +56,7 @@ DIMENSIONS: tuple[tuple[str, Callable[[pd.DataFrame], pd.Series]], ...] = (
     ("load", _rowwise(load_bin, "prefill_tok_per_step")),
     ("batch", _rowwise(batch_bin, "batch")),
     ("layout", _rowwise(layout, "tp", "ep", "attention_dp")),
+    ("parallel", _rowwise(parallel, "ep", "attention_dp")),
     ("backend", lambda df: df["framework"]),
     ("GPU", lambda df: df["gpu"]),
     ("precision", lambda df: df["precision"]),
@@ -74,7 +83,9 @@ def verdict(n: int, median_abs: float) -> str:
 def per_bin(df: pd.DataFrame, model: str = "kernels") -> pd.DataFrame:
     """One row per (dimension, bin): n, and for TPOT with the prefill share, the decode step
     alone and TTFT the median and worst |relative error| and the signed median, with each
-    of TPOT's and TTFT's verdicts."""
+    of TPOT's and TTFT's verdicts. Rows marked `overhead_fit` are left out."""
+    if "overhead_fit" in df:
+        df = df[~df["overhead_fit"].astype(bool)]
     out = []
     for dim, labels in DIMENSIONS:
         keys = labels(df) if len(df) else pd.Series(dtype=object)

@@ -34,6 +34,7 @@ import pandas as pd
 
 from harness.core.config import ConfigError
 from harness.studies.steps import decode_model
+from harness.studies.validate.gpu.overhead import fit_mask
 from harness.studies.validate.gpu.silicon.bins import MODELS
 from harness.studies.validate.gpu.silicon.rows import (
     SAMPLE_REL,
@@ -48,7 +49,7 @@ COLUMNS = ["id", "model", "model_ref", "gpu", "framework", "backend_version", "p
            "context", "prefill_tok_per_step", "measured_ms", "measured_ttft_ms",
            "kernels_ms", "roofline_ms", "kernels_tpot_ms", "roofline_tpot_ms",
            "kernels_ttft_ms", "roofline_ttft_ms", "kernels_source", "roofline_source",
-           "kernels_overhead_ms"]
+           "kernels_overhead_ms", "overhead_fit"]
 
 
 def step_ms(model: Any, batch: int, context: int, isl: int) -> tuple[float, float]:
@@ -156,6 +157,7 @@ def predict(raw: pd.DataFrame, unlabelled_as_bf16: bool = True) -> pd.DataFrame:
             continue
         rows.append(kept)
     df = pd.DataFrame(rows, columns=COLUMNS)
+    df["overhead_fit"] = fit_mask(df)  # the per-step overhead's fit rows: in no judged bin
     for name in MODELS:
         for col, measured in ((name, "measured_ms"), (f"{name}_tpot", "measured_ms"),
                               (f"{name}_ttft", "measured_ttft_ms")):

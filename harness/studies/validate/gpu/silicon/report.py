@@ -31,11 +31,13 @@ def bin_tables(df: pd.DataFrame, model: str = "kernels") -> str:
     if not len(table):
         return "No rows to bin."
     judged = table[table["n"] >= MIN_N]
+    fitted = int(df["overhead_fit"].sum()) if "overhead_fit" in df else 0
     lines = [textwrap.fill(
         f"{model} step model per bin: median |relative error| against the target "
         f"(<= {TARGET:.0%}) in every bin of >= {MIN_N} rows. TPOT with the prefill share; "
         "TTFT of a wave of `batch` prompts. Load: prompt tokens prefilled per decode step "
-        "(batch * isl / osl).", 100),
+        f"(batch * isl / osl). The {fitted} rows the per-step overhead was fitted on "
+        "(overhead.md) are in no bin; `parallel` pools the EP and attention-DP layouts.", 100),
              "", "| by | bin | n | TPOT med | TPOT | TTFT med | TTFT |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r.by} | {r.bin} | {r.n} | {_pct(r.tpot_med)}% | {r.tpot_verdict} | "
