@@ -110,3 +110,23 @@ def test_the_runtime_builds_the_kernel_trainer_only_when_asked(tmp_path: Path) -
     assert isinstance(runtime.trainer._model, KernelTrainModel)
     # one micro-batch per data-parallel replica: 16,384 tokens x 8 GPUs
     assert runtime.trainer._micro_tokens == 16384 * 8
+
+
+def test_fp8_training_is_said_in_one_line_without_the_kernel_trainer(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "-R", "4", "--rounds", "1", "--out",
+                                      str(tmp_path / "run"), "--set",
+                                      "sim.trainer_precision=fp8"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "fp8 needs sim.train_model=kernels" in lines[0], lines
+
+
+def test_the_runtime_trains_in_fp8_when_asked(tmp_path: Path) -> None:
+    from harness.core.config import RunConfig
+    from harness.sim.runtime import SimRuntime
+
+    cfg = RunConfig()
+    cfg.sim.trainer_gpu, cfg.sim.train_model, cfg.sim.trainer_precision = (
+        "h100-sxm", "kernels", "fp8")
+    model = SimRuntime(cfg.validate(), tmp_path / "t.jsonl").trainer._model
+    assert isinstance(model, KernelTrainModel) and model.precision == "fp8"

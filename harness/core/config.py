@@ -48,7 +48,8 @@ class SimConfig:
                          "colocated (they take turns on the rollout GPUs)")
     mem_fraction: float = opt(0.85, "share of each GPU's memory the engine may use "
                               "(weights plus KV cache), in (0, 1)")
-    max_running: int = opt(1024, "most sequences in one replica's running batch")
+    max_running: int = opt(0, "most sequences in one replica's running batch (0: the "
+                           "framework's default: verl 1024, slime 512, SGLang's, vLLM's)")
     kv_cache_tokens: int = opt(0, "KV-cache tokens of one replica (0: from the GPU's memory, "
                                "mem_fraction and the model; set it to a live engine's cache)")
     trainer_gpu: str = opt("rtx-4090", "GPU preset of the trainer (disaggregated placement)")
@@ -69,6 +70,8 @@ class SimConfig:
                           "said once) or roofline (bandwidth and FLOPs at fitted efficiencies)")
     train_model: str = opt("mfu", "trainer times: mfu (FLOPs over train_mfu) or kernels "
                            "(measured kernels, layout, fixed costs: harness/sim/trainer)")
+    trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
+                                 "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
     engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
                               "engine: sglang or vllm")
     calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
@@ -233,6 +236,12 @@ class RunConfig:
              f"must be {' or '.join(STEP_MODELS)}")
         need(s.train_model in TRAIN_MODELS, "set sim.train_model",
              f"must be {' or '.join(TRAIN_MODELS)}, not {s.train_model!r}")
+        need(s.trainer_precision in PRECISIONS, "set sim.trainer_precision",
+             f"must be {' or '.join(PRECISIONS)}, not {s.trainer_precision!r}")
+        need(s.trainer_precision == "bf16" or (s.train_model == "kernels"
+                                                 and s.train_mfu is None),
+             "set sim.trainer_precision", "fp8 needs sim.train_model=kernels and no "
+             "sim.train_mfu (the MFU line counts BF16 FLOPs only)")
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
              f"must be {' or '.join(ENGINE_BACKENDS)}")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
@@ -250,7 +259,7 @@ class RunConfig:
         need(s.trainer_vpp == 1 or (s.trainer_vpp > 1 and s.trainer_pp >= 2),
              "set sim.trainer_vpp", f"must be 1, or >= 2 with sim.trainer_pp >= 2 (got "
              f"{s.trainer_vpp} at sim.trainer_pp={s.trainer_pp})")
-        for name, least in (("max_running", 1), ("micro_batch_tokens", 1),
+        for name, least in (("max_running", 0), ("micro_batch_tokens", 1),
                             ("log_prob_forwards", 0)):
             need(getattr(s, name) >= least, f"set sim.{name}", f"must be >= {least}")
         need(s.kv_cache_tokens >= 0, "set sim.kv_cache_tokens", "must be >= 0 (0: from memory)")
@@ -267,6 +276,12 @@ class RunConfig:
         for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
                       self.prime_rl, self.nemo_rl, self.tinker):
             table.check(self)
+        from harness.sim.frameworks import resolve_max_running
+
+        try:  # an unknown preset is refused by the run's checks, in one line, later
+            resolve_max_running(self, self.system)
+        except (KeyError, ValueError, OSError):
+            pass
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,10 @@ recompute for fsdp and deepspeed (verl's FSDP workers' `enable_gradient_checkpoi
 in its example scripts), none for megatron (Megatron-LM's default). `micro_batch_tokens`
 is what one data-parallel replica packs into a micro-batch (verl's
 `ppo_max_token_len_per_gpu`, Megatron's micro-batch), so the pool's micro-batch is that
-times the replicas (`pool_micro_tokens`).
+times the replicas (`pool_micro_tokens`). `trainer_precision` fp8 prices every product,
+forward and backward, from the database's per-tensor FP8 GEMM table (a forward kernel's
+rate for dgrad and wgrad too: the database times no backward GEMM); attention, the
+experts (the moe table's bf16 rows) and the collectives stay BF16.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def from_config(sim: Any, calibration: dict[str, Any], hw: Hardware, model: Mode
         raise db.TrainerKernelError(f"sim.train_model=kernels: {problem}")
     db.tables(gpu)  # no kernels for this GPU: said now, before the run starts
     return KernelTrainModel(gpu, hw, model, layout, framework,
+                            precision=str(getattr(sim, "trainer_precision", "bf16")),
                             passes=Passes(forwards=int(sim.log_prob_forwards),
                                           recompute=layout.recompute),
                             micro_tokens=int(sim.micro_batch_tokens))
