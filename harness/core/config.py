@@ -72,6 +72,8 @@ class SimConfig:
                            "(measured kernels, layout, fixed costs: harness/sim/trainer)")
     trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
                                  "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
+    trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
+                                 "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
     engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
                               "engine: sglang or vllm")
     calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
@@ -236,6 +238,12 @@ class RunConfig:
              f"must be {' or '.join(STEP_MODELS)}")
         need(s.train_model in TRAIN_MODELS, "set sim.train_model",
              f"must be {' or '.join(TRAIN_MODELS)}, not {s.train_model!r}")
+        need(s.trainer_precision in PRECISIONS, "set sim.trainer_precision",
+             f"must be {' or '.join(PRECISIONS)}, not {s.trainer_precision!r}")
+        need(s.trainer_precision == "bf16" or (s.train_model == "kernels"
+                                                 and s.train_mfu is None),
+             "set sim.trainer_precision", "fp8 needs sim.train_model=kernels and no "
+             "sim.train_mfu (the MFU line counts BF16 FLOPs only)")
         need(s.trainer_precision in PRECISIONS, "set sim.trainer_precision",
              f"must be {' or '.join(PRECISIONS)}, not {s.trainer_precision!r}")
         need(s.trainer_precision == "bf16" or (s.train_model == "kernels"

@@ -9,6 +9,7 @@ import textwrap
 import pandas as pd
 
 from harness.studies.validate.gpu.silicon.bins import BUCKETS, MIN_N, MODELS, TARGET, per_bin
+from harness.studies.validate.gpu.silicon.closed_loop import section as closed_loop_section
 
 LOW_PROMPT_TOK = 40  # rows with at most this many prompt tokens per step: little prefill
 
@@ -108,4 +109,5 @@ def summary(df: pd.DataFrame) -> str:
                  f"TPOT) over rows with <= {LOW_PROMPT_TOK} prompt tokens per step: "
                  + (", ".join(f"{fw} {g['median']:+.2f} ms (n={g['size']:.0f})"
                               for fw, g in gap.iterrows()) or "no such rows") + ".")
-    return "\n".join([*lines, "", *(textwrap.fill(p, 100) for p in prose)])
+    return "\n".join([*lines, "", *(textwrap.fill(p, 100) for p in prose), "",
+                      *closed_loop_section(df)])
