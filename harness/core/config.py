@@ -25,6 +25,8 @@ STEP_MODELS = ("kernels", "roofline")  # sim.step_model
 TRAIN_MODELS = ("mfu", "kernels")  # sim.train_model
 PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
+# sim.weight_sync_path: how a publication travels (harness/sim/weight_sync.py)
+SYNC_PATHS = ("auto", "nccl", "nccl-per-tensor", "ipc", "ipc-per-tensor", "checkpoint-engine")
 
 
 @dataclass
@@ -72,8 +74,6 @@ class SimConfig:
                            "(measured kernels, layout, fixed costs: harness/sim/trainer)")
     trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
                                  "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
-    trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
-                                 "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
     engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
                               "engine: sglang or vllm")
     calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
@@ -90,6 +90,10 @@ class SimConfig:
                                          "(None: from the calibration)")
     weight_sync_s: float | None = opt(None, "seconds to publish weights from trainer to engine "
                                       "(None: from the calibration)")
+    weight_sync_path: str = opt("auto", "publication path priced by the transfer model: auto "
+                                "(ipc colocated, else nccl; the calibration's weight_sync_s on "
+                                "its own model and trainer GPU), nccl, nccl-per-tensor, ipc, "
+                                "ipc-per-tensor or checkpoint-engine (512 MiB / 4 GiB buckets)")
     materialize_s: float | None = opt(None, "seconds per group for rewards' statistics and "
                                       "advantages (None: from the calibration)")
     drift: float | None = opt(None, "variance of a token's log importance ratio per step of "
@@ -244,12 +248,6 @@ class RunConfig:
                                                  and s.train_mfu is None),
              "set sim.trainer_precision", "fp8 needs sim.train_model=kernels and no "
              "sim.train_mfu (the MFU line counts BF16 FLOPs only)")
-        need(s.trainer_precision in PRECISIONS, "set sim.trainer_precision",
-             f"must be {' or '.join(PRECISIONS)}, not {s.trainer_precision!r}")
-        need(s.trainer_precision == "bf16" or (s.train_model == "kernels"
-                                                 and s.train_mfu is None),
-             "set sim.trainer_precision", "fp8 needs sim.train_model=kernels and no "
-             "sim.train_mfu (the MFU line counts BF16 FLOPs only)")
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
              f"must be {' or '.join(ENGINE_BACKENDS)}")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
@@ -274,6 +272,8 @@ class RunConfig:
         need(self.live.lengths in ("model", "replay"), "set live.lengths",
              f"must be model or replay, not {self.live.lengths!r}")
         need(s.verifier_workers >= 0, "set sim.verifier_workers", "must be >= 0 (0: no limit)")
+        need(s.weight_sync_path in SYNC_PATHS, "set sim.weight_sync_path",
+             f"must be one of {', '.join(SYNC_PATHS)}, not {s.weight_sync_path!r}")
         for name in ("bw_eff", "compute_eff", "train_mfu"):
             value = getattr(s, name)
             need(value is None or value > 0, f"set sim.{name}", "must be positive")
