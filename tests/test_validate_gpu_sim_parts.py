@@ -57,13 +57,13 @@ def test_mixed_prefill_part_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_weight_sync_part_by_hand(tmp_path: Path) -> None:
     line = sim_parts.weight_sync_part(tmp_path)
-    # rolloutpipe: 2.0 s for 1.721B. Scaled: 2 x 7.6156e9 / 1.721e9 = 8.850 s over 0.12 s
-    # = 73.8; 35.48 / 15.76 = 2.25; 273.2 / 58.57 = 4.66. Flat: 2 / 0.12 = 16.7,
-    # 2 / 15.76 = 0.127, 2 / 58.57 = 0.0341.
-    assert line == ("weight_sync.md: rolloutpipe's charge / verl's plain sync, 7B 30B 235B: "
-                    "scaled 73.8 2.25 4.66, flat 16.7 0.127 0.0341\n")
+    # the transfer model (#35) on the 12 declared fit rows and the 8 held out: medians and
+    # worsts as weight_sync.md's table gives them (tests/test_weight_sync_fit.py checks the
+    # split; the per-row values are in weight_sync.md)
+    assert line == ("weight_sync.md: transfer model, 12 fit rows median 10% worst 28%; "
+                    "8 held out median 257% worst 1452%\n")
     assert (tmp_path / "weight_sync.md").read_text().startswith(
-        "## Weight synchronisation against verl's published times")
+        "## Weight synchronisation: the transfer model against published sync times")
 
 
 def test_validate_gpu_writes_eight_parts(tmp_path: Path,

@@ -9,8 +9,8 @@ observations; `[fixed]` holds documented priors that are not fitted. A run's
 `SimConfig` may override any of them. `[hardware]` names the trainer GPU and
 framework the `train_mfu` belongs to: a run that trains on another GPU gets a
 neutral prior instead, said once when it runs (`harness.sim.trainer_mfu`); and the
-model its `weight_sync_s` publishes, which another model's run scales by weight bytes
-(`harness.sim.weight_sync`).
+model its `weight_sync_s` publishes: a run of another model or on another trainer GPU is
+priced by the transfer model instead (`harness.sim.weight_sync`), said once.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from harness.sim import weight_sync
 from harness.sim.trainer_mfu import Assumed, assumed
-from harness.sim.weight_sync import publish_s
 
 PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhead_s",
           "weight_sync_s", "materialize_s", "drift", "switch_s")
@@ -66,8 +66,8 @@ def resolve(sim: Any) -> dict[str, float]:
         if override is None and name not in values:
             raise ValueError(f"calibration {path_of(sim.calibration)} has no value for {name!r}")
         out[name] = float(override if override is not None else values[name])
-    if sim.weight_sync_s is None:  # the calibration's time, for the run's model's bytes
-        out["weight_sync_s"] = publish_s(sim.model, data, out["weight_sync_s"])
+    if sim.weight_sync_s is None:  # own model and GPU: the calibration's; else the model's
+        out["weight_sync_s"] = weight_sync.charge(sim, data, out["weight_sync_s"])
     neutral = assumed(sim, data, out["train_mfu"])
     if neutral is not None:  # said when the run starts (`say_train_mfu`), not in checks
         out["train_mfu"] = neutral.value
@@ -91,10 +91,14 @@ def _assumed_for(sim: Any) -> tuple[Assumed | None, float]:
 
 
 def say_train_mfu(sim: Any) -> None:
-    """Say, once per process, that this run trains at a neutral prior (nothing when it
-    does not)."""
+    """Say, once per process, that this run trains at a neutral prior, and that the
+    transfer model prices its weight sync (nothing when neither)."""
     from harness.sim.kernels.source import say_once
 
+    data = load(sim.calibration)
+    values = {**data.get("fixed", {}), **data.get("fit", {})}
+    if "weight_sync_s" in values:
+        weight_sync.say(sim, data, float(values["weight_sync_s"]))
     neutral, _ = _assumed_for(sim)
     if neutral is not None:
         say_once(neutral.note())

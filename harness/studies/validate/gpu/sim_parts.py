@@ -1,5 +1,5 @@
 """Three more parts of `validate gpu`: the serving framework's per-step cost, separate
-against mixed prefill, and weight publication against verl's published sync times.
+against mixed prefill, and weight publication against published sync times.
 
 Why here: each was a `python -m ...` study whose table nobody saw unless they ran it. As
 parts of `validate gpu` each writes its table into the output folder beside the others and
@@ -48,11 +48,7 @@ def mixed_prefill_part(out: Path, table: pd.DataFrame) -> str:
 
 
 def weight_sync_part(out: Path) -> str:
-    """Write weight_sync.md (the charge against verl's sync times); return the summary
-    line: the charge over verl's plain time per model, scaled (now) and flat (before)."""
+    """Write weight_sync.md (the transfer model against published sync times, fitted and
+    held out); return the summary line: median and worst error of each set."""
     write_atomic(out / "weight_sync.md", weight_sync.report())
-    rows = weight_sync.rows()
-    scaled = " ".join(f"{r['scaled_over_plain']:.3g}" for r in rows)
-    flat = " ".join(f"{r['flat_over_plain']:.3g}" for r in rows)
-    return (f"weight_sync.md: {weight_sync.CALIBRATION}'s charge / verl's plain sync, "
-            f"7B 30B 235B: scaled {scaled}, flat {flat}\n")
+    return weight_sync.headline()
