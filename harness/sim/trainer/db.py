@@ -92,13 +92,19 @@ def _gemm_curve(gpu: str, dtype: str, n: int, k: int) -> tuple[np.ndarray, np.nd
 
 
 @cache
-def _gemm_grid(gpu: str, dtype: str, n: int, k: int) -> tuple[float, float]:
-    """The tabulated (n, k) nearest to (n, k) on a log scale, n first."""
+def _gemm_axes(gpu: str, dtype: str) -> tuple[np.ndarray, dict[float, np.ndarray]]:
+    """The tabulated n values of a dtype, and the k values tabulated at each."""
     t = tables(gpu).gemm
     sub = t[t["gemm_dtype"] == dtype]
-    n0 = _nearest(sub["n"].unique().astype(float), n)
-    k0 = _nearest(sub[sub["n"] == n0]["k"].unique().astype(float), k)
-    return n0, k0
+    ks = {float(n): np.unique(g.to_numpy(dtype=float)) for n, g in sub.groupby("n")["k"]}
+    return np.array(sorted(ks)), ks
+
+
+def _gemm_grid(gpu: str, dtype: str, n: int, k: int) -> tuple[float, float]:
+    """The tabulated (n, k) nearest to (n, k) on a log scale, n first."""
+    ns, ks = _gemm_axes(gpu, dtype)
+    n0 = _nearest(ns, n)
+    return n0, _nearest(ks[n0], k)
 
 
 @cache
