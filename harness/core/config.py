@@ -50,6 +50,8 @@ class SimConfig:
                          "colocated (they take turns on the rollout GPUs)")
     mem_fraction: float = opt(0.85, "share of each GPU's memory the engine may use "
                               "(weights plus KV cache), in (0, 1)")
+    dispatch: str = opt("auto", "how requests reach replicas: least-loaded, static (verl's "
+                        "contiguous split of a round), auto (the system's framework's)")
     max_running: int = opt(0, "most sequences in one replica's running batch (0: the "
                            "framework's default: verl 1024, slime 512, SGLang's, vLLM's)")
     kv_cache_tokens: int = opt(0, "KV-cache tokens of one replica (0: from the GPU's memory, "
@@ -251,6 +253,8 @@ class RunConfig:
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
              f"must be {' or '.join(ENGINE_BACKENDS)}")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
+        need(s.dispatch in ("auto", "least-loaded", "static"), "set sim.dispatch",
+             f"must be auto, least-loaded or static, not {s.dispatch!r}")
         need(s.placement in ("disaggregated", "colocated"), "set sim.placement",
              f"must be disaggregated or colocated, not {s.placement!r}")
         need(0 < s.mem_fraction < 1, "set sim.mem_fraction", "must lie in (0, 1)")

@@ -2,7 +2,8 @@
 
 `EnginePool` gives a system one `Engine` however many replicas serve it: a
 request goes to the replica with the fewest outstanding requests (ties to the
-lowest index); pause, resume and new weights reach every replica.
+lowest index), or as the framework's dispatch says (harness/sim/dispatch.py:
+verl's static split); pause, resume and new weights reach every replica.
 
 `GpuShare` is the colocated placement: engine and trainer take turns on the
 same GPUs. The trainer gets them only when every replica is idle (it never
@@ -48,7 +49,8 @@ class LeastLoaded:
         self._active = replicas
         self._rebuild()
 
-    def take(self) -> int:
+    def take(self, request: Request | None = None) -> int:
+        """The replica for the next request (this router does not look at it)."""
         counts, heap = self.counts, self._heap
         if self._active == 1:
             counts[0] += 1
@@ -83,7 +85,7 @@ class EnginePool:
 
     def __init__(self, engines: list[SimEngine], make: Callable[[int, int, int], SimEngine],
                  gpus: int, tp: int, emit: Callable[..., Any], share: Any = None,
-                 max_len: int = 0) -> None:
+                 max_len: int = 0, route: Callable[[int], LeastLoaded] = LeastLoaded) -> None:
         self.engines = engines
         self.max_len = max_len  # the run's longest sequence, as an engine's context length
         self.tp = tp
@@ -93,7 +95,8 @@ class EnginePool:
         self._share = share
         self._live: dict[str, tuple[Request, asyncio.Future[Response], int]] = {}
         self._moving: set[str] = set()
-        self._router = LeastLoaded(len(engines))
+        self._route = route  # builds the router of n replicas (harness/sim/dispatch.py)
+        self._router = route(len(engines))
         self._retired_preemptions = 0
         # The replicas' loop, kept: asking asyncio for the running one costs a system
         # call (getpid) each time, and every request asks.
@@ -117,7 +120,7 @@ class EnginePool:
         return outer
 
     def _dispatch(self, request: Request, outer: asyncio.Future[Response]) -> None:
-        index = self._router.take()
+        index = self._router.take(request)
         rid = request.id
         self._live[rid] = (request, outer, index)
         # Called as the replica ends the request: `_returned` is scheduled then, as the
@@ -194,7 +197,7 @@ class EnginePool:
         version = self.version
         self.tp = tp
         self.engines = [self._make(i, tp, version) for i in range(self._gpus // tp)]
-        self._router = LeastLoaded(len(self.engines))
+        self._router = self._route(len(self.engines))
         if self._share is not None:
             self._share.engines = self.engines
         self._emit("engine_reconfigure", tp=tp, replicas=len(self.engines))

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 from collections.abc import Collection, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from harness.shared.runner import RunnerBase
 from harness.sim import calibration, knobs
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
+from harness.sim.dispatch import dispatch_of, router
 from harness.sim.engine import SimEngine
 from harness.sim.engine_spec import engine_of
 from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
@@ -87,8 +89,10 @@ class SimRuntime(RunnerBase):
         source = getattr(self.workload, "profile", self.workload)
         longest = getattr(source, "engine_prompt_max", None) or getattr(source, "prompt_max", 0)
         max_len = int(longest) + cfg.max_response_tokens
+        route = partial(router, dispatch_of(s.dispatch, cfg.system),  # a round's N
+                        batch=cfg.groups * cfg.group_size)
         self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
-                                 self.emit, self.share, max_len)
+                                 self.emit, self.share, max_len, route)
         # Colocated: the trainer runs on the rollout GPUs themselves.
         train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
                               else (s.trainer_gpu, s.trainer_gpus))

@@ -1,0 +1,69 @@
+"""How a framework spreads a round's requests over its engine replicas.
+
+`LeastLoaded` (harness/sim/placement.py) sends each request to the replica with the
+fewest outstanding: what a router does (slime's sglang-router balances on the
+outstanding count past 10 requests or 1.2x the least loaded,
+THUDM/slime@624b824:slime/backends/sglang_utils/arguments.py:44-46).
+
+`StaticSplit` is verl's synchronous rollout: the trainer repeats each prompt n times
+next to each other (verl-project/verl@94d681dce4911c3ad6abb011a2d03c62d318868d:
+verl/trainer/ppo/ray_trainer.py:1110, `repeat(..., interleave=True)`), and
+`generate_sequences` is dispatched `DP_COMPUTE_PROTO` (verl/workers/fsdp_workers.py:
+715-717): the batch is cut into equal contiguous chunks, one a rank
+(verl/single_controller/base/decorator.py:76-87, `DataProto.chunk`), and a TP group
+gathers its ranks' chunks (verl/workers/sharding_manager/fsdp_vllm.py:253-261). So
+replica r of R gets the r-th contiguous R-th of the round's N sequences, whole groups
+together, whatever their lengths turn out to be: the busiest replica sets the round.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from harness.core.runtime import Request
+from harness.sim.placement import LeastLoaded
+
+DISPATCHES = ("auto", "least-loaded", "static")  # sim.dispatch
+STATIC_SYSTEMS = ("verl",)  # synchronous verl: its rollout splits the batch statically
+
+
+def dispatch_of(dispatch: str, system: str) -> str:
+    """The dispatch a run uses: `sim.dispatch`, or for `auto` the system's framework's."""
+    if dispatch != "auto":
+        return dispatch
+    return "static" if system in STATIC_SYSTEMS else "least-loaded"
+
+
+class StaticSplit(LeastLoaded):
+    """The n-th request submitted in a round goes to replica n // ceil(N / R) (the chunk
+    sizes of `torch.chunk`, which `DataProto.chunk` uses; verl asserts N divides, where the
+    two agree). A request dispatched again (moved off a released replica) keeps its replica
+    while that one takes requests, else takes the next position's. Counts are kept as the
+    least-loaded router keeps them, for `load()`."""
+
+    def __init__(self, replicas: int, batch: int) -> None:
+        super().__init__(replicas)
+        self.batch = max(1, batch)  # N: the sequences of one round
+        self._round: int | None = None
+        self._seen = 0
+        self._placed: dict[str, int] = {}
+
+    def take(self, request: Request | None = None) -> int:
+        if request is None:
+            return super().take()
+        index = self._placed.get(request.id)
+        if index is None or index >= self.active:
+            if request.round != self._round:  # a new round's batch: positions from 0
+                self._round, self._seen, self._placed = request.round, 0, {}
+            chunk = -(-self.batch // self.active)
+            index = min(self._seen // chunk, self.active - 1)
+            self._seen += 1
+            self._placed[request.id] = index
+        self.counts[index] += 1
+        heapq.heappush(self._heap, (self.counts[index], index))
+        return index
+
+
+def router(dispatch: str, replicas: int, batch: int) -> LeastLoaded:
+    """The router of a pool of `replicas` for a resolved `dispatch`."""
+    return StaticSplit(replicas, batch) if dispatch == "static" else LeastLoaded(replicas)
