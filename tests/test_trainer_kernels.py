@@ -130,3 +130,43 @@ def test_the_runtime_trains_in_fp8_when_asked(tmp_path: Path) -> None:
         "h100-sxm", "kernels", "fp8")
     model = SimRuntime(cfg.validate(), tmp_path / "t.jsonl").trainer._model
     assert isinstance(model, KernelTrainModel) and model.precision == "fp8"
+
+
+def test_a_pipeline_stage_runs_a_quarter_of_the_work_plus_its_bubble() -> None:
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+
+    def time(gpus: int, pp: int) -> float:
+        layout = Layout(gpus, pp=pp, fsdp=False, pipeline_micro_batches=8)
+        return KernelTrainModel("h100-sxm", hw, model, layout, "megatron",
+                                passes=Passes(forwards=0)).micro_time([4096])
+
+    # 4 stages, 8 micro-batches: a quarter of the time, over 1 - 3/11 = 8/11: 11/32
+    assert time(4, 4) / time(1, 1) == pytest.approx(11 / 32)
+
+
+def test_tensor_parallel_adds_four_gathers_and_four_scatters_a_layer() -> None:
+    from harness.sim.trainer import db
+
+    hw, model = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+    k = KernelTrainModel("h100-sxm", hw, model, Layout(2, tp=2, fsdp=False),
+                         passes=Passes(forwards=0))
+    buffer = 4096 * 2048 * 2  # tokens x hidden x BF16
+    one = (db.collective_s("h100-sxm", "all_gather", buffer, 2, hw.link_bandwidth_gbs)
+           + db.collective_s("h100-sxm", "reduce_scatter", buffer, 2, hw.link_bandwidth_gbs))
+    assert k.layer_comm_s(4096) == pytest.approx(4 * one * 28)
+    assert KernelTrainModel("h100-sxm", hw, model, Layout(2)).layer_comm_s(4096) == 0.0
+
+
+def test_expert_parallel_all_to_alls_only_for_a_moe() -> None:
+    hw = load_hardware("h100-sxm")
+    moe = KernelTrainModel("h100-sxm", hw, load_model("qwen3-30b-a3b"), Layout(8, ep=8),
+                           passes=Passes(forwards=0))
+    dense = KernelTrainModel("h100-sxm", hw, load_model("qwen3-1.7b"), Layout(8, ep=8),
+                             passes=Passes(forwards=0))
+    assert moe.layer_comm_s(4096) > 0.0 and dense.layer_comm_s(4096) == 0.0
+
+
+def test_a_layout_that_cannot_be_is_said() -> None:
+    assert Layout(8, tp=3).check() == "tp x pp x cp = 3 must divide the trainer's 8 GPUs"
+    assert Layout(8, ep=3).check() == "ep = 3 must divide the trainer's 8 GPUs"
+    assert Layout(8, tp=2, pp=2).check() is None and Layout(8, tp=2, pp=2).dp == 2

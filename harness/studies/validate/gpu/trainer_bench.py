@@ -165,6 +165,22 @@ def fitted_constants() -> dict[str, tuple[float, float, float]]:
     return {"megatron": meg, "fsdp": (fixed, scale, fixed * meg[2] / meg[0])}
 
 
+def line_predict(row: pd.Series) -> float:
+    """Today's default for the same row: the MFU line at the neutral prior for its
+    framework and GPU class (presets/trainer_mfu.toml: 0.30 on NVLink GPUs) with the
+    default calibration's 0.05 s a micro-batch; 6N + attention a token (no old-log-prob
+    forward, as prime-rl runs), half the optimizer step."""
+    from harness.sim.perf import TrainModel
+
+    gpu = GPUS[row["hardware"]]
+    model = model_of(row["model"])
+    assert model is not None
+    line = TrainModel.build(load_hardware(gpu), model, int(row["gpus"]), 0.30, 0.05,
+                            forwards=0)
+    return line.micro_time([int(row["seq_len"])] * int(row["gpus"])) + (
+        line.optimizer_s / MICRO_BATCHES)
+
+
 def errors() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every row with its prediction (the constants in constants.py) and error."""
     df = published()
@@ -173,6 +189,9 @@ def errors() -> tuple[pd.DataFrame, pd.DataFrame]:
     df["predicted_s"] = [predict(r) if good else float("nan")
                          for (_, r), good in zip(df.iterrows(), ok, strict=True)]
     df["error_pct"] = 100 * (df["predicted_s"] / df["measured_s"] - 1)
+    df["mfu_line_s"] = [line_predict(r) if good else float("nan")
+                        for (_, r), good in zip(df.iterrows(), ok, strict=True)]
+    df["line_error_pct"] = 100 * (df["mfu_line_s"] / df["measured_s"] - 1)
     med = megatron_rows()
     med["predicted_s"] = [megatron_predict(r) for _, r in med.iterrows()]
     med["error_pct"] = 100 * (med["predicted_s"] / med["measured_s"] - 1)
@@ -238,25 +257,47 @@ def reproductions(gpus: int = 8, seq: int = 4096, sequences: int = 256) -> pd.Da
     return pd.DataFrame(out)
 
 
-def verl_update_actor(mean_tokens: int = 2738 + 200) -> pd.DataFrame:
+def spread_lengths(mean_response: float, prompts: int = 512, n: int = 16,
+                   seed: int = 0) -> list[int]:
+    """Sequence lengths (prompt + response) with the dapo-math-17k profile's shape
+    (workloads/profiles/dapo-math-17k.toml: lognormal group medians, sigma 1.00 between
+    prompts and 0.35 within a group; prompts lognormal around 150 tokens), responses
+    capped at verl's 28k and scaled to `mean_response`."""
+    rng = np.random.default_rng(seed)
+    medians = np.exp(rng.normal(0.0, 1.00, prompts))
+    raw = np.repeat(medians, n) * np.exp(rng.normal(0.0, 0.35, prompts * n))
+    scale = mean_response / raw.mean()
+    for _ in range(20):  # the cap takes some mean away: scale until it is back
+        resp = np.clip(raw * scale, 64, 28 * 1024)
+        scale *= mean_response / resp.mean()
+    prompt = np.clip(np.exp(rng.normal(5.01, 0.35, prompts)), 60, 600)
+    return [int(p + r) for p, r in zip(np.repeat(prompt, n), resp, strict=True)]
+
+
+def verl_update_actor(mean_response: int = 2738) -> pd.DataFrame:
     """verl's fully-async update_actor per 512-prompt window (x 16 responses, 16
     optimizer steps of 32 prompts) on H20, Qwen2.5-7B, FSDP2 with Ulysses SP 4 (priced as
     CP 4), dynamic batches of 61,440 tokens a GPU (x 4 per SP group), recompute, no
-    old-log-prob forward; every sequence at the calibration's fitted mean response (2,738)
-    plus a 200-token prompt. Beside it the issue's fit to verl's rows, F + C / n with
+    old-log-prob forward, at the calibration's fitted mean response (2,738 tokens): every
+    sequence at the mean plus a 200-token prompt (`uniform`), and spread as the profile
+    spreads them (`spread`). Beside it the issue's fit to verl's rows, F + C / n with
     F = 69 s and C = 2,805 GPU-seconds."""
     hw, model = load_hardware("h20"), load_model("qwen2.5-7b")
+    readings = {"uniform": [mean_response + 200] * 8192,
+                "spread": spread_lengths(mean_response)}
     rows = []
     for n in (16, 32, 64):
         layout = Layout(n, cp=4, fsdp=True, recompute=True)
         k = KernelTrainModel("h20", hw, model, layout, "fsdp",
                              passes=Passes(forwards=0, recompute=True), micro_tokens=61440 * 4)
-        train = pool_time(k, [mean_tokens] * 8192, k.micro_tokens * layout.dp)
-        rows.append({"trainer_gpus": n, "kernels_s": round(train + 16 * k.optimizer_s, 1),
-                     "fixed_part_s": round(
-                         -(-8192 * mean_tokens // (k.micro_tokens * layout.dp))
-                         * k.constants["fixed_s"], 1),
-                     "verl_fit_s": round(69 + 2805 / n, 1)})
+        row: dict[str, float] = {"trainer_gpus": n}
+        for name, lens in readings.items():
+            train = pool_time(k, lens, k.micro_tokens * layout.dp)
+            row[f"kernels_{name}_s"] = round(train + 16 * k.optimizer_s, 1)
+        row["fixed_part_uniform_s"] = round(-(-sum(readings["uniform"]) // (
+            k.micro_tokens * layout.dp)) * k.constants["fixed_s"], 1)
+        row["verl_fit_s"] = round(69 + 2805 / n, 1)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -272,7 +313,11 @@ def report() -> str:
     priced = pub[pub["why_not"] == ""].copy()
     priced["model"] = priced["model"].str.split("/").str[1]
     cols = ["model", "kind", "lora_rank", "seq_len", "ac", "attn", "gpus", "hardware",
-            "mfu_pct", "measured_s", "predicted_s", "error_pct", "fit"]
+            "mfu_pct", "measured_s", "predicted_s", "error_pct", "fit", "mfu_line_s",
+            "line_error_pct"]
+    versus = priced.assign(kernels=priced["error_pct"].abs(),
+                           line=priced["line_error_pct"].abs()).groupby("hardware")[
+        ["kernels", "line"]].median().round(1).reset_index()
     left = pub[pub["why_not"] != ""].groupby("why_not").size().rename("rows").reset_index()
     consts = pd.DataFrame([{"framework": k, **v} for k, v in constants.FRAMEWORKS.items()
                            if k != "deepspeed"])
@@ -294,6 +339,9 @@ def report() -> str:
         _table(split_summary(priced.assign(
             what=priced["kind"] + np.where(priced["lora_rank"] != "", " lora", " full")),
             "what")),
+        "\nThe same prime-rl rows under today's default, the MFU line (neutral prior 0.30, "
+        "0.05 s a micro-batch: no fit to any of them), median |error| % by GPU:\n",
+        _table(versus),
         "\nMegatron on one H100 (the project's runs), by model:\n",
         _table(split_summary(meg, "model")),
         "\n## prime-rl's rows (PrimeIntellect-ai/prime-rl@559b447:benchmarks/results/"
@@ -329,4 +377,8 @@ def summary_lines() -> list[str]:
         fit, held = err[rows["fit"]], err[~rows["fit"]]
         lines.append(f"| {name} | {len(fit)}, {fit.median():.1f} | {len(held)}, "
                      f"{held.median():.1f} ({held.mean():.1f}) |")
+    line = priced["line_error_pct"].abs()
+    lines += ["", f"Today's MFU line (0.30, 0.05 s a micro-batch, fitted to none of them) on "
+              f"the same {len(line)}", f"prime-rl rows: median {line.median():.1f}%, "
+              f"mean {line.mean():.1f}%."]
     return lines
