@@ -27,7 +27,15 @@ from harness.core.files import write_atomic
 from harness.sim import calibration
 from harness.sim.kernels.source import describe
 from harness.studies.claims import Claim, WouldNeed
-from harness.studies.reproduce import april, pipelinerl, pool, rolloutpipe, rollpacker, verl_async
+from harness.studies.reproduce import (
+    april,
+    areal,
+    pipelinerl,
+    pool,
+    rolloutpipe,
+    rollpacker,
+    verl_async,
+)
 from harness.studies.reproduce.record import (
     load_claims,
     load_provenance,
@@ -38,7 +46,7 @@ from harness.studies.reproduce.record import (
 
 # The papers, in the order of the claims table. Each folder's package gives its name
 # (PAPER), `reproduce`, the files it writes, where its misses are read and `engine`.
-FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker, verl_async)
+FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker, verl_async, areal)
 
 PAPERS: dict[str, Callable[..., list[Claim]]] = {p.PAPER: p.reproduce for p in FOLDERS}
 

@@ -1,0 +1,221 @@
+"""AReaL's benchmark setups on the simulator, their runs and what is read off a trace.
+
+The benchmark (inclusionAI/AReaL@10d9b282, cited as AReaL@10d9b282;
+benchmark/verl_v0_3_0_post1_76084d3/ as bench/): DeepSeek-R1-Distill-Qwen 1.5B, 7B and
+32B at 16k and 32k context (bench/README.md:28-30, :50: generation up to context minus
+1k, build_cmd.py:136), 512 prompts x 16 answers a step (README.md:49;
+areal_config.yaml:19-20), max_head_offpolicyness 4 and 512 rollouts in flight
+(areal_config.yaml:4, :6), the proximal log-probs recomputed (recompute_logprob,
+:25: one forward besides the update), micro-batches of 32,768 tokens (:33), SGLang at
+memory 0.8 (:14), 0.7 above 1.5B (build_cmd.py:142-144). build_cmd.py:99-118 gives
+three quarters of the GPUs to SGLang at TP 1 (TP 8 for 32B) and one quarter to the
+trainer. The DeepSeek distills have Qwen2.5's shapes: the 7B and 32B are the
+`qwen2.5-7b` and `qwen2.5-32b` presets, the 1.5B a config.json here (models/).
+
+What the source leaves out, each a reading (docs/reproductions.md#areal):
+- The GPU. AReaL's docs name 8 H800s a node (docs/tutorial/installation.md:9; the v0.1
+  blog's runs, blog/AReaL_v0_1.md:30). The simulator prices H800 and H100 alike
+  (harness/sim/presets/kernel_gpus.toml:72-78 stands H100 kernels in; the trainer is
+  FLOPs over MFU at the same 989 TFLOPS), so H800 is run and stands for both.
+- verl's config (its scripts are in a repository not stored here). verl@76084d3's
+  defaults (verl/trainer/config/ppo_trainer.yaml:88-107: vLLM, tensor parallel 2,
+  gpu_memory_utilization 0.5, no KL loss at :47) or AReaL's own engine layout
+  (TP 1, or 8 for 32B, memory as AReaL's): both run (READINGS).
+- Response lengths: none are published. The profile is deepscaler's (competition math, as
+  AReaL-boba's data): its spreads and its mean of 4,500 tokens (MEAN_PRIOR), a prior not
+  fitted, at the 32k cap; a 16k run truncates the same lengths. The simulated verl is far
+  faster than the published one at any mean (it runs no eager vLLM, ppo_trainer.yaml:101,
+  nor verl v0.3's offloads), so no length could be fitted to verl's rows: what is fitted
+  to them is verl's trainer MFU (`fit`), which takes up what verl's step spends beyond
+  the simulated engine; AReaL's trainer keeps the neutral prior.
+
+A step's effective throughput (bench/README.md:3-6) is the tokens a step trains over the
+time between optimizer steps; the first step is left out (AReaL's pipeline fills there).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.config import RunConfig
+from harness.core.files import write_atomic
+from harness.run.execute import reads
+
+PAPER = "areal"
+MODELS_DIR = Path(__file__).parent / "models"
+MODELS = {"1.5B": str(MODELS_DIR / "deepseek-r1-distill-qwen-1.5b" / "config.json"),
+          "7B": "qwen2.5-7b", "32B": "qwen2.5-32b"}
+GPU = "h800-sxm"
+PROMPT_TOKENS = 1024  # max_prompt_len (areal_config.yaml:18)
+# The figure's panels: (model, context) -> GPU counts (scaling_trend_vs_verl.png's x axes)
+PANELS: dict[tuple[str, int], tuple[int, ...]] = {
+    ("1.5B", 16384): (32, 64, 128, 256), ("7B", 16384): (64, 128, 256, 512),
+    ("32B", 16384): (256, 512), ("1.5B", 32768): (32, 64, 128, 256),
+    ("7B", 32768): (64, 128, 256, 512), ("32B", 32768): (256, 512)}
+NO_VERL = {("32B", 32768)}  # the figure draws no verl line there
+READINGS = ("verl at its defaults", "verl on AReaL's engine layout")
+AREAL_ROUNDS, VERL_ROUNDS = 3, 1  # steps: AReaL's first left out (the fill); verl's
+# synchronous step is the same every round, one is timed from the run's start
+PROFILE = "deepscaler"
+MEAN_PRIOR = 4500.0  # workloads/profiles/deepscaler.toml's mean_tokens: a prior
+PROFILE_CAP = 32768 - PROMPT_TOKENS  # the lengths' own cap; a 16k run truncates them
+N, U = 16, 512  # answers a prompt, prompts a step
+
+
+def sglang_tp(model: str) -> int:
+    """build_cmd.py:101: SGLang at TP 1 below 32B, TP 8 for 32B."""
+    return 8 if model == "32B" else 1
+
+
+def areal_memory(model: str) -> float:
+    """mem_fraction_static: 0.8 (areal_config.yaml:14), 0.7 above 1.5B (build_cmd.py:142-144)."""
+    return 0.8 if model == "1.5B" else 0.7
+
+
+def trainer_layout(model: str) -> tuple[int, int]:
+    """(tensor, pipeline) parallel of AReaL's trainer (build_cmd.py:106-115)."""
+    return {"1.5B": (1, 2), "7B": (1, 4), "32B": (2, 8)}[model]
+
+
+def split(gpus: int) -> tuple[int, int]:
+    """(SGLang GPUs, trainer GPUs): build_cmd.py:102-104, three quarters to SGLang."""
+    rollout = gpus // 4 * 3
+    return rollout, gpus - rollout
+
+
+def profile_text(mean_tokens: float, cap: int = PROFILE_CAP) -> str:
+    """The run's profile: deepscaler's prompts and spreads, the given mean and cap."""
+    from workloads.profile import load_profile
+
+    p = load_profile(PROFILE)
+    return "\n".join([
+        'name = "areal-boba"',
+        f'summary = "deepscaler shape, cap {cap}, mean {mean_tokens:.0f} (AReaL reproduction)"',
+        "[prompt]", f"mu_log = {p.prompt_mu_log}", f"sigma_log = {p.prompt_sigma_log}",
+        f"min = {p.prompt_min}", f"max = {min(p.prompt_max, PROMPT_TOKENS)}",
+        "[response]", f"mean_tokens = {mean_tokens:.1f}", f"max_tokens = {cap}",
+        f"min_tokens = {p.min_tokens}", f"sigma_between = {p.sigma_between}",
+        f"sigma_within = {p.sigma_within}",
+        "[reward]", f"pass_rate = {p.pass_rate}", f"slope = {p.pass_slope}",
+        "[verifier]", f'kind = "{p.verifier_kind}"', f"latency_mean_s = {p.verify_mean_s}",
+        f"latency_sigma = {p.verify_sigma}", ""])
+
+
+def workload(mean_tokens: float, folder: Path, cap: int = PROFILE_CAP) -> str:
+    """A profile:PATH workload of the given mean and cap, written once into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"areal-c{cap}-m{round(mean_tokens)}.toml"
+    text = profile_text(round(mean_tokens), cap)
+    if not path.exists() or path.read_text() != text:
+        write_atomic(path, text)
+    return f"profile:{path}"
+
+
+def _base(system: str, model: str, ctx: int, seed: int, rounds: int) -> RunConfig:
+    cfg = RunConfig(system=system, workload=PROFILE, seed=seed, group_size=N, groups=U,
+                    update_groups=U, max_response_tokens=ctx - PROMPT_TOKENS)
+    cfg.rounds = rounds
+    s = cfg.sim
+    s.calibration, s.model = PAPER, MODELS[model]
+    s.rollout_gpu = s.trainer_gpu = GPU
+    return cfg
+
+
+def areal(model: str, ctx: int, gpus: int, seed: int = 0, staleness: int = 4,
+          rounds: int = AREAL_ROUNDS) -> RunConfig:
+    """AReaL as build_cmd.py runs it on `gpus` GPUs (module docstring)."""
+    cfg = _base("areal", model, ctx, seed, rounds)
+    s = cfg.sim
+    rollout, train = split(gpus)
+    s.engine_backend, s.rollout_tp = "sglang", sglang_tp(model)
+    s.rollout_engines, s.trainer_gpus = rollout // s.rollout_tp, train
+    s.mem_fraction = areal_memory(model)
+    tp, pp = trainer_layout(model)
+    s.micro_batch_tokens = 32768 * (train // (tp * pp))  # per data-parallel rank (:33)
+    s.log_prob_forwards = 1  # recompute_logprob (areal_config.yaml:25)
+    cfg.areal.max_head_offpolicyness = staleness
+    cfg.areal.max_concurrent_rollouts = 512  # areal_config.yaml:6
+    return cfg
+
+
+def verl(model: str, ctx: int, gpus: int, reading: str, seed: int = 0) -> RunConfig:
+    """verl v0.3's colocated synchronous PPO on all `gpus` GPUs, under `reading`."""
+    cfg = _base("verl", model, ctx, seed, VERL_ROUNDS)
+    s = cfg.sim
+    s.placement, s.engine_backend = "colocated", "vllm"
+    if reading == READINGS[0]:  # ppo_trainer.yaml:99, :104 (verl@76084d3)
+        s.rollout_tp, s.mem_fraction = 2, 0.5
+    else:
+        s.rollout_tp, s.mem_fraction = sglang_tp(model), areal_memory(model)
+    s.rollout_engines, s.trainer_gpus = gpus // s.rollout_tp, gpus
+    s.micro_batch_tokens = 16384 * gpus  # ppo_max_token_len_per_gpu (ppo_trainer.yaml:38)
+    s.log_prob_forwards = 1  # old_log_prob; no reference (use_kl_loss False, :47)
+    return cfg
+
+
+def with_mean(cfg: RunConfig, mean: float, folder: Path, cap: int = PROFILE_CAP) -> RunConfig:
+    """The config with the workload of the given mean response length, validated."""
+    out = copy.deepcopy(cfg)
+    out.workload = workload(mean, folder, cap)
+    return out.validate()
+
+
+@dataclass(frozen=True)
+class Run:
+    """One simulated point: its label, reading, config and the model whose mean it takes."""
+
+    label: str
+    reading: str
+    cfg: RunConfig
+    model: str
+
+
+def label(system: str, model: str, ctx: int, gpus: int) -> str:
+    return f"{system} {model} {ctx // 1024}k {gpus} GPUs"
+
+
+def scaling_runs(reading: str, seed: int = 0) -> list[Run]:
+    """Every point of the scaling figure under one reading of verl's config."""
+    out = []
+    for (model, ctx), sizes in PANELS.items():
+        for n in sizes:
+            out.append(Run(label("areal", model, ctx, n), reading, areal(model, ctx, n, seed),
+                           model))
+            if (model, ctx) not in NO_VERL:
+                out.append(Run(label("verl", model, ctx, n), reading,
+                               verl(model, ctx, n, reading, seed), model))
+    return out
+
+
+@reads("train_end", "optimizer_step")
+def summary(events: list[dict[str, Any]]) -> dict[str, float]:
+    """Effective throughput (tokens/s) and mean step (s): the tokens trained at steps
+    2..N over the time from step 1's optimizer step to step N's; a run of one step, its
+    tokens over the time from the start to its optimizer step."""
+    tokens = [e["tokens"] for e in events if e["ev"] == "train_end"]
+    steps = [e["t"] for e in events if e["ev"] == "optimizer_step"]
+    if not steps:
+        return {"throughput": float("nan"), "step_s": float("nan"), "steps": 0.0}
+    first = 1 if len(steps) > 1 else 0
+    span = steps[-1] - (steps[0] if first else 0.0)
+    return {"throughput": float(np.sum(tokens[first:len(steps)]) / span),
+            "step_s": span / max(len(steps) - 1, 1), "steps": float(len(steps))}
+
+
+def staleness_run(eta: int | None, seed: int = 0) -> RunConfig:
+    """Fig. 7's 1.5B at maximum staleness `eta` (None: unbounded, a bound no run reaches)
+    on 128 GPUs with 8,192-token answers (`readings` says why these)."""
+    from harness.studies.reproduce.areal.readings import STALENESS_CAP, STALENESS_GPUS
+
+    cfg = areal("1.5B", STALENESS_CAP + PROMPT_TOKENS, STALENESS_GPUS, seed,
+                staleness=10**6 if eta is None else eta)
+    return cfg
+
+
+def eta_label(eta: int | None) -> str:
+    return "unbounded" if eta is None else str(eta)
