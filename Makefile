@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe reproduce-pipelinerl \
-	reproduce-april reproduce-rollpacker reproduce-verl-async bench calibrate live-demo whatif validate validate-gpu \
+	reproduce-april reproduce-rollpacker reproduce-verl-async reproduce-areal bench calibrate live-demo whatif validate validate-gpu \
 	notebooks clean
 
 setup: $(STAMP)
@@ -58,6 +58,9 @@ reproduce-rollpacker: setup
 
 reproduce-verl-async: setup
 	$(BIN)/rolloutbench reproduce verl-async $(REPRODUCE_OPTS)
+
+reproduce-areal: setup
+	$(BIN)/rolloutbench reproduce areal $(REPRODUCE_OPTS)
 
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all

@@ -35,7 +35,8 @@ def chosen(kind: str, name: str, known: list[str], also: list[str]) -> list[str]
 @commands.command("calibrate")
 def calibrate_cmd(
     paper: Annotated[str, typer.Argument(
-        help="Which calibration to fit: rolloutpipe, april, rollpacker, verl-async, all; engine "
+        help="Which calibration to fit: rolloutpipe, april, rollpacker, verl-async, areal, all; "
+             "engine "
              "(measure this machine's live engine and trainer); or kernels (tabulate the "
              "measured-kernel step times of the engine --model/--gpu/--tp/--backend).")],
     dry_run: Annotated[bool, typer.Option(help="Print the fit; do not write it.")] = False,
@@ -104,22 +105,22 @@ def calibrate_cmd(
         console.print_json(json.dumps({"calibration": name, **result}))
 
 
-REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "verl-async", "all",
-                     "would-need")
+REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "verl-async", "areal",
+                     "all", "would-need")
 
 
 @commands.command("reproduce")
 def reproduce_cmd(
     paper: Annotated[str, typer.Argument(
-        help="A paper (rolloutpipe, pipelinerl, april, rollpacker, verl-async), all five "
-             "(all), or "
+        help="A paper (rolloutpipe, pipelinerl, april, rollpacker, verl-async, areal), all "
+             "of them (all), or "
              "would-need (the search for what each missed prediction needs).")],
     out: Annotated[Path, typer.Option(help="Directory for CSV results and claims.")] = Path(
         "results"),
     figures: Annotated[Path | None, typer.Option(
         help="Directory for figures." + shown("OUT"))] = None,
-    rounds: Annotated[int, typer.Option(help="Rounds per point (PipelineRL and verl-async "
-                                        "fix their own).")] = 4,
+    rounds: Annotated[int, typer.Option(help="Rounds per point (PipelineRL, verl-async and "
+                                        "areal fix their own).")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     jobs: Annotated[int, typer.Option(help="Worker processes, 0: one per core (the results "
                                       "are the same for any number).")] = 0,

@@ -26,6 +26,7 @@ from harness.core.config import RunConfig
 from harness.core.files import git_commit, write_atomic
 from harness.core.progress import say
 from harness.sim import calibration
+from harness.studies.reproduce.areal import fit as areal_fit
 from harness.studies.reproduce.grid import run_grid
 from harness.studies.reproduce.rolloutpipe import claims as rp_claims
 from harness.studies.reproduce.rolloutpipe import runs as rp
@@ -280,6 +281,7 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
 FITS: dict[str, Callable[..., dict[str, Any]]] = {"rolloutpipe": fit_rolloutpipe,
                                                    "april": fit_april,
                                                    "rollpacker": fit_rollpacker,
-                                                   "verl-async": verl_async_fit.fit}
+                                                   "verl-async": verl_async_fit.fit,
+                                                   "areal": areal_fit.fit}
 
 __all__ = ["FITS", "RunConfig", "fit_rolloutpipe"]

@@ -1,5 +1,5 @@
-"""The calibration of the AReaL reproduction, fitted to baseline rows only; written to
-harness/sim/calibration/areal.toml by `python -m harness.studies.reproduce.areal.fit`.
+"""`rolloutbench calibrate areal`: the calibration of the AReaL reproduction, fitted to
+baseline rows only; written to harness/sim/calibration/areal.toml.
 
 Two fits, each named with its rows (FIT_ROWS, STALENESS_FIT):
 - verl's trainer MFU, per reading of verl's config, to verl's rows at the smallest GPU
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.files import git_commit, write_atomic
+from harness.core.progress import say
 from harness.sim import calibration
 from harness.studies.reproduce.areal import readings, runs
 from harness.studies.reproduce.grid import run_configs
@@ -93,15 +94,16 @@ def fit_areal_mfu(folder: Path, log: Callable[[str], None]) -> float:
     return mfu
 
 
-def fit(write: bool = True, log: Callable[[str], None] = print) -> dict[str, float]:
+def fit(write: bool = True, progress: bool = True) -> dict[str, float]:
+    """Both fits; written to harness/sim/calibration/areal.toml unless `write` is False."""
+    log: Callable[[str], None] = say if progress else (lambda _m: None)  # stderr
     with tempfile.TemporaryDirectory(prefix="rolloutbench-areal-fit-") as scratch:
         folder = Path(scratch)
         out = {verl_key(r): fit_verl_mfu(r, folder, log) for r in runs.READINGS}
         out["staleness_mean"] = staleness_mean()
         out["areal_train_mfu"] = fit_areal_mfu(folder, log)
     if write:
-        text = ["# Written by `python -m harness.studies.reproduce.areal.fit`; re-run it to "
-                "reproduce.",
+        text = ["# Written by `rolloutbench calibrate areal`; re-run it to reproduce.",
                 "# Fitted to baseline rows only (harness/studies/reproduce/areal/fit.py:",
                 "# FIT_ROWS, verl's smallest-GPU rows; STALENESS_FIT, Fig. 7's staleness 0).",
                 f"# commit: {git_commit()}", "", "[fit]",
@@ -119,7 +121,3 @@ def fit(write: bool = True, log: Callable[[str], None] = print) -> dict[str, flo
                  'docs/tutorial/installation.md:9)"']
         write_atomic(calibration.path_of(runs.PAPER), "\n".join(text) + "\n")
     return out
-
-
-if __name__ == "__main__":
-    print(fit())
