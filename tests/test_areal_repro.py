@@ -1,0 +1,131 @@
+"""AReaL's reproduction: its readings against the sources by hand, the calibration's rows,
+a claim's tolerance, and numbers the folder computes, worked by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.studies.reproduce.areal import claims, dynsched, fit, readings, runs
+
+
+def test_staleness_bars_are_the_figures_labels() -> None:
+    # AReaL@10d9b282:assets/staleness_throughput.png, the value printed on each bar
+    assert readings.STALENESS == {0: 128.7, 1: 269.3, 2: 356.6, 4: 356.6, 8: 371.7,
+                                  16: 382.4, None: 396.8}
+    # blog/AReaL_v0_3.md:179-180, the 1.5B's hours for 1,000 steps
+    assert (readings.TABLE2_SYNC_H, readings.TABLE2_ASYNC_H) == (41.0, 14.8)
+    # the two sources agree: 128.7k x 41.0 / 14.8 = 356.5k, Fig. 7's staleness 2 and 4
+    assert 128.7 * 41.0 / 14.8 == pytest.approx(356.53, abs=0.01)
+
+
+def test_a_log_axis_read_by_hand() -> None:
+    # ticks 10, 20, ..., 320 from pixel 300 (bottom) to 100 (top): row 250 is 1.25 ticks up,
+    # 10 x 2^1.25 = 23.78
+    assert readings.log_axis(250, (10, 20, 40, 80, 160, 320), 300, 100) == pytest.approx(
+        23.784, abs=1e-3)
+
+
+def test_each_panels_ticks_read_back_as_their_labels() -> None:
+    # the pixel rows of the six ticks are 46.2 apart; each reads back as its (rounded) label
+    for (_, ctx), labels in readings.LABELS.items():
+        bottom, top = readings.TICK_ROWS[ctx]
+        for k, label in enumerate(labels):
+            row = bottom - k * (bottom - top) / 5
+            assert readings.log_axis(row, labels, bottom, top) == pytest.approx(label,
+                                                                              rel=0.032)
+
+
+def test_figure_values_read_by_hand() -> None:
+    # verl 1.5B 16k at 32 GPUs sits on the bottom tick (29k); AReaL 32B 16k at 512 just
+    # under the top one (37k); verl 7B 32k at 64 on the bottom tick (19k)
+    assert readings.scaling("1.5B", 16384, "verl")[32] == pytest.approx(29_000, rel=0.01)
+    assert 34_000 < readings.scaling("32B", 16384, "areal")[512] < 36_000
+    assert readings.scaling("7B", 32768, "verl")[64] == pytest.approx(19_000, rel=0.01)
+    assert readings.error("1.5B", 16384, "areal", 32) == 0.08  # hidden under verl's marker
+    assert readings.error("1.5B", 16384, "verl", 32) == 0.05
+
+
+def test_tokens_a_sample_by_hand() -> None:
+    # 128,700 tokens/s x 147.6 s (41.0 h / 1,000 steps) over 512 x 16 samples
+    assert readings.staleness_sample_tokens() == pytest.approx(128_700 * 147.6 / 8192)
+    assert readings.staleness_sample_tokens() == pytest.approx(2318.86, abs=0.01)
+
+
+def test_the_allocation_as_build_cmd_makes_it() -> None:
+    assert runs.split(32) == (24, 8) and runs.split(512) == (384, 128)
+    cfg = runs.areal("7B", 16384, 64)
+    # 48 SGLang GPUs at TP 1; 16 trainer GPUs at TP 1 x PP 4: 4 ranks of 32,768 tokens
+    assert (cfg.sim.rollout_engines, cfg.sim.trainer_gpus) == (48, 16)
+    assert cfg.sim.micro_batch_tokens == 4 * 32768
+    assert cfg.max_response_tokens == 16384 - 1024
+    big = runs.areal("32B", 32768, 256)
+    assert (big.sim.rollout_tp, big.sim.rollout_engines, big.sim.mem_fraction) == (8, 24, 0.7)
+
+
+def test_effective_throughput_by_hand() -> None:
+    events = [{"ev": "train_end", "tokens": 100}, {"ev": "optimizer_step", "t": 10.0},
+              {"ev": "train_end", "tokens": 200}, {"ev": "optimizer_step", "t": 30.0},
+              {"ev": "train_end", "tokens": 300}, {"ev": "optimizer_step", "t": 50.0}]
+    got = runs.summary(events)
+    assert got["throughput"] == pytest.approx((200 + 300) / 40) and got["step_s"] == 20.0
+    one = runs.summary(events[:2])  # one step: its tokens over the time from the start
+    assert one["throughput"] == pytest.approx(10.0) and one["step_s"] == 10.0
+
+
+def test_the_verl_fit_runs_only_its_declared_rows(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    seen = []
+
+    def fake(tasks, progress=False, reader=None):  # noqa: ANN001, ANN202
+        seen.extend(cfg for cfg, _ in tasks)
+        return [{"throughput": 1e5} for _ in tasks]
+
+    monkeypatch.setattr(fit, "run_configs", fake)
+    fit.fit_verl_mfu(runs.READINGS[0], tmp_path, lambda _m: None)
+    fit.fit_areal_mfu(tmp_path, lambda _m: None)
+    verl = {(c.sim.model, c.max_response_tokens + 1024, c.sim.trainer_gpus)
+            for c in seen if c.system == "verl"}
+    assert verl == {(runs.MODELS[m], c, n) for m, c, n in fit.FIT_ROWS}
+    areal = [c for c in seen if c.system == "areal"]
+    assert areal and all(c.areal.max_head_offpolicyness == 0 for c in areal)
+    assert set(fit.targets()) == set(fit.FIT_ROWS)
+
+
+def _sim() -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = [{"reading": reading, "label": run.label, "throughput": 1e5}
+            for reading in runs.READINGS for run in runs.scaling_runs(reading)]
+    stale = [{"eta": runs.eta_label(e), "throughput": 1e5} for e in readings.STALENESS]
+    return pd.DataFrame(rows), pd.DataFrame(stale)
+
+
+def test_inputs_are_exactly_the_fitted_rows() -> None:
+    scaling, staleness = _sim()
+    out = claims.scaling_claims(scaling) + claims.staleness_claims(staleness)
+    inputs = [c for c in out if c.kind == "input"]
+    assert len(inputs) == 2 * len(fit.FIT_ROWS) + 1
+    assert all(c.claim.startswith("verl") or "staleness 0 " in c.config for c in inputs)
+    assert {c.kind for c in out} == {"input", "prediction"}
+
+
+def test_a_claims_tolerance_by_hand() -> None:
+    scaling, _ = _sim()
+    row = next(c for c in claims.scaling_claims(scaling)
+               if c.claim.startswith("verl") and c.config.startswith("1.5B 16k, 32 "))
+    value = readings.scaling("1.5B", 16384, "verl")[32]
+    assert (row.paper_low, row.paper_high) == pytest.approx((0.95 * value, 1.05 * value))
+    # within when inside [0.95 v x 0.9, 1.05 v x 1.1]
+    assert row.holds(1.05 * value * 1.1 * 0.999) and not row.holds(1.05 * value * 1.1 * 1.001)
+    assert row.holds(0.95 * value * 0.9 * 1.001) and not row.holds(0.95 * value * 0.9 * 0.999)
+
+
+def test_dynamic_schedule_reading_by_hand() -> None:
+    # ds.md:339: dynamic is 15.3% faster than 8+24 and 17.5% than 16+16
+    assert dynsched.FASTER == pytest.approx(0.825 / 0.847)
+    assert "not modelled" in dynsched.refusal()  # Qwen3.5-35B-A3B is refused, in one line
+    assert dynsched.bound({"paper_waiting_ratio": 0.41}) == "rollout"
+    assert dynsched.bound({"paper_waiting_ratio": 0.01}) == "trainer"
+    assert math.isclose(dynsched.WAIT_BOUND, 0.05)
