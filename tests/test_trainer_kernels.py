@@ -170,3 +170,17 @@ def test_a_layout_that_cannot_be_is_said() -> None:
     assert Layout(8, tp=3).check() == "tp x pp x cp = 3 must divide the trainer's 8 GPUs"
     assert Layout(8, ep=3).check() == "ep = 3 must divide the trainer's 8 GPUs"
     assert Layout(8, tp=2, pp=2).check() is None and Layout(8, tp=2, pp=2).dp == 2
+
+
+def test_a_stand_in_gpus_products_are_carried_by_its_peak() -> None:
+    from harness.sim.trainer import db
+
+    # H20 borrows H200's tables (presets/kernel_gpus.toml, per-op): a compute-bound GEMM
+    # moves by the BF16 peaks' ratio, 989.4 / 148 = 6.69 TFLOPS over TFLOPS.
+    h200 = db.gemm_s("h200-sxm", 16384, 4096, 4096)
+    h20 = db.gemm_s("h20", 16384, 4096, 4096)
+    ratio = load_hardware("h200-sxm").bf16_tflops / load_hardware("h20").bf16_tflops
+    assert h20 / h200 == pytest.approx(ratio, rel=0.05)
+    # RTX 4090 borrows L40S's (scale rule): its prefill_scale, 2.19
+    assert db.gemm_s("rtx-4090", 16384, 4096, 4096) / db.gemm_s(
+        "l40s", 16384, 4096, 4096) == pytest.approx(2.19)

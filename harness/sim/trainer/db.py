@@ -11,6 +11,13 @@ newest. A shape off the grid takes the nearest tabulated one's achieved rate (FL
 bytes/s for a collective) times its own work: GEMM time is close to proportional to its
 FLOPs at the sizes a trainer runs (m of thousands of tokens), and the rate, not the time,
 is what carries over between neighbouring shapes. Tables load once per process.
+
+A GPU without tables of its own borrows another's as the engine does
+(presets/kernel_gpus.toml): under the "per-op" rule (H20) each kernel's time is carried
+by `harness.sim.kernels.standin.carry` from its FLOPs and bytes (a compute-bound GEMM by
+the ratio of BF16 peaks); under the "scale" rule a kernel takes the preset's
+`prefill_scale` (the trainer's kernels are compute-bound, as a prefill is); a "preset-link"
+GPU's collectives go over its preset's link, not the borrowed GPU's NCCL table.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import pandas as pd
 from harness.core.config import ConfigError
 from harness.sim.kernels.estimator import _package_dir, backend_version, quiet
 from harness.sim.kernels.gpus import kernel_gpu
+from harness.sim.kernels.standin import OpShape, carry
+from harness.sim.presets import load_hardware
 
 BACKEND = "vllm"  # the framework whose kernel tables price training (graph-timed GEMMs)
 GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}  # fp8: per-tensor scaled (Cutlass)
@@ -78,6 +87,17 @@ def tables(gpu: str) -> Tables:
     return Tables(kg.system, gemm, attn, moe, comm)
 
 
+def carried(gpu: str, seconds: float, cls: str, flops: float, nbytes: float) -> float:
+    """A kernel's time measured on the preset's database GPU, carried to the preset."""
+    kg = kernel_gpu(gpu)
+    if kg is None or not kg.stand_in or seconds <= 0:
+        return seconds
+    if kg.rule == "per-op":
+        shape = OpShape(cls, flops=flops, bytes=nbytes)
+        return carry(seconds * 1e3, shape, load_hardware(kg.source), load_hardware(gpu)) / 1e3
+    return seconds * kg.prefill_scale
+
+
 def _nearest(values: np.ndarray, want: float) -> float:
     """The tabulated value closest to `want` on a log scale."""
     return float(values[np.argmin(np.abs(np.log(values) - np.log(max(want, 1.0))))])
@@ -120,7 +140,8 @@ def gemm_s(gpu: str, m: int, n: int, k: int, precision: str = "bf16") -> float:
         t0 = lat[-1] * m / ms[-1]
     else:
         t0 = float(np.interp(m, ms, lat))
-    return t0 * (n * k) / (n0 * k0) * 1e-3
+    flops, nbytes = 2.0 * m * n * k, 2.0 * (m * k + k * n + m * n)
+    return carried(gpu, t0 * (n * k) / (n0 * k0) * 1e-3, "gemm", flops, nbytes)
 
 
 @cache
@@ -152,7 +173,10 @@ def attention_forward_s(gpu: str, seq_len: int, heads: int, kv_heads: int,
         t0 = lat[-1] * (seq_len / isl[-1]) ** 2
     else:
         t0 = float(np.interp(seq_len, isl, lat))
-    return t0 * (heads * head_dim) / (h0 * d0) * 1e-3
+    flops = 2.0 * heads * head_dim * seq_len * seq_len  # QK^T and PV, half under the mask
+    nbytes = 2.0 * seq_len * (2 * heads + 2 * kv_heads) * head_dim
+    return carried(gpu, t0 * (heads * head_dim) / (h0 * d0) * 1e-3, "attention", flops,
+                   nbytes)
 
 
 @cache
@@ -190,7 +214,10 @@ def moe_forward_s(gpu: str, tokens: int, hidden: int, inter: int, experts: int, 
     work0, toks, lat = _moe_curve(gpu, hidden, inter, experts, topk, ep)
     t0 = lat[-1] * tokens / toks[-1] if tokens >= toks[-1] else float(
         np.interp(tokens, toks, lat))
-    return t0 * (hidden * inter * topk / ep) / work0 * 1e-3
+    flops = 6.0 * tokens * hidden * inter * topk / ep  # gate, up and down
+    nbytes = 2.0 * (3 * hidden * inter * experts / ep + 2 * tokens * hidden * topk)
+    return carried(gpu, t0 * (hidden * inter * topk / ep) / work0 * 1e-3, "gemm", flops,
+                   nbytes)
 
 
 @cache
@@ -216,7 +243,9 @@ def collective_s(gpu: str, op: str, nbytes: float, gpus: int, link_gbs: float) -
         factor = 2.0 if op == "all_reduce" else 1.0
         return factor * nbytes * (gpus - 1) / gpus / (INTER_NODE_GBS * 1e9)
     g = min((x for x in (2, 4, 8) if x >= gpus), default=8)
-    sizes, lat = _comm_curve(gpu, op, g)
+    kg = kernel_gpu(gpu)
+    preset_link = kg is not None and kg.comm == "preset-link"
+    sizes, lat = (np.array([]), np.array([])) if preset_link else _comm_curve(gpu, op, g)
     if sizes.size == 0:
         factor = 2.0 if op == "all_reduce" else 1.0
         return factor * nbytes * (gpus - 1) / gpus / (link_gbs * 1e9)

@@ -25,8 +25,6 @@ import math
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -207,100 +205,6 @@ def split_summary(rows: pd.DataFrame, group: str) -> pd.DataFrame:
     return out.round(1).reset_index()
 
 
-def pool_time(train: Any, lens: list[int], pool_tokens: int) -> float:
-    """What SimTrainer charges: first-fit packing under `pool_tokens`, micro_time each."""
-    micros: list[list[int]] = [[]]
-    used = 0
-    for n in lens:
-        if micros[-1] and used + n > pool_tokens:
-            micros.append([])
-            used = 0
-        micros[-1].append(n)
-        used += n
-    return sum(train.micro_time(m) for m in micros if m)
-
-
-# Each reproduction's trainer (calibration [hardware]; 8 GPUs, 16k tokens a micro-batch).
-REPRODUCTIONS = ("rolloutpipe", "pipelinerl", "rollpacker", "april", "verl-async")
-
-
-def reproductions(gpus: int = 8, seq: int = 4096, sequences: int = 256) -> pd.DataFrame:
-    """Seconds to train `sequences` sequences of `seq` tokens (one old-log-prob forward)
-    on each calibration's trainer GPU and model: today's MFU line against the kernels."""
-    from harness.sim import calibration
-    from harness.sim.perf import TrainModel
-    from harness.sim.trainer import build as trainer_build
-    from harness.sim.trainer.db import TrainerKernelError
-
-    out = []
-    for name in REPRODUCTIONS:
-        data = calibration.load(name)
-        hwt = data.get("hardware", {})
-        gpu, model = str(hwt.get("trainer_gpu")), load_model(str(hwt.get("model")))
-        hw = load_hardware(gpu)
-        p = {**data.get("fixed", {}), **data.get("fit", {})}
-        line = TrainModel.build(hw, model, gpus, float(p["train_mfu"]),
-                                float(p.get("micro_overhead_s", 0.05)), forwards=1)
-        lens = [seq] * sequences
-        mfu_s = pool_time(line, lens, 16384) + line.optimizer_s
-        sim = SimpleNamespace(trainer_ep=1, log_prob_forwards=1, micro_batch_tokens=16384)
-        try:
-            k = trainer_build.from_config(sim, data, hw, model, gpu, gpus)
-            kern_s = pool_time(k, lens, trainer_build.pool_micro_tokens(k)) + k.optimizer_s
-            note = trainer_build.framework_of(data)
-        except TrainerKernelError as err:
-            kern_s, note = float("nan"), str(err).split(": ", 1)[1]
-        out.append({"calibration": name, "model": model.name, "trainer_gpu": gpu,
-                    "train_mfu": float(p["train_mfu"]), "mfu_line_s": round(mfu_s, 2),
-                    "kernels_s": round(kern_s, 2), "kernels_over_line": round(kern_s / mfu_s, 2),
-                    "framework / why not": note})
-    return pd.DataFrame(out)
-
-
-def spread_lengths(mean_response: float, prompts: int = 512, n: int = 16,
-                   seed: int = 0) -> list[int]:
-    """Sequence lengths (prompt + response) with the dapo-math-17k profile's shape
-    (workloads/profiles/dapo-math-17k.toml: lognormal group medians, sigma 1.00 between
-    prompts and 0.35 within a group; prompts lognormal around 150 tokens), responses
-    capped at verl's 28k and scaled to `mean_response`."""
-    rng = np.random.default_rng(seed)
-    medians = np.exp(rng.normal(0.0, 1.00, prompts))
-    raw = np.repeat(medians, n) * np.exp(rng.normal(0.0, 0.35, prompts * n))
-    scale = mean_response / raw.mean()
-    for _ in range(20):  # the cap takes some mean away: scale until it is back
-        resp = np.clip(raw * scale, 64, 28 * 1024)
-        scale *= mean_response / resp.mean()
-    prompt = np.clip(np.exp(rng.normal(5.01, 0.35, prompts)), 60, 600)
-    return [int(p + r) for p, r in zip(np.repeat(prompt, n), resp, strict=True)]
-
-
-def verl_update_actor(mean_response: int = 2738) -> pd.DataFrame:
-    """verl's fully-async update_actor per 512-prompt window (x 16 responses, 16
-    optimizer steps of 32 prompts) on H20, Qwen2.5-7B, FSDP2 with Ulysses SP 4 (priced as
-    CP 4), dynamic batches of 61,440 tokens a GPU (x 4 per SP group), recompute, no
-    old-log-prob forward, at the calibration's fitted mean response (2,738 tokens): every
-    sequence at the mean plus a 200-token prompt (`uniform`), and spread as the profile
-    spreads them (`spread`). Beside it the issue's fit to verl's rows, F + C / n with
-    F = 69 s and C = 2,805 GPU-seconds."""
-    hw, model = load_hardware("h20"), load_model("qwen2.5-7b")
-    readings = {"uniform": [mean_response + 200] * 8192,
-                "spread": spread_lengths(mean_response)}
-    rows = []
-    for n in (16, 32, 64):
-        layout = Layout(n, cp=4, fsdp=True, recompute=True)
-        k = KernelTrainModel("h20", hw, model, layout, "fsdp",
-                             passes=Passes(forwards=0, recompute=True), micro_tokens=61440 * 4)
-        row: dict[str, float] = {"trainer_gpus": n}
-        for name, lens in readings.items():
-            train = pool_time(k, lens, k.micro_tokens * layout.dp)
-            row[f"kernels_{name}_s"] = round(train + 16 * k.optimizer_s, 1)
-        row["fixed_part_uniform_s"] = round(-(-sum(readings["uniform"]) // (
-            k.micro_tokens * layout.dp)) * k.constants["fixed_s"], 1)
-        row["verl_fit_s"] = round(69 + 2805 / n, 1)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def _table(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False, floatfmt="g")
 
@@ -308,6 +212,9 @@ def _table(df: pd.DataFrame) -> str:
 def report() -> str:
     """The kernel-priced trainer against both sources, as markdown (trainer_check.md)."""
     from harness.sim.trainer import constants
+    from harness.studies.validate.gpu import trainer_predictions as predictions
+
+    need_gen, need_train = predictions.verl_needed_tflops(), predictions.verl_needed_tflops(1127)
 
     pub, meg = errors()
     priced = pub[pub["why_not"] == ""].copy()
@@ -352,16 +259,21 @@ def report() -> str:
         "\n## Megatron-core on one H100 (measurements/h100-sxm/trainer)\n",
         _table(meg[meg_cols].round(3)),
         "\n## Each reproduction's trainer: the MFU line (today's default) against kernels\n",
-        "256 sequences of 4,096 tokens with an old-log-prob forward, 8 trainer GPUs, 16k "
-        "tokens a micro-batch (a replica's, under kernels), plus one optimizer step; the "
-        "calibration's train_mfu and micro_overhead_s for the line.\n",
-        _table(reproductions()),
+        "1,024 sequences of 4,096 tokens with an old-log-prob forward on the reproduction's "
+        "trainer GPUs, 16k tokens a micro-batch (a replica's, under kernels), plus one "
+        "optimizer step; the calibration's train_mfu and micro_overhead_s for the line.\n",
+        _table(predictions.reproductions()),
         "\n## verl's fully-async update_actor per 512-prompt window (Qwen2.5-7B, H20)\n",
-        _table(verl_update_actor()),
-        "\nThe kernels' fixed part shrinks with GPUs here (it is per micro-batch, and each "
-        "GPU runs fewer), so the model does not reproduce verl's F of about 69 s a window: "
-        "what verl's constant is (per-step host work, the FSDP gathers' latency at 64 GPUs "
-        "across nodes, the dynamic batch's imbalance) is not yet measured.\n"]
+        _table(predictions.verl_update_actor()),
+        f"\nverl's C = 2,805 GPU-seconds a window needs {need_gen:.0f} TFLOP/s a "
+        f"GPU for 6N a token alone at the gen-fitted mean (2,738 + 150 tokens), "
+        f"{need_train:.0f} at 1,127: the H20's dense BF16 peak is 148, so "
+        "the published update_actor cannot hold the gen-fitted length, and the kernels, "
+        "which price what the GPU can do, land several times above it there. The kernels' "
+        "fixed part shrinks with GPUs (it is per micro-batch, and each GPU runs fewer), so "
+        "the model has no F of about 69 s a window: what verl's constant is (per-step host "
+        "work, the FSDP gathers' latency across nodes, the dynamic batch's imbalance) is "
+        "not measured here.\n"]
     return "\n".join(parts)
 
 
