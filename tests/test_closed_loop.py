@@ -4,6 +4,7 @@ TTFT and TPOT worked by hand on a constant step model, and the replay repeatable
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -123,3 +124,23 @@ def test_section_fits_and_counts(rows: pd.DataFrame) -> None:
     assert max(len(line) for line in text.splitlines()) <= 100
     assert f"Replayed {len(rows)} of {len(rows)} rows" in " ".join(text.split())
     assert "| backend | sglang | 12 |" in text and "| backend | vllm | 12 |" in text
+
+
+def test_csv_holds_the_replay(rows: pd.DataFrame, tmp_path: Path) -> None:
+    path = cl.write(rows, tmp_path)
+    got = pd.read_csv(path)
+    assert list(got.columns) == cl.CSV_COLUMNS and len(got) == len(rows)
+    want = cl.replay_rows(rows)
+    assert got["closed_ttft_ms"].tolist() == pytest.approx(
+        want["closed_ttft_ms"].round(4).tolist())
+    assert got["id"].tolist() == rows["id"].tolist()
+
+
+def test_main_prints_and_writes(rows: pd.DataFrame, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cl, "predict", lambda raw: rows)
+    assert cl.main(["--out", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "Closed-loop replay" in text and f"wrote {tmp_path / 'out' / cl.CSV}" in text
+    assert (tmp_path / "out" / cl.CSV).is_file()

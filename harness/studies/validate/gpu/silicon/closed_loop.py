@@ -37,9 +37,11 @@ prefilled alone between decode steps rather than mixed into one.
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -50,8 +52,8 @@ from harness.sim.engine import SimEngine
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import StepJump
 from harness.studies.steps import kv_room
-from harness.studies.validate.gpu.silicon.prediction import _Engines
-from harness.studies.validate.gpu.silicon.rows import engine_sim
+from harness.studies.validate.gpu.silicon.prediction import _Engines, predict
+from harness.studies.validate.gpu.silicon.rows import SAMPLE_REL, engine_sim, package_dir
 
 ROUNDS = 20  # profiled requests per client: aiperf --num-requests = C x MULTI_ROUND (20)
 STEP_MODEL = "kernels"  # the step model replayed (the one the silicon bins judge)
@@ -289,3 +291,35 @@ def section(df: pd.DataFrame) -> list[str]:
         f"replay {met['replay']}; TPOT share {met['tpot']}, replay {met['tpot_replay']} "
         f"(of {len(judged)}).", 100)]
     return lines
+
+
+CSV = "silicon_closed_loop.csv"
+CSV_COLUMNS = ["id", "model", "gpu", "framework", "precision", "tp", "ep", "attention_dp",
+               "batch", "isl", "osl", "measured_ttft_ms", f"{STEP_MODEL}_ttft_ms",
+               "closed_ttft_ms", "measured_ms", f"{STEP_MODEL}_tpot_ms", "closed_tpot_ms",
+               "closed_preemptions", "closed_note"]
+
+
+def write(df: pd.DataFrame, out: Path) -> Path:
+    """OUT/silicon_closed_loop.csv: per priced silicon row, silicon's TTFT and TPOT, the
+    formulas' and the replay's (ms, 4 decimals), so a bin's figures can be traced to rows."""
+    path = Path(out) / CSV
+    replayed(df)[CSV_COLUMNS].round(4).to_csv(path, index=False)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay the silicon sample's priced rows, print the section; --out writes the CSV."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help=f"folder to write {CSV} into (default: none)")
+    args = parser.parse_args(argv)
+    df = predict(pd.read_csv(package_dir() / SAMPLE_REL))
+    print("\n".join(section(df)))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(f"wrote {write(df, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
