@@ -129,3 +129,21 @@ def test_dynamic_schedule_reading_by_hand() -> None:
     assert dynsched.bound({"paper_waiting_ratio": 0.41}) == "rollout"
     assert dynsched.bound({"paper_waiting_ratio": 0.01}) == "trainer"
     assert math.isclose(dynsched.WAIT_BOUND, 0.05)
+
+
+def test_would_need_reads_its_rows_back() -> None:
+    from harness.studies.reproduce.areal import would_need as wn
+    from harness.studies.reproduce.family import Miss
+
+    assert wn.parse("7B 16k, 64 H800 (scaling_trend_vs_verl.png)") == ("7B", 16384, 64)
+    assert wn.parse("32B 32k, 512 H800 (scaling_trend_vs_verl.png)") == ("32B", 32768, 512)
+    assert wn.eta_of("1.5B 8k, 128 H800, staleness 16 (Fig. 7)") == 16
+    assert wn.eta_of("1.5B 8k, 128 H800, staleness unbounded (Fig. 7)") is None
+    scaling, staleness = _sim()
+    rows = claims.scaling_claims(scaling) + claims.staleness_claims(staleness)
+    families = [f() for f in wn.FAMILIES]
+    for c in rows:  # every throughput and ratio row has its family; the ordering has none
+        m = Miss(c.paper, c.claim, c.config, c.paper_low, c.paper_high, 0.0, c.tolerance,
+                 c.reading)
+        matched = [f for f in families if f.matches(m)]
+        assert len(matched) == (0 if "(1 = holds)" in c.claim else 1), c.claim
