@@ -88,7 +88,7 @@ def test_expert_and_attention_dp_layouts_are_judged_pooled() -> None:
                     _frame([0.3] * 10, tp=4, ep=4, attention_dp=2),
                     _frame([0.5] * 3, tp=2)], ignore_index=True)
     table = bins.per_bin(df).set_index(["by", "bin"])
-    pooled = table.loc[("parallel", "EP or attention DP")]
+    pooled = table.loc[("parallel", "EP or DP")]
     assert pooled["n"] == 50 and pooled["tpot_med"] == pytest.approx(0.2)
     assert pooled["tpot_signed"] == pytest.approx(0.1) and pooled["tpot_verdict"] == "misses"
     assert table.loc[("parallel", "TP only"), "n"] == 3

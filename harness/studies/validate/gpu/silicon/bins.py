@@ -43,8 +43,9 @@ def layout(tp: int, ep: int, attention_dp: int) -> str:
 
 
 def parallel(ep: int, attention_dp: int) -> str:
-    """The pooled layout bin: TP alone, or experts or attention spread (EP / attention DP)."""
-    return "EP or attention DP" if ep > 1 or attention_dp > 1 else "TP only"
+    """The pooled layout bin: TP alone, or experts or attention spread ("EP or DP": expert
+    parallel or attention DP, DP as in `layout`'s labels)."""
+    return "EP or DP" if ep > 1 or attention_dp > 1 else "TP only"
 
 
 def _rowwise(fn: Callable[..., str], *cols: str) -> Callable[[pd.DataFrame], pd.Series]:
