@@ -93,7 +93,8 @@ def _by_batch(df: pd.DataFrame) -> list[str]:
 
 def summary(df: pd.DataFrame) -> str:
     """Rows used and skipped, the per-bin tables, |relative error| of both models by batch
-    bucket, and the per-step time left unexplained where prompts add little."""
+    bucket, the per-step time left unexplained where prompts add little, and TTFT and TPOT
+    from a closed-loop replay of the benchmark (closed_loop.py) beside the formulas'."""
     lines = [*_header(df), "", bin_tables(df), *_by_batch(df)]
     if not len(df):
         return "\n".join(lines)
