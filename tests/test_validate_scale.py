@@ -87,3 +87,13 @@ def test_cli_refuses_a_missing_claims_table_and_foreign_options(tmp_path: Path) 
     assert not (tmp_path / "o").exists()
     res = CliRunner().invoke(app, ["validate", "scale", "--rounds", "3"])
     assert res.exit_code == 2 and "--rounds does not apply" in res.output
+
+
+def test_weight_sync_rows_are_fitted_exactly_where_the_fit_declares() -> None:
+    from harness.studies.validate import weight_sync_fit as wf
+
+    df = sources.weight_sync()
+    fit, held, _ = wf.split(wf.read())
+    assert int(df["fitted"].sum()) == len(fit) and int((~df["fitted"]).sum()) == len(held)
+    fitted_ids = {c.split(":")[0] for c in df.loc[df["fitted"], "case"]}
+    assert fitted_ids == {r.id for r in fit} and fitted_ids <= set(wf.FIT_ROWS)

@@ -46,13 +46,15 @@ def gather(claims: Path, log: Callable[[str], None]) -> pd.DataFrame:
     reproductions' rows are read from the claims table `make reproduce` wrote."""
     from harness.studies.validate.gpu import silicon
 
-    log("1/3 the silicon sample's serving latencies (TPOT, TTFT)")
+    log("1/4 the silicon sample's serving latencies (TPOT, TTFT)")
     with tempfile.TemporaryDirectory() as tmp:
         parts = [sources.silicon(silicon.compare(Path(tmp)))]
-    log(f"2/3 the reproductions of published GPU runs, from {claims}")
+    log(f"2/4 the reproductions of published GPU runs, from {claims}")
     parts.append(sources.reproductions(claims))
-    log("3/3 published weight-sync times")
+    log("3/4 published weight-sync times")
     parts.append(sources.weight_sync())
+    log("4/4 published and measured trainer steps")
+    parts.append(sources.trainer())
     return pd.concat(parts, ignore_index=True)
 
 

@@ -9,7 +9,10 @@ own fit saw, named where that fit is declared (so a change of the fit's split sh
 - the reproductions of published GPU runs (verl's fully-async READMEs, AReaL's benchmark):
   their rows of the claims table, one source per reading; `input` rows are the calibration's
   fit, every other kind (`input (not fitted)`, `prediction`, `consistency`) is held out.
-- weight sync: published synchronisation times against the weight-sync check's prediction.
+- weight sync: published synchronisation times against the transfer model; its declared fit
+  rows are fitted.
+- the trainer: the kernel-priced trainer against prime-rl's published benchmarks and the
+  project's Megatron runs, with the split `trainer_bench` declares.
 """
 
 from __future__ import annotations
@@ -62,11 +65,37 @@ def reproductions(claims_csv: Path, papers: tuple[str, ...] = GPU_RUN_PAPERS) ->
 
 
 def weight_sync() -> pd.DataFrame:
-    """verl's published sync times (without checkpoint-engine) against the weight-sync
-    check's prediction; nothing is fitted to them."""
-    from harness.studies.validate import weight_sync as ws
+    """Published sync times (measurements/published/weight_sync.csv) against the transfer
+    model with its committed constants; the declared fit rows (`weight_sync_fit.FIT_ROWS`)
+    are fitted, the other scored rows held out."""
+    from harness.sim.weight_sync import FITTED
+    from harness.studies.validate import weight_sync_fit as wf
 
-    recs = [{"case": f"{r['model']} {r['ranks']}", "quantity": "sync", "unit": "s",
-             "measured": r["plain_s"], "predicted": r["bytes_s"], "fitted": False}
-            for r in ws.rows()]
-    return frame(recs, "weight sync", ws.SOURCE)
+    fit, held, _ = wf.split(wf.read())
+    recs = [{"case": f"{e['id']}: {e['model']} ({e['path']}, {e['gpus']} {e['gpu']})",
+             "quantity": "sync", "unit": "s", "measured": e["measured_s"],
+             "predicted": e["predicted_s"], "fitted": fitted}
+            for rows, fitted in ((fit, True), (held, False))
+            for e in wf.errors(rows, FITTED)]
+    return frame(recs, "weight sync", str(wf.DATA))
+
+
+def trainer() -> pd.DataFrame:
+    """The kernel-priced trainer (`sim.train_model=kernels`) against prime-rl's published
+    trainer benchmarks and the project's Megatron runs on an H100; each row's `fit` column is
+    the split `trainer_bench` declares."""
+    from harness.studies.validate.gpu import trainer_bench as tb
+
+    prime, megatron = tb.errors()
+    parts = []
+    prime = prime[prime["why_not"] == ""]
+    recs = [{"case": f"{r.model} {r.kind} {r.seq_len} on {r.gpus} {r.hardware}",
+             "quantity": "micro-batch", "unit": "s", "measured": r.measured_s,
+             "predicted": r.predicted_s, "fitted": bool(r.fit)}
+            for r in prime.itertuples(index=False)]
+    parts.append(frame(recs, "trainer: prime-rl", str(tb.CSV)))
+    recs = [{"case": f"{r.model} {r.kind} b{r.batch} s{r.seq}", "quantity": r.kind,
+             "unit": "s", "measured": r.measured_s, "predicted": r.predicted_s,
+             "fitted": bool(r.fit)} for r in megatron.itertuples(index=False)]
+    parts.append(frame(recs, "trainer: Megatron H100", "measurements/h100-sxm/trainer"))
+    return pd.concat(parts, ignore_index=True)
