@@ -127,8 +127,9 @@ def families() -> list[Family]:
     from harness.studies.reproduce.pipelinerl import would_need as pipelinerl
     from harness.studies.reproduce.rolloutpipe import would_need as rolloutpipe
     from harness.studies.reproduce.rollpacker import would_need as rollpacker
+    from harness.studies.reproduce.verl_async import would_need as verl_async
 
-    return [family() for paper in (rolloutpipe, april, pipelinerl, rollpacker)
+    return [family() for paper in (rolloutpipe, april, pipelinerl, rollpacker, verl_async)
             for family in paper.FAMILIES]
 
 

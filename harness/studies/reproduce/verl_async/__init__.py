@@ -38,33 +38,41 @@ def engine() -> RunConfig:
 
 def lengths(reading: str) -> dict[int | str, tuple[float, float]]:
     """A reading's fitted (mean length, MFU) by the colocated run each run takes them from:
-    a 7B size, or a one-row setup's name (`runs.SINGLE`; none in the per-size reading)."""
+    a 7B size, or a one-row setup's name (`runs.SINGLE`; none in the per-size reading nor
+    in the swapped cells' readings, whose cells only the 7B's fit reads)."""
     from harness.studies.reproduce.verl_async.fit import prior_mfu
 
     fitted = calibration.load(PAPER)["lengths"]
-    names = {n: "seven_b" for n in runs.SIZES} | {name: name for name in runs.SINGLE}
+    swapped = reading.endswith(runs.SWAPPED)
+    tail = "_swapped" if swapped else ""
+    base = reading.removesuffix(f", {runs.SWAPPED}")
+    names = {n: "seven_b" for n in runs.SIZES}
+    if not swapped:
+        names |= {name: name for name in runs.SINGLE}
     out: dict[int | str, tuple[float, float]] = {}
     for key, name in names.items():
-        framework = "megatron" if name in ("moe", "one_step_megatron") else "fsdp"
-        if reading == runs.READINGS[0]:
-            out[key] = (float(fitted[name]), float(fitted[f"{name}_train_mfu"]))
-        elif reading == runs.READINGS[2]:
-            out[key] = (float(fitted[f"{name}_from_training"]), prior_mfu(framework))
+        setup = runs.SINGLE.get(name, runs.SEVEN_B)
+        if base == runs.BASE_READINGS[0]:
+            out[key] = (float(fitted[name]), float(fitted[f"{name}_train_mfu{tail}"]))
+        elif base == runs.BASE_READINGS[2]:
+            out[key] = (float(fitted[f"{name}_from_training{tail}"]),
+                        prior_mfu(setup.framework))
         elif key in runs.SIZES:
-            out[key] = (float(fitted[f"size_{key}"]), float(fitted["per_size_train_mfu"]))
+            out[key] = (float(fitted[f"size_{key}"]),
+                        float(fitted[f"per_size_train_mfu{tail}"]))
     return out
 
 
 def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     """Every run of every reading: one row each, with the trace's summary. The one-row
-    setups (30B-A3B, one-step-off) have no per-size reading."""
+    setups (30B-A3B, one-step-off) have no per-size reading and no swapped cells."""
     tasks, rows = [], []
     for reading in runs.READINGS:
         fitted = lengths(reading)
         means = {key: mean for key, (mean, _) in fitted.items()}
         folder = traces / reading.replace(" ", "-")
         for run in runs.runs(seed):
-            if run.size not in fitted:  # a one-row setup in the 7B's per-size reading
+            if run.size not in fitted:  # a one-row setup in a 7B-only reading
                 continue
             cfg = runs.with_lengths(run, means, traces / "profiles")
             cfg.sim.train_mfu = fitted[run.size][1]

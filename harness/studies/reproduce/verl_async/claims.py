@@ -7,12 +7,19 @@ inputs (`fit`); their step is an input not fitted (gen + training + the hand-ove
 simulated); every fully-async row is a prediction. Speedups are the README's, of the
 total time at 400 steps (:357-361), against the simulated ratio of mean steps.
 
-The README's fully-async rows report gen + update_actor above step (16:16: 21.26 +
-313.81 against 294.77), so the three cannot all be per-window sums over the same
-windows; and the require_batches table reports 124.64 s a step (:408) for the run the
-other tables report at 150.63 (:361, :376, :394; the same totals). Step is compared
-with both where the README gives both; gen and update_actor are kept as predictions
-but read with that in mind.
+Readings of the README (docs/reproductions.md#verl):
+- Cell order: at 1dda039 the 16:16 row reports gen + update_actor above step (21.26 +
+  313.81 against 294.77) because PR #4307 (verl@15a9b0f) swapped colocate-32's and
+  16:16's update_actor cells; as first published (verl@6f0b21c:recipe/fully_async_policy/
+  README.md:333-334) colocate-32's is 313.81 and 16:16's 269.80. Both orders are run
+  (`runs.SWAPPED`), the original first.
+- Windows: the require_batches table (:404-408) ran 300 steps, so its 124.64 s (:408) is
+  the 64:64 run's 300-step mean, and 150.63 (:361) the same run's 400-step mean (the same
+  totals at 100-300 steps): each is compared in its window. Every row's total time at 100
+  steps gives a first-100-steps mean (validation every 20 steps included) and the
+  README's own 100-step speedups; the runs are not stationary (colocate-32's first 100
+  steps average 494 s, its 400, 790), so both windows are claims: the 400-step one the
+  fit's, the 100-step one beside it.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.studies.claims import Claim
-from harness.studies.reproduce.verl_async.runs import PAPER
+from harness.studies.reproduce.verl_async.runs import PAPER, SWAPPED
 
 TOL = 0.10
-# README.md:354-361, colocate sync: step, gen, old_log_prob, update_actor (seconds)
+# README.md:354-361, colocate sync: step, gen, old_log_prob, update_actor (seconds); 32's
+# update_actor as first published (6f0b21c README.md:333; `swapped` gives 1dda039's)
 COLOCATE = {
-    32: {"step": 790.10, "gen": 357.41, "old_log_prob": 107.71, "update_actor": 269.80},
+    32: {"step": 790.10, "gen": 357.41, "old_log_prob": 107.71, "update_actor": 313.81},
     64: {"step": 365.28, "gen": 150.72, "old_log_prob": 70.26, "update_actor": 133.41},
     128: {"step": 356.30, "gen": 177.85, "old_log_prob": 53.92, "update_actor": 113.81},
 }
@@ -40,9 +48,9 @@ MOE_SPEEDUP = 1.72
 # update_actor), and the README's gains of total time: +23% (FSDP2) and +40% (Megatron)
 ONE_STEP = {
     "FSDP2": {"colocate": (749.0, 321.0, 88.0 + 286.0), "osp": (520.0, 45.0, 108.0 + 337.0),
-              "gain": 1.23, "line": 64},
+              "gain": 1.23, "line": 64, "colocate_k": 12},
     "Megatron": {"colocate": (699.0, 207.0, 119.0 + 344.0), "osp": (566.0, 59.0, 120.0 + 347.0),
-                 "gain": 1.40, "line": 66},
+                 "gain": 1.40, "line": 66, "colocate_k": 16},
 }
 # The colocated rows each setup's length and MFU are fitted to: (GPUs, gen, training)
 SINGLE_TARGETS = {
@@ -54,15 +62,33 @@ SINGLE_TARGETS = {
 # Each fully-async run: (step, gen, update_actor, README line); a step range where the
 # README reports the same run twice.
 ASYNC = {
-    "fully async 16:16": ((294.77, 294.77), 21.26, 313.81, 357),
+    "fully async 16:16": ((294.77, 294.77), 21.26, 269.80, 357),  # 6f0b21c:334's order
     "fully async 32:32": ((189.26, 189.26), 28.46, 156.98, 359),
-    "fully async 64:64": ((124.64, 150.63), 33.14, 113.16, 361),
+    "fully async 64:64": ((150.63, 150.63), 33.14, 113.16, 361),  # its 400-step mean
     "64:64 s=0": ((231.34, 231.34), 128.47, 98.77, 374),
     "64:64 s=0.1": ((171.30, 171.30), 58.17, 109.12, 392),
     "64:64 s=0.3": ((146.11, 146.11), 38.88, 103.22, 393),
     "64:64 require_batches=1": ((203.47, 203.47), 30.88, 181.08, 406),
     "64:64 require_batches=2": ((158.72, 158.72), 26.32, 128.08, 407),
+    "64:64 require_batches=4": ((124.64, 124.64), 25.62, 95.06, 408),  # 64:64's 300 steps
 }
+# The simulated run a README row is read from where it is not its own (the same run in
+# another window)
+SAME_RUN = {"64:64 require_batches=4": "fully async 64:64"}
+WINDOW = {label: "300 steps" for label in ASYNC if "require_batches" in label}
+# Total time at 100 steps (README.md:356-361, 374, 391-393, 406-407; 447-448), as seconds a
+# step (validation every 20 steps in it), and the README's 100-step speedups
+FIRST_100 = {"colocate 32": 13 * 3600 + 44 * 60, "fully async 16:16": 7 * 3600 + 58 * 60,
+             "colocate 64": 10 * 3600 + 22 * 60, "fully async 32:32": 4 * 3600 + 57 * 60,
+             "colocate 128": 8 * 3600 + 36 * 60, "fully async 64:64": 3 * 3600 + 13 * 60,
+             "64:64 s=0": 4 * 3600 + 25 * 60, "64:64 s=0.1": 3 * 3600 + 53 * 60,
+             "64:64 s=0.3": 3 * 3600 + 18 * 60, "64:64 require_batches=1": 3 * 3600 + 31 * 60,
+             "64:64 require_batches=2": 3 * 3600 + 35 * 60,
+             "30B colocate 128": 13 * 3600 + 36 * 60, "30B fully async 96:32": 6 * 3600 + 45 * 60}
+FIRST_100 = {label: total / 100 for label, total in FIRST_100.items()}
+SPEEDUP_100 = {"fully async 16:16": 1.72, "fully async 32:32": 2.09, "fully async 64:64": 2.67}
+MOE_SPEEDUP_100 = 2.01
+FIRST = "first 100 steps"
 # Speedups of total time at 400 steps over colocate sync (README.md:357-361)
 SPEEDUP = {"fully async 16:16": (32, 2.66), "fully async 32:32": (64, 1.92),
            "fully async 64:64": (128, 2.35)}
@@ -70,8 +96,29 @@ SPEEDUP = {"fully async 16:16": (32, 2.66), "fully async 32:32": (64, 1.92),
 # combining staleness and partial_rollout, the benefit reaches 2.35x"
 STREAMING_GAIN = 1.6
 UPDATE_SHARE = 6 / 8  # of a colocated simulated training: forward + backward of forward x 4
-# the 16:16 run's staleness: the README's setup (:351) or its script (sh:74)
-SCRIPT_READING = {"fully async 16:16 s=0.1": "fully async 16:16"}
+# 16:16's and 32:32's staleness: the README's setup (:351) or their scripts (sh:74)
+SCRIPT_READING = {"fully async 16:16 s=0.1": "fully async 16:16",
+                  "fully async 32:32 s=0.1": "fully async 32:32"}
+
+
+def swapped(reading: str) -> bool:
+    """A reading of the cells as at 1dda039 (`runs.SWAPPED`)."""
+    return SWAPPED in reading
+
+
+def colocate(reading: str) -> dict[int, dict[str, float]]:
+    """COLOCATE in the reading's cell order."""
+    if not swapped(reading):
+        return COLOCATE
+    return {**COLOCATE, 32: {**COLOCATE[32], "update_actor": 269.80}}
+
+
+def async_rows(reading: str) -> dict[str, tuple[tuple[float, float], float, float, int]]:
+    """ASYNC in the reading's cell order."""
+    if not swapped(reading):
+        return ASYNC
+    step, gen, _, line = ASYNC["fully async 16:16"]
+    return {**ASYNC, "fully async 16:16": (step, gen, 313.81, line)}
 
 
 def _inputs(prefix: str, training: str, config: str, paper: tuple[float, float, float],
@@ -87,25 +134,32 @@ def _inputs(prefix: str, training: str, config: str, paper: tuple[float, float, 
                   got["step_s"], TOL, kind="input (not fitted)", reading=reading)]
 
 
-def _reading(reading: str, label: str) -> str:
-    return f"{reading}, staleness 0.1 (16_16.sh:74)" if label in SCRIPT_READING else reading
+def reading_of(reading: str, label: str, window: str = "") -> str:
+    """A claim's reading: the fit's, the script's staleness where it differs, the window
+    where it is not the table's 400 steps."""
+    if label in SCRIPT_READING:
+        reading = f"{reading}, staleness 0.1 ({label.split()[2].replace(':', '_')}.sh:74)"
+    return f"{reading}, {window}" if window else reading
 
 
 def claims(sim: pd.DataFrame) -> list[Claim]:
     """The claims of one table of runs (`reproduce`'s rows: reading, label, step_s, ...)."""
+    from harness.studies.reproduce.verl_async.windows import first_100_claims
+
     out: list[Claim] = []
     for reading, rows in sim.groupby("reading", sort=False):
         by = rows.set_index("label")
-        for n, paper in COLOCATE.items():
+        cells, rows_async = colocate(reading), async_rows(reading)
+        for n, paper in cells.items():
             out += _inputs("", "old_log_prob + update_actor", f"colocate sync {n} H20",
                            (paper["step"], paper["gen"],
                             paper["old_log_prob"] + paper["update_actor"]),
                            by.loc[f"colocate {n}"], reading)
-        for label in [*ASYNC, *SCRIPT_READING]:
-            (lo, hi), gen, update, line = ASYNC[SCRIPT_READING.get(label, label)]
-            got = by.loc[label]
+        for label in [*rows_async, *SCRIPT_READING]:
+            (lo, hi), gen, update, line = rows_async[SCRIPT_READING.get(label, label)]
+            got = by.loc[SAME_RUN.get(label, label)]
             config = f"{SCRIPT_READING.get(label, label)} (README.md:{line})"
-            read = _reading(reading, label)
+            read = reading_of(reading, label, WINDOW.get(label, ""))
             out += [Claim(PAPER, "fully async step (s)", "step", config, lo, hi, got["step_s"],
                           TOL, reading=read),
                     Claim(PAPER, "fully async gen: trainer wait (s)", "gen", config, gen, gen,
@@ -117,17 +171,17 @@ def claims(sim: pd.DataFrame) -> list[Claim]:
             ratio = by.loc[f"colocate {n}"]["step_s"] / by.loc[label]["step_s"]
             out.append(Claim(PAPER, "speedup over colocate sync (x, 400 steps)", "speedup",
                              SCRIPT_READING.get(label, label), gain, gain, ratio, TOL,
-                             reading=_reading(reading, label)))
+                             reading=reading_of(reading, label)))
         for label, (n, _) in SPEEDUP.items():
             # the same 512 x 16 samples trained: GPU-seconds of the update, fully async
             # (n/2 GPUs) over colocated (n GPUs; its update is 6 of the 8 forward passes'
             # FLOPs the simulated colocated trainer spends, old_log_prob the other 2)
-            paper = ASYNC[label][2] * n / 2 / (COLOCATE[n]["update_actor"] * n)
+            paper = rows_async[label][2] * n / 2 / (cells[n]["update_actor"] * n)
             got = by.loc[label]["train_s"] * n / 2 / (by.loc[f"colocate {n}"]["train_s"]
                                                       * UPDATE_SHARE * n)
             out.append(Claim(PAPER, "update_actor GPU-seconds, fully async / colocate", "train",
                              label, paper, paper, got, TOL, reading=reading))
-        if "30B colocate 128" in by.index:  # not in the 7B's per-size reading
+        if "30B colocate 128" in by.index:  # only the 7B's in the per-size and swapped ones
             out += moe_claims(by, reading) + one_step_claims(by, reading)
         colo = by.loc["colocate 128"]["step_s"]
         out.append(Claim(PAPER, "streaming gain over colocate sync (x, approximately)",
@@ -141,7 +195,9 @@ def claims(sim: pd.DataFrame) -> list[Claim]:
         rb.append(by.loc["fully async 64:64"]["step_s"])
         out.append(Claim(PAPER, "step falls with require_batches 1 > 2 > 4 (1 = holds)",
                          "step", "64:64 (README.md:404-408)", 1.0, 1.0,
-                         float(rb[0] > rb[1] > rb[2]), 0.0, reading=reading))
+                         float(rb[0] > rb[1] > rb[2]), 0.0,
+                         reading=reading_of(reading, "", "300 steps")))
+        out += first_100_claims(by, reading)
     return out
 
 
@@ -196,8 +252,12 @@ def one_step_claims(by: pd.DataFrame, reading: str) -> list[Claim]:
                 Claim(PAPER, "one-step-off gain over colocate sync (x, total time)", "speedup",
                       f"one-step-off {engine}", paper["gain"], paper["gain"],
                       colo["step_s"] / osp["step_s"], TOL, reading=reading)]
-        ratio = paper["osp"][2] * 12 / (paper["colocate"][2] * 16)
-        got = osp["train_s"] * 12 / (colo["train_s"] * 16)
-        out.append(Claim(PAPER, "one-step-off training GPU-seconds / colocate", "train",
+        # per trajectory: the colocated baseline trains 512 x k_colo (Megatron's runs n 16,
+        # runs.ONE_STEP_MEGATRON), one-step-off 512 x 12
+        k_colo = paper["colocate_k"]
+        ratio = (paper["osp"][2] * 12 / 12) / (paper["colocate"][2] * 16 / k_colo)
+        got = (osp["train_s"] * 12 / 12) / (colo["train_s"] * 16 / k_colo)
+        out.append(Claim(PAPER, "one-step-off training GPU-seconds a trajectory / colocate",
+                         "train",
                          f"one-step-off {engine}", ratio, ratio, got, TOL, reading=reading))
     return out

@@ -14,6 +14,15 @@ Three readings (`runs.READINGS`):
   (harness/sim/presets/trainer_mfu.toml), the mean to the colocated training; gen is then
   a check, not a fit.
 
+The switch between engine and trainer is not fitted: `harness/sim/switch.py` prices it
+per framework (sized from the one-step-off README's gen minus generate_sequences) and the
+runs charge it (`runs.colocated`), so the colocated gen the lengths are fitted to holds
+the same switch verl's does, and neither the lengths nor the MFU absorb it. The switch's
+trainer side (offload and onload in old_log_prob and update_actor, under a second) is
+charged by the simulator in its hand-overs, so it moves from the training target to the
+gen target. Each 7B fit is run in both orders of the cells PR #4307 swapped
+(`runs.SWAPPED`): only the training of colocate 32 differs.
+
 Gen and training rise with the mean, so a mean is found by bisection in log space on the
 mean log ratio (simulated / README) over the sizes it is fitted to; training time is
 proportional to 1 / MFU (but for a small fixed cost a micro-batch), so a few fixed-point
@@ -41,15 +50,16 @@ BOUNDS = (200.0, 14000.0)  # mean response tokens searched, and at most 0.6 of t
 FIXED = {
     "bw_eff": 0.6101, "step_overhead_s": 0.002, "compute_eff": 0.5,
     "micro_overhead_s": 0.05, "weight_sync_s": 0.12, "materialize_s": 0.1, "drift": 0.002,
-    "switch_s": 10.0,
 }
 FIXED_NOTES = (
     "# bw_eff, compute_eff: the roofline's (the claims' roofline twin), RolloutPipe's fit and",
     "# prior carried over; the measured kernels price the engine otherwise",
     "# weight_sync_s: verl's own measurement of one parameter sync of Qwen2.5-Math-7B on H20",
     "# (fully_async_policy/README.md, checkpoint-engine table: 0.12 s without it)",
-    "# switch_s, materialize_s, micro_overhead_s, step_overhead_s, drift: the PipelineRL",
+    "# materialize_s, micro_overhead_s, step_overhead_s, drift: the PipelineRL",
     "# calibration's priors, carried over",
+    "# switch_s: one hand-over, from harness/sim/switch.py (the 7B under FSDP2 on 32 H20s;",
+    "# each colocated run sets its own setup's): not fitted",
 )
 
 
@@ -128,26 +138,52 @@ def _setup_fits(name: str, setup: runs.Setup, gen: dict[int, float], train: dict
     return [f"{name} = {mean}", f"{name}_train_mfu = {mfu}", f"{name}_from_training = {trained}"]
 
 
-def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
-    """Every setup's readings; written to harness/sim/calibration/verl-async.toml."""
-    log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
-    seven = runs.SEVEN_B
-    gen = {n: claims.COLOCATE[n]["gen"] for n in runs.SIZES}
-    train = {n: claims.COLOCATE[n]["old_log_prob"] + claims.COLOCATE[n]["update_actor"]
-             for n in runs.SIZES}
-    with tempfile.TemporaryDirectory(prefix="rolloutbench-verl-fit-") as scratch:
-        folder = Path(scratch)  # the fit's traces are scratch: a dry run writes nothing
+def targets(setup: runs.Setup, gen: dict[int, float], train: dict[int, float]
+            ) -> tuple[dict[int, float], dict[int, float]]:
+    """The simulated colocated gen and training that match verl's: the switch's trainer side
+    (verl's training, the simulator's hand-overs, which its gen reading holds) moved."""
+    side = {n: runs.switch_of(setup, n).trainer_s for n in gen}
+    return ({n: gen[n] + side[n] for n in gen}, {n: train[n] - side[n] for n in train})
+
+
+def _seven_b(swapped: bool, log: Callable[[str], None], folder: Path,
+             fitted: dict[str, float] | None = None) -> list[str]:
+    """The 7B's fits in one cell order, as calibration lines: all three readings; the
+    swapped order's lines carry `_swapped`, and its gen-fitted means are the original
+    order's (`fitted`): gen is not swapped."""
+    seven, reading = runs.SEVEN_B, f", {runs.SWAPPED}" if swapped else ""
+    cells = claims.colocate(reading)
+    gen, train = targets(seven, {n: cells[n]["gen"] for n in runs.SIZES},
+                         {n: cells[n]["old_log_prob"] + cells[n]["update_actor"]
+                          for n in runs.SIZES})
+    if not swapped:
         lines = _setup_fits("seven_b", seven, gen, train, "fsdp", log, folder)
         log("verl-async 7B, reading 'lengths from gen, per size'")
         per: dict[int | str, float] = {
             n: fit_lengths({n: gen[n]}, "gen_s", 0.3, seven, log, folder) for n in runs.SIZES}
         lines += [f"size_{n} = {per[n]}" for n in runs.SIZES]
-        lines.append(f"per_size_train_mfu = {fit_mfu(per, train, seven, log, folder)}")
+        return [*lines, f"per_size_train_mfu = {fit_mfu(per, train, seven, log, folder)}"]
+    assert fitted is not None
+    log(f"verl-async 7B, {runs.SWAPPED}")
+    mfu = fit_mfu(dict.fromkeys(gen, float(fitted["seven_b"])), train, seven, log, folder)
+    trained = fit_lengths(train, "train_s", prior_mfu("fsdp"), seven, log, folder)
+    per = {n: float(fitted[f"size_{n}"]) for n in runs.SIZES}
+    return [f"seven_b_train_mfu_swapped = {mfu}", f"seven_b_from_training_swapped = {trained}",
+            f"per_size_train_mfu_swapped = {fit_mfu(per, train, seven, log, folder)}"]
+
+
+def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
+    """Every setup's readings; written to harness/sim/calibration/verl-async.toml."""
+    log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
+    with tempfile.TemporaryDirectory(prefix="rolloutbench-verl-fit-") as scratch:
+        folder = Path(scratch)  # the fit's traces are scratch: a dry run writes nothing
+        lines = _seven_b(False, log, folder)
+        lines += _seven_b(True, log, folder, _values(lines))
         for name, (n, gen_s, train_s) in claims.SINGLE_TARGETS.items():
-            framework = "fsdp" if name == "one_step_fsdp2" else "megatron"
-            lines += _setup_fits(name, runs.SINGLE[name], {n: gen_s}, {n: train_s}, framework,
-                                 log, folder)
-    result = {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+            setup = runs.SINGLE[name]
+            gen, train = targets(setup, {n: gen_s}, {n: train_s})
+            lines += _setup_fits(name, setup, gen, train, setup.framework, log, folder)
+    result = _values(lines)
     if write:
         text = ["# Written by `rolloutbench calibrate verl-async`; re-run it to reproduce.",
                 "# Fitted to verl's colocated sync runs only (fully_async_policy/README.md:"
@@ -157,13 +193,19 @@ def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
                 "# the 7B's, reading 'lengths from gen' (every run sets its own: [lengths])",
                 f"train_mfu = {result['seven_b_train_mfu']}", "", "[fixed]", *FIXED_NOTES]
         text += [f"{k} = {v}" for k, v in FIXED.items()]
+        text.append(f"switch_s = {round(runs.switch_of(runs.SEVEN_B, 32).handover_s, 4)}")
         text += ["", "[lengths]",
                  "# per setup (seven_b, moe, one_step_fsdp2, one_step_megatron): NAME, the mean",
                  "# response tokens fitted to gen, with NAME_train_mfu fitted to training;",
                  "# NAME_from_training, the mean fitted to training at the neutral MFU; size_N",
-                 "# and per_size_train_mfu, the 7B's per-size reading", *lines, *HARDWARE]
+                 "# and per_size_train_mfu, the 7B's per-size reading; _swapped: the 7B's",
+                 "# fits with the cells PR #4307 swapped", *lines, *HARDWARE]
         write_atomic(calibration.path_of(runs.PAPER), "\n".join(text) + "\n")
     return result
+
+
+def _values(lines: list[str]) -> dict[str, float]:
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
 
 
 OWN_MODEL = "qwen2.5-7b"  # the model of verl's 0.12 s weight sync (FIXED_NOTES)

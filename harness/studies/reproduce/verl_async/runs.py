@@ -34,7 +34,22 @@ The harness's choices, each a reading:
   observations, as the calibration rule allows. The README says lengths change during
   training and differ between runs (README.md:385-386, 400-402); the simulator draws every
   step from one fixed distribution, so its steps are compared with the table's per-step
-  means (the mean over a run's steps) and not with the totals at 100, 200 or 300 steps.
+  means (the mean over a run's steps); the 100-step totals give a second window (`claims`).
+- The colocated switch (`harness/sim/switch.py`: sized per framework from the one-step-off
+  README's gen minus generate_sequences) is charged as two hand-overs a step; verl's
+  colocated gen holds the sharding manager's whole switch (verl@503ea75:verl/workers/
+  sharding_manager/fsdp_vllm.py:193-240), so the colocated gen read here runs from the
+  round's start to its first training, both hand-overs in it, and the first round (which
+  the simulator starts with the engine awake) is left out of the means.
+- The 30B fully-async run's weight sync is verl's own measurement of that model's sync
+  without checkpoint-engine, 15.76 s (README.md:459, Megatron, 16 trainer and 16 rollout
+  ranks): an input measured on the setup's model and GPUs, in place of the 7B's 0.12 s
+  scaled by bytes (0.48 s).
+- Fully-async gen is the trainer's `_fit_generate`, which also unpickles the queued
+  samples and assembles the padded batch (verl@b25bb7d:recipe/fully_async_policy/
+  fully_async_trainer.py:125-182); the simulator's trainer does neither, so that time is
+  in the README's gen and not in the simulated wait: a simulated gen below the README's
+  by a few seconds is that.
 """
 
 from __future__ import annotations
@@ -51,11 +66,19 @@ from harness.analysis.spans import busy, train_spans
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.run.execute import reads
+from harness.sim.switch import Switch, switch
 
 PAPER = "verl-async"
 ASYNC_ROUNDS = 6  # sync windows simulated: the first (the fill) is left out of the mean
-SYNC_ROUNDS = 2
-READINGS = ("lengths from gen", "lengths from gen, per size", "lengths from training")
+SYNC_ROUNDS = 3  # the first left out: the simulator starts it with the engine awake
+BASE_READINGS = ("lengths from gen", "lengths from gen, per size", "lengths from training")
+# PR #4307 (verl@15a9b0f) swapped colocate-32's and 16:16's update_actor cells (README.md
+# at verl@6f0b21c:recipe/fully_async_policy/README.md:333-334: 313.81 and 269.80); the
+# original order is the main reading (step less its parts is 10.7-11.2 s in every colocated
+# row and 3.7-4.3 s in every fully-async one; swapped, 55 s and -40 s), the swapped one
+# the second (7B runs only: no other setup reads those cells)
+SWAPPED = "cells swapped (verl@15a9b0f)"
+READINGS = BASE_READINGS + tuple(f"{r}, {SWAPPED}" for r in BASE_READINGS)
 PROFILE_SOURCE = "dapo-math-17k"  # the spreads of the lengths (module docstring)
 
 
@@ -77,6 +100,10 @@ class Setup:
     trainer_ep: int = 1
     colocated_forwards: int = 1  # old_log_prob (and a KL reference's)
     async_forwards: int = 0  # use_rollout_log_probs (and a KL reference's)
+    framework: str = "fsdp"  # the trainer's (harness/sim/switch.py prices its switch)
+    trainer_shard: int = 0  # GPUs one parameter shard spans (0: every GPU, FSDP)
+    colocate_k: int = 0  # the colocated baseline's rollout.n where its script differs (0: k)
+    sync_s: float = 0.0  # a measured weight sync of the setup's model (0: the calibration's)
 
 
 # The 7B runs (module docstring; sh:38-60, :120)
@@ -86,20 +113,27 @@ SEVEN_B = Setup("7b", "qwen2.5-7b", 28 * 1024, 4, 16, 32, 512, (2048 + 28 * 1024
 # (README), vLLM TP 4 (:64), Megatron TP 2 x CP 2 x EP 8 (:58-60), (prompt + response)
 # tokens a GPU (:48), memory 0.7 (:176), a KL loss (use_kl_loss True, :24): the reference's
 # forward besides old_log_prob in the colocated run, and in the fully-async one (README's
-# ref column)
+# ref column); its sync 15.76 s (README.md:459, module docstring); parameters sharded over
+# EP 8 x TP 2 (the experts: all but about 1.5B of its 30.5B)
 MOE = Setup("moe", "qwen3-30b-a3b", 8 * 1024, 4, 16, 128, 512, 2048 + 8 * 1024, 4, 0.70,
-            trainer_ep=8, colocated_forwards=2, async_forwards=1)
+            trainer_ep=8, colocated_forwards=2, async_forwards=1, framework="megatron",
+            trainer_shard=16, sync_s=15.76)
 # One-step-off (one_step_off_policy/README.md:53-67, cited as osp.md; its scripts
 # shell/dapo_7b_math_{fsdp2,megatron}_4_12.sh as osp.sh): 16 H20s, 4 generating and 12
 # training (osp.md:53-55), against colocated sync on all 16; responses up to 20,480 (FSDP2)
 # and 8,192 (Megatron) tokens (osp.md:58; the scripts say 8k for both, :18); what the README
 # leaves out from the scripts: n 12 (:26), train batch 512, mini-batch 32 (:25-27), vLLM TP 2
 # (:60 / :59), (prompt + response) x 2 tokens a GPU (:56 / :55) on ranks of 4 GPUs (Ulysses
-# SP 4, :61; Megatron TP 2 x PP 2, :60-61), memory 0.80; no KL loss (:11)
+# SP 4, :61; Megatron TP 2 x PP 2, :60-61), memory 0.80; no KL loss (:11). The Megatron
+# colocated baseline runs n 16, not 12 (verl@1dda039:verl/experimental/one_step_off_policy/
+# shell/dapo_7b_math_megatron_colocate.sh:26; FSDP2's colocate.sh:26 runs 12): per
+# trajectory its training GPU-seconds are the 4:12 run's (463 x 16 / 8,192 against
+# 467 x 12 / 6,144)
 ONE_STEP_FSDP2 = Setup("one_step_fsdp2", "qwen2.5-7b", 20480, 2, 12, 32, 512,
                        (2048 + 20480) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1)
 ONE_STEP_MEGATRON = Setup("one_step_megatron", "qwen2.5-7b", 8192, 2, 12, 32, 512,
-                          (2048 + 8192) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1)
+                          (2048 + 8192) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1,
+                          framework="megatron", trainer_shard=4, colocate_k=16)
 ONE_STEP_ROUNDS = 5  # steps: the first (nothing to overlap) and the last (no next batch) are
 # left out of the mean
 SINGLE = {s.name: s for s in (MOE, ONE_STEP_FSDP2, ONE_STEP_MEGATRON)}  # one colocated row
@@ -137,10 +171,10 @@ def workload(mean_tokens: float, folder: Path, cap: int) -> str:
 
 
 def base(system: str, seed: int, gpus: int, setup: Setup = SEVEN_B, trainer_gpus: int = 0,
-         calibration: str = PAPER) -> RunConfig:
+         calibration: str = PAPER, k: int = 0) -> RunConfig:
     """One run of `setup`: `gpus` rollout GPUs (colocated: all of them) and `trainer_gpus`
-    training GPUs (0: as many)."""
-    cfg = RunConfig(system=system, workload=PROFILE_SOURCE, seed=seed, group_size=setup.k,
+    training GPUs (0: as many); `k` responses a prompt (0: the setup's)."""
+    cfg = RunConfig(system=system, workload=PROFILE_SOURCE, seed=seed, group_size=k or setup.k,
                     groups=setup.r, update_groups=setup.u, max_response_tokens=setup.max_response)
     s = cfg.sim
     s.calibration, s.model, s.engine_backend = calibration, setup.model, "vllm"
@@ -153,11 +187,17 @@ def base(system: str, seed: int, gpus: int, setup: Setup = SEVEN_B, trainer_gpus
     return cfg
 
 
+def switch_of(setup: Setup, gpus: int) -> Switch:
+    """The colocated switch of `setup` on `gpus` H20s (harness/sim/switch.py)."""
+    return switch(setup.framework, setup.model, "h20", gpus, setup.tp, setup.trainer_shard)
+
+
 def colocated(seed: int, gpus: int, setup: Setup = SEVEN_B) -> RunConfig:
     """verl's colocated synchronous trainer (verl's `verl` system) on `gpus` GPUs."""
-    cfg = base("verl", seed, gpus, setup)
+    cfg = base("verl", seed, gpus, setup, k=setup.colocate_k)
     cfg.sim.placement, cfg.rounds = "colocated", SYNC_ROUNDS
     cfg.sim.log_prob_forwards = setup.colocated_forwards
+    cfg.sim.switch_s = round(switch_of(setup, gpus).handover_s, 4)
     return cfg
 
 
@@ -168,6 +208,8 @@ def fully_async(seed: int, gpus: int, staleness: float = 0.5, trigger: int = 4,
     cfg = base("verl-fully-async", seed, gpus, setup, trainer_gpus)
     cfg.rounds = ASYNC_ROUNDS
     cfg.sim.log_prob_forwards = setup.async_forwards  # use_rollout_log_probs (docstring)
+    if setup.sync_s:  # a colocated run's sync is its switch's resharding
+        cfg.sim.weight_sync_s = setup.sync_s
     v = cfg.verl_async
     v.staleness_threshold, v.trigger_parameter_sync_step = staleness, trigger
     v.require_batches, v.partial_rollout = require_batches, partial
@@ -189,8 +231,10 @@ def runs(seed: int) -> list[Run]:
     out = [Run(f"colocate {n}", colocated(seed, n), n) for n in SIZES]
     out += [Run(f"fully async {n // 2}:{n // 2}", fully_async(seed, n // 2), n)
             for n in SIZES]
-    # 16:16's script runs staleness 0.1 (sh:74) where the README's setup says 0.5 (:351)
+    # 16:16's and 32:32's scripts run staleness 0.1 (16_16.sh:74, 32_32.sh:74) where the
+    # README's setup says 0.5 (:351)
     out.append(Run("fully async 16:16 s=0.1", fully_async(seed, 16, staleness=0.1), 32))
+    out.append(Run("fully async 32:32 s=0.1", fully_async(seed, 32, staleness=0.1), 64))
     # 128 GPUs: the mode ablation (README.md:371-376) and the staleness ablation (:389-394)
     for s in (0.0, 0.1, 0.3):  # 0.5 is "fully async 64:64"
         out.append(Run(f"64:64 s={s:g}", fully_async(seed, 64, staleness=s), 128))
@@ -221,13 +265,15 @@ def with_lengths(run: Run, means: dict[int | str, float], folder: Path) -> RunCo
 
 
 @reads("run_start", "rollout_start", "rollout_complete", "train_start", "train_end",
-       "decision", "run_end")
+       "decision", "placement_switch", "run_end")
 def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     """A run's mean step, gen and training seconds, per the module's readings.
 
     Windows: between parameter syncs (fully async, the first left out) or between round
-    starts (colocated, the last round ending at the run's end; one-step-off, whose next
-    round starts as this one trains, without its first and last)."""
+    starts (colocated, the last round ending at the run's end, the first left out: its
+    engine starts awake; one-step-off, whose next round starts as this one trains, without
+    its first and last). A colocated gen runs to the window's first training (verl's gen
+    holds both sides of the switch, module docstring)."""
     spans = train_spans(events)
     syncs = [e["t"] for e in events if e["ev"] == "decision" and e.get("what") == "param_sync"]
     end = events[-1]["t"]
@@ -239,10 +285,16 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     skip = 0
     if events[0].get("system") == "verl-one-step-off":  # its fill and its drain left out
         skip, windows = 1, windows[1:-1]
+    colocated = any(e["ev"] == "placement_switch" for e in events)
+    if colocated and len(windows) > 1:
+        windows = windows[1:]
     walls = np.array([b - a for a, b in windows])
     train = np.array([busy(spans, a, b) for a, b in windows])
     if syncs:
         gen = walls - train
+    elif colocated:
+        gen = np.array([min((sp.start for sp in spans if a <= sp.start < b), default=b) - a
+                        for a, b in windows])
     else:
         done = [e["t"] for e in events if e["ev"] == "rollout_complete"][skip:]
         gen = np.array([d - a for (a, _), d in zip(windows, done, strict=False)])
