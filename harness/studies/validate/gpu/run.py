@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.files import write_atomic
+from harness.studies.validate.gpu.silicon import closed_loop
 from harness.studies.validate.gpu import (
     appendix_a,
     models,
@@ -39,6 +40,7 @@ def validate_gpu(out: Path, log: Callable[[str], None] = print) -> str:
     table = silicon.compare(out)
     parts += ["## Against measured serving latencies (silicon.csv)\n",
               silicon.summary(table) + "\n"]
+    closed_loop.write(table, out)  # the replay the summary ran, row by row
     log("2/8 the roofline against the measured kernels, every model and GPU preset")
     parts += ["## Roofline against measured kernels (models.csv)\n",
               models.summary(models.grid(out)) + "\n"]

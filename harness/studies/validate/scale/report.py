@@ -46,9 +46,10 @@ def gather(claims: Path, log: Callable[[str], None]) -> pd.DataFrame:
     reproductions' rows are read from the claims table `make reproduce` wrote."""
     from harness.studies.validate.gpu import silicon
 
-    log("1/4 the silicon sample's serving latencies (TPOT, TTFT)")
+    log("1/4 the silicon sample's serving latencies (TPOT, TTFT; the replay: 15-40 s)")
     with tempfile.TemporaryDirectory() as tmp:
-        parts = [sources.silicon(silicon.compare(Path(tmp)))]
+        table = silicon.compare(Path(tmp))
+    parts = [sources.silicon(table), sources.silicon_closed_loop(table)]
     log(f"2/4 the reproductions of published GPU runs, from {claims}")
     parts.append(sources.reproductions(claims))
     log("3/4 published weight-sync times")

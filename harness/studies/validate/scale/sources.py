@@ -5,7 +5,8 @@ own fit saw, named where that fit is declared (so a change of the fit's split sh
 
 - silicon: aiconfigurator-core's measured serving TPOT and TTFT against the kernels step
   model; TPOT rows in the per-step overhead's fit split (`overhead.split`) are fitted; TTFT
-  is never fitted.
+  is never fitted. TTFT twice: the wave formula, and the closed-loop replay of the
+  benchmark through the simulated engine (with the replay's TPOT beside it).
 - the reproductions of published GPU runs (verl's fully-async READMEs, AReaL's benchmark):
   their rows of the claims table, one source per reading; `input` rows are the calibration's
   fit, every other kind (`input (not fitted)`, `prediction`, `consistency`) is held out.
@@ -44,8 +45,27 @@ def silicon(table: pd.DataFrame) -> pd.DataFrame:
                      "measured": r.measured_ttft_ms, "predicted": r.kernels_ttft_ms,
                      "fitted": False})
     df = frame(recs, "silicon", SILICON_REF)
-    df.loc[df["quantity"] == "TTFT", "source"] = "silicon TTFT"
+    df.loc[df["quantity"] == "TTFT", "source"] = "silicon TTFT (wave)"
     df.loc[df["quantity"] == "TPOT", "source"] = "silicon TPOT"
+    return df
+
+
+def silicon_closed_loop(table: pd.DataFrame) -> pd.DataFrame:
+    """TTFT and TPOT from the closed-loop replay of the silicon benchmark through the
+    simulated engine (`closed_loop.replayed`); nothing in it is fitted."""
+    from harness.studies.validate.gpu.silicon import closed_loop
+
+    res = closed_loop.replayed(table)
+    recs = []
+    for r in res.itertuples(index=False):
+        recs.append({"case": str(r.id), "quantity": "TTFT", "unit": "ms",
+                     "measured": r.measured_ttft_ms, "predicted": r.closed_ttft_ms,
+                     "fitted": False})
+        recs.append({"case": str(r.id), "quantity": "TPOT", "unit": "ms",
+                     "measured": r.measured_ms, "predicted": r.closed_tpot_ms,
+                     "fitted": False})
+    df = frame(recs, "silicon replay", SILICON_REF)
+    df["source"] = "silicon " + df["quantity"] + " (closed-loop replay)"
     return df
 
 
