@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.files import write_atomic
-from harness.studies.validate.gpu.silicon import closed_loop
 from harness.studies.validate.gpu import (
     appendix_a,
     models,
@@ -18,6 +17,7 @@ from harness.studies.validate.gpu import (
     timed_report,
     trainer_check,
 )
+from harness.studies.validate.gpu.silicon import closed_loop
 
 
 def appendix_summary(table: pd.DataFrame) -> str:
