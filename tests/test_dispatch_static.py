@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.core.runtime import Prompt, Request
-from harness.sim.dispatch import StaticSplit, dispatch_of
+from harness.sim.dispatch import RoundRobin, StaticSplit, dispatch_of
 from harness.sim.placement import LeastLoaded
 
 
@@ -42,8 +42,22 @@ def test_a_request_moved_again_keeps_its_replica() -> None:
 
 def test_verl_dispatches_statically_and_the_rest_least_loaded() -> None:
     assert dispatch_of("auto", "verl") == "static"
+    assert dispatch_of("auto", "verl-fully-async") == "round-robin"
+    assert dispatch_of("auto", "verl-one-step-off") == "least-loaded"
     assert dispatch_of("auto", "slime") == "least-loaded"
     assert dispatch_of("least-loaded", "verl") == "least-loaded"
+
+
+def test_round_robin_ignores_what_each_replica_still_holds() -> None:
+    robin, least = RoundRobin(3), LeastLoaded(3)
+    assert [robin.take(_req(0, 0, s)) for s in range(4)] == [0, 1, 2, 0]
+    assert [least.take(_req(0, 0, s)) for s in range(4)] == [0, 1, 2, 0]
+    for router in (robin, least):  # replica 1 and replica 2 finish theirs
+        router.give_back(1)
+        router.give_back(2)
+    # round robin goes on to 1, 2, 0; least-loaded fills the emptied 1 and 2 first
+    assert [robin.take(_req(0, 1, s)) for s in range(3)] == [1, 2, 0]
+    assert [least.take(_req(0, 1, s)) for s in range(3)] == [1, 2, 1]
 
 
 def _engines_of_round0(tmp_path: Path, *extra: str) -> list[int]:
@@ -70,4 +84,5 @@ def test_a_bad_dispatch_is_one_line_naming_the_field(tmp_path: Path) -> None:
                                       "sim.dispatch=random"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "error: --set sim.dispatch: must be auto, least-loaded or static, not 'random'"]
+        "error: --set sim.dispatch: must be auto, least-loaded, static or round-robin, "
+        "not 'random'"]

@@ -24,6 +24,8 @@ __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
 STEP_MODELS = ("kernels", "roofline")  # sim.step_model
 TRAIN_MODELS = ("mfu", "kernels")  # sim.train_model
 PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
+# sim.rollout_precision alone may also be fp4: NVFP4 weights, measured kernels on Blackwell
+WEIGHT_PRECISIONS = (*PRECISIONS, "fp4")
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
 # sim.weight_sync_path: how a publication travels (harness/sim/weight_sync.py)
 SYNC_PATHS = ("auto", "nccl", "nccl-per-tensor", "ipc", "ipc-per-tensor", "checkpoint-engine")
@@ -42,8 +44,9 @@ class SimConfig:
     rollout_attention_dp: int = opt(1, "attention data-parallel ranks of each replica (MoE "
                                     "models): each rank runs attention on TP/DP GPUs for its own "
                                     "sequences and KV cache; divides rollout_tp")
-    rollout_precision: str = opt("bf16", "rollout weights and matmuls: bf16 or fp8 (FP8 "
-                                 "weights, per-block where the checkpoint is block-scaled)")
+    rollout_precision: str = opt("bf16", "rollout weights and matmuls: bf16, fp8 (FP8 "
+                                 "weights, per-block where the checkpoint is block-scaled) or "
+                                 "fp4 (NVFP4; measured kernels on Blackwell GPUs only)")
     rollout_kv_dtype: str = opt("bf16", "KV-cache element type of the engines: bf16 or fp8")
     rollout_engines: int = opt(1, "engine replicas; requests go to the least loaded one")
     placement: str = opt("disaggregated", "disaggregated (own GPUs for engine and trainer) or "
@@ -51,7 +54,8 @@ class SimConfig:
     mem_fraction: float = opt(0.85, "share of each GPU's memory the engine may use "
                               "(weights plus KV cache), in (0, 1)")
     dispatch: str = opt("auto", "how requests reach replicas: least-loaded, static (verl's "
-                        "contiguous split of a round), auto (the system's framework's)")
+                        "contiguous split of a round), round-robin (verl fully-async's), "
+                        "auto (the system's framework's)")
     max_running: int = opt(0, "most sequences in one replica's running batch (0: the "
                            "framework's default: verl 1024, slime 512, SGLang's, vLLM's)")
     kv_cache_tokens: int = opt(0, "KV-cache tokens of one replica (0: from the GPU's memory, "
@@ -237,9 +241,10 @@ class RunConfig:
         need(s.rollout_tp >= 1, "set sim.rollout_tp", "must be >= 1")
         need(s.rollout_ep >= 1 and s.rollout_tp % s.rollout_ep == 0, "set sim.rollout_ep",
              f"must be >= 1 and divide sim.rollout_tp={s.rollout_tp}, got {s.rollout_ep}")
-        for name in ("rollout_precision", "rollout_kv_dtype"):
-            need(getattr(s, name) in PRECISIONS, f"set sim.{name}",
-                 f"must be {' or '.join(PRECISIONS)}, not {getattr(s, name)!r}")
+        for name, allowed in (("rollout_precision", WEIGHT_PRECISIONS),
+                              ("rollout_kv_dtype", PRECISIONS)):
+            need(getattr(s, name) in allowed, f"set sim.{name}",
+                 f"must be {' or '.join(allowed)}, not {getattr(s, name)!r}")
         need(s.step_model in STEP_MODELS, "set sim.step_model",
              f"must be {' or '.join(STEP_MODELS)}")
         need(s.train_model in TRAIN_MODELS, "set sim.train_model",
@@ -253,8 +258,9 @@ class RunConfig:
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
              f"must be {' or '.join(ENGINE_BACKENDS)}")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
-        need(s.dispatch in ("auto", "least-loaded", "static"), "set sim.dispatch",
-             f"must be auto, least-loaded or static, not {s.dispatch!r}")
+        need(s.dispatch in ("auto", "least-loaded", "static", "round-robin"),
+             "set sim.dispatch", "must be auto, least-loaded, static or round-robin, not "
+             f"{s.dispatch!r}")
         need(s.placement in ("disaggregated", "colocated"), "set sim.placement",
              f"must be disaggregated or colocated, not {s.placement!r}")
         need(0 < s.mem_fraction < 1, "set sim.mem_fraction", "must lie in (0, 1)")

@@ -14,6 +14,14 @@ verl/trainer/ppo/ray_trainer.py:1110, `repeat(..., interleave=True)`), and
 gathers its ranks' chunks (verl/workers/sharding_manager/fsdp_vllm.py:253-261). So
 replica r of R gets the r-th contiguous R-th of the round's N sequences, whole groups
 together, whatever their lengths turn out to be: the busiest replica sets the round.
+
+`RoundRobin` is verl's fully-async rollouter of its READMEs' era: its server manager
+keeps a heap of requests *assigned* to each server, never decremented as they finish
+(verl@b25bb7d:verl/experimental/agent_loop/agent_loop.py:66-82, `_choose_server`, used by
+recipe/fully_async_policy/agent_loop/agent_loop.py:45-48), so requests go round the
+servers in a fixed order whatever each still holds. verl@1dda039 counts requests in
+flight instead (verl/workers/rollout/llm_server.py:46-99, `GlobalRequestLoadBalancer`):
+least-loaded, which the one-step-off system keeps.
 """
 
 from __future__ import annotations
@@ -23,15 +31,16 @@ import heapq
 from harness.core.runtime import Request
 from harness.sim.placement import LeastLoaded
 
-DISPATCHES = ("auto", "least-loaded", "static")  # sim.dispatch
-STATIC_SYSTEMS = ("verl",)  # synchronous verl: its rollout splits the batch statically
+DISPATCHES = ("auto", "least-loaded", "static", "round-robin")  # sim.dispatch
+BY_SYSTEM = {"verl": "static",  # synchronous verl: its rollout splits the batch statically
+             "verl-fully-async": "round-robin"}  # its server manager counts assignments
 
 
 def dispatch_of(dispatch: str, system: str) -> str:
     """The dispatch a run uses: `sim.dispatch`, or for `auto` the system's framework's."""
     if dispatch != "auto":
         return dispatch
-    return "static" if system in STATIC_SYSTEMS else "least-loaded"
+    return BY_SYSTEM.get(system, "least-loaded")
 
 
 class StaticSplit(LeastLoaded):
@@ -64,6 +73,24 @@ class StaticSplit(LeastLoaded):
         return index
 
 
+class RoundRobin(LeastLoaded):
+    """Replicas in turn (0, 1, ..., R-1, 0, ...), whatever each still holds: the least
+    *assigned* first, ties in a fixed order. Counts are kept for `load()`."""
+
+    def __init__(self, replicas: int) -> None:
+        super().__init__(replicas)
+        self._next = 0
+
+    def take(self, request: Request | None = None) -> int:
+        index = self._next % self.active
+        self._next = index + 1
+        self.counts[index] += 1
+        heapq.heappush(self._heap, (self.counts[index], index))
+        return index
+
+
 def router(dispatch: str, replicas: int, batch: int) -> LeastLoaded:
     """The router of a pool of `replicas` for a resolved `dispatch`."""
-    return StaticSplit(replicas, batch) if dispatch == "static" else LeastLoaded(replicas)
+    if dispatch == "static":
+        return StaticSplit(replicas, batch)
+    return RoundRobin(replicas) if dispatch == "round-robin" else LeastLoaded(replicas)
