@@ -102,3 +102,15 @@ def test_predict_sync_s_for_verls_30b_run_by_hand() -> None:
     got = ws.predict_sync_s("qwen3-30b-a3b", "h20", 16, 16, "nccl", per_tensor=True)
     assert got == pytest.approx(want, rel=1e-9)
     assert got == pytest.approx(16.75, abs=0.01)
+
+
+def test_a_moe_preset_without_a_config_is_counted_from_its_sizes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.sim.presets import Model
+
+    m = Model(name="x", params_b=10, layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4,
+              intermediate=8, vocab=10, tied_embeddings=False, source="a user's preset",
+              experts=4, experts_per_token=2, expert_intermediate=4)
+    monkeypatch.setattr(ws, "load_model", lambda name: m)
+    # 2 x (q, k, v, o, 2 norms, router, 4 x 3 experts = 19) + embedding, norm, head = 41
+    assert ws.model_transfer_facts("x") == (20e9, 41, 24)

@@ -184,10 +184,14 @@ def expert_tensor_count(cfg: dict[str, Any]) -> int:
 def model_transfer_facts(model: str) -> tuple[float, int, int]:
     """(bf16 bytes of every weight, Hugging Face tensors, routed-expert tensors) of a
     preset or config.json."""
-    from harness.sim.model_config import preset_config
+    from harness.sim.model_config import ModelConfigError, preset_config
 
     m = load_model(model)
-    cfg = preset_config(m)
+    try:
+        cfg = preset_config(m)
+    except ModelConfigError:  # a user's MoE preset without a config.json: from its sizes
+        cfg = {"num_hidden_layers": m.layers, "num_experts": m.experts,
+               "tie_word_embeddings": m.tied_embeddings}
     return m.weight_bytes(2), tensor_count(cfg), expert_tensor_count(cfg)
 
 
