@@ -43,22 +43,24 @@ def test_used_rows_are_agg_priced_rows_on_mapped_gpus(run: tuple[pd.DataFrame, P
     assert set(df["gpu"]) <= set(si.GPUS.values())
     assert set(df["framework"]) <= {"sglang", "vllm"}
     assert (raw["mode"] == "agg").all()
-    assert set(df["precision"]) <= {"bf16", "fp8"}  # what sim.rollout_precision takes
+    assert set(df["precision"]) <= {"bf16", "fp8", "fp4"}  # what sim.rollout_precision takes
     for ref, arch in df[["model_ref", "arch"]].drop_duplicates().itertuples(index=False):
         cfg = json.loads(Path(ref).read_text("utf-8"))
         assert rows.checkpoint(cfg)[1] == arch
     quant = raw[["precision", "gemm_quant_mode", "moe_quant_mode"]]
     labelled = quant.notna().any(axis=1).to_numpy()
     assert (df["precision_basis"] == "labelled").to_numpy().tolist() == labelled.tolist()
-    assert quant.stack().dropna().str.lower().isin(si.BF16 | rows.FP8).all()  # no fp4/int4
+    assert quant.stack().dropna().str.lower().isin(si.BF16 | rows.FP8 | {"fp4", "nvfp4"}).all()
     inferred = df[df["precision_basis"] == "inferred"]
     for ref, prec in inferred[["model_ref", "precision"]].drop_duplicates().itertuples(
             index=False):
         assert rows.checkpoint(json.loads(Path(ref).read_text("utf-8")))[0] == prec
     assert (df["kernels_source"].str.startswith("kernels:")).all()
-    dp = df["attention_dp"] > 1  # the roofline has no attention-DP model: it says so
+    # the roofline has no attention-DP model and no FP4 one: it says so
+    dp = (df["attention_dp"] > 1) | (df["precision"] == "fp4")
     assert (df.loc[~dp, "roofline_source"] == "roofline").all()
     assert df.loc[dp, "roofline_source"].str.contains("priced by the measured kernels").all()
+    assert (df["precision"] == "fp4").sum() > 300  # NVFP4 rows on B200 and B300
 
 
 def test_kernels_column_matches_a_direct_call(run: tuple[pd.DataFrame, Path]) -> None:
@@ -179,7 +181,7 @@ def _sample(tmp_path: Path) -> Path:
             row.assign(id="mixed", precision="fp8", gemm_quant_mode="fp8",
                        moe_quant_mode="nvfp4"),
             row.assign(id="trt", backend="trtllm"),
-            row.assign(id="gb200", system="gb200"),
+            row.assign(id="gb300", system="gb300"),
             row.assign(id="noconfig", model_path="nvidia/Qwen3-32B-NVFP4"),
             row.assign(id="disagg", mode="disagg", precision="bf16")]
     path = tmp_path / "sample.csv"
@@ -195,13 +197,13 @@ def test_filter_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert dict(zip(df["id"], df["precision_basis"], strict=True)) == {
         "bf16": "labelled", "unlabelled": "inferred"}
     skipped = dict(df.attrs["skipped"])
-    # fp4 is a setting the simulator is asked for, and refuses (no such field, or a value
-    # it does not take): counted under its refusal, which names the field and the value.
+    # fp4 is a setting the simulator is asked for, and refuses (no NVFP4 kernels for the
+    # GPU): counted under its refusal, which names the field and the value.
     refused = [why for why in skipped if "rollout_precision" in why]
     assert len(refused) == 1 and "fp4" in refused[0] and skipped.pop(refused[0]) == 1
     assert skipped == {"mixed precision fp4/fp8": 1,
                        "framework trtllm (the estimator prices sglang, vllm)": 1,
-                       "GPU gb200 without a preset": 1, "no shipped config or preset": 1,
+                       "GPU gb300 without a preset": 1, "no shipped config or preset": 1,
                        "serving mode disagg": 1}
     strict = si.compare(tmp_path / "b", sample, unlabelled_as_bf16=False)
     assert list(strict["id"]) == ["bf16"]

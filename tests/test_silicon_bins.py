@@ -145,8 +145,8 @@ def test_keeper_refusal_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     kept, _ = rows.keep(_row())
     assert rows.engine_sim(kept, "kernels")[1] == "no sim.rollout_no_such_field (ep 8)"
     assert rows.engine_sim(rows.keep(_row(moe_ep_size=1.0))[0], "roofline")[1] == ""
-    raw = pd.DataFrame([vars(_row(id="a")), vars(_row(id="b", system="gb200"))])
+    raw = pd.DataFrame([vars(_row(id="a")), vars(_row(id="b", system="gb300"))])
     df = prediction.predict(raw)
     assert len(df) == 0
     assert df.attrs["skipped"] == {"no sim.rollout_no_such_field (ep 8)": 1,
-                                   "GPU gb200 without a preset": 1}
+                                   "GPU gb300 without a preset": 1}

@@ -19,8 +19,11 @@ their KV cache, while the experts span every GPU of the replica (moe_tp x moe_ep
 see the tokens of all ranks. A dense model's DP ranks are independent replicas, which is
 `sim.rollout_engines`, so attention DP is refused there. Precision:
 `fp8` stores weights in one byte and runs the matmuls in FP8, block-scaled where the
-checkpoint's config says so (`weight_block_size`, DeepSeek-V3's 128 x 128); `kv_dtype`
-is the KV cache's element type.
+checkpoint's config says so (`weight_block_size`, DeepSeek-V3's 128 x 128); `fp4` is NVFP4,
+every GEMM and expert in 4 bits with one FP8 scale per 16 weights (9/16 of a byte, as the
+database counts it: ai-dynamo/aiconfigurator@095f58a5:aic-core/src/aiconfigurator_core/sdk/
+common.py:1231), priced by the measured kernels on GPUs whose tables hold NVFP4 (Blackwell);
+`kv_dtype` is the KV cache's element type.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from harness.core.config import ConfigError
 from harness.sim.presets import Hardware, Model, load_hardware, load_model
 
 BYTES = {"bf16": 2, "fp8": 1}  # per weight or cached element
+WEIGHT_BYTES = {**BYTES, "fp4": 9 / 16}  # per weight: NVFP4 with its FP8 scales
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,9 @@ class EngineSpec:
         return self.tp // self.attention_dp
 
     @property
-    def bytes_per_weight(self) -> int:
+    def bytes_per_weight(self) -> float:
         """Bytes per weight at the rollout precision."""
-        return BYTES[self.precision]
+        return WEIGHT_BYTES[self.precision]
 
     @property
     def bytes_per_kv(self) -> int:
@@ -106,7 +110,11 @@ class EngineSpec:
         attention runs in the KV cache's type (left to itself, the estimator runs a
         block-FP8 model's attention in FP8 and has no SGLang table for that)."""
         out: dict[str, Any] = {}
-        if self.precision == "fp8":
+        if self.precision == "fp4":
+            out["gemm_quant_mode"] = "nvfp4"
+            if self.model.is_moe:
+                out["moe_quant_mode"] = "nvfp4"
+        elif self.precision == "fp8":
             quant = self.model.config and _block_scaled(self.model.config)
             out["gemm_quant_mode"] = "fp8_block" if quant else "fp8"
             if self.model.is_moe:
@@ -160,9 +168,10 @@ def resolve_engine(model: str, gpu: str, backend: str, tp: int, ep: int = 1,
     if m.is_moe and m.experts % ep:
         raise ConfigError(f"sim.rollout_ep: EP {ep} does not divide {m.name}'s {m.experts} "
                           f"experts")
-    if precision not in BYTES or kv_dtype not in BYTES:
+    if precision not in WEIGHT_BYTES or kv_dtype not in BYTES:
         raise ConfigError(f"sim.rollout_precision / rollout_kv_dtype: must be "
-                          f"{' or '.join(BYTES)}, got {precision!r} / {kv_dtype!r}")
+                          f"{' or '.join(WEIGHT_BYTES)} / {' or '.join(BYTES)}, got "
+                          f"{precision!r} / {kv_dtype!r}")
     return EngineSpec(model, m, gpu, load_hardware(gpu), backend, tp, ep, precision, kv_dtype,
                       attention_dp)
 

@@ -128,6 +128,32 @@ def backend_version(system: str, backend: str) -> str | None:
     return None
 
 
+@cache
+def gemm_dtypes(system: str, backend: str, version: str) -> frozenset[str]:
+    """The GEMM dtypes the database measured for `backend` `version` on `system`."""
+    import pyarrow.parquet as pq
+
+    with quiet():
+        root = _package_dir() / "systems" / "data" / system / "gemm" / backend / version
+    path = root / "gemm_perf.parquet"
+    if not path.exists():
+        return frozenset()
+    return frozenset(str(v) for v in pq.read_table(path, columns=["gemm_dtype"])
+                     .column(0).unique().to_pylist())
+
+
+def systems_with(backend: str, dtype: str) -> list[str]:
+    """The database GPUs whose current `backend` GEMM table holds `dtype`, for a refusal."""
+    with quiet():
+        root = _package_dir() / "systems" / "data"
+    out = []
+    for system in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        version = backend_version(system, backend)
+        if version and dtype in gemm_dtypes(system, backend, version):
+            out.append(system)
+    return out
+
+
 def config_dir(config: dict[str, Any], cache_root: Path) -> Path:
     """A folder holding `config` as config.json, named by its content, for the estimator."""
     text = json.dumps(config, sort_keys=True, indent=1)

@@ -24,9 +24,11 @@ from harness.sim.kernels.estimator import (
     KernelError,
     backend_version,
     config_dir,
+    gemm_dtypes,
     gemm_note,
     package_version,
     reason,
+    systems_with,
 )
 from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
 from harness.sim.kernels.overhead import Overhead, charged
@@ -83,6 +85,12 @@ def identity(spec: EngineSpec) -> tuple[dict[str, str | int | float], str, str]:
     version = backend_version(kg.system, spec.backend) if kg else None
     if kg is None or version is None:
         raise KernelError(f"--gpu: {uncovered(spec.gpu_name, spec.backend)}")
+    asked = spec.estimator_kwargs().get("gemm_quant_mode")
+    if asked == "nvfp4" and asked not in gemm_dtypes(kg.system, spec.backend, version):
+        raise KernelError(f"sim.rollout_precision: fp4 (NVFP4): the database measures no "
+                          f"NVFP4 GEMMs for {spec.backend} {version} on {kg.system} (for "
+                          f"{spec.gpu_name}); it does on "
+                          f"{', '.join(systems_with(spec.backend, asked)) or 'no GPU'}")
     text = _config_text(spec.model_name)
     meta: dict[str, str | int | float] = {
         "model": spec.model.name, "gpu": kg.preset, "system": kg.system,
@@ -156,6 +164,9 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
         return with_overhead(TableDecodeModel.from_table(step_table(spec)), spec)
     if spec.attention_dp != 1:  # the roofline has no model of it: refuse, invent nothing
         raise ConfigError(f"sim.rollout_attention_dp: attention DP is priced by the measured "
+                          f"kernels only ({step_source(sim)} would price this engine)")
+    if spec.precision == "fp4":  # nor of FP4 Tensor Cores (no fp4 peak in hardware.toml)
+        raise ConfigError(f"sim.rollout_precision: fp4 (NVFP4) is priced by the measured "
                           f"kernels only ({step_source(sim)} would price this engine)")
     return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
                              params["step_overhead_s"], params["compute_eff"],

@@ -107,7 +107,7 @@ def price(kept: dict[str, Any], engines: _Engines) -> None:
     the sample's silicon_concurrency says and aiconfigurator reads it); the simulated
     replica runs all ranks' sequences, and each rank prefills its own admissions in the same
     forward passes, so the prefill share and the load bin are one rank's. The roofline has
-    no attention-DP model: such a row carries the kernels' readings alone."""
+    no attention-DP model and no FP4 one: such a row carries the kernels' readings alone."""
     b, isl, osl = kept["batch"], kept["isl"], kept["osl"]
     replica = b * kept["attention_dp"]  # sequences in the replica's decode step
     kept["context"] = isl + osl // 2  # mean context while decoding
@@ -117,7 +117,7 @@ def price(kept: dict[str, Any], engines: _Engines) -> None:
         try:
             model, source = engines.get(kept, name)
         except ConfigError as err:
-            if name == "kernels" or kept["attention_dp"] == 1:
+            if name == "kernels" or (kept["attention_dp"] == 1 and kept["precision"] != "fp4"):
                 raise
             kept[f"{name}_source"] = str(err)
             for col in ("ms", "tpot_ms", "ttft_ms"):

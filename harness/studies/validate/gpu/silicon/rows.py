@@ -8,7 +8,8 @@ estimator has no kernels for, a GPU without a preset, a model without a config, 
 precision cannot be told, disaggregated serving, a MoE row whose layout columns do not add
 up. Each skip is counted under its reason. The sample states no KV-cache type, so every
 engine keeps the default (`sim.rollout_kv_dtype` bf16); per-tensor and per-block FP8 are
-both `sim.rollout_precision` fp8 (the simulator reads the block scaling from the checkpoint).
+both `sim.rollout_precision` fp8 (the simulator reads the block scaling from the checkpoint),
+NVFP4 is fp4.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from harness.sim.presets import model_names, shipped_config
 
 SAMPLE_REL = "systems/silicon_sample.csv"
 GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-80gb-sxm",
-        "b200_sxm": "b200-sxm"}
+        "b200_sxm": "b200-sxm", "b300_sxm": "b300-sxm", "gb200": "gb200"}
 FRAMEWORKS = ENGINE_BACKENDS  # the frameworks whose kernels the estimator prices
 BF16 = {"bf16", "fp16", "bfloat16", "float16"}
 FP8 = {"fp8", "fp8_block"}  # per-tensor and per-block FP8: sim.rollout_precision "fp8"

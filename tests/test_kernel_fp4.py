@@ -1,0 +1,63 @@
+"""NVFP4 weights (`sim.rollout_precision = "fp4"`): priced from the database's NVFP4 GEMM and
+MoE tables where it has them (Blackwell), refused in one line where it has not, and by the
+roofline, which has no FP4 model."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core.config import ConfigError, RunConfig
+from harness.sim.engine_spec import resolve_engine
+from harness.sim.kernels import source
+from harness.sim.kernels.estimator import KernelError
+from harness.studies.validate.gpu.silicon.rows import model_ref
+
+
+def llama(gpu: str, precision: str) -> object:
+    ref = model_ref("meta-llama/Llama-3.1-70B")[0]
+    assert ref is not None
+    return resolve_engine(ref, gpu, "vllm", 2, 1, precision, "bf16", 1)
+
+
+def test_fp4_asks_the_estimator_for_nvfp4_and_holds_nine_sixteenths_of_a_byte() -> None:
+    spec = llama("b200-sxm", "fp4")
+    assert spec.estimator_kwargs()["gemm_quant_mode"] == "nvfp4"
+    assert spec.bytes_per_weight == 9 / 16  # 4 bits, one FP8 scale per 16 weights
+    fp8 = llama("b200-sxm", "fp8")
+    assert spec.weight_bytes_per_gpu() == pytest.approx(fp8.weight_bytes_per_gpu() * 9 / 16)
+    moe = resolve_engine(model_ref("MiniMaxAI/MiniMax-M2.5")[0], "b200-sxm", "vllm", 4, 1,
+                         "fp4", "bf16", 1)
+    kwargs = moe.estimator_kwargs()
+    assert (kwargs["gemm_quant_mode"], kwargs["moe_quant_mode"]) == ("nvfp4", "nvfp4")
+
+
+def test_fp4_on_b200_steps_faster_than_fp8_at_small_batch() -> None:
+    """Half the weight bytes: at batch 8 the bandwidth-bound step is quicker (the database:
+    8.6 against 11.0 ms a step, TP 2, 1k context)."""
+    fp4, fp8 = (source.step_table(llama("b200-sxm", p)) for p in ("fp4", "fp8"))
+    assert fp4.decode_ms(8, 1024) < 0.9 * fp8.decode_ms(8, 1024)
+
+
+def test_fp4_where_the_database_has_no_nvfp4_is_one_line() -> None:
+    with pytest.raises(KernelError) as err:
+        source.step_table(llama("h100-sxm", "fp4"))
+    said = str(err.value)
+    assert "\n" not in said
+    assert said == ("sim.rollout_precision: fp4 (NVFP4): the database measures no NVFP4 GEMMs "
+                    "for vllm 0.24.0 on h100_sxm (for h100-sxm); it does on b200_sxm, "
+                    "b300_sxm, gb200, gb300, rtx_pro_6000_server")
+
+
+def test_the_roofline_refuses_fp4_and_the_kv_cache_cannot_be_fp4() -> None:
+    cfg = RunConfig()
+    sim = cfg.sim
+    sim.model, sim.rollout_gpu, sim.rollout_tp = "qwen3-8b", "b200-sxm", 2
+    sim.rollout_precision, sim.step_model = "fp4", "roofline"
+    cfg.validate()
+    with pytest.raises(ConfigError, match=r"^sim.rollout_precision: fp4 \(NVFP4\) is priced by "
+                                          r"the measured kernels only \(roofline would"):
+        source.decode_model(sim, {"bw_eff": 1.0, "step_overhead_s": 0.0,
+                                  "compute_eff": 1.0}, 2)
+    sim.rollout_kv_dtype = "fp4"
+    with pytest.raises(ConfigError, match="rollout_kv_dtype.*must be bf16 or fp8, not 'fp4'"):
+        cfg.validate()
