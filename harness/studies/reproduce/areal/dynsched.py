@@ -45,7 +45,8 @@ def refusal() -> str:
     try:
         load_model(str(MODEL))
     except Exception as err:  # noqa: BLE001  (the refusal's text is the finding)
-        return str(err).splitlines()[0]
+        line = str(err).splitlines()[0]
+        return line.replace(str(MODEL), "models/qwen3.5-35b-a3b/config.json")  # any checkout
     return ""
 
 

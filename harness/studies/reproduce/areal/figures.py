@@ -21,7 +21,7 @@ def scaling_figure(sim: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
-    for ax, (model, ctx) in zip(axes.T.flat, PANELS, strict=True):
+    for ax, (model, ctx) in zip(axes.flat, PANELS, strict=True):  # the source's layout
         sizes = PANELS[(model, ctx)]
         for system in ("verl", "areal"):
             if system == "verl" and (model, ctx) in NO_VERL:
