@@ -124,12 +124,14 @@ def families() -> list[Family]:
     papers in this order. Imported only when a search runs (the claims writer reads
     would_need.csv through `joined` and needs none of them)."""
     from harness.studies.reproduce.april import would_need as april
+    from harness.studies.reproduce.areal import would_need as areal
     from harness.studies.reproduce.pipelinerl import would_need as pipelinerl
     from harness.studies.reproduce.rolloutpipe import would_need as rolloutpipe
     from harness.studies.reproduce.rollpacker import would_need as rollpacker
     from harness.studies.reproduce.verl_async import would_need as verl_async
 
-    return [family() for paper in (rolloutpipe, april, pipelinerl, rollpacker, verl_async)
+    return [family() for paper in (rolloutpipe, april, pipelinerl, rollpacker, verl_async,
+                                   areal)
             for family in paper.FAMILIES]
 
 

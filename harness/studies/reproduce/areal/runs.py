@@ -48,7 +48,18 @@ from harness.run.execute import reads
 
 PAPER = "areal"
 MODELS_DIR = Path(__file__).parent / "models"
-MODELS = {"1.5B": str(MODELS_DIR / "deepseek-r1-distill-qwen-1.5b" / "config.json"),
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working folder where it lies below it (what a table shows
+    is then the same in every checkout), else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+MODELS = {"1.5B": _shown(MODELS_DIR / "deepseek-r1-distill-qwen-1.5b" / "config.json"),
           "7B": "qwen2.5-7b", "32B": "qwen2.5-32b"}
 GPU = "h800-sxm"
 PROMPT_TOKENS = 1024  # max_prompt_len (areal_config.yaml:18)
