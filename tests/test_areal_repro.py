@@ -147,3 +147,13 @@ def test_would_need_reads_its_rows_back() -> None:
                  c.reading)
         matched = [f for f in families if f.matches(m)]
         assert len(matched) == (0 if "(1 = holds)" in c.claim else 1), c.claim
+
+
+def test_the_partly_hidden_markers_carry_the_wider_error() -> None:
+    # the four AReaL markers under verl's (read from their visible top edge)
+    assert readings.HIDDEN == {
+        ("1.5B", 16384, "areal", 32), ("1.5B", 32768, "areal", 32),
+        ("7B", 16384, "areal", 128), ("7B", 32768, "areal", 64)}
+    assert readings.error("1.5B", 32768, "areal", 32) == 0.08
+    # its top edge at pixel 659 plus the radius 9.5: row 668.5 on the 27k-241k axis
+    assert readings.scaling("1.5B", 32768, "areal")[32] == pytest.approx(30_080, rel=0.005)

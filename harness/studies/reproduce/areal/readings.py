@@ -8,11 +8,11 @@ apart, labelled with values rounded to 1k (LABELS, read from the image); a marke
 is the tick labels' geometric series (a least-squares line of log label on tick index,
 whose largest residual is 3.1% in the 32B 16k panel, under 1.2% elsewhere) evaluated at
 the marker's centre. Centres (PIXELS) are the centroids of the marker's colour (AReaL
-#1f77b4, verl #ff7f0e) after an opening by a disk of radius 5 pixels; three AReaL markers
-lie under verl's (1.5B 16k at 32, 7B 16k at 128, 7B 32k at 64) and are read from the top
-edge of their visible part plus the markers' radius (9.5 pixels), the 1.5B 16k one, wholly
-hidden, at verl's centre. The reading error: +-5% (the labels' rounding and +-1.5 pixels),
-+-8% for the three hidden markers (`error`).
+#1f77b4, verl #ff7f0e) after an opening by a disk of radius 5 pixels; four AReaL markers
+lie partly under verl's (1.5B 16k and 32k at 32, 7B 16k at 128, 7B 32k at 64) and are read
+from the top edge of their visible part plus the markers' radius (9.5 pixels), the 1.5B 16k
+one, wholly hidden, at verl's centre. The reading error: +-5% (the labels' rounding and
++-1.5 pixels), +-8% for the four hidden markers (`error`).
 
 **The staleness figure** (AReaL@10d9b282:assets/staleness_throughput.png, Fig. 7 of
 blog/AReaL_v0_3.md, shown at :248; assets/figures/ on later commits): effective training
@@ -54,8 +54,8 @@ PIXELS: dict[tuple[str, int, str], tuple[float, ...]] = {
     ("7B", 32768, "areal"): (679.5, 618.0, 552.2, 516.2),
     ("32B", 32768, "areal"): (681.45, 476.8),
 }
-HIDDEN = {("1.5B", 16384, "areal", 32), ("7B", 16384, "areal", 128),
-          ("7B", 32768, "areal", 64)}
+HIDDEN = {("1.5B", 16384, "areal", 32), ("1.5B", 32768, "areal", 32),
+          ("7B", 16384, "areal", 128), ("7B", 32768, "areal", 64)}
 ERROR, HIDDEN_ERROR = 0.05, 0.08
 
 # Fig. 7's bars (k tokens/s) by maximum staleness; None is unbounded
