@@ -61,3 +61,18 @@ def test_the_roofline_refuses_fp4_and_the_kv_cache_cannot_be_fp4() -> None:
     sim.rollout_kv_dtype = "fp4"
     with pytest.raises(ConfigError, match="rollout_kv_dtype.*must be bf16 or fp8, not 'fp4'"):
         cfg.validate()
+
+
+def test_steps_takes_fp4_and_refuses_it_in_one_line_off_blackwell() -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    args = ["steps", "--model", "qwen3-8b", "--tp", "2", "--precision", "fp4", "--batch", "8",
+            "--context", "1024"]
+    ok = CliRunner().invoke(app, [*args, "--gpu", "b200-sxm"])
+    assert ok.exit_code == 0 and "kernels:b200_sxm" in ok.output
+    bad = CliRunner().invoke(app, [*args, "--gpu", "h100-sxm"])
+    assert bad.exit_code == 2
+    assert bad.output.strip().splitlines()[-1].startswith(
+        "error: --precision: fp4 (NVFP4): the database measures no NVFP4 GEMMs")

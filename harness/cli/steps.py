@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import CSV_HELP, JSON_HELP, console, fail, output_format, print_rows
-from harness.core.config import ENGINE_BACKENDS, PRECISIONS, STEP_MODELS, ConfigError, SimConfig
+from harness.core.config import (
+    ENGINE_BACKENDS,
+    PRECISIONS,
+    STEP_MODELS,
+    WEIGHT_PRECISIONS,
+    ConfigError,
+    SimConfig,
+)
 from harness.sim.kernels.estimator import KernelError
 
 D = SimConfig()  # the options' defaults: a default run's engine
@@ -86,7 +93,8 @@ def steps_cmd(
     attention_dp: Annotated[int, typer.Option(help="Attention data-parallel ranks (MoE "
                                                    "models; divides --tp).")]
     = D.rollout_attention_dp,
-    precision: Annotated[str, typer.Option(help="Rollout weights and matmuls: bf16 or fp8.")]
+    precision: Annotated[str, typer.Option(help="Rollout weights and matmuls: bf16, fp8 or "
+                                                "fp4 (NVFP4, Blackwell).")]
     = D.rollout_precision,
     kv_dtype: Annotated[str, typer.Option(help="KV-cache element type: bf16 or fp8.")]
     = D.rollout_kv_dtype,
@@ -116,9 +124,10 @@ def steps_cmd(
         fail(f"--backend: must be {' or '.join(ENGINE_BACKENDS)}, got {backend!r}")
     if step_model not in STEP_MODELS:
         fail(f"--step-model: must be {' or '.join(STEP_MODELS)}, got {step_model!r}")
-    for option, value in (("--precision", precision), ("--kv-dtype", kv_dtype)):
-        if value not in PRECISIONS:
-            fail(f"{option}: must be {' or '.join(PRECISIONS)}, got {value!r}")
+    for option, value, allowed in (("--precision", precision, WEIGHT_PRECISIONS),
+                                   ("--kv-dtype", kv_dtype, PRECISIONS)):
+        if value not in allowed:
+            fail(f"{option}: must be {' or '.join(allowed)}, got {value!r}")
     cfg = RunConfig()
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp, s.engine_backend = model, gpu, tp, backend
