@@ -157,3 +157,11 @@ def test_the_partly_hidden_markers_carry_the_wider_error() -> None:
     assert readings.error("1.5B", 32768, "areal", 32) == 0.08
     # its top edge at pixel 659 plus the radius 9.5: row 668.5 on the 27k-241k axis
     assert readings.scaling("1.5B", 32768, "areal")[32] == pytest.approx(30_080, rel=0.005)
+
+
+def test_verls_switch_is_the_one_step_off_readmes() -> None:
+    # (321 - 247 s) a step (one_step_off_policy/README.md:64) less the 7B's engine bytes
+    # there (19.0 GB over 51 GB/s: 0.37 s), plus this setup's bytes (1.5B at TP 2 on 32
+    # GPUs: 4.0 GB engine side, 1.8 GB trainer side: 0.11 s), over two hand-overs: 36.87 s
+    cfg = runs.verl("1.5B", 16384, 32, runs.READINGS[0])
+    assert cfg.sim.switch_s == pytest.approx((74 - 0.373 + 0.113) / 2, abs=0.01)

@@ -25,9 +25,11 @@ What the source leaves out, each a reading (docs/reproductions.md#areal):
   AReaL-boba's data): its spreads and its mean of 4,500 tokens (MEAN_PRIOR), a prior not
   fitted, at the 32k cap; a 16k run truncates the same lengths. The simulated verl is far
   faster than the published one at any mean (it runs no eager vLLM, ppo_trainer.yaml:101,
-  nor verl v0.3's offloads), so no length could be fitted to verl's rows: what is fitted
-  to them is verl's trainer MFU (`fit`), which takes up what verl's step spends beyond
-  the simulated engine; AReaL's trainer keeps the neutral prior.
+  nor any switch beyond the 74 s a step of verl's one-step-off README that
+  harness/sim/switch.py charges), so no length could be fitted to verl's rows: what is
+  fitted to them is verl's trainer MFU (`fit`), which takes up what verl's step spends
+  beyond the simulated engine and switch; AReaL's trainer MFU is fitted to Fig. 7's
+  staleness 0.
 
 A step's effective throughput (bench/README.md:3-6) is the tokens a step trains over the
 time between optimizer steps; the first step is left out (AReaL's pipeline fills there).
@@ -45,6 +47,7 @@ import numpy as np
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.run.execute import reads
+from harness.sim.switch import switch
 
 PAPER = "areal"
 MODELS_DIR = Path(__file__).parent / "models"
@@ -166,6 +169,9 @@ def verl(model: str, ctx: int, gpus: int, reading: str, seed: int = 0) -> RunCon
     s.rollout_engines, s.trainer_gpus = gpus // s.rollout_tp, gpus
     s.micro_batch_tokens = 16384 * gpus  # ppo_max_token_len_per_gpu (ppo_trainer.yaml:38)
     s.log_prob_forwards = 1  # old_log_prob; no reference (use_kl_loss False, :47)
+    # the hybrid engine's switch as verl's own one-step-off README measured it
+    # (harness/sim/switch.py: 74 s a step under FSDP2, bytes re-priced for the setup)
+    s.switch_s = round(switch("fsdp", MODELS[model], GPU, gpus, s.rollout_tp).handover_s, 4)
     return cfg
 
 
