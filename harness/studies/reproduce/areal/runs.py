@@ -73,8 +73,8 @@ PANELS: dict[tuple[str, int], tuple[int, ...]] = {
     ("7B", 32768): (64, 128, 256, 512), ("32B", 32768): (256, 512)}
 NO_VERL = {("32B", 32768)}  # the figure draws no verl line there
 READINGS = ("verl at its defaults", "verl on AReaL's engine layout")
-AREAL_ROUNDS, VERL_ROUNDS = 3, 1  # steps: AReaL's first left out (the fill); verl's
-# synchronous step is the same every round, one is timed from the run's start
+AREAL_ROUNDS, VERL_ROUNDS = 3, 2  # steps, the first left out: AReaL's fill; verl's first
+# has no hand-over back to the engine before it (its engine starts with the GPUs)
 PROFILE = "deepscaler"
 MEAN_PRIOR = 4500.0  # workloads/profiles/deepscaler.toml's mean_tokens: a prior
 PROFILE_CAP = 32768 - PROMPT_TOKENS  # the lengths' own cap; a 16k run truncates them
