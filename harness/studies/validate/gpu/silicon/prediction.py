@@ -153,7 +153,9 @@ def predict(raw: pd.DataFrame, unlabelled_as_bf16: bool = True) -> pd.DataFrame:
         try:
             price(kept, engines)
         except ConfigError as err:
-            skipped[str(err)] += 1
+            # a refusal names the config by its path: the package's, as silicon.csv does
+            base = str(package_dir())
+            skipped[str(err).replace(base, package_dir().name)] += 1
             continue
         rows.append(kept)
     df = pd.DataFrame(rows, columns=COLUMNS)

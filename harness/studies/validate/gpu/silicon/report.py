@@ -67,7 +67,8 @@ def _header(df: pd.DataFrame) -> list[str]:
                      "engine x step-model pairs).")
     skipped = df.attrs.get("skipped", {})
     lines.append(f"Skipped {sum(skipped.values())} rows:")
-    lines += [textwrap.fill(f"- {why}: {n}", 100, subsequent_indent="  ")
+    lines += [textwrap.fill(f"- {why}: {n}", 100, subsequent_indent="  ",
+                            break_on_hyphens=False)
               for why, n in skipped.items()]
     if len(df) < 20:
         lines.append(f"\nToo few rows ({len(df)} < 20) for a reliable error estimate.")

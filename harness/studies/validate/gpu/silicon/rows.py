@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ENGINE_BACKENDS, ConfigError, RunConfig
+from harness.sim.frameworks import engine_default
 from harness.sim.presets import model_names, shipped_config
 
 SAMPLE_REL = "systems/silicon_sample.csv"
@@ -155,4 +156,7 @@ def engine_sim(kept: dict[str, Any], step_model: str) -> tuple[Any, str]:
         cfg.validate()
     except ConfigError as err:
         return sim, f"settings: {err}"
+    # The served engine's own running cap (vLLM's max_num_seqs, SGLang's), not the default
+    # system's (slime's client keeps 512 in flight): the sample's engines were served alone.
+    sim.max_running = engine_default(cfg, None)[0]
     return sim, ""
