@@ -61,3 +61,12 @@ def test_a_framework_without_a_measurement_is_its_bytes_alone_and_an_unknown_one
     assert s.step_s == pytest.approx(4.5 * P7 / 25e9)
     with pytest.raises(ValueError, match="framework 'deepspeed'"):
         switch("deepspeed", "qwen2.5-7b", "h20", 16, 2)
+
+
+def test_a_lead_above_the_published_seconds_leaves_the_bytes_alone() -> None:
+    """One-step-off FSDP2: a slowest replica 100.53 s ahead of the mean (the simulator's
+    static split at the fitted length) is more than the 74 s published: no fixed part is
+    left, the engine's side is its bytes, 2.5P / 51 GB/s = 0.3733 s."""
+    s = switch("fsdp", "qwen2.5-7b", "h20", 16, 2, imbalance_s=100.53)
+    assert s.fixed_s == 0.0
+    assert s.engine_s == pytest.approx(2.5 * P7 / 51e9)

@@ -41,11 +41,19 @@ def test_the_thirty_b_run_syncs_in_its_published_time_and_its_colocated_run_does
 
 
 def test_a_colocated_run_charges_the_switch_models_hand_over() -> None:
-    """One-step-off FSDP2 on 16 H20s: (74 + 2 x 7.616e9 / 51e9) / 2 = 37.1493 s a hand-over
-    (tests/test_switch.py); Megatron: (45 + 5.5 x 7.616e9 / 51e9) / 2 = 22.9107 s."""
+    """One-step-off FSDP2 on 16 H20s, the fit's lead L taken out of the published 74 s:
+    (max(0, 74 - L - 0.3733) + 0.3733 + 0.2987) / 2 a hand-over (engine bytes 2.5P, trainer
+    bytes 2P at 51 GB/s, tests/test_switch.py); Megatron the same with 45 s, 3P and 5.5P."""
+    from harness.sim import calibration
+
+    leads = calibration.load(runs.PAPER).get("switch", {})
+    p = 7.616e9 / 51e9
     by = _by_label()
-    assert by["osp colocate 16 FSDP2"].cfg.sim.switch_s == pytest.approx(37.1493)
-    assert by["osp colocate 16 Megatron"].cfg.sim.switch_s == pytest.approx(22.9107)
+    for label, pub, engine, trainer, fw in (("FSDP2", 74, 2.5, 2, "fsdp"),
+                                            ("Megatron", 45, 3, 5.5, "megatron")):
+        fixed = max(0.0, pub - leads.get(fw, 0.0) - engine * p)
+        want = (fixed + (engine + trainer) * p) / 2
+        assert by[f"osp colocate 16 {label}"].cfg.sim.switch_s == pytest.approx(want, abs=1e-4)
     assert by["fully async 16:16"].cfg.sim.switch_s is None  # its own GPUs: no switch
 
 
@@ -140,3 +148,23 @@ def test_a_colocated_gen_holds_both_hand_overs_and_the_awake_first_round_is_left
     got = runs.summary(events)
     assert got["windows"] == 2 and got["step_s"] == 100
     assert got["gen_s"] == 45 and got["train_s"] == 45
+
+
+def test_the_replicas_mean_generation_and_the_longest_lead_are_read_per_window() -> None:
+    """verl's generate_sequences is the mean over ranks: replicas 0 and 1 admitted at 100,
+    finishing at 130 and 160: mean 45 s, the longest 15 s ahead of it (window 100-200;
+    the request admitted before 100 belongs to the left-out window)."""
+    events = [_ev(50, "request_admit", group=9, sample=0, engine=1),
+              _ev(100, "request_admit", group=0, sample=0, engine=0),
+              _ev(100, "request_admit", group=1, sample=0, engine=1),
+              _ev(120, "request_finish", group=0, sample=1),  # admitted nowhere: not read
+              _ev(130, "request_finish", group=0, sample=0),
+              _ev(160, "request_finish", group=1, sample=0),
+              _ev(170, "request_finish", group=9, sample=0)]
+    assert runs.replica_times(events, [(100.0, 200.0)]) == (45.0, 15.0)
+
+
+def test_a_colocated_runs_switch_is_less_the_lead_the_fit_found() -> None:
+    """runs.switch_of takes the lead out of the published seconds: 74 - 20 at 16 H20s."""
+    s = runs.switch_of(runs.ONE_STEP_FSDP2, 16, lead_s=20.0)
+    assert s.engine_s == pytest.approx(54.0)

@@ -18,9 +18,10 @@ H20s for Qwen2.5-Math-7B (verl@1dda039:verl/experimental/one_step_off_policy/REA
 = 45 s under Megatron. That difference is an upper bound of the engine's side of the
 switch: `generate_sequences` is the mean over ranks (verl@503ea75:verl/workers/
 fsdp_workers.py:748-750, `reduce_timing` averages), so the difference also holds the
-slowest rank's lead over the mean and the batch's dispatch. It is taken whole here (the
-simulator's least-loaded router has little imbalance of its own to double-count);
-`imbalance_s` takes a framework's rank imbalance out once a dispatch model prices it.
+slowest rank's lead over the mean and the batch's dispatch. Where the simulator prices
+that lead itself (verl's static split, harness/sim/dispatch.py), `imbalance_s` takes it
+out; a lead above the published seconds leaves no fixed part (the two cannot both be
+right: the measurement bounds switch plus lead).
 
 The rest is bytes over the host link (PCIe) from the GPU's preset: the engine's weight
 shard to the host and back (vLLM `sleep(level=1)` / `wake_up`), the trainer's shards on

@@ -45,12 +45,13 @@ MOE_ASYNC = {"step": 282.75, "gen": 22.06, "train": 50.05 + 206.63}
 MOE_SPEEDUP = 1.72
 # one_step_off_policy/README.md:62-67 (osp.md): colocate sync on 16 GPUs (step, gen,
 # old_log_prob + update_actor) and one-step-off 4:12 (step, wait_prev_gen, old_log_prob +
-# update_actor), and the README's gains of total time: +23% (FSDP2) and +40% (Megatron)
+# update_actor), the README's gains of total time: +23% (FSDP2) and +40% (Megatron), and the
+# colocated generate_sequences (the replicas' mean generation: 247 and 162 s)
 ONE_STEP = {
     "FSDP2": {"colocate": (749.0, 321.0, 88.0 + 286.0), "osp": (520.0, 45.0, 108.0 + 337.0),
-              "gain": 1.23, "line": 64, "colocate_k": 12},
+              "gain": 1.23, "line": 64, "colocate_k": 12, "generate": 247.0},
     "Megatron": {"colocate": (699.0, 207.0, 119.0 + 344.0), "osp": (566.0, 59.0, 120.0 + 347.0),
-                 "gain": 1.40, "line": 66, "colocate_k": 16},
+                 "gain": 1.40, "line": 66, "colocate_k": 16, "generate": 162.0},
 }
 # The colocated rows each setup's length and MFU are fitted to: (GPUs, gen, training)
 SINGLE_TARGETS = {

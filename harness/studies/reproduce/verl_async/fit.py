@@ -17,7 +17,11 @@ Three readings (`runs.READINGS`):
 The switch between engine and trainer is not fitted: `harness/sim/switch.py` prices it
 per framework (sized from the one-step-off README's gen minus generate_sequences) and the
 runs charge it (`runs.colocated`), so the colocated gen the lengths are fitted to holds
-the same switch verl's does, and neither the lengths nor the MFU absorb it. The switch's
+the same switch verl's does, and neither the lengths nor the MFU absorb it. The one-step-off
+baselines come first (`_one_step`): verl publishes their generate_sequences, the replicas'
+mean generation, so their means are fitted to it, and the slowest replica's lead over the
+mean there (the simulated static split's) is taken out of each framework's published
+switch for every colocated run after (`LEADS`). The switch's
 trainer side (offload and onload in old_log_prob and update_actor, under a second) is
 charged by the simulator in its hand-overs, so it moves from the training target to the
 gen target. Each 7B fit is run in both orders of the cells PR #4307 swapped
@@ -63,11 +67,19 @@ FIXED_NOTES = (
 )
 
 
+# The slowest replica's lead over the mean, per framework, in the one-step-off colocated
+# runs (`_one_step`): taken out of the published switch, whose generate_sequences is a
+# mean over ranks while the simulated static split prices the longest itself
+LEADS: dict[str, float] = {}
+
+
 def _colocated(means: dict[int | str, float], mfu: float, setup: runs.Setup,
                sizes: tuple[int, ...], write: Path) -> dict[int, dict[str, float]]:
     tasks = []
     for n in sizes:
         cfg = runs.colocated(SEED, n, setup)
+        lead = LEADS.get(setup.framework, 0.0)  # the fit's own, not the file's
+        cfg.sim.switch_s = round(runs.switch_of(setup, n, lead).handover_s, 4)
         cfg.workload = runs.workload(means[n], write / "profiles", setup.max_response)
         cfg.sim.calibration, cfg.sim.train_mfu = "pipelinerl", mfu  # only the priors differ
         for key, value in FIXED.items():
@@ -142,7 +154,7 @@ def targets(setup: runs.Setup, gen: dict[int, float], train: dict[int, float]
             ) -> tuple[dict[int, float], dict[int, float]]:
     """The simulated colocated gen and training that match verl's: the switch's trainer side
     (verl's training, the simulator's hand-overs, which its gen reading holds) moved."""
-    side = {n: runs.switch_of(setup, n).trainer_s for n in gen}
+    side = {n: runs.switch_of(setup, n, 0.0).trainer_s for n in gen}  # bytes: no lead
     return ({n: gen[n] + side[n] for n in gen}, {n: train[n] - side[n] for n in train})
 
 
@@ -172,17 +184,41 @@ def _seven_b(swapped: bool, log: Callable[[str], None], folder: Path,
             f"per_size_train_mfu_swapped = {fit_mfu(per, train, seven, log, folder)}"]
 
 
+def _one_step(name: str, setup: runs.Setup, log: Callable[[str], None],
+              folder: Path) -> list[str]:
+    """A one-step-off baseline's fits, where verl publishes generate_sequences beside gen
+    (one_step_off_policy/README.md:64, 66): the mean length to generate_sequences (the
+    replicas' mean generation, `runs.replica_times`: the switch out of it), the MFU to
+    training; then the slowest replica's lead over the mean at that length, which the
+    published gen minus generate_sequences also holds, goes to LEADS (and the file)."""
+    engine = "FSDP2" if setup.framework == "fsdp" else "Megatron"
+    n, _, train_s = claims.SINGLE_TARGETS[name]
+    generate = float(claims.ONE_STEP[engine]["generate"])  # type: ignore[arg-type]
+    _, train = targets(setup, {n: 0.0}, {n: train_s})
+    log(f"verl-async {name}, reading 'lengths from gen' (from generate_sequences)")
+    mean = fit_lengths({n: generate}, "generate_s", 0.3, setup, log, folder)
+    mfu = fit_mfu({n: mean}, train, setup, log, folder)
+    LEADS[setup.framework] = round(_colocated({n: mean}, mfu, setup, (n,), folder)[n]["lead_s"],
+                                   2)
+    log(f"  {name}: the slowest replica leads the mean by {LEADS[setup.framework]} s")
+    log(f"verl-async {name}, reading 'lengths from training' (MFU {prior_mfu(setup.framework)})")
+    trained = fit_lengths(train, "train_s", prior_mfu(setup.framework), setup, log, folder)
+    return [f"{name} = {mean}", f"{name}_train_mfu = {mfu}", f"{name}_from_training = {trained}"]
+
+
 def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
     """Every setup's readings; written to harness/sim/calibration/verl-async.toml."""
     log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
     with tempfile.TemporaryDirectory(prefix="rolloutbench-verl-fit-") as scratch:
         folder = Path(scratch)  # the fit's traces are scratch: a dry run writes nothing
-        lines = _seven_b(False, log, folder)
+        LEADS.clear()
+        lines = [line for name in ("one_step_fsdp2", "one_step_megatron")
+                 for line in _one_step(name, runs.SINGLE[name], log, folder)]
+        lines += _seven_b(False, log, folder)
         lines += _seven_b(True, log, folder, _values(lines))
-        for name, (n, gen_s, train_s) in claims.SINGLE_TARGETS.items():
-            setup = runs.SINGLE[name]
-            gen, train = targets(setup, {n: gen_s}, {n: train_s})
-            lines += _setup_fits(name, setup, gen, train, setup.framework, log, folder)
+        n, gen_s, train_s = claims.SINGLE_TARGETS["moe"]
+        gen, train = targets(runs.MOE, {n: gen_s}, {n: train_s})
+        lines += _setup_fits("moe", runs.MOE, gen, train, "megatron", log, folder)
     result = _values(lines)
     if write:
         text = ["# Written by `rolloutbench calibrate verl-async`; re-run it to reproduce.",
@@ -193,7 +229,13 @@ def fit(write: bool = True, progress: bool = True) -> dict[str, Any]:
                 "# the 7B's, reading 'lengths from gen' (every run sets its own: [lengths])",
                 f"train_mfu = {result['seven_b_train_mfu']}", "", "[fixed]", *FIXED_NOTES]
         text += [f"{k} = {v}" for k, v in FIXED.items()]
-        text.append(f"switch_s = {round(runs.switch_of(runs.SEVEN_B, 32).handover_s, 4)}")
+        lead = LEADS.get("fsdp", 0.0)
+        text.append(f"switch_s = {round(runs.switch_of(runs.SEVEN_B, 32, lead).handover_s, 4)}")
+        text += ["", "[switch]",
+                 "# per framework, seconds a step: the slowest replica's lead over the mean in",
+                 "# the one-step-off colocated run at its fitted length, taken out of the",
+                 "# published gen - generate_sequences (harness/sim/switch.py: imbalance_s)",
+                 *[f"{k} = {v}" for k, v in sorted(LEADS.items())]]
         text += ["", "[lengths]",
                  "# per setup (seven_b, moe, one_step_fsdp2, one_step_megatron): NAME, the mean",
                  "# response tokens fitted to gen, with NAME_train_mfu fitted to training;",

@@ -36,7 +36,9 @@ The harness's choices, each a reading:
   step from one fixed distribution, so its steps are compared with the table's per-step
   means (the mean over a run's steps); the 100-step totals give a second window (`claims`).
 - The colocated switch (`harness/sim/switch.py`: sized per framework from the one-step-off
-  README's gen minus generate_sequences) is charged as two hand-overs a step; verl's
+  README's gen minus generate_sequences, less the slowest replica's lead over the mean that
+  this difference also holds and the simulated static split prices again, `fit.LEADS`) is
+  charged as two hand-overs a step; verl's
   colocated gen holds the sharding manager's whole switch (verl@503ea75:verl/workers/
   sharding_manager/fsdp_vllm.py:193-240), so the colocated gen read here runs from the
   round's start to its first training, both hand-overs in it, and the first round (which
@@ -187,9 +189,16 @@ def base(system: str, seed: int, gpus: int, setup: Setup = SEVEN_B, trainer_gpus
     return cfg
 
 
-def switch_of(setup: Setup, gpus: int) -> Switch:
-    """The colocated switch of `setup` on `gpus` H20s (harness/sim/switch.py)."""
-    return switch(setup.framework, setup.model, "h20", gpus, setup.tp, setup.trainer_shard)
+def switch_of(setup: Setup, gpus: int, lead_s: float | None = None) -> Switch:
+    """The colocated switch of `setup` on `gpus` H20s (harness/sim/switch.py), less the
+    slowest replica's lead over the mean that the published seconds hold and the static
+    split prices again (`lead_s`; None: the calibration's, fitted by `fit`)."""
+    if lead_s is None:
+        from harness.sim import calibration
+
+        lead_s = float(calibration.load(PAPER).get("switch", {}).get(setup.framework, 0.0))
+    return switch(setup.framework, setup.model, "h20", gpus, setup.tp, setup.trainer_shard,
+                  imbalance_s=lead_s)
 
 
 def colocated(seed: int, gpus: int, setup: Setup = SEVEN_B) -> RunConfig:
@@ -264,8 +273,34 @@ def with_lengths(run: Run, means: dict[int | str, float], folder: Path) -> RunCo
     return cfg.validate()
 
 
+def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float]]
+                  ) -> tuple[float, float]:
+    """(the replicas' mean generation, the longest's lead over that mean), seconds, over the
+    windows: each replica's generation runs from the window's first admission to its last
+    finish. verl's `generate_sequences` is that mean (`reduce_timing` averages over ranks,
+    verl@503ea75:verl/workers/fsdp_workers.py:748-750); its gen waits for the longest."""
+    means, leads = [], []
+    for a, b in windows:
+        engine: dict[tuple[int, int], int] = {}
+        start, last = math.inf, {}
+        for e in events:
+            if not a <= e["t"] < b:
+                continue
+            if e["ev"] == "request_admit":
+                engine[(e["group"], e["sample"])] = e["engine"]
+                start = min(start, e["t"])
+            elif e["ev"] == "request_finish" and (e["group"], e["sample"]) in engine:
+                r = engine[(e["group"], e["sample"])]
+                last[r] = max(last.get(r, e["t"]), e["t"])
+        if last:
+            mean = float(np.mean(list(last.values()))) - start
+            means.append(mean)
+            leads.append(max(last.values()) - start - mean)
+    return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
+
+
 @reads("run_start", "rollout_start", "rollout_complete", "train_start", "train_end",
-       "decision", "placement_switch", "run_end")
+       "decision", "placement_switch", "request_admit", "request_finish", "run_end")
 def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     """A run's mean step, gen and training seconds, per the module's readings.
 
@@ -273,7 +308,8 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     starts (colocated, the last round ending at the run's end, the first left out: its
     engine starts awake; one-step-off, whose next round starts as this one trains, without
     its first and last). A colocated gen runs to the window's first training (verl's gen
-    holds both sides of the switch, module docstring)."""
+    holds both sides of the switch, module docstring); its replicas' mean generation
+    (verl's generate_sequences) and the longest's lead over it are `replica_times`."""
     spans = train_spans(events)
     syncs = [e["t"] for e in events if e["ev"] == "decision" and e.get("what") == "param_sync"]
     end = events[-1]["t"]
@@ -298,7 +334,9 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     else:
         done = [e["t"] for e in events if e["ev"] == "rollout_complete"][skip:]
         gen = np.array([d - a for (a, _), d in zip(windows, done, strict=False)])
+    spread = replica_times(events, windows) if colocated else (math.nan, math.nan)
     return {"step_s": float(walls.mean()), "gen_s": float(gen.mean()),
+            "generate_s": spread[0], "lead_s": spread[1],
             "wait_s": float((walls - train).mean()),
             "train_s": float(train.mean()), "windows": float(len(windows)),
             "step_sd_s": float(walls.std(ddof=1)) if len(walls) > 1 else math.nan}
