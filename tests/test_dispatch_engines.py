@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from harness.cli.app import app
 from harness.core.config import RunConfig
 from harness.shared.defaults import resolve_defaults
-from harness.sim.frameworks import sglang_max_running, vllm_max_num_seqs
+from harness.sim.frameworks import resolve_max_running, sglang_max_running, vllm_max_num_seqs
 
 
 def test_sglang_default_is_half_the_kv_at_most_its_request_pool() -> None:
@@ -33,7 +33,9 @@ def _cap(system: str, **sim: object) -> int:
     cfg.system = system
     for key, value in sim.items():
         setattr(cfg.sim, key, value)
-    return resolve_defaults(cfg.validate()).sim.max_running
+    cfg = resolve_defaults(cfg.validate())
+    resolve_max_running(cfg, cfg.system)  # as the simulated runtime fills it
+    return cfg.sim.max_running
 
 
 def test_each_system_gets_its_frameworks_cap() -> None:
@@ -48,12 +50,15 @@ def test_each_system_gets_its_frameworks_cap() -> None:
 
 
 def test_a_config_given_another_system_is_filled_again() -> None:
-    cfg = RunConfig().validate()  # slime: 512
-    assert cfg.sim.max_running == 512
+    cfg = RunConfig().validate()
+    resolve_max_running(cfg, cfg.system)
+    assert cfg.sim.max_running == 512  # slime
     cfg.system, cfg.sim.engine_backend = "verl", "vllm"
-    assert resolve_defaults(cfg).sim.max_running == 1024
+    resolve_max_running(cfg, cfg.system)
+    assert cfg.sim.max_running == 1024
     cfg.sim.max_running = 64  # by hand, after
-    assert resolve_defaults(cfg).sim.max_running == 64
+    resolve_max_running(cfg, cfg.system)
+    assert cfg.sim.max_running == 64
 
 
 def test_a_negative_cap_is_one_line_naming_the_field(tmp_path) -> None:

@@ -22,7 +22,9 @@ def _silicon() -> pd.DataFrame:
     return pd.DataFrame({
         "framework": ["vllm"] * 4, "backend_version": ["0.9"] * 4, "tp": [1] * 4,
         "batch": [8, 16, 32, 8], "kernels_tpot_ms": [10.0, 12.0, 20.0, 9.0],
-        "measured_ms": [11.0, 13.2, 25.0, 10.0], "prefill_tok_per_step": [10, 30, 100, 500]})
+        "measured_ms": [11.0, 13.2, 25.0, 10.0], "prefill_tok_per_step": [10, 30, 100, 500],
+        "model": ["m"] * 4, "model_ref": ["m"] * 4, "gpu": ["h100-sxm"] * 4,
+        "precision": ["bf16"] * 4, "arch": ["dense"] * 4})
 
 
 def _mixed(rows: pd.DataFrame, cache: Path) -> pd.DataFrame:
@@ -71,6 +73,7 @@ def test_validate_gpu_writes_eight_parts(tmp_path: Path,
     seen: list[Any] = []
     monkeypatch.setattr(gpu_run.silicon, "compare", lambda out: seen.append(out) or _silicon())
     monkeypatch.setattr(gpu_run.silicon, "summary", lambda table: "silicon")
+    monkeypatch.setattr(gpu_run.closed_loop, "write", lambda table, out: None)
     monkeypatch.setattr(gpu_run.models, "grid", lambda out: None)
     monkeypatch.setattr(gpu_run.models, "summary", lambda table: "models")
     monkeypatch.setattr(gpu_run.appendix_a, "rederive", lambda out: pd.DataFrame(

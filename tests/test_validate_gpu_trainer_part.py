@@ -40,6 +40,7 @@ def test_validate_gpu_carries_the_trainer_part_fifth(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_run.silicon, "compare", lambda out: None)
     monkeypatch.setattr(gpu_run.silicon, "summary", lambda table: "silicon")
+    monkeypatch.setattr(gpu_run.closed_loop, "write", lambda table, out: None)
     monkeypatch.setattr(gpu_run.models, "grid", lambda out: None)
     monkeypatch.setattr(gpu_run.models, "summary", lambda table: "models")
     monkeypatch.setattr(gpu_run.appendix_a, "rederive", lambda out: pd.DataFrame(

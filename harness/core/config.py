@@ -21,91 +21,15 @@ from harness.core.fields import ConfigError, help_of, opt
 
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
 
-STEP_MODELS = ("kernels", "roofline")  # sim.step_model
-TRAIN_MODELS = ("mfu", "kernels")  # sim.train_model
-PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
-# sim.rollout_precision alone may also be fp4: NVFP4 weights, measured kernels on Blackwell
-WEIGHT_PRECISIONS = (*PRECISIONS, "fp4")
-ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
-# sim.weight_sync_path: how a publication travels (harness/sim/weight_sync.py)
-SYNC_PATHS = ("auto", "nccl", "nccl-per-tensor", "ipc", "ipc-per-tensor", "checkpoint-engine")
-
-
-@dataclass
-class SimConfig:
-    """The simulated cluster. `None` calibrated values come from `calibration`."""
-
-    model: str = opt("qwen3-1.7b", "policy model preset (harness/sim/presets/models.toml)")
-    rollout_gpu: str = opt("a100-40gb-pcie",
-                           "GPU preset of the rollout engines (harness/sim/presets/hardware.toml)")
-    rollout_tp: int = opt(2, "tensor-parallel size of each engine replica (GPUs per replica)")
-    rollout_ep: int = opt(1, "expert-parallel size of each replica (MoE models): the experts "
-                          "split over EP groups, each expert over TP/EP GPUs; divides rollout_tp")
-    rollout_attention_dp: int = opt(1, "attention data-parallel ranks of each replica (MoE "
-                                    "models): each rank runs attention on TP/DP GPUs for its own "
-                                    "sequences and KV cache; divides rollout_tp")
-    rollout_precision: str = opt("bf16", "rollout weights and matmuls: bf16, fp8 (FP8 "
-                                 "weights, per-block where the checkpoint is block-scaled) or "
-                                 "fp4 (NVFP4; measured kernels on Blackwell GPUs only)")
-    rollout_kv_dtype: str = opt("bf16", "KV-cache element type of the engines: bf16 or fp8")
-    rollout_engines: int = opt(1, "engine replicas; requests go to the least loaded one")
-    placement: str = opt("disaggregated", "disaggregated (own GPUs for engine and trainer) or "
-                         "colocated (they take turns on the rollout GPUs)")
-    mem_fraction: float = opt(0.85, "share of each GPU's memory the engine may use "
-                              "(weights plus KV cache), in (0, 1)")
-    dispatch: str = opt("auto", "how requests reach replicas: least-loaded, static (verl's "
-                        "contiguous split of a round), round-robin (verl fully-async's), "
-                        "auto (the system's framework's)")
-    max_running: int = opt(0, "most sequences in one replica's running batch (0: the "
-                           "framework's default: verl 1024, slime 512, SGLang's, vLLM's)")
-    kv_cache_tokens: int = opt(0, "KV-cache tokens of one replica (0: from the GPU's memory, "
-                               "mem_fraction and the model; set it to a live engine's cache)")
-    trainer_gpu: str = opt("rtx-4090", "GPU preset of the trainer (disaggregated placement)")
-    trainer_gpus: int = opt(8, "trainer GPUs (disaggregated placement)")
-    trainer_ep: int = opt(1, "expert-parallel size of the trainer (MoE models): each expert "
-                          "lives on one of EP groups, tokens reach it by all-to-all; divides "
-                          "the trainer's GPUs")
-    trainer_pp: int = opt(1, "pipeline stages of the trainer (Megatron): the memory check "
-                          "holds each GPU to its stage's layers; EP x PP divides its GPUs")
-    trainer_vpp: int = opt(1, "virtual pipeline stages per GPU (Megatron's interleaved "
-                           "schedule; needs trainer_pp >= 2)")
-    micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
-    log_prob_forwards: int = opt(1, "trainer: forward passes besides the update's: 1 old "
-                                 "log-probs, 0 the engine's, 2 and a KL reference's")
-    verifier_workers: int = opt(0, "reward checks running at a time; 0: no limit")
-    step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
-                          "database, where it covers the GPU and framework; else the roofline, "
-                          "said once) or roofline (bandwidth and FLOPs at fitted efficiencies)")
-    train_model: str = opt("mfu", "trainer times: mfu (FLOPs over train_mfu) or kernels "
-                           "(measured kernels, layout, fixed costs: harness/sim/trainer)")
-    trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
-                                 "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
-    engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
-                              "engine: sglang or vllm")
-    calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
-                           "come from (harness/sim/calibration/NAME.toml)")
-    bw_eff: float | None = opt(None, "decode: fraction of HBM bandwidth reached "
-                               "(None: from the calibration)")
-    step_overhead_s: float | None = opt(None, "decode: fixed seconds per engine step "
-                                        "(None: from the calibration)")
-    compute_eff: float | None = opt(None, "prefill and decode: fraction of peak BF16 FLOPs "
-                                    "reached (None: from the calibration)")
-    train_mfu: float | None = opt(None, "trainer: model FLOPs utilisation "
-                                  "(None: from the calibration)")
-    micro_overhead_s: float | None = opt(None, "trainer: fixed seconds per micro-batch "
-                                         "(None: from the calibration)")
-    weight_sync_s: float | None = opt(None, "seconds to publish weights from trainer to engine "
-                                      "(None: from the calibration)")
-    weight_sync_path: str = opt("auto", "publication path priced by the transfer model: auto "
-                                "(ipc colocated, else nccl; the calibration's weight_sync_s on "
-                                "its own model and trainer GPU), nccl, nccl-per-tensor, ipc, "
-                                "ipc-per-tensor or checkpoint-engine (512 MiB / 4 GiB buckets)")
-    materialize_s: float | None = opt(None, "seconds per group for rewards' statistics and "
-                                      "advantages (None: from the calibration)")
-    drift: float | None = opt(None, "variance of a token's log importance ratio per step of "
-                              "lag, for the ESS model (None: from the calibration)")
-    switch_s: float | None = opt(None, "colocated: seconds per hand-over of the GPUs between "
-                                 "engine and trainer (None: from the calibration)")
+from harness.core.sim_config import (  # noqa: F401  (read from here too)
+    ENGINE_BACKENDS,
+    PRECISIONS,
+    STEP_MODELS,
+    SYNC_PATHS,
+    TRAIN_MODELS,
+    WEIGHT_PRECISIONS,
+    SimConfig,
+)
 
 
 @dataclass
@@ -294,12 +218,6 @@ class RunConfig:
         for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
                       self.prime_rl, self.nemo_rl, self.tinker):
             table.check(self)
-        from harness.sim.frameworks import resolve_max_running
-
-        try:  # an unknown preset is refused by the run's checks, in one line, later
-            resolve_max_running(self, self.system)
-        except (KeyError, ValueError, OSError):
-            pass
         return self
 
     def to_dict(self) -> dict[str, Any]:

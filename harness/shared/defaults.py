@@ -18,10 +18,6 @@ def resolve_defaults(cfg: RunConfig) -> RunConfig:
     paper_defaults = getattr(SYSTEMS.get(cfg.system), "paper_defaults", None)
     if paper_defaults is not None:
         paper_defaults(cfg)
-    from harness.sim.frameworks import resolve_max_running
-
-    if cfg.runtime == "sim":  # the engine's running cap as the system's framework sets it
-        resolve_max_running(cfg, cfg.system)
     if cfg.over_sampling_groups is None:  # a system that does not over-sample: none
         cfg.over_sampling_groups = 0
     if cfg.max_response_tokens == 0:

@@ -181,3 +181,19 @@ def engine_of(sim: Any, tp: int | None = None) -> EngineSpec:
     return resolve_engine(sim.model, sim.rollout_gpu, sim.engine_backend, tp or sim.rollout_tp,
                           sim.rollout_ep, sim.rollout_precision, sim.rollout_kv_dtype,
                           sim.rollout_attention_dp)
+
+
+ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
+
+
+def kv_capacity_tokens(cfg: Any, tp: int | None = None) -> int:
+    """KV-cache tokens an engine replica holds: what is left of the GPUs' static
+    memory share after the (sharded) weights and a fixed activation reserve."""
+    s = cfg.sim
+    tp = tp or s.rollout_tp
+    if s.kv_cache_tokens:  # a measured or configured cache (a live engine's twin)
+        return s.kv_cache_tokens
+    spec = engine_of(s, tp)  # with attention DP each rank caches its own sequences' tokens
+    per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.weight_bytes_per_gpu()
+    per_gpu -= ACTIVATION_RESERVE_BYTES
+    return int(per_gpu * tp / spec.kv_bytes_per_token())

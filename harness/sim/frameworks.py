@@ -67,8 +67,8 @@ def model_context(sim: Any) -> int:
 def engine_default(cfg: Any, system: str | None) -> tuple[int, str]:
     """(the running cap, whose default it is) of one replica of `cfg`'s engines for the
     framework of `system` (None: the engine's own, by sim.engine_backend)."""
+    from harness.sim.engine_spec import kv_capacity_tokens
     from harness.sim.presets import load_hardware
-    from harness.sim.runtime import kv_capacity_tokens
 
     s = cfg.sim
     if system in VERL:

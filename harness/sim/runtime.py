@@ -24,7 +24,12 @@ from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.dispatch import dispatch_of, router
 from harness.sim.engine import SimEngine
-from harness.sim.engine_spec import engine_of
+from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its old home)
+    ACTIVATION_RESERVE_BYTES,
+    engine_of,
+    kv_capacity_tokens,
+)
+from harness.sim.frameworks import resolve_max_running
 from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
 from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import TrainModel
@@ -34,28 +39,15 @@ from harness.sim.trace_buffer import BufferedTraceWriter
 from harness.sim.trainer import build as trainer_build
 from workloads.replay import target_tokens
 
-ACTIVATION_RESERVE_BYTES = 1.5e9  # per GPU: CUDA graphs, activations, allocator slack
-
-
-def kv_capacity_tokens(cfg: RunConfig, tp: int | None = None) -> int:
-    """KV-cache tokens an engine replica holds: what is left of the GPUs' static
-    memory share after the (sharded) weights and a fixed activation reserve."""
-    s = cfg.sim
-    tp = tp or s.rollout_tp
-    if s.kv_cache_tokens:  # a measured or configured cache (a live engine's twin)
-        return s.kv_cache_tokens
-    spec = engine_of(s, tp)  # with attention DP each rank caches its own sequences' tokens
-    per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.weight_bytes_per_gpu()
-    per_gpu -= ACTIVATION_RESERVE_BYTES
-    return int(per_gpu * tp / spec.kv_bytes_per_token())
-
 
 class SimRuntime(RunnerBase):
     name = "sim"
 
     def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
         self.loop = VirtualTimeLoop()
-        super().__init__(resolve_defaults(cfg), trace_path)
+        resolve_defaults(cfg)
+        resolve_max_running(cfg, cfg.system)  # the engines' cap as the framework sets it
+        super().__init__(cfg, trace_path)
         # Every component emits through the writer itself: one call per event, not three.
         self.emit = self._writer.record  # type: ignore[method-assign,attr-defined]
         s = cfg.sim

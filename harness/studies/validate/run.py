@@ -30,6 +30,7 @@ from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.core.trace import read_trace
 from harness.run.execute import execute
+from harness.sim.frameworks import resolve_max_running
 from harness.studies.validate.grid import Cell
 
 Say = Callable[[str], None]
@@ -202,6 +203,7 @@ def run_sims(cells: list[Cell], out: Path, calibration: Path, say: Say
                 out / f"{cell.slug}-sim.jsonl")
         if cell.name in factors:
             twin = sim_twin(cell.config, str(calibration), facts).validate()
+            resolve_max_running(twin, twin.system)  # the cap the probe's knob reads
             with knobs.active(drift.probed_knobs(factors[cell.name], twin.sim.max_running)):
                 execute(twin, out / f"{cell.slug}-sim-probed.jsonl")
     say(f"simulated twins of {len(cells)} cells: {time.monotonic() - start:.1f} s")

@@ -29,6 +29,12 @@ from __future__ import annotations
 
 import math
 
+# The GPU counts of each panel of the scaling figure (model, context), left to right.
+PANELS: dict[tuple[str, int], tuple[int, ...]] = {
+    ("1.5B", 16384): (32, 64, 128, 256), ("7B", 16384): (64, 128, 256, 512),
+    ("32B", 16384): (256, 512), ("1.5B", 32768): (32, 64, 128, 256),
+    ("7B", 32768): (64, 128, 256, 512), ("32B", 32768): (256, 512)}
+
 SCALING_SOURCE = ("AReaL@10d9b282:benchmark/verl_v0_3_0_post1_76084d3/"
                   "scaling_trend_vs_verl.png")
 STALENESS_SOURCE = "AReaL@10d9b282:assets/staleness_throughput.png (blog/AReaL_v0_3.md:248)"
@@ -81,8 +87,6 @@ def log_axis(row: float, labels: tuple[float, ...], bottom: float, top: float) -
 
 def scaling(model: str, ctx: int, system: str) -> dict[int, float]:
     """The figure's values (tokens/s) of one line, by GPU count."""
-    from harness.studies.reproduce.areal.runs import PANELS
-
     bottom, top = TICK_ROWS[ctx]
     rows = PIXELS[(model, ctx, system)]
     return {n: 1000 * log_axis(r, LABELS[(model, ctx)], bottom, top)

@@ -48,6 +48,7 @@ from harness.core.config import RunConfig
 from harness.core.files import write_atomic
 from harness.run.execute import reads
 from harness.sim.switch import switch
+from harness.studies.reproduce.areal.readings import PANELS, STALENESS_CAP, STALENESS_GPUS
 
 PAPER = "areal"
 MODELS_DIR = Path(__file__).parent / "models"
@@ -67,10 +68,6 @@ MODELS = {"1.5B": _shown(MODELS_DIR / "deepseek-r1-distill-qwen-1.5b" / "config.
 GPU = "h800-sxm"
 PROMPT_TOKENS = 1024  # max_prompt_len (areal_config.yaml:18)
 # The figure's panels: (model, context) -> GPU counts (scaling_trend_vs_verl.png's x axes)
-PANELS: dict[tuple[str, int], tuple[int, ...]] = {
-    ("1.5B", 16384): (32, 64, 128, 256), ("7B", 16384): (64, 128, 256, 512),
-    ("32B", 16384): (256, 512), ("1.5B", 32768): (32, 64, 128, 256),
-    ("7B", 32768): (64, 128, 256, 512), ("32B", 32768): (256, 512)}
 NO_VERL = {("32B", 32768)}  # the figure draws no verl line there
 READINGS = ("verl at its defaults", "verl on AReaL's engine layout")
 AREAL_ROUNDS, VERL_ROUNDS = 3, 2  # steps, the first left out: AReaL's fill; verl's first
@@ -227,8 +224,6 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
 def staleness_run(eta: int | None, seed: int = 0) -> RunConfig:
     """Fig. 7's 1.5B at maximum staleness `eta` (None: unbounded, a bound no run reaches)
     on 128 GPUs with 8,192-token answers (`readings` says why these)."""
-    from harness.studies.reproduce.areal.readings import STALENESS_CAP, STALENESS_GPUS
-
     cfg = areal("1.5B", STALENESS_CAP + PROMPT_TOKENS, STALENESS_GPUS, seed,
                 staleness=10**6 if eta is None else eta)
     return cfg

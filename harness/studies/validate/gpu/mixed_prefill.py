@@ -175,7 +175,7 @@ def main() -> int:
     import tempfile
 
     from harness.studies.validate.gpu import silicon
-    from harness.studies.validate.gpu.overhead import basis
+    from harness.studies.validate.gpu.silicon.fit_rows import basis
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = basis(silicon.compare(Path(tmp) / "silicon"))

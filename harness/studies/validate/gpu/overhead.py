@@ -39,9 +39,8 @@ import numpy as np
 import pandas as pd
 
 from harness.sim.kernels.overhead import CHARGED, TABLE, Entry, nearest
+from harness.studies.validate.gpu.silicon.fit_rows import LOW, split
 
-# Fit rows: at most this many prompt tokens per decode step (silicon's low-load bin, 0-40).
-LOW = 40
 COMMAND = "python -m harness.studies.validate.gpu.overhead --write"
 GROUP = ["framework", "backend_version", "tp"]
 
@@ -62,32 +61,6 @@ class Fit:
         except LookupError:
             return 0.0
         return entry.fixed_ms + entry.per_seq_ms * batch
-
-
-def basis(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows the term is fitted and checked on: dense decoders in BF16 (every row where
-    `df` has no `arch` / `precision` column). Left out, because their gap holds a kernel
-    table's own error that a framework term must not absorb: MoE rows (+17 to +23 ms a step
-    at vLLM TP1-2 on Qwen3-235B-A22B-FP8, H200) and FP8 rows (Llama-3.1-70B FP8 on B200:
-    -3 to -9 ms at TP1, the kernels slower than the served engine)."""
-    keep = pd.Series(True, index=df.index)
-    if "arch" in df:
-        keep &= df["arch"] == "dense"
-    if "precision" in df:
-        keep &= df["precision"] == "bf16"
-    return df[keep]
-
-
-def split(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(fit rows: `basis`, <= LOW prompt tokens per step; held out: the other `basis` rows)."""
-    rows = basis(df)
-    low = rows["prefill_tok_per_step"] <= LOW
-    return rows[low], rows[~low]
-
-
-def fit_mask(df: pd.DataFrame) -> pd.Series:
-    """True at the rows the term is fitted on (`split`'s first part), False elsewhere."""
-    return pd.Series(df.index.isin(split(df)[0].index), index=df.index)
 
 
 ENGINE = ["model", "gpu", "precision"]  # what tells one served engine from another here
@@ -220,7 +193,7 @@ def to_toml(fitted: Fit, df: pd.DataFrame) -> str:
         # do not edit by hand: re-run it. Read by harness/sim/kernels/overhead.py:
         # ms added to a decode step of `batch` sequences = fixed_ms + per_seq_ms * batch.
         # Fit rows: silicon.compare's dense BF16 rows with <= {LOW} prompt tokens per step
-        # (MoE and FP8 rows left out: overhead.basis); gap = measured TPOT - kernels TPOT
+        # (MoE and FP8 rows left out: silicon.fit_rows.basis); gap = measured TPOT - kernels TPOT
         # (decode step + batch/osl prefills of one prompt).
         # per_seq_ms: Theil-Sen slope per backend (0 where the fit rows hold one batch size).
         # fixed_ms: median per (version, TP) of gap - per_seq_ms * batch, floored at 0;

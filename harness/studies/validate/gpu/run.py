@@ -15,6 +15,7 @@ from harness.studies.validate.gpu import (
     silicon,
     sim_parts,
     timed_report,
+    trainer_bench,
     trainer_check,
 )
 from harness.studies.validate.gpu.silicon import closed_loop
@@ -52,7 +53,8 @@ def validate_gpu(out: Path, log: Callable[[str], None] = print) -> str:
               timed_report.report(out)]
     log("5/8 training timed on GPUs (measurements/) against both trainer models")
     parts += ["## Megatron training timed on a GPU (trainer_check.md)\n",
-              trainer_check.summary(out)]
+              trainer_check.summary(out, more_report=trainer_bench.report(),
+                                    more_lines=trainer_bench.summary_lines())]
     log("6/8 the serving framework's per-step cost, fitted and held out (silicon rows)")
     parts += ["## Per-step framework cost (overhead.md)\n", sim_parts.overhead_part(out, table)]
     log("7/8 separate prefill against prefill mixed into decode steps")

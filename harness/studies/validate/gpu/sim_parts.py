@@ -17,6 +17,7 @@ import pandas as pd
 from harness.core.files import write_atomic
 from harness.studies.validate import weight_sync
 from harness.studies.validate.gpu import mixed_prefill, overhead
+from harness.studies.validate.gpu.silicon import fit_rows
 from harness.studies.validate.gpu.silicon.bins import LOAD_BINS
 
 SUMMARY_BUDGET = mixed_prefill.BUDGETS[0]  # the token budget the summary line quotes
@@ -38,7 +39,7 @@ def mixed_prefill_part(out: Path, table: pd.DataFrame) -> str:
     RolloutPipe's engines); return the summary line: separate / mixed - 1 at the first
     budget, median per prefill-load bin over every shape."""
     with tempfile.TemporaryDirectory() as tmp:
-        df = mixed_prefill.compare(overhead.basis(table), Path(tmp))
+        df = mixed_prefill.compare(fit_rows.basis(table), Path(tmp))
     write_atomic(out / "mixed_prefill.csv", df.to_csv(index=False))
     write_atomic(out / "mixed_prefill.md", mixed_prefill.report(df) + "\n")
     cells = [f"{label} {df.loc[df['bin'] == label, f'diff_{SUMMARY_BUDGET}'].median():+.1%}"

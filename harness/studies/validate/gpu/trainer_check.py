@@ -237,15 +237,17 @@ def report(root: Path = ROOT) -> str:
     return "\n".join(parts)
 
 
-def summary(out: Path, root: Path = ROOT) -> str:
+def summary(out: Path, root: Path = ROOT, more_report: str = "",
+            more_lines: list[str] | None = None) -> str:
     """`validate gpu`'s fifth check: every table to OUT/trainer_check.md, and for the summary
     one row per model (the train_mfu its micro-batches imply, the fitted fixed cost and
     marginal MFU, the optimizer step against the model) and the experts' ratios to the
-    database. Reads the stored measurements only: no GPU is needed."""
+    database. Reads the stored measurements only: no GPU is needed. `more_report` and
+    `more_lines` (the kernel-priced trainer's check, `trainer_bench`, which reads this
+    module) go after the file's tables and after the summary's."""
     from harness.core.files import write_atomic
-    from harness.studies.validate.gpu import trainer_bench
 
-    text = report(root) + "\n" + trainer_bench.report()
+    text = report(root) + ("\n" + more_report if more_report else "")
     write_atomic(out / "trainer_check.md", text)
     raw, info = load(root)
     if raw.empty:
@@ -274,7 +276,7 @@ def summary(out: Path, root: Path = ROOT) -> str:
         for name, g in experts.groupby("name"):
             r = g["measured_over_db"]
             lines.append(f"- {name}: {r.median():.2f} ({r.min():.2f}-{r.max():.2f})")
-    lines += trainer_bench.summary_lines()
+    lines += more_lines or []
     return "\n".join(lines) + "\n"
 
 

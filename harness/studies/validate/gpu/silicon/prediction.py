@@ -34,8 +34,8 @@ import pandas as pd
 
 from harness.core.config import ConfigError
 from harness.studies.steps import decode_model
-from harness.studies.validate.gpu.overhead import fit_mask
 from harness.studies.validate.gpu.silicon.bins import MODELS
+from harness.studies.validate.gpu.silicon.fit_rows import fit_mask
 from harness.studies.validate.gpu.silicon.rows import (
     SAMPLE_REL,
     engine_sim,
