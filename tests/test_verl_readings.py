@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from harness.studies.reproduce.verl_async import claims, runs
-from harness.studies.reproduce.verl_async.windows import first_100_claims
+from harness.studies.reproduce.verl_async.claims import first_100_claims
 
 SWAPPED = f"lengths from gen, {runs.SWAPPED}"
 
