@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from harness.core.config import RunConfig
-from harness.core.files import write_atomic
 from harness.run.execute import reads
 from harness.sim.switch import switch
+from harness.studies.reproduce import profiles
 from harness.studies.reproduce.areal.readings import PANELS, STALENESS_CAP, STALENESS_GPUS
 
 PAPER = "areal"
@@ -101,30 +101,16 @@ def split(gpus: int) -> tuple[int, int]:
 
 def profile_text(mean_tokens: float, cap: int = PROFILE_CAP) -> str:
     """The run's profile: deepscaler's prompts and spreads, the given mean and cap."""
-    from workloads.profile import load_profile
-
-    p = load_profile(PROFILE)
-    return "\n".join([
-        'name = "areal-boba"',
-        f'summary = "deepscaler shape, cap {cap}, mean {mean_tokens:.0f} (AReaL reproduction)"',
-        "[prompt]", f"mu_log = {p.prompt_mu_log}", f"sigma_log = {p.prompt_sigma_log}",
-        f"min = {p.prompt_min}", f"max = {min(p.prompt_max, PROMPT_TOKENS)}",
-        "[response]", f"mean_tokens = {mean_tokens:.1f}", f"max_tokens = {cap}",
-        f"min_tokens = {p.min_tokens}", f"sigma_between = {p.sigma_between}",
-        f"sigma_within = {p.sigma_within}",
-        "[reward]", f"pass_rate = {p.pass_rate}", f"slope = {p.pass_slope}",
-        "[verifier]", f'kind = "{p.verifier_kind}"', f"latency_mean_s = {p.verify_mean_s}",
-        f"latency_sigma = {p.verify_sigma}", ""])
+    return profiles.profile_text(
+        PROFILE, "areal-boba",
+        f"deepscaler shape, cap {cap}, mean {mean_tokens:.0f} (AReaL reproduction)",
+        mean_tokens, cap, PROMPT_TOKENS)
 
 
 def workload(mean_tokens: float, folder: Path, cap: int = PROFILE_CAP) -> str:
     """A profile:PATH workload of the given mean and cap, written once into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"areal-c{cap}-m{round(mean_tokens)}.toml"
-    text = profile_text(round(mean_tokens), cap)
-    if not path.exists() or path.read_text() != text:
-        write_atomic(path, text)
-    return f"profile:{path}"
+    return profiles.written(folder, f"areal-c{cap}-m{round(mean_tokens)}",
+                            profile_text(round(mean_tokens), cap))
 
 
 def _base(system: str, model: str, ctx: int, seed: int, rounds: int) -> RunConfig:

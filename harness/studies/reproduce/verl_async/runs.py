@@ -66,9 +66,9 @@ import numpy as np
 
 from harness.analysis.spans import busy, train_spans
 from harness.core.config import RunConfig
-from harness.core.files import write_atomic
 from harness.run.execute import reads
 from harness.sim.switch import Switch, switch
+from harness.studies.reproduce import profiles
 
 PAPER = "verl-async"
 ASYNC_ROUNDS = 6  # sync windows simulated: the first (the fill) is left out of the mean
@@ -145,31 +145,16 @@ SIZES = (32, 64, 128)  # 7B colocated GPUs; fully async splits them in halves (:
 def profile_text(mean_tokens: float, cap: int) -> str:
     """The workload profile of the runs: dapo-math-17k's shape and prompts, the given cap
     and mean (a profile:PATH file, `workloads/profile.py`)."""
-    from workloads.profile import load_profile
-
-    p = load_profile(PROFILE_SOURCE)
-    return "\n".join([
-        'name = "verl-async-dapo"',
-        f'summary = "dapo-math-17k shape, cap {cap}, mean {mean_tokens:.0f} fitted to verl\'s '
-        f'colocated gen times"',
-        "[prompt]", f"mu_log = {p.prompt_mu_log}", f"sigma_log = {p.prompt_sigma_log}",
-        f"min = {p.prompt_min}", f"max = {p.prompt_max}",
-        "[response]", f"mean_tokens = {mean_tokens:.1f}", f"max_tokens = {cap}",
-        f"min_tokens = {p.min_tokens}", f"sigma_between = {p.sigma_between}",
-        f"sigma_within = {p.sigma_within}",
-        "[reward]", f"pass_rate = {p.pass_rate}", f"slope = {p.pass_slope}",
-        "[verifier]", f'kind = "{p.verifier_kind}"', f"latency_mean_s = {p.verify_mean_s}",
-        f"latency_sigma = {p.verify_sigma}", ""])
+    return profiles.profile_text(
+        PROFILE_SOURCE, "verl-async-dapo",
+        f"dapo-math-17k shape, cap {cap}, mean {mean_tokens:.0f} fitted to verl\'s "
+        "colocated gen times", mean_tokens, cap)
 
 
 def workload(mean_tokens: float, folder: Path, cap: int) -> str:
     """A profile:PATH workload of the given mean and cap, written once into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"dapo-c{cap}-m{round(mean_tokens)}.toml"
-    text = profile_text(round(mean_tokens), cap)
-    if not path.exists() or path.read_text() != text:
-        write_atomic(path, text)
-    return f"profile:{path}"
+    return profiles.written(folder, f"dapo-c{cap}-m{round(mean_tokens)}",
+                            profile_text(round(mean_tokens), cap))
 
 
 def base(system: str, seed: int, gpus: int, setup: Setup = SEVEN_B, trainer_gpus: int = 0,
