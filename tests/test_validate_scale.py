@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from harness.cli.app import app
 from harness.studies.validate.scale import sources
 from harness.studies.validate.scale.report import markdown
-from harness.studies.validate.scale.rows import frame, summary
+from harness.studies.validate.scale.rows import frame, shorten, summary
 
 
 def _rows(source: str, pairs: list[tuple[float, float, bool]]) -> pd.DataFrame:
@@ -76,7 +76,7 @@ def test_markdown_fits_100_columns_with_long_readings() -> None:
     s = summary(pd.concat([_rows(f"verl-async ({long})", [(1, 2, False)]),
                            _rows("weight sync", [(1, 2, False)])], ignore_index=True))
     text = markdown(s)
-    assert "verl-async [a]" in text and f"[a] {long}" in text
+    assert "verl-async [1]" in text and f"[1] {long}" in text
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
@@ -97,3 +97,9 @@ def test_weight_sync_rows_are_fitted_exactly_where_the_fit_declares() -> None:
     assert int(df["fitted"].sum()) == len(fit) and int((~df["fitted"]).sum()) == len(held)
     fitted_ids = {c.split(":")[0] for c in df.loc[df["fitted"], "case"]}
     assert fitted_ids == {r.id for r in fit} and fitted_ids <= set(wf.FIT_ROWS)
+
+
+def test_more_readings_than_letters_are_numbered() -> None:
+    names = [f"verl-async (a long reading of the source, number {i})" for i in range(30)]
+    short, legend = shorten(names * 2)  # a reading seen twice keeps its number
+    assert short[names[29]] == "verl-async [30]" and len(legend) == 30

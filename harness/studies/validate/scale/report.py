@@ -28,7 +28,7 @@ def _pct(x: float, signed: bool = False) -> str:
 def markdown(summ: pd.DataFrame) -> str:
     """The summary as a table under 100 columns: held-out n, median |error|, median signed,
     worst, within 10% and 25%, then the fitted rows' n and median |error|. A source named
-    with its reading in brackets is shortened to a letter, the readings listed below."""
+    with its reading in brackets is shortened to a number, the readings listed below."""
     lines = ["| source | n | med abs | median | worst | <=10% | <=25% | fit n | fit med |",
              "|---|---|---|---|---|---|---|---|---|"]
     short, legend = shorten(list(summ["source"]))

@@ -72,13 +72,14 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def shorten(names: list[str], longest: int = 28) -> tuple[dict[str, str], list[str]]:
     """Short names for sources named with a reading in brackets ("verl-async (lengths from
-    gen)" -> "verl-async [a]") when longer than `longest`, and the legend lines."""
+    gen)" -> "verl-async [1]") when longer than `longest`, and the legend lines."""
     short, legend = {}, {}
     for name in names:
         if " (" in name and name.endswith(")") and len(name) > longest:
             head, reading = name.split(" (", 1)
-            letter = legend.setdefault(reading[:-1], "abcdefghijklmnopqrstuvwxyz"[len(legend)])
-            short[name] = f"{head} [{letter}]"
+            if reading[:-1] not in legend:
+                legend[reading[:-1]] = str(len(legend) + 1)
+            short[name] = f"{head} [{legend[reading[:-1]]}]"
         else:
             short[name] = name
-    return short, [f"[{letter}] {reading}" for reading, letter in legend.items()]
+    return short, [f"[{number}] {reading}" for reading, number in legend.items()]
