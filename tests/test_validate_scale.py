@@ -103,3 +103,11 @@ def test_more_readings_than_letters_are_numbered() -> None:
     names = [f"verl-async (a long reading of the source, number {i})" for i in range(30)]
     short, legend = shorten(names * 2)  # a reading seen twice keeps its number
     assert short[names[29]] == "verl-async [30]" and len(legend) == 30
+
+
+def test_a_readings_window_and_script_setting_stay_in_its_source() -> None:
+    assert sources.base_reading("lengths from gen, staleness 0.1 (16_16.sh:74), first 100 "
+                                "steps") == "lengths from gen"
+    assert sources.base_reading("lengths from gen, per size, cells swapped (verl@15a9b0f), "
+                                "300 steps") == "lengths from gen, per size, cells swapped " \
+        "(verl@15a9b0f)"

@@ -69,13 +69,26 @@ def silicon_closed_loop(table: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+# A reading's qualifiers that choose rows of one reading, not another reading: a window of
+# steps, or a run's own script setting (verl's READMEs).
+ROW_QUALIFIERS = ("300 steps", "first 100 steps", "staleness ")
+
+
+def base_reading(reading: str) -> str:
+    """A claim's reading less the qualifiers that pick its window or script setting, so that
+    one source is one reading of the calibration ("lengths from gen, first 100 steps" ->
+    "lengths from gen")."""
+    return ", ".join(p for p in reading.split(", ") if not p.startswith(ROW_QUALIFIERS))
+
+
 def reproductions(claims_csv: Path, papers: tuple[str, ...] = GPU_RUN_PAPERS) -> pd.DataFrame:
     """The claims table's rows of `papers`: the published value (the middle of a range) against
     the harness's, a source per paper and reading."""
     claims = pd.read_csv(claims_csv)
     parts = []
-    for (paper, reading), g in claims[claims["paper"].isin(papers)].groupby(
-            ["paper", claims["reading"].fillna("")], sort=False):
+    kept = claims[claims["paper"].isin(papers)]
+    for (paper, reading), g in kept.groupby(
+            ["paper", kept["reading"].fillna("").map(base_reading)], sort=False):
         recs = [{"case": f"{r.config}: {r.claim}", "quantity": r.metric, "unit": "",
                  "measured": (r.paper_low + r.paper_high) / 2, "predicted": r.harness,
                  "fitted": r.kind == "input"} for r in g.itertuples(index=False)]
