@@ -111,3 +111,10 @@ def test_a_readings_window_and_script_setting_stay_in_its_source() -> None:
     assert sources.base_reading("lengths from gen, per size, cells swapped (verl@15a9b0f), "
                                 "300 steps") == "lengths from gen, per size, cells swapped " \
         "(verl@15a9b0f)"
+
+
+def test_validate_gpu_refuses_the_scale_only_claims_option(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["validate", "gpu", "--claims", "x.csv",
+                                   "--out", str(tmp_path / "g")])
+    assert res.exit_code == 2 and "--claims does not apply to validate gpu" in res.output
+    assert not (tmp_path / "g").exists()

@@ -175,17 +175,24 @@ def validate_defaults(model_dir: Path, ray_address: str = "off") -> RunConfig:
     return cfg
 
 
+def _refuse_unread(ctx: typer.Context, reads: tuple[str, ...], message: str) -> None:
+    """One line naming the first option given that this kind of validation does not read
+    (`message` with the option in its {}), before any work."""
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if param.name not in ("what", *reads) and source is not None and \
+                source.name != "DEFAULT":
+            fail(message.format(param.opts[0]))
+
+
 def _validate_scale(ctx: typer.Context, out: Path | None, claims: Path, force: bool) -> None:
     """`validate scale`: refuse options it does not read and a missing claims table before
     any work, then write the table."""
     from harness.run.checks import refuse_existing_run
     from harness.studies.validate.scale import validate_scale
 
-    for param in ctx.command.params:
-        source = ctx.get_parameter_source(param.name)
-        if param.name not in ("what", "out", "force", "claims") and \
-                source is not None and source.name != "DEFAULT":
-            fail(f"validate scale: {param.opts[0]} does not apply to validate scale")
+    _refuse_unread(ctx, ("out", "force", "claims"), "validate scale: {} does not apply to "
+                   "validate scale")
     if not claims.is_file():
         fail(f"validate scale: --claims {claims}: no such file (make reproduce writes it)")
     target = out or Path("results/validation/scale")
@@ -268,11 +275,8 @@ def validate_cmd(
     if what == "gpu":
         from harness.studies.validate.gpu.run import validate_gpu
 
-        for param in ctx.command.params:  # what gpu reads: out, force and --json
-            source = ctx.get_parameter_source(param.name)
-            if param.name not in ("what", "out", "force", "json_out", "claims") and \
-                    source is not None and source.name != "DEFAULT":
-                fail(f"validate gpu: {param.opts[0]} applies to validate live only")
+        _refuse_unread(ctx, ("out", "force", "json_out"),  # what gpu reads
+                       "validate gpu: {} does not apply to validate gpu")
 
         target = out or Path("results/validation/gpu")
         try:
