@@ -16,7 +16,6 @@ from harness.core.config import (
     ConfigError,
     SimConfig,
 )
-from harness.sim.kernels.estimator import KernelError
 
 D = SimConfig()  # the options' defaults: a default run's engine
 
@@ -41,7 +40,8 @@ def int_list(text: str, option: str) -> list[int]:
 OPTIONS = {"sim.model": "--model", "sim.rollout_gpu": "--gpu", "sim.rollout_tp": "--tp",
            "sim.engine_backend": "--backend", "sim.rollout_ep": "--ep",
            "sim.rollout_attention_dp": "--attention-dp", "sim.rollout_precision": "--precision",
-           "sim.rollout_kv_dtype": "--kv-dtype", "sim.calibration": "--calibration"}
+           "sim.rollout_kv_dtype": "--kv-dtype", "sim.calibration": "--calibration",
+           "sim.step_model": "--step-model"}
 
 
 def _named(text: str, otherwise: str = "") -> str:
@@ -53,30 +53,9 @@ def _named(text: str, otherwise: str = "") -> str:
     return f"{otherwise}: {text}" if otherwise else text
 
 
-def _priced_by(s: SimConfig, batch: int, context: int) -> str:
-    """What the kernel database can price instead of an engine it cannot (another
-    framework, bf16 weights), each tried on one decode step and one prefill; the
-    roofline needs no database. The README's MoE FP8 example failed with no way on."""
-    from dataclasses import replace
-
-    from harness.sim.engine_spec import engine_of
-    from harness.sim.kernels.source import estimator
-
-    others = [(f"--backend {b}", {"engine_backend": b}) for b in ENGINE_BACKENDS
-              if b != s.engine_backend]
-    if s.rollout_precision != "bf16":
-        others.append(("--precision bf16", {"rollout_precision": "bf16"}))
-    found = []
-    for option, change in others:
-        try:
-            est = estimator(engine_of(replace(s, **change)))
-            est.decode_ms(batch, context)
-            est.prefill_ms(1, context)
-        except Exception:  # noqa: BLE001 - any refusal: not an alternative
-            continue
-        found.append(option)
-    can = f"{' or '.join(found)} can price it; " if found else ""
-    return f"; {can}--step-model roofline needs no measured kernels"
+def _flag(field: str, value: str) -> str:
+    """A sim field's setting in this command's words (`--backend vllm`)."""
+    return f"{OPTIONS[field]} {value}"
 
 
 @commands.command("steps")
@@ -114,6 +93,7 @@ def steps_cmd(
     from harness.core.config import RunConfig
     from harness.sim.calibration import resolve
     from harness.sim.engine_spec import engine_of
+    from harness.sim.kernels.source import cannot_model, ways_on
     from harness.studies.steps import step_rows, unheld
 
     fmt = output_format(json_out, csv_out)
@@ -145,8 +125,8 @@ def steps_cmd(
             fail(alone[0])
         rows = step_rows(s, batches, contexts)
     except ConfigError as err:  # the engine's refusal, named by this command's flags
-        hint = (_priced_by(s, batches[0], contexts[0]) if isinstance(err, KernelError)
-                and "database cannot model" in str(err) else "")  # not a layout's refusal
+        hint = (ways_on(s, _flag, batches[0], contexts[0]) if cannot_model(err)
+                else "")  # not a layout's refusal
         fail(_named(str(err)) + hint)
     for line in over:  # said before the table, on stderr: the numbers stand, flagged
         typer.echo(textwrap.fill(f"warning: {line}", 100, subsequent_indent="  ",

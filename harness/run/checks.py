@@ -240,10 +240,11 @@ WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 def _check_step_model(cfg: RunConfig) -> None:
     """Measured kernels: the engine's step table is found or built now, so a model the
     database cannot price is one line before any run starts (a calibration with a
-    measured [decode] table needs none)."""
+    measured [decode] table needs none), with what prices it instead, as `steps` says."""
     from harness.sim import calibration
     from harness.sim.engine_spec import engine_of
-    from harness.sim.kernels.source import step_source, step_table
+    from harness.sim.kernels.estimator import KernelError
+    from harness.sim.kernels.source import cannot_model, step_source, step_table, ways_on
 
     s = cfg.sim
     try:
@@ -251,7 +252,13 @@ def _check_step_model(cfg: RunConfig) -> None:
     except (OSError, ValueError):
         return  # said below, by resolve
     if step_source(s, measured).startswith("kernels"):
-        step_table(engine_of(s))
+        try:
+            step_table(engine_of(s))
+        except KernelError as err:
+            if not cannot_model(err):
+                raise
+            way = ways_on(s, lambda field, value: f"--set {field}={value}")
+            raise KernelError(f"{err}{way}") from None
 
 
 def check_model_dir(path: Path, option: str) -> None:

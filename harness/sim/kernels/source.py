@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.config import ConfigError
+from harness.core.config import ENGINE_BACKENDS, ConfigError
 from harness.sim.engine_spec import EngineSpec, engine_of
 from harness.sim.kernels import table as tables
 from harness.sim.kernels.estimator import (
@@ -195,6 +195,41 @@ def with_overhead(model: TableDecodeModel, spec: EngineSpec) -> TableDecodeModel
     fixed = tuple(a + term.at(b / dp if dp != 1 else b) / 1e3
                   for a, b in zip(model.fixed_s, model.batches, strict=True))
     return dataclasses.replace(model, fixed_s=fixed)
+
+
+def cannot_model(err: BaseException) -> bool:
+    """Whether `err` is the database's refusal of an engine (which another framework,
+    precision or the roofline may price), not a layout's or a setting's."""
+    return isinstance(err, KernelError) and "database cannot model" in str(err)
+
+
+def priced_instead(sim: Any, batch: int = 1, context: int = 512) -> list[tuple[str, str]]:
+    """(field, value) changes the kernel database can price instead of the engine it
+    cannot: another framework, bf16 weights; each tried on one decode step of `batch`
+    sequences of `context` tokens and one prefill of `context` tokens."""
+    others = [("sim.engine_backend", b) for b in ENGINE_BACKENDS if b != sim.engine_backend]
+    if sim.rollout_precision != "bf16":
+        others.append(("sim.rollout_precision", "bf16"))
+    found = []
+    for field, value in others:
+        try:
+            est = estimator(engine_of(dataclasses.replace(sim, **{field[4:]: value})))
+            est.decode_ms(batch, context)
+            est.prefill_ms(1, context)
+        except Exception:  # noqa: BLE001 - any refusal: not an alternative
+            continue
+        found.append((field, value))
+    return found
+
+
+def ways_on(sim: Any, say: Callable[[str, str], str], batch: int = 1,
+            context: int = 512) -> str:
+    """What to append to the database's refusal: what can price the engine instead, in
+    the words of the command that refused (`say(field, value)`: `--backend vllm` for
+    `steps`, `--set sim.engine_backend=vllm` for `run`); the roofline needs no database."""
+    found = [say(field, value) for field, value in priced_instead(sim, batch, context)]
+    can = f"{' or '.join(found)} can price it; " if found else ""
+    return f"; {can}{say('sim.step_model', ROOFLINE)} needs no measured kernels"
 
 
 def label(kg: KernelGpu, backend: str, version: str) -> str:
