@@ -85,9 +85,12 @@ def test_fp8_products_are_priced_from_the_fp8_table() -> None:
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["--set", "sim.train_model=kernal"], "sim.train_model: must be mfu or kernels"),
-    (["--set", "sim.train_model=kernels", "--set", "sim.trainer_gpu=mi300x"],
-     "sim.train_model=kernels: no measured kernels for mi300x; use sim.train_model=mfu"),
+    (["--set", "sim.train_model=kernal"], "sim.train_model: must be kernels or mfu"),
+    (["--set", "sim.trainer_precision=fp8", "--set", "sim.trainer_gpu=mi300x"],
+     "sim.trainer_precision=fp8: the kernel database has no kernels for mi300x"),
+    (["--set", "sim.trainer_tp=3"], "sim.trainer_tp x trainer_cp x trainer_pp = 3 must "
+     "divide the trainer's 8 GPUs"),
+    (["--set", "sim.train_scale=0"], "sim.train_scale: must be > 0"),
 ])
 def test_a_bad_train_model_is_one_line(tmp_path: Path, args: list[str], said: str) -> None:
     result = CliRunner().invoke(app, ["run", "-R", "4", "--rounds", "1", "--out",
@@ -103,19 +106,20 @@ def test_the_runtime_builds_the_kernel_trainer_only_when_asked(tmp_path: Path) -
 
     cfg = RunConfig()
     cfg.sim.trainer_gpu = "h100-sxm"
-    assert cfg.sim.train_model == "mfu"  # the default: today's line
-    assert isinstance(SimRuntime(cfg, tmp_path / "a.jsonl").trainer._model, TrainModel)
-    cfg.sim.train_model = "kernels"
+    assert cfg.sim.train_model == "kernels"  # the default since #35
     runtime = SimRuntime(cfg.validate(), tmp_path / "b.jsonl")
     assert isinstance(runtime.trainer._model, KernelTrainModel)
     # one micro-batch per data-parallel replica: 16,384 tokens x 8 GPUs
     assert runtime.trainer._micro_tokens == 16384 * 8
+    cfg.sim.train_model = "mfu"
+    assert isinstance(SimRuntime(cfg, tmp_path / "a.jsonl").trainer._model, TrainModel)
 
 
 def test_fp8_training_is_said_in_one_line_without_the_kernel_trainer(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", "-R", "4", "--rounds", "1", "--out",
                                       str(tmp_path / "run"), "--set",
-                                      "sim.trainer_precision=fp8"])
+                                      "sim.trainer_precision=fp8", "--set",
+                                      "sim.train_model=mfu"])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "fp8 needs sim.train_model=kernels" in lines[0], lines

@@ -42,7 +42,7 @@ def l20(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def sim(**fields: object) -> SimConfig:
-    s = SimConfig()
+    s = SimConfig(train_model="mfu")  # these tests are the MFU line's (#35: not the default)
     for key, value in fields.items():
         setattr(s, key, value)
     return s
@@ -50,6 +50,7 @@ def sim(**fields: object) -> SimConfig:
 
 def run(tmp_path: Path, name: str, **fields: object) -> list[dict]:
     cfg = RunConfig(groups=8, rounds=1, seed=3)
+    cfg.sim.train_model = "mfu"
     for key, value in fields.items():
         setattr(cfg.sim, key, value)
     execute(check_run(cfg), tmp_path / f"{name}.jsonl")
@@ -96,8 +97,19 @@ def test_a_plan_says_it_once_before_its_workers_fork(tmp_path: Path) -> None:
          str(tmp_path / "plan")],
         capture_output=True, text=True, timeout=300, check=True)
     assert "4 configurations simulated" in out.stdout  # by two workers
-    assert "trainer: MFU 0.3, a neutral prior for h100-sxm" in out.stdout
+    # the kernel trainer prices an H100 (the default since #35): no MFU, so no MFU prior
+    assert "trainer: measured kernels (megatron, scale " in out.stdout
+    assert "note: sim.train_mfu" not in out.stderr
+    # an MI300X has no kernels in the database: the MFU line at its neutral prior, said once
+    out = subprocess.run(
+        [ROLLOUTBENCH, "plan", "--workload", "lsat-ar", "--model", "qwen3-1.7b", "--gpus", "4",
+         "--gpu", "mi300x", "--budget", "4", "--rounds", "1", "-R", "8", "--systems",
+         "slime,cgp,verl", "--sampler", "exhaustive", "--jobs", "2", "--out",
+         str(tmp_path / "plan-mi300x")],
+        capture_output=True, text=True, timeout=300, check=True)
+    assert "trainer: MFU 0.3, a neutral prior for mi300x" in out.stdout
     assert out.stderr.count("note: sim.train_mfu = 0.3 assumed") == 1, out.stderr
+    assert out.stderr.count("no kernels for mi300x: the MFU line") == 1, out.stderr
 
 
 def test_the_note_is_said_once_and_names_value_gpu_source_and_override(
@@ -127,8 +139,8 @@ def test_on_the_calibrations_own_gpu_nothing_changes_and_nothing_is_said(
     assert capsys.readouterr().err == ""
 
 
-def test_the_default_run_is_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                      ) -> None:
+def test_the_calibrations_own_run_is_unchanged(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     head = run(tmp_path, "default")[0]
     assert head["sim_params"]["train_mfu"] == FIT_4090
     assert "train_mfu" not in capsys.readouterr().err
@@ -208,7 +220,7 @@ def test_config_show_names_the_neutral_prior_as_the_source() -> None:
     from harness.cli.config import field_rows
 
     cfg = RunConfig()
-    cfg.sim.trainer_gpu = "l20"
+    cfg.sim.trainer_gpu, cfg.sim.train_model = "l20", "mfu"
     rows = {r["field"]: r for r in field_rows(cfg)}
     assert (rows["sim.train_mfu"]["value"], rows["sim.train_mfu"]["source"]) == (
         0.2, "neutral prior for l20")

@@ -45,12 +45,15 @@ def field_rows(cfg: RunConfig, from_file: Collection[str] = (),
     simulator parameters show the calibration's value (source `calibration`)."""
     calibrated: dict[str, float] = {}
     neutral = None  # a neutral train_mfu in place of the calibration's (trainer_mfu)
+    data: dict[str, Any] = {}
     if cfg.runtime == "sim":
         from harness.sim import trainer_mfu
         from harness.sim.calibration import load, resolve
+        from harness.sim.trainer import speed
 
         calibrated = resolve(cfg.sim)
-        neutral = trainer_mfu.assumed(cfg.sim, load(cfg.sim.calibration), 0.0)
+        data = load(cfg.sim.calibration)
+        neutral = trainer_mfu.assumed(cfg.sim, data, 0.0)
     defaults = {name: value for name, _, value in config_fields(RunConfig())}
     rows = []
     for name, f, value in config_fields(cfg):
@@ -63,6 +66,9 @@ def field_rows(cfg: RunConfig, from_file: Collection[str] = (),
             value, source = calibrated[short], f"calibration {cfg.sim.calibration}"
             if short == "train_mfu" and neutral is not None:  # not the calibration's GPU
                 source = f"neutral prior for {neutral.gpu}"
+            elif short in speed.NAMES and not speed.calibrated(cfg.sim, data, short):
+                source = (f"{speed.framework_of(data)}'s measured constant"
+                          if short == "train_scale" else "default")
         elif value != defaults[name]:
             source = "resolved"  # filled in from another field (e.g. the workload's cap)
         else:

@@ -199,6 +199,16 @@ class RunConfig:
         need(s.trainer_vpp == 1 or (s.trainer_vpp > 1 and s.trainer_pp >= 2),
              "set sim.trainer_vpp", f"must be 1, or >= 2 with sim.trainer_pp >= 2 (got "
              f"{s.trainer_vpp} at sim.trainer_pp={s.trainer_pp})")
+        for name in ("trainer_tp", "trainer_cp"):
+            need(getattr(s, name) >= 1, f"set sim.{name}", "must be >= 1")
+        split = s.trainer_tp * s.trainer_cp * s.trainer_pp
+        need(train_n % split == 0, "set sim.trainer_tp",
+             f"sim.trainer_tp x trainer_cp x trainer_pp = {split} must divide the trainer's "
+             f"{train_n} GPUs")
+        need(s.train_scale is None or s.train_scale > 0, "set sim.train_scale",
+             "must be > 0")
+        need(s.train_step_fixed_s is None or s.train_step_fixed_s >= 0,
+             "set sim.train_step_fixed_s", "must be >= 0")
         for name, least in (("max_running", 0), ("micro_batch_tokens", 1),
                             ("log_prob_forwards", 0)):
             need(getattr(s, name) >= least, f"set sim.{name}", f"must be >= {least}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from harness.core.fields import opt
 
 STEP_MODELS = ("kernels", "roofline")  # sim.step_model
-TRAIN_MODELS = ("mfu", "kernels")  # sim.train_model
+TRAIN_MODELS = ("kernels", "mfu")  # sim.train_model
 PRECISIONS = ("bf16", "fp8")  # sim.rollout_precision and sim.rollout_kv_dtype
 # sim.rollout_precision alone may also be fp4: NVFP4 weights, measured kernels on Blackwell
 WEIGHT_PRECISIONS = (*PRECISIONS, "fp4")
@@ -56,6 +56,11 @@ class SimConfig:
                           "holds each GPU to its stage's layers; EP x PP divides its GPUs")
     trainer_vpp: int = opt(1, "virtual pipeline stages per GPU (Megatron's interleaved "
                            "schedule; needs trainer_pp >= 2)")
+    trainer_tp: int = opt(1, "tensor-parallel size of the trainer (kernel trainer: its "
+                          "products split, TP/SP collectives priced); TP x CP x PP divides "
+                          "its GPUs")
+    trainer_cp: int = opt(1, "context-parallel size of the trainer (kernel trainer: a "
+                          "sequence's tokens split, keys and values exchanged)")
     micro_batch_tokens: int = opt(16384, "most tokens in one trainer micro-batch")
     log_prob_forwards: int = opt(1, "trainer: forward passes besides the update's: 1 old "
                                  "log-probs, 0 the engine's, 2 and a KL reference's")
@@ -63,8 +68,16 @@ class SimConfig:
     step_model: str = opt("kernels", "engine step times: kernels (NVIDIA's measured-kernel "
                           "database, where it covers the GPU and framework; else the roofline, "
                           "said once) or roofline (bandwidth and FLOPs at fitted efficiencies)")
-    train_model: str = opt("mfu", "trainer times: mfu (FLOPs over train_mfu) or kernels "
-                           "(measured kernels, layout, fixed costs: harness/sim/trainer)")
+    train_model: str = opt("kernels", "trainer times: kernels (measured kernels, layout, fixed "
+                           "costs: harness/sim/trainer; the MFU line where the database has no "
+                           "kernels for the trainer's GPU, said once) or mfu (FLOPs over "
+                           "train_mfu); a set sim.train_mfu takes the MFU line")
+    train_scale: float | None = opt(None, "kernel trainer: its kernel time over the database's "
+                                    "kernels (None: the calibration's fit on its own trainer "
+                                    "GPU, else the framework's measured constant)")
+    train_step_fixed_s: float | None = opt(None, "kernel trainer: seconds per optimizer step "
+                                           "that do not shrink with GPUs (None: the "
+                                           "calibration's fit on its own trainer GPU, else 0)")
     trainer_precision: str = opt("bf16", "trainer matmuls under train_model=kernels: bf16 or "
                                  "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
     engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "

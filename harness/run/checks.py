@@ -164,7 +164,8 @@ def _check_fits(cfg: RunConfig) -> None:
     problem = trainer_pp_problem(model, s.model, s.trainer_pp, s.trainer_vpp)
     if problem:
         raise ConfigError(f"--set sim.trainer_pp={s.trainer_pp}: {problem}")
-    layout = (model, load_hardware(gpu), gpus, s.trainer_ep, s.trainer_pp, s.trainer_vpp)
+    layout = (model, load_hardware(gpu), gpus, s.trainer_ep, s.trainer_pp, s.trainer_vpp,
+              s.trainer_tp)
     problem = trainer_problem(model, s.model, layout[1], gpu, *layout[2:])
     if problem:  # headed by the option that is short: EP or PP where one fits, else GPUs
         fixes = trainer_fixes(*layout)

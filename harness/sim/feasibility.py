@@ -118,7 +118,7 @@ def moe_layers(model: Model) -> int:
     return round(model.expert_params_b * 1e9 / per_layer)
 
 
-def _pipelined_gb(model: Model, gpus: int, ep: int, pp: int, vpp: int) -> float:
+def _pipelined_gb(model: Model, gpus: int, ep: int, pp: int, vpp: int, tp: int = 1) -> float:
     """GB on the busiest GPU of a Megatron pipeline (module docstring)."""
     held = stage_layers(model.layers, pp, vpp)
     embed = model.vocab * model.hidden / 1e9  # one matrix: the input's or the head's
@@ -129,12 +129,12 @@ def _pipelined_gb(model: Model, gpus: int, ep: int, pp: int, vpp: int) -> float:
     moe = moe_layers(model)
     stage_experts = experts * min(held, moe) / moe if moe else 0.0
     optim = TRAIN_BYTES_PER_PARAM - WEIGHT_GRAD_BYTES
-    return (WEIGHT_GRAD_BYTES * dense + optim * dense * pp / gpus
+    return (WEIGHT_GRAD_BYTES * dense / tp + optim * dense * pp / gpus
             + WEIGHT_GRAD_BYTES * stage_experts / ep + optim * stage_experts * pp / gpus)
 
 
 def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1, pp: int = 1,
-                       vpp: int = 1) -> float:
+                       vpp: int = 1, tp: int = 1) -> float:
     """GB of training state on each of `gpus` trainer GPUs at expert parallelism `ep`:
     every dense parameter's 16 bytes sharded over all GPUs; of a routed expert's, the
     bf16 weight and gradient (4 bytes) on its EP rank's GPUs, replicated over the
@@ -144,9 +144,10 @@ def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1, pp: int = 1,
     (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:
     megatron/core/distributed/distributed_data_parallel.py:285-286,
     megatron/core/optimizer/__init__.py:1243). With `pp` > 1 the busiest stage of a
-    Megatron pipeline (`_pipelined_gb`)."""
+    Megatron pipeline (`_pipelined_gb`), whose whole dense weights and gradients TP
+    splits (`tp`; fully sharded, TP changes nothing)."""
     if pp > 1:
-        return _pipelined_gb(model, gpus, ep, pp, vpp)
+        return _pipelined_gb(model, gpus, ep, pp, vpp, tp)
     experts = model.expert_params_b
     dense = model.params_b - experts
     optim = TRAIN_BYTES_PER_PARAM - WEIGHT_GRAD_BYTES
@@ -155,7 +156,7 @@ def trainer_gb_per_gpu(model: Model, gpus: int, ep: int = 1, pp: int = 1,
 
 
 def trainer_fixes(model: Model, gpu: Hardware, gpus: int, ep: int = 1, pp: int = 1,
-                  vpp: int = 1) -> list[tuple[str, int]]:
+                  vpp: int = 1, tp: int = 1) -> list[tuple[str, int]]:
     """The options that alone make the training state fit on the same GPUs, each at its
     least value: a larger EP (it divides the experts, EP x PP the GPUs), a larger PP (EP x
     PP divides the GPUs, PP x VPP at most the layers). Empty when neither does."""
@@ -163,26 +164,29 @@ def trainer_fixes(model: Model, gpu: Hardware, gpus: int, ep: int = 1, pp: int =
     out: list[tuple[str, int]] = []
     if model.is_moe:
         eps = [e for e in range(ep + 1, gpus // pp + 1) if (gpus // pp) % e == 0
-               and model.experts % e == 0 and trainer_gb_per_gpu(model, gpus, e, pp, vpp) <= room]
+               and model.experts % e == 0
+               and trainer_gb_per_gpu(model, gpus, e, pp, vpp, tp) <= room]
         out += [("sim.trainer_ep", eps[0])] if eps else []
     pps = [p for p in range(max(pp + 1, 2), gpus // ep + 1) if (gpus // ep) % p == 0
-           and p * vpp <= model.layers and trainer_gb_per_gpu(model, gpus, ep, p, vpp) <= room]
+           and p * vpp <= model.layers and gpus % (p * tp) == 0
+           and trainer_gb_per_gpu(model, gpus, ep, p, vpp, tp) <= room]
     return out + ([("sim.trainer_pp", pps[0])] if pps else [])
 
 
 def trainer_problem(model: Model, name: str, gpu: Hardware, gpu_name: str, gpus: int,
-                    ep: int = 1, pp: int = 1, vpp: int = 1) -> str | None:
+                    ep: int = 1, pp: int = 1, vpp: int = 1, tp: int = 1) -> str | None:
     """Why `gpus` trainer GPUs at expert parallelism `ep`, `pp` pipeline stages of `vpp`
     virtual stages cannot hold `model`'s training state (None: they can). The way on is
     `trainer_fixes`' options, else more GPUs."""
-    need = trainer_gb_per_gpu(model, gpus, ep, pp, vpp)
+    need = trainer_gb_per_gpu(model, gpus, ep, pp, vpp, tp)
     room = TRAIN_MEM_SHARE * gpu.memory_gb
     if need <= room:
         return None
     offers = f"each offers {room:.1f} GB ({TRAIN_MEM_SHARE:.0%} of {gpu.memory_gb:g} GB)"
-    fixes = trainer_fixes(model, gpu, gpus, ep, pp, vpp)
-    layout = f"EP {ep}" + (f" x PP {pp}" if pp > 1 else "") + (f" x VPP {vpp}" if vpp > 1
-                                                                  else "")
+    fixes = trainer_fixes(model, gpu, gpus, ep, pp, vpp, tp)
+    layout = (f"EP {ep}" + (f" x PP {pp}" if pp > 1 else "") + (f" x VPP {vpp}" if vpp > 1
+                                                                   else "")
+              + (f" x TP {tp}" if tp > 1 and pp > 1 else ""))
     if model.is_moe or pp > 1:
         fix = (" or ".join(f"{k}={v}" for k, v in fixes) if fixes
                else "more GPUs" + (" or a larger sim.trainer_ep" if model.is_moe else ""))

@@ -37,6 +37,8 @@ from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.trace_buffer import BufferedTraceWriter
 from harness.sim.trainer import build as trainer_build
+from harness.sim.trainer import speed as trainer_speed
+from harness.sim.trainer.db import TrainerKernelError
 from workloads.replay import target_tokens
 
 
@@ -53,14 +55,22 @@ class SimRuntime(RunnerBase):
         s = cfg.sim
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
-        kernels_trainer = s.train_model == "kernels" and s.train_mfu is None
-        if not kernels_trainer and (self.knobs is None or "train_mfu" not in self.knobs.params):
-            calibration.say_train_mfu(s)  # a neutral prior in place of the calibration's train_mfu
+        measured = calibration.load(s.calibration)  # a live engine's: replaces the models
+        # A probe of train_mfu (`would-need`) asks for the MFU line; else the kernel trainer
+        # unless the run or its calibration asks otherwise or the database lacks the GPU.
+        probe_mfu = self.knobs is not None and "train_mfu" in self.knobs.params
+        mfu_reason = "a train_mfu probe" if probe_mfu else trainer_build.mfu_line_reason(
+            s, measured)
+        kernels_trainer = mfu_reason is None
+        if not kernels_trainer and s.trainer_precision == "fp8":
+            raise TrainerKernelError(f"sim.trainer_precision=fp8: {mfu_reason}, and the MFU "
+                                     f"line counts BF16 FLOPs only")
+        if not probe_mfu:
+            calibration.say_train_mfu(s)  # where trainer and weight sync leave the calibration
         model = load_model(s.model)
         colocated = s.placement == "colocated"
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
 
-        measured = calibration.load(s.calibration)  # a live engine's: replaces the models
         self.step_source = step_source(s, measured.get("decode"))
         if self.step_source.startswith(f"{ROOFLINE} ("):
             say_once(f"sim.step_model=kernels: {self.step_source[len(ROOFLINE) + 2:-1]}; "
@@ -95,8 +105,10 @@ class SimRuntime(RunnerBase):
             train = TrainModel(1.0, t["seconds_per_token"], 0.0, self.params["micro_overhead_s"],
                                t.get("optimizer_s", 0.0), t.get("per_sequence_s", 0.0))
         elif kernels_trainer:  # an explicit sim.train_mfu overrides it: the MFU line
+            speed = trainer_speed.Speed(self.params["train_scale"],
+                                        self.params["train_step_fixed_s"])  # knobs applied
             train = trainer_build.from_config(s, measured, load_hardware(train_gpu), model,
-                                              train_gpu, train_n)
+                                              train_gpu, train_n, speed)
             micro_tokens = trainer_build.pool_micro_tokens(train)
         else:
             train = TrainModel.build(load_hardware(train_gpu), model, train_n,

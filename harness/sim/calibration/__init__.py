@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.sim import weight_sync
+from harness.sim.trainer import speed as trainer_speed
 from harness.sim.trainer_mfu import Assumed, assumed
 
 PARAMS = ("bw_eff", "step_overhead_s", "compute_eff", "train_mfu", "micro_overhead_s",
@@ -68,6 +69,8 @@ def resolve(sim: Any) -> dict[str, float]:
         out[name] = float(override if override is not None else values[name])
     if sim.weight_sync_s is None:  # own model and GPU: the calibration's; else the model's
         out["weight_sync_s"] = weight_sync.charge(sim, data, out["weight_sync_s"])
+    speed = trainer_speed.resolve(sim, data)  # the kernel trainer's (unused on the MFU line)
+    out["train_scale"], out["train_step_fixed_s"] = speed.scale, speed.step_fixed_s
     neutral = assumed(sim, data, out["train_mfu"])
     if neutral is not None:  # said when the run starts (`say_train_mfu`), not in checks
         out["train_mfu"] = neutral.value
@@ -91,22 +94,42 @@ def _assumed_for(sim: Any) -> tuple[Assumed | None, float]:
 
 
 def say_train_mfu(sim: Any) -> None:
-    """Say, once per process, that this run trains at a neutral prior, and that the
-    transfer model prices its weight sync (nothing when neither)."""
+    """Say, once per process, where this run's trainer and weight sync depart from the
+    calibration: the transfer model pricing its weight sync; on the kernel trainer a
+    calibration's scale set aside for another GPU; on the MFU line a GPU the database
+    lacks and a neutral MFU prior (nothing when none applies)."""
     from harness.sim.kernels.source import say_once
+    from harness.sim.trainer import build
 
     data = load(sim.calibration)
     values = {**data.get("fixed", {}), **data.get("fit", {})}
     if "weight_sync_s" in values:
         weight_sync.say(sim, data, float(values["weight_sync_s"]))
+    reason = build.mfu_line_reason(sim, data)
+    if reason is None:
+        note = trainer_speed.resolve(sim, data).note
+        if note:
+            say_once(note)
+        return
+    if reason.startswith("the kernel database"):
+        say_once(f"sim.train_model=kernels: {reason}")
     neutral, _ = _assumed_for(sim)
     if neutral is not None:
         say_once(neutral.note())
 
 
 def describe_train_mfu(sim: Any) -> str:
-    """Where the trainer's MFU of a run comes from, for a one-line summary (`plan`'s
-    "trainer:" line): the run's own, the calibration's, or a neutral prior."""
+    """How a run's trainer is priced, for a one-line summary (`plan`'s "trainer:" line):
+    the kernel trainer with its scale's source, or the MFU line with the MFU's (the run's
+    own, the calibration's, or a neutral prior)."""
+    from harness.sim.trainer import build
+
+    data = load(sim.calibration)
+    if build.mfu_line_reason(sim, data) is None:
+        speed = trainer_speed.resolve(sim, data)
+        fixed = f", {speed.step_fixed_s:g} s a step fixed" if speed.step_fixed_s else ""
+        return (f"measured kernels ({trainer_speed.framework_of(data)}, scale "
+                f"{speed.scale:g}{fixed})")
     if sim.train_mfu is not None:
         return f"MFU {sim.train_mfu:g} (sim.train_mfu)"
     neutral, fitted = _assumed_for(sim)

@@ -18,7 +18,8 @@ busiest replica. One micro-batch on one GPU costs
 
 and the optimizer step (`optimizer_s`) is Adam at the measured 8.8x its 16 bytes per
 parameter over HBM, on each GPU's shard, plus, without FSDP, the data-parallel gradient
-reduce-scatter and parameter all-gather of the distributed optimizer.
+reduce-scatter and parameter all-gather of the distributed optimizer, plus `step_fixed_s`:
+a calibration's fixed cost per step that does not shrink with GPUs (`speed.py`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class KernelTrainModel:
     passes: Passes = Passes()
     micro_tokens: int = 16384  # per data-parallel replica
     fitted: tuple[float, float, float] | None = None  # (fixed_s, scale, forward_fixed_s)
+    scale: float | None = None  # a calibration's fitted scale in place of the framework's
+    step_fixed_s: float = 0.0  # per optimizer step, not shrinking with GPUs (a calibration's)
     _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
 
     # -- the interface SimTrainer uses ---------------------------------------
@@ -76,17 +79,17 @@ class KernelTrainModel:
         data-parallel reduce-scatter of gradients and all-gather of parameters (FSDP
         reduces per micro-batch instead); nothing for LoRA's base weights."""
         if not self.passes.weight_grads:
-            return 0.0
+            return self.step_fixed_s
         params = self.model.params_b * 1e9 / self.layout.gpus
         adam = (constants.ADAM_OVER_BYTES * constants.ADAM_BYTES_PER_PARAM * params
                 / (self.hw.hbm_bandwidth_gbs * 1e9))
         if self.layout.fsdp:
-            return adam
+            return adam + self.step_fixed_s
         dp = self.layout.dp
         grads = params_per_gpu_group(self.model, self.layout) * 2.0  # bf16 buffers
         comm = (db.collective_s(self.gpu, "reduce_scatter", grads, dp, self.link)
                 + db.collective_s(self.gpu, "all_gather", grads, dp, self.link))
-        return adam + comm
+        return adam + comm + self.step_fixed_s
 
     def micro_time(self, seq_lens: list[int]) -> float:
         """Seconds for the pool to train these sequences (see the module's docstring)."""
@@ -105,10 +108,12 @@ class KernelTrainModel:
 
     @property
     def constants(self) -> dict[str, float]:
-        """The framework's fitted constants (or those being fitted: `fitted`)."""
+        """The framework's fitted constants (or those being fitted: `fitted`), with a
+        calibration's `scale` in place of the framework's."""
         if self.fitted is not None:
             return dict(zip(("fixed_s", "scale", "forward_fixed_s"), self.fitted, strict=True))
-        return constants.FRAMEWORKS.get(self.framework, constants.FRAMEWORKS["fsdp"])
+        own = constants.FRAMEWORKS.get(self.framework, constants.FRAMEWORKS["fsdp"])
+        return own if self.scale is None else {**own, "scale": self.scale}
 
     def forward_time(self, lens: list[int]) -> float:
         """One forward-only pass of these sequences as one micro-batch on one GPU (old
