@@ -124,8 +124,10 @@ def test_a_fit_says_its_steps_on_stderr_and_leaves_stdout_its_json(
 
     target = sum(claims.SLIME_FIRST_DISPATCH_R96) / 2
 
-    def fake(groups: tuple[int, ...], bw_eff: float, train_mfu: float) -> pd.DataFrame:
-        return pd.DataFrame([{"workload": w, "groups": g, "trainer_compute_s": 10 + 1 / train_mfu,
+    def fake(groups: tuple[int, ...], bw_eff: float, **trainer: float) -> pd.DataFrame:
+        # the trainer's knob: train_mfu (the rollout fit's) or train_scale (the trainer fit's)
+        x = trainer.get("train_mfu") or 1 / trainer["train_scale"]
+        return pd.DataFrame([{"workload": w, "groups": g, "trainer_compute_s": 10 + 1 / x,
                               "rollout_complete_s": target * 0.5 / bw_eff}
                              for w in runs.WORKLOADS for g in groups])
 
@@ -136,7 +138,8 @@ def test_a_fit_says_its_steps_on_stderr_and_leaves_stdout_its_json(
     lines = result.stderr.splitlines()
     assert lines[0] == f"fitting bw_eff: Slime rollout completion at R=96 -> {target:.1f} s"
     assert len(lines) == 1 + 18 + 1  # 18 bisection steps, then the fitted values
-    assert lines[-1].startswith("fitted train_mfu=") and lines[-1].endswith("bw_eff=0.5")
+    # RolloutPipe's RTX 4090 trainer is kernel-priced (the L40S's kernels): train_scale
+    assert lines[-1].startswith("fitted train_scale=") and lines[-1].endswith("bw_eff=0.5")
 
 
 def test_validate_says_its_progress_on_stderr_and_its_summary_on_stdout(

@@ -7,8 +7,12 @@ RolloutPipe fit (`rolloutbench calibrate rolloutpipe`), two parameters:
   four workloads and four rounds) equals the middle of the paper's 509-543 s.
   It is the roofline's only: with measured kernels (the default step model) the
   engine has no fitted efficiency, and that completion time is a prediction.
-- `train_mfu`, the trainer's model FLOPs utilisation, is fitted by least
-  squares in log space to Table 1's Slime column (12 cells).
+- the trainer's speed, fitted by least squares in log space to Table 1's Slime
+  column (12 cells): `train_scale` (kernel time over the database's kernels) where
+  the kernel trainer prices the run (the default; the RTX 4090 on the L40S's kernels,
+  presets/kernel_gpus.toml), `train_mfu` where the MFU line does
+  (`reproduce.trainer_knob`). The baseline is published at one trainer size (8 GPUs),
+  so no per-step fixed cost (`train_step_fixed_s`) is fitted.
 
 Everything else (per-step overhead, prefill efficiency, weight sync,
 materialisation) is a documented prior in the `[fixed]` table. CGP and
@@ -26,6 +30,7 @@ from harness.core.config import RunConfig
 from harness.core.files import git_commit, write_atomic
 from harness.core.progress import say
 from harness.sim import calibration
+from harness.studies.reproduce import trainer_knob
 from harness.studies.reproduce.areal import fit as areal_fit
 from harness.studies.reproduce.grid import run_grid
 from harness.studies.reproduce.rolloutpipe import claims as rp_claims
@@ -86,39 +91,30 @@ def fit_rolloutpipe(write: bool = True, progress: bool = True) -> dict[str, Any]
     log(f"fitting bw_eff: Slime rollout completion at R=96 -> {target:.1f} s")
     bw_eff = round(_bisect(rollout_s, 0.05, 1.0, target, 18, log), 4)
 
-    # Trainer compute is A + B / mfu per cell; two runs give A and B exactly.
-    m1, m2 = 0.05, 0.10
-    c1 = _slime(rp.GROUPS, bw_eff=bw_eff, train_mfu=m1).groupby(["workload", "groups"])[
-        "trainer_compute_s"].mean()
-    c2 = _slime(rp.GROUPS, bw_eff=bw_eff, train_mfu=m2).groupby(["workload", "groups"])[
-        "trainer_compute_s"].mean()
-    b = (c1 - c2) / (1 / m1 - 1 / m2)
-    a = c1 - b / m1
+    # Trainer compute is A + B g(x) per cell (g = 1 / mfu, or the scale itself under the
+    # kernel trainer): two runs give A and B exactly (`trainer_knob.linear`).
+    base = rp.base_config(SEED, ROUNDS)
+    base.system = "slime"
+    knob = trainer_knob.KNOBS[trainer_knob.knob(base)]
+    at = [_slime(rp.GROUPS, bw_eff=bw_eff, **{knob.name: p}).groupby(["workload", "groups"])[
+        "trainer_compute_s"].mean().to_dict() for p in knob.probes]
     paper = {k: v[0] for k, v in rp_claims.TABLE1.items()}
+    fitted, rms = trainer_knob.fit_log(knob, trainer_knob.linear(knob, *at), paper)
+    value = round(fitted, 5)
+    log(f"fitted {knob.name}={value} (rms log error {rms:.4f}); bw_eff={bw_eff}")
 
-    def loss(m: float) -> float:
-        return sum((math.log(a[k] + b[k] / m) - math.log(t)) ** 2 for k, t in paper.items())
-
-    lo, hi = 0.005, 0.9
-    for _ in range(100):  # golden-section search
-        x1, x2 = hi - 0.618 * (hi - lo), lo + 0.618 * (hi - lo)
-        lo, hi = (lo, x2) if loss(x1) < loss(x2) else (x1, hi)
-    mfu = round((lo + hi) / 2, 5)
-    rms = math.sqrt(loss(mfu) / len(paper))
-    log(f"fitted train_mfu={mfu} (rms log error {rms:.4f}); bw_eff={bw_eff}")
-
-    check = _slime((96,), bw_eff=bw_eff, train_mfu=mfu)
+    check = _slime((96,), bw_eff=bw_eff, **{knob.name: value})
     result = {
-        "bw_eff": bw_eff, "train_mfu": mfu,
+        "bw_eff": bw_eff, knob.name: value,
         "slime_rollout_complete_r96_s": round(float(check["rollout_complete_s"].mean()), 2),
         "table1_rms_log_error": round(rms, 5),
     }
     if write:
-        write_atomic(calibration.path_of("rolloutpipe"), _toml(result, target))
+        write_atomic(calibration.path_of("rolloutpipe"), _toml(result, target, knob.name))
     return result
 
 
-def _toml(result: dict[str, Any], target: float) -> str:
+def _toml(result: dict[str, Any], target: float, knob: str) -> str:
     lines = [
         "# Written by `rolloutbench calibrate rolloutpipe`; re-run it to reproduce.",
         "# Fitted to baseline (Slime) observations and hardware facts only.",
@@ -126,7 +122,7 @@ def _toml(result: dict[str, Any], target: float) -> str:
         "",
         "[fit]",
         f"bw_eff = {result['bw_eff']}",
-        f"train_mfu = {result['train_mfu']}",
+        f"{knob} = {result[knob]}",
         "",
         "[fixed]",
     ]
@@ -142,7 +138,7 @@ def _toml(result: dict[str, Any], target: float) -> str:
     for (w, r), v in rp_claims.TABLE1.items():
         lines.append(f'table1_slime_{w.replace("-", "_")}_r{r} = {v[0]}')
     lines += ["", "[result]"]
-    lines += [f"{k} = {v}" for k, v in result.items() if k not in ("bw_eff", "train_mfu")]
+    lines += [f"{k} = {v}" for k, v in result.items() if k not in ("bw_eff", knob)]
     lines.append(f"seed = {SEED}")
     lines.append(f"rounds = {ROUNDS}")
     lines += calibration.hardware_lines("rolloutpipe")  # the trainer the fit belongs to
@@ -211,51 +207,56 @@ ROLLPACKER_FIXED = {"bw_eff": 0.6101, "step_overhead_s": 0.002, "compute_eff": 0
 VERL_TRAIN_SHARE = rb_claims.mean_share(rb_claims.VERL_TRAIN_PCT)
 VERL_REWARD_SHARE = rb_claims.mean_share(rb_claims.VERL_REWARD_PCT)
 WORKERS = (16, 1024)  # reward checks at once: the search range (1024: every sample at once)
+# The trainer knob's first value and search range (as before #35 for train_mfu; the scale
+# from Megatron's measured 1.56, harness/sim/trainer/constants.py, to 20x it).
+TRAINER_START = {trainer_knob.MFU: 0.1, trainer_knob.SCALE: 1.56}
+TRAINER_RANGE = {trainer_knob.MFU: (0.02, 0.9), trainer_knob.SCALE: (0.5, 30.0)}
 
 
 def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
     """Two knobs fitted to veRL's (the baseline's) stage shares at 14B/16k, Table 1:
     `verifier_workers`, the reward checks running at once, to the reward share (8.3%,
-    the mean of math, code and judge), and `train_mfu` of the H800 trainer to the
-    training share (22%). Each share moves with the other knob (a share of the whole
-    step), so the two are fitted in turn, twice. The engine efficiency is RolloutPipe's
-    fit, carried over; no RollPacker number is used. Where the reward share cannot be
-    reached (a 30 s sandbox timeout bounds the stage from below, Sec. 4.3), the workers
-    end at the search bound and the result says so."""
+    the mean of math, code and judge), and the H800 trainer's speed to the training
+    share (22%): `train_scale` where the kernel trainer prices it (the default; H800 on
+    H100 kernels), `train_mfu` on the MFU line (`reproduce.trainer_knob`). The shares are
+    published at one GPU count (32), so no per-step fixed cost is fitted (0 here). Each
+    share moves with the other knob (a share of the whole step), so the two are fitted in
+    turn, twice. The engine efficiency is RolloutPipe's fit, carried over; no RollPacker
+    number is used. Where the reward share cannot be reached (a 30 s sandbox timeout
+    bounds the stage from below, Sec. 4.3), the workers end at the search bound and the
+    result says so."""
     from harness.studies.reproduce.rollpacker import runs as rp
 
     log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
+    knob = trainer_knob.knob(rp.config("14B/16k", "verl"))
 
-    def shares(workers: int, mfu: float) -> dict[str, float]:
+    def shares(workers: int, x: float) -> dict[str, float]:
         cfg = rp.config("14B/16k", "verl", calibration="rolloutpipe")
-        for key, value in {**ROLLPACKER_FIXED, "train_mfu": mfu}.items():
+        for key, value in {**ROLLPACKER_FIXED, knob: x}.items():
             setattr(cfg.sim, key, value)
+        if knob == trainer_knob.SCALE:
+            cfg.sim.train_step_fixed_s = 0.0  # not RolloutPipe's (one GPU count here)
         cfg.sim.verifier_workers = workers
         r = rp.run(cfg, "calibrate-verl")
         total = r["rollout_s"] + r["reward_s"] + r["train_s"]
         return {"train": r["train_s"] / total, "reward": r["reward_s"] / total}
 
-    workers, mfu = 64, 0.1
+    workers, x = 64, TRAINER_START[knob]
     for _ in range(2):
         log(f"fitting verifier_workers: veRL reward share -> {VERL_REWARD_SHARE:.3f}")
         lo, hi = WORKERS
         while hi - lo > 1:  # more workers, a smaller reward share
             mid = round(math.sqrt(lo * hi))
             mid = min(max(mid, lo + 1), hi - 1)
-            value = shares(mid, mfu)["reward"]
+            value = shares(mid, x)["reward"]
             log(f"  verifier_workers={mid} -> share {value:.3f}")
             lo, hi = (mid, hi) if value > VERL_REWARD_SHARE else (lo, mid)
         workers = hi
-        log(f"fitting train_mfu: veRL training share -> {VERL_TRAIN_SHARE:.3f}")
-        a, b = 0.02, 0.9
-        for _ in range(16):  # a higher MFU, a smaller training share
-            mid_mfu = math.sqrt(a * b)
-            value = shares(workers, mid_mfu)["train"]
-            log(f"  train_mfu={mid_mfu:.4f} -> share {value:.3f}")
-            a, b = (mid_mfu, b) if value > VERL_TRAIN_SHARE else (a, mid_mfu)
-        mfu = round(math.sqrt(a * b), 4)
-    check = shares(workers, mfu)
-    result = {"train_mfu": mfu, "verifier_workers": workers,
+        log(f"fitting {knob}: veRL training share -> {VERL_TRAIN_SHARE:.3f}")
+        x = round(trainer_knob.bisect(lambda v, w=workers: shares(w, v)["train"], knob,
+                                     *TRAINER_RANGE[knob], VERL_TRAIN_SHARE, 16, log), 4)
+    check = shares(workers, x)
+    result = {knob: x, "verifier_workers": workers,
               "verl_train_share": round(check["train"], 4),
               "verl_reward_share": round(check["reward"], 4),
               "reward_share_reached": abs(check["reward"] - VERL_REWARD_SHARE) <= 0.01}
@@ -264,15 +265,15 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
                  "# Fitted to veRL's (the baseline's) stage shares only (Table 1, 14B/16k):",
                  f"# reward share -> {VERL_REWARD_SHARE:.4f} (verifier_workers, searched in "
                  f"{WORKERS[0]}-{WORKERS[1]}), training share -> {VERL_TRAIN_SHARE:.4f} "
-                 "(train_mfu).",
-                 f"# commit: {git_commit()}", "", "[fit]", f"train_mfu = {mfu}",
+                 f"({knob}; one GPU count, so no train_step_fixed_s).",
+                 f"# commit: {git_commit()}", "", "[fit]", f"{knob} = {x}",
                  f"verifier_workers = {workers}", "", "[fixed]",
                  "# bw_eff: RolloutPipe's fit, carried over; the rest as there"]
         lines += [f"{k} = {v}" for k, v in ROLLPACKER_FIXED.items()]
         lines += ["", "[inputs]", f"verl_reward_share_target = {VERL_REWARD_SHARE:.4f}",
                   f"verl_train_share_target = {VERL_TRAIN_SHARE:.4f}", "", "[result]"]
         lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else v}"
-                  for k, v in result.items() if k not in ("train_mfu", "verifier_workers")]
+                  for k, v in result.items() if k not in (knob, "verifier_workers")]
         lines += calibration.hardware_lines("rollpacker")
         write_atomic(calibration.path_of("rollpacker"), "\n".join(lines) + "\n")
     return result

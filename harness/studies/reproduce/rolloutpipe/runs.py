@@ -43,6 +43,9 @@ def base_config(seed: int, rounds: int) -> RunConfig:
         "a100-40gb-pcie", 2
     s.rollout_engines, s.placement, s.trainer_gpu, s.trainer_gpus = 1, "disaggregated", \
         "rtx-4090", 8
+    # Sec. 5.1: "The training side employs 8 x RTX 4090 24GB GPUs with TP=4, DP=2" (the
+    # kernel trainer prices TP=4's collectives over the 4090's host-staged PCIe)
+    s.trainer_tp = 4
     s.engine_backend = "sglang"  # slime serves with SGLang
     return cfg
 

@@ -2,8 +2,9 @@
 
 Tail batching pays in proportion to the tail, so Table 2's speedups are searched
 on the spread of response lengths between prompts, bounded by the paper's own
-longest-to-median statistic; the gain from twice the GPUs on the trainer's MFU,
-bounded by veRL's training share that the calibration was fitted to; Table 3's
+longest-to-median statistic; the gain from twice the GPUs on the trainer's speed
+(`train_scale` under the kernel trainer, `train_mfu` on the MFU line), bounded by
+veRL's training share that the calibration was fitted to; Table 3's
 stream trainer on the engine's small-batch speed (`SmallBatchStep`).
 """
 
@@ -14,8 +15,9 @@ from collections.abc import Hashable
 import numpy as np
 
 from harness.core.config import RunConfig
-from harness.sim.calibration import load as calibration_file
+from harness.sim.calibration import resolve
 from harness.sim.knobs import Knobs, active, make_workload
+from harness.studies.reproduce import trainer_knob
 from harness.studies.reproduce.bracket import Solution
 from harness.studies.reproduce.family import (
     TRACES,
@@ -120,16 +122,28 @@ class RollPackerSpread(Family):
         return out
 
 
-class RollPackerMfu(Family):
-    """Twice the GPUs halve generation but not a fixed training cost per step."""
+class RollPackerTrainer(Family):
+    """Twice the GPUs halve generation but not a fixed training cost per step: the
+    trainer's speed, as the calibration fits it to veRL's training share. Under the
+    kernel trainer (the default; H800 on H100 kernels) that is `train_scale`; on the MFU
+    line `train_mfu` (a `train_mfu` probe of a kernel-priced run would switch the run to
+    the MFU line instead of moving its trainer: `trainer_knob`)."""
 
     paper = PAPER
     claims = ("2x GPUs: RollPacker throughput gain (x)",)
-    parameter = "trainer MFU (H800)"
-    unit = "fraction of peak"
-    lo, hi = 0.02, 0.6
-    neutral = float(calibration_file(PAPER)["fit"]["train_mfu"])  # as calibrated
+    RANGES = {trainer_knob.MFU: (0.02, 0.6), trainer_knob.SCALE: (0.5, 30.0)}
+    PARAMETERS = {trainer_knob.MFU: ("trainer MFU (H800)", "fraction of peak"),
+                  trainer_knob.SCALE: ("trainer kernel time over the database's "
+                                      "(train_scale, H800 on H100 kernels)", "x")}
     SHARE = mean_share(VERL_TRAIN_PCT)  # veRL's training share, Table 1: the fit's input
+
+    def __init__(self) -> None:
+        super().__init__()
+        cfg = config("14B/16k", "verl")
+        self.knob = trainer_knob.knob(cfg)
+        self.lo, self.hi = self.RANGES[self.knob]
+        self.parameter, self.unit = self.PARAMETERS[self.knob]
+        self.neutral = resolve(cfg.sim)[self.knob]  # as calibrated: the table's value
 
     def group(self, m: Miss) -> Hashable:
         lo = next(g for g in (32, 64) if m.config == gain_config(g, 2 * g))
@@ -138,24 +152,23 @@ class RollPackerMfu(Family):
     def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, ...], float]:
         lo, anchor = group  # type: ignore[misc]
         traces, scope = TRACES / "rollpacker", ANCHORS[anchor]
-        with active(Knobs(params={"train_mfu": x})):
-            s_lo = run(scaled("14B/16k", "rollpacker", lo, anchor=scope), f"mfu-{lo}",
-                       traces)["step_s"]
-            s_hi = run(scaled("14B/16k", "rollpacker", 2 * lo, anchor=scope), f"mfu-{2 * lo}",
-                       traces)["step_s"]
+        with active(Knobs(params={self.knob: x})):
+            s_lo = run(scaled("14B/16k", "rollpacker", lo, anchor=scope),
+                       f"{self.knob}-{lo}", traces)["step_s"]
+            s_hi = run(scaled("14B/16k", "rollpacker", 2 * lo, anchor=scope),
+                       f"{self.knob}-{2 * lo}", traces)["step_s"]
         return {(self.claims[0], gain_config(lo, 2 * lo), anchor): 2 * s_lo / s_hi}
 
     def share(self, x: float) -> float:
-        """veRL's training share of a step at 14B/16k with train_mfu = x."""
-        with active(Knobs(params={"train_mfu": x})):
-            r = run(config("14B/16k", "verl"), "mfu-verl", TRACES / "rollpacker")
+        """veRL's training share of a step at 14B/16k with the knob at x."""
+        with active(Knobs(params={self.knob: x})):
+            r = run(config("14B/16k", "verl"), f"{self.knob}-verl", TRACES / "rollpacker")
         return r["train_s"] / (r["rollout_s"] + r["reward_s"] + r["train_s"])
 
     def outcome(self, m: Miss, sol: Solution) -> Outcome:
-        now = float(calibration_file(PAPER)["fit"]["train_mfu"])
-        out = Outcome(m, self.parameter, self.unit, now,
+        out = Outcome(m, self.parameter, self.unit, self.neutral,
                       physical_bound=f"veRL train share {100 * self.SHARE:g}% (Table 1)",
-                      note=describe(sol, m, "train_mfu"))
+                      note=describe(sol, m, self.knob))
         if sol.status == UNREACHABLE:
             out.would_need = UNREACHABLE
             return out
@@ -192,4 +205,5 @@ class RollPackerTable3(SmallBatchStep):
 
 
 # The families, in the order their searches run.
-FAMILIES: tuple[type[Family], ...] = (RollPackerSpread, RollPackerMfu, RollPackerTable3)
+FAMILIES: tuple[type[Family], ...] = (RollPackerSpread, RollPackerTrainer,
+                                      RollPackerTable3)
