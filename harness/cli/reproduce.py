@@ -127,6 +127,11 @@ def reproduce_cmd(
     only: Annotated[str, typer.Option(help="would-need: search only the rows of these papers "
                                       "or claims (comma-separated: a paper, or part of a "
                                       "claim); the others are kept.")] = "",
+    twin: Annotated[str, typer.Option(help="The claims' roofline twin (every run again on "
+                                      "the roofline step model): auto takes OUT/"
+                                      "roofline_twin.csv where the code and arguments it was "
+                                      "made from are today's, else simulates it; run always "
+                                      "simulates it; skip leaves its column empty.")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
@@ -153,11 +158,15 @@ def reproduce_cmd(
         fail(f"--jobs: must be 0 (one per core) or more, got {jobs}")
     if rounds < 1:
         fail(f"--rounds: must be a positive integer, got {rounds}")
+    from harness.studies.reproduce.twin_cache import MODES
+
+    if twin not in MODES:
+        fail(f"--twin: must be {', '.join(MODES[:-1])} or {MODES[-1]}, not {twin!r}")
     from harness.studies.claims import ClaimsFileError
 
     try:
         claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed,
-                               jobs=jobs or default_jobs())
+                               jobs=jobs or default_jobs(), twin=twin)
     except ClaimsFileError as err:  # found before any simulation runs
         fail(str(err))
     if fmt != "table":

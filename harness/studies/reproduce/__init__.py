@@ -34,6 +34,7 @@ from harness.studies.reproduce import (
     pool,
     rolloutpipe,
     rollpacker,
+    twin_cache,
     verl_async,
 )
 from harness.studies.reproduce.record import (
@@ -71,21 +72,30 @@ def step_source(paper: str) -> str:
 
 
 def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0,
-        jobs: int = 1) -> list[dict]:
+        jobs: int = 1, twin: str = "auto") -> list[dict]:
     """Run the named reproductions on `jobs` processes (`pool.reproduce`: the same
     files whatever the number); update OUT's claims tables (the other papers' rows
-    kept) and provenance.json. Returns the rows of the papers run."""
+    kept) and provenance.json. Returns the rows of the papers run. `twin`: the roofline
+    twin from OUT/roofline_twin.csv where its fingerprint matches, else simulated (auto);
+    always simulated (run); or not at all, its column left empty (skip)."""
     old, old_meta = load_claims(out), load_provenance(out)  # a bad file fails before work
     sources = {name: step_source(name) for name in names}
-    twin_names = [n for n in names if sources[n].startswith("kernels")]
+    twin_names = [n for n in names if sources[n].startswith("kernels")] if twin != "skip" else []
+    kept = {n: twin_cache.cached(out, n, rounds, seed) for n in twin_names} if (
+        twin == "auto") else {}
+    to_run = [n for n in twin_names if kept.get(n) is None]
     with tempfile.TemporaryDirectory(prefix="rolloutbench-roofline-") as scratch:
         done, twins = pool.reproduce_passes(PAPERS, [
             pool.Pass(names, {"out": out, "figures": figures, "rounds": rounds, "seed": seed}),
-            roofline_twins(twin_names, rounds, seed, Path(scratch))], jobs)
+            roofline_twins(to_run, rounds, seed, Path(scratch))], jobs)
+    if to_run:
+        twin_cache.save(out, {n: [((n, *c.key), c.harness) for c in twins.get(n, [])]
+                              for n in to_run}, rounds, seed)
     claims: list[Claim] = []
     records = {}
     for name in names:
-        roof = {c.key: c.harness for c in twins.get(name, [])}
+        roof = ({c.key: c.harness for c in twins.get(name, [])} if name in to_run
+                else {k[1:]: v for k, v in (kept.get(name) or {}).items()})
         claims += [dataclasses.replace(c, step_source=sources[name],
                                        harness_roofline=roof.get(c.key, math.nan))
                    for c in done[name]]
