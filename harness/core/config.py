@@ -181,6 +181,10 @@ class RunConfig:
              "sim.train_mfu (the MFU line counts BF16 FLOPs only)")
         need(s.engine_backend in ENGINE_BACKENDS, "set sim.engine_backend",
              f"must be {' or '.join(ENGINE_BACKENDS)}")
+        need(not s.engine_eager or (s.rollout_precision, s.rollout_kv_dtype) == ("bf16", "bf16"),
+             "set sim.engine_eager", "eager steps are measured with BF16 weights and cache only "
+             f"(sim.rollout_precision={s.rollout_precision}, "
+             f"sim.rollout_kv_dtype={s.rollout_kv_dtype})")
         need(s.rollout_engines >= 1, "set sim.rollout_engines", "must be >= 1")
         need(s.dispatch in ("auto", "least-loaded", "static", "round-robin"),
              "set sim.dispatch", "must be auto, least-loaded, static or round-robin, not "

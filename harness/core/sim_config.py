@@ -82,6 +82,10 @@ class SimConfig:
                                  "fp8 (per-tensor scaled GEMMs; attention stays bf16)")
     engine_backend: str = opt("sglang", "serving framework whose measured kernels price the "
                               "engine: sglang or vllm")
+    engine_eager: bool = opt(False, "decode steps without CUDA graphs (vLLM's enforce_eager, "
+                             "as verl ran it until ff6978c): max(graph-timed kernels + launch "
+                             "gaps, host time of the layers' torch calls), measured on dense "
+                             "BF16 layers only (docs/simulator.md, eager engines)")
     calibration: str = opt("rolloutpipe", "calibration file the unset (None) parameters below "
                            "come from (harness/sim/calibration/NAME.toml)")
     bw_eff: float | None = opt(None, "decode: fraction of HBM bandwidth reached "

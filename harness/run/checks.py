@@ -244,6 +244,7 @@ def _check_step_model(cfg: RunConfig) -> None:
     measured [decode] table needs none), with what prices it instead, as `steps` says."""
     from harness.sim import calibration
     from harness.sim.engine_spec import engine_of
+    from harness.sim.kernels.eager import refusal
     from harness.sim.kernels.estimator import KernelError
     from harness.sim.kernels.source import cannot_model, step_source, step_table, ways_on
 
@@ -252,6 +253,11 @@ def _check_step_model(cfg: RunConfig) -> None:
         measured = calibration.load(s.calibration).get("decode")
     except (OSError, ValueError):
         return  # said below, by resolve
+    if s.engine_eager:  # what the eager step is measured for (kernels/eager.py)
+        spec = engine_of(s)
+        why = refusal(spec.model, spec.precision, spec.kv_dtype, measured is not None)
+        if why:
+            raise ConfigError(why)
     if step_source(s, measured).startswith("kernels"):
         try:
             step_table(engine_of(s))

@@ -20,6 +20,10 @@
   skyrl/train/config/config.py:1172).
 - The others (PipelineRL, NeMo-RL, Tinker, prime-rl): their engine's own default, by
   `sim.engine_backend` (whether each passes a value of its own is not read here).
+
+Eras whose default rollout served vLLM without CUDA graphs (`EAGER_ERAS`, `eager_era`):
+said for a reading of a run from that era, never switched on by default (it would move
+every reproduction); `sim.engine_eager` prices such a step (harness/sim/kernels/eager.py).
 """
 
 from __future__ import annotations
@@ -35,6 +39,25 @@ DEFAULT_CONTEXT = 32768  # a model whose preset has no config.json: its context 
 
 SLIME = ("slime", "cgp", "cgp-fgd", "april", "cgp-april", "cgp-tail", "slime-async")
 VERL = ("verl", "verl-fully-async", "verl-one-step-off", "rollpacker")
+
+
+# framework -> when its default rollout ran vLLM with enforce_eager on, and where it says so
+EAGER_ERAS = {
+    "verl": "verl's rollout.enforce_eager: True until ff6978c (2025-08-08, #2956) "
+            "(verl-project/verl@503ea75f:verl/trainer/config/rollout/rollout.yaml:35, the "
+            "one-step-off README's commit; @94d681d, the same line, on a qwen3-32b-64-64 run's "
+            "branch); False from ff6978c (@ff6978c, the same file, line 35)",
+    "skyrl": "SkyRL's generator.enforce_eager: true from 5157c5fe (2025-10-28, #569) until "
+             "059e6d9f (2026-06-22, #1818) (NovaSky-AI/SkyRL@5157c5fe:skyrl-train/skyrl_train/"
+             "config/ppo_base_config.yaml:194; @059e6d9f:skyrl/train/config/config.py:582)",
+}
+FRAMEWORK_OF = {**dict.fromkeys(VERL, "verl"), "skyrl-async": "skyrl"}
+
+
+def eager_era(system: str | None) -> str | None:
+    """When the framework of `system` served its engines eagerly by default, with its
+    source (None: no such era read); a reading sets sim.engine_eager from it, by hand."""
+    return EAGER_ERAS.get(FRAMEWORK_OF.get(system or "", ""))
 
 
 def vllm_max_num_seqs(memory_gb: float, gpu_name: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 from harness.core.config import ENGINE_BACKENDS, ConfigError
 from harness.sim.engine_spec import EngineSpec, engine_of
 from harness.sim.kernels import table as tables
+from harness.sim.kernels.eager import EagerStep, refusal
 from harness.sim.kernels.estimator import (
     Estimator,
     KernelError,
@@ -31,7 +32,7 @@ from harness.sim.kernels.estimator import (
     systems_with,
 )
 from harness.sim.kernels.gpus import KernelGpu, kernel_gpu
-from harness.sim.kernels.overhead import Overhead, charged
+from harness.sim.kernels.overhead import MAX_BATCH, Overhead, charged
 from harness.sim.model_config import config_file, is_config_path, preset_config
 from harness.sim.perf import DecodeModel, StepJump, TableDecodeModel
 from harness.sim.presets import load_model
@@ -149,6 +150,8 @@ def step_source(sim: Any, measured: dict[str, float] | None = None) -> str:
     said = describe(sim.step_model, sim.rollout_gpu, sim.engine_backend)
     if said.startswith("kernels") and sim.rollout_precision != "bf16":
         said += gemm_note(engine_of(sim))  # dense GEMMs priced from another table
+    if getattr(sim, "engine_eager", False):  # without CUDA graphs (kernels/eager.py)
+        said = f"{said[:-1]}; eager)" if said.endswith(")") else f"{said}:eager"
     return said
 
 
@@ -156,18 +159,33 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
                  measured: dict[str, float] | None = None) -> StepJump:
     """The decode model of one engine replica of a run, as `step_source` says: a live
     engine's measured `[decode]` table, measured kernels, or the roofline at the
-    calibration's efficiencies (`params`)."""
-    if measured is not None:
+    calibration's efficiencies (`params`); under `sim.engine_eager` the kernels' or the
+    roofline's step without CUDA graphs (kernels/eager.py)."""
+    eager = getattr(sim, "engine_eager", False)
+    if measured is not None and not eager:
         return DecodeModel.measured(measured)
     spec = engine_of(sim, tp)
+    why = eager and refusal(spec.model, spec.precision, spec.kv_dtype, measured is not None)
+    if why:  # eager over a measured table included
+        raise ConfigError(why)
     if step_source(sim).startswith("kernels"):
-        return with_overhead(TableDecodeModel.from_table(step_table(spec)), spec)
+        table = TableDecodeModel.from_table(step_table(spec))
+        if eager:
+            term = framework_overhead(spec)  # around the forward: charged either way
+            return EagerStep.over(table, spec.model.layers, spec.tp, term.fixed_ms / 1e3,
+                                  term.per_seq_ms / 1e3, MAX_BATCH)
+        return with_overhead(table, spec)
     if spec.attention_dp != 1:  # the roofline has no model of it: refuse, invent nothing
         raise ConfigError(f"sim.rollout_attention_dp: attention DP is priced by the measured "
                           f"kernels only ({step_source(sim)} would price this engine)")
     if spec.precision == "fp4":  # nor of FP4 Tensor Cores (no fp4 peak in hardware.toml)
         raise ConfigError(f"sim.rollout_precision: fp4 (NVFP4) is priced by the measured "
                           f"kernels only ({step_source(sim)} would price this engine)")
+    if eager:  # the roofline's kernels, its fitted overhead around them
+        roof = DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"], 0.0,
+                                 params["compute_eff"], spec.bytes_per_weight,
+                                 spec.bytes_per_kv)
+        return EagerStep.over(roof, spec.model.layers, tp, params["step_overhead_s"])
     return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
                              params["step_overhead_s"], params["compute_eff"],
                              spec.bytes_per_weight, spec.bytes_per_kv)
