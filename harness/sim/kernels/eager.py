@@ -21,8 +21,13 @@ around the forward (its fitted per-step term, kernels/overhead.py, charged eithe
     step = framework(b) + max(kernels(b, ctx) + L x kernels_per_layer x GAP,
                               L x calls_per_layer x HOST)
 
-L is the model's layers; at TP > 1 each layer adds its two all-reduces (one call and one
-kernel each). HOST and GAP are fitted on FIT_ROWS (Qwen3-1.7B on H100, both runs) and
+L is the model's layers; at TP > 1 each layer adds its two all-reduces, one kernel each
+(its graph-timed time is in the kernels' step) and one call each, whose host time is the
+database's own eager measurement where it has one (`allreduce_host_us`: aiconfigurator's
+collectors time the framework's custom all-reduce with and without a graph; the eager rows
+are flat at about 20 us a call up to 1 MB on H100, H200 and B200 with vLLM 0.24.0, 30 us
+with SGLang 0.5.14, where the graph's kernel takes 4-12 us: the host issuing it), else HOST.
+HOST and GAP are fitted on FIT_ROWS (Qwen3-1.7B on H100, both runs) and
 checked on the rest (Qwen3-8B on H100, both models on H200): held-out median |error| 1.3%
 to 5.9% per (GPU, run, model), against 24-61% for the graph-timed step alone
 (tests/test_engine_eager.py). HOST comes out at 9.2 us per call, what train_measure.py
@@ -88,6 +93,28 @@ def predict_ms(graph_ms: float, layers: int, host_us: float = HOST_US,
     """An eager forward's ms from its graph-timed ms (no framework term)."""
     calls, kernels = per_layer(tp)
     return max(graph_ms + layers * kernels * gap_us / 1e3, layers * calls * host_us / 1e3)
+
+
+def allreduce_host_us(system: str, backend: str, version: str, tp: int) -> float | None:
+    """The host's time per all-reduce call of `backend` `version` at `tp` GPUs on the
+    database's `system`: its eager custom all-reduce at the smallest message it timed (the
+    call rate when the host binds; None: no eager row for this TP)."""
+    import pyarrow.parquet as pq
+
+    from harness.sim.kernels.estimator import _package_dir, quiet
+
+    with quiet():
+        root = _package_dir() / "systems" / "data" / system / "comm" / backend / version
+    path = root / "custom_allreduce_perf.parquet"
+    if tp < 2 or not path.exists():
+        return None
+    rows = pq.read_table(path).to_pylist()
+    eager = [r for r in rows if r["num_gpus"] == tp
+             and "eager" in str(r.get("backend") or r.get("kernel_source"))]
+    if not eager:
+        return None
+    least = min(r["message_size"] for r in eager)
+    return 1e3 * min(r["latency"] for r in eager if r["message_size"] == least)
 
 
 def per_layer(tp: int) -> tuple[int, int]:
@@ -162,11 +189,16 @@ class EagerStep(StepJump):
 
     @classmethod
     def over(cls, kernels: StepJump, layers: int, tp: int, framework_fixed_s: float = 0.0,
-             framework_per_seq_s: float = 0.0, framework_cap: int = 0) -> EagerStep:
+             framework_per_seq_s: float = 0.0, framework_cap: int = 0,
+             allreduce_us: float | None = None) -> EagerStep:
         """The eager step of an engine of `layers` layers at `tp` over `kernels`, its
-        prefill as the kernels price it."""
+        prefill as the kernels price it; `allreduce_us`: the host's time per all-reduce
+        call where measured (else HOST_US, as any call)."""
         calls, launched = per_layer(tp)
-        return cls(kernels, layers * calls * HOST_US * 1e-6, layers * launched * GAP_US * 1e-6,
+        host_us = calls * HOST_US
+        if tp > 1 and allreduce_us is not None:
+            host_us += TP_CALLS * (allreduce_us - HOST_US)
+        return cls(kernels, layers * host_us * 1e-6, layers * launched * GAP_US * 1e-6,
                    framework_fixed_s, framework_per_seq_s, framework_cap,
                    kernels.prefill_per_token_s, kernels.prefill_per_token2_s,
                    kernels.prefill_fixed_s, kernels.admit_per_request_s,

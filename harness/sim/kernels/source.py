@@ -19,7 +19,7 @@ from typing import Any
 from harness.core.config import ENGINE_BACKENDS, ConfigError
 from harness.sim.engine_spec import EngineSpec, engine_of
 from harness.sim.kernels import table as tables
-from harness.sim.kernels.eager import EagerStep, refusal
+from harness.sim.kernels.eager import EagerStep, allreduce_host_us, refusal
 from harness.sim.kernels.estimator import (
     Estimator,
     KernelError,
@@ -173,7 +173,7 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
         if eager:
             term = framework_overhead(spec)  # around the forward: charged either way
             return EagerStep.over(table, spec.model.layers, spec.tp, term.fixed_ms / 1e3,
-                                  term.per_seq_ms / 1e3, MAX_BATCH)
+                                  term.per_seq_ms / 1e3, MAX_BATCH, eager_allreduce_us(spec))
         return with_overhead(table, spec)
     if spec.attention_dp != 1:  # the roofline has no model of it: refuse, invent nothing
         raise ConfigError(f"sim.rollout_attention_dp: attention DP is priced by the measured "
@@ -185,10 +185,21 @@ def decode_model(sim: Any, params: dict[str, float], tp: int,
         roof = DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"], 0.0,
                                  params["compute_eff"], spec.bytes_per_weight,
                                  spec.bytes_per_kv)
-        return EagerStep.over(roof, spec.model.layers, tp, params["step_overhead_s"])
+        return EagerStep.over(roof, spec.model.layers, tp, params["step_overhead_s"],
+                              allreduce_us=eager_allreduce_us(spec))
     return DecodeModel.build(spec.hw, spec.model, tp, params["bw_eff"],
                              params["step_overhead_s"], params["compute_eff"],
                              spec.bytes_per_weight, spec.bytes_per_kv)
+
+
+def eager_allreduce_us(spec: EngineSpec) -> float | None:
+    """The host's time per all-reduce call of this engine run eagerly, from the database's
+    eager rows (its GPU's or stand-in's; None: none measured, kernels/eager.py)."""
+    kg = kernel_gpu(spec.gpu_name)
+    version = backend_version(kg.system, spec.backend) if kg else None
+    if kg is None or version is None or spec.tp < 2:
+        return None
+    return allreduce_host_us(kg.system, spec.backend, version, spec.tp)
 
 
 def framework_overhead(spec: EngineSpec) -> Overhead:
