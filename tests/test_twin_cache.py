@@ -103,3 +103,15 @@ def test_a_bad_twin_mode_is_one_line(tmp_path: Path) -> None:
                                       "--twin", "maybe"])
     assert result.exit_code == 2
     assert result.output.strip() == "error: --twin: must be auto, run or skip, not 'maybe'"
+
+
+def test_a_run_kept_in_memory_writes_no_file_and_reads_the_same(tmp_path: Path) -> None:
+    """#36 §2: a reproduction's runs keep their events in memory, no trace file left."""
+    from harness.core.config import RunConfig
+    from harness.run.execute import execute
+
+    cfg = RunConfig(groups=4, rounds=1).validate()
+    written = execute(cfg, tmp_path / "a.jsonl")
+    kept = execute(cfg, tmp_path / "b.jsonl", write=False)
+    assert (tmp_path / "a.jsonl").exists() and not (tmp_path / "b.jsonl").exists()
+    assert kept == written

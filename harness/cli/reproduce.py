@@ -132,6 +132,10 @@ def reproduce_cmd(
                                       "roofline_twin.csv where the code and arguments it was "
                                       "made from are today's, else simulates it; run always "
                                       "simulates it; skip leaves its column empty.")] = "auto",
+    traces: Annotated[bool, typer.Option("--traces", help="Write every simulated run's "
+                                         "trace under runs/<paper>/ (by default the runs' "
+                                         "events stay in memory, where the reproductions "
+                                         "read them, and nothing is left on disk).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:
@@ -166,7 +170,7 @@ def reproduce_cmd(
 
     try:
         claims = reproduce.run(names, out, figures or out, rounds=rounds, seed=seed,
-                               jobs=jobs or default_jobs(), twin=twin)
+                               jobs=jobs or default_jobs(), twin=twin, traces=traces)
     except ClaimsFileError as err:  # found before any simulation runs
         fail(str(err))
     if fmt != "table":

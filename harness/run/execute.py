@@ -56,11 +56,12 @@ def reads(*kinds: str) -> Callable[[R], R]:
     return mark
 
 
-def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader | None = None
-            ) -> Any:
+def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader | None = None,
+            write: bool = True) -> Any:
     """Run one configuration on its runtime, writing the trace; returns its metrics,
     or what `reader` makes of its events (on the simulator, the events it kept in
-    memory: decoding them again from the file would cost a tenth of the run)."""
+    memory: decoding them again from the file would cost a tenth of the run).
+    `write=False` (the simulator only): no trace file, the events kept in memory."""
     from systems import get_system
 
     system = get_system(cfg.system)
@@ -70,7 +71,7 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader |
         from harness.sim.runtime import SimRuntime, no_collections
 
         with no_collections():
-            runtime = SimRuntime(cfg, trace_path)
+            runtime = SimRuntime(cfg, trace_path, write)
             runtime.run(system)
             if reader is not None:
                 return reader(runtime.events(getattr(reader, "kinds", None)))

@@ -45,8 +45,10 @@ from workloads.replay import target_tokens
 class SimRuntime(RunnerBase):
     name = "sim"
 
-    def __init__(self, cfg: RunConfig, trace_path: str | Path) -> None:
+    def __init__(self, cfg: RunConfig, trace_path: str | Path, write: bool = True) -> None:
+        """`write=False`: the trace is kept in memory only (`events`), no file written."""
         self.loop = VirtualTimeLoop()
+        self._write_trace = write
         resolve_defaults(cfg)
         resolve_max_running(cfg, cfg.system)  # the engines' cap as the framework sets it
         super().__init__(cfg, trace_path)
@@ -123,7 +125,7 @@ class SimRuntime(RunnerBase):
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
         """Buffered, on the loop's own clock (see `BufferedTraceWriter`)."""
-        return BufferedTraceWriter(trace_path, self.loop.time)
+        return BufferedTraceWriter(trace_path, self.loop.time, self._write_trace)
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The run's events (of `kinds`, when given) as the trace file holds them,

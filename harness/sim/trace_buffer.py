@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -31,8 +32,14 @@ _decoder = msgspec.json.Decoder()
 class BufferedTraceWriter(TraceWriter):
     FLUSH_LINES = 8192  # lines per block written
 
-    def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float]) -> None:
-        super().__init__(path, clock)
+    def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
+                 write: bool = True) -> None:
+        """`write=False` keeps the events in memory only (`events`): no file is opened
+        or left (a reproduction's runs, whose readers take the events from memory)."""
+        if write:
+            super().__init__(path, clock)
+        else:
+            self.path, self._clock, self._file = Path(path), clock, None  # type: ignore[assignment]
         self._lines: list[bytes] = []
         self._kinds: list[str] = []  # each line's event kind
         self._written = 0  # lines already in the file
@@ -67,6 +74,8 @@ class BufferedTraceWriter(TraceWriter):
     def flush(self) -> None:
         """Write the lines not yet in the file."""
         lines = self._lines
+        if self._file is None:
+            return
         if self._written < len(lines) and not self._file.closed:
             self._file.write(b"\n".join(lines[self._written:]) + b"\n")
             self._written = len(lines)
@@ -82,6 +91,8 @@ class BufferedTraceWriter(TraceWriter):
         return _decoder.decode(b"[" + b",".join(lines) + b"]")
 
     def close(self) -> None:
+        if self._file is None:
+            return
         if not self._file.closed:
             self.flush()
         super().close()

@@ -72,12 +72,14 @@ def step_source(paper: str) -> str:
 
 
 def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int = 0,
-        jobs: int = 1, twin: str = "auto") -> list[dict]:
+        jobs: int = 1, twin: str = "auto", traces: bool = False) -> list[dict]:
     """Run the named reproductions on `jobs` processes (`pool.reproduce`: the same
     files whatever the number); update OUT's claims tables (the other papers' rows
     kept) and provenance.json. Returns the rows of the papers run. `twin`: the roofline
     twin from OUT/roofline_twin.csv where its fingerprint matches, else simulated (auto);
-    always simulated (run); or not at all, its column left empty (skip)."""
+    always simulated (run); or not at all, its column left empty (skip). `traces`: write
+    every run's trace under runs/<paper>/ (by default the events stay in memory, where the
+    reproductions read them)."""
     old, old_meta = load_claims(out), load_provenance(out)  # a bad file fails before work
     sources = {name: step_source(name) for name in names}
     twin_names = [n for n in names if sources[n].startswith("kernels")] if twin != "skip" else []
@@ -86,7 +88,8 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     to_run = [n for n in twin_names if kept.get(n) is None]
     with tempfile.TemporaryDirectory(prefix="rolloutbench-roofline-") as scratch:
         done, twins = pool.reproduce_passes(PAPERS, [
-            pool.Pass(names, {"out": out, "figures": figures, "rounds": rounds, "seed": seed}),
+            pool.Pass(names, {"out": out, "figures": figures, "rounds": rounds, "seed": seed},
+                      traces=traces),
             roofline_twins(to_run, rounds, seed, Path(scratch))], jobs)
     if to_run:
         twin_cache.save(out, {n: [((n, *c.key), c.harness) for c in twins.get(n, [])]
@@ -123,7 +126,7 @@ def roofline_twins(names: list[str], rounds: int, seed: int, scratch: Path) -> p
     beside the main one, its tables written to a scratch folder and dropped (it draws no
     figure: `pool.is_twin`)."""
     return pool.Pass(names, {"out": scratch, "figures": scratch, "rounds": rounds,
-                             "seed": seed}, step_model="roofline")
+                             "seed": seed}, step_model="roofline", traces=False)
 
 
 def would_need_texts(path: Path) -> WouldNeed | None:

@@ -55,13 +55,13 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def run_one(cfg: RunConfig, path: Path, reader: Reader | None = None
+def run_one(cfg: RunConfig, path: Path, reader: Reader | None = None, write: bool = True
             ) -> tuple[Any, float]:
     """One run (in a worker, or here): its metric rows, or what `reader` makes of
     its events (made where the run was, not in the papers' process), and its
-    wall seconds."""
+    wall seconds. `write=False`: no trace file (the events are read from memory)."""
     start = time.perf_counter()
-    out = execute(cfg, path, reader)
+    out = execute(cfg, path, reader, write)
     return out, time.perf_counter() - start
 
 
@@ -158,12 +158,13 @@ class RunPool:
 
     def __init__(self, reporter: Reporter, executor: cf.ProcessPoolExecutor | None = None,
                  turn: threading.Lock | None = None, step_model: str | None = None,
-                 same: SameRuns | None = None) -> None:
+                 same: SameRuns | None = None, traces: bool = True) -> None:
         self.reporter = reporter
         self._executor = executor
         self._turn = turn
         self.step_model = step_model  # every run's step model, or None: each its own
         self._same = same or SameRuns()  # shared by the passes of one reproduction
+        self.traces = traces  # write each run's trace file (else its events stay in memory)
 
     def _override(self, cfg: RunConfig, path: Path) -> tuple[RunConfig, Path]:
         """A run of the step-model twin: its step model set, its trace in a folder of its
@@ -186,13 +187,14 @@ class RunPool:
             out = []
             for cfg, path in tasks:
                 (rows, took), first = self._same.first(
-                    SameRuns.key(cfg, reader), lambda c=cfg, p=path: run_one(c, p, reader), path)
+                    SameRuns.key(cfg, reader),
+                    lambda c=cfg, p=path: run_one(c, p, reader, self.traces), path)
                 out.append(self._hand_out(rows, took, batch, first, path))
             return out
         return self._away(tasks, batch, reader)
 
     def _here(self, cfg: RunConfig, path: Path, reader: Reader | None, batch: Batch) -> Any:
-        rows, took = run_one(cfg, path, reader)
+        rows, took = run_one(cfg, path, reader, self.traces)
         self.reporter.finished(batch, path.stem, took)
         return rows
 
@@ -203,7 +205,7 @@ class RunPool:
         if first is None:
             self.reporter.finished(batch, path.stem, took)
         else:
-            if first.resolve() != path.resolve():  # the same table asked twice: one file
+            if self.traces and first.resolve() != path.resolve():  # a table asked twice
                 shutil.copyfile(first, path)
             self.reporter.finished(batch, f"{path.stem} (a copy of {first.stem})", 0.0)
         return copy.deepcopy(rows)
@@ -218,7 +220,8 @@ class RunPool:
         for i, (cfg, path) in enumerate(tasks):
             future, first = self._same.first(SameRuns.key(cfg, reader),
                                              lambda c=cfg, p=path:
-                                             executor.submit(run_one, c, p, reader), path)
+                                             executor.submit(run_one, c, p, reader,
+                                                             self.traces), path)
             futures.setdefault(future, []).append(i)
             if first is not None:
                 copies[i] = first
@@ -254,6 +257,7 @@ class Pass:
     names: list[str]
     kwargs: dict[str, Any]
     step_model: str | None = None
+    traces: bool = True  # write every run's trace file under the paper's runs/ folder
 
 
 def is_twin() -> bool:
@@ -314,7 +318,8 @@ def _frozen() -> Iterator[None]:
 def _one_process(papers: dict[str, Callable[..., list[Any]]], one: Pass,
                  reporter: Reporter, same: SameRuns) -> dict[str, list[Any]]:
     out = {}
-    token = _ACTIVE.set(RunPool(reporter, step_model=one.step_model, same=same))
+    token = _ACTIVE.set(RunPool(reporter, step_model=one.step_model, same=same,
+                                traces=one.traces))
     try:
         for name in one.names:
             start = time.perf_counter()
@@ -347,7 +352,7 @@ def _threads(papers: dict[str, Callable[..., list[Any]]], passes: list[Pass],
 
     threads = []
     for at, one in enumerate(passes):
-        run_pool = RunPool(reporter, executor, turn, one.step_model, same)
+        run_pool = RunPool(reporter, executor, turn, one.step_model, same, one.traces)
         threads += [threading.Thread(target=paper, args=(n, at, run_pool),
                                      name=f"reproduce-{n}-{at}", daemon=True)
                     for n in one.names]
