@@ -37,7 +37,8 @@ timed for one trivial torch op on the same H100's host (measurements/h100-sxm/tr
 What it does not know, so refuses (`refusal`): a MoE or latent-attention layer, FP8 or
 FP4 weights and an FP8 cache (their layers make calls this decoder does not: a router, a
 quantisation per product); the measured layer is plain torch's, not vLLM's own (fewer,
-fused custom ops behind more Python), so a framework's eager layer is priced as this one.
+fused custom ops behind more Python), so a framework's eager layer is priced as this one,
+and a dense layer without Qwen3's q/k RMSNorm (4 of the 41 calls) is priced at 41 too.
 Prefill is priced as with graphs: vLLM captured decode batches only, never prefill
 (vllm-project/vllm@587909ce:vllm/worker/model_runner.py, `ModelRunner.capture_model`).
 """
