@@ -134,3 +134,27 @@ def test_tp_splits_a_pipeline_stages_whole_weights_and_gradients() -> None:
     # fully sharded (no pipeline), TP changes nothing
     assert trainer_gb_per_gpu(m, 16, tp=2) == trainer_gb_per_gpu(m, 16)
 
+
+
+def test_a_kernel_priced_run_writes_its_trace(tmp_path: Path) -> None:
+    """The tables' numpy floats once reached the virtual clock, and the trace writer
+    refused them (msgspec encodes no numpy.float64): a whole run, to its last event."""
+    import json
+
+    from harness.run.execute import execute
+
+    cfg = RunConfig(groups=8, rounds=1)
+    cfg.sim.trainer_gpu = "h100-sxm"
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert events[-1]["ev"] == "run_end" and any(e["ev"] == "train_end" for e in events)
+
+
+def test_an_a100_trainer_is_priced_from_tables_that_time_no_windows(tmp_path: Path) -> None:
+    """A100's vLLM 0.14.0 attention table has no window_size column (the newer ones do):
+    it was a KeyError in every run whose trainer sits on an A100."""
+    from harness.sim.trainer import db
+
+    assert "window_size" not in db.tables("a100-80gb-sxm").attention.columns
+    model = runtime(tmp_path, trainer_gpu="a100-80gb-sxm").trainer._model
+    assert isinstance(model, KernelTrainModel) and model.micro_time([2048]) > 0

@@ -78,7 +78,9 @@ def tables(gpu: str) -> Tables:
     gemm = pd.read_parquet(root / "gemm" / BACKEND / version / "gemm_perf.parquet")
     attn = pd.read_parquet(root / "attention" / BACKEND / version
                            / "context_attention_perf.parquet")
-    attn = attn[(attn["kv_cache_dtype"] == "bfloat16") & (attn["window_size"] == 0)]
+    attn = attn[attn["kv_cache_dtype"] == "bfloat16"]
+    if "window_size" in attn.columns:  # older tables (A100's vLLM 0.14.0) time no windows
+        attn = attn[attn["window_size"] == 0]
     moe_path = root / "moe" / BACKEND / version / "moe_perf.parquet"
     moe = pd.read_parquet(moe_path) if moe_path.exists() else pd.DataFrame()
     nccl = sorted((root / "comm" / "nccl").glob("*/nccl_perf.parquet"),

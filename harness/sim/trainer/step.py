@@ -75,6 +75,11 @@ class KernelTrainModel:
     # -- the interface SimTrainer uses ---------------------------------------
     @property
     def optimizer_s(self) -> float:
+        """Seconds of one optimizer step (`_optimizer_s`), a Python float: the tables'
+        numpy floats would reach the clock, and the trace cannot encode them."""
+        return float(self._optimizer_s())
+
+    def _optimizer_s(self) -> float:
         """Adam over each GPU's shard at the measured ratio to its bytes, plus Megatron's
         data-parallel reduce-scatter of gradients and all-gather of parameters (FSDP
         reduces per micro-batch instead); nothing for LoRA's base weights."""
@@ -99,7 +104,7 @@ class KernelTrainModel:
             i = load.index(min(load))
             ranks[i].append(n)
             load[i] += n
-        return max(self.rank_time(r) for r in ranks)
+        return float(max(self.rank_time(r) for r in ranks))  # numpy's floats off the clock
 
     # -- the parts ----------------------------------------------------------------
     @property
