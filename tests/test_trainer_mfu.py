@@ -129,7 +129,7 @@ def test_the_note_is_said_once_and_names_value_gpu_source_and_override(
 @pytest.mark.parametrize("cal, fields, want", [
     ("rolloutpipe", {}, 0.05828),
     ("april", {"rollout_gpu": "mi300x", "placement": "colocated"}, 0.3),
-    ("rollpacker", {"rollout_gpu": "h800-sxm", "placement": "colocated"}, 0.1429),
+    ("rollpacker", {"rollout_gpu": "h800-sxm", "placement": "colocated"}, 0.1249),
     ("pipelinerl", {"trainer_gpu": "h100-sxm"}, 0.40),
     ("pipelinerl", {"rollout_gpu": "h100-sxm", "placement": "colocated"}, 0.40),
 ])

@@ -38,6 +38,18 @@ from harness.studies.reproduce.rolloutpipe import runs as rp
 from harness.studies.reproduce.rollpacker import claims as rb_claims
 from harness.studies.reproduce.verl_async import fit as verl_async_fit
 
+
+def _hardware_lines(name: str) -> list[str]:
+    """The calibration's `[hardware]` table to write back (`calibration.hardware_lines`),
+    with the comments the committed file holds there (what weight_sync_s publishes): a
+    refit keeps the facts of the paper and what they say."""
+    lines = calibration.hardware_lines(name)
+    text = calibration.path_of(name).read_text().splitlines()
+    at = text.index("[hardware]") + 1 if "[hardware]" in text else len(text)
+    notes = [t for t in text[at:] if t.startswith("#")]
+    return lines[:2] + notes + lines[2:]
+
+
 FIXED_NOTES = {
     "step_overhead_s": "per decode step: scheduling, sampling and kernel launches with CUDA "
                        "graphs (a few ms in SGLang/vLLM step profiles)",
@@ -92,37 +104,54 @@ def fit_rolloutpipe(write: bool = True, progress: bool = True) -> dict[str, Any]
     bw_eff = round(_bisect(rollout_s, 0.05, 1.0, target, 18, log), 4)
 
     # Trainer compute is A + B g(x) per cell (g = 1 / mfu, or the scale itself under the
-    # kernel trainer): two runs give A and B exactly (`trainer_knob.linear`).
+    # kernel trainer): two runs give A and B exactly (`trainer_knob.linear`). The knob that
+    # prices the run is fitted, and train_mfu as well for the MFU line (`sim.train_model=mfu`,
+    # a `train_mfu` probe): a calibration holds a train_mfu (`calibration.resolve`).
     base = rp.base_config(SEED, ROUNDS)
     base.system = "slime"
-    knob = trainer_knob.KNOBS[trainer_knob.knob(base)]
-    at = [_slime(rp.GROUPS, bw_eff=bw_eff, **{knob.name: p}).groupby(["workload", "groups"])[
-        "trainer_compute_s"].mean().to_dict() for p in knob.probes]
+    priced = trainer_knob.knob(base)
     paper = {k: v[0] for k, v in rp_claims.TABLE1.items()}
-    fitted, rms = trainer_knob.fit_log(knob, trainer_knob.linear(knob, *at), paper)
-    value = round(fitted, 5)
-    log(f"fitted {knob.name}={value} (rms log error {rms:.4f}); bw_eff={bw_eff}")
+    fits: dict[str, tuple[float, float]] = {}
+    for name in dict.fromkeys((priced, trainer_knob.MFU)):
+        knob = trainer_knob.KNOBS[name]
+        at = [_slime(rp.GROUPS, bw_eff=bw_eff, **{name: p}).groupby(["workload", "groups"])[
+            "trainer_compute_s"].mean().to_dict() for p in knob.probes]
+        fitted, rms = trainer_knob.fit_log(knob, trainer_knob.linear(knob, *at), paper)
+        fits[name] = (round(fitted, 5), rms)
+    line = "; ".join(f"{k}={v} (rms log error {e:.4f})" for k, (v, e) in fits.items())
+    log(f"fitted {line}; bw_eff={bw_eff}")
 
-    check = _slime((96,), bw_eff=bw_eff, **{knob.name: value})
-    result = {
-        "bw_eff": bw_eff, knob.name: value,
-        "slime_rollout_complete_r96_s": round(float(check["rollout_complete_s"].mean()), 2),
-        "table1_rms_log_error": round(rms, 5),
-    }
+    check = _slime((96,), bw_eff=bw_eff, **{priced: fits[priced][0]})
+    result: dict[str, Any] = {"bw_eff": bw_eff, **{k: v for k, (v, _) in fits.items()},
+                              "slime_rollout_complete_r96_s": round(float(
+                                  check["rollout_complete_s"].mean()), 2),
+                              "table1_rms_log_error": round(fits[priced][1], 5)}
+    if priced != trainer_knob.MFU:
+        result["table1_rms_log_error_mfu_line"] = round(fits[trainer_knob.MFU][1], 5)
     if write:
-        write_atomic(calibration.path_of("rolloutpipe"), _toml(result, target, knob.name))
+        write_atomic(calibration.path_of("rolloutpipe"), _toml(result, target, priced))
     return result
+
+
+KNOB_NOTES = {
+    trainer_knob.SCALE: "train_scale prices the trainer (the kernel trainer's kernel time "
+                        "over the database's; RTX 4090 on L40S kernels, Megatron TP 4 x DP 2; "
+                        "Megatron's measured constant is 1.56); train_mfu is the MFU line's "
+                        "(sim.train_model=mfu)",
+    trainer_knob.MFU: "train_mfu prices the trainer: its FLOPs over its peak (the MFU line)",
+}
 
 
 def _toml(result: dict[str, Any], target: float, knob: str) -> str:
     lines = [
         "# Written by `rolloutbench calibrate rolloutpipe`; re-run it to reproduce.",
         "# Fitted to baseline (Slime) observations and hardware facts only.",
+        "# " + KNOB_NOTES[knob],
         f"# commit: {git_commit()}",
         "",
         "[fit]",
         f"bw_eff = {result['bw_eff']}",
-        f"{knob} = {result[knob]}",
+        *[f"{k} = {result[k]}" for k in dict.fromkeys((knob, trainer_knob.MFU))],
         "",
         "[fixed]",
     ]
@@ -138,10 +167,11 @@ def _toml(result: dict[str, Any], target: float, knob: str) -> str:
     for (w, r), v in rp_claims.TABLE1.items():
         lines.append(f'table1_slime_{w.replace("-", "_")}_r{r} = {v[0]}')
     lines += ["", "[result]"]
-    lines += [f"{k} = {v}" for k, v in result.items() if k not in ("bw_eff", knob)]
+    lines += [f"{k} = {v}" for k, v in result.items()
+              if k not in ("bw_eff", *trainer_knob.KNOBS)]
     lines.append(f"seed = {SEED}")
     lines.append(f"rounds = {ROUNDS}")
-    lines += calibration.hardware_lines("rolloutpipe")  # the trainer the fit belongs to
+    lines += _hardware_lines("rolloutpipe")  # the trainer the fit belongs to
     return "\n".join(lines) + "\n"
 
 
@@ -191,15 +221,17 @@ def fit_april(write: bool = True, progress: bool = True) -> dict[str, Any]:
                  "bw_eff 0.6351)",
                  f"# commit: {git_commit()}", "", "[fit]", f"bw_eff = {bw_eff}", "", "[fixed]",
                  "# priors as in the RolloutPipe calibration; train_mfu is not observable "
-                 "here (rollout throughput only)"]
+                 "here (rollout throughput only)",
+                 "# the database has no MI300X kernels, so the MFU line prices the trainer "
+                 "at this prior (sim.train_model=kernels falls back, said once)"]
         lines += [f"{k} = {v}" for k, v in APRIL_FIXED.items()]
         lines += ["", "[result]"] + [f"{k} = {v}" for k, v in result.items() if k != "bw_eff"]
-        lines += calibration.hardware_lines("april")
+        lines += _hardware_lines("april")
         write_atomic(calibration.path_of("april"), "\n".join(lines) + "\n")
     return result
 
 
-ROLLPACKER_FIXED = {"bw_eff": 0.6101, "step_overhead_s": 0.002, "compute_eff": 0.5,
+ROLLPACKER_FIXED = {"bw_eff": 0.6085, "step_overhead_s": 0.002, "compute_eff": 0.5,
                     "micro_overhead_s": 0.05, "weight_sync_s": 2.0, "materialize_s": 0.1,
                     "drift": 0.002, "switch_s": 4.0}
 # RollPacker Table 1's veRL shares (quoted in reproduce/rollpacker/claims.py): the runs
@@ -230,16 +262,21 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
     log = say if progress else (lambda _m: None)  # stderr: stdout is the fit's JSON
     knob = trainer_knob.knob(rp.config("14B/16k", "verl"))
 
-    def shares(workers: int, x: float) -> dict[str, float]:
+    def shares(workers: int, x: float, name: str = knob) -> dict[str, float]:
         cfg = rp.config("14B/16k", "verl", calibration="rolloutpipe")
-        for key, value in {**ROLLPACKER_FIXED, knob: x}.items():
+        for key, value in {**ROLLPACKER_FIXED, name: x}.items():
             setattr(cfg.sim, key, value)
-        if knob == trainer_knob.SCALE:
+        if name == trainer_knob.SCALE:
             cfg.sim.train_step_fixed_s = 0.0  # not RolloutPipe's (one GPU count here)
         cfg.sim.verifier_workers = workers
         r = rp.run(cfg, "calibrate-verl")
         total = r["rollout_s"] + r["reward_s"] + r["train_s"]
         return {"train": r["train_s"] / total, "reward": r["reward_s"] / total}
+
+    def trainer(workers: int, name: str) -> float:
+        log(f"fitting {name}: veRL training share -> {VERL_TRAIN_SHARE:.3f}")
+        return round(trainer_knob.bisect(lambda v: shares(workers, v, name)["train"], name,
+                                          *TRAINER_RANGE[name], VERL_TRAIN_SHARE, 16, log), 4)
 
     workers, x = 64, TRAINER_START[knob]
     for _ in range(2):
@@ -252,11 +289,12 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
             log(f"  verifier_workers={mid} -> share {value:.3f}")
             lo, hi = (mid, hi) if value > VERL_REWARD_SHARE else (lo, mid)
         workers = hi
-        log(f"fitting {knob}: veRL training share -> {VERL_TRAIN_SHARE:.3f}")
-        x = round(trainer_knob.bisect(lambda v, w=workers: shares(w, v)["train"], knob,
-                                     *TRAINER_RANGE[knob], VERL_TRAIN_SHARE, 16, log), 4)
+        x = trainer(workers, knob)
     check = shares(workers, x)
-    result = {knob: x, "verifier_workers": workers,
+    # the MFU line's train_mfu too (sim.train_model=mfu, a train_mfu probe), at those workers
+    fits = {knob: x} if knob == trainer_knob.MFU else {knob: x, trainer_knob.MFU: trainer(
+        workers, trainer_knob.MFU)}
+    result = {**fits, "verifier_workers": workers,
               "verl_train_share": round(check["train"], 4),
               "verl_reward_share": round(check["reward"], 4),
               "reward_share_reached": abs(check["reward"] - VERL_REWARD_SHARE) <= 0.01}
@@ -266,15 +304,19 @@ def fit_rollpacker(write: bool = True, progress: bool = True) -> dict[str, Any]:
                  f"# reward share -> {VERL_REWARD_SHARE:.4f} (verifier_workers, searched in "
                  f"{WORKERS[0]}-{WORKERS[1]}), training share -> {VERL_TRAIN_SHARE:.4f} "
                  f"({knob}; one GPU count, so no train_step_fixed_s).",
-                 f"# commit: {git_commit()}", "", "[fit]", f"{knob} = {x}",
+                 f"# {knob} prices the trainer"
+                 + ("" if knob == trainer_knob.MFU else "; train_mfu is the MFU line's "
+                    "(sim.train_model=mfu)"),
+                 f"# commit: {git_commit()}", "", "[fit]",
+                 *[f"{k} = {v}" for k, v in fits.items()],
                  f"verifier_workers = {workers}", "", "[fixed]",
                  "# bw_eff: RolloutPipe's fit, carried over; the rest as there"]
         lines += [f"{k} = {v}" for k, v in ROLLPACKER_FIXED.items()]
         lines += ["", "[inputs]", f"verl_reward_share_target = {VERL_REWARD_SHARE:.4f}",
                   f"verl_train_share_target = {VERL_TRAIN_SHARE:.4f}", "", "[result]"]
         lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else v}"
-                  for k, v in result.items() if k not in (knob, "verifier_workers")]
-        lines += calibration.hardware_lines("rollpacker")
+                  for k, v in result.items() if k not in (*fits, "verifier_workers")]
+        lines += _hardware_lines("rollpacker")
         write_atomic(calibration.path_of("rollpacker"), "\n".join(lines) + "\n")
     return result
 
