@@ -205,3 +205,16 @@ def test_the_run_keeps_its_own_a_live_calibrations_and_a_prior_where_no_colocate
     assert run_switch_s(_sim(), "pipelinerl", paper, 10.0) == (10.0, None)
     seconds, note = run_switch_s(_sim(), "cgp", paper, 4.0)
     assert seconds == handover_of(_sim(), "slime")[0] and "slime's switch" in note
+
+
+def test_a_verl_system_takes_its_calibrations_backend_and_the_others_keep_their_own() -> None:
+    """RollPacker's veRL baseline trains with Megatron as RollPacker does (rollpacker.toml's
+    trainer_framework): both pay verl's Megatron rule; slime's systems stay slime's."""
+    from harness.sim.switch import framework_for, run_switch_s
+
+    megatron = {"hardware": {"trainer_framework": "megatron"}}
+    assert framework_for("verl", megatron) == "megatron" == framework_for("rollpacker", megatron)
+    assert framework_for("verl", {"hardware": {"trainer_framework": "fsdp"}}) == "fsdp"
+    assert framework_for("verl", {"hardware": {"trainer_framework": "deepspeed"}}) == "fsdp"
+    assert framework_for("april", megatron) == "slime"
+    assert "megatron's switch" in str(run_switch_s(_sim(), "verl", megatron, 4.0)[1])

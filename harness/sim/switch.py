@@ -230,10 +230,26 @@ def lead_s(framework: str) -> float:
     return float(calibration.load(str(name)).get("switch", {}).get(framework, 0.0))
 
 
-def handover_of(sim: Any, system: str | None) -> tuple[float, str] | None:
-    """(seconds a hand-over, to 0.1 ms, whose rule) of a colocated run of `system` with
-    `sim`'s model, GPUs and layout; None where the system's framework has no colocated mode."""
+VERL_BACKENDS = ("fsdp", "megatron")  # verl's two actor strategies, each a rule
+
+
+def framework_for(system: str | None, calibration_data: dict[str, Any]) -> str:
+    """`framework_of(system)`, except that a verl system takes the backend its calibration's
+    [hardware] trainer_framework names (RollPacker's veRL baseline trained with Megatron
+    as RollPacker did: rollpacker.toml), so a system and its baseline pay the same rule."""
     framework = framework_of(system)
+    named = calibration_data.get("hardware", {}).get("trainer_framework")
+    if framework in VERL_BACKENDS and named in VERL_BACKENDS:
+        return str(named)
+    return framework
+
+
+def handover_of(sim: Any, system: str | None,
+                framework: str | None = None) -> tuple[float, str] | None:
+    """(seconds a hand-over, to 0.1 ms, whose rule) of a colocated run of `system` with
+    `sim`'s model, GPUs and layout (`framework`: its rule, when not the system's); None
+    where the system's framework has no colocated mode."""
+    framework = framework if framework is not None else framework_of(system)
     if not framework:
         return None
     gpus = sim.rollout_engines * sim.rollout_tp
@@ -252,10 +268,11 @@ def run_switch_s(sim: Any, system: str | None, calibration_data: dict[str, Any],
     `sim.switch_s` (already in `calibrated`, the resolved value), a live machine's
     calibration's (one without [hardware], measured where it runs), a system whose
     framework has no colocated mode: the calibration's (a prior); else the framework's
-    switch (`handover_of`), whose note is said once."""
+    switch (`handover_of`, verl's backend as `framework_for` reads it), whose note is said
+    once."""
     if sim.switch_s is not None or "hardware" not in calibration_data:
         return calibrated, None
-    modelled = handover_of(sim, system)
+    modelled = handover_of(sim, system, framework_for(system, calibration_data))
     if modelled is None:
         return calibrated, None
     seconds, whose = modelled
