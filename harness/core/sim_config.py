@@ -109,4 +109,6 @@ class SimConfig:
     drift: float | None = opt(None, "variance of a token's log importance ratio per step of "
                               "lag, for the ESS model (None: from the calibration)")
     switch_s: float | None = opt(None, "colocated: seconds per hand-over of the GPUs between "
-                                 "engine and trainer (None: from the calibration)")
+                                 "engine and trainer (None: the system's framework's switch, "
+                                 "harness/sim/switch.py; the calibration's for a live "
+                                 "calibration or a framework without a colocated mode)")

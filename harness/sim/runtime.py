@@ -19,7 +19,7 @@ from harness.core.config import RunConfig
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
-from harness.sim import calibration, knobs
+from harness.sim import calibration, knobs, switch
 from harness.sim.calibration import resolve
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.dispatch import dispatch_of, router
@@ -71,6 +71,12 @@ class SimRuntime(RunnerBase):
             calibration.say_train_mfu(s)  # where trainer and weight sync leave the calibration
         model = load_model(s.model)
         colocated = s.placement == "colocated"
+        probe_switch = self.knobs is not None and "switch_s" in self.knobs.params
+        if colocated and not probe_switch:  # the framework's switch where the calibration's
+            self.params["switch_s"], note = switch.run_switch_s(  # is a prior
+                s, cfg.system, measured, self.params["switch_s"])
+            if note:
+                say_once(note)
         self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
 
         self.step_source = step_source(s, measured.get("decode"))
