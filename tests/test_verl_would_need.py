@@ -7,7 +7,7 @@ import pytest
 from harness.studies.reproduce.family import Miss
 from harness.studies.reproduce.verl_async import runs
 from harness.studies.reproduce.verl_async.would_need import (
-    VerlTrainerMfu,
+    VerlTrainScale,
     VerlWait,
     base_reading,
     baseline_of,
@@ -47,7 +47,7 @@ def test_a_claim_names_its_run_and_its_fit() -> None:
 
 
 def test_a_claims_value_is_the_claims_tables() -> None:
-    """As `claims`: speedup 300 / 120; the 7B's update GPU-seconds 60 / 2 / (90 x 0.75);
+    """As `claims`: speedup 300 / 120; the 7B's update GPU-seconds 60 / 2 / (90 x 0.8);
     Megatron one-step-off's per trajectory 60 / (90 x 16 / 16); the 30B's 60 x 32 /
     (90 x 128)."""
     run = {"step_s": 120.0, "gen_s": 7.0, "wait_s": 9.0, "train_s": 60.0}
@@ -55,7 +55,7 @@ def test_a_claims_value_is_the_claims_tables() -> None:
     assert value("speedup over colocate sync (x, 400 steps)", "fully async 16:16", run,
                  base) == pytest.approx(2.5)
     assert value("update_actor GPU-seconds, fully async / colocate", "fully async 16:16", run,
-                 base) == pytest.approx(60 / 2 / 67.5)
+                 base) == pytest.approx(60 / 2 / 72)
     assert value("one-step-off training GPU-seconds a trajectory / colocate",
                  "one-step-off 4:12 Megatron", run, base) == pytest.approx(60 / 90)
     assert value("30B training GPU-seconds, fully async / colocate", "30B fully async 96:32",
@@ -67,7 +67,7 @@ def test_a_claims_value_is_the_claims_tables() -> None:
 
 
 def test_the_families_take_their_claims() -> None:
-    train, wait = VerlTrainerMfu(), VerlWait()
+    train, wait = VerlTrainScale(), VerlWait()
     assert train.matches(_miss("fully async step (s)", "fully async 16:16 (README.md:357)"))
     assert wait.matches(_miss("fully async gen: trainer wait (s)", "fully async 16:16"))
     assert not train.matches(_miss("fully async gen: trainer wait (s)", "fully async 16:16"))

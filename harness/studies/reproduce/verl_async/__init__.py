@@ -36,31 +36,46 @@ def engine() -> RunConfig:
     return runs.base("verl", 0, 32)
 
 
-def lengths(reading: str) -> dict[int | str, tuple[float, float]]:
-    """A reading's fitted (mean length, MFU) by the colocated run each run takes them from:
-    a 7B size, or a one-row setup's name (`runs.SINGLE`; none in the per-size reading nor
-    in the swapped cells' readings, whose cells only the 7B's fit reads)."""
-    from harness.studies.reproduce.verl_async.fit import prior_mfu
+def lengths(reading: str) -> dict[int | str, tuple[float, float, float]]:
+    """A reading's fitted (mean length, train_scale, train_step_fixed_s) by the colocated
+    run each run takes them from: a 7B size, or a one-row setup's name (`runs.SINGLE`;
+    none in the 7B-only readings: per size, no fixed cost, eager, and the swapped cells', whose
+    cells only the 7B's claims read). The swapped cells change no fit (`fit`)."""
+    from harness.studies.reproduce.verl_async.fit import framework_scale
 
     fitted = calibration.load(PAPER)["lengths"]
-    swapped = reading.endswith(runs.SWAPPED)
-    tail = "_swapped" if swapped else ""
     base = reading.removesuffix(f", {runs.SWAPPED}")
     names = {n: "seven_b" for n in runs.SIZES}
-    if not swapped:
+    if base in runs.BASE_READINGS[::2] and not reading.endswith(runs.SWAPPED):
         names |= {name: name for name in runs.SINGLE}
-    out: dict[int | str, tuple[float, float]] = {}
+    out: dict[int | str, tuple[float, float, float]] = {}
     for key, name in names.items():
         setup = runs.SINGLE.get(name, runs.SEVEN_B)
         if base == runs.BASE_READINGS[0]:
-            out[key] = (float(fitted[name]), float(fitted[f"{name}_train_mfu{tail}"]))
+            out[key] = (float(fitted[name]), float(fitted[f"{name}_train_scale"]),
+                        float(fitted[f"{name}_step_fixed_s"]))
         elif base == runs.BASE_READINGS[2]:
-            out[key] = (float(fitted[f"{name}_from_training{tail}"]),
-                        prior_mfu(setup.framework))
-        elif key in runs.SIZES:
-            out[key] = (float(fitted[f"size_{key}"]),
-                        float(fitted[f"per_size_train_mfu{tail}"]))
+            out[key] = (float(fitted[f"{name}_from_training"]), framework_scale(setup),
+                        float(fitted[f"{name}_from_training_step_fixed_s"]))
+        elif base == runs.NO_FIXED:
+            out[key] = (float(fitted[name]), float(fitted[f"{name}_f0_train_scale"]), 0.0)
+        elif base == runs.EAGER:
+            out[key] = (float(fitted[f"{name}_eager"]),
+                        float(fitted[f"{name}_eager_train_scale"]),
+                        float(fitted[f"{name}_eager_step_fixed_s"]))
+        else:
+            out[key] = (float(fitted[f"size_{key}"]), float(fitted["per_size_train_scale"]),
+                        float(fitted["per_size_step_fixed_s"]))
     return out
+
+
+def trainer(cfg: RunConfig, fitted: tuple[float, float, float], reading: str = "") -> RunConfig:
+    """`cfg` with a reading's kernel trainer (its scale and fixed cost a step), and its
+    engine served eagerly in the eager reading (`runs.EAGER`)."""
+    cfg.sim.engine_eager = reading == runs.EAGER
+    cfg.sim.train_mfu = None
+    cfg.sim.train_scale, cfg.sim.train_step_fixed_s = fitted[1], fitted[2]
+    return cfg
 
 
 def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
@@ -69,20 +84,21 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     tasks, rows = [], []
     for reading in runs.READINGS:
         fitted = lengths(reading)
-        means = {key: mean for key, (mean, _) in fitted.items()}
+        means = {key: value[0] for key, value in fitted.items()}
         folder = traces / reading.replace(" ", "-")
         for run in runs.runs(seed):
             if run.size not in fitted:  # a one-row setup in a 7B-only reading
                 continue
-            cfg = runs.with_lengths(run, means, traces / "profiles")
-            cfg.sim.train_mfu = fitted[run.size][1]
+            cfg = trainer(runs.with_lengths(run, means, traces / "profiles"), fitted[run.size],
+                          reading)
             stem = (f"{reading.replace(', ', '-').replace(' ', '_')}-"  # the progress line
                     f"{run.label.replace(' ', '_').replace(':', '-')}")  # names both
             path = folder / f"{stem}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             tasks.append((cfg, path))
             rows.append({"reading": reading, "label": run.label,
-                         "mean_tokens": means[run.size]})
+                         "mean_tokens": means[run.size], "train_scale": fitted[run.size][1],
+                         "train_step_fixed_s": fitted[run.size][2]})
     done = run_configs(tasks, label="verl-async", progress=progress, reader=runs.summary)
     return pd.DataFrame([{**row, **summary} for row, summary in zip(rows, done, strict=True)])
 

@@ -43,6 +43,27 @@ The harness's choices, each a reading:
   sharding_manager/fsdp_vllm.py:193-240), so the colocated gen read here runs from the
   round's start to its first training, both hand-overs in it, and the first round (which
   the simulator starts with the engine awake) is left out of the means.
+- The trainer is the kernel trainer (harness/sim/trainer) at the reading's fitted
+  `train_scale` and `train_step_fixed_s` (`fit`), in each script's layout: FSDP2's Ulysses
+  sequence parallel (sp_size 4, sh:60) as its context parallelism (a sequence's tokens
+  split over the group), Megatron's TP, PP and CP as the scripts set them; a replica's
+  micro-batch is ppo_max_token_len_per_gpu times the SP or CP size (verl@6f0b21c:verl/
+  workers/actor/dp_actor.py:396, megatron_actor.py:191). Its passes are the calibration's
+  framework's (`[hardware] trainer_framework`): the simulator takes one framework a
+  calibration, so the Megatron setups run under their own, `MEGATRON_PAPER` (the same
+  priors; Megatron's distributed optimizer, no per-micro-batch gathers, no recompute).
+  verl's update_actor times the optimizer's steps with the mini-batches (dp_actor.py:
+  359-503: each mini-batch's `_optimizer_step` inside `update_policy`), so a window's
+  training holds them (`optimizer_spans`), and with them the fixed cost a step.
+- A fully-async `update_actor` is per 512-prompt window, as the colocated one: the trainer
+  takes require_batches x ppo_mini_batch_size = 128 prompts a step, each sample one prompt
+  with its n responses (verl@6f0b21c:recipe/fully_async_policy/fully_async_trainer.py:
+  100-102, fully_async_rollouter.py:298-306), adds each step's metrics to an aggregator
+  (fully_async_trainer.py:266-268) that sums every "timing_s/" metric (detach_utils.py:
+  366-368, 405-406) and logs it once per parameter sync, at the sync's version
+  (fully_async_trainer.py:337-348): four steps, 512 prompts.
+- The colocated runs' weight sync is the transfer model's CUDA IPC publication of the
+  setup's model on its own GPUs (`colocated_sync_s`; harness/sim/weight_sync.py).
 - The 30B fully-async run's weight sync is verl's own measurement of that model's sync
   without checkpoint-engine, 15.76 s (README.md:459, Megatron, 16 trainer and 16 rollout
   ranks): an input measured on the setup's model and GPUs, in place of the 7B's 0.12 s
@@ -58,19 +79,22 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.analysis.spans import busy, train_spans
+from harness.analysis.spans import TrainSpan, busy, train_spans
 from harness.core.config import RunConfig
 from harness.run.execute import reads
 from harness.sim.switch import Switch, switch
+from harness.sim.weight_sync import predict_sync_s
 from harness.studies.reproduce import profiles
 
 PAPER = "verl-async"
+# The Megatron setups' calibration: the same priors under Megatron's passes (fit_file.py)
+MEGATRON_PAPER = "verl-async-megatron"
 ASYNC_ROUNDS = 6  # sync windows simulated: the first (the fill) is left out of the mean
 SYNC_ROUNDS = 3  # the first left out: the simulator starts it with the engine awake
 BASE_READINGS = ("lengths from gen", "lengths from gen, per size", "lengths from training")
@@ -80,7 +104,15 @@ BASE_READINGS = ("lengths from gen", "lengths from gen, per size", "lengths from
 # row and 3.7-4.3 s in every fully-async one; swapped, 55 s and -40 s), the swapped one
 # the second (7B runs only: no other setup reads those cells)
 SWAPPED = "cells swapped (verl@15a9b0f)"
-READINGS = BASE_READINGS + tuple(f"{r}, {SWAPPED}" for r in BASE_READINGS)
+# the gen-fitted 7B with no fixed cost a step (its scale alone fitted), beside its fit: what
+# the fixed cost does (7B runs only)
+NO_FIXED = "lengths from gen, no fixed cost"
+# the gen-fitted 7B with vLLM served eagerly, as verl's rollout did in the runs' era
+# (enforce_eager: True at verl@94d681d:verl/trainer/config/rollout/rollout.yaml:35, the
+# fully-async work's branch; False on main from ff6978c): its own mean, scale and fixed cost
+EAGER = "lengths from gen, eager vLLM (verl@94d681d rollout.yaml:35)"
+READINGS = (BASE_READINGS + tuple(f"{r}, {SWAPPED}" for r in BASE_READINGS)
+            + (NO_FIXED, EAGER))
 PROFILE_SOURCE = "dapo-math-17k"  # the spreads of the lengths (module docstring)
 
 
@@ -97,19 +129,23 @@ class Setup:
     u: int  # ppo_mini_batch_size, in prompts
     r: int  # train_batch_size: the prompts of one step
     tokens_per_gpu: int  # actor_ppo_max_token_len: a dynamic micro-batch's tokens a GPU
-    gpus_per_rank: int  # GPUs of one data-parallel rank (Ulysses SP, or TP x CP)
     mem_fraction: float  # gpu_memory_utilization
     trainer_ep: int = 1
+    trainer_tp: int = 1  # the kernel trainer's layout: Megatron's TP, PP and CP, and
+    trainer_pp: int = 1  # FSDP2's Ulysses sequence parallel as CP (a sequence's tokens split
+    trainer_cp: int = 1  # over the group: `base`)
     colocated_forwards: int = 1  # old_log_prob (and a KL reference's)
     async_forwards: int = 0  # use_rollout_log_probs (and a KL reference's)
     framework: str = "fsdp"  # the trainer's (harness/sim/switch.py prices its switch)
     trainer_shard: int = 0  # GPUs one parameter shard spans (0: every GPU, FSDP)
     colocate_k: int = 0  # the colocated baseline's rollout.n where its script differs (0: k)
     sync_s: float = 0.0  # a measured weight sync of the setup's model (0: the calibration's)
+    eager: bool = False  # vLLM without CUDA graphs (sim.engine_eager: `EAGER`)
 
 
 # The 7B runs (module docstring; sh:38-60, :120)
-SEVEN_B = Setup("7b", "qwen2.5-7b", 28 * 1024, 4, 16, 32, 512, (2048 + 28 * 1024) * 2, 4, 0.80)
+SEVEN_B = Setup("7b", "qwen2.5-7b", 28 * 1024, 4, 16, 32, 512, (2048 + 28 * 1024) * 2, 0.80,
+                trainer_cp=4)
 # Qwen3-30B-A3B-Base (README.md:412-420; shell/grpo_30b_a3b_base_math_megatron_96_32.sh,
 # cited as 30b.sh): 8k responses (:33), n 16 (:104), mini-batch 128 (:105), train batch 512
 # (README), vLLM TP 4 (:64), Megatron TP 2 x CP 2 x EP 8 (:58-60), (prompt + response)
@@ -117,8 +153,9 @@ SEVEN_B = Setup("7b", "qwen2.5-7b", 28 * 1024, 4, 16, 32, 512, (2048 + 28 * 1024
 # forward besides old_log_prob in the colocated run, and in the fully-async one (README's
 # ref column); its sync 15.76 s (README.md:459, module docstring); parameters sharded over
 # EP 8 x TP 2 (the experts: all but about 1.5B of its 30.5B)
-MOE = Setup("moe", "qwen3-30b-a3b", 8 * 1024, 4, 16, 128, 512, 2048 + 8 * 1024, 4, 0.70,
-            trainer_ep=8, colocated_forwards=2, async_forwards=1, framework="megatron",
+MOE = Setup("moe", "qwen3-30b-a3b", 8 * 1024, 4, 16, 128, 512, 2048 + 8 * 1024, 0.70,
+            trainer_ep=8, trainer_tp=2, trainer_cp=2, colocated_forwards=2, async_forwards=1,
+            framework="megatron",
             trainer_shard=16, sync_s=15.76)
 # One-step-off (one_step_off_policy/README.md:53-67, cited as osp.md; its scripts
 # shell/dapo_7b_math_{fsdp2,megatron}_4_12.sh as osp.sh): 16 H20s, 4 generating and 12
@@ -132,12 +169,15 @@ MOE = Setup("moe", "qwen3-30b-a3b", 8 * 1024, 4, 16, 128, 512, 2048 + 8 * 1024, 
 # trajectory its training GPU-seconds are the 4:12 run's (463 x 16 / 8,192 against
 # 467 x 12 / 6,144)
 ONE_STEP_FSDP2 = Setup("one_step_fsdp2", "qwen2.5-7b", 20480, 2, 12, 32, 512,
-                       (2048 + 20480) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1)
+                       (2048 + 20480) * 2, 0.80, trainer_cp=4, colocated_forwards=1,
+                       async_forwards=1)
 ONE_STEP_MEGATRON = Setup("one_step_megatron", "qwen2.5-7b", 8192, 2, 12, 32, 512,
-                          (2048 + 8192) * 2, 4, 0.80, colocated_forwards=1, async_forwards=1,
-                          framework="megatron", trainer_shard=4, colocate_k=16)
+                          (2048 + 8192) * 2, 0.80, trainer_tp=2, trainer_pp=2,
+                          colocated_forwards=1, async_forwards=1, framework="megatron",
+                          trainer_shard=4, colocate_k=16)
 ONE_STEP_ROUNDS = 5  # steps: the first (nothing to overlap) and the last (no next batch) are
 # left out of the mean
+SEVEN_B_EAGER = replace(SEVEN_B, name="7b-eager", eager=True)  # the `EAGER` reading's fit
 SINGLE = {s.name: s for s in (MOE, ONE_STEP_FSDP2, ONE_STEP_MEGATRON)}  # one colocated row
 SIZES = (32, 64, 128)  # 7B colocated GPUs; fully async splits them in halves (:354-361)
 
@@ -164,13 +204,20 @@ def base(system: str, seed: int, gpus: int, setup: Setup = SEVEN_B, trainer_gpus
     cfg = RunConfig(system=system, workload=PROFILE_SOURCE, seed=seed, group_size=k or setup.k,
                     groups=setup.r, update_groups=setup.u, max_response_tokens=setup.max_response)
     s = cfg.sim
+    if calibration == PAPER and setup.framework == "megatron":
+        calibration = MEGATRON_PAPER  # its trainer priced with Megatron's passes
     s.calibration, s.model, s.engine_backend = calibration, setup.model, "vllm"
     s.rollout_gpu = s.trainer_gpu = "h20"
     s.rollout_tp, s.mem_fraction = setup.tp, setup.mem_fraction
+    s.engine_eager = setup.eager
     s.rollout_engines = gpus // setup.tp
     s.trainer_gpus = trainer_gpus or gpus
-    s.trainer_ep = setup.trainer_ep
-    s.micro_batch_tokens = setup.tokens_per_gpu * s.trainer_gpus // setup.gpus_per_rank
+    s.trainer_ep, s.trainer_tp = setup.trainer_ep, setup.trainer_tp
+    s.trainer_pp, s.trainer_cp = setup.trainer_pp, setup.trainer_cp
+    # one data-parallel replica's micro-batch: the per-GPU budget times the group a
+    # sequence is split over (Ulysses SP, verl@6f0b21c:verl/workers/actor/dp_actor.py:396;
+    # Megatron's CP, megatron_actor.py:191); TP and PP ranks share their replica's tokens
+    s.micro_batch_tokens = setup.tokens_per_gpu * setup.trainer_cp
     return cfg
 
 
@@ -192,7 +239,15 @@ def colocated(seed: int, gpus: int, setup: Setup = SEVEN_B) -> RunConfig:
     cfg.sim.placement, cfg.rounds = "colocated", SYNC_ROUNDS
     cfg.sim.log_prob_forwards = setup.colocated_forwards
     cfg.sim.switch_s = round(switch_of(setup, gpus).handover_s, 4)
+    cfg.sim.weight_sync_s = colocated_sync_s(setup, gpus)
     return cfg
+
+
+def colocated_sync_s(setup: Setup, gpus: int) -> float:
+    """A colocated run's parameter sync: the transfer model's CUDA IPC publication of the
+    setup's model on its H20s (harness/sim/weight_sync.py), what the hybrid engine's
+    resharding hands vLLM each step; the fit charges the same (`fit`)."""
+    return round(predict_sync_s(setup.model, "h20", gpus, gpus, path="ipc", colocated=True), 4)
 
 
 def fully_async(seed: int, gpus: int, staleness: float = 0.5, trigger: int = 4,
@@ -284,8 +339,24 @@ def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float
     return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
 
 
+def optimizer_spans(events: list[dict[str, Any]]) -> list[TrainSpan]:
+    """Each optimizer step as a span from the training it follows (its last train_end) to
+    its optimizer_step: verl's update_actor times the optimizer's steps with the
+    mini-batches' forward and backward (the kernel trainer's per-step fixed cost is
+    there)."""
+    out, last = [], None
+    for e in events:
+        if e["ev"] == "train_end":
+            last = e["t"]
+        elif e["ev"] == "optimizer_step" and last is not None:
+            out.append(TrainSpan(-1, last, e["t"], {}))
+            last = None
+    return out
+
+
 @reads("run_start", "rollout_start", "rollout_complete", "train_start", "train_end",
-       "decision", "placement_switch", "request_admit", "request_finish", "run_end")
+       "optimizer_step", "decision", "placement_switch", "request_admit", "request_finish",
+       "run_end")
 def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     """A run's mean step, gen and training seconds, per the module's readings.
 
@@ -295,7 +366,7 @@ def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     its first and last). A colocated gen runs to the window's first training (verl's gen
     holds both sides of the switch, module docstring); its replicas' mean generation
     (verl's generate_sequences) and the longest's lead over it are `replica_times`."""
-    spans = train_spans(events)
+    spans = train_spans(events) + optimizer_spans(events)
     syncs = [e["t"] for e in events if e["ev"] == "decision" and e.get("what") == "param_sync"]
     end = events[-1]["t"]
     if syncs:

@@ -3,8 +3,10 @@
 Two mechanisms decide every prediction of verl's READMEs in the simulator:
 - the asynchronous trainer's speed: the fully-async, 30B and one-step-off steps, their
   training, their speedups over the colocated baselines and their GPU-seconds are searched
-  on that run's `train_mfu` (its colocated baseline stays at its fitted MFU), bounded by 1
-  (the H20's peak) with the colocated fit's MFU beside it;
+  on that run's kernel-trainer `train_scale` (its colocated baseline stays at its fitted
+  scale, and both at the reading's fixed cost a step), bounded below by 1 (the database's
+  own kernels at the same shapes; measured training stacks run at 1.56-1.64, harness/sim/
+  trainer/constants.py) with the colocated fit's scale beside it;
 - the engine's speed at the tail: the trainer's wait for samples (fully-async gen, the
   30B's gen, one-step-off's wait_prev_gen) on the decode step at a small batch
   (`SmallBatchStep`), bounded below by the physical floor.
@@ -81,14 +83,13 @@ def baseline_of(label: str) -> str:
 
 def config_of(label: str, reading: str) -> RunConfig:
     """A run of the reproduction under a reading's fit, as `simulate` sets it."""
-    from harness.studies.reproduce.verl_async import lengths
+    from harness.studies.reproduce.verl_async import lengths, trainer
 
     fitted = lengths(reading)
     run = next(r for r in runs.runs(0) if r.label == label)
-    cfg = runs.with_lengths(run, {k: mean for k, (mean, _) in fitted.items()},
+    cfg = runs.with_lengths(run, {k: value[0] for k, value in fitted.items()},
                             TRACES / "verl-async" / "profiles")
-    cfg.sim.train_mfu = fitted[run.size][1]
-    return cfg
+    return trainer(cfg, fitted[run.size], reading)
 
 
 def simulate(label: str, reading: str, tag: str) -> dict[str, float]:
@@ -119,14 +120,15 @@ def value(claim: str, label: str, run: dict[str, float], base: dict[str, float])
     return run["step_s"]
 
 
-class VerlTrainerMfu(Family):
-    """The asynchronous trainer's speed decides its step, its training and its speedups."""
+class VerlTrainScale(Family):
+    """The asynchronous trainer's speed decides its step, its training and its speedups:
+    its kernel time over the database's kernels (lower is faster)."""
 
     paper = runs.PAPER
     claims = TRAIN_CLAIMS
-    parameter = "asynchronous run's trainer MFU (H20)"
-    unit = "fraction of peak"
-    lo, hi = 0.05, 1.5
+    parameter = "asynchronous run's trainer train_scale (H20, kernel trainer)"
+    unit = "x the database's kernel time"
+    lo, hi = 0.05, 8.0
     log = True
 
     def __init__(self) -> None:
@@ -159,21 +161,23 @@ class VerlTrainerMfu(Family):
         key = (baseline_of(label), reading)
         if key not in self.baselines:
             self.baselines[key] = simulate(key[0], reading, "baseline")
-        with active(Knobs(params={"train_mfu": x})):
-            run = simulate(label, reading, f"mfu{x:.4g}")
+        with active(Knobs(params={"train_scale": x})):
+            run = simulate(label, reading, f"scale{x:.4g}")
         return {_key(m): value(m.claim, label, run, self.baselines[key])
                 for m in self.pending if self.group(m) == group}
 
     def outcome(self, m: Miss, sol: Solution) -> Outcome:
         now = self.current(m)
-        out = Outcome(m, self.parameter, self.unit, now, physical_bound="1 (the H20's peak)",
-                      note=f"{describe(sol, m, 'train_mfu')}; the colocated baseline at its "
-                           f"fitted MFU {now:.3g}")
+        out = Outcome(m, self.parameter, self.unit, now,
+                      physical_bound="1 (the database's own kernels; measured training "
+                                     "stacks 1.56-1.64)",
+                      note=f"{describe(sol, m, 'train_scale')}; the colocated baseline at its "
+                           f"fitted scale {now:.3g}")
         if sol.status == UNREACHABLE:
             out.would_need = UNREACHABLE
         else:
             out.would_need = sol.x
-            out.plausible = "yes" if sol.x <= 1 else "no"
+            out.plausible = "yes" if sol.x >= 1 else "no"
         return out
 
 
@@ -213,4 +217,4 @@ class VerlWait(SmallBatchStep):
 
 
 # The families, in the order their searches run.
-FAMILIES: tuple[type[Family], ...] = (VerlTrainerMfu, VerlWait)
+FAMILIES: tuple[type[Family], ...] = (VerlTrainScale, VerlWait)
