@@ -60,7 +60,7 @@ def test_the_allocation_as_build_cmd_makes_it() -> None:
     cfg = runs.areal("7B", 16384, 64)
     # 48 SGLang GPUs at TP 1; 16 trainer GPUs at TP 1 x PP 4: 4 ranks of 32,768 tokens
     assert (cfg.sim.rollout_engines, cfg.sim.trainer_gpus) == (48, 16)
-    assert cfg.sim.micro_batch_tokens == 4 * 32768
+    assert (cfg.sim.trainer_tp, cfg.sim.trainer_pp, cfg.sim.micro_batch_tokens) == (1, 4, 32768)
     assert cfg.max_response_tokens == 16384 - 1024
     big = runs.areal("32B", 32768, 256)
     assert (big.sim.rollout_tp, big.sim.rollout_engines, big.sim.mem_fraction) == (8, 24, 0.7)
@@ -81,18 +81,62 @@ def test_the_verl_fit_runs_only_its_declared_rows(monkeypatch: pytest.MonkeyPatc
     seen = []
 
     def fake(tasks, progress=False, reader=None):  # noqa: ANN001, ANN202
+        # a step of 100 s + 50 s x scale + the fixed cost, 2.574e7 tokens a step
         seen.extend(cfg for cfg, _ in tasks)
-        return [{"throughput": 1e5} for _ in tasks]
+        steps = [100 + 50 * cfg.sim.train_scale + (cfg.sim.train_step_fixed_s or 0)
+                 for cfg, _ in tasks]
+        return [{"throughput": 2.574e7 / t, "step_s": t} for t in steps]
 
     monkeypatch.setattr(fit, "run_configs", fake)
-    fit.fit_verl_mfu(runs.READINGS[0], tmp_path, lambda _m: None)
-    fit.fit_areal_mfu(tmp_path, lambda _m: None)
+    fit.fit_verl(runs.READINGS[0], tmp_path, lambda _m: None)
+    # Fig. 7's 128.7k tokens/s is a 200 s step of 2.574e7 tokens: scale (200 - 100) / 50
+    assert fit.fit_areal(tmp_path, lambda _m: None) == 2.0
     verl = {(c.sim.model, c.max_response_tokens + 1024, c.sim.trainer_gpus)
             for c in seen if c.system == "verl"}
     assert verl == {(runs.MODELS[m], c, n) for m, c, n in fit.FIT_ROWS}
     areal = [c for c in seen if c.system == "areal"]
     assert areal and all(c.areal.max_head_offpolicyness == 0 for c in areal)
     assert set(fit.targets()) == set(fit.FIT_ROWS)
+
+
+def test_the_scale_and_fixed_cost_fit_by_hand() -> None:
+    # steps A + B x scale + fixed with B halving with GPUs; made at scale 3 and 20 s a step
+    ab = {32: (100.0, 50.0), 64: (100.0, 25.0), 256: (100.0, 6.25)}
+    observed = {n: a + b * 3 + 20 for n, (a, b) in ab.items()}  # 270, 195, 138.75
+    scale, fixed, rms = fit.fit_scale_fixed(ab, observed)
+    assert scale == pytest.approx(3.0, rel=1e-3) and fixed == pytest.approx(20.0, abs=0.05)
+    assert rms < 1e-4
+    # one GPU count: the fixed cost and the scale trade off, the fit still meets the rows
+    _, _, rms_one = fit.fit_scale_fixed({32: ab[32]}, {32: observed[32]})
+    assert rms_one < 1e-4
+
+
+def test_verls_runs_take_the_kernel_trainer_on_fsdp_served_eagerly() -> None:
+    from harness.sim import calibration
+    from harness.sim.trainer.build import mfu_line_reason
+    from harness.sim.trainer.speed import framework_of
+
+    cfg = runs.verl("7B", 16384, 64, runs.READINGS[0])
+    data = calibration.load(cfg.sim.calibration)
+    assert cfg.sim.calibration == runs.VERL_CALIBRATION and framework_of(data) == "fsdp"
+    assert mfu_line_reason(cfg.sim, data) is None  # the kernel trainer prices it
+    assert cfg.sim.engine_eager and cfg.sim.micro_batch_tokens == 16384  # a GPU's tokens
+    areal = runs.areal("7B", 16384, 64)
+    assert framework_of(calibration.load(areal.sim.calibration)) == "megatron"
+    assert mfu_line_reason(areal.sim, calibration.load(areal.sim.calibration)) is None
+    for reading in runs.READINGS:  # each reading's own fit, as calibrate wrote it
+        scale, fixed = fit.verl_speed(reading)
+        assert scale > 0 and fixed >= 0
+
+
+def test_the_staleness_family_searches_the_kernel_trainers_scale() -> None:
+    from harness.studies.reproduce.areal import would_need as wn
+
+    family = wn.ArealTrainer()
+    assert family.knob == "train_scale" and (family.lo, family.hi) == (0.1, 30.0)
+    assert family.neutral == pytest.approx(
+        float(__import__("harness.sim.calibration", fromlist=["load"]).load(
+            runs.PAPER)["fit"]["train_scale"]))
 
 
 def _sim() -> tuple[pd.DataFrame, pd.DataFrame]:

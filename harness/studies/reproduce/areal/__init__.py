@@ -22,7 +22,7 @@ from harness.sim import calibration
 from harness.studies.claims import Claim
 from harness.studies.reproduce.areal import claims, dynsched, readings, runs
 from harness.studies.reproduce.areal.figures import scaling_figure, staleness_figure
-from harness.studies.reproduce.areal.fit import verl_key
+from harness.studies.reproduce.areal.fit import verl_speed
 from harness.studies.reproduce.grid import run_configs
 from harness.studies.reproduce.pool import is_twin
 
@@ -45,8 +45,8 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> tuple[pd.DataFra
     for reading in runs.READINGS:
         for run in runs.scaling_runs(reading, seed):
             cfg = runs.with_mean(run.cfg, float(lengths["mean_prior"]), traces / "profiles")
-            if cfg.system == "verl":  # verl's MFU, fitted per reading (fit.py)
-                cfg.sim.train_mfu = float(lengths[verl_key(reading)])
+            if cfg.system == "verl":  # verl's trainer, fitted per reading (fit.py)
+                cfg.sim.train_scale, cfg.sim.train_step_fixed_s = verl_speed(reading)
             stem = f"{reading}-{run.label}".replace(" ", "_").replace("'", "")
             tasks.append((cfg, traces / f"{stem}.jsonl"))
             rows.append({"reading": reading, "label": run.label})

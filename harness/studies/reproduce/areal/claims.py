@@ -5,7 +5,7 @@ claim its tolerance beside it (TOL, a fraction of each bound, as the other paper
 Kinds, per the calibration rule (`fit`):
 - input: the rows a fit saw (verl's smallest-GPU rows, fit.FIT_ROWS; Fig. 7's
   staleness 0, fit.STALENESS_FIT);
-- prediction: everything else: verl's other rows (its scaling, from the fitted MFU),
+- prediction: everything else: verl's other rows (its scaling, from the fitted trainer scale),
   every AReaL row, AReaL over verl, the other staleness bars, Table 2's speedup.
 """
 

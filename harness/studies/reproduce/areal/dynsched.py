@@ -17,8 +17,9 @@ Qwen3.5-35B-A3B cannot be expressed: its config.json (models/qwen3.5-35b-a3b, th
 defaults of transformers' Qwen3_5MoeTextConfig, which names that checkpoint) is refused,
 and the line that refuses it is kept (`refusal`). The nearest expressible model, the
 `qwen3-30b-a3b` preset (a 3B-active Qwen MoE of 128 experts, without Qwen3.5's linear
-attention), stands in, and every row says so. The simulator's H20 trainer runs at the
-neutral MFU prior (the `areal` calibration's fit belongs to H800s), nothing fitted here.
+attention), stands in, and every row says so. The simulator's H20 trainer is the kernel
+trainer at Megatron's measured scale (the `areal` calibration's
+fit belongs to H800s), nothing fitted here.
 """
 
 from __future__ import annotations

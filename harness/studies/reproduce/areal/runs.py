@@ -15,8 +15,8 @@ trainer. The DeepSeek distills have Qwen2.5's shapes: the 7B and 32B are the
 What the source leaves out, each a reading (docs/reproductions.md#areal):
 - The GPU. AReaL's docs name 8 H800s a node (docs/tutorial/installation.md:9; the v0.1
   blog's runs, blog/AReaL_v0_1.md:30). The simulator prices H800 and H100 alike
-  (harness/sim/presets/kernel_gpus.toml:72-78 stands H100 kernels in; the trainer is
-  FLOPs over MFU at the same 989 TFLOPS), so H800 is run and stands for both.
+  (harness/sim/presets/kernel_gpus.toml:72-78 stands H100 kernels in, for the engine and
+  the kernel trainer alike), so H800 is run and stands for both.
 - verl's config (its scripts are in a repository not stored here). verl@76084d3's
   defaults (verl/trainer/config/ppo_trainer.yaml:88-107: vLLM, tensor parallel 2,
   gpu_memory_utilization 0.5, no KL loss at :47) or AReaL's own engine layout
@@ -24,12 +24,15 @@ What the source leaves out, each a reading (docs/reproductions.md#areal):
 - Response lengths: none are published. The profile is deepscaler's (competition math, as
   AReaL-boba's data): its spreads and its mean of 4,500 tokens (MEAN_PRIOR), a prior not
   fitted, at the 32k cap; a 16k run truncates the same lengths. The simulated verl is far
-  faster than the published one at any mean (it runs no eager vLLM, ppo_trainer.yaml:101,
-  nor any switch beyond the 74 s a step of verl's one-step-off README that
-  harness/sim/switch.py charges), so no length could be fitted to verl's rows: what is
-  fitted to them is verl's trainer MFU (`fit`), which takes up what verl's step spends
-  beyond the simulated engine and switch; AReaL's trainer MFU is fitted to Fig. 7's
-  staleness 0.
+  faster than the published one at any mean, even served eagerly as verl@76084d3 served
+  vLLM (enforce_eager: True, ppo_trainer.yaml:101; `sim.engine_eager`) and with the 74 s
+  a step of verl's one-step-off README that harness/sim/switch.py charges, so no length
+  could be fitted to verl's rows: what is fitted to them is verl's trainer (`fit`: the
+  kernel trainer's `train_scale` on FSDP), which takes up what verl's step spends beyond
+  the simulated engine and switch; AReaL's trainer scale is fitted to Fig. 7's staleness 0.
+  Both trainers are laid out as the source runs them: AReaL's Megatron-style TP x PP
+  (build_cmd.py:106-115) with 32,768-token micro-batches a rank, verl's FSDP on every GPU
+  with 16,384 tokens a GPU.
 
 A step's effective throughput (bench/README.md:3-6) is the tokens a step trains over the
 time between optimizer steps; the first step is left out (AReaL's pipeline fills there).
@@ -51,6 +54,10 @@ from harness.studies.reproduce import profiles
 from harness.studies.reproduce.areal.readings import PANELS, STALENESS_CAP, STALENESS_GPUS
 
 PAPER = "areal"
+# verl's runs take a calibration of their own: its trainer is FSDP (verl v0.3's actor),
+# whose measured constants and layout (sharded, recomputed) the kernel trainer reads from
+# a calibration's [hardware] trainer_framework; AReaL's trainer is Megatron-style (areal.toml)
+VERL_CALIBRATION = "areal-verl"
 MODELS_DIR = Path(__file__).parent / "models"
 
 
@@ -132,8 +139,8 @@ def areal(model: str, ctx: int, gpus: int, seed: int = 0, staleness: int = 4,
     s.engine_backend, s.rollout_tp = "sglang", sglang_tp(model)
     s.rollout_engines, s.trainer_gpus = rollout // s.rollout_tp, train
     s.mem_fraction = areal_memory(model)
-    tp, pp = trainer_layout(model)
-    s.micro_batch_tokens = 32768 * (train // (tp * pp))  # per data-parallel rank (:33)
+    s.trainer_tp, s.trainer_pp = trainer_layout(model)
+    s.micro_batch_tokens = 32768  # a data-parallel rank's micro-batch (:33)
     s.log_prob_forwards = 1  # recompute_logprob (areal_config.yaml:25)
     cfg.areal.max_head_offpolicyness = staleness
     cfg.areal.max_concurrent_rollouts = 512  # areal_config.yaml:6
@@ -144,13 +151,15 @@ def verl(model: str, ctx: int, gpus: int, reading: str, seed: int = 0) -> RunCon
     """verl v0.3's colocated synchronous PPO on all `gpus` GPUs, under `reading`."""
     cfg = _base("verl", model, ctx, seed, VERL_ROUNDS)
     s = cfg.sim
+    s.calibration = VERL_CALIBRATION
     s.placement, s.engine_backend = "colocated", "vllm"
+    s.engine_eager = True  # enforce_eager: True (ppo_trainer.yaml:101 at verl@76084d3)
     if reading == READINGS[0]:  # ppo_trainer.yaml:99, :104 (verl@76084d3)
         s.rollout_tp, s.mem_fraction = 2, 0.5
     else:
         s.rollout_tp, s.mem_fraction = sglang_tp(model), areal_memory(model)
     s.rollout_engines, s.trainer_gpus = gpus // s.rollout_tp, gpus
-    s.micro_batch_tokens = 16384 * gpus  # ppo_max_token_len_per_gpu (ppo_trainer.yaml:38)
+    s.micro_batch_tokens = 16384  # ppo_max_token_len_per_gpu (ppo_trainer.yaml:38), a GPU's
     s.log_prob_forwards = 1  # old_log_prob; no reference (use_kl_loss False, :47)
     # the hybrid engine's switch as verl's own one-step-off README measured it
     # (harness/sim/switch.py: 74 s a step under FSDP2, bytes re-priced for the setup)

@@ -4,10 +4,12 @@
   batch (`SmallBatchStep`): the simulated throughput outruns the published one as GPUs
   grow and each engine's batch shrinks, so the decode step at a few sequences is the
   knob; the bound is the physical floor under it (an engine can be slower, never faster).
-- Fig. 7's staleness bars and Table 2's speedup on AReaL's trainer MFU: past staleness 0
-  the simulated runs are trainer-bound, so the trainer's speed is the knob; the bound is
-  the fit's own input, staleness 0's 128.7k tokens/s, which the MFU must still give
-  within its 10% (as RollPacker's MFU family is bounded by veRL's training share).
+- Fig. 7's staleness bars and Table 2's speedup on AReaL's trainer speed: past staleness 0
+  the simulated runs are trainer-bound, so the trainer's speed is the knob, the one the
+  calibration fits (`train_scale` under the kernel trainer, `train_mfu` on the MFU line:
+  `trainer_knob`); the bound is the fit's own input, staleness 0's 128.7k tokens/s, which
+  the knob must still give within its 10% (as RollPacker's trainer family is bounded by
+  veRL's training share).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from collections.abc import Hashable
 
 from harness.core.config import RunConfig
 from harness.sim.calibration import load as calibration_file
+from harness.sim.calibration import resolve
 from harness.sim.knobs import Knobs, active
+from harness.studies.reproduce import trainer_knob
 from harness.studies.reproduce.areal import readings, runs
-from harness.studies.reproduce.areal.fit import verl_key
+from harness.studies.reproduce.areal.fit import verl_speed
 from harness.studies.reproduce.bracket import Solution
 from harness.studies.reproduce.family import (
     TRACES,
@@ -54,7 +58,7 @@ def scaling_config(system: str, config: str, reading: str) -> RunConfig:
            else runs.verl(model, ctx, gpus, reading))
     cfg = runs.with_mean(cfg, float(lengths["mean_prior"]), FOLDER / "profiles")
     if system == "verl":
-        cfg.sim.train_mfu = float(lengths[verl_key(reading)])
+        cfg.sim.train_scale, cfg.sim.train_step_fixed_s = verl_speed(reading)
     return cfg
 
 
@@ -103,22 +107,33 @@ def eta_of(config: str) -> int | None:
     return None if word == "unbounded" else int(word)
 
 
-class ArealMfu(Family):
-    """Past staleness 0 the simulated runs are trainer-bound: the trainer's MFU."""
+class ArealTrainer(Family):
+    """Past staleness 0 the simulated runs are trainer-bound: the trainer's speed, the knob
+    the calibration fits (a `train_mfu` probe of a kernel-priced run would switch it to the
+    MFU line instead of moving its trainer: `trainer_knob`)."""
 
     paper = runs.PAPER
     claims = STALENESS
-    parameter = "AReaL trainer MFU (H800)"
-    unit = "fraction of peak"
-    lo, hi = 0.02, 0.8
-    neutral = float(calibration_file(runs.PAPER)["fit"]["train_mfu"])  # as fitted
+    RANGES = {trainer_knob.MFU: (0.02, 0.8), trainer_knob.SCALE: (0.1, 30.0)}
+    PARAMETERS = {trainer_knob.MFU: ("AReaL trainer MFU (H800)", "fraction of peak"),
+                  trainer_knob.SCALE: ("AReaL trainer kernel time over the database's "
+                                      "(train_scale, H800 on H100 kernels)", "x")}
+
+    def __init__(self) -> None:
+        super().__init__()
+        cfg = staleness_config(0)
+        self.knob = trainer_knob.knob(cfg)
+        self.lo, self.hi = self.RANGES[self.knob]
+        self.parameter, self.unit = self.PARAMETERS[self.knob]
+        self.neutral = resolve(cfg.sim)[self.knob]  # as calibrated
 
     def group(self, m: Miss) -> Hashable:
         return m.config
 
     def at(self, eta: int | None, x: float) -> float:
-        with active(Knobs(params={"train_mfu": x})):
-            return throughput(staleness_config(eta), f"mfu-{runs.eta_label(eta)}-{x:.5g}")
+        with active(Knobs(params={self.knob: x})):
+            return throughput(staleness_config(eta),
+                              f"{self.knob}-{runs.eta_label(eta)}-{x:.5g}")
 
     def evaluate(self, group: Hashable, x: float) -> dict[tuple[str, ...], float]:
         config = str(group)
@@ -131,7 +146,7 @@ class ArealMfu(Family):
         out = Outcome(m, self.parameter, self.unit, self.neutral,
                       physical_bound=f"staleness 0 stays at {want / 1000:g}k tokens/s "
                                      "+-10% (the fit's input)",
-                      note=describe(sol, m, "train_mfu"))
+                      note=describe(sol, m, self.knob))
         if sol.status == UNREACHABLE:
             out.would_need = UNREACHABLE
             return out
@@ -142,4 +157,4 @@ class ArealMfu(Family):
         return out
 
 
-FAMILIES: tuple[type[Family], ...] = (ArealMfu, ArealSmallBatch)
+FAMILIES: tuple[type[Family], ...] = (ArealTrainer, ArealSmallBatch)
