@@ -175,6 +175,15 @@ def test_dynamic_schedule_reading_by_hand() -> None:
     assert math.isclose(dynsched.WAIT_BOUND, 0.05)
 
 
+def test_the_dynamic_schedules_twin_runs_on_the_roofline(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    # plan's runs do not go through the pool, so the claims' roofline twin's step model
+    # reaches them only through the config (before: the twin's rows held the kernels' values)
+    assert dynsched.config(16, 16).sim.step_model == "kernels"
+    monkeypatch.setattr(dynsched, "step_model_override", lambda: "roofline")
+    assert dynsched.config(16, 16).sim.step_model == "roofline"
+
+
 def test_would_need_reads_its_rows_back() -> None:
     from harness.studies.reproduce.areal import would_need as wn
     from harness.studies.reproduce.family import Miss

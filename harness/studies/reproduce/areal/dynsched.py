@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.studies.claims import Claim
+from harness.studies.reproduce.pool import step_model_override
 
 SOURCE = "verl@1dda039 dynamic_schedule/README.md"
 MODEL = Path(__file__).parent / "models" / "qwen3.5-35b-a3b" / "config.json"
@@ -62,6 +63,9 @@ def config(trainer: int, rollout: int, seed: int = 0) -> RunConfig:
     s.rollout_tp, s.rollout_engines, s.mem_fraction = 8, rollout // 8, 0.7
     s.trainer_gpus, s.trainer_ep = trainer, 8
     s.log_prob_forwards = 0  # calculate_log_probs from the engine (ds.sh:103)
+    # plan simulates these outside the reproduction's pool, which sets the claims' roofline
+    # twin's step model on the runs it is handed: so the twin's is set here
+    s.step_model = step_model_override() or s.step_model  # type: ignore[assignment]
     v = cfg.verl_async
     v.staleness_threshold, v.trigger_parameter_sync_step = 0.5, 4
     v.require_batches, v.partial_rollout = 1, True
