@@ -37,6 +37,7 @@ import tempfile
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 
+from harness.core.config import RunConfig
 from harness.core.files import git_commit, write_atomic
 from harness.core.progress import say
 from harness.sim import calibration
@@ -111,16 +112,14 @@ def fit_scale_fixed(ab: Mapping[Hashable, tuple[float, float]],
     return scale, fixed, math.sqrt(loss(scale, fixed) / len(observed))
 
 
-def _step_times(tasks: list[tuple[object, Path]]) -> list[tuple[float, float]]:
+def _step_times(tasks: list[tuple[RunConfig, Path]]) -> list[tuple[float, float]]:
     """(step seconds, tokens a step) of each run (`runs.summary`)."""
-    out = []
-    for r in run_configs(tasks, progress=False, reader=runs.summary):  # type: ignore[arg-type]
-        out.append((r["step_s"], r["throughput"] * r["step_s"]))
-    return out
+    return [(r["step_s"], r["throughput"] * r["step_s"])
+            for r in run_configs(tasks, progress=False, reader=runs.summary)]
 
 
 def _verl_tasks(reading: str, folder: Path, scale: float, fixed: float
-                ) -> list[tuple[object, Path]]:
+                ) -> list[tuple[RunConfig, Path]]:
     tasks = []
     for m, c, n in FIT_ROWS:
         cfg = runs.with_mean(runs.verl(m, c, n, reading), runs.MEAN_PRIOR, folder)
@@ -158,7 +157,7 @@ def staleness_mean() -> float:
     return round(readings.staleness_sample_tokens() - prompt)
 
 
-def _staleness_task(folder: Path, scale: float) -> list[tuple[object, Path]]:
+def _staleness_task(folder: Path, scale: float) -> list[tuple[RunConfig, Path]]:
     cfg = runs.with_mean(runs.staleness_run(STALENESS_FIT), staleness_mean(), folder,
                          readings.STALENESS_CAP)
     cfg.sim.train_scale = scale
