@@ -17,6 +17,7 @@ from harness.sim.knobs import Knobs, active
 from harness.sim.presets import load_model
 from harness.sim.runtime import SimRuntime
 from harness.sim.trainer import constants
+from harness.sim.trainer.layout import Layout
 from harness.sim.trainer.step import KernelTrainModel
 
 MEGATRON_SCALE = constants.FRAMEWORKS["megatron"]["scale"]
@@ -158,3 +159,36 @@ def test_an_a100_trainer_is_priced_from_tables_that_time_no_windows(tmp_path: Pa
     assert "window_size" not in db.tables("a100-80gb-sxm").attention.columns
     model = runtime(tmp_path, trainer_gpu="a100-80gb-sxm").trainer._model
     assert isinstance(model, KernelTrainModel) and model.micro_time([2048]) > 0
+
+
+def test_a_stream_train_on_half_the_gpus_spreads_over_the_replicas_it_has() -> None:
+    """RollPacker's stream trainer trains on the GPUs the engine released: the kernel
+    trainer prices that on a layout of those GPUs (8 sequences on 8 of 16 GPUs: one a
+    replica either way, so the same time), where the pool's time times 16/8 doubled it."""
+    import asyncio
+
+    from harness.core.runtime import Group, Prompt, Response
+    from harness.sim.components import SimTrainer
+    from harness.sim.loop import VirtualTimeLoop
+    from harness.sim.presets import load_hardware
+
+    hw, m = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+    full = KernelTrainModel("h100-sxm", hw, m, Layout(16, fsdp=False), "megatron")
+    half = full.on_gpus(8)
+    assert half is not None and half.layout.dp == 8
+    assert half.micro_time([2048] * 8) == full.micro_time([2048] * 8)
+    assert full.on_gpus(8) is half  # kept per count
+    assert KernelTrainModel("h100-sxm", hw, m, Layout(16, tp=4), "megatron").on_gpus(6) is None
+
+    prompt = Prompt(0, 1024)
+    group = Group(0, 0, prompt, [Response(None, 1024, [[0, 1024]], "finished")  # type: ignore[arg-type]
+                                 for _ in range(8)])
+    loop = VirtualTimeLoop()
+    trainer = SimTrainer(full, None, lambda *a, **k: None, 16384 * 16, 0.0, gpus=16)
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(trainer.train(0, [group], gpus=8))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert loop.time() == pytest.approx(full.micro_time([2048] * 8))

@@ -83,7 +83,11 @@ class SimTrainer:
         async with self.lock:
             if self._share is not None and not partial:
                 await self._share.trainer_acquire()
-            slowdown = self.gpus / gpus if partial and gpus else 1.0
+            model, slowdown = self._model, self.gpus / gpus if partial and gpus else 1.0
+            fewer = self._model.on_gpus(gpus) if partial and gpus and hasattr(
+                self._model, "on_gpus") else None
+            if fewer is not None:  # the kernel trainer spreads over the GPUs it has
+                model, slowdown = fewer, 1.0
             micros = self.micro_batches(groups)
             for group in groups:
                 for resp in group.responses:
@@ -91,7 +95,7 @@ class SimTrainer:
                         self._lags[lag] = self._lags.get(lag, 0) + n
             self._emit("train_start", batch=batch, micro_batches=len(micros),
                        samples=sum(map(len, micros)), gpus=gpus or self.gpus)
-            await asyncio.sleep(slowdown * sum(self._model.micro_time(m) for m in micros))
+            await asyncio.sleep(slowdown * sum(model.micro_time(m) for m in micros))
             self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
 
     async def step(self) -> int:

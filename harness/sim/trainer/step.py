@@ -24,7 +24,7 @@ a calibration's fixed cost per step that does not shrink with GPUs (`speed.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.sim.perf import moe_layers
@@ -70,7 +70,7 @@ class KernelTrainModel:
     fitted: tuple[float, float, float] | None = None  # (fixed_s, scale, forward_fixed_s)
     scale: float | None = None  # a calibration's fitted scale in place of the framework's
     step_fixed_s: float = 0.0  # per optimizer step, not shrinking with GPUs (a calibration's)
-    _cache: dict[Any, float] = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # -- the interface SimTrainer uses ---------------------------------------
     @property
@@ -105,6 +105,17 @@ class KernelTrainModel:
             ranks[i].append(n)
             load[i] += n
         return float(max(self.rank_time(r) for r in ranks))  # numpy's floats off the clock
+
+    def on_gpus(self, gpus: int) -> KernelTrainModel | None:
+        """This trainer on `gpus` of its GPUs (RollPacker's stream trainer trains on the
+        GPUs the engine has released): the same layout with fewer data-parallel
+        replicas, or None where TP x PP x CP does not divide `gpus`. Kept per count."""
+        key = ("gpus", gpus)
+        if key not in self._cache:
+            layout = replace(self.layout, gpus=gpus)
+            self._cache[key] = (None if layout.check() else
+                                replace(self, layout=layout, _cache={}))
+        return self._cache[key]
 
     # -- the parts ----------------------------------------------------------------
     @property
