@@ -46,10 +46,9 @@ every APRIL trace, and on the simulator's virtual clock such ties are rare.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Request, Runtime
+from harness.core.runtime import Group, Handle, Request, Runtime
 from systems.common import BatchCounter, PartialGroup
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
@@ -155,11 +154,11 @@ class APRIL:
         self.spare = self.spare[cfg.groups :]
         for group in ready:
             self._ready(rt, group)
-        finished = asyncio.Event()
+        finished = rt.event()
         stopped: list[PartialGroup] = []
         if len(ready) == cfg.groups:
             finished.set()
-        live: dict[asyncio.Task[bool], PartialGroup] = {}
+        live: dict[Handle[bool], PartialGroup] = {}
         buffer, self.carried = self.carried, []  # slime's data buffer: aborted groups
         batches = 0  # over-sampling batches submitted this round
         limit_said = False
@@ -181,7 +180,7 @@ class APRIL:
             for prompt in rt.workload.take(over - len(resumed)):
                 launch(PartialGroup(Group(rt.new_group_id(), rnd, prompt)), False)
 
-        def on_done(task: asyncio.Task[bool]) -> None:
+        def on_done(task: Handle[bool]) -> None:
             nonlocal limit_said
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
@@ -228,7 +227,7 @@ class APRIL:
         # abort may still wait in the loop's queue: let them run, so that `stopped`
         # holds every group the abort stopped (and in the order they stopped).
         while live:
-            await asyncio.sleep(0)
+            await rt.sleep(0)
         if cfg.partial_rollout:  # the buffer: groups not resubmitted, then those stopped
             self.carried = buffer + stopped
         elif stopped:
