@@ -44,7 +44,7 @@ def test_spawn_runs_after_the_caller_and_sleeps_wake_in_order() -> None:
     assert co.live == {}
 
 
-def test_a_wait_resumes_its_waiters_in_the_order_they_parked() -> None:
+def test_a_wait_resumes_its_waiters_after_the_setter_in_the_order_they_parked() -> None:
     co, seen, gate = _driver(), [], Wait()
 
     async def waiter(name: str) -> None:
@@ -60,7 +60,7 @@ def test_a_wait_resumes_its_waiters_in_the_order_they_parked() -> None:
             await proc
 
     co.run(main())
-    assert seen == [("x", 7, 3.0), ("y", 7, 3.0), "set"]
+    assert seen == ["set", ("x", 7, 3.0), ("y", 7, 3.0)]  # main runs on to its await first
 
 
 def test_cancel_raises_at_the_await_and_cancels_what_it_awaits() -> None:
@@ -92,6 +92,7 @@ def test_cancel_raises_at_the_await_and_cancels_what_it_awaits() -> None:
         me.append(co.spawn(cancels_itself(me)))
         await co.sleep(2.0)
         assert p.cancel()
+        await co.sleep(0)  # it raises at its await on its next turn, as on asyncio
         assert p.cancelled() and q.cancelled() and me[0].cancelled()
         with pytest.raises(Cancelled):
             p.result()

@@ -8,8 +8,9 @@ could tell the difference:
 
 - `spawn` runs a coroutine's first step on the heap, now but after what is already
   due now (as `create_task` does), never inside the caller;
-- a Wait that resolves resumes the coroutines parked on it at once, in the order they
-  parked (the heap's order decides everything else);
+- a Wait that resolves resumes the coroutines parked on it on the heap, now, in the
+  order they parked: the one that resolved it runs on to its next await first, as on
+  asyncio, but with one entry on the heap where asyncio takes two turns of its loop;
 - `cancel()` of a spawned coroutine raises `Cancelled` at its await and cancels what it
   awaits (as asyncio's does); of one that is running, at its next await;
 - a spawned coroutine that raises fails the run: the driver stops the heap and raises
@@ -100,8 +101,8 @@ class Wait:
             raise RuntimeError("a Wait resolves once")
         self._state, self._value = state, value
         waiters, self._waiters = self._waiters, []
-        for proc in waiters:
-            proc._wake()
+        for proc in waiters:  # each resumes on the heap, now, in the order it parked
+            proc._driver.heap.call_soon(proc._wake, self)
         callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
             fn(self)
@@ -110,12 +111,14 @@ class Wait:
 class Proc(Wait):
     """A spawned coroutine: a Wait for its return value."""
 
-    __slots__ = ("_coro", "_driver", "_on", "_running", "_cancel_asked")
+    __slots__ = ("_coro", "_driver", "_on", "_running", "_cancel_asked", "_fails_run")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], driver: Driver) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], driver: Driver,
+                 fails_run: bool = True) -> None:
         super().__init__()
         self._coro = coro
         self._driver = driver
+        self._fails_run = fails_run
         self._on: Wait | None = None  # what it is parked on
         self._running = False
         self._cancel_asked = False
@@ -135,7 +138,9 @@ class Proc(Wait):
         if on is not None and self in on._waiters:
             on._waiters.remove(self)
 
-    def _wake(self) -> None:
+    def _wake(self, wait: Wait) -> None:
+        if self._on is not wait:  # no longer parked on it (thrown into meanwhile)
+            return
         self._on = None
         self._step(None, None)
 
@@ -164,7 +169,8 @@ class Proc(Wait):
             self._state, self._value = _FAILED, err
             raise
         except BaseException as err:  # noqa: BLE001 - a failed coroutine fails the run
-            self._driver._failed(err)
+            if self._fails_run:
+                self._driver._failed(err)
             self._end(_FAILED, err)
             return
         self._running = False
@@ -195,8 +201,16 @@ class Driver:
         self._interrupted = False
         self._main: Proc | None = None
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> Proc:
-        proc = Proc(coro, self)
+    def spawn(self, coro: Coroutine[Any, Any, Any] | Wait, fails_run: bool = True) -> Wait:
+        """Start `coro` (its first step after the caller's, now); a Wait is already
+        under way and comes back as it is (asyncio's ensure_future). `fails_run`: its
+        failure fails the run (else only those who await it see it: `gather`'s)."""
+        if isinstance(coro, Wait):
+            return coro
+        return self._start(coro, fails_run)
+
+    def _start(self, coro: Coroutine[Any, Any, Any], fails_run: bool = True) -> Proc:
+        proc = Proc(coro, self, fails_run)
         self.live[proc] = None
         self.heap.call_soon(proc._step, None, None)
         return proc
@@ -226,7 +240,7 @@ class Driver:
         """Drive `main` (and all it spawns) to its end and return its result. A failed
         coroutine's error is raised inside `main`; Ctrl-C cancels `main`, then raises
         KeyboardInterrupt; either way every coroutine left is cancelled first."""
-        proc = self._main = self.spawn(main)
+        proc = self._main = self._start(main)
         own_sigint = (threading.current_thread() is threading.main_thread()
                       and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
         if own_sigint:
@@ -262,8 +276,10 @@ class Driver:
         """Cancel what is left, now (their `finally` blocks run; one that catches
         Cancelled and waits again is left there: the run is over)."""
         for proc in list(self.live):
-            if proc.cancel() and not proc.done():  # not parked: its step is due
-                proc._step(None, None)
+            if not proc.done():
+                proc._cancel_asked = False
+                proc._park_off()
+                proc._step(None, Cancelled())
         self.heap.stop()
 
 
