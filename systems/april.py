@@ -46,10 +46,9 @@ every APRIL trace, and on the simulator's virtual clock such ties are rare.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Request, Runtime
+from harness.core.runtime import Group, Handle, Request, Response, Runtime
 from systems.common import BatchCounter, PartialGroup
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
@@ -106,28 +105,25 @@ class APRIL:
         return None if cfg.partial_rollout else 1
 
     async def _serve(self, rt: Runtime, work: PartialGroup, resumed: bool) -> bool:
-        """Run the group's unfinished samples; True when all K are done and
-        scored, False when the round stopped it first."""
-        cfg = rt.config
-        group = work.group
-        todo = [s for s in range(cfg.group_size) if s not in work.done]
-        futures = {
-            s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
-                                        cfg.max_response_tokens,
-                                        RESUME_FIRST if resumed else 0,
-                                        resume=work.partial.pop(s, None)))
-            for s in todo
-        }
-        complete = True
-        for s, future in futures.items():
-            response = await future
-            if response.status == "aborted":
-                complete = False
-                if response.tokens > 0:
-                    work.partial[s] = response
-            else:
+        """Run the group's unfinished samples, each scored as it finishes (its
+        generate_and_rm, sglang_example.py:150, gathered per group, :161-163); True
+        when all K are done and scored, False when the round stopped it first."""
+        cfg, group = rt.config, work.group
+        pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
+                                               cfg.max_response_tokens,
+                                               RESUME_FIRST if resumed else 0,
+                                               resume=work.partial.pop(s, None)))
+                   for s in range(cfg.group_size) if s not in work.done}
+
+        async def one(s: int, attempt: Handle[Response]) -> None:
+            response = await attempt
+            if response.status == "finished":
                 work.done[s] = (response, await rt.verifier.score(response))
-        if not complete:
+            elif response.tokens > 0:
+                work.partial[s] = response
+
+        await rt.gather(*(one(s, attempt) for s, attempt in pending.items()))
+        if len(work.done) < cfg.group_size:
             return False
         group.responses = [work.done[s][0] for s in range(cfg.group_size)]
         group.rewards = [work.done[s][1] for s in range(cfg.group_size)]
@@ -155,11 +151,11 @@ class APRIL:
         self.spare = self.spare[cfg.groups :]
         for group in ready:
             self._ready(rt, group)
-        finished = asyncio.Event()
+        finished = rt.event()
         stopped: list[PartialGroup] = []
         if len(ready) == cfg.groups:
             finished.set()
-        live: dict[asyncio.Task[bool], PartialGroup] = {}
+        live: dict[Handle[bool], PartialGroup] = {}
         buffer, self.carried = self.carried, []  # slime's data buffer: aborted groups
         batches = 0  # over-sampling batches submitted this round
         limit_said = False
@@ -181,7 +177,7 @@ class APRIL:
             for prompt in rt.workload.take(over - len(resumed)):
                 launch(PartialGroup(Group(rt.new_group_id(), rnd, prompt)), False)
 
-        def on_done(task: asyncio.Task[bool]) -> None:
+        def on_done(task: Handle[bool]) -> None:
             nonlocal limit_said
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
@@ -228,7 +224,7 @@ class APRIL:
         # abort may still wait in the loop's queue: let them run, so that `stopped`
         # holds every group the abort stopped (and in the order they stopped).
         while live:
-            await asyncio.sleep(0)
+            await rt.sleep(0)
         if cfg.partial_rollout:  # the buffer: groups not resubmitted, then those stopped
             self.carried = buffer + stopped
         elif stopped:

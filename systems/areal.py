@@ -53,7 +53,6 @@ once its rollout_complete is written; `Interrupter.round`).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from harness.core.runtime import Group, Request, Response, Runtime
@@ -70,7 +69,6 @@ class AReaL:
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
-        self.interrupter = Interrupter()
 
     def staleness_bound(self, cfg: Any) -> int | None:
         """None: AReaL bounds admission, not the lag of trained tokens (see above)."""
@@ -95,13 +93,14 @@ class AReaL:
         steps_per_round = cfg.groups // u
         total_steps = cfg.rounds * steps_per_round
         gate = CapacityGate(cfg.areal.concurrent(cfg), u, cfg.areal.max_head_offpolicyness)
-        changed = asyncio.Event()
+        self.interrupter = Interrupter(rt)
+        changed = rt.event()
         done: dict[int, Group] = {}  # start order -> complete, untrained
         state = {"started": 0, "round": 0}
 
         async def episode(group: Group, order: int) -> None:
-            results = await asyncio.gather(*(self._sample(rt, group, s)
-                                             for s in range(cfg.group_size)))
+            results = await rt.gather(*(self._sample(rt, group, s)
+                                        for s in range(cfg.group_size)))
             group.responses = [r for r, _ in results]
             group.rewards = [score for _, score in results]
             rt.emit("group_complete", group=group.id, round=group.round)

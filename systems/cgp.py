@@ -9,11 +9,10 @@ Admission is the engine's default (all requests submitted at once).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Runtime
-from systems.common import BatchCounter, new_groups, serve
+from harness.core.runtime import Group, Queue, Runtime
+from systems.common import BatchCounter, new_groups
 
 
 class CGP:
@@ -28,25 +27,23 @@ class CGP:
         """R/U - 1 steps: weights stay fixed for the round, which takes R/U steps."""
         return cfg.groups // cfg.update_groups - 1
 
-    async def admit(self, rt: Runtime, groups: list[Group], ready: asyncio.Queue[Group],
+    async def admit(self, rt: Runtime, groups: list[Group], ready: Queue[Group],
                     ranked: bool = False) -> None:
         """Submit every group at once; each joins the ready FIFO when materialised.
         `ranked`: each group's requests carry its order as their priority (the engine
         admits lower values first), CGP+FGD's priority reading."""
 
         async def serve_and_hand_off(group: Group, order: int) -> None:
-            ready.put_nowait(await serve(rt, group, priority=order if ranked else 0))
+            ready.put_nowait(await rt.serve(group, priority=order if ranked else 0))
 
-        tasks = [rt.spawn(serve_and_hand_off(g, order)) for order, g in enumerate(groups)]
-        for task in tasks:
-            await task
+        await rt.gather(*(serve_and_hand_off(g, order) for order, g in enumerate(groups)))
 
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config
         for rnd in range(cfg.rounds):
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
             groups = new_groups(rt, rnd, rt.workload.take(cfg.groups))
-            ready: asyncio.Queue[Group] = asyncio.Queue()
+            ready: Queue[Group] = rt.queue()
             rollout = rt.spawn(self.admit(rt, groups, ready))
             rollout.add_done_callback(lambda _t, r=rnd: rt.emit("rollout_complete", round=r))
             for _ in range(cfg.groups // cfg.update_groups):

@@ -15,10 +15,9 @@ trainer behind the rollout; do the two savings add up?
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Runtime
+from harness.core.runtime import Group, Queue, Runtime
 from systems.april import APRIL
 
 
@@ -27,9 +26,7 @@ class CGPAPRIL(APRIL):
     summary = "APRIL's over-sampling and carry-over, with CGP's U-group hand-off to the trainer"
     knobs = (*APRIL.knobs, "update_groups")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.handoff: asyncio.Queue[Group] = asyncio.Queue()
+    handoff: Queue[Group]  # the round's materialised groups, in order (set by `run`)
 
     def staleness_bound(self, cfg: Any) -> int | None:
         """With partial rollout none (APRIL's carry-over). Without it R/U steps: a
@@ -43,7 +40,7 @@ class CGPAPRIL(APRIL):
         cfg = rt.config
         for rnd in range(cfg.rounds):
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
-            self.handoff = asyncio.Queue()
+            self.handoff = rt.queue()
             rollout = rt.spawn(self._rollout(rt, rnd))
             rollout.add_done_callback(lambda _t, r=rnd: rt.emit("rollout_complete", round=r))
             for _ in range(cfg.groups // cfg.update_groups):

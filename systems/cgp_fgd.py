@@ -30,11 +30,8 @@ never runs (it is for the cache-aware policies only, :200-206, :270-292).
 
 from __future__ import annotations
 
-import asyncio
-
-from harness.core.runtime import Group, Runtime
+from harness.core.runtime import Group, Queue, Runtime
 from systems.cgp import CGP
-from systems.common import serve
 
 FRONTIER_MODES = ("cap", "priority")
 
@@ -45,7 +42,7 @@ class CGPFGD(CGP):
                "frontier's requests first (priority), lowest order first")
     knobs = (*CGP.knobs, "frontier", "frontier_mode")
 
-    async def admit(self, rt: Runtime, groups: list[Group], ready: asyncio.Queue[Group]) -> None:
+    async def admit(self, rt: Runtime, groups: list[Group], ready: Queue[Group]) -> None:
         mode = rt.config.frontier_mode
         if mode == "priority":
             await self.admit_by_priority(rt, groups, ready)
@@ -55,12 +52,12 @@ class CGPFGD(CGP):
             raise ValueError(f"frontier_mode {mode!r}: must be one of {FRONTIER_MODES}")
 
     async def admit_capped(self, rt: Runtime, groups: list[Group],
-                           ready: asyncio.Queue[Group]) -> None:
+                           ready: Queue[Group]) -> None:
         """Eq. 6: a group's requests reach the engine only once it is in the frontier."""
-        slots = asyncio.Semaphore(rt.config.frontier)
+        slots = rt.slots(rt.config.frontier)
 
         async def serve_and_hand_off(group: Group) -> None:
-            done = await serve(rt, group, on_complete=lambda _g: slots.release())
+            done = await rt.serve(group, on_complete=lambda _g: slots.release())
             ready.put_nowait(done)
 
         tasks = []
@@ -68,11 +65,10 @@ class CGPFGD(CGP):
             await slots.acquire()
             rt.emit("decision", what="frontier_admit", group=group.id)
             tasks.append(rt.spawn(serve_and_hand_off(group)))
-        for task in tasks:
-            await task
+        await rt.gather(*tasks)
 
     async def admit_by_priority(self, rt: Runtime, groups: list[Group],
-                                ready: asyncio.Queue[Group]) -> None:
+                                ready: Queue[Group]) -> None:
         """Frontier-first: every request submitted now, ranked by its group's order.
 
         The engine admits lower priority values first (`Request.priority`), so the

@@ -23,10 +23,9 @@ tail for later, CGP hides the trainer behind the rollout; do the two add up?
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Runtime
+from harness.core.runtime import Group, Queue, Runtime
 from systems.rollpacker import RollPacker
 
 
@@ -36,9 +35,7 @@ class CGPTail(RollPacker):
     knobs = tuple(k for k in RollPacker.knobs  # no stream trainer: see above
                   if k not in ("rollpacker_stream_trainer", "rollpacker_stream_at"))
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.handoff: asyncio.Queue[Group] = asyncio.Queue()
+    handoff: Queue[Group]  # the round's materialised groups, in order (set by `run`)
 
     def staleness_bound(self, cfg: Any) -> int | None:
         """P0/U - 1 steps: CGP's round on fixed weights; aborted prompts restart."""
@@ -58,7 +55,7 @@ class CGPTail(RollPacker):
         for rnd in range(cfg.rounds):
             await self._plan_parallelism(rt)
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
-            self.handoff = asyncio.Queue()
+            self.handoff = rt.queue()
             rollout = rt.spawn(self._rollout(rt, rnd))
             for _ in range(cfg.groups // cfg.update_groups):
                 batch = [await self.handoff.get() for _ in range(cfg.update_groups)]

@@ -28,7 +28,6 @@ old policy is generated after the abort.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 from harness.core.runtime import Request, Response, Runtime
@@ -37,9 +36,9 @@ from harness.core.runtime import Request, Response, Runtime
 class Interrupter:
     """The requests a system has in the engine, and the gate that holds new ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, rt: Runtime) -> None:
         self.live: dict[str, None] = {}  # request ids, in submission order
-        self.open = asyncio.Event()
+        self.open = rt.event()
         self.open.set()
         self.aborted = 0  # requests aborted by weight updates, over the run
         # The round under way, set by the system: an attempt resumed after an update is

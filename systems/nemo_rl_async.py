@@ -44,11 +44,10 @@ a block of R/U steps.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Runtime
-from systems.common import BatchCounter, serve
+from harness.core.runtime import Group, Handle, Runtime
+from systems.common import BatchCounter
 
 
 class NemoRLAsync:
@@ -71,10 +70,10 @@ class NemoRLAsync:
         lead, n = nemo.max_trajectory_age_steps, cfg.update_groups
         steps_per_round = cfg.groups // n
         total_steps = cfg.rounds * steps_per_round
-        changed = asyncio.Event()
+        changed = rt.event()
         ready: dict[int, list[Group]] = {}  # target step -> its finished groups
         reserved: set[int] = set()  # targets generating or generated
-        workers: list[asyncio.Task[None]] = []
+        workers: list[Handle[None]] = []
         state = {"version": 0, "starts_open": True, "round": 0}
 
         async def wait() -> None:
@@ -90,10 +89,10 @@ class NemoRLAsync:
             groups = [Group(rt.new_group_id(), target // steps_per_round, p) for p in prompts]
 
             async def one(group: Group) -> None:
-                ready.setdefault(target, []).append(await serve(rt, group))
+                ready.setdefault(target, []).append(await rt.serve(group))
                 changed.set()
 
-            await asyncio.gather(*(one(g) for g in groups))
+            await rt.gather(*(one(g) for g in groups))
 
         async def collect() -> None:
             while len(reserved) < total_steps:
@@ -115,8 +114,7 @@ class NemoRLAsync:
             await self.batches.train(rt, ready.pop(step))
             state["starts_open"] = False
             if not nemo.in_flight_weight_updates:
-                for task in list(workers):
-                    await task
+                await rt.gather(*workers)
             await rt.trainer.publish(in_flight=nemo.in_flight_weight_updates,
                                      recompute=nemo.recompute_kv_cache_after_weight_updates)
             state["version"] = rt.trainer.version
@@ -125,5 +123,4 @@ class NemoRLAsync:
             if (step + 1) % steps_per_round == 0:
                 rt.emit("rollout_complete", round=state["round"])
         await collector
-        for task in workers:
-            await task
+        await rt.gather(*workers)

@@ -19,11 +19,10 @@ of R/U optimizer steps.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from harness.core.runtime import Group, Response, Runtime
-from systems.common import BatchCounter, serve
+from systems.common import BatchCounter
 
 
 class PipelineRL:
@@ -45,7 +44,7 @@ class PipelineRL:
         steps_per_round = cfg.groups // u
         total_steps = cfg.rounds * steps_per_round
         target = cfg.concurrency * rt.engine.replicas
-        changed = asyncio.Event()
+        changed = rt.event()
         done: dict[int, Group] = {}  # start order -> materialised group
         arrivals: list[int] = []  # start orders in materialisation order
         state = {"inflight": 0, "round": 0}
@@ -55,7 +54,7 @@ class PipelineRL:
             changed.set()
 
         async def one_group(group: Group, order: int) -> None:
-            done[order] = await serve(rt, group, on_response=release)
+            done[order] = await rt.serve(group, on_response=release)
             arrivals.append(order)
             changed.set()
 

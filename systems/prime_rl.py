@@ -38,11 +38,10 @@ after that round's `rollout_complete`: they are the next round's).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.runtime import Group, Request, Response, Runtime
+from harness.core.runtime import Group, Handle, Queue, Request, Response, Runtime
 from systems.common import BatchCounter
 from systems.prime_rl_concurrency import POLL_S, ConcurrencyController
 
@@ -55,8 +54,8 @@ class _Open:
     version: int  # the engines' policy version when the group opened
     to_schedule: int
     started: float = 0.0
-    live: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
-    scores: dict[int, asyncio.Task[float]] = field(default_factory=dict)  # by sample
+    live: dict[str, Handle[Response]] = field(default_factory=dict)
+    scores: dict[int, Handle[float]] = field(default_factory=dict)  # by sample
     dropped: bool = False
 
 
@@ -78,11 +77,11 @@ class PrimeRL:
         k, u = cfg.group_size, cfg.update_groups
         steps_per_round = cfg.groups // u
         total_steps = cfg.rounds * steps_per_round
-        changed = asyncio.Event()
+        changed = rt.event()
         groups: dict[int, _Open] = {}  # opened, not yet finished or dropped
         unshipped: dict[int, _Open] = {}  # opened, not yet shipped or dropped: what run end drops
-        finished: asyncio.Queue[_Open] = asyncio.Queue()
-        shipped: asyncio.Queue[list[Group]] = asyncio.Queue()
+        finished: Queue[_Open] = rt.queue()
+        shipped: Queue[list[Group]] = rt.queue()
         s: dict[str, Any] = {"step": 1, "inflight": 0, "window": 0.0, "admitted": 0,
                              "over": False, "round": 0}
 
@@ -118,7 +117,7 @@ class PrimeRL:
                 s["window"], s["admitted"] = rt.now(), 0
             return max(k, ctl.limit // 10) - s["admitted"]
 
-        async def episode(g: _Open, req: Request, future: asyncio.Future[Response]) -> None:
+        async def episode(g: _Open, req: Request, future: Handle[Response]) -> None:
             response = await future
             if g.dropped or req.id not in g.live:
                 return
@@ -137,7 +136,7 @@ class PrimeRL:
                 if not g.dropped:
                     groups.pop(g.group.id, None)
                     await rt.materialize(g.group)
-                    await finished.put(g)
+                    finished.put_nowait(g)
 
         async def dispatch() -> None:
             while s["step"] <= total_steps:
@@ -166,7 +165,7 @@ class PrimeRL:
             while s["step"] <= total_steps:
                 ctl.observe(rt.engine.load())
                 changed.set()
-                await asyncio.sleep(POLL_S)
+                await rt.sleep(POLL_S)
 
         def min_fresh() -> int:
             return (s["step"] - 1) - pr.max_off_policy_steps
@@ -188,7 +187,7 @@ class PrimeRL:
                         groups=[g.group.id for g in batch])
                 for g in batch:
                     unshipped.pop(g.group.id)
-                await shipped.put([g.group for g in batch])
+                shipped.put_nowait([g.group for g in batch])
                 s["step"] += 1
                 changed.set()
 

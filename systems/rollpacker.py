@@ -38,11 +38,10 @@ cumulative breakdown can be rebuilt; with all four off this is veRL.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any
 
-from harness.core.runtime import Group, Prompt, Request, Response, Runtime
+from harness.core.runtime import Event, Group, Handle, Prompt, Queue, Request, Response, Runtime
 from systems.common import BatchCounter
 
 T_MIN, T_MAX, LAMBDA = 2.0, 30.0, 1.5
@@ -61,7 +60,7 @@ class RollPacker:
         self.batches = BatchCounter()
         self.long_queue: list[Prompt] = []
         self.anchor: dict[int, float] = {}  # prompt index -> longest correct check (s)
-        self.anchor_changed: dict[int, asyncio.Event] = {}
+        self.anchor_changed: dict[int, Event] = {}
         self.default_tp = 0  # the offline-profiled TP: the planner does not go below it
         self.preempt_history: list[int] = []
 
@@ -89,7 +88,7 @@ class RollPacker:
             return await rt.verifier.score(response)
         start = rt.now()
         check = rt.spawn(rt.verifier.score(response, timeout=T_MAX))
-        changed = self.anchor_changed.setdefault(prompt.index, asyncio.Event())
+        changed = self.anchor_changed.setdefault(prompt.index, rt.event())
         while not check.done():
             anchor = self.anchor.get(prompt.index)
             limit = T_MAX if anchor is None else min(max(T_MIN, LAMBDA * anchor), T_MAX)
@@ -101,8 +100,7 @@ class RollPacker:
                 return 0.0
             changed.clear()
             wake = rt.spawn(changed.wait())
-            await asyncio.wait([check, wake], timeout=remaining,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await rt.first([check, wake], remaining)
             wake.cancel()
         reward = check.result()
         if reward > 0:
@@ -114,14 +112,14 @@ class RollPacker:
 
     # -- one group: speculative responses ------------------------------------
     async def _group(self, rt: Runtime, group: Group, n: int, keep: int,
-                     on_done: asyncio.Queue[Group]) -> None:
+                     on_done: Queue[Group]) -> None:
         cfg = rt.config
         futures = [rt.engine.submit(Request(group.round, group.id, s, group.prompt,
                                             cfg.max_response_tokens)) for s in range(n)]
         done: list[Response] = []
-        scores: list[asyncio.Task[float]] = []
+        scores: list[Handle[float]] = []
         waiting = set(range(n))
-        any_finished = asyncio.Event()
+        any_finished = rt.event()
         for future in futures:
             future.add_done_callback(lambda _: any_finished.set())
         while len(done) < keep:
@@ -182,8 +180,7 @@ class RollPacker:
         await rt.trainer.step()  # one update for the whole rollout: on-policy
 
     async def _rollout(self, rt: Runtime, rnd: int
-                       ) -> tuple[list[Group], asyncio.Queue[Group | None],
-                                  asyncio.Task[list[Group]] | None]:
+                       ) -> tuple[list[Group], Queue[Group | None], Handle[list[Group]] | None]:
         """A short or long round's rollout, up to and including rollout_complete:
         the P0 kept groups, and the stream trainer's queue and task if it started."""
         cfg = rt.config
@@ -200,11 +197,11 @@ class RollPacker:
             kind = "short" if len(prompts) > p0 or n_resp > r0 else "standard"
         rt.emit("decision", what=f"{kind}_round", prompts=len(prompts), responses=n_resp)
         groups = [Group(rt.new_group_id(), rnd, p) for p in prompts]
-        done: asyncio.Queue[Group] = asyncio.Queue()
+        done: Queue[Group] = rt.queue()
         tasks = [rt.spawn(self._group(rt, g, n_resp, r0, done)) for g in groups]
         ready: list[Group] = []
-        stream: asyncio.Queue[Group | None] = asyncio.Queue()
-        streamer: asyncio.Task[list[Group]] | None = None
+        stream: Queue[Group | None] = rt.queue()
+        streamer: Handle[list[Group]] | None = None
         while len(ready) < p0:
             ready.append(await done.get())
             self._ready(rt, ready[-1])
@@ -219,8 +216,7 @@ class RollPacker:
         stopped = {g.id for g, t in zip(groups, tasks, strict=True) if not t.done()}
         await rt.engine.abort([f"{g.id}.{s}" for g in groups if g.id in stopped
                                for s in range(n_resp)])
-        for task in tasks:
-            await task
+        await rt.gather(*tasks)
         surplus = self._surplus(rt, done)
         # "We collect the first P0 prompts and drops the remaining prompts ... to the
         # long-prompt queue" (Sec. 6.3), and "no prompt is permanently excluded" (Sec.
@@ -231,13 +227,12 @@ class RollPacker:
             scores = [[rt.spawn(self._score(rt, r)) for r in g.responses] for g in ready]
             for group, group_scores in zip(ready, scores, strict=True):
                 group.rewards = [await s for s in group_scores]
-            for task in [rt.spawn(rt.materialize(g)) for g in ready]:
-                await task
+            await rt.gather(*(rt.materialize(g) for g in ready))
         rt.emit("rollout_complete", round=rnd)
         return ready, stream, streamer
 
     @staticmethod
-    def _surplus(rt: Runtime, done: asyncio.Queue[Group]) -> set[int]:
+    def _surplus(rt: Runtime, done: Queue[Group]) -> set[int]:
         """The groups that completed after the round's P0 were kept: in the instant
         the P0-th was taken (several prompts finishing in one engine step, all at the
         cap or of equal length), or scoring when the round was cut (a complete
@@ -267,7 +262,7 @@ class RollPacker:
             return 0
         return await rt.engine.resize(rt.engine.replicas // 2)
 
-    async def _stream(self, rt: Runtime, stream: asyncio.Queue[Group | None],
+    async def _stream(self, rt: Runtime, stream: Queue[Group | None],
                       gpus: int) -> list[Group]:
         """Gradients of completed prompts on the released GPUs, no update yet."""
         streamed: list[Group] = []
@@ -301,11 +296,11 @@ def _is_sandbox(prompt: Prompt) -> bool:
     return getattr(prompt.hidden, "kind", "local") == "sandbox"
 
 
-async def _first(futures: list[asyncio.Future[Response]], waiting: set[int],
-                 any_finished: asyncio.Event) -> int:
+async def _first(futures: list[Handle[Response]], waiting: set[int],
+                 any_finished: Event) -> int:
     """The index of the first of the waiting futures to finish (lowest index on ties).
     `any_finished` is set by each future as it finishes: one callback per response,
-    where an `asyncio.wait` per response would add and remove one on every pending
+    where a `rt.first` per response would add and remove one on every pending
     future (a group of n responses would cost n squared)."""
     while True:
         for i in sorted(waiting):

@@ -36,11 +36,10 @@ and it needs `zero_variance_filter`, which the harness does not have.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from harness.core.runtime import Group, Runtime
-from systems.common import BatchCounter, serve
+from systems.common import BatchCounter
 from systems.staleness_gate import CapacityGate, backlog_bound
 
 
@@ -71,7 +70,7 @@ class SkyRLAsync:
         steps_per_round = cfg.groups // u
         total_steps = cfg.rounds * steps_per_round
         gate = CapacityGate(sky.workers(cfg), u, sky.max_staleness_steps)
-        changed = asyncio.Event()
+        changed = rt.event()
         buffer: list[Group] = []  # finished groups, in finishing order
         state = {"prompts": total_steps * u, "round": 0, "done": 0}  # done: steps completed
 
@@ -87,7 +86,7 @@ class SkyRLAsync:
                     await wait()
                 gate.submit()
                 group = Group(rt.new_group_id(), state["round"], prompt)
-                buffer.append(await serve(rt, group))
+                buffer.append(await rt.serve(group))
                 gate.accept()
                 changed.set()
 
@@ -105,5 +104,4 @@ class SkyRLAsync:
             changed.set()
             if (step + 1) % steps_per_round == 0:
                 rt.emit("rollout_complete", round=state["round"])
-        for task in workers:
-            await task
+        await rt.gather(*workers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.runtime import Group, Runtime
-from systems.common import BatchCounter, new_groups, serve
+from systems.common import BatchCounter, new_groups
 
 
 class Slime:
@@ -29,9 +29,7 @@ class Slime:
 
     async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
         """Generate and materialise every group (rewards as each sample finishes)."""
-        tasks = [rt.spawn(serve(rt, g)) for g in groups]
-        for task in tasks:
-            await task
+        await rt.gather(*(rt.serve(g) for g in groups))
 
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config

@@ -43,10 +43,9 @@ the start of training rollout r to the end of its weight update.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from harness.core.runtime import Group, Request, Runtime
+from harness.core.runtime import Group, Handle, Request, Runtime, Slots
 from systems.common import BatchCounter, PartialGroup
 from systems.interrupt import Interrupter
 
@@ -64,14 +63,13 @@ class SlimeAsync:
 
     def __init__(self) -> None:
         self.batches = BatchCounter()
-        self.interrupter = Interrupter()
         self.requeued = 0  # groups sent back to the buffer by an abort
 
     def staleness_bound(self, cfg: Any) -> int | None:
         """None: nothing in slime's fully-async path bounds staleness."""
         return None
 
-    async def _group(self, rt: Runtime, work: PartialGroup, semaphore: asyncio.Semaphore) -> bool:
+    async def _group(self, rt: Runtime, work: PartialGroup, semaphore: Slots) -> bool:
         """`generate_and_rm_group` on the unfinished samples; True when all K are done."""
         cfg = rt.config
         group = work.group
@@ -87,15 +85,16 @@ class SlimeAsync:
                 return
             work.done[sample] = (response, await rt.verifier.score(response))
 
-        await asyncio.gather(*(one(s) for s in range(cfg.group_size) if s not in work.done))
+        await rt.gather(*(one(s) for s in range(cfg.group_size) if s not in work.done))
         return len(work.done) == cfg.group_size
 
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config
         r, u, k = cfg.groups, cfg.update_groups, cfg.group_size
         pool = cfg.slime_async.sglang_server_concurrency * rt.engine.replicas
-        semaphore = asyncio.Semaphore(pool)
-        changed = asyncio.Event()
+        semaphore = rt.slots(pool)
+        changed = rt.event()
+        self.interrupter = Interrupter(rt)
         buffer: list[PartialGroup] = []  # aborted groups, taken first (pop_first)
         output: list[Group] = []  # complete, not yet collected, in completion order
         state = {"active": 0, "new": 0, "round": 0}
@@ -128,7 +127,7 @@ class SlimeAsync:
                         break
                     state["active"] += 1
                     rt.spawn(in_pool(work))
-                await asyncio.sleep(POLL_S)
+                await rt.sleep(POLL_S)
 
         async def collect() -> list[Group]:
             got: list[Group] = []
@@ -141,7 +140,7 @@ class SlimeAsync:
             return sorted(got, key=lambda g: g.prompt.index)
 
         rt.spawn(worker())
-        pending: asyncio.Task[list[Group]] | None = rt.spawn(collect())
+        pending: Handle[list[Group]] | None = rt.spawn(collect())
         data: list[Group] = []
         for rnd in range(cfg.rounds):
             if pending is not None:

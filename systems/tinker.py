@@ -39,11 +39,10 @@ that many). There is no rollout boundary: a "round" is a block of R/U steps.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from harness.core.runtime import Group, Runtime
-from systems.common import BatchCounter, serve
+from systems.common import BatchCounter
 from systems.staleness_gate import CapacityGate, backlog_bound
 
 
@@ -73,13 +72,13 @@ class Tinker:
         steps_per_round = cfg.groups // u
         total_steps = cfg.rounds * steps_per_round
         gate = CapacityGate(u, u, cfg.tinker.depth())  # U workers, U a batch
-        changed = asyncio.Event()
+        changed = rt.event()
         running: dict[int, int] = {}  # start version -> groups still generating
         complete: list[tuple[int, Group]] = []  # (start version, group), untrained
         state = {"started": 0, "round": 0}
 
         async def rollout(group: Group, version: int) -> None:
-            await serve(rt, group)
+            await rt.serve(group)
             gate.accept()
             running[version] -= 1  # done and queued with no await between (:1030-1051)
             complete.append((version, group))

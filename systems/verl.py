@@ -29,5 +29,4 @@ class VeRL(Slime):
         scores = [[rt.spawn(rt.verifier.score(r)) for r in g.responses] for g in groups]
         for group, group_scores in zip(groups, scores, strict=True):
             group.rewards = [await s for s in group_scores]
-        for task in [rt.spawn(rt.materialize(g)) for g in groups]:
-            await task
+        await rt.gather(*(rt.materialize(g) for g in groups))

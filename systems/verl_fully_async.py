@@ -64,11 +64,10 @@ a group's round is the trainer's when it starts. The run starts rounds x R group
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from typing import Any
 
-from harness.core.runtime import Group, Request, Response, Runtime
+from harness.core.runtime import Group, Handle, Request, Response, Runtime
 from systems.common import BatchCounter
 
 
@@ -125,7 +124,7 @@ class VerlFullyAsync:
         queue: deque[Group] = deque()  # the message queue, in arrival order
         active: set[int] = set()  # groups started and not yet queued
         state = {"staleness": 0, "round": 0, "requests": 0}
-        changed = asyncio.Event()
+        changed = rt.event()
 
         async def sample(group: Group, s: int) -> Response:
             """One response; with partial rollout, resumed after each sync's abort."""
@@ -140,7 +139,7 @@ class VerlFullyAsync:
                     return response
                 resume = response if response.tokens > 0 else resume
 
-        async def score(task: asyncio.Task[Response]) -> float:
+        async def score(task: Handle[Response]) -> float:
             return await rt.verifier.score(await task)
 
         async def produce(group: Group) -> None:

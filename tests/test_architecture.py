@@ -190,6 +190,24 @@ def test_systems_use_only_the_contract(graph: dict[str, set[str]]) -> None:
     assert outside == set()
 
 
+def test_systems_wait_only_on_the_runtime() -> None:
+    """No system imports asyncio: it waits on what the runtime gives it (`rt.serve`,
+    `rt.event`, `rt.queue`, `rt.slots`, `rt.first`, `rt.gather`, `rt.sleep`), so the
+    simulator may drive systems on its own event heap (docs/architecture.md, #36)."""
+    users = set()
+    for path in sorted((ROOT / "systems").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            if any(name.split(".")[0] == "asyncio" for name in names):
+                users.add(path.name)
+    assert users == set()
+
+
 def test_commands_are_assembled_in_one_place(graph: dict[str, set[str]]) -> None:
     importers = {m for m, deps in graph.items() if "harness.cli.app" in deps}
     assert importers == {"harness.main"}

@@ -14,10 +14,11 @@ trace is complete and comparable. A system records only its own decisions
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
+
+T = TypeVar("T")
 
 Status = Literal["finished", "aborted"]
 PauseMode = Literal["keep", "drain", "abort"]
@@ -132,7 +133,7 @@ class Engine(Protocol):
     version: int
     replicas: int
 
-    def submit(self, request: Request) -> asyncio.Future[Response]:
+    def submit(self, request: Request) -> Handle[Response]:
         """Queue a request; the future resolves when it finishes or is aborted."""
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
@@ -194,8 +195,70 @@ class Workload(Protocol):
         """The next n prompts of the run's prompt stream."""
 
 
+class Handle(Protocol[T]):
+    """A piece of work under way (a spawned task, a submitted request): await it for its
+    result, or ask without waiting."""
+
+    def __await__(self) -> Generator[Any, None, T]: ...
+
+    def done(self) -> bool: ...
+
+    def result(self) -> T: ...
+
+    def cancel(self) -> bool: ...
+
+    def cancelled(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None: ...
+
+
+class Event(Protocol):
+    """A flag coroutines wait on (`Runtime.event`)."""
+
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    async def wait(self) -> Any: ...
+
+
+class Queue(Protocol[T]):
+    """A FIFO coroutines wait on (`Runtime.queue`)."""
+
+    def put_nowait(self, item: T) -> None: ...
+
+    async def get(self) -> T: ...
+
+    def get_nowait(self) -> T: ...
+
+    def qsize(self) -> int: ...
+
+    def empty(self) -> bool: ...
+
+
+class Slots(Protocol):
+    """At most n holders at once (`Runtime.slots`); `async with` takes one."""
+
+    async def acquire(self) -> Any: ...
+
+    def release(self) -> None: ...
+
+    def locked(self) -> bool: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: object) -> Any: ...
+
+
 class Runtime(Protocol):
-    """Everything a system may touch."""
+    """Everything a system may touch. A system waits only on what the runtime gives it
+    (`spawn`, `sleep`, `event`, `queue`, `slots`, `first`, `gather`, `serve` and the
+    components' calls), never on asyncio's own objects, so each runtime is free to drive
+    systems its own way (docs/architecture.md, the simulated core)."""
 
     name: str
     config: Any
@@ -213,5 +276,36 @@ class Runtime(Protocol):
     def new_group_id(self) -> int:
         """A group id unique across the whole run."""
 
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def spawn(self, coro: Any) -> Handle[Any]:
         """Start a concurrent task whose failure fails the run."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` on the runtime's clock."""
+
+    def event(self) -> Event:
+        """A new flag, clear."""
+
+    def queue(self) -> Queue[Any]:
+        """A new FIFO, unbounded."""
+
+    def slots(self, n: int) -> Slots:
+        """A new pool of n slots."""
+
+    async def first(self, waits: Iterable[Handle[Any]], timeout: float | None = None
+                    ) -> set[Handle[Any]]:
+        """Wait until the first of `waits` is done, or `timeout` seconds pass; returns
+        those done (empty at the timeout)."""
+
+    async def gather(self, *waits: Awaitable[T]) -> list[T]:
+        """Run coroutines (or wait on handles) concurrently; their results in order."""
+
+    async def materialize(self, group: Group) -> None:
+        """Advantages and the `group_materialized` event (the control node's time per
+        group on the simulator)."""
+
+    async def serve(self, group: Group, *, priority: int = 0,
+                    on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None) -> Group:
+        """Generate the group's K samples, score each as it ends, materialise the group
+        once all K are scored, and return it. `on_response` is told as each sample
+        leaves the engine, `on_complete` once all K have (after `group_complete`)."""

@@ -9,15 +9,19 @@ failed run still closes its trace with a `run_end` event that names the error.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness import __version__
 from harness.core import grpo
 from harness.core.config import RunConfig
-from harness.core.runtime import Group
+from harness.core.runtime import Group, Response
 from harness.core.trace import SCHEMA, TraceWriter
+from harness.shared import serve as serving
 from workloads.profile import file_figures
+
+T = TypeVar("T")
 
 
 class RunnerBase:
@@ -54,6 +58,33 @@ class RunnerBase:
         self._spawned.add(task)
         task.add_done_callback(self._task_done)
         return task
+
+    # The waiting tools of the contract, on asyncio for both runtimes (for now: the
+    # simulator's own come with its event heap, docs/architecture.md).
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def event(self) -> asyncio.Event:
+        return asyncio.Event()
+
+    def queue(self) -> asyncio.Queue[Any]:
+        return asyncio.Queue()
+
+    def slots(self, n: int) -> asyncio.Semaphore:
+        return asyncio.Semaphore(n)
+
+    async def first(self, waits: Iterable[Any], timeout: float | None = None) -> set[Any]:
+        done, _ = await asyncio.wait(list(waits), timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return done
+
+    async def gather(self, *waits: Awaitable[T]) -> list[T]:
+        return list(await asyncio.gather(*waits))
+
+    def serve(self, group: Group, *, priority: int = 0,
+              on_complete: Callable[[Group], None] | None = None,
+              on_response: Callable[[Response], None] | None = None) -> Awaitable[Group]:
+        return serving.serve(self, group, priority, on_complete, on_response)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """One callback, not two: a run spawns a task per sample, and each callback
