@@ -25,7 +25,8 @@ for _label in ("fully async 16:16", "fully async 32:32"):
 OTHERS = {"30B colocate 128": MOE_COLOCATE["step"], "30B fully async 96:32": MOE_ASYNC["step"],
           **{f"osp colocate 16 {e}": p["colocate"][0] for e, p in ONE_STEP.items()},
           **{f"one-step-off 4:12 {e}": p["osp"][0] for e, p in ONE_STEP.items()}}
-COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#8fa9d6", "#eebb99", "#99cfa6"]
+COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#8fa9d6", "#eebb99", "#99cfa6", "#8172b3",
+           "#c44e52"]
 
 
 def published(label: str) -> tuple[float, float]:
@@ -78,6 +79,7 @@ def figure(sim: pd.DataFrame, path: Path) -> None:
     _bars(right, sim, [label for label in OTHERS if label in set(sim["label"])])
     right.set_title("Qwen3-30B-A3B fully async; 7B one-step-off (16 GPUs)", fontsize=10)
     fig.suptitle("verl on H20: step times, its READMEs against the simulator ((fit): the "
-                 "colocated rows the lengths and MFU are fitted to; the rest predictions)",
+                 "colocated rows the lengths and the trainer are fitted to; the rest "
+                 "predictions)",
                  fontsize=11)
     save_figure(fig, path)
