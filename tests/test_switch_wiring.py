@@ -33,3 +33,10 @@ def test_the_runs_own_switch_and_a_probes_win(tmp_path: Path) -> None:
     assert SimRuntime(colocated(switch_s=1.5), tmp_path / "a.jsonl").params["switch_s"] == 1.5
     with active(Knobs(params={"switch_s": 2.5})):
         assert SimRuntime(colocated(), tmp_path / "b.jsonl").params["switch_s"] == 2.5
+
+
+def test_the_note_fits_100_columns() -> None:
+    cfg = colocated()
+    _, note = switch.run_switch_s(cfg.sim, "slime", {"hardware": {}}, 4.0)
+    assert note is not None and "slime's switch" in " ".join(note.split())
+    assert all(len("note: " + line) <= 100 for line in note.splitlines())
