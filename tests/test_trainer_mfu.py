@@ -88,25 +88,24 @@ def test_a_check_says_nothing_so_a_refused_run_prints_its_error_alone(
     assert capsys.readouterr().err == ""
 
 
+def plan(gpu: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """A four-configuration plan on two worker processes."""
+    return subprocess.run(
+        [ROLLOUTBENCH, "plan", "--workload", "lsat-ar", "--model", "qwen3-1.7b", "--gpus", "4",
+         "--gpu", gpu, "--budget", "4", "--rounds", "1", "-R", "8", "--systems",
+         "slime,cgp,verl", "--sampler", "exhaustive", "--jobs", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, check=True)
+
+
 def test_a_plan_says_it_once_before_its_workers_fork(tmp_path: Path) -> None:
     """Two worker processes, one note: the parent says it, they inherit it as said."""
-    out = subprocess.run(
-        [ROLLOUTBENCH, "plan", "--workload", "lsat-ar", "--model", "qwen3-1.7b", "--gpus", "4",
-         "--gpu", "h100-sxm", "--budget", "4", "--rounds", "1", "-R", "8", "--systems",
-         "slime,cgp,verl", "--sampler", "exhaustive", "--jobs", "2", "--out",
-         str(tmp_path / "plan")],
-        capture_output=True, text=True, timeout=300, check=True)
+    out = plan("h100-sxm", tmp_path / "plan")
     assert "4 configurations simulated" in out.stdout  # by two workers
     # the kernel trainer prices an H100 (the default since #35): no MFU, so no MFU prior
     assert "trainer: measured kernels (megatron, scale " in out.stdout
     assert "note: sim.train_mfu" not in out.stderr
     # an MI300X has no kernels in the database: the MFU line at its neutral prior, said once
-    out = subprocess.run(
-        [ROLLOUTBENCH, "plan", "--workload", "lsat-ar", "--model", "qwen3-1.7b", "--gpus", "4",
-         "--gpu", "mi300x", "--budget", "4", "--rounds", "1", "-R", "8", "--systems",
-         "slime,cgp,verl", "--sampler", "exhaustive", "--jobs", "2", "--out",
-         str(tmp_path / "plan-mi300x")],
-        capture_output=True, text=True, timeout=300, check=True)
+    out = plan("mi300x", tmp_path / "plan-mi300x")
     assert "trainer: MFU 0.3, a neutral prior for mi300x" in out.stdout
     assert out.stderr.count("note: sim.train_mfu = 0.3 assumed") == 1, out.stderr
     assert out.stderr.count("no kernels for mi300x: the MFU line") == 1, out.stderr
