@@ -14,7 +14,11 @@ from harness.studies.reproduce import pool, twin_cache
 
 
 def test_save_and_load_keep_every_value_exactly(tmp_path: Path) -> None:
-    rows = [(("april", "a claim", "cfg", ""), 0.1 + 0.2), (("april", "b", "c", "r"), 1e-17),
+    import numpy as np
+
+    # a numpy float as the papers' tables hand them: its repr is "np.float64(...)"
+    rows = [(("april", "a claim", "cfg", ""), np.float64(0.1) + np.float64(0.2)),
+            (("april", "b", "c", "r"), 1e-17),
             (("april", "nan", "c", ""), math.nan)]
     twin_cache.save(tmp_path, {"april": rows}, 4, 0)
     entry = twin_cache.load(tmp_path)["april"]

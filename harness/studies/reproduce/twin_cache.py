@@ -132,5 +132,5 @@ def save(out: Path, twins: dict[str, Iterable[tuple[Key, float]]], rounds: int,
     writer.writerow(COLUMNS)
     for paper in sorted(kept):
         for key in sorted(kept[paper][1]):
-            writer.writerow([*key, repr(kept[paper][1][key])])
+            writer.writerow([*key, repr(float(kept[paper][1][key]))])  # numpy's repr: no
     write_atomic(out / FILE, buf.getvalue())
