@@ -18,13 +18,16 @@ def test_save_and_load_keep_every_value_exactly(tmp_path: Path) -> None:
 
     # a numpy float as the papers' tables hand them: its repr is "np.float64(...)"
     rows = [(("april", "a claim", "cfg", ""), np.float64(0.1) + np.float64(0.2)),
-            (("april", "b", "c", "r"), 1e-17),
+            (("april", "b", "c", "r"), 1e-17), (("april", "int", "c", ""), np.int64(123)),
             (("april", "nan", "c", ""), math.nan)]
     twin_cache.save(tmp_path, {"april": rows}, 4, 0)
     entry = twin_cache.load(tmp_path)["april"]
     assert entry[0] == twin_cache.fingerprint("april", 4, 0)
     assert entry[1] == {("april", "a claim", "cfg", ""): 0.30000000000000004,
-                        ("april", "b", "c", "r"): 1e-17}  # a NaN is not kept: absent is NaN
+                        ("april", "b", "c", "r"): 1e-17,
+                        ("april", "int", "c", ""): 123}  # a NaN is not kept: absent is NaN
+    # an integer stays one (the claims table writes 123, not 123.0)
+    assert type(entry[1][("april", "int", "c", "")]) is int
     assert twin_cache.cached(tmp_path, "april", 4, 0) == entry[1]
     assert twin_cache.cached(tmp_path, "april", 5, 0) is None  # other rounds
     assert twin_cache.cached(tmp_path, "april", 4, 1) is None  # another seed
@@ -66,7 +69,8 @@ def test_reproduce_takes_a_matching_twin_and_simulates_a_stale_one(
     def fake(out: Path, figures: Path, rounds: int, seed: int) -> list[Claim]:
         twin = pool.is_twin()
         calls.append(twin)
-        return [Claim("april", "c", "m", "cfg", 1.0, 2.0, 7.0 if twin else 1.5)]
+        # an integer, as PipelineRL's Appendix A rows give: the cache keeps it one
+        return [Claim("april", "c", "m", "cfg", 1.0, 2.0, 7 if twin else 1.5)]
 
     monkeypatch.setitem(reproduce.PAPERS, "april", fake)
     monkeypatch.setitem(reproduce.OUTPUTS, "april", ((), ()))

@@ -103,11 +103,27 @@ def _parse(text: str) -> dict[str, tuple[str, dict[Key, float]]]:
     rows = csv.DictReader(line for line in lines if not line.startswith("# "))
     for r in rows:
         values = kept.setdefault(r["paper"], (prints.get(r["paper"], ""), {}))[1]
-        values[(r["paper"], r["claim"], r["config"], r["reading"])] = float(
+        values[(r["paper"], r["claim"], r["config"], r["reading"])] = _number(
             r["harness_roofline"])
     for paper, value in prints.items():  # a paper whose twin has no rows at all
         kept.setdefault(paper, (value, {}))
     return kept
+
+
+def _text(value: float) -> str:
+    """A value as it reads back exactly and of the same kind: an integer stays one (a
+    claims table writes 123, not 123.0), numpy's numbers as Python's (no "np.float64(")."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return str(int(value))
+    return repr(float(value))
+
+
+def _number(text: str) -> float:
+    """`_text` read back: an integer where it was written as one."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def cached(out: Path, paper: str, rounds: int, seed: int) -> dict[Key, float] | None:
@@ -132,5 +148,5 @@ def save(out: Path, twins: dict[str, Iterable[tuple[Key, float]]], rounds: int,
     writer.writerow(COLUMNS)
     for paper in sorted(kept):
         for key in sorted(kept[paper][1]):
-            writer.writerow([*key, repr(float(kept[paper][1][key]))])  # numpy's repr: no
+            writer.writerow([*key, _text(kept[paper][1][key])])
     write_atomic(out / FILE, buf.getvalue())
