@@ -82,7 +82,9 @@ def test_on_another_gpu_the_framework_constant_and_a_note(
     monkeypatch.setattr(source, "_said", set())
     model = runtime(tmp_path, calibration=cal, trainer_gpu="h200-sxm").trainer._model
     assert (model.constants["scale"], model.step_fixed_s) == (MEGATRON_SCALE, 0.0)
-    err = " ".join(capsys.readouterr().err.split())
+    said = capsys.readouterr().err
+    assert all(len(line) <= 100 for line in said.splitlines())  # wrapped as every note
+    err = " ".join(said.split())
     assert f"sim.train_scale = {MEGATRON_SCALE:g}: megatron's measured constant" in err
     assert "belongs to h100-sxm trainers" in err
 
