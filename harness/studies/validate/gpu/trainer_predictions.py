@@ -5,12 +5,12 @@ GPU-seconds). Nothing here is fitted; `trainer_bench` holds the fits and their e
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from harness.core.sim_config import SimConfig
 from harness.sim.presets import load_hardware, load_model
 from harness.sim.trainer.layout import Layout
 from harness.sim.trainer.step import KernelTrainModel, Passes
@@ -55,15 +55,18 @@ def reproductions(seq: int = 4096, sequences: int = 1024) -> pd.DataFrame:
                                 float(p.get("micro_overhead_s", 0.05)), forwards=1)
         lens = [seq] * sequences
         mfu_s = pool_time(line, lens, 16384) + line.optimizer_s
-        sim = SimpleNamespace(trainer_ep=1, log_prob_forwards=1, micro_batch_tokens=16384)
-        try:
+        sim = SimConfig(calibration=name, trainer_gpu=gpu, trainer_gpus=gpus,
+                        log_prob_forwards=1, micro_batch_tokens=16384)
+        try:  # on the calibration's own trainer GPU: its fitted train_scale, if any
             k = trainer_build.from_config(sim, data, hw, model, gpu, gpus)
             kern_s = pool_time(k, lens, trainer_build.pool_micro_tokens(k)) + k.optimizer_s
             note = trainer_build.framework_of(data)
         except TrainerKernelError as err:
             kern_s, note = float("nan"), str(err).split(": ", 1)[1]
         out.append({"calibration": name, "model": model.name, "trainer_gpu": gpu, "gpus": gpus,
-                    "train_mfu": float(p["train_mfu"]), "mfu_line_s": round(mfu_s, 2),
+                    "train_mfu": float(p["train_mfu"]),
+                    "train_scale": float(p.get("train_scale", float("nan"))),
+                    "mfu_line_s": round(mfu_s, 2),
                     "kernels_s": round(kern_s, 2), "kernels_over_line": round(kern_s / mfu_s, 2),
                     "framework / why not": note})
     return pd.DataFrame(out)
