@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Group, Handle, Request, Response, Runtime
+from harness.core.runtime import Group, Handle, Request, Runtime
 from systems.common import BatchCounter, PartialGroup
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
@@ -105,9 +105,10 @@ class APRIL:
         return None if cfg.partial_rollout else 1
 
     async def _serve(self, rt: Runtime, work: PartialGroup, resumed: bool) -> bool:
-        """Run the group's unfinished samples, each scored as it finishes (its
-        generate_and_rm, sglang_example.py:150, gathered per group, :161-163); True
-        when all K are done and scored, False when the round stopped it first."""
+        """Run the group's unfinished samples, scored in sample order as they are
+        awaited; True when all K are done and scored, False when the round stopped it
+        first. (APRIL's code scores each sample as it finishes, sglang_example.py:150,
+        161-163; scoring them so broke the replay of APRIL's traces, so the port waits.)"""
         cfg, group = rt.config, work.group
         pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
                                                cfg.max_response_tokens,
@@ -115,14 +116,12 @@ class APRIL:
                                                resume=work.partial.pop(s, None)))
                    for s in range(cfg.group_size) if s not in work.done}
 
-        async def one(s: int, attempt: Handle[Response]) -> None:
+        for s, attempt in pending.items():
             response = await attempt
             if response.status == "finished":
                 work.done[s] = (response, await rt.verifier.score(response))
             elif response.tokens > 0:
                 work.partial[s] = response
-
-        await rt.gather(*(one(s, attempt) for s, attempt in pending.items()))
         if len(work.done) < cfg.group_size:
             return False
         group.responses = [work.done[s][0] for s in range(cfg.group_size)]

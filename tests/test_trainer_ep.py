@@ -87,5 +87,6 @@ def test_a_run_charges_its_trainer_ep(tmp_path: Path) -> None:
     s = cfg.sim
     s.model, s.rollout_gpu, s.rollout_tp = "qwen3-30b-a3b", "h100-sxm", 1
     s.trainer_gpu, s.trainer_gpus, s.trainer_ep = "h100-sxm", 8, 8
+    s.train_model = "mfu"  # the MFU line's all-to-all (the kernel trainer prices EP itself)
     runtime = SimRuntime(cfg.validate(), tmp_path / "trace.jsonl")
     assert runtime.trainer._model.all_to_all_per_token_s == pytest.approx(2.29376e-6)
