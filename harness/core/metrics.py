@@ -239,14 +239,6 @@ def _lower_bound(
                max(0.0, t_last - t0) + compute.get(last_batch, 0.0))
 
 
-DROPS = ("drop_group", "discard_groups")  # decisions that end a group's samples
-
-
-def resumable(finish: dict[str, Any]) -> bool:
-    """An aborted request that made tokens: a system may resubmit it for its round."""
-    return finish.get("status") == "aborted" and finish.get("response_tokens", 0) > 0
-
-
 def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
     """The rounds of a trace that stops short (no `run_end`, or one with an error)
     whose figures are final: the round's rollout completed, every request it
@@ -267,16 +259,9 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
         if ev == "request_submit":
             pending[(e["group"], e["sample"])] = e["round"]
         elif ev == "request_finish":
-            key = (e["group"], e["sample"])
-            rnd = pending.get(key) if resumable(e) else pending.pop(key, None)
+            rnd = pending.pop((e["group"], e["sample"]), None)
             if rnd is not None:
                 finishes[rnd] = i
-        elif ev == "group_materialized" or (ev == "decision" and e.get("what") in DROPS):
-            # an aborted sample with tokens may still be resumed for its round (a
-            # slime-async requeue): pending until its group is trained or dropped
-            groups = set(e.get("groups") or [e.get("group")])
-            for key in [k for k in pending if k[0] in groups]:
-                del pending[key]
         elif ev == "rollout_start":
             order.append(e["round"])
         elif ev == "rollout_complete":
