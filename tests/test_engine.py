@@ -7,17 +7,15 @@ by hand.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core.runtime import Prompt, Request, Response
 from harness.sim.engine import SimEngine
-from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel
 from harness.sim.placement import LeastLoaded
+from tests import clocks
 
 STEP = 0.01
 
@@ -32,7 +30,7 @@ class Harness:
 
     def __init__(self, capacity: int = 10**6, max_running: int = 1024,
                  decode: DecodeModel | None = None) -> None:
-        self.loop = VirtualTimeLoop()
+        self.loop = clocks.SimClock()
         self.events: list[tuple[float, str, dict]] = []
         self.targets: dict[str, int] = {}
         self.engine = SimEngine(self.loop, decode or flat(), capacity, max_running, self.emit,
@@ -86,7 +84,7 @@ def test_abort_returns_partial_and_resume_continues() -> None:
 
     async def main() -> tuple[Response, Response, float]:
         fut = h.engine.submit(h.request(0, 100))
-        await asyncio.sleep(0.505)  # inside step 51: the engine stops now, at 50 tokens
+        await clocks.sleep(0.505)  # inside step 51: the engine stops now, at 50 tokens
         (partial,) = await h.engine.abort(["0.0"])
         assert (await fut) is partial
         resumed = await h.engine.submit(h.request(0, 100, resume=partial))
@@ -104,7 +102,7 @@ def test_priority_orders_the_waiting_queue() -> None:
     async def main() -> list[str]:
         low = h.engine.submit(h.request(1, 10, priority=1))
         high = h.engine.submit(h.request(2, 10, priority=0))
-        await asyncio.gather(low, high)
+        await clocks.gather(low, high)
         return [f["group"] for _, ev, f in h.events if ev == "request_admit"]
 
     assert h.run(main()) == [2, 1]
@@ -115,7 +113,7 @@ def test_in_flight_weight_install_splits_version_spans() -> None:
 
     async def main() -> tuple[Response, float]:
         fut = h.engine.submit(h.request(0, 100))
-        await asyncio.sleep(0.3)  # 30 tokens on version 0
+        await clocks.sleep(0.3)  # 30 tokens on version 0
         await h.engine.install(1, transfer_s=0.2, in_flight=True)
         return await fut, h.loop.time()
 
@@ -133,7 +131,7 @@ def test_full_cache_preempts_newest_and_recomputes() -> None:
     h = Harness(capacity=60)
 
     async def main() -> list[Response]:
-        return list(await asyncio.gather(h.engine.submit(h.request(0, 40)),
+        return list(await clocks.gather(h.engine.submit(h.request(0, 40)),
                                          h.engine.submit(h.request(1, 40))))
 
     first, second = h.run(main())
@@ -150,7 +148,7 @@ def test_drain_pause_waits_for_running_sequences() -> None:
 
     async def main() -> float:
         h.engine.submit(h.request(0, 30))
-        await asyncio.sleep(0.1)
+        await clocks.sleep(0.1)
         await h.engine.pause("drain")
         return h.loop.time()
 

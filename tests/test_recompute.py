@@ -14,15 +14,15 @@ import pytest
 
 from harness.core.runtime import Prompt, Request, Response
 from harness.sim.engine import SimEngine
-from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel
+from tests import clocks
 
 STEP, PREFILL = 0.01, 0.001
 
 
 class Harness:
     def __init__(self) -> None:
-        self.loop = VirtualTimeLoop()
+        self.loop = clocks.SimClock()
         self.events: list[tuple[float, str, dict]] = []
         decode = DecodeModel(fixed_s=STEP, per_seq_s=0.0, weights_s=0.0, per_ctx_token_s=0.0,
                              compute_per_seq_s=0.0, prefill_per_token_s=PREFILL)
@@ -35,9 +35,9 @@ class Harness:
         async def main() -> tuple[list[Response], float]:
             futures = [self.engine.submit(Request(0, g, 0, Prompt(g, 10), 10**6))
                        for g in range(requests)]
-            await asyncio.sleep(0.01 * requests + 0.3)  # prefill, then 30 tokens on v0
+            await clocks.sleep(0.01 * requests + 0.3)  # prefill, then 30 tokens on v0
             await self.engine.install(1, 0.2, in_flight=True, recompute=recompute)
-            return list(await asyncio.gather(*futures)), self.loop.time()
+            return list(await clocks.gather(*futures)), self.loop.time()
 
         try:
             return self.loop.run_until_complete(main())

@@ -22,8 +22,10 @@ from harness.core.runtime import Prompt, Request, Response
 from harness.core.trace import TraceError, read_trace
 from harness.live.workload import LiveVerifier
 from harness.run.execute import execute
-from harness.sim.loop import VirtualTimeLoop
+from harness.sim.components import SimVerifier
 from systems import system_names
+from tests import clocks
+from tests.clocks import VirtualAsyncio
 from workloads.profile import Profile, load_profile, make_workload, profile_names
 from workloads.replay import hidden_score
 from workloads.trace_source import TraceHidden, TraceWorkload, read_groups
@@ -102,10 +104,11 @@ def _response(latency: float) -> Response:
     return Response(Request(0, 0, 0, prompt, 100), 5, [[0, 5]], "finished")
 
 
-def test_a_simulated_check_records_how_long_it_ran() -> None:
+def test_a_check_records_how_long_it_ran() -> None:
     """A check of 3 s: 3 s and its reward; stopped by a 2 s timeout: 2 s and 0; cancelled
-    by its system after 1.25 s: 1.25 s (a replay then ends it there)."""
-    loop = VirtualTimeLoop()
+    by its system after 1.25 s: 1.25 s (a replay then ends it there). Both the live
+    runtime's replayed check (`hidden_score`, on asyncio) and the simulator's."""
+    loop = VirtualAsyncio()
     whole, stopped, cancelled = _response(3.0), _response(3.0), _response(3.0)
     assert loop.run_until_complete(hidden_score(whole, None)) == 1.0
     assert loop.run_until_complete(hidden_score(stopped, 2.0)) == 0.0
@@ -119,6 +122,29 @@ def test_a_simulated_check_records_how_long_it_ran() -> None:
     loop.run_until_complete(cancel())
     loop.close()
     assert (whole.verify_s, stopped.verify_s, cancelled.verify_s) == (3.0, 2.0, 1.25)
+
+    clock = clocks.SimClock()
+    verifier = SimVerifier(clock)
+    whole, stopped, cancelled = _response(3.0), _response(3.0), _response(3.0)
+
+    async def sim() -> list[float]:
+        check = verifier.score(cancelled)
+        got = [await verifier.score(whole), await verifier.score(stopped, 2.0)]
+        return got + [check.done()]  # 5 s passed: the first, begun at 0, has ended
+
+    assert clock.run_until_complete(sim()) == [1.0, 0.0, True]
+    assert (whole.verify_s, stopped.verify_s, cancelled.verify_s) == (3.0, 2.0, 3.0)
+
+    clock, cancelled = clocks.SimClock(), _response(3.0)
+
+    async def give_up() -> None:
+        check = verifier_b.score(cancelled)
+        await clocks.sleep(1.25)
+        check.cancel()
+
+    verifier_b = SimVerifier(clock)
+    clock.run_until_complete(give_up())
+    assert cancelled.verify_s == 1.25 and clock.now == 1.25  # its timer went with it
 
 
 class _SlowChecks:

@@ -1,13 +1,12 @@
 """The simulator's fast paths keep the slow paths' results exactly.
 
-The virtual-time loop runs its own iteration (timer order, cancellation,
-failures), the simulator's trace writer buffers (same bytes, whole lines), and
-the metrics read only the kinds they need (same rows as from the whole file).
+The simulator's trace writer buffers (same bytes, whole lines), and the metrics
+read only the kinds they need (same rows as from the whole file). The event heap's
+order, cancellation and failures: tests/test_sim_heap.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import msgspec
@@ -17,62 +16,7 @@ from harness.core.config import RunConfig
 from harness.core.metrics import ROUND_METRIC_EVENTS, round_metrics
 from harness.core.trace import TraceWriter, read_trace
 from harness.run.execute import execute
-from harness.sim.loop import VirtualTimeLoop
 from harness.sim.trace_buffer import BufferedTraceWriter
-
-
-def test_timers_run_in_time_then_scheduling_order() -> None:
-    loop = VirtualTimeLoop()
-    seen: list[tuple[str, float]] = []
-
-    def note(name: str) -> None:
-        seen.append((name, loop.time()))
-
-    async def main() -> None:
-        loop.call_at(1.0, note, "a")
-        loop.call_at(0.5, note, "b")
-        loop.call_at(1.0, note, "c")  # same time as a, scheduled after it
-        loop.call_later(0.7, note, "d").cancel()
-        loop.call_soon(note, "e")
-        await asyncio.sleep(2.0)
-        note("end")
-
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
-    assert seen == [("e", 0.0), ("b", 0.5), ("a", 1.0), ("c", 1.0), ("end", 2.0)]
-
-
-def test_a_failing_callback_is_reported_and_the_loop_goes_on() -> None:
-    loop = VirtualTimeLoop()
-    errors: list[str] = []
-    loop.set_exception_handler(lambda _loop, ctx: errors.append(str(ctx["exception"])))
-    seen: list[str] = []
-
-    def boom() -> None:
-        raise ValueError("boom")
-
-    async def main() -> None:
-        loop.call_soon(boom)
-        loop.call_soon(seen.append, "after")
-        await asyncio.sleep(1.0)
-
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
-    assert errors == ["boom"] and seen == ["after"]
-
-
-def test_waiting_on_nothing_is_a_deadlock() -> None:
-    loop = VirtualTimeLoop()
-    try:
-        with pytest.raises(RuntimeError, match="deadlock"):
-            loop.run_until_complete(loop.create_future())
-    finally:
-        loop.close()
-
 
 EVENTS = [("run_start", {"schema": 2, "config": {"a": [1, 2]}}), ("x", {"v": float("nan")}),
           ("x", {"v": 1e-7, "s": "é"}), ("x", {"spans": [[0, 3], [1, 4]]}), ("y", {}),

@@ -1,7 +1,7 @@
 """The waiting tools on the simulator's coroutine driver (harness/sim/waits.py) against
-asyncio's: one system that uses every tool runs on the simulated runtime of today
-(asyncio on the virtual loop) and on the driver, and logs the same things at the same
-virtual times, in the same order."""
+asyncio's: one system that uses every tool runs on the live runtime's tools (asyncio's,
+`RunnerBase`'s, on a loop whose clock jumps), on the driver and on the simulated runtime,
+and logs the same things at the same virtual times, in the same order."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from harness.core.config import RunConfig
+from harness.shared.runner import RunnerBase
 from harness.sim.co import Driver
 from harness.sim.heap import Heap
 from harness.sim.runtime import SimRuntime
 from harness.sim.waits import Queue, QueueEmpty, tools
+from tests.clocks import VirtualAsyncio
 
 
 class _Everything:
@@ -72,7 +74,22 @@ class _Everything:
         say(f"cancelled waiter: {late.cancelled()}")
 
 
-def _on_asyncio(tmp_path: Path) -> list[tuple[str, float]]:
+def _on_asyncio() -> list[tuple[str, float]]:
+    """The tools as the live runtime has them (RunnerBase's, on asyncio)."""
+    loop = VirtualAsyncio()
+    runner = RunnerBase.__new__(RunnerBase)  # the tools only: no trace, no run
+    runner._loop = loop
+    runner._spawned, runner._failure = set(), None
+    runner.now = loop.time  # type: ignore[method-assign]
+    system = _Everything()
+    try:
+        loop.run_until_complete(system.run(runner))
+    finally:
+        loop.close()
+    return system.log
+
+
+def _on_sim(tmp_path: Path) -> list[tuple[str, float]]:
     system = _Everything()
     SimRuntime(RunConfig(workload="sci-jl").validate(), tmp_path / "t.jsonl").run(system)
     return system.log
@@ -104,8 +121,9 @@ def test_the_driver_waits_as_asyncio_does(tmp_path: Path) -> None:
             ("cancelled waiter: True", 8.5)]
     first = ("first: the flag True, the sleep False", 8.5)
     gets = [("g1 got x", 8.5), ("g2 got y", 8.5)]
-    assert _on_asyncio(tmp_path) == head + gets + [first] + tail
+    assert _on_asyncio() == head + gets + [first] + tail
     assert _on_driver() == head + [first] + gets + tail
+    assert _on_sim(tmp_path) == head + [first] + gets + tail  # the simulator is the driver
 
 
 def test_an_empty_queue_says_so() -> None:

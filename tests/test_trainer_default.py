@@ -167,12 +167,10 @@ def test_a_stream_train_on_half_the_gpus_spreads_over_the_replicas_it_has() -> N
     """RollPacker's stream trainer trains on the GPUs the engine released: the kernel
     trainer prices that on a layout of those GPUs (8 sequences on 8 of 16 GPUs: one a
     replica either way, so the same time), where the pool's time times 16/8 doubled it."""
-    import asyncio
-
     from harness.core.runtime import Group, Prompt, Response
     from harness.sim.components import SimTrainer
-    from harness.sim.loop import VirtualTimeLoop
     from harness.sim.presets import load_hardware
+    from tests.clocks import SimClock
 
     hw, m = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
     full = KernelTrainModel("h100-sxm", hw, m, Layout(16, fsdp=False), "megatron")
@@ -185,12 +183,8 @@ def test_a_stream_train_on_half_the_gpus_spreads_over_the_replicas_it_has() -> N
     prompt = Prompt(0, 1024)
     group = Group(0, 0, prompt, [Response(None, 1024, [[0, 1024]], "finished")  # type: ignore[arg-type]
                                  for _ in range(8)])
-    loop = VirtualTimeLoop()
-    trainer = SimTrainer(full, None, lambda *a, **k: None, 16384 * 16, 0.0, gpus=16)
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_until_complete(trainer.train(0, [group], gpus=8))
-    finally:
-        asyncio.set_event_loop(None)
-        loop.close()
-    assert loop.time() == pytest.approx(full.micro_time([2048] * 8))
+    clock = SimClock()
+    trainer = SimTrainer(full, None, lambda *a, **k: None, 16384 * 16, 0.0, driver=clock.driver,
+                         gpus=16)
+    clock.run_until_complete(trainer.train(0, [group], gpus=8))
+    assert clock.time() == pytest.approx(full.micro_time([2048] * 8))

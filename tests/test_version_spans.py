@@ -12,7 +12,6 @@ one token back and the new ones got a span one token too long.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,9 @@ from harness.core.runtime import Prompt, Request, Response
 from harness.core.trace import read_trace
 from harness.run.execute import execute
 from harness.sim.engine import SimEngine
-from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import DecodeModel
 from systems import SYSTEMS
+from tests import clocks
 
 STEP = 0.01
 PREFILL = 0.001  # per prompt token: 10 tokens take 10 ms, as long as one decode step
@@ -54,7 +53,7 @@ class Engine:
     """A SimEngine whose steps take 10 ms and whose prefill costs 1 ms a token."""
 
     def __init__(self) -> None:
-        self.loop = VirtualTimeLoop()
+        self.loop = clocks.SimClock()
         self.finishes: list[dict[str, Any]] = []
         self.targets: dict[str, int] = {}
         decode = DecodeModel(fixed_s=STEP, per_seq_s=0.0, weights_s=0.0, per_ctx_token_s=0.0,
@@ -90,9 +89,9 @@ def test_install_during_prefill_keeps_spans_whole() -> None:
 
     async def main() -> list[Response]:
         first = h.engine.submit(h.request(0, 50))
-        await asyncio.sleep(0.105)  # prefill 10 ms, then 9 steps and half of the 10th
+        await clocks.sleep(0.105)  # prefill 10 ms, then 9 steps and half of the 10th
         second = h.engine.submit(h.request(1, 30))  # its prefill: 10 ms from 0.11
-        await asyncio.sleep(0.01)  # 0.115: mid-prefill, no step of the new segment done
+        await clocks.sleep(0.01)  # 0.115: mid-prefill, no step of the new segment done
         await h.engine.install(1, 0.05, in_flight=True)
         return [await first, await second]
 
@@ -108,10 +107,10 @@ def test_abort_during_prefill_returns_no_token() -> None:
 
     async def main() -> tuple[list[Response], Response]:
         first = h.engine.submit(h.request(0, 50))
-        await asyncio.sleep(0.105)
+        await clocks.sleep(0.105)
         second = h.request(1, 30)
         h.engine.submit(second)
-        await asyncio.sleep(0.01)
+        await clocks.sleep(0.01)
         aborted = await h.engine.abort([second.id])
         return aborted, await first
 
@@ -127,10 +126,10 @@ def test_resumed_response_aborted_during_prefill_keeps_its_tokens() -> None:
 
     async def main() -> Response:
         h.engine.submit(h.request(0, 50))
-        await asyncio.sleep(0.105)
+        await clocks.sleep(0.105)
         resumed = h.request(1, 30, resume=partial)
         h.engine.submit(resumed)  # prefill of 10 + 12 tokens
-        await asyncio.sleep(0.01)
+        await clocks.sleep(0.01)
         await h.engine.install(1, 0.05, in_flight=True)
         (out,) = await h.engine.abort([resumed.id])
         return out

@@ -21,6 +21,19 @@ def target_tokens(request: Request) -> int:
     return min(request.prompt.hidden.sample(request.sample)[0], request.max_tokens)
 
 
+def check_outcome(response: Response, timeout: float | None) -> tuple[float, float]:
+    """How long the sample's check runs (its latency, or `timeout` where that stops it)
+    and the reward it gives if it runs that long: 0 for a check stopped by the
+    timeout and for an aborted or truncated response, as a real verifier scores it."""
+    request = response.request
+    _, reward, latency = request.prompt.hidden.sample(request.sample)
+    if timeout is not None and latency > timeout:
+        return timeout, 0.0
+    if response.status != "finished" or response.truncated:
+        return latency, 0.0
+    return latency, reward
+
+
 async def hidden_score(response: Response, timeout: float | None) -> float:
     """Wait the sample's check latency (stopped at `timeout`), then its reward; an
     aborted or truncated response scores 0, as a real verifier would score it. How
@@ -28,10 +41,7 @@ async def hidden_score(response: Response, timeout: float | None) -> float:
     its latency, the timeout where that stopped it, or the time until a system
     cancelled it (RollPacker's sandbox limit: a replay then ends the check there,
     with the reward the run gave it, without needing the system's limit)."""
-    request = response.request
-    _, reward, latency = request.prompt.hidden.sample(request.sample)
-    timed_out = timeout is not None and latency > timeout
-    took = timeout if timed_out else latency
+    took, reward = check_outcome(response, timeout)
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:
@@ -40,8 +50,6 @@ async def hidden_score(response: Response, timeout: float | None) -> float:
         response.verify_s = loop.time() - start
         raise
     response.verify_s = took
-    if timed_out or response.status != "finished" or response.truncated:
-        return 0.0
     return reward
 
 

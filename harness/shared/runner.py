@@ -115,6 +115,10 @@ class RunnerBase:
         time (`verify_s`, when every response was checked): a replay of the trace
         (`--workload trace:`) waits them again rather than assume 0 s."""
         await self._materialize_delay()
+        self.materialized(group)
+
+    def materialized(self, group: Group) -> None:
+        """`materialize` once its delay has passed: advantages, and the event."""
         group.advantages = grpo.advantages(group.rewards)
         checked = [r.verify_s for r in group.responses]
         timed = {"verify_s": checked} if None not in checked else {}
@@ -137,9 +141,6 @@ class RunnerBase:
     async def run_async(self, system: Any) -> None:
         """The whole run on an already running loop (a Ray actor's, for one)."""
         cfg = self.config
-        # Kept for `spawn`: asking asyncio for the running loop costs a system call
-        # (getpid) each time, and a run spawns a task per sample.
-        self._loop = asyncio.get_running_loop()
         self.emit("run_start", schema=SCHEMA, system=cfg.system, workload=cfg.workload,
                   runtime=self.name, seed=cfg.seed, config=cfg.to_dict(), version=__version__,
                   **self.header(), **file_figures(cfg.workload, getattr(self, "workload", None)))
@@ -176,7 +177,12 @@ class RunnerBase:
         """Stop what `_setup` started."""
 
     async def _main(self, system: Any) -> None:
-        self._failure = asyncio.get_running_loop().create_future()
+        """The system as a task beside a failure future: a task that fails ends the
+        run at once (the simulator's driver does this itself: `SimRuntime._main`)."""
+        # Kept for `spawn`: asking asyncio for the running loop costs a system call
+        # (getpid) each time, and a run spawns a task per sample.
+        self._loop = asyncio.get_running_loop()
+        self._failure = self._loop.create_future()
         main: asyncio.Task[Any] | None = None
         try:
             await self._setup()

@@ -216,9 +216,7 @@ class Driver:
         return proc
 
     def sleep(self, seconds: float) -> Wait:
-        wait = _Sleep()
-        wait.entry = self.heap.call_later(seconds, wait.set_result, None)
-        return wait
+        return sleep(self.heap, seconds)
 
     def _ended(self, proc: Proc) -> None:
         self.live.pop(proc, None)
@@ -272,6 +270,16 @@ class Driver:
             raise failure  # another coroutine failed as main was ending
         return proc.result()
 
+    def cancel_others(self) -> None:
+        """Cancel every live coroutine but those running (the caller and whoever it
+        runs inside), now, in spawn order: their `finally` blocks run before the
+        caller goes on (the runtime's reaping, before the trace's `run_end`)."""
+        for proc in list(self.live):
+            if not proc.done() and not proc._running:
+                proc._cancel_asked = False
+                proc._park_off()
+                proc._step(None, Cancelled())
+
     def _cancel_all(self) -> None:
         """Cancel what is left, now (their `finally` blocks run; one that catches
         Cancelled and waits again is left there: the run is over)."""
@@ -281,6 +289,13 @@ class Driver:
                 proc._park_off()
                 proc._step(None, Cancelled())
         self.heap.stop()
+
+
+def sleep(heap: Heap, seconds: float) -> Wait:
+    """A Wait done `seconds` from now (a component's pause: no coroutine needed)."""
+    wait = _Sleep()
+    wait.entry = heap.call_later(seconds, wait.set_result, None)
+    return wait
 
 
 class _Sleep(Wait):

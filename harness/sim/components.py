@@ -7,28 +7,59 @@ steps the optimizer, and publishes weights to the engine after a transfer.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.core.offpolicy import lag_histogram, step_stats
 from harness.core.runtime import Group, Response
+from harness.sim.co import Driver, Wait
+from harness.sim.heap import Entry, Heap
 from harness.sim.perf import TrainModel
-from workloads.replay import hidden_score
+from harness.sim.waits import Slots
+from workloads.replay import check_outcome
+
+
+class _Check(Wait):
+    """One check under way: done after its latency with its reward; cancelled (a
+    system gave up on it), it records how long it ran, as a live check's would."""
+
+    __slots__ = ("response", "start", "took", "reward", "entry", "heap")
+
+    def __init__(self, heap: Heap, response: Response, timeout: float | None) -> None:
+        super().__init__()
+        self.heap, self.response, self.start = heap, response, heap.now
+        self.took, self.reward = check_outcome(response, timeout)
+        self.entry: Entry = heap.call_later(self.took, self._done)
+
+    def _done(self) -> None:
+        self.response.verify_s = self.took
+        self.set_result(self.reward)
+
+    def cancel(self) -> bool:
+        if self.done():
+            return False
+        self.entry.cancel()
+        self.response.verify_s = self.heap.now - self.start
+        return super().cancel()
 
 
 class SimVerifier:
     """Reward workers: `workers` checks at a time (0: no limit). A check that runs
-    past `timeout` is stopped there and scores zero, as a sandbox would."""
+    past `timeout` is stopped there and scores zero, as a sandbox would. A check is a
+    timer on the heap, not a coroutine: every response is checked."""
 
-    def __init__(self, workers: int = 0) -> None:
-        self._slots = asyncio.Semaphore(workers) if workers > 0 else None
+    def __init__(self, heap: Heap, workers: int = 0) -> None:
+        self._heap = heap
+        self._slots = Slots(workers) if workers > 0 else None
 
-    async def score(self, response: Response, timeout: float | None = None) -> float:
+    def score(self, response: Response, timeout: float | None = None) -> Wait:
         if self._slots is None:
-            return await hidden_score(response, timeout)
-        async with self._slots:
-            return await hidden_score(response, timeout)
+            return _Check(self._heap, response, timeout)
+        return self._limited(response, timeout)  # type: ignore[return-value]
+
+    async def _limited(self, response: Response, timeout: float | None) -> float:
+        async with self._slots:  # type: ignore[union-attr]
+            return await _Check(self._heap, response, timeout)
 
 
 class SimTrainer:
@@ -43,9 +74,12 @@ class SimTrainer:
         weight_sync_s: float,
         drift: float = 0.0,
         clamp: float = 5.0,
+        *,
+        driver: Driver,
         share: Any = None,
         gpus: int = 1,
     ) -> None:
+        self._sleep = driver.sleep
         self._share = share
         self.gpus = gpus
         self._model = model
@@ -53,7 +87,7 @@ class SimTrainer:
         self._emit = emit
         self._micro_tokens = micro_batch_tokens
         self._sync_s = weight_sync_s
-        self.lock = asyncio.Lock()
+        self.lock = Slots(1)
         self.version = 0
         self._step = 0
         self._drift = drift
@@ -95,14 +129,14 @@ class SimTrainer:
                         self._lags[lag] = self._lags.get(lag, 0) + n
             self._emit("train_start", batch=batch, micro_batches=len(micros),
                        samples=sum(map(len, micros)), gpus=gpus or self.gpus)
-            await asyncio.sleep(slowdown * sum(model.micro_time(m) for m in micros))
+            await self._sleep(slowdown * sum(model.micro_time(m) for m in micros))
             self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
 
     async def step(self) -> int:
         async with self.lock:
             if self._share is not None:
                 await self._share.trainer_acquire()
-            await asyncio.sleep(self._model.optimizer_s)
+            await self._sleep(self._model.optimizer_s)
             self._step += 1
             stats = step_stats(self._lags, self._drift, self._clamp)
             self._lags = {}

@@ -15,7 +15,6 @@ recomputed (its tokens are kept; its prefix is prefilled again on readmission).
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
@@ -23,6 +22,8 @@ from operator import attrgetter
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response, prompt_field
+from harness.sim.co import Wait, sleep
+from harness.sim.heap import Entry, Heap
 from harness.sim.perf import StepJump
 
 
@@ -54,11 +55,11 @@ class _Seq:
 
 
 class SimEngine:
-    """Implements `harness.core.runtime.Engine` on a `VirtualTimeLoop`."""
+    """Implements `harness.core.runtime.Engine` on the simulator's event heap."""
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        loop: Heap,
         decode: StepJump,
         kv_capacity_tokens: int,
         max_running: int,
@@ -85,17 +86,17 @@ class SimEngine:
         self._arrivals = itertools.count()
         self._admits = itertools.count()
         self._paused = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Entry | None = None
         self._seg: tuple[float, int, int, int] | None = None  # start, n, b, ctx
         self._cut_seg: tuple[float, int, int, int] | None = None  # the last boundary cut's
         self._cut_now = -1.0
-        self._replan: asyncio.Handle | asyncio.TimerHandle | None = None
+        self._replan: Entry | None = None
         self.preemptions = 0
-        self._drained: asyncio.Future[None] | None = None
+        self._drained: Wait | None = None
 
     # -- the contract ----------------------------------------------------
-    def submit(self, request: Request) -> asyncio.Future[Response]:
-        future: asyncio.Future[Response] = self.loop.create_future()
+    def submit(self, request: Request) -> Wait:
+        future = Wait()
         self.submit_then(request, future.set_result)
         return future
 
@@ -125,7 +126,7 @@ class SimEngine:
     async def pause(self, mode: PauseMode = "keep") -> None:
         if mode == "drain" and self._running:
             self._paused = "drain"  # type: ignore[assignment]
-            self._drained = self.loop.create_future()
+            self._drained = Wait()
             await self._drained
         self._cut()
         self._paused = True
@@ -153,10 +154,21 @@ class SimEngine:
         tokens, when readmitted: vLLM's `reset_prefix_cache(reset_running_requests=
         True)` (vllm/v1/core/sched/scheduler.py `reset_prefix_cache`, vLLM 0.32).
         Not counted as preemptions: the cache was not short."""
+        was_paused = self.install_begin()
+        await sleep(self.loop, transfer_s)
+        self.install_end(version, was_paused, recompute)
+
+    def install_begin(self) -> bool | str:
+        """`install`'s first half: stop at the step under way and pause; returns
+        whether the engine was paused already (a pool installs on every replica at
+        once: begin all, one transfer, end all)."""
         self._cut()
         was_paused = self._paused
         self._paused = True
-        await asyncio.sleep(transfer_s)
+        return was_paused
+
+    def install_end(self, version: int, was_paused: bool | str, recompute: bool) -> None:
+        """`install`'s second half, once the weights are there."""
         self._cut()
         self.version = version
         for seq in self._running.values():

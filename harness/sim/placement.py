@@ -17,7 +17,6 @@ other) and is recorded as a `placement_switch` event.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import heapq
 from collections.abc import Callable, Iterable
@@ -25,7 +24,9 @@ from functools import partial
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
+from harness.sim.co import Driver, Wait, sleep
 from harness.sim.engine import SimEngine
+from harness.sim.waits import Slots
 
 
 class LeastLoaded:
@@ -78,7 +79,7 @@ class LeastLoaded:
 class EnginePool:
     """Implements `harness.core.runtime.Engine` over several `SimEngine` replicas.
 
-    The pool hands out its own futures, chained to the replica's, so that a
+    The pool hands out its own Waits, chained to the replica's, so that a
     request can move between replicas (`resize`) without the system noticing.
     `make(index, tp, version)` builds a replica; the pool owns `gpus` GPUs.
     """
@@ -93,14 +94,12 @@ class EnginePool:
         self._gpus = gpus
         self._emit = emit
         self._share = share
-        self._live: dict[str, tuple[Request, asyncio.Future[Response], int]] = {}
+        self._live: dict[str, tuple[Request, Callable[[Response], Any], int]] = {}
         self._moving: set[str] = set()
         self._route = route  # builds the router of n replicas (harness/sim/dispatch.py)
         self._router = route(len(engines))
         self._retired_preemptions = 0
-        # The replicas' loop, kept: asking asyncio for the running one costs a system
-        # call (getpid) each time, and every request asks.
-        self._loop = engines[0].loop
+        self._heap = engines[0].loop
 
     @property
     def version(self) -> int:
@@ -114,29 +113,34 @@ class EnginePool:
     def preemptions(self) -> int:
         return self._retired_preemptions + sum(e.preemptions for e in self.engines)
 
-    def submit(self, request: Request) -> asyncio.Future[Response]:
-        outer: asyncio.Future[Response] = self._loop.create_future()
-        self._dispatch(request, outer)
+    def submit(self, request: Request) -> Wait:
+        outer = Wait()
+        self._dispatch(request, partial(_deliver, outer))
         return outer
 
-    def _dispatch(self, request: Request, outer: asyncio.Future[Response]) -> None:
+    def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
+        """`submit`, calling `done(response)` a turn after the request ends, with no Wait
+        (a group served by callbacks: harness/sim/serve.py)."""
+        self._dispatch(request, done)
+
+    def _dispatch(self, request: Request, done: Callable[[Response], Any]) -> None:
         index = self._router.take(request)
         rid = request.id
-        self._live[rid] = (request, outer, index)
+        self._live[rid] = (request, done, index)
         # Called as the replica ends the request: `_returned` is scheduled then, as the
-        # callback of a future the replica returned would be.
-        self.engines[index].submit_then(request, partial(self._loop.call_soon,
+        # callback of a Wait the replica returned would be.
+        self.engines[index].submit_then(request, partial(self._heap.call_soon,
                                                          self._returned, rid))
 
     def _returned(self, request_id: str, response: Response) -> None:
-        request, outer, index = self._live.pop(request_id)
+        request, done, index = self._live.pop(request_id)
         self._router.give_back(index)
         if request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
             resume = response if response.tokens > 0 else request.resume
-            self._dispatch(dataclasses.replace(request, resume=resume), outer)
-        elif not outer.done():
-            outer.set_result(response)
+            self._dispatch(dataclasses.replace(request, resume=resume), done)
+        else:
+            done(response)
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         by_engine: dict[int, list[str]] = {}
@@ -164,10 +168,11 @@ class EnginePool:
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
                       recompute: bool = False) -> None:
-        tasks = [asyncio.ensure_future(e.install(version, transfer_s, in_flight, recompute))
-                 for e in self.engines]
-        for task in tasks:
-            await task
+        """Every replica at once: each pauses, one transfer, each takes the weights."""
+        paused = [e.install_begin() for e in self.engines]
+        await sleep(self._heap, transfer_s)
+        for engine, was_paused in zip(self.engines, paused, strict=True):
+            engine.install_end(version, was_paused, recompute)
 
     async def resize(self, replicas: int) -> int:
         """Keep the first `replicas` replicas (0: all of them); move the others'
@@ -203,20 +208,27 @@ class EnginePool:
         self._emit("engine_reconfigure", tp=tp, replicas=len(self.engines))
 
 
+def _deliver(wait: Wait, response: Response) -> None:
+    """A response to whoever awaits it (nobody, when they cancelled the wait)."""
+    if not wait.done():
+        wait.set_result(response)
+
+
 class GpuShare:
     """Colocated engine and trainer: one owner of the GPUs at a time."""
 
-    def __init__(self, switch_s: float, emit: Callable[..., Any]) -> None:
+    def __init__(self, switch_s: float, emit: Callable[..., Any], driver: Driver) -> None:
         self.owner = "engine"
         self.switch_s = switch_s
         self.switches = 0
         self._emit = emit
+        self._driver = driver  # the switch back to the engine runs on its own
         self.engines: list[SimEngine] = []
-        self._trainer_lock: asyncio.Lock | None = None
-        self._idle_waiters: list[asyncio.Future[None]] = []
-        self._to_engine: asyncio.Task[None] | None = None
+        self._trainer_lock: Slots | None = None
+        self._idle_waiters: list[Wait] = []
+        self._to_engine: Wait | None = None
 
-    def attach(self, engines: list[SimEngine], trainer_lock: asyncio.Lock) -> None:
+    def attach(self, engines: list[SimEngine], trainer_lock: Slots) -> None:
         self.engines = engines
         self._trainer_lock = trainer_lock
 
@@ -236,7 +248,7 @@ class GpuShare:
         them ("switching"): a request submitted then must not be forgotten, or
         the GPUs stay with the trainer and the run deadlocks."""
         if self.owner != "engine" and self._to_engine is None:
-            self._to_engine = asyncio.ensure_future(self._switch_to_engine())
+            self._to_engine = self._driver.spawn(self._switch_to_engine())
 
     async def trainer_acquire(self) -> None:
         """Called by the trainer, holding its lock, before it computes."""
@@ -244,14 +256,14 @@ class GpuShare:
             if all(e.idle() for e in self.engines):
                 await self._switch("trainer")
             else:
-                waiter = asyncio.get_running_loop().create_future()
+                waiter = Wait()
                 self._idle_waiters.append(waiter)
                 await waiter
 
     async def _switch(self, to: str) -> None:
         self.owner = "switching"
         self._emit("placement_switch", to=to)
-        await asyncio.sleep(self.switch_s)
+        await self._driver.sleep(self.switch_s)
         self.switches += 1
         self.owner = to
 

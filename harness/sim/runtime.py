@@ -1,26 +1,29 @@
 """The simulated runtime: virtual clock, engine, verifier, trainer, workload.
 
-`SimRuntime(cfg, trace_path).run(system)` drives a system coroutine to the
-end on a `VirtualTimeLoop` and writes the trace as it goes; what it shares
-with the live runtime is in `harness.shared.runner`.
+`SimRuntime(cfg, trace_path).run(system)` drives a system coroutine to the end
+on one heap of callbacks in virtual time (`harness.sim.heap`), its coroutines on
+the small driver of `harness.sim.co`, with no asyncio: engine, pool, verifier and
+trainer are callbacks and Waits on the heap (docs/architecture.md, "The simulated
+core (#36)"). What it shares with the live runtime is in `harness.shared.runner`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
-from collections.abc import Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness.core.config import RunConfig
+from harness.core.runtime import Group, Response
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
-from harness.sim import calibration, knobs, switch
+from harness.sim import calibration, knobs, switch, waits
 from harness.sim.calibration import resolve
+from harness.sim.co import Driver, Wait
 from harness.sim.components import SimTrainer, SimVerifier
 from harness.sim.dispatch import dispatch_of, router
 from harness.sim.engine import SimEngine
@@ -30,11 +33,12 @@ from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its ol
     kv_capacity_tokens,
 )
 from harness.sim.frameworks import resolve_max_running
+from harness.sim.heap import Heap
 from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
-from harness.sim.loop import VirtualTimeLoop
 from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
+from harness.sim.serve import GroupService
 from harness.sim.trace_buffer import BufferedTraceWriter
 from harness.sim.trainer import build as trainer_build
 from harness.sim.trainer import speed as trainer_speed
@@ -47,7 +51,8 @@ class SimRuntime(RunnerBase):
 
     def __init__(self, cfg: RunConfig, trace_path: str | Path, write: bool = True) -> None:
         """`write=False`: the trace is kept in memory only (`events`), no file written."""
-        self.loop = VirtualTimeLoop()
+        self.heap = Heap()
+        self.driver = Driver(self.heap)
         self._write_trace = write
         resolve_defaults(cfg)
         resolve_max_running(cfg, cfg.system)  # the engines' cap as the framework sets it
@@ -77,7 +82,8 @@ class SimRuntime(RunnerBase):
                 s, cfg.system, measured, self.params["switch_s"])
             if note:
                 say_once(note)
-        self.share = GpuShare(self.params["switch_s"], self.emit) if colocated else None
+        self.share = (GpuShare(self.params["switch_s"], self.emit, self.driver) if colocated
+                      else None)
 
         self.step_source = step_source(s, measured.get("decode"))
         if self.step_source.startswith(f"{ROOFLINE} ("):
@@ -87,7 +93,7 @@ class SimRuntime(RunnerBase):
         def make(index: int, tp: int, version: int) -> SimEngine:
             decode = knobs.apply_decode(
                 decode_model(s, self.params, tp, measured.get("decode")), self.knobs)
-            engine = SimEngine(self.loop, decode, kv_capacity_tokens(cfg, tp), s.max_running,
+            engine = SimEngine(self.heap, decode, kv_capacity_tokens(cfg, tp), s.max_running,
                                self.emit, target_tokens, index=index, share=self.share)
             engine.version = version
             return engine
@@ -124,14 +130,14 @@ class SimRuntime(RunnerBase):
                                      s.trainer_ep, s.log_prob_forwards)
         self.trainer = SimTrainer(train, self.engine, self.emit, micro_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
-                                  cfg.clamp, share=self.share, gpus=train_n)
+                                  cfg.clamp, driver=self.driver, share=self.share, gpus=train_n)
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
-        self.verifier = SimVerifier(s.verifier_workers)
+        self.verifier = SimVerifier(self.heap, s.verifier_workers)
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
-        """Buffered, on the loop's own clock (see `BufferedTraceWriter`)."""
-        return BufferedTraceWriter(trace_path, self.loop.time, self._write_trace)
+        """Buffered, on the heap's own clock (see `BufferedTraceWriter`)."""
+        return BufferedTraceWriter(trace_path, self.heap.time, self._write_trace)
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The run's events (of `kinds`, when given) as the trace file holds them,
@@ -140,10 +146,41 @@ class SimRuntime(RunnerBase):
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
-        return self.loop.time()
+        return self.heap.now
 
-    async def _materialize_delay(self) -> None:
-        await asyncio.sleep(self.params["materialize_s"])
+    def spawn(self, coro: Any) -> Wait:
+        return self.driver.spawn(coro)
+
+    def sleep(self, seconds: float) -> Wait:  # type: ignore[override]
+        return self.driver.sleep(seconds)
+
+    def event(self) -> waits.Event:  # type: ignore[override]
+        return waits.Event()
+
+    def queue(self) -> waits.Queue:  # type: ignore[override]
+        return waits.Queue()
+
+    def slots(self, n: int) -> waits.Slots:  # type: ignore[override]
+        return waits.Slots(n)
+
+    def first(self, pending: Iterable[Any], timeout: float | None = None) -> Wait:  # type: ignore[override]
+        return waits.first(self.driver, pending, timeout)
+
+    def gather(self, *pending: Awaitable[Any]) -> Wait:  # type: ignore[override]
+        return waits.gather(self.driver, *pending)
+
+    def _materialize_delay(self) -> Wait:  # type: ignore[override]
+        return self.driver.sleep(self.params["materialize_s"])
+
+    def after_materialize_delay(self, then: Callable[[], object]) -> None:
+        """`then()` once the control node's time per group has passed (a callback)."""
+        self.heap.call_later(self.params["materialize_s"], then)
+
+    def serve(self, group: Group, *, priority: int = 0,  # type: ignore[override]
+              on_complete: Callable[[Group], None] | None = None,
+              on_response: Callable[[Response], None] | None = None) -> Wait:
+        """By callbacks on the heap (harness/sim/serve.py), not a coroutine a request."""
+        return GroupService(self, group, priority, on_complete, on_response)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,
@@ -154,13 +191,22 @@ class SimRuntime(RunnerBase):
                                                          self.config.sim.trainer_gpu]))
         return head
 
+    async def _main(self, system: Any) -> None:
+        """The system as a coroutine of its own: one that fails (the system's or any
+        it spawned) is raised here by the driver and ends the run; whatever is left
+        is cancelled before the trace's last event."""
+        main = self.driver.spawn(system.run(self))
+        try:
+            await main
+        finally:
+            self.driver.cancel_others()
+
     def _loop_run(self, coro: Any) -> None:
-        """asyncio's Runner on the virtual loop: Ctrl-C cancels the run (its trace
-        ends with `run_end` "interrupted") and then KeyboardInterrupt is raised; on
-        any exit every task left is cancelled and awaited before the loop closes,
-        so none is destroyed pending."""
-        with no_collections(), asyncio.Runner(loop_factory=lambda: self.loop) as runner:
-            runner.run(coro)
+        """The driver runs the run to its end: Ctrl-C cancels it (its trace ends with
+        `run_end` "interrupted") and then KeyboardInterrupt is raised; on any exit
+        every coroutine left is cancelled first."""
+        with no_collections():
+            self.driver.run(coro)
 
 
 @contextlib.contextmanager

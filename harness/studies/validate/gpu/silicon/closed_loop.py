@@ -16,7 +16,7 @@ is the first streamed token's time after the send; TPOT is aiperf's inter-token 
 "Inter Token Latency").
 
 The replay runs that profiled phase (C x ROUNDS requests, C clients) through
-`harness.sim.engine.SimEngine` on a `VirtualTimeLoop`, with the row's kernels step model (the
+`harness.sim.engine.SimEngine` on the simulator's event heap, with the row's kernels step model (the
 one `prediction` prices the row with), the replica's KV cache (`steps.kv_room`) and the run
 default's running cap (`sim.max_running`). The warm-up is not replayed: the simulated engine
 has no cold start and the profiled phase begins from an idle engine either way. The engine's
@@ -49,7 +49,7 @@ import pandas as pd
 from harness.core.config import ConfigError
 from harness.core.runtime import Prompt, Request, Response
 from harness.sim.engine import SimEngine
-from harness.sim.loop import VirtualTimeLoop
+from harness.sim.heap import Heap
 from harness.sim.perf import StepJump
 from harness.studies.steps import kv_room
 from harness.studies.validate.gpu.silicon.prediction import _Engines, predict
@@ -79,7 +79,7 @@ class _FirstTokens:
     asks `prefill_time` once per admission, right after it has admitted (and announced,
     `request_admit`) the requests that prefill carries, at the time the prefill starts."""
 
-    def __init__(self, inner: StepJump, loop: VirtualTimeLoop) -> None:
+    def __init__(self, inner: StepJump, loop: Heap) -> None:
         self._inner, self._loop = inner, loop
         self.pending: list[str] = []  # admitted since the last prefill was priced
         self.first: dict[str, float] = {}  # request id -> its first token's time
@@ -110,13 +110,12 @@ def replay(model: StepJump, clients: int, isl: int, osl: int, kv_tokens: int,
     if clients < 1 or rounds < 1 or isl < 1 or osl < 2:
         raise ValueError(f"closed loop: clients {clients}, rounds {rounds}, isl {isl} and "
                          f"osl {osl} (>= 2: TPOT needs a second token) must be positive")
-    loop = VirtualTimeLoop()
+    loop = Heap()
     firsts = _FirstTokens(model, loop)
     total = clients * rounds
     sent: dict[str, float] = {}
     ttft: list[float] = []
     tpot: list[float] = []
-    finished = loop.create_future()
 
     def emit(kind: str, **fields: Any) -> None:
         if kind == "request_admit":
@@ -140,15 +139,12 @@ def replay(model: StepJump, clients: int, isl: int, osl: int, kv_tokens: int,
         tpot.append((now - first) / (osl - 1))
         if issued < total:
             send()  # the client sends its next request as soon as the last one ends
-        elif len(ttft) == total and not finished.done():
-            finished.set_result(None)
 
     for i in range(min(clients, total)):
         loop.call_at(i * spread_s / clients, send)
-    try:
-        loop.run_until_complete(finished)
-    finally:
-        loop.close()
+    loop.run()  # to the last request's end: nothing is scheduled after it
+    if len(ttft) != total:
+        raise RuntimeError(f"closed loop: {len(ttft)} of {total} requests ended")
     return Replay(1e3 * sum(ttft) / total, 1e3 * sum(tpot) / total, total,
                   engine.preemptions)
 

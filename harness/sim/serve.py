@@ -1,0 +1,69 @@
+"""Serving a group on the simulator by callbacks: no coroutine per request.
+
+`Runtime.serve` is the call every group-level system makes, once a group; on the live
+runtime it is a coroutine over `engine.submit`'s futures (harness/shared/serve.py). Here
+the same steps are callbacks on the event heap: each response, as the engine returns
+it, is told to `on_response` and starts its check (a timer); the K-th is the group's
+completion (`group_complete`, then `on_complete`); the K-th score starts the control
+node's time per group, after which the group is materialised and the Wait the system
+awaits is done. A request costs a heap entry and a check, not a coroutine and its
+turns (docs/architecture.md, "The simulated core (#36)").
+
+Within one instant the order differs from the coroutine's (a check starts as its
+response arrives, not a turn later); the times and events are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.core.runtime import Group, Request, Response
+from harness.sim.co import Wait
+
+
+class GroupService(Wait):
+    """One group under way; done with the group once it is materialised."""
+
+    __slots__ = ("rt", "group", "on_complete", "on_response", "responses", "rewards",
+                 "unanswered", "unscored")
+
+    def __init__(self, rt: Any, group: Group, priority: int,
+                 on_complete: Callable[[Group], None] | None,
+                 on_response: Callable[[Response], None] | None) -> None:
+        super().__init__()
+        self.rt, self.group = rt, group
+        self.on_complete, self.on_response = on_complete, on_response
+        k = rt.config.group_size
+        self.responses: list[Any] = [None] * k
+        self.rewards: list[Any] = [None] * k
+        self.unanswered = self.unscored = k
+        tokens, submit = rt.config.max_response_tokens, rt.engine.submit_then
+        for sample in range(k):
+            submit(Request(group.round, group.id, sample, group.prompt, tokens, priority),
+                   self._answered)
+
+    def _answered(self, response: Response) -> None:
+        sample = response.request.sample
+        self.responses[sample] = response
+        if self.on_response is not None:
+            self.on_response(response)
+        self.rt.verifier.score(response).add_done_callback(self._scored)
+        self.unanswered -= 1
+        if self.unanswered == 0:
+            group = self.group
+            group.responses = self.responses
+            self.rt.emit("group_complete", group=group.id, round=group.round)
+            if self.on_complete is not None:
+                self.on_complete(group)
+
+    def _scored(self, check: Any) -> None:
+        self.rewards[check.response.request.sample] = check.result()
+        self.unscored -= 1
+        if self.unscored == 0:
+            self.rt.after_materialize_delay(self._materialized)
+
+    def _materialized(self) -> None:
+        self.group.rewards = self.rewards
+        self.rt.materialized(self.group)
+        self.set_result(self.group)
