@@ -67,7 +67,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from harness.core.runtime import Group, Handle, Request, Response, Runtime
+from harness.core.runtime import Group, Response, Runtime
 from systems.common import BatchCounter
 
 
@@ -126,30 +126,16 @@ class VerlFullyAsync:
         state = {"staleness": 0, "round": 0, "requests": 0}
         changed = rt.event()
 
-        async def sample(group: Group, s: int) -> Response:
-            """One response; with partial rollout, resumed after each sync's abort."""
-            resume: Response | None = None
-            while True:
-                state["requests"] += 1
-                response = await rt.engine.submit(Request(
-                    group.round, group.id, s, group.prompt, cfg.max_response_tokens,
-                    resume=resume))
+        def returned(response: Response) -> None:
+            """A response left the engine; an aborted one goes on at once (partial
+            rollout), so it is still in flight."""
+            if response.status == "finished" or not v.partial_rollout:
                 state["requests"] -= 1
-                if response.status == "finished" or not v.partial_rollout:
-                    return response
-                resume = response if response.tokens > 0 else resume
-
-        async def score(task: Handle[Response]) -> float:
-            return await rt.verifier.score(await task)
 
         async def produce(group: Group) -> None:
             """One verl sample: K responses, each scored as it ends, then queued."""
-            tasks = [rt.spawn(sample(group, s)) for s in range(cfg.group_size)]
-            scores = [rt.spawn(score(t)) for t in tasks]
-            group.responses = [await t for t in tasks]
-            rt.emit("group_complete", group=group.id, round=group.round)
-            group.rewards = [await s for s in scores]
-            await rt.materialize(group)
+            state["requests"] += cfg.group_size
+            await rt.serve(group, on_response=returned, retry=v.partial_rollout)
             active.discard(group.id)
             queue.append(group)
             changed.set()

@@ -305,7 +305,11 @@ class Runtime(Protocol):
 
     async def serve(self, group: Group, *, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
-                    on_response: Callable[[Response], None] | None = None) -> Group:
+                    on_response: Callable[[Response], None] | None = None,
+                    retry: bool = False) -> Group:
         """Generate the group's K samples, score each as it ends, materialise the group
-        once all K are scored, and return it. `on_response` is told as each sample
-        leaves the engine, `on_complete` once all K have (after `group_complete`)."""
+        once all K are scored, and return it. `on_response` is told as each response
+        leaves the engine, `on_complete` once all K samples have (after
+        `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again at
+        once with its tokens (verl's partial rollout); `on_response` is told of the
+        aborted response too, before it is sent again."""

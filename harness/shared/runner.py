@@ -83,8 +83,9 @@ class RunnerBase:
 
     def serve(self, group: Group, *, priority: int = 0,
               on_complete: Callable[[Group], None] | None = None,
-              on_response: Callable[[Response], None] | None = None) -> Awaitable[Group]:
-        return serving.serve(self, group, priority, on_complete, on_response)
+              on_response: Callable[[Response], None] | None = None,
+              retry: bool = False) -> Awaitable[Group]:
+        return serving.serve(self, group, priority, on_complete, on_response, retry)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """One callback, not two: a run spawns a task per sample, and each callback

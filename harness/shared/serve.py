@@ -9,6 +9,7 @@ version is the reference that trace for trace it must match.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -20,26 +21,43 @@ async def _score(rt: Runtime, pending: Handle[Response]) -> float:
     return await rt.verifier.score(response)
 
 
+async def _sample(rt: Runtime, request: Request,
+                  on_response: Callable[[Response], None] | None) -> Response:
+    """One sample to its end: each time a sync aborts it, sent again with its tokens."""
+    while True:
+        response: Response = await rt.engine.submit(request)
+        if on_response is not None:
+            on_response(response)
+        if response.status != "aborted":
+            return response
+        resume = response if response.tokens > 0 else request.resume
+        request = dataclasses.replace(request, resume=resume)
+
+
 async def serve(
     rt: Runtime,
     group: Group,
     priority: int = 0,
     on_complete: Callable[[Group], None] | None = None,
     on_response: Callable[[Response], None] | None = None,
+    retry: bool = False,
 ) -> Group:
     """Generate the group's K samples, score each as it finishes (asynchronous
     rewards), and materialise the group once all K are scored. `on_response`
-    is told as each sample leaves the engine, `on_complete` when all K have."""
+    is told as each response leaves the engine, `on_complete` when all K have;
+    `retry`: an aborted sample is sent again with its tokens."""
     cfg = rt.config
-    pending = [
-        rt.engine.submit(Request(group.round, group.id, s, group.prompt,
-                                 cfg.max_response_tokens, priority))
-        for s in range(cfg.group_size)
-    ]
-    if on_response is not None:
-        tell: Callable[[Any], object] = lambda f: on_response(f.result())  # noqa: E731
-        for handle in pending:
-            handle.add_done_callback(tell)
+    requests = [Request(group.round, group.id, s, group.prompt, cfg.max_response_tokens,
+                        priority) for s in range(cfg.group_size)]
+    pending: list[Any]
+    if retry:
+        pending = [rt.spawn(_sample(rt, r, on_response)) for r in requests]
+    else:
+        pending = [rt.engine.submit(r) for r in requests]
+        if on_response is not None:
+            tell: Callable[[Any], object] = lambda f: on_response(f.result())  # noqa: E731
+            for handle in pending:
+                handle.add_done_callback(tell)
     scores = [rt.spawn(_score(rt, h)) for h in pending]
     group.responses = [await h for h in pending]
     rt.emit("group_complete", group=group.id, round=group.round)

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
-from harness.sim.heap import Heap
+from harness.sim.heap import Heap, cancel
 
 _PENDING, _DONE, _FAILED, _CANCELLED = range(4)
 
@@ -304,5 +304,5 @@ class _Sleep(Wait):
     __slots__ = ("entry",)
 
     def cancel(self) -> bool:
-        self.entry.cancel()
+        cancel(self.entry)
         return super().cancel()

@@ -13,7 +13,7 @@ from typing import Any
 from harness.core.offpolicy import lag_histogram, step_stats
 from harness.core.runtime import Group, Response
 from harness.sim.co import Driver, Wait
-from harness.sim.heap import Entry, Heap
+from harness.sim.heap import Entry, Heap, cancel
 from harness.sim.perf import TrainModel
 from harness.sim.waits import Slots
 from workloads.replay import check_outcome
@@ -38,7 +38,7 @@ class _Check(Wait):
     def cancel(self) -> bool:
         if self.done():
             return False
-        self.entry.cancel()
+        cancel(self.entry)
         self.response.verify_s = self.heap.now - self.start
         return super().cancel()
 

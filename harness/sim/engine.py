@@ -23,7 +23,7 @@ from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response, prompt_field
 from harness.sim.co import Wait, sleep
-from harness.sim.heap import Entry, Heap
+from harness.sim.heap import Entry, Heap, cancel
 from harness.sim.perf import StepJump
 
 
@@ -254,7 +254,7 @@ class SimEngine:
         k = self._decode.steps_within(now - start, b, ctx, n)
         self._cut_now = now
         if k < n:
-            self._timer.cancel()  # type: ignore[union-attr]
+            cancel(self._timer)  # type: ignore[arg-type]
             when = start + self._decode.steps_time(k, b, ctx)
             self._seg = (start, k, b, ctx)
             self._timer = self.loop.call_at(when, self._on_segment_end)
@@ -267,12 +267,12 @@ class SimEngine:
         if self._seg is not None:
             start, n, b, ctx = self._seg
             k = self._decode.steps_completed(self.loop.time() - start, b, ctx, n)
-            self._timer.cancel()  # type: ignore[union-attr]
+            cancel(self._timer)  # type: ignore[arg-type]
             self._seg = None
             self._timer = None
             self._advance(k)
         if self._replan is not None:
-            self._replan.cancel()
+            cancel(self._replan)
             self._replan = None
 
     def _on_segment_end(self) -> None:

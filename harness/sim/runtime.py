@@ -178,9 +178,10 @@ class SimRuntime(RunnerBase):
 
     def serve(self, group: Group, *, priority: int = 0,  # type: ignore[override]
               on_complete: Callable[[Group], None] | None = None,
-              on_response: Callable[[Response], None] | None = None) -> Wait:
+              on_response: Callable[[Response], None] | None = None,
+              retry: bool = False) -> Wait:
         """By callbacks on the heap (harness/sim/serve.py), not a coroutine a request."""
-        return GroupService(self, group, priority, on_complete, on_response)
+        return GroupService(self, group, priority, on_complete, on_response, retry)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,

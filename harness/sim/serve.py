@@ -15,6 +15,7 @@ response arrives, not a turn later); the times and events are the same.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -25,14 +26,14 @@ from harness.sim.co import Wait
 class GroupService(Wait):
     """One group under way; done with the group once it is materialised."""
 
-    __slots__ = ("rt", "group", "on_complete", "on_response", "responses", "rewards",
-                 "unanswered", "unscored")
+    __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "responses",
+                 "rewards", "unanswered", "unscored")
 
     def __init__(self, rt: Any, group: Group, priority: int,
                  on_complete: Callable[[Group], None] | None,
-                 on_response: Callable[[Response], None] | None) -> None:
+                 on_response: Callable[[Response], None] | None, retry: bool) -> None:
         super().__init__()
-        self.rt, self.group = rt, group
+        self.rt, self.group, self.retry = rt, group, retry
         self.on_complete, self.on_response = on_complete, on_response
         k = rt.config.group_size
         self.responses: list[Any] = [None] * k
@@ -44,10 +45,15 @@ class GroupService(Wait):
                    self._answered)
 
     def _answered(self, response: Response) -> None:
-        sample = response.request.sample
-        self.responses[sample] = response
         if self.on_response is not None:
             self.on_response(response)
+        request = response.request
+        if self.retry and response.status == "aborted":  # on from its tokens, at once
+            resume = response if response.tokens > 0 else request.resume
+            self.rt.engine.submit_then(dataclasses.replace(request, resume=resume),
+                                       self._answered)
+            return
+        self.responses[request.sample] = response
         self.rt.verifier.score(response).add_done_callback(self._scored)
         self.unanswered -= 1
         if self.unanswered == 0:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from harness.sim.co import Driver, Wait
+from harness.sim.heap import cancel
 
 
 def _done(value: Any = None) -> Wait:
@@ -141,7 +142,7 @@ def first(driver: Driver, waits: Iterable[Wait], timeout: float | None = None) -
     def fire(_: Any = None) -> None:
         if not out.done():
             if timer is not None:
-                timer.cancel()
+                cancel(timer)
             out.set_result({w for w in waits if w.done()})
 
     timer = driver.heap.call_later(timeout, fire) if timeout is not None else None
