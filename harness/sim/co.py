@@ -294,15 +294,23 @@ class Driver:
 def sleep(heap: Heap, seconds: float) -> Wait:
     """A Wait done `seconds` from now (a component's pause: no coroutine needed)."""
     wait = _Sleep()
-    wait.entry = heap.call_later(seconds, wait.set_result, None)
+    wait.entry = heap.call_later(seconds, wait._fire)
     return wait
 
 
 class _Sleep(Wait):
-    """A sleep: cancelled, its timer goes too (it neither fires nor moves the clock)."""
+    """A sleep: cancelled, its timer goes too (it neither fires nor moves the clock).
+    The entry is let go once it fires: it holds this Wait (a cycle the collector,
+    off while a run simulates, would not free)."""
 
     __slots__ = ("entry",)
 
+    def _fire(self) -> None:
+        self.entry = None
+        self.set_result(None)
+
     def cancel(self) -> bool:
-        cancel(self.entry)
+        if self.entry is not None:
+            cancel(self.entry)
+            self.entry = None
         return super().cancel()

@@ -29,9 +29,10 @@ class _Check(Wait):
         super().__init__()
         self.heap, self.response, self.start = heap, response, heap.now
         self.took, self.reward = check_outcome(response, timeout)
-        self.entry: Entry = heap.call_later(self.took, self._done)
+        self.entry: Entry | None = heap.call_later(self.took, self._done)
 
     def _done(self) -> None:
+        self.entry = None  # it holds this check: a cycle, with the collector off
         self.response.verify_s = self.took
         self.set_result(self.reward)
 
@@ -39,6 +40,7 @@ class _Check(Wait):
         if self.done():
             return False
         cancel(self.entry)
+        self.entry = None
         self.response.verify_s = self.heap.now - self.start
         return super().cancel()
 
