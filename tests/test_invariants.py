@@ -7,7 +7,6 @@ accounting under preemption.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -269,7 +268,7 @@ class _Watched(Slime):
                 load = rt.engine.load()
                 self.kv.append(load.kv_used)
                 self.waiting.append(load.waiting)
-                await asyncio.sleep(0.05)
+                await rt.sleep(0.05)
 
         probe = rt.spawn(watch())
         await super().run(rt)

@@ -285,13 +285,11 @@ class _AbortAndResume:
     name = "abort-resume"
 
     async def run(self, rt: Runtime) -> None:
-        import asyncio
-
         rt.emit("rollout_start", round=0, version=rt.engine.version)
         (prompt,) = rt.workload.take(1)
         req = Request(0, rt.new_group_id(), 0, prompt, rt.config.max_response_tokens)
         first = rt.engine.submit(req)
-        await asyncio.sleep(1.0)
+        await rt.sleep(1.0)
         (partial,) = await rt.engine.abort([req.id])
         await first
         self.partial = partial.tokens

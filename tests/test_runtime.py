@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,11 @@ class _Failing:
 
     async def run(self, rt) -> None:  # type: ignore[no-untyped-def]
         async def boom() -> None:
-            await asyncio.sleep(1.0)
+            await rt.sleep(1.0)
             raise RuntimeError("worker broke")
 
         rt.spawn(boom())
-        await asyncio.Event().wait()  # would wait forever without the failure
+        await rt.event().wait()  # would wait forever without the failure
 
 
 def test_a_failed_task_fails_the_run_and_is_recorded(tmp_path: Path) -> None:
@@ -49,7 +48,7 @@ class _Resizer:
 
         prompts = rt.workload.take(16)
         futures = [rt.engine.submit(Request(0, rt.new_group_id(), 0, p, 8192)) for p in prompts]
-        await asyncio.sleep(5.0)
+        await rt.sleep(5.0)
         self.released = await rt.engine.resize(2)
         self.responses = [await f for f in futures]
         await rt.engine.reconfigure(2)

@@ -145,6 +145,12 @@ def test_a_deadlock_and_an_asyncio_await_each_end_the_run_with_one_line() -> Non
     with pytest.raises(RuntimeError, match="awaited NoneType on the simulator"):
         _driver().run(mistaken())
 
+    async def slept() -> None:
+        await asyncio.sleep(1.0)  # asks asyncio for its loop: there is none
+
+    with pytest.raises(RuntimeError, match="not asyncio's"):
+        _driver().run(slept())
+
 
 def test_ctrl_c_ends_the_trace_with_run_end_interrupted(tmp_path: Path) -> None:
     co, seen = _driver(), []

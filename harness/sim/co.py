@@ -33,6 +33,8 @@ from typing import Any
 from harness.sim.heap import Heap, cancel
 
 _PENDING, _DONE, _FAILED, _CANCELLED = range(4)
+_NO_ASYNCIO = ("systems wait only on the runtime's objects (rt.sleep, rt.event, rt.queue, "
+               "rt.slots, rt.first, rt.gather), not asyncio's")
 
 
 class Cancelled(asyncio.CancelledError):
@@ -169,6 +171,8 @@ class Proc(Wait):
             self._state, self._value = _FAILED, err
             raise
         except BaseException as err:  # noqa: BLE001 - a failed coroutine fails the run
+            if isinstance(err, RuntimeError) and str(err) == "no running event loop":
+                err = RuntimeError(_NO_ASYNCIO)  # asyncio.sleep and kin, on the simulator
             if self._fails_run:
                 self._driver._failed(err)
             self._end(_FAILED, err)
@@ -176,8 +180,7 @@ class Proc(Wait):
         self._running = False
         if not isinstance(waited, Wait):
             self._step(None, RuntimeError(
-                f"a coroutine awaited {type(waited).__name__} on the simulator: systems "
-                f"wait only on the runtime's objects (rt.sleep, rt.event, rt.queue, ...)"))
+                f"a coroutine awaited {type(waited).__name__} on the simulator: {_NO_ASYNCIO}"))
             return
         if self._cancel_asked:  # cancelled while it ran: at this await
             self._step(None, None)
