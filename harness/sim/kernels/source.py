@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -42,11 +43,25 @@ _said: set[str] = set()
 _tables: dict[EngineSpec, tables.StepTable] = {}
 
 
+NOTE_WIDTH = 100 - len("note: ")  # the terminal's 100 columns after the "note: " prefix
+
+
+def wrapped(message: str) -> str:
+    """The note in lines of at most NOTE_WIDTH, each longer line filled on its own with
+    its continuation indented two spaces; lines that fit stay as written (a note laid out
+    by hand keeps its layout)."""
+    return "\n".join(
+        line if len(line) <= NOTE_WIDTH else textwrap.fill(
+            line, width=NOTE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+        for line in message.splitlines())
+
+
 def say_once(message: str) -> None:
-    """A note on stderr, once per process (a sweep runs many engines alike)."""
+    """A note on stderr, once per process (a sweep runs many engines alike), wrapped to
+    the terminal's 100 columns here so no caller wraps its own."""
     if message not in _said:
         _said.add(message)
-        print(f"note: {message}", file=sys.stderr)
+        print(f"note: {wrapped(message)}", file=sys.stderr)
 
 
 def uncovered(gpu: str, backend: str) -> str | None:
