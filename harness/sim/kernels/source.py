@@ -14,7 +14,8 @@ import dataclasses
 import json
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from harness.core.config import ENGINE_BACKENDS, ConfigError
@@ -40,6 +41,7 @@ from harness.sim.presets import load_model
 
 ROOFLINE = "roofline"
 _said: set[str] = set()
+_keeping: list[list[str]] = []  # open keep_notes() lists, innermost last
 _tables: dict[EngineSpec, tables.StepTable] = {}
 
 
@@ -58,10 +60,29 @@ def wrapped(message: str) -> str:
 
 def say_once(message: str) -> None:
     """A note on stderr, once per process (a sweep runs many engines alike), wrapped to
-    the terminal's 100 columns here so no caller wraps its own."""
-    if message not in _said:
-        _said.add(message)
-        print(f"note: {wrapped(message)}", file=sys.stderr)
+    the terminal's 100 columns here so no caller wraps its own; inside `keep_notes` it
+    is kept instead, unsaid."""
+    if message in _said:
+        return
+    if _keeping:
+        if message not in _keeping[-1]:
+            _keeping[-1].append(message)
+        return
+    _said.add(message)
+    print(f"note: {wrapped(message)}", file=sys.stderr)
+
+
+@contextmanager
+def keep_notes() -> Iterator[list[str]]:
+    """The notes said inside, kept in a list (each once, in order) instead of printed:
+    for a worker process whose parent says them, so that a plan on many workers says
+    each note once, not once per worker. Notes this process already said stay unsaid."""
+    kept: list[str] = []
+    _keeping.append(kept)
+    try:
+        yield kept
+    finally:
+        _keeping.pop()
 
 
 def uncovered(gpu: str, backend: str) -> str | None:
