@@ -10,7 +10,9 @@ current version for the GPU (`backend_version`), as the engine is priced, and NC
 newest. A shape off the grid takes the nearest tabulated one's achieved rate (FLOP/s, or
 bytes/s for a collective) times its own work: GEMM time is close to proportional to its
 FLOPs at the sizes a trainer runs (m of thousands of tokens), and the rate, not the time,
-is what carries over between neighbouring shapes. Tables load once per process.
+is what carries over between neighbouring shapes. Tables load once per process; every
+time comes back a Python float (a numpy scalar's arithmetic costs several times a float's,
+and the trainer adds these times up per micro-batch: `harness.sim.trainer.pricer`).
 
 A GPU without tables of its own borrows another's as the engine does
 (presets/kernel_gpus.toml): under the "per-op" rule (H20) each kernel's time is carried
@@ -143,7 +145,7 @@ def gemm_s(gpu: str, m: int, n: int, k: int, precision: str = "bf16") -> float:
     else:
         t0 = float(np.interp(m, ms, lat))
     flops, nbytes = 2.0 * m * n * k, 2.0 * (m * k + k * n + m * n)
-    return carried(gpu, t0 * (n * k) / (n0 * k0) * 1e-3, "gemm", flops, nbytes)
+    return float(carried(gpu, t0 * (n * k) / (n0 * k0) * 1e-3, "gemm", flops, nbytes))
 
 
 @cache
@@ -177,8 +179,8 @@ def attention_forward_s(gpu: str, seq_len: int, heads: int, kv_heads: int,
         t0 = float(np.interp(seq_len, isl, lat))
     flops = 2.0 * heads * head_dim * seq_len * seq_len  # QK^T and PV, half under the mask
     nbytes = 2.0 * seq_len * (2 * heads + 2 * kv_heads) * head_dim
-    return carried(gpu, t0 * (heads * head_dim) / (h0 * d0) * 1e-3, "attention", flops,
-                   nbytes)
+    return float(carried(gpu, t0 * (heads * head_dim) / (h0 * d0) * 1e-3, "attention",
+                         flops, nbytes))
 
 
 @cache
@@ -218,8 +220,8 @@ def moe_forward_s(gpu: str, tokens: int, hidden: int, inter: int, experts: int, 
         np.interp(tokens, toks, lat))
     flops = 6.0 * tokens * hidden * inter * topk / ep  # gate, up and down
     nbytes = 2.0 * (3 * hidden * inter * experts / ep + 2 * tokens * hidden * topk)
-    return carried(gpu, t0 * (hidden * inter * topk / ep) / work0 * 1e-3, "gemm", flops,
-                   nbytes)
+    return float(carried(gpu, t0 * (hidden * inter * topk / ep) / work0 * 1e-3, "gemm",
+                         flops, nbytes))
 
 
 @cache
