@@ -16,10 +16,12 @@ busiest replica. One micro-batch on one GPU costs
   + FSDP's gathers and gradient reduce       overlapped with the kernels: max(kernels, comm)
   + the pipeline's bubble                    x (v m + p - 1) / (v m)
 
-and the optimizer step (`optimizer_s`) is Adam at the measured 8.8x its 16 bytes per
-parameter over HBM, on each GPU's shard, plus, without FSDP, the data-parallel gradient
-reduce-scatter and parameter all-gather of the distributed optimizer, plus `step_fixed_s`:
-a calibration's fixed cost per step that does not shrink with GPUs (`speed.py`).
+(`pricer.KernelPricer` computes this from the parts below, its constants and look-ups
+taken once: the same floats in fewer microseconds), and the optimizer step (`optimizer_s`)
+is Adam at the measured 8.8x its 16 bytes per parameter over HBM, on each GPU's shard,
+plus, without FSDP, the data-parallel gradient reduce-scatter and parameter all-gather of
+the distributed optimizer, plus `step_fixed_s`: a calibration's fixed cost per step that
+does not shrink with GPUs (`speed.py`).
 """
 
 from __future__ import annotations
