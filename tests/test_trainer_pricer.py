@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from harness.sim.perf import TrainModel
@@ -154,15 +154,34 @@ def test_trainers_that_share_their_lookups_keep_their_own_constants(
         assert bits(t.micro_time(lens)) == bits(ref_micro_time(t, lens))
 
 
+@settings(max_examples=30, deadline=None)
+@given(kernel_trainers(), st.sampled_from([1, 2, 5]), st.sampled_from([1, 2, 4]),
+       st.booleans(), LENS)
+def test_layouts_that_differ_in_what_the_lookups_do_not_read_share_them(
+        k: KernelTrainModel, replicas: int, pp: int, fsdp: bool, lens: list[int]) -> None:
+    """Another GPU count, pipeline, FSDP or not (and so another replica count, bubble and
+    gathers): the same attention and dense look-ups, each trainer its own time."""
+    lay = k.layout
+    other = replace(k, layout=replace(lay, gpus=lay.tp * pp * lay.cp * replicas, pp=pp,
+                                      fsdp=fsdp), _cache={})
+    assume(other.layout.check() is None)  # EP must still divide the GPUs
+    assert k.pricer().dense is other.pricer().dense
+    for t in (other, k):
+        assert bits(t.micro_time(lens)) == bits(ref_micro_time(t, lens))
+
+
 def test_a_process_keeps_the_lookups_of_a_few_trainers_only() -> None:
     hw, m = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
-    made = [KernelTrainModel("h100-sxm", hw, m, Layout(g)) for g in range(1, PARTS_KEPT + 3)]
+    made = [KernelTrainModel("h100-sxm", hw, m, Layout(8, tp=2), passes=Passes(forwards=f))
+            for f in range(PARTS_KEPT + 2)]
     for k in made:
         assert bits(k.micro_time([4096, 100])) == bits(ref_micro_time(k, [4096, 100]))
     from harness.sim.trainer import pricer
 
     assert len(pricer._PARTS) == PARTS_KEPT
-    first = KernelTrainModel("h100-sxm", hw, m, Layout(1))  # dropped, then made again
+    first = made[0]  # dropped, then made again
+    assert pricer.parts_key(first) not in pricer._PARTS
+    first = replace(first, _cache={})
     assert bits(first.micro_time([4096, 100])) == bits(ref_micro_time(first, [4096, 100]))
 
 

@@ -76,19 +76,28 @@ class Parts(Protocol):
     def fsdp_comm_s(self) -> float: ...
 
 
-# (gpu, hardware, model, layout, precision, passes) -> (attention per length, dense parts
-# per token count): what a pricer's look-ups depend on (not the scale, the framework's
-# constants or the micro-batch budget), kept for the process's next runs of that trainer
+# parts_key -> (attention per length, dense parts per token count), kept for the
+# process's next runs of a trainer with the same parts
 _PARTS: dict[tuple[Any, ...], tuple[_PerKey, _PerKey]] = {}
 PARTS_KEPT = 8  # trainers whose look-ups a process keeps (a reproduction's worker runs
 # the same few trainers again and again; each keeps up to a few MB)
+
+
+def parts_key(model: Parts) -> tuple[Any, ...]:
+    """All that `attention_forward_s`, `dense_forward_s`, `dense_backward_s` and
+    `layer_comm_s` read (a part that reads more must add it here): not the GPU count, the
+    pipeline, FSDP, the scale, the framework's constants or the micro-batch budget, so
+    that verl's runs on 32, 64 and 128 GPUs share them."""
+    lay = model.layout
+    return (model.gpu, model.hw, model.model, model.precision, model.passes, lay.tp, lay.ep,
+            lay.cp, lay.sequence_parallel)
 
 
 def _parts(model: Parts) -> tuple[_PerKey, _PerKey]:
     """The model's look-ups: one sequence length's attention over every layer, and one
     padded token count's (dense forward, dense backward, collectives), shared by every
     model of the same parts."""
-    key = (model.gpu, model.hw, model.model, model.layout, model.precision, model.passes)
+    key = parts_key(model)
     found = _PARTS.get(key)
     if found is None:
         if len(_PARTS) >= PARTS_KEPT:
