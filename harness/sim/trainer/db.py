@@ -24,9 +24,11 @@ GPU's collectives go over its preset's link, not the borrowed GPU's NCCL table.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,7 +37,7 @@ from harness.core.config import ConfigError
 from harness.sim.kernels.estimator import _package_dir, backend_version, quiet
 from harness.sim.kernels.gpus import kernel_gpu
 from harness.sim.kernels.standin import OpShape, carry
-from harness.sim.presets import load_hardware
+from harness.sim.presets import Hardware, load_hardware
 
 BACKEND = "vllm"  # the framework whose kernel tables price training (graph-timed GEMMs)
 GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}  # fp8: per-tensor scaled (Cutlass)
@@ -98,8 +100,22 @@ def carried(gpu: str, seconds: float, cls: str, flops: float, nbytes: float) -> 
         return seconds
     if kg.rule == "per-op":
         shape = OpShape(cls, flops=flops, bytes=nbytes)
-        return carry(seconds * 1e3, shape, load_hardware(kg.source), load_hardware(gpu)) / 1e3
+        return carry(seconds * 1e3, shape, *_presets(kg.source, gpu)) / 1e3
     return seconds * kg.prefill_scale
+
+
+def _presets(source: str, gpu: str) -> tuple[Hardware, Hardware]:
+    """The stand-in's and the preset's hardware, read once per process and user presets
+    file (`load_hardware` reads and checks the file's row each call: 0.2 ms, which every
+    new shape of a per-op GPU paid twice; the kernel times above are kept per process
+    the same way)."""
+    return _presets_of(source, gpu, os.environ.get("ROLLOUTBENCH_PRESETS"),
+                       os.environ.get("XDG_CONFIG_HOME"))
+
+
+@cache
+def _presets_of(source: str, gpu: str, *where: str | None) -> tuple[Hardware, Hardware]:
+    return load_hardware(source), load_hardware(gpu)
 
 
 def _nearest(values: np.ndarray, want: float) -> float:
@@ -108,9 +124,18 @@ def _nearest(values: np.ndarray, want: float) -> float:
 
 
 @cache
-def _gemm_curve(gpu: str, dtype: str, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _gemm_rows(gpu: str, dtype: str) -> tuple[pd.DataFrame, dict[tuple[int, int], Any]]:
+    """A dtype's GEMM rows and where each (n, k)'s rows are among them: found once, where
+    masking the whole table for each (n, k) cost 2 ms a shape."""
     t = tables(gpu).gemm
-    rows = t[(t["gemm_dtype"] == dtype) & (t["n"] == n) & (t["k"] == k)]
+    sub = t.loc[t["gemm_dtype"] == dtype, ["n", "k", "m", "latency"]]
+    return sub[["m", "latency"]], sub.groupby(["n", "k"]).indices
+
+
+@cache
+def _gemm_curve(gpu: str, dtype: str, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    sub, where = _gemm_rows(gpu, dtype)
+    rows = sub.iloc[where.get((n, k), [])]  # in the table's order, as a mask keeps them
     rows = rows.groupby("m")["latency"].min()  # the fastest kernel the framework has
     return rows.index.to_numpy(dtype=float), rows.to_numpy(dtype=float)
 
@@ -124,8 +149,10 @@ def _gemm_axes(gpu: str, dtype: str) -> tuple[np.ndarray, dict[float, np.ndarray
     return np.array(sorted(ks)), ks
 
 
+@cache
 def _gemm_grid(gpu: str, dtype: str, n: int, k: int) -> tuple[float, float]:
-    """The tabulated (n, k) nearest to (n, k) on a log scale, n first."""
+    """The tabulated (n, k) nearest to (n, k) on a log scale, n first (once per shape:
+    `gemm_s` asks again for each new m)."""
     ns, ks = _gemm_axes(gpu, dtype)
     n0 = _nearest(ns, n)
     return n0, _nearest(ks[n0], k)
