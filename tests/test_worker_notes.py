@@ -1,7 +1,8 @@
-"""A plan on worker processes says each note once per plan run: each worker kept its
-own `say_once` memory, so a note of a point (a colocated run's weight sync over CUDA
-IPC, say) came out once per worker that ran such a point. The workers now keep their
-notes (`keep_notes`) and the parent says them."""
+"""A plan or a reproduction on worker processes says each note once per run of the
+command: each worker kept its own `say_once` memory, so a note of a run (a colocated
+run's weight sync over CUDA IPC, say) came out once per worker that ran such a run. The
+workers now keep their notes (`keep_notes`) and the parent says them (the sweep's test
+is in tests/test_sweep.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ def test_a_two_worker_plan_says_each_note_once(tmp_path: Path) -> None:
     assert len(ipc) == 1, out.stderr
     assert sum(n.startswith("colocated: ") for n in notes) >= 1  # said by the parent
     assert "6 configurations simulated" in out.stdout
+
+
+def test_a_two_worker_reproduction_says_each_note_once(tmp_path: Path) -> None:
+    # APRIL's runs on MI300X, colocated, on two workers: before, each of its five notes
+    # (two switches, the roofline engine, the MFU-line trainer, the weight sync) came twice
+    out = subprocess.run(
+        [ROLLOUTBENCH, "reproduce", "april", "--jobs", "2", "--twin", "skip", "--out",
+         str(tmp_path)], capture_output=True, text=True, timeout=300, check=True)
+    notes = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
+    assert len(notes) == len(set(notes)) == 5, out.stderr
 
 
 def test_kept_notes_are_not_said_and_come_back_once(
