@@ -1,4 +1,4 @@
-"""A plan or a reproduction on worker processes says each note once per run of the
+"""A plan, a reproduction or regress on worker processes says each note once per run of the
 command: each worker kept its own `say_once` memory, so a note of a run (a colocated
 run's weight sync over CUDA IPC, say) came out once per worker that ran such a run. The
 workers now keep their notes (`keep_notes`) and the parent says them (the sweep's test
@@ -42,6 +42,16 @@ def test_a_two_worker_reproduction_says_each_note_once(tmp_path: Path) -> None:
          str(tmp_path)], capture_output=True, text=True, timeout=300, check=True)
     notes = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
     assert len(notes) == len(set(notes)) == 5, out.stderr
+
+
+def test_regress_on_two_workers_says_each_note_once() -> None:
+    # the 68 cells on two workers: before, four of the five notes came twice (the
+    # colocated APRIL and RollPacker cells ran on both workers)
+    out = subprocess.run([ROLLOUTBENCH, "regress", "--jobs", "2"], capture_output=True,
+                         text=True, timeout=300)
+    notes = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
+    assert notes and len(notes) == len(set(notes)), out.stderr
+    assert sum(n.startswith("colocated: ") for n in notes) == 3, out.stderr
 
 
 def test_kept_notes_are_not_said_and_come_back_once(
