@@ -221,27 +221,24 @@ def _one_line(err: BaseException) -> str:
 
 def run_cell(cfg: RunConfig, trace_path: str | None) -> dict[str, Any]:
     """Run one cell in a worker and return its metrics, or its error as one line.
-    With no trace_path (a Ray node may not share our disk) the trace text is returned.
-    The notes the run says come back under "notes" for the parent to say once."""
+    With no trace_path (a Ray node may not share our disk) the trace text is returned."""
     from harness.run.execute import execute
-    from harness.sim.kernels.source import keep_notes
 
     start, trace = time.perf_counter(), None
-    with keep_notes() as notes:
-        try:
-            cfg.validate()
-            if trace_path is not None:
-                Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-                rows = execute(cfg, trace_path)
-            else:
-                with tempfile.TemporaryDirectory() as tmp:
-                    rows = execute(cfg, Path(tmp, "trace.jsonl"))
-                    trace = Path(tmp, "trace.jsonl").read_text()
-            error = None
-        except Exception as err:  # noqa: BLE001  (recorded; the sweep goes on)
-            rows, error = [], _one_line(err)
+    try:
+        cfg.validate()
+        if trace_path is not None:
+            Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+            rows = execute(cfg, trace_path)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                rows = execute(cfg, Path(tmp, "trace.jsonl"))
+                trace = Path(tmp, "trace.jsonl").read_text()
+        error = None
+    except Exception as err:  # noqa: BLE001  (recorded; the sweep goes on)
+        rows, error = [], _one_line(err)
     return {"rounds": rows, "error": error, "trace": trace,
-            "seconds": time.perf_counter() - start, "notes": notes}
+            "seconds": time.perf_counter() - start}
 
 
 def record(out: Path, cell: Cell, result: dict[str, Any], prov: dict[str, Any]) -> None:
@@ -332,7 +329,6 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
     tables are rewritten at the end even on Ctrl-C. Returns the cells that ran.
     With `ray_address`, Ray is joined first: one that fails leaves OUT as it was."""
     from harness.shared.ray_connect import connect
-    from harness.sim.kernels.source import say_once
 
     todo = pending(sweep, out, retry_failed)
     check_footprints(todo, out, jobs, ray_address)  # before any cell runs
@@ -342,8 +338,6 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
     ran: list[Cell] = []
 
     def done(cell: Cell, result: dict[str, Any]) -> None:
-        for note in result.pop("notes", ()):  # a worker's, said once a sweep
-            say_once(note)
         record(out, cell, result, prov)
         ran.append(cell)
         if on_done is not None:
