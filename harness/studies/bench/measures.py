@@ -96,7 +96,7 @@ def reproduce_once(tree: Tree, folder: Path, options: list[str]) -> dict[str, An
         if (tree.root / name).is_dir():
             shutil.copytree(tree.root / name, folder / name)
     since = time.time()  # the copies keep their files' mtimes (copy2)
-    say(f"reproduce all in {tree.label} on {CORES} cores ({' '.join(options)}; minutes)")
+    say(f"reproduce all in {tree.label} on {CORES} cores (minutes)")
     r = tree.probe("cli", "reproduce", "all", *options, cwd=folder, cpus=CORES)
     sizes = written_bytes(folder, since)
     say(f"reproduce all in {tree.label}: {r['child_wall']:.1f} s wall, "
@@ -119,7 +119,8 @@ def reproduce_rows(head: Tree, base: Tree | None, tmp: Path, notes: list[str]
         getattr(wall, side).append(r["wall"])
         getattr(disk, side).append(r["bytes"] / MB)
         parts = ", ".join(f"{k}/ {v / MB:,.1f}" for k, v in sorted(r["by_folder"].items()))
-        notes.append(f"reproduce in {tree.label}: MB written by folder: {parts or 'none'}")
+        notes.append(f"reproduce all {' '.join(options)} in {tree.label}: MB written by "
+                     f"folder: {parts or 'none'}")
     if base is not None:
         differ = [f"{name}/{d}" for name in ("results", "figures")
                   for d in differing_files(tmp / "base" / name, tmp / "head" / name,
@@ -138,7 +139,7 @@ def million_rows(head: Tree, base: Tree | None, rounds: int, notes: list[str]) -
     for side, tree in (("base", base), ("head", head)):
         if tree is None:
             continue
-        say(f"one run of {rounds} windows in {tree.label} (1-3 minutes at 128)")
+        say(f"one run of {rounds} windows in {tree.label} (minutes at 128)")
         r = tree.probe("million", str(rounds))
         getattr(wall, side).append(r["wall"])
         getattr(rss, side).append(r["rss"] / GB)
