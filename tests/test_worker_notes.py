@@ -65,3 +65,18 @@ def test_kept_notes_are_not_said_and_come_back_once(
         source.say_once(message)
     source.say_once("a")
     assert capsys.readouterr().err == "note: a\nnote: b\n"
+
+
+def test_kept_hands_a_workers_dict_back_with_its_notes(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(source, "_said", set())
+
+    def run(x: int) -> dict[str, int]:
+        source.say_once("from the run")
+        return {"x": x}
+
+    out = source.kept(run, 3)
+    assert out == {"x": 3, "notes": ["from the run"]} and capsys.readouterr().err == ""
+    source.say_all(out["notes"])
+    source.say_all(out["notes"])
+    assert capsys.readouterr().err == "note: from the run\n"

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -83,6 +83,20 @@ def keep_notes() -> Iterator[list[str]]:
         yield kept
     finally:
         _keeping.pop()
+
+
+def kept(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """`fn(*args)`'s dict with the notes its run said, unsaid, under "notes": a worker's
+    call whose parent says them (`say_all`)."""
+    with keep_notes() as notes:
+        out = fn(*args)
+    return {**out, "notes": notes}
+
+
+def say_all(notes: Iterable[str]) -> None:
+    """Each note once (a worker's, handed back by `kept`)."""
+    for note in notes:
+        say_once(note)
 
 
 def uncovered(gpu: str, backend: str) -> str | None:
