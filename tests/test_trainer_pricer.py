@@ -266,7 +266,7 @@ def test_a_per_op_stand_in_reads_its_presets_once(monkeypatch: pytest.MonkeyPatc
     read: list[str] = []
     real = db.load_hardware
     monkeypatch.setattr(db, "load_hardware", lambda name: read.append(name) or real(name))
-    db._presets_of.cache_clear()
+    db._presets.cache_clear()
     for m in range(100_001, 100_041):
         db.gemm_s.__wrapped__("h20", m, 4096, 3584)
         db.attention_forward_s.__wrapped__("h20", m, 28, 4, 128)

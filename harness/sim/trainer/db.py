@@ -24,11 +24,10 @@ GPU's collectives go over its preset's link, not the borrowed GPU's NCCL table.
 
 from __future__ import annotations
 
-import os
+import itertools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -104,17 +103,11 @@ def carried(gpu: str, seconds: float, cls: str, flops: float, nbytes: float) -> 
     return seconds * kg.prefill_scale
 
 
-def _presets(source: str, gpu: str) -> tuple[Hardware, Hardware]:
-    """The stand-in's and the preset's hardware, read once per process and user presets
-    file (`load_hardware` reads and checks the file's row each call: 0.2 ms, which every
-    new shape of a per-op GPU paid twice; the kernel times above are kept per process
-    the same way)."""
-    return _presets_of(source, gpu, os.environ.get("ROLLOUTBENCH_PRESETS"),
-                       os.environ.get("XDG_CONFIG_HOME"))
-
-
 @cache
-def _presets_of(source: str, gpu: str, *where: str | None) -> tuple[Hardware, Hardware]:
+def _presets(source: str, gpu: str) -> tuple[Hardware, Hardware]:
+    """The stand-in's and the preset's hardware, read once per process as the kernel
+    times carried with them are kept (`load_hardware` finds and checks the preset's row
+    each call: 0.2 ms, which every new shape of a per-op GPU paid twice)."""
     return load_hardware(source), load_hardware(gpu)
 
 
@@ -124,20 +117,22 @@ def _nearest(values: np.ndarray, want: float) -> float:
 
 
 @cache
-def _gemm_rows(gpu: str, dtype: str) -> tuple[pd.DataFrame, dict[tuple[int, int], Any]]:
-    """A dtype's GEMM rows and where each (n, k)'s rows are among them: found once, where
-    masking the whole table for each (n, k) cost 2 ms a shape."""
+def _gemm_curves(gpu: str, dtype: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """Every tabulated (n, k) of a dtype: its m grid and the fastest kernel's ms at each
+    (the framework has several), grouped once (grouping the rows of each (n, k) as a run
+    met it cost 2-4 ms a shape, most of a fresh process's pricing)."""
     t = tables(gpu).gemm
-    sub = t.loc[t["gemm_dtype"] == dtype, ["n", "k", "m", "latency"]]
-    return sub[["m", "latency"]], sub.groupby(["n", "k"]).indices
+    best = t[t["gemm_dtype"] == dtype].groupby(["n", "k", "m"])["latency"].min()
+    n = best.index.get_level_values("n").to_numpy()
+    k = best.index.get_level_values("k").to_numpy()
+    m = best.index.get_level_values("m").to_numpy(dtype=float)
+    lat = best.to_numpy(dtype=float)
+    cuts = [0, *(np.flatnonzero((n[1:] != n[:-1]) | (k[1:] != k[:-1])) + 1), len(n)]
+    return {(int(n[a]), int(k[a])): (m[a:b], lat[a:b]) for a, b in itertools.pairwise(cuts)}
 
 
-@cache
 def _gemm_curve(gpu: str, dtype: str, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    sub, where = _gemm_rows(gpu, dtype)
-    rows = sub.iloc[where.get((n, k), [])]  # in the table's order, as a mask keeps them
-    rows = rows.groupby("m")["latency"].min()  # the fastest kernel the framework has
-    return rows.index.to_numpy(dtype=float), rows.to_numpy(dtype=float)
+    return _gemm_curves(gpu, dtype).get((n, k), (np.array([]), np.array([])))
 
 
 @cache
