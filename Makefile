@@ -98,8 +98,10 @@ notebooks: setup
 whatif: setup
 	$(BIN)/rolloutbench whatif all --out runs/whatif --figures figures
 
-# The simulator against the commit before (BENCH_BASE=<rev> to pick another), the
-# reproductions on one and on every core, one run's cost by R and K (about 5 minutes).
+# #36's targets, this tree against the commit before (BENCH_BASE=<rev> to pick another):
+# CPU us a request (RolloutPipe grid, verl-async), `reproduce all` on 2 cores (wall, disk),
+# one run of 1M requests (wall, RSS). About 20 min at fdfe2fa on 2 cores; BENCH_SKIP,
+# BENCH_REPEATS, BENCH_OUT, BENCH_EXTRAS=1: docs/bench.md, or --help.
 bench: setup
 	$(BIN)/python -m harness.studies.bench
 

@@ -36,22 +36,26 @@ from harness.core.runtime import Request, Response, Runtime
 class Interrupter:
     """The requests a system has in the engine, and the gate that holds new ones."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, every_attempt: bool = False) -> None:
         self.live: dict[str, None] = {}  # request ids, in submission order
         self.open = rt.event()
         self.open.set()
         self.aborted = 0  # requests aborted by weight updates, over the run
         # The round under way, set by the system: an attempt resumed after an update is
         # that round's work, as a round is over once its rollout_complete is written
-        # (None: the request's own round).
+        # (None: the request's own round). With `every_attempt`, every attempt is the
+        # work of the round under way when it is sent (slime-async: a sample sent again
+        # afresh, or a first attempt held at the gate past its round's end).
         self.round: int | None = None
+        self.every_attempt = every_attempt
 
     async def submit(self, rt: Runtime, request: Request) -> Response:
         """One attempt: wait while the gate is shut, submit, and return the response,
-        finished or aborted. A resumed attempt takes the round under way when it is sent
-        (after the gate opens: the update that aborted it may have closed its round)."""
+        finished or aborted. A resumed attempt (with `every_attempt`, any attempt) takes
+        the round under way when it is sent (after the gate opens: the update that aborted
+        it may have closed its round)."""
         await self.open.wait()
-        if self.round is not None and request.resume is not None:
+        if self.round is not None and (request.resume is not None or self.every_attempt):
             request = dataclasses.replace(request, round=self.round)
         self.live[request.id] = None
         try:

@@ -15,6 +15,11 @@ than `max_lag` steps after the version that generated it.
 
 There is no rollout boundary: for the per-round metrics a "round" is a block
 of R/U optimizer steps.
+
+Placement: disaggregated only. PipelineRL's launcher hands each inference server GPUs
+of its own, taken out of the node's pool (ServiceNow/PipelineRL@58d39345:
+pipelinerl/world.py:230-268), and the trainer only the GPUs left over (:85-96); no
+GPU serves both, so a colocated run is refused (harness/run/checks.py).
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from systems.common import BatchCounter
 class PipelineRL:
     name = "pipelinerl"
     summary = "continuous generation at concurrency H, in-flight weight updates every step"
+    placements = ("disaggregated",)
+    placement_why = ("PipelineRL's launcher gives the trainer only the GPUs its inference "
+                     "servers left, ServiceNow/PipelineRL@58d39345:pipelinerl/world.py:85-96")
     knobs: tuple[str, ...] = ("update_groups", "concurrency", "max_lag")
 
     def __init__(self) -> None:

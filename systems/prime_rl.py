@@ -34,6 +34,13 @@ once, whether it was still generating, being scored, or finished and waiting for
 a batch. A "round" is a block of R/U steps; an episode belongs to the round in which
 it is dispatched (a group opened near a round's end may dispatch its last episodes
 after that round's `rollout_complete`: they are the next round's).
+
+Placement: disaggregated only. The launcher gives inference the first
+`num_infer_gpus` GPUs and the trainer the next `num_train_gpus`
+(src/prime_rl/entrypoints/rl.py:130-148; a single node must hold their sum:
+packages/prime-rl-configs/src/prime_rl/configs/rl.py:177-194; a multi-node run has
+train nodes and inference nodes apart, :197-207), so a colocated run is refused
+(harness/run/checks.py).
 """
 
 from __future__ import annotations
@@ -62,6 +69,9 @@ class _Open:
 class PrimeRL:
     name = "prime-rl"
     summary = "prime-rl: episodes under an adaptive cap, a one-step barrier, stale groups cancelled"
+    placements = ("disaggregated",)
+    placement_why = ("prime-rl's launcher runs inference and trainer on separate GPUs, "
+                     "PrimeIntellect-ai/prime-rl@559b447:src/prime_rl/entrypoints/rl.py:130-148")
     knobs: tuple[str, ...] = ("update_groups", "prime_rl.max_off_policy_steps",
                               "prime_rl.max_async_level", "prime_rl.initial_inflight",
                               "prime_rl.min_inflight", "prime_rl.max_inflight")

@@ -32,6 +32,10 @@ Harness readings: the run is one epoch (SkyRL keeps no asynchrony across epochs,
 :9-11; a "round" here is a block of R/U steps, as for PipelineRL);
 `sample_full_batch` (zero-variance filtering) is not modelled: off by default
 and it needs `zero_variance_filter`, which the harness does not have.
+
+Placement: disaggregated only. The trainer asserts `colocate_all` is off ("colocate_all
+is not supported for async training yet", :392), so the engines never share the
+trainer's GPUs; a colocated run is refused (harness/run/checks.py).
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ from systems.staleness_gate import CapacityGate, backlog_bound
 class SkyRLAsync:
     name = "skyrl-async"
     summary = "SkyRL fully async: W workers behind a (S + step) x B capacity gate, in-flight sync"
+    placements = ("disaggregated",)
+    placement_why = ("SkyRL's fully-async trainer asserts colocate_all is off, NovaSky-AI/"
+                     "SkyRL@a956457:skyrl/train/fully_async_trainer.py:392")
     knobs: tuple[str, ...] = ("update_groups", "skyrl.max_staleness_steps",
                               "skyrl.num_parallel_generation_workers",
                               "skyrl.clear_kv_cache_on_weight_sync")

@@ -38,7 +38,10 @@ Harness readings (choices): the collector takes a group the moment it completes
 (slime polls every 0.05 s, :236-237); no new prompt starts once every group the run
 will train has started, so nothing is left over at the end (slime's worker runs
 until the process exits); a "round" is one iteration of train_async's loop, from
-the start of training rollout r to the end of its weight update.
+the start of training rollout r to the end of its weight update, and every attempt is
+the work of the round under way when it is sent (a requeued sample goes on, resumed or
+afresh, in the round after the update that aborted it), as AReaL's resumed attempts
+are: a round is over once its rollout_complete is written (`Interrupter.round`).
 """
 
 from __future__ import annotations
@@ -94,7 +97,10 @@ class SlimeAsync:
         pool = cfg.slime_async.sglang_server_concurrency * rt.engine.replicas
         semaphore = rt.slots(pool)
         changed = rt.event()
-        self.interrupter = Interrupter(rt)
+        # every attempt is the round under way's work when sent: a requeued sample goes
+        # on in a later round than its group's, and a prefix of the trace calls a round
+        # final once its rollout_complete is written and the next round has started
+        self.interrupter = Interrupter(rt, every_attempt=True)
         buffer: list[PartialGroup] = []  # aborted groups, taken first (pop_first)
         output: list[Group] = []  # complete, not yet collected, in completion order
         state = {"active": 0, "new": 0, "round": 0}
@@ -143,10 +149,10 @@ class SlimeAsync:
         pending: Handle[list[Group]] | None = rt.spawn(collect())
         data: list[Group] = []
         for rnd in range(cfg.rounds):
+            state["round"] = self.interrupter.round = rnd  # before a wait for its groups
             if pending is not None:
                 data = await pending
             pending = rt.spawn(collect()) if rnd + 1 < cfg.rounds else None
-            state["round"] = rnd
             rt.emit("rollout_start", round=rnd, version=rt.trainer.version)
             for i in range(0, r, u):
                 await self.batches.train(rt, data[i:i + u])

@@ -21,6 +21,7 @@ from harness.sim.model_config import config_file
 from harness.sim.perf import TableDecodeModel
 from harness.sim.presets import load_model
 from harness.sim.runtime import ACTIVATION_RESERVE_BYTES, kv_capacity_tokens
+from tests.refusals import run_refusal
 
 # Qwen3-30B-A3B on 4 H100s, SGLang (no per-step framework term is charged there): attention
 # on 1 GPU per rank, 4 ranks, the experts over EP 4.
@@ -126,13 +127,8 @@ def test_a_layout_the_simulator_cannot_price_is_one_line(args: list[str], said: 
 
 
 def test_a_run_refuses_attention_dp_on_a_dense_model_before_any_work(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "-R", "4", "--rounds", "1", "--out", str(out),
-                                      "--set", "sim.rollout_attention_dp=2"])
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "use sim.rollout_engines" in lines[0], lines
-    assert not (out / "trace.jsonl").exists()
+    assert "use sim.rollout_engines" in run_refusal(
+        tmp_path, ["--set", "sim.rollout_attention_dp=2"])
 
 
 def test_the_silicon_samples_attention_dp_rows_are_priced() -> None:

@@ -317,15 +317,7 @@ def check_run(tmp_path: Path, sets: list[str]) -> None:
 
 
 # Systems whose bookkeeping the properties are known to break (a strict xfail each).
-KNOWN_BROKEN: dict[str, str] = {
-    "slime-async": "a prefix calls a round final while an aborted sample of it, requeued "
-                   "under the same round, is still to be resumed (sci-jl, R=1, K=2, "
-                   "weight_sync_s=0: round 0's mean response 1,671 tokens in the prefix "
-                   "against the run's 2,351); found once the kernel trainer moved the "
-                   "timings. Keeping such rounds open until the group trains broke the "
-                   "prefixes of april, rollpacker, cgp-tail and prime-rl, whose aborted "
-                   "samples may never be resumed: finished_rounds needs to tell the two",
-}
+KNOWN_BROKEN: dict[str, str] = {}  # slime-async's prefixes mended (test_slime_async)
 
 
 @pytest.mark.parametrize("system", [

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_properties import check_run
 
 from harness.core.config import RunConfig
 from systems.slime_async import SlimeAsync
@@ -85,6 +86,37 @@ def test_update_weights_interval_two_updates_every_other_rollout(tmp_path: Path)
                      slime_async__sglang_server_concurrency=8,
                      slime_async__update_weights_interval=2)
     assert [e["version"] for e in events if e["ev"] == "weights_published"] == [8, 16]
+
+
+@pytest.mark.parametrize("interval", [1, 2])
+def test_no_request_is_sent_as_the_work_of_a_completed_round(tmp_path: Path,
+                                                            interval: int) -> None:
+    """A round is over once its rollout_complete is written (a prefix of the trace calls
+    it final then): a sample requeued by an update is sent again as the work of the round
+    under way, resumed or afresh, and so is a group's first attempt sent after its round
+    ended. Failed before: requeued samples went on under their group's round, so a prefix
+    called round 0 final at 1,671 mean response tokens against the run's 2,351."""
+    events = sim_run(tmp_path, "slime-async", rounds=4,
+                     slime_async__sglang_server_concurrency=8,
+                     slime_async__update_weights_interval=interval)
+    assert any(e["ev"] == "request_finish" and e["status"] == "aborted" for e in events)
+    closed: set[int] = set()
+    for e in events:
+        if e["ev"] == "rollout_complete":
+            closed.add(e["round"])
+        elif e["ev"] == "request_submit":
+            assert e["round"] not in closed, e
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_the_property_tests_examples_keep_their_prefixes(tmp_path: Path, groups: int) -> None:
+    """tests/test_properties.py's examples (R = U = 1 then 2, K = 2, weight sync 0 s: the
+    second aborts samples with no token, which went on afresh under round 0)."""
+    check_run(tmp_path, ["system=slime-async", "workload=sci-jl", "seed=0", "rounds=3",
+                         f"update_groups={groups}", f"groups={groups}", "group_size=2",
+                         "max_response_tokens=0", "sim.rollout_engines=1", "sim.rollout_tp=1",
+                         "sim.mem_fraction=0.2", "sim.max_running=2", "sim.verifier_workers=0",
+                         "sim.micro_batch_tokens=1024", "sim.weight_sync_s=0.0"])
 
 
 @pytest.mark.live

@@ -294,3 +294,19 @@ def test_another_sweeps_folder_is_refused_without_force(tmp_path: Path) -> None:
     assert sweep_cli(str(wider), "--out", str(out), "--jobs", "1")[0] == 0
     code, _ = sweep_cli(str(other), "--out", str(out), "--jobs", "1", "--force")
     assert code == 0
+
+
+def test_a_two_worker_sweep_says_each_note_once(tmp_path: Path) -> None:
+    """Each worker kept its own say_once memory, so the colocated switch's note came
+    once per worker (twice here before); the workers now hand their notes back."""
+    (tmp_path / "s.toml").write_text(
+        '[base]\nworkload = "lsat-ar"\ngroups = 4\nupdate_groups = 2\nrounds = 1\n'
+        'group_size = 2\nsim = { placement = "colocated", rollout_gpu = "h100-sxm" }\n'
+        '[grid]\nseed = [0, 1, 2, 3]\n')
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "rolloutbench"), "sweep", str(tmp_path / "s.toml"),
+         "--out", str(tmp_path / "out"), "--jobs", "2"],
+        capture_output=True, text=True, timeout=300, check=True)
+    notes = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
+    assert len(notes) == len(set(notes)), out.stderr
+    assert sum(n.startswith("colocated: ") for n in notes) == 1, out.stderr

@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from harness.cli.app import app
 from harness.sim.feasibility import trainer_gb_per_gpu, trainer_problem
 from harness.sim.perf import TrainModel, moe_layers
 from harness.sim.presets import load_hardware, load_model
+from tests.refusals import run_refusal
 
 H100 = load_hardware("h100-sxm")  # 989.4 dense BF16 TFLOPS, NVLink 450 GB/s a direction
 
@@ -70,13 +69,7 @@ def test_trainer_memory_splits_the_experts_over_ep() -> None:
      "sim.trainer_ep: must be >= 1 and divide the trainer's 8 GPUs, got 3"),
 ])
 def test_a_bad_trainer_ep_is_one_line(tmp_path: Path, args: list[str], said: str) -> None:
-    out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "-R", "4", "--rounds", "1", "--out", str(out),
-                                      *args])
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and said in lines[0], lines
-    assert not (out / "trace.jsonl").exists()
+    assert said in run_refusal(tmp_path, args)
 
 
 def test_a_run_charges_its_trainer_ep(tmp_path: Path) -> None:

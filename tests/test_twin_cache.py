@@ -123,3 +123,15 @@ def test_a_run_kept_in_memory_writes_no_file_and_reads_the_same(tmp_path: Path) 
     kept = execute(cfg, tmp_path / "b.jsonl", write=False)
     assert (tmp_path / "a.jsonl").exists() and not (tmp_path / "b.jsonl").exists()
     assert kept == written
+
+
+def test_the_inputs_are_the_repositorys_folders_and_hold_the_systems() -> None:
+    """Fails before: INPUTS named harness/systems, which does not exist (the system
+    modules live in systems/), so a change to a system kept a stale twin; the runs'
+    execution (harness/run), span analysis and PipelineRL's Appendix A model were left
+    out too."""
+
+    assert all((twin_cache.ROOT / name).exists() for name in twin_cache.INPUTS)
+    names = {p.relative_to(twin_cache.ROOT).as_posix() for p in twin_cache.input_files()}
+    assert {"systems/slime_async.py", "systems/interrupt.py", "harness/run/execute.py",
+            "harness/studies/analytic/pipelinerl.py"} <= names

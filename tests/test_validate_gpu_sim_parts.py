@@ -13,6 +13,7 @@ import pytest
 
 from harness.studies.validate.gpu import run as gpu_run
 from harness.studies.validate.gpu import sim_parts
+from tests.validate_gpu_stubs import stand_in_slow_checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,13 +73,7 @@ def test_validate_gpu_writes_eight_parts(tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(gpu_run.silicon, "compare", lambda out: seen.append(out) or _silicon())
-    monkeypatch.setattr(gpu_run.silicon, "summary", lambda table: "silicon")
-    monkeypatch.setattr(gpu_run.closed_loop, "write", lambda table, out: None)
-    monkeypatch.setattr(gpu_run.models, "grid", lambda out: None)
-    monkeypatch.setattr(gpu_run.models, "summary", lambda table: "models")
-    monkeypatch.setattr(gpu_run.appendix_a, "rederive", lambda out: pd.DataFrame(
-        columns=["u_model", "speedup", "g_max", "H", "I", "U_H"]))
-    monkeypatch.setattr(gpu_run.timed_report, "report", lambda out: "timed\n")
+    stand_in_slow_checks(monkeypatch)
     monkeypatch.setattr(sim_parts.mixed_prefill, "compare", _mixed)
     monkeypatch.chdir(REPO)  # the trainer part reads measurements/ from the working folder
     said: list[str] = []

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from harness.studies.validate.gpu import run as gpu_run
 from harness.studies.validate.gpu import trainer_check as tc
+from tests.validate_gpu_stubs import stand_in_slow_checks
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "measurements" / "h100-sxm" / "trainer"
@@ -39,13 +39,7 @@ def test_no_measurements_is_one_line(tmp_path: Path) -> None:
 def test_validate_gpu_carries_the_trainer_part_fifth(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_run.silicon, "compare", lambda out: None)
-    monkeypatch.setattr(gpu_run.silicon, "summary", lambda table: "silicon")
-    monkeypatch.setattr(gpu_run.closed_loop, "write", lambda table, out: None)
-    monkeypatch.setattr(gpu_run.models, "grid", lambda out: None)
-    monkeypatch.setattr(gpu_run.models, "summary", lambda table: "models")
-    monkeypatch.setattr(gpu_run.appendix_a, "rederive", lambda out: pd.DataFrame(
-        columns=["u_model", "speedup", "g_max", "H", "I", "U_H"]))
-    monkeypatch.setattr(gpu_run.timed_report, "report", lambda out: "timed\n")
+    stand_in_slow_checks(monkeypatch)
     for part in ("overhead_part", "mixed_prefill_part"):  # tests/test_validate_gpu_sim_parts.py
         monkeypatch.setattr(gpu_run.sim_parts, part, lambda out, table: "")
     monkeypatch.setattr(gpu_run.sim_parts, "weight_sync_part", lambda out: "")

@@ -210,7 +210,8 @@ def _blame_file(err: ConfigError, config: Path | None,
 
 def _interrupt(signum: int, frame: object) -> None:
     """`kill` is Ctrl-C: whatever handles SIGINT now handles it (during a simulated
-    run, asyncio's Runner, which cancels the run's task instead of raising mid-step)."""
+    run, the simulator's driver, which cancels the run's coroutine instead of raising
+    mid-step: harness/sim/co.py)."""
     handler = signal.getsignal(signal.SIGINT)
     if not callable(handler):
         raise KeyboardInterrupt

@@ -21,7 +21,7 @@ adds its tokens' all-to-all over the trainer GPU's link, not overlapped with com
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.sim.kernels.table import coefficients as interpolate
@@ -239,6 +239,9 @@ class TrainModel:
     optimizer_s: float
     per_sequence_s: float = 0.0  # fixed cost per sequence (a measured trainer's per-call cost)
     all_to_all_per_token_s: float = 0.0  # a MoE under EP: the experts' token exchange
+    # each length's FLOPs, kept: a run prices the same lengths again and again
+    _flops: dict[int, float] = field(default_factory=dict, init=False, compare=False,
+                                     repr=False)
 
     @classmethod
     def build(
@@ -268,7 +271,13 @@ class TrainModel:
         )
 
     def micro_time(self, seq_lens: list[int]) -> float:
-        flops = sum(self.flops_per_token * n + self.attn_coeff * n * n for n in seq_lens)
+        flops_of = self._flops
+        try:
+            flops = sum(map(flops_of.__getitem__, seq_lens))
+        except KeyError:
+            for n in seq_lens:
+                flops_of[n] = self.flops_per_token * n + self.attn_coeff * n * n
+            flops = sum(map(flops_of.__getitem__, seq_lens))
         return (self.micro_overhead_s + self.per_sequence_s * len(seq_lens)
                 + flops / self.flops_per_s + self.all_to_all_per_token_s * sum(seq_lens))
 

@@ -37,7 +37,6 @@ the switch is its moves alone. The weights that come back to the engine by the u
 
 from __future__ import annotations
 
-import textwrap
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -277,7 +276,4 @@ def run_switch_s(sim: Any, system: str | None, calibration_data: dict[str, Any],
     if modelled is None:
         return calibrated, None
     seconds, whose = modelled
-    note = f"colocated: {seconds:.3g} s a hand-over, {whose}"
-    # lines that fit 100 columns after say_once's "note: ", as the other notes do
-    return seconds, textwrap.fill(note, width=94, subsequent_indent="  ",
-                                  break_on_hyphens=False)
+    return seconds, f"colocated: {seconds:.3g} s a hand-over, {whose}"  # say_once wraps it

@@ -15,7 +15,6 @@ is taken as it is.
 
 from __future__ import annotations
 
-import textwrap
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -40,14 +39,13 @@ class Assumed:
     fitted_gpu: str
 
     def note(self) -> str:
-        """The value, the GPU, the source and the override, in lines that fit 100 columns
-        after say_once's "note: "."""
-        text = (f"sim.train_mfu = {self.value:g} assumed: the trainer runs on {self.gpu}, and "
+        """The value, the GPU, the source and the override, in one line (say_once wraps it
+        to 100 columns)."""
+        return (f"sim.train_mfu = {self.value:g} assumed: the trainer runs on {self.gpu}, and "
                 f"calibration {self.calibration}'s {self.fitted:g} belongs to "
                 f"{self.fitted_gpu} trainers; {self.value:g} is a neutral prior for "
                 f"{self.framework} on {CLASS_NAMES[self.gpu_class]} GPUs, not a fit ({TABLE}). "
                 f"Your own: --set sim.train_mfu=VALUE")
-        return textwrap.fill(text, width=94, subsequent_indent="  ", break_on_hyphens=False)
 
 
 @cache

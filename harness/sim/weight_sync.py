@@ -38,7 +38,6 @@ GPU is priced here, and the run says so once (`say`). A calibration that names n
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,4 +276,4 @@ def say(sim: Any, data: dict[str, Any], calibrated_s: float) -> None:
             f"{calibrated_s:g} s belongs to {hardware.get('model')} on "
             f"{hardware.get('trainer_gpu', 'its GPUs')}. Your own: --set "
             f"sim.weight_sync_s=SECONDS, or sim.weight_sync_path={'|'.join(OPTIONS[1:])}")
-    say_once(textwrap.fill(text, width=94, subsequent_indent="  ", break_on_hyphens=False))
+    say_once(text)

@@ -132,14 +132,29 @@ def run_cell(cell: Cell) -> list[Row]:
              **{k: float(r[k]) for k in METRICS}} for r in rows]
 
 
+def run_kept(cell: Cell) -> tuple[list[Row], list[str]]:
+    """`run_cell` in a worker, with the notes its run says kept for the parent to say
+    (each worker would say them once: a grid on N workers N times)."""
+    from harness.sim.kernels.source import keep_notes
+
+    with keep_notes() as notes:
+        rows = run_cell(cell)
+    return rows, notes
+
+
 def run_grid(cells: list[Cell], jobs: int = 1) -> list[Row]:
     """All cells' rows in grid order. Cells take tens of milliseconds, so one job
     is often fastest: a worker pool pays process start-up and imports first."""
+    from harness.sim.kernels.source import say_once
+
     if jobs <= 1 or len(cells) <= 1:
         results = [run_cell(c) for c in cells]
     else:
         with ProcessPoolExecutor(max_workers=min(jobs, len(cells))) as pool:
-            results = list(pool.map(run_cell, cells))
+            kept = list(pool.map(run_kept, cells))
+        for note in (n for _, notes in kept for n in notes):
+            say_once(note)
+        results = [rows for rows, _ in kept]
     return [row for rows in results for row in rows]
 
 

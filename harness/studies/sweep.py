@@ -33,6 +33,7 @@ from harness.core.config import ConfigError, RunConfig, apply
 from harness.core.files import provenance, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 from harness.sim.calibration import say_train_mfu
+from harness.sim.kernels.source import kept, say_all
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
 RANGE_KEYS = {"start", "stop", "step"}
@@ -176,8 +177,7 @@ def check_cells(sweep: Sweep, base: RunConfig) -> None:
 def check_footprints(cells: list[Cell], out: Path, jobs: int,
                      ray_address: str | None = None) -> None:
     """The cells about to run, checked alone as `run` checks one, then `jobs` at once
-    (harness.run.footprint); a Ray cluster's memory (not 'local') is not known here.
-    A neutral trainer MFU is said here, once, not once per worker."""
+    (harness.run.footprint; a Ray cluster's memory, not 'local', is unknown); MFU said once."""
     from harness.run.footprint import check_cells as check
 
     for cell in cells:
@@ -224,7 +224,7 @@ def run_cell(cfg: RunConfig, trace_path: str | None) -> dict[str, Any]:
     With no trace_path (a Ray node may not share our disk) the trace text is returned."""
     from harness.run.execute import execute
 
-    start, trace = time.perf_counter(), None
+    start, trace, error = time.perf_counter(), None, None
     try:
         cfg.validate()
         if trace_path is not None:
@@ -234,7 +234,6 @@ def run_cell(cfg: RunConfig, trace_path: str | None) -> dict[str, Any]:
             with tempfile.TemporaryDirectory() as tmp:
                 rows = execute(cfg, Path(tmp, "trace.jsonl"))
                 trace = Path(tmp, "trace.jsonl").read_text()
-        error = None
     except Exception as err:  # noqa: BLE001  (recorded; the sweep goes on)
         rows, error = [], _one_line(err)
     return {"rounds": rows, "error": error, "trace": trace,
@@ -286,8 +285,8 @@ def _ignore_sigint() -> None:
 def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
     try:
-        futures = {pool.submit(run_cell, c.config, str(out / "cells" / c.key / "trace.jsonl")):
-                   c for c in cells}
+        futures = {pool.submit(kept, run_cell, c.config,  # the notes said once, in done
+                               str(out / "cells" / c.key / "trace.jsonl")): c for c in cells}
         for fut in as_completed(futures):
             try:
                 result = fut.result()
@@ -306,8 +305,8 @@ def run_ray(cells: list[Cell], done: Done) -> None:
     """Ray tasks on the Ray `run_sweep` joined: the nodes run this checkout's code."""
     import ray
 
-    task = ray.remote(num_cpus=1)(run_cell)
-    refs = {task.remote(c.config, None): c for c in cells}
+    task = ray.remote(num_cpus=1)(kept)
+    refs = {task.remote(run_cell, c.config, None): c for c in cells}
     waiting = list(refs)
     try:
         while waiting:
@@ -338,6 +337,7 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int, ray_address: str | None = None
     ran: list[Cell] = []
 
     def done(cell: Cell, result: dict[str, Any]) -> None:
+        say_all(result.pop("notes", ()))  # a worker's, each once a sweep
         record(out, cell, result, prov)
         ran.append(cell)
         if on_done is not None:

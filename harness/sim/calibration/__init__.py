@@ -16,7 +16,6 @@ priced by the transfer model instead (`harness.sim.weight_sync`), said once.
 from __future__ import annotations
 
 import json
-import textwrap
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -110,18 +109,13 @@ def say_train_mfu(sim: Any) -> None:
     if reason is None:
         note = trainer_speed.resolve(sim, data).note
         if note:
-            say_once(_fill(note))
+            say_once(note)
         return
     if reason.startswith("the kernel database"):
-        say_once(_fill(f"sim.train_model=kernels: {reason}"))
+        say_once(f"sim.train_model=kernels: {reason}")
     neutral, _ = _assumed_for(sim)
     if neutral is not None:
         say_once(neutral.note())
-
-
-def _fill(text: str) -> str:
-    """A note in lines that fit 100 columns after say_once's "note: "."""
-    return textwrap.fill(text, width=94, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def describe_train_mfu(sim: Any) -> str:

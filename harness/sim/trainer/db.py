@@ -10,7 +10,9 @@ current version for the GPU (`backend_version`), as the engine is priced, and NC
 newest. A shape off the grid takes the nearest tabulated one's achieved rate (FLOP/s, or
 bytes/s for a collective) times its own work: GEMM time is close to proportional to its
 FLOPs at the sizes a trainer runs (m of thousands of tokens), and the rate, not the time,
-is what carries over between neighbouring shapes. Tables load once per process.
+is what carries over between neighbouring shapes. Tables load once per process; every
+time comes back a Python float (a numpy scalar's arithmetic costs several times a float's,
+and the trainer adds these times up per micro-batch: `harness.sim.trainer.pricer`).
 
 A GPU without tables of its own borrows another's as the engine does
 (presets/kernel_gpus.toml): under the "per-op" rule (H20) each kernel's time is carried
@@ -22,6 +24,7 @@ GPU's collectives go over its preset's link, not the borrowed GPU's NCCL table.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,7 +36,7 @@ from harness.core.config import ConfigError
 from harness.sim.kernels.estimator import _package_dir, backend_version, quiet
 from harness.sim.kernels.gpus import kernel_gpu
 from harness.sim.kernels.standin import OpShape, carry
-from harness.sim.presets import load_hardware
+from harness.sim.presets import Hardware, load_hardware
 
 BACKEND = "vllm"  # the framework whose kernel tables price training (graph-timed GEMMs)
 GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}  # fp8: per-tensor scaled (Cutlass)
@@ -96,8 +99,16 @@ def carried(gpu: str, seconds: float, cls: str, flops: float, nbytes: float) -> 
         return seconds
     if kg.rule == "per-op":
         shape = OpShape(cls, flops=flops, bytes=nbytes)
-        return carry(seconds * 1e3, shape, load_hardware(kg.source), load_hardware(gpu)) / 1e3
+        return carry(seconds * 1e3, shape, *_presets(kg.source, gpu)) / 1e3
     return seconds * kg.prefill_scale
+
+
+@cache
+def _presets(source: str, gpu: str) -> tuple[Hardware, Hardware]:
+    """The stand-in's and the preset's hardware, read once per process as the kernel
+    times carried with them are kept (`load_hardware` finds and checks the preset's row
+    each call: 0.2 ms, which every new shape of a per-op GPU paid twice)."""
+    return load_hardware(source), load_hardware(gpu)
 
 
 def _nearest(values: np.ndarray, want: float) -> float:
@@ -106,11 +117,22 @@ def _nearest(values: np.ndarray, want: float) -> float:
 
 
 @cache
-def _gemm_curve(gpu: str, dtype: str, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _gemm_curves(gpu: str, dtype: str) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """Every tabulated (n, k) of a dtype: its m grid and the fastest kernel's ms at each
+    (the framework has several), grouped once (grouping the rows of each (n, k) as a run
+    met it cost 2-4 ms a shape, most of a fresh process's pricing)."""
     t = tables(gpu).gemm
-    rows = t[(t["gemm_dtype"] == dtype) & (t["n"] == n) & (t["k"] == k)]
-    rows = rows.groupby("m")["latency"].min()  # the fastest kernel the framework has
-    return rows.index.to_numpy(dtype=float), rows.to_numpy(dtype=float)
+    best = t[t["gemm_dtype"] == dtype].groupby(["n", "k", "m"])["latency"].min()
+    n = best.index.get_level_values("n").to_numpy()
+    k = best.index.get_level_values("k").to_numpy()
+    m = best.index.get_level_values("m").to_numpy(dtype=float)
+    lat = best.to_numpy(dtype=float)
+    cuts = [0, *(np.flatnonzero((n[1:] != n[:-1]) | (k[1:] != k[:-1])) + 1), len(n)]
+    return {(int(n[a]), int(k[a])): (m[a:b], lat[a:b]) for a, b in itertools.pairwise(cuts)}
+
+
+def _gemm_curve(gpu: str, dtype: str, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    return _gemm_curves(gpu, dtype).get((n, k), (np.array([]), np.array([])))
 
 
 @cache
@@ -122,8 +144,10 @@ def _gemm_axes(gpu: str, dtype: str) -> tuple[np.ndarray, dict[float, np.ndarray
     return np.array(sorted(ks)), ks
 
 
+@cache
 def _gemm_grid(gpu: str, dtype: str, n: int, k: int) -> tuple[float, float]:
-    """The tabulated (n, k) nearest to (n, k) on a log scale, n first."""
+    """The tabulated (n, k) nearest to (n, k) on a log scale, n first (once per shape:
+    `gemm_s` asks again for each new m)."""
     ns, ks = _gemm_axes(gpu, dtype)
     n0 = _nearest(ns, n)
     return n0, _nearest(ks[n0], k)
@@ -143,7 +167,7 @@ def gemm_s(gpu: str, m: int, n: int, k: int, precision: str = "bf16") -> float:
     else:
         t0 = float(np.interp(m, ms, lat))
     flops, nbytes = 2.0 * m * n * k, 2.0 * (m * k + k * n + m * n)
-    return carried(gpu, t0 * (n * k) / (n0 * k0) * 1e-3, "gemm", flops, nbytes)
+    return float(carried(gpu, t0 * (n * k) / (n0 * k0) * 1e-3, "gemm", flops, nbytes))
 
 
 @cache
@@ -177,8 +201,8 @@ def attention_forward_s(gpu: str, seq_len: int, heads: int, kv_heads: int,
         t0 = float(np.interp(seq_len, isl, lat))
     flops = 2.0 * heads * head_dim * seq_len * seq_len  # QK^T and PV, half under the mask
     nbytes = 2.0 * seq_len * (2 * heads + 2 * kv_heads) * head_dim
-    return carried(gpu, t0 * (heads * head_dim) / (h0 * d0) * 1e-3, "attention", flops,
-                   nbytes)
+    return float(carried(gpu, t0 * (heads * head_dim) / (h0 * d0) * 1e-3, "attention",
+                         flops, nbytes))
 
 
 @cache
@@ -218,8 +242,8 @@ def moe_forward_s(gpu: str, tokens: int, hidden: int, inter: int, experts: int, 
         np.interp(tokens, toks, lat))
     flops = 6.0 * tokens * hidden * inter * topk / ep  # gate, up and down
     nbytes = 2.0 * (3 * hidden * inter * experts / ep + 2 * tokens * hidden * topk)
-    return carried(gpu, t0 * (hidden * inter * topk / ep) / work0 * 1e-3, "gemm", flops,
-                   nbytes)
+    return float(carried(gpu, t0 * (hidden * inter * topk / ep) / work0 * 1e-3, "gemm",
+                         flops, nbytes))
 
 
 @cache

@@ -16,10 +16,12 @@ busiest replica. One micro-batch on one GPU costs
   + FSDP's gathers and gradient reduce       overlapped with the kernels: max(kernels, comm)
   + the pipeline's bubble                    x (v m + p - 1) / (v m)
 
-and the optimizer step (`optimizer_s`) is Adam at the measured 8.8x its 16 bytes per
-parameter over HBM, on each GPU's shard, plus, without FSDP, the data-parallel gradient
-reduce-scatter and parameter all-gather of the distributed optimizer, plus `step_fixed_s`:
-a calibration's fixed cost per step that does not shrink with GPUs (`speed.py`).
+(`pricer.KernelPricer` computes this from the parts below, its constants and look-ups
+taken once: the same floats in fewer microseconds), and the optimizer step (`optimizer_s`)
+is Adam at the measured 8.8x its 16 bytes per parameter over HBM, on each GPU's shard,
+plus, without FSDP, the data-parallel gradient reduce-scatter and parameter all-gather of
+the distributed optimizer, plus `step_fixed_s`: a calibration's fixed cost per step that
+does not shrink with GPUs (`speed.py`).
 """
 
 from __future__ import annotations
@@ -32,16 +34,14 @@ from harness.sim.presets import Hardware, Model
 from harness.sim.trainer import constants, db
 from harness.sim.trainer.layout import (
     Layout,
-    bubble,
     cp_bytes,
     ep_bytes,
     params_per_gpu_group,
     tp_bytes,
     tp_collectives_per_layer,
 )
+from harness.sim.trainer.pricer import PAD_TO, KernelPricer
 from harness.sim.trainer.shapes import Gemm, head_gemm, layer_gemms
-
-PAD_TO = 128  # tokens: a micro-batch's rows are padded to GEMM tiles
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,12 @@ class KernelTrainModel:
     # -- the interface SimTrainer uses ---------------------------------------
     @property
     def optimizer_s(self) -> float:
-        """Seconds of one optimizer step (`_optimizer_s`), a Python float: the tables'
-        numpy floats would reach the clock, and the trace cannot encode them."""
-        return float(self._optimizer_s())
+        """Seconds of one optimizer step (`_optimizer_s`), a Python float (the trace
+        encodes no numpy float), worked out once: a run steps hundreds of times."""
+        found = self._cache.get("optimizer_s")
+        if found is None:
+            found = self._cache["optimizer_s"] = float(self._optimizer_s())
+        return found
 
     def _optimizer_s(self) -> float:
         """Adam over each GPU's shard at the measured ratio to its bytes, plus Megatron's
@@ -97,14 +100,16 @@ class KernelTrainModel:
         return adam + comm + self.step_fixed_s
 
     def micro_time(self, seq_lens: list[int]) -> float:
-        """Seconds for the pool to train these sequences (see the module's docstring)."""
-        ranks: list[list[int]] = [[] for _ in range(self.layout.dp)]
-        load = [0] * self.layout.dp
-        for n in sorted(seq_lens, reverse=True):
-            i = load.index(min(load))
-            ranks[i].append(n)
-            load[i] += n
-        return float(max(self.rank_time(r) for r in ranks))  # numpy's floats off the clock
+        """Seconds for the pool to train these sequences (see the module's docstring;
+        `pricer.KernelPricer` computes it)."""
+        return self.pricer().micro_time(seq_lens)
+
+    def pricer(self) -> KernelPricer:
+        """This trainer's micro-batch pricer, made once (its constants and look-ups)."""
+        found = self._cache.get("pricer")
+        if found is None:
+            found = self._cache["pricer"] = KernelPricer(self)
+        return found
 
     def on_gpus(self, gpus: int) -> KernelTrainModel | None:
         """This trainer on `gpus` of its GPUs (RollPacker's stream trainer trains on the
@@ -138,54 +143,6 @@ class KernelTrainModel:
         attn = sum(self.attention_forward_s(n) for n in lens)
         c = self.constants
         return c["forward_fixed_s"] + c["scale"] * (self.dense_forward_s(tokens) + attn)
-
-    def rank_time(self, lens: list[int]) -> float:
-        """One replica's sequences packed into micro-batches under `micro_tokens`."""
-        packs: list[list[int]] = []
-        used = 0
-        for n in lens:
-            if not packs or used + n > self.micro_tokens:
-                packs.append([])
-                used = 0
-            packs[-1].append(n)
-            used += n
-        return sum(self.pack_time(tuple(sorted(p))) for p in packs)
-
-    def pack_time(self, lens: tuple[int, ...]) -> float:
-        """One micro-batch of these sequences on one GPU of the replica."""
-        if not lens:
-            return 0.0
-        key = lens
-        if key not in self._cache:
-            self._cache[key] = self._pack_time(lens)
-        return self._cache[key]
-
-    def _pack_time(self, lens: tuple[int, ...]) -> float:
-        lay, c = self.layout, self.constants
-        tokens = -(-sum(lens) // (PAD_TO * lay.cp)) * PAD_TO  # this GPU's rows under CP
-        dense_fwd = self.memo(("fwd", tokens), self.dense_forward_s, tokens)
-        attn_fwd = sum(self.attention_forward_s(n) for n in lens) / lay.cp
-        backward = self.memo(("bwd", tokens), self.dense_backward_s, tokens) + (
-            constants.ATTENTION_BACKWARD_OVER_FORWARD * attn_fwd)
-        forward = dense_fwd + attn_fwd
-        p = self.passes
-        update = forward * (2 if p.recompute else 1) + backward
-        kernels = c["scale"] * (update + p.forwards * forward)
-        comm = self.memo(("comm", tokens), self.layer_comm_s, tokens)
-        shard = self.fsdp_comm_s()
-        busy = max(kernels, shard) + comm
-        fixed = c["fixed_s"] + p.forwards * c["forward_fixed_s"]
-        stage = (busy + fixed) / lay.pp
-        if lay.pp > 1:
-            b = bubble(lay.pp, lay.pipeline_micro_batches, lay.vpp)
-            stage /= 1.0 - b
-        return stage
-
-    def memo(self, key: Any, fn: Any, arg: int) -> float:
-        """fn(arg), once per key: a run asks for the same token counts again and again."""
-        if key not in self._cache:
-            self._cache[key] = fn(arg)
-        return self._cache[key]
 
     def dense_forward_s(self, tokens: int) -> float:
         """Every layer's dense products plus the experts (MoE layers) and the LM head."""

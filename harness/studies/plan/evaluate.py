@@ -110,13 +110,19 @@ def summarise(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[
 
 def evaluate(cfg: RunConfig) -> dict[str, Any]:
     """Run one point (in a worker process or a Ray task): its figures, or its
-    error as one line; never raises, so one bad point does not stop a plan."""
+    error as one line; never raises, so one bad point does not stop a plan. The notes
+    the run would say (`say_once`) come back under "notes" for the parent to say: each
+    worker would say them once, a plan on N workers N times."""
+    from harness.sim.kernels.source import keep_notes
+
     start = time.perf_counter()
-    try:
-        out: dict[str, Any] = summarise(*simulate(cfg))
-        out["error"] = ""
-    except Exception as err:  # noqa: BLE001  (recorded in plan.csv; the search goes on)
-        text = f"{type(err).__name__}: {err}".strip().splitlines()
-        out = {"error": (text[0] if text else type(err).__name__)[:300]}
+    with keep_notes() as notes:
+        try:
+            out: dict[str, Any] = summarise(*simulate(cfg))
+            out["error"] = ""
+        except Exception as err:  # noqa: BLE001  (recorded in plan.csv; the search goes on)
+            text = f"{type(err).__name__}: {err}".strip().splitlines()
+            out = {"error": (text[0] if text else type(err).__name__)[:300]}
     out["sim_seconds"] = time.perf_counter() - start
+    out["notes"] = notes
     return out

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.sim import calibration
+from harness.sim.kernels.source import say_once
 from harness.studies.plan.evaluate import METRICS, evaluate
 from harness.studies.plan.recipe import PlanError
 from harness.studies.plan.space import Point, Space
@@ -289,6 +290,8 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
                     figures = fut.result()
                 except Exception as err:  # noqa: BLE001  (a worker died)
                     figures = {"error": f"{type(err).__name__}: {err}"[:300]}
+                for note in figures.pop("notes", ()):  # the worker's notes, once a plan
+                    say_once(note)
                 cache[key] = {**figures, "key": key}
                 _tell(study, space, trial, point, key, figures)
                 done += 1

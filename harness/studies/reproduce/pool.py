@@ -43,6 +43,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.core.config import RunConfig
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
+from harness.sim.kernels.source import keep_notes, say_once
 
 Rows = list[dict[str, Any]]
 
@@ -63,6 +64,15 @@ def run_one(cfg: RunConfig, path: Path, reader: Reader | None = None, write: boo
     start = time.perf_counter()
     out = execute(cfg, path, reader, write)
     return out, time.perf_counter() - start
+
+
+def run_kept(cfg: RunConfig, path: Path, reader: Reader | None, write: bool
+             ) -> tuple[Any, float, list[str]]:
+    """`run_one` in a worker process, with the notes its run says kept for the parent to
+    say: each worker would say them once, `make reproduce` on N cores N times."""
+    with keep_notes() as notes:
+        out, took = run_one(cfg, path, reader, write)
+    return out, took, notes
 
 
 class Batch:
@@ -220,7 +230,7 @@ class RunPool:
         for i, (cfg, path) in enumerate(tasks):
             future, first = self._same.first(SameRuns.key(cfg, reader),
                                              lambda c=cfg, p=path:
-                                             executor.submit(run_one, c, p, reader,
+                                             executor.submit(run_kept, c, p, reader,
                                                              self.traces), path)
             futures.setdefault(future, []).append(i)
             if first is not None:
@@ -229,7 +239,9 @@ class RunPool:
         self._turn.release()  # other papers go on while these runs are away
         try:
             for future in cf.as_completed(futures):
-                rows, took = future.result()
+                rows, took, notes = future.result()
+                for note in notes:
+                    say_once(note)
                 for i in futures[future]:
                     results[i] = self._hand_out(rows, took, batch, copies.get(i),
                                                 tasks[i][1])

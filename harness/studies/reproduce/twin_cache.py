@@ -34,8 +34,9 @@ FILE = "roofline_twin.csv"
 COLUMNS = ("paper", "claim", "config", "reading", "harness_roofline")
 ROOT = Path(__file__).resolve().parents[3]  # the repository: harness/studies/reproduce/..
 # What a twin's numbers depend on: every file below these folders, by content.
-INPUTS = ("harness/sim", "harness/systems", "harness/core", "harness/shared",
-          "harness/studies/reproduce", "harness/studies/claims.py", "workloads")
+INPUTS = ("harness/sim", "systems", "harness/core", "harness/shared", "harness/run",
+          "harness/analysis", "harness/studies/reproduce", "harness/studies/analytic",
+          "harness/studies/claims.py", "workloads")
 SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".csv", ".parquet", ".yaml")
 MODES = ("auto", "run", "skip")
 KERNEL_DISTRIBUTIONS = ("aiconfigurator-core", "aiconfigurator")

@@ -3,6 +3,8 @@
 The base commit is checked out with `git worktree add` into a temporary folder
 and removed again afterwards; code runs in a tree through a child Python with
 the tree first on PYTHONPATH (and a check that it really imported from there).
+What the child runs is always this tree's `probe.py`, so both trees are timed by
+the same code.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,25 +26,46 @@ class BenchError(RuntimeError):
     """The base tree could not be set up or a child failed (the message says how)."""
 
 
+PROBE = Path(__file__).with_name("probe.py")
+
+
 @dataclass
 class Tree:
     root: Path
     label: str
 
-    def python(self, code: str, *args: str, cwd: Path | None = None) -> Any:
-        """Run `code` in a child Python on this tree; returns its last line's JSON."""
-        check = ("import harness, sys; from pathlib import Path; "
+    def probe(self, *args: str, cwd: Path | None = None, cpus: int = 0) -> Any:
+        """Run `probe.py ARGS` in a child Python on this tree; returns its last line's
+        JSON, with the child's whole wall seconds (start-up included) as "child_wall".
+        `cpus`: pin the child to that many of this process's CPUs (0: all of them)."""
+        check = ("import harness, runpy, sys; from pathlib import Path; "
                  f"assert Path(harness.__file__).resolve().is_relative_to({str(self.root)!r}),"
-                 " harness.__file__\n")
+                 f" harness.__file__; "
+                 f"runpy.run_path({str(PROBE)!r}, run_name='__main__')")
         env = {**os.environ, "PYTHONPATH": str(self.root)}
+        mask = sorted(allowed_cpus())[:cpus] if cpus else None
         with tempfile.TemporaryDirectory() as tmp:
-            proc = subprocess.run([sys.executable, "-c", check + code, *args],
-                                  cwd=cwd or tmp, env=env, capture_output=True, text=True,
-                                  check=False)
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-c", check, *args], cwd=cwd or tmp,
+                                  env=env, capture_output=True, text=True, check=False,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, mask))
+                                  if mask else None)
+            wall = time.perf_counter() - start
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            raise BenchError(f"{self.label}: a benchmark child failed:\n{tail}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+            raise BenchError(f"{self.label}: probe {' '.join(args)} failed:\n{tail}")
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        if isinstance(out, dict):
+            out["child_wall"] = wall
+        return out
+
+
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on."""
+    try:
+        return os.sched_getaffinity(0)
+    except AttributeError:  # not on Linux
+        return set(range(os.cpu_count() or 1))
 
 
 def _git(root: Path, *args: str) -> str:
@@ -71,7 +95,7 @@ def base_worktree(root: Path) -> Iterator[Tree]:
     """The base commit checked out in a temporary worktree, removed afterwards."""
     rev = base_commit(root)
     subject = _git(root, "log", "-1", "--format=%h %s", rev)
-    print(f"base: {subject[:90]}")
+    print(f"base: {subject[:90]}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         path = Path(tmp) / "base"
         _git(root, "worktree", "add", "--detach", "--quiet", str(path), rev)

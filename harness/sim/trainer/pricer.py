@@ -1,0 +1,226 @@
+"""The kernel trainer's micro-batch pricing, lean: the hot path of `KernelTrainModel`.
+
+A simulated run prices every sample it trains, so `micro_time` runs once per pool-wide
+micro-batch and its inner loops once per sequence. `step.py` says what a micro-batch
+costs; this module computes exactly that (the same floats, bit for bit, added in the
+same order) with what does not change during a run taken once: the layout's and the
+framework's constants, each sequence length's attention (per length) and each padded
+token count's dense kernels and collectives (per count), kept in dicts, so the work per
+sequence is a sort, a rank choice and a dict lookup (issue #36: a trainer priced at
+about 3.5 us a sample took most of that in method calls, generators and the per-call
+look-ups of the same constants). `tests/test_trainer_pricer.py` holds the formula as it
+was written before and checks this against it on random micro-batches.
+
+`charge` prices a whole train call the way `SimTrainer.train` does (its packing into
+pool-wide micro-batches, then each micro-batch's time), for either trainer model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from heapq import heapreplace
+from typing import Any, Protocol
+
+from harness.sim.trainer import constants
+from harness.sim.trainer.layout import bubble
+
+PAD_TO = 128  # tokens: a micro-batch's rows are padded to GEMM tiles
+
+
+class _PerKey(dict[int, Any]):
+    """fn(key), computed once per key: a dict (so a hit is one C-level look-up)."""
+
+    def __init__(self, fn: Callable[[int], Any]) -> None:
+        super().__init__()
+        self._fn = fn
+
+    def __missing__(self, key: int) -> Any:
+        value = self[key] = self._fn(key)
+        return value
+
+
+class Parts(Protocol):
+    """What the pricer reads off a `KernelTrainModel` (its kernels' and layout's parts)."""
+
+    micro_tokens: int
+
+    @property
+    def gpu(self) -> str: ...
+
+    @property
+    def hw(self) -> Any: ...
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def precision(self) -> str: ...
+
+    @property
+    def layout(self) -> Any: ...
+
+    @property
+    def passes(self) -> Any: ...
+
+    @property
+    def constants(self) -> dict[str, float]: ...
+
+    def attention_forward_s(self, n: int) -> float: ...
+
+    def dense_forward_s(self, tokens: int) -> float: ...
+
+    def dense_backward_s(self, tokens: int) -> float: ...
+
+    def layer_comm_s(self, tokens: int) -> float: ...
+
+    def fsdp_comm_s(self) -> float: ...
+
+
+# parts_key -> (attention per length, dense parts per token count), kept for the
+# process's next runs of a trainer with the same parts
+_PARTS: dict[tuple[Any, ...], tuple[_PerKey, _PerKey]] = {}
+PARTS_KEPT = 8  # trainers whose look-ups a process keeps (a reproduction's worker runs
+# the same few trainers again and again; each keeps up to a few MB)
+
+
+def parts_key(model: Parts) -> tuple[Any, ...]:
+    """All that `attention_forward_s`, `dense_forward_s`, `dense_backward_s` and
+    `layer_comm_s` read (a part that reads more must add it here): not the GPU count, the
+    pipeline, FSDP, the scale, the framework's constants or the micro-batch budget, so
+    that verl's runs on 32, 64 and 128 GPUs share them."""
+    lay = model.layout
+    return (model.gpu, model.hw, model.model, model.precision, model.passes, lay.tp, lay.ep,
+            lay.cp, lay.sequence_parallel)
+
+
+def _parts(model: Parts) -> tuple[_PerKey, _PerKey]:
+    """The model's look-ups: one sequence length's attention over every layer, and one
+    padded token count's (dense forward, dense backward, collectives), shared by every
+    model of the same parts."""
+    key = parts_key(model)
+    found = _PARTS.get(key)
+    if found is None:
+        if len(_PARTS) >= PARTS_KEPT:
+            del _PARTS[next(iter(_PARTS))]  # the oldest
+        found = _PARTS[key] = (
+            _PerKey(model.attention_forward_s),
+            _PerKey(lambda tokens: (model.dense_forward_s(tokens),
+                                    model.dense_backward_s(tokens),
+                                    model.layer_comm_s(tokens))))
+    return found
+
+
+class KernelPricer:
+    """One kernel trainer's `micro_time`, its constants taken once (see the module)."""
+
+    def __init__(self, model: Parts) -> None:
+        lay, p, c = model.layout, model.passes, model.constants
+        self.dp, self.cp, self.pp = lay.dp, lay.cp, lay.pp
+        self.micro_tokens = model.micro_tokens
+        self.idle = [(0, i) for i in range(lay.dp)]  # (load, replica): a heap
+        self.unit = PAD_TO * lay.cp  # a GPU's rows under CP are padded to PAD_TO
+        self.scale = c["scale"]
+        self.recompute = 2 if p.recompute else 1
+        self.forwards = p.forwards
+        self.shard = model.fsdp_comm_s()
+        self.fixed = c["fixed_s"] + p.forwards * c["forward_fixed_s"]
+        self.unbubbled = (1.0 - bubble(lay.pp, lay.pipeline_micro_batches, lay.vpp)
+                          if lay.pp > 1 else 0.0)
+        self.attention, self.dense = _parts(model)
+
+    def micro_time(self, seq_lens: Sequence[int]) -> float:
+        """The busiest replica's seconds: the sequences longest first, each to the
+        least-loaded replica (the first of equals: a heap of (load, replica) pops the
+        same one as `load.index(min(load))`), packed there in that order."""
+        order = sorted(seq_lens, reverse=True)
+        dp = self.dp
+        if dp == 1:
+            return float(self.rank_time(order, sum(order)))
+        ranks: list[list[int]] = [[] for _ in range(dp)]
+        heap = self.idle[:]
+        for n in order:
+            load, i = heap[0]
+            ranks[i].append(n)
+            heapreplace(heap, (load + n, i))
+        loads = [0] * dp
+        for load, i in heap:
+            loads[i] = load
+        return float(max(map(self.rank_time, ranks, loads)))
+
+    def rank_time(self, lens: list[int], tokens: int) -> float:
+        """One replica's sequences (longest first, `tokens` of them in all) in
+        micro-batches of at most `micro_tokens` tokens, filled in order (a sequence
+        longer forms its own)."""
+        if not lens:
+            return 0
+        limit, pack = self.micro_tokens, self.pack_time
+        if tokens <= limit:  # one micro-batch: the usual case
+            return sum([pack(lens, tokens)])
+        times = []
+        start = used = 0
+        for j, n in enumerate(lens):
+            if j and used + n > limit:
+                times.append(pack(lens[start:j], used))
+                start, used = j, 0
+            used += n
+        times.append(pack(lens[start:], used))
+        return sum(times)
+
+    def pack_time(self, lens: list[int], tokens: int) -> float:
+        """One micro-batch (its sequences longest first, `tokens` of them in all) on one
+        GPU of the replica; its attention added shortest first, as `step.py` adds it."""
+        dense_fwd, dense_bwd, comm = self.dense[-(-tokens // self.unit) * PAD_TO]
+        attn_fwd = sum(map(self.attention.__getitem__, reversed(lens))) / self.cp
+        backward = dense_bwd + constants.ATTENTION_BACKWARD_OVER_FORWARD * attn_fwd
+        forward = dense_fwd + attn_fwd
+        update = forward * self.recompute + backward
+        kernels = self.scale * (update + self.forwards * forward)
+        stage = (max(kernels, self.shard) + comm + self.fixed) / self.pp
+        if self.pp > 1:
+            stage /= self.unbubbled
+        return stage
+
+
+class TrainPricing(Protocol):
+    """A trainer model as `SimTrainer` uses it: seconds for one pool-wide micro-batch."""
+
+    def micro_time(self, seq_lens: list[int]) -> float: ...
+
+
+class _Group(Protocol):
+    @property
+    def prompt(self) -> Any: ...
+
+    @property
+    def responses(self) -> Sequence[Any]: ...
+
+
+def pack(groups: Sequence[_Group], micro_tokens: int) -> list[list[int]]:
+    """`SimTrainer.micro_batches`: the samples' lengths (prompt + response) in pool-wide
+    micro-batches of at most `micro_tokens` tokens, first fit in order (a sample longer
+    than the budget forms its own)."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    used = 0
+    for group in groups:
+        prompt = group.prompt.tokens
+        for resp in group.responses:
+            n = prompt + resp.tokens
+            if batch and used + n > micro_tokens:
+                batches.append(batch)
+                batch, used = [], 0
+            batch.append(n)
+            used += n
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def charge(model: TrainPricing, groups: Sequence[_Group], micro_tokens: int
+           ) -> tuple[int, int, int, float]:
+    """One train call's (micro-batches, samples, tokens, seconds): what `SimTrainer.train`
+    emits and sleeps (before its slowdown on fewer GPUs)."""
+    micros = pack(groups, micro_tokens)
+    lean = getattr(model, "pricer", None)  # the kernel trainer's, called without its wrapper
+    seconds = sum(map(lean().micro_time if lean is not None else model.micro_time, micros))
+    return len(micros), sum(map(len, micros)), sum(map(sum, micros)), seconds
