@@ -124,7 +124,7 @@ def test_a_check_records_how_long_it_ran() -> None:
     assert (whole.verify_s, stopped.verify_s, cancelled.verify_s) == (3.0, 2.0, 1.25)
 
     clock = clocks.SimClock()
-    verifier = SimVerifier(clock)
+    verifier = SimVerifier(clock.driver)
     whole, stopped, cancelled = _response(3.0), _response(3.0), _response(3.0)
 
     async def sim() -> list[float]:
@@ -142,7 +142,7 @@ def test_a_check_records_how_long_it_ran() -> None:
         await clocks.sleep(1.25)
         check.cancel()
 
-    verifier_b = SimVerifier(clock)
+    verifier_b = SimVerifier(clock.driver)
     clock.run_until_complete(give_up())
     assert cancelled.verify_s == 1.25 and clock.now == 1.25  # its timer went with it
 

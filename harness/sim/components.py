@@ -50,14 +50,15 @@ class SimVerifier:
     past `timeout` is stopped there and scores zero, as a sandbox would. A check is a
     timer on the heap, not a coroutine: every response is checked."""
 
-    def __init__(self, heap: Heap, workers: int = 0) -> None:
-        self._heap = heap
+    def __init__(self, driver: Driver, workers: int = 0) -> None:
+        self._driver, self._heap = driver, driver.heap
         self._slots = Slots(workers) if workers > 0 else None
 
     def score(self, response: Response, timeout: float | None = None) -> Wait:
+        """A Wait for the reward (a system may await it, spawn it, or cancel it)."""
         if self._slots is None:
             return _Check(self._heap, response, timeout)
-        return self._limited(response, timeout)  # type: ignore[return-value]
+        return self._driver.spawn(self._limited(response, timeout))
 
     async def _limited(self, response: Response, timeout: float | None) -> float:
         async with self._slots:  # type: ignore[union-attr]

@@ -133,7 +133,7 @@ class SimRuntime(RunnerBase):
                                   cfg.clamp, driver=self.driver, share=self.share, gpus=train_n)
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
-        self.verifier = SimVerifier(self.heap, s.verifier_workers)
+        self.verifier = SimVerifier(self.driver, s.verifier_workers)
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
         """Buffered, on the heap's own clock (see `BufferedTraceWriter`)."""
