@@ -89,11 +89,9 @@ def write(writer: TraceWriter) -> TraceWriter:
 def test_buffered_writer_writes_the_same_bytes(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     write(TraceWriter(tmp_path / "plain.jsonl", iter(TIMES).__next__)).close()
-    monkeypatch.setattr(BufferedTraceWriter, "FLUSH_LINES", 3)  # blocks of three lines
+    monkeypatch.setattr(BufferedTraceWriter, "CHUNK", 3)  # encoded three events at a time
     writer = write(BufferedTraceWriter(tmp_path / "buffered.jsonl", iter(TIMES).__next__))
-    # before close: the two full blocks are in the file, whole lines only
-    assert (tmp_path / "buffered.jsonl").read_bytes().count(b"\n") == 6
-    assert (tmp_path / "buffered.jsonl").read_bytes().endswith(b"\n")
+    assert (tmp_path / "buffered.jsonl").read_bytes() == b""  # nothing before close
     events = writer.events()
     writer.close()
     plain = (tmp_path / "plain.jsonl").read_bytes()
