@@ -132,7 +132,7 @@ def test_a_run_refuses_attention_dp_on_a_dense_model_before_any_work(tmp_path: P
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "use sim.rollout_engines" in lines[0], lines
-    assert not (out / "trace.jsonl").exists()
+    assert not (out / "trace.jsonl.zst").exists()
 
 
 def test_the_silicon_samples_attention_dp_rows_are_priced() -> None:

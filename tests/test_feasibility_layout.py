@@ -64,7 +64,7 @@ def test_a_bad_pipeline_is_one_line_naming_the_field(tmp_path, sets: list[str],
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], lines
-    assert not (tmp_path / "o" / "trace.jsonl").exists()
+    assert not (tmp_path / "o" / "trace.jsonl.zst").exists()
 
 
 def test_a_tp_group_spanning_four_servers_all_reduces_over_the_nic() -> None:

@@ -139,4 +139,4 @@ def test_a_bad_layout_is_one_line_before_any_work(tmp_path: Path, args: list[str
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], lines
-    assert not (out / "trace.jsonl").exists()
+    assert not (out / "trace.jsonl.zst").exists()

@@ -76,7 +76,7 @@ def test_a_bad_trainer_ep_is_one_line(tmp_path: Path, args: list[str], said: str
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], lines
-    assert not (out / "trace.jsonl").exists()
+    assert not (out / "trace.jsonl.zst").exists()
 
 
 def test_a_run_charges_its_trainer_ep(tmp_path: Path) -> None:
