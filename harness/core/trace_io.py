@@ -66,6 +66,12 @@ def first_line(path: str | os.PathLike[str]) -> bytes:
         return fh.readline()
 
 
+def trace_name(runtime: str) -> str:
+    """A run folder's trace name for a run on `runtime`: a simulated run writes its
+    trace once, at the end (compressed); a live one line by line as it goes (plain)."""
+    return TRACE_NAMES[0] if runtime == "sim" else TRACE_NAMES[1]
+
+
 def find_trace(folder: str | os.PathLike[str]) -> Path:
     """A run folder's trace: trace.jsonl.zst (what a simulated run writes) or
     trace.jsonl (a live run, or one asked for in jsonl); the first when neither is."""

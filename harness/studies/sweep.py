@@ -219,21 +219,22 @@ def _one_line(err: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(err).__name__
 
 
-def run_cell(cfg: RunConfig, trace_path: str | None) -> dict[str, Any]:
-    """Run one cell in a worker and return its metrics, or its error as one line.
-    With no trace_path (a Ray node may not share our disk) the trace text is returned."""
+def run_cell(cfg: RunConfig, folder: str | None) -> dict[str, Any]:
+    """Run one cell in a worker: its metrics, or its error as one line; its trace into
+    `folder`, or with none (a Ray node may not share our disk) returned, (name, bytes)."""
+    from harness.core.trace_io import trace_name
     from harness.run.execute import execute
 
-    start, trace = time.perf_counter(), None
+    start, trace, name = time.perf_counter(), None, trace_name(cfg.runtime)
     try:
         cfg.validate()
-        if trace_path is not None:
-            Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-            rows = execute(cfg, trace_path)
+        if folder is not None:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            rows = execute(cfg, Path(folder, name))
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                rows = execute(cfg, Path(tmp, "trace.jsonl"))
-                trace = Path(tmp, "trace.jsonl").read_text()
+                rows = execute(cfg, Path(tmp, name))
+                trace = (name, Path(tmp, name).read_bytes())
         error = None
     except Exception as err:  # noqa: BLE001  (recorded; the sweep goes on)
         rows, error = [], _one_line(err)
@@ -245,7 +246,7 @@ def record(out: Path, cell: Cell, result: dict[str, Any], prov: dict[str, Any]) 
     """Write the cell's result.json last, so its presence means the cell is complete."""
     cell_dir = out / "cells" / cell.key
     if result.get("trace") is not None:
-        write_atomic(cell_dir / "trace.jsonl", result["trace"])
+        write_atomic(cell_dir / result["trace"][0], result["trace"][1])
     body = {"cell": cell.key, "varied": cell.varied, "config": cell.config.to_dict(),
             "error": result["error"], "seconds": result.get("seconds"),
             "rounds": [{k: None if isinstance(v, float) and math.isnan(v) else v  # no NaN
@@ -286,8 +287,7 @@ def _ignore_sigint() -> None:
 def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
     try:
-        futures = {pool.submit(run_cell, c.config, str(out / "cells" / c.key / "trace.jsonl")):
-                   c for c in cells}
+        futures = {pool.submit(run_cell, c.config, str(out / "cells" / c.key)): c for c in cells}
         for fut in as_completed(futures):
             try:
                 result = fut.result()
