@@ -89,8 +89,7 @@ def write(writer: TraceWriter) -> TraceWriter:
 def test_buffered_writer_writes_the_same_bytes(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     write(TraceWriter(tmp_path / "plain.jsonl", iter(TIMES).__next__)).close()
-    monkeypatch.setattr(BufferedTraceWriter, "CHUNK", 3)  # written three events at a time
-    monkeypatch.setattr(BufferedTraceWriter, "PACK", 2)  # a schema packed at every event
+    monkeypatch.setattr(BufferedTraceWriter, "PACK", 3)  # packed three events at a time
     writer = write(BufferedTraceWriter(tmp_path / "buffered.jsonl", iter(TIMES).__next__))
     assert (tmp_path / "buffered.jsonl").read_bytes() == b""  # nothing before close
     events = writer.events()

@@ -1,27 +1,23 @@
-"""The simulator's trace writer: events kept as columns, packed, written once at the end.
+"""The simulator's trace writer: events appended to columns, packed, written at the end.
 
 A simulated run emits an event every few microseconds of wall time, and nothing
 reads its trace while it runs (a live run's trace is written line by line: it
-can die at any moment, `TraceWriter`). So `record` only appends: the event's
-schema id (its kind and field names, in order) to the run-wide order, and its time
-and field values to that schema's own flat list. No dict, line or bytes object is
-made per event.
+can die at any moment, `TraceWriter`). So `record` only appends, to three columns:
+the time, the kind, and the fields dict the call already made.
 
-Why a schema's list is packed every few thousand events rather than kept whole:
-Python objects cost far more than their text (a list of eight rewards is 300 bytes;
-an int above 256, 28), so the columns of a million-request run (3.1M events) would
-hold about 240 bytes an event, as much as the lines they replace. A full list is
-turned at once into its JSON lines, compressed (zstd, in memory): about 11 bytes an
-event, order included. Each event is still encoded once, in batches of one schema,
-by C loops (msgspec, zstd) instead of a Python loop per event.
+Why the columns are packed every few thousand events rather than kept whole: Python
+objects cost far more than their text (a dict of five fields is 200 bytes, a list of
+eight rewards 300), so a million-request run (3.1M events) would hold gigabytes. A
+full tail is turned at once into its JSON lines by C loops (msgspec encodes every
+fields dict in one call; numpy lays the pieces out; one join), compressed as one
+zstd frame and let go: about 9 bytes an event, plus 2 for its kind. Each event is
+encoded once, with no Python step of its own.
 
-The lines: each schema gets a msgspec Struct whose fields are `t`, `ev` and its
-fields in order, so encoding one gives the bytes `TraceWriter` writes for the same
-event (`t` rounded to 6 decimals, msgspec's encoding, no spaces;
-`tests/test_sim_speed.py` checks it). `close` interleaves the schemas' lines back
-into the run's order and writes them, through zstd when the name ends in .zst
-(`harness.core.trace_io`), as plain lines otherwise; `events` decodes those of the
-kinds a reader asks for, and no others.
+The lines are `TraceWriter`'s bytes for the same events (`t` rounded to 6 decimals,
+then `ev`, then the fields in order; msgspec's encoding, no spaces;
+`tests/test_sim_speed.py` checks it). `close` writes the frames as they are when the
+name ends in .zst (zstd reads concatenated frames as one stream), decompressed into
+plain lines otherwise; `events` decodes those of the kinds a reader asks for only.
 
 Why close writes whatever was recorded: a run stopped by Ctrl-C or a fault ends
 with `run_end` (the runner emits it) and then `close`, so its trace is whole and
@@ -33,7 +29,6 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Collection, Iterator
-from itertools import repeat
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -53,8 +48,7 @@ def round6(times: list[float]) -> list[float]:
     numpy's rint(t * 1e6) / 1e6 is that double (the quotient of the same integer k by
     1e6, correctly rounded) except where t * 1e6 lies so near a half that its own
     rounding error could tip k, or t is so large that the error grows; there Python's
-    round is asked. A run rounds every event's time, and round() parses a decimal string
-    each time (0.3 us)."""
+    round is asked. round() parses a decimal string each time (0.3 us an event)."""
     x = np.asarray(times, dtype=np.float64)
     scaled = x * 1e6
     k = np.rint(scaled)
@@ -64,49 +58,18 @@ def round6(times: list[float]) -> list[float]:
     return out
 
 
-def _line_type(kind: str, names: tuple[str, ...]) -> Callable[..., Any]:
-    """What one event is made into to encode as its line, from (t, kind, *values): a
-    Struct of fields t, ev, *names; a dict when a field is itself named t or ev (it
-    overrides the time or kind, as in `TraceWriter`)."""
-    if "t" in names or "ev" in names:
-        return lambda t, ev, *values: {"t": t, "ev": ev, **dict(zip(names, values,
-                                                                     strict=True))}
-    fields = [("t", Any), ("ev", Any), *((name, Any) for name in names)]
-    return msgspec.defstruct(f"Event_{kind}", fields)
-
-
-class _Schema:
-    """One kind with one list of field names: its events' times and values, flat
-    (`values`), and the lines already packed (`packed`: zstd blocks of JSON lines)."""
-
-    __slots__ = ("kind", "stride", "make", "values", "packed")
-
-    def __init__(self, kind: str, names: tuple[str, ...]) -> None:
-        self.kind, self.stride = kind, 1 + len(names)
-        self.make = _line_type(kind, names)
-        self.values: list[Any] = []
-        self.packed: list[bytes] = []
-
-    def pack(self, compress: Callable[[bytes], bytes]) -> None:
-        """The values kept so far, made into their lines (compressed) and let go."""
-        values, stride = self.values, self.stride
-        if not values:
-            return
-        times = round6(values[0::stride])
-        columns = [values[j::stride] for j in range(1, stride)]
-        events = list(map(self.make, times, repeat(self.kind), *columns))
-        self.packed.append(compress(_encoder.encode_lines(events)))
-        values.clear()
-
-    def lines(self, decompress: Callable[[bytes], bytes]) -> Iterator[list[bytes]]:
-        """Its lines, in its order, a packed block at a time."""
-        for block in self.packed:
-            yield decompress(block).split(b"\n")[:-1]
+def _bodies(encoded: bytes) -> list[bytes]:
+    """Each fields dict's line (`encoded`: all of them, in one call) made the end of its
+    event's line: `,"a":1}` or, empty, `}`, each with its newline. JSON holds no raw
+    newline, so each line starts with the `{` this replaces."""
+    blob = b"\n" + encoded
+    for _ in range(2):  # an empty dict's line; twice: a match uses the next one's \n
+        blob = blob.replace(b"\n{}\n", b"\n}\n")
+    return blob.replace(b"\n{", b"\n,")[1:].splitlines(keepends=True)
 
 
 class BufferedTraceWriter(TraceWriter):
-    PACK = 1 << 14  # values (times included) a schema keeps before they are packed
-    CHUNK = 1 << 16  # events interleaved (and written) at a time
+    PACK = 1 << 14  # events kept as objects before they are packed into lines
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True) -> None:
@@ -115,61 +78,71 @@ class BufferedTraceWriter(TraceWriter):
         Otherwise the file is made (emptied) now, so a bad path fails before the run."""
         self.path, self._clock = Path(path), clock
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
-        self._order = array("H")  # each event's schema id, in the order recorded
-        # (kind, *names) -> (schema id, its `values`): one lookup an event
-        self._ids: dict[tuple[str, ...], tuple[int, list[Any]]] = {}
-        self._schemas: list[_Schema] = []
+        self._times = array("d")  # the tail not packed yet: times, kinds, fields
+        self._kinds: list[str] = []
+        self._fields: list[dict[str, Any]] = []
+        self._frames: list[bytes] = []  # the packed lines, a zstd frame per pack
+        self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
+        self._kind_names: list[str] = []
+        self._kind_index: dict[str, int] = {}
+        self._kind_bytes: list[bytes] = []  # b',"ev":"KIND"'
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
 
     def record(self, ev: str, **fields: Any) -> None:
         """`emit` without handing the event back (what the simulator calls)."""
-        key = (ev, *fields)
-        known = self._ids.get(key)
-        if known is None:
-            schema = _Schema(ev, key[1:])
-            known = self._ids[key] = (len(self._schemas), schema.values)
-            self._schemas.append(schema)
-        sid, values = known
-        self._order.append(sid)
-        values.append(self._clock())
-        values += fields.values()
-        if len(values) >= self.PACK:
-            self._schemas[sid].pack(self._compress)
+        self._times.append(self._clock())
+        self._kinds.append(ev)
+        self._fields.append(fields)
+        if len(self._fields) >= self.PACK:
+            self._pack()
 
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
         """`record`, and the event as a reader decodes its line."""
         self.record(ev, **fields)
-        schema = self._schemas[self._order[-1]]
-        if not schema.values:  # just packed: the last line of its last block
-            return _decoder.decode(self._decompress(schema.packed[-1]).split(b"\n")[-2])
-        t = schema.values[-schema.stride]
-        return _decoder.decode(_encoder.encode({"t": round(t, 6), "ev": ev, **fields}))
+        if not self._fields:  # just packed: the last line of the last frame
+            return _decoder.decode(self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
+        event = {"t": round(self._times[-1], 6), "ev": ev, **fields}
+        return _decoder.decode(_encoder.encode(event))
+
+    def _pack(self) -> None:
+        """The tail made into its lines, compressed, and let go."""
+        fields, kinds, n = self._fields, self._kinds, len(self._fields)
+        if not n:
+            return
+        for kind in set(kinds).difference(self._kind_index):
+            self._kind_index[kind] = len(self._kind_names)
+            self._kind_names.append(kind)
+            self._kind_bytes.append(b',"ev":' + _encoder.encode(kind))
+        ids = list(map(self._kind_index.__getitem__, kinds))
+        times = round6(self._times.tolist())
+        parts = np.empty((n, 4), dtype=object)
+        parts[:, 0] = b'{"t":'
+        parts[:, 1] = _encoder.encode(times)[1:-1].split(b",")
+        parts[:, 2] = list(map(self._kind_bytes.__getitem__, ids))
+        blob = _encoder.encode_lines(fields)
+        parts[:, 3] = _bodies(blob)
+        if b'"t":' in blob or b'"ev":' in blob:  # a field may override the time or kind
+            for i, f in enumerate(fields):
+                if "t" in f or "ev" in f:
+                    line = _encoder.encode({"t": times[i], "ev": kinds[i], **f})
+                    parts[i] = (line, b"", b"", b"\n")
+        self._frames.append(self._compress(b"".join(parts.ravel().tolist())))
+        self._kind_ids.extend(ids)
+        self._times, self._kinds, self._fields = array("d"), [], []
 
     def _lines(self, kinds: Collection[str] | None = None) -> Iterator[list[bytes]]:
         """The lines of the events (of `kinds`, when given) in the order recorded, a
-        chunk at a time: each schema's lines, interleaved back by `_order`."""
-        for schema in self._schemas:
-            schema.pack(self._compress)
-        order = np.frombuffer(self._order, dtype=np.uint16)
-        wanted = [kinds is None or s.kind in kinds for s in self._schemas]
-        blocks = [s.lines(self._decompress) for s in self._schemas]
-        left: list[list[bytes]] = [[] for _ in self._schemas]  # lines taken, not placed
-        for a in range(0, len(order), self.CHUNK):
-            ids = order[a:a + self.CHUNK]
-            chunk = np.empty(len(ids), dtype=object)
-            for sid in np.unique(ids).tolist():
-                if not wanted[sid]:
-                    continue
-                at = ids == sid
-                need = int(np.count_nonzero(at))
-                lines = left[sid]
-                while len(lines) < need:
-                    lines += next(blocks[sid])
-                chunk[at], left[sid] = lines[:need], lines[need:]
-            if kinds is not None:
-                chunk = chunk[np.array(wanted, dtype=bool)[ids]]
-            yield chunk.tolist()
+        packed frame at a time."""
+        self._pack()
+        wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
+        start = 0
+        for frame in self._frames:
+            lines = self._decompress(frame).splitlines(keepends=True)
+            keep = wanted[ids[start:start + len(lines)]]
+            start += len(lines)
+            yield lines if keep.all() else np.array(lines, dtype=object)[keep].tolist()
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The events as a reader would decode them from the file (the same JSON,
@@ -185,13 +158,8 @@ class BufferedTraceWriter(TraceWriter):
         if fh is None:
             return
         with fh:
-            if not self._order:
-                return
-            if compressed_name(self.path):
-                with zstandard.ZstdCompressor(level=LEVEL).stream_writer(
-                        fh, closefd=False) as out:
-                    for chunk in self._lines():
-                        out.write(b"\n".join(chunk) + b"\n")
+            self._pack()
+            if compressed_name(self.path):  # the frames, one after another
+                fh.writelines(self._frames)
             else:
-                for chunk in self._lines():
-                    fh.write(b"\n".join(chunk) + b"\n")
+                fh.writelines(self._decompress(frame) for frame in self._frames)
