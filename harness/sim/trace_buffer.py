@@ -58,16 +58,6 @@ def round6(times: list[float]) -> list[float]:
     return out
 
 
-def _bodies(encoded: bytes) -> list[bytes]:
-    """Each fields dict's line (`encoded`: all of them, in one call) made the end of its
-    event's line: `,"a":1}` or, empty, `}`, each with its newline. JSON holds no raw
-    newline, so each line starts with the `{` this replaces."""
-    blob = b"\n" + encoded
-    for _ in range(2):  # an empty dict's line; twice: a match uses the next one's \n
-        blob = blob.replace(b"\n{}\n", b"\n}\n")
-    return blob.replace(b"\n{", b"\n,")[1:].splitlines(keepends=True)
-
-
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
 
@@ -78,58 +68,51 @@ class BufferedTraceWriter(TraceWriter):
         Otherwise the file is made (emptied) now, so a bad path fails before the run."""
         self.path, self._clock = Path(path), clock
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
-        self._times = array("d")  # the tail not packed yet: times, kinds, fields
-        self._kinds: list[str] = []
-        self._fields: list[dict[str, Any]] = []
+        self._times: list[float] = []  # the tail not packed yet: each clock reading,
+        self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
         self._frames: list[bytes] = []  # the packed lines, a zstd frame per pack
         self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
-        self._kind_bytes: list[bytes] = []  # b',"ev":"KIND"'
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
 
     def record(self, ev: str, **fields: Any) -> None:
         """`emit` without handing the event back (what the simulator calls)."""
-        self._times.append(self._clock())
-        self._kinds.append(ev)
-        self._fields.append(fields)
-        if len(self._fields) >= self.PACK:
+        now = self._clock()
+        self._times.append(now)
+        self._events.append({"t": now, "ev": ev, **fields})
+        if len(self._events) >= self.PACK:
             self._pack()
 
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
         """`record`, and the event as a reader decodes its line."""
         self.record(ev, **fields)
-        if not self._fields:  # just packed: the last line of the last frame
+        if not self._events:  # just packed: the last line of the last frame
             return _decoder.decode(self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
-        event = {"t": round(self._times[-1], 6), "ev": ev, **fields}
+        event = dict(self._events[-1])
+        if event["t"] is self._times[-1]:  # not a field named t
+            event["t"] = round(event["t"], 6)
         return _decoder.decode(_encoder.encode(event))
 
     def _pack(self) -> None:
-        """The tail made into its lines, compressed, and let go."""
-        fields, kinds, n = self._fields, self._kinds, len(self._fields)
-        if not n:
+        """The tail made into its lines, compressed, and let go. Its times rounded first
+        (all at once, `round6`), but for an event whose field named t overrides it, and
+        a time that is an int (round leaves it one)."""
+        events, times = self._events, self._times
+        if not events:
             return
+        for event, t, rounded in zip(events, times, round6(times), strict=True):
+            if event["t"] is t and type(t) is float:
+                event["t"] = rounded
+        kinds = [event["ev"] for event in events]
         for kind in set(kinds).difference(self._kind_index):
             self._kind_index[kind] = len(self._kind_names)
             self._kind_names.append(kind)
-            self._kind_bytes.append(b',"ev":' + _encoder.encode(kind))
-        ids = list(map(self._kind_index.__getitem__, kinds))
-        times = round6(self._times.tolist())
-        parts = np.empty((n, 4), dtype=object)
-        parts[:, 0] = b'{"t":'
-        parts[:, 1] = _encoder.encode(times)[1:-1].split(b",")
-        parts[:, 2] = list(map(self._kind_bytes.__getitem__, ids))
-        blob = _encoder.encode_lines(fields)
-        parts[:, 3] = _bodies(blob)
-        if b'"t":' in blob or b'"ev":' in blob:  # a field may override the time or kind
-            for i, f in enumerate(fields):
-                if "t" in f or "ev" in f:
-                    line = _encoder.encode({"t": times[i], "ev": kinds[i], **f})
-                    parts[i] = (line, b"", b"", b"\n")
-        self._frames.append(self._compress(b"".join(parts.ravel().tolist())))
-        self._kind_ids.extend(ids)
-        self._times, self._kinds, self._fields = array("d"), [], []
+        self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
+        frame = self._compress(_encoder.encode_lines(events))
+        self._frames.append(bytes(memoryview(frame)))  # its own size: zstd's holds the bound
+        self._times, self._events = [], []
 
     def _lines(self, kinds: Collection[str] | None = None) -> Iterator[list[bytes]]:
         """The lines of the events (of `kinds`, when given) in the order recorded, a
