@@ -1,23 +1,28 @@
-"""The simulator's trace writer: events appended to columns, packed, written at the end.
+"""The simulator's trace writer: events kept in memory, packed, written at the end.
 
 A simulated run emits an event every few microseconds of wall time, and nothing
 reads its trace while it runs (a live run's trace is written line by line: it
-can die at any moment, `TraceWriter`). So `record` only appends, to three columns:
-the time, the kind, and the fields dict the call already made.
+can die at any moment, `TraceWriter`). So `record` only appends: the clock's reading,
+and the event as `TraceWriter` builds it (`{"t", "ev", **fields}`, one dict), with no
+encoding, rounding or write of its own.
 
-Why the columns are packed every few thousand events rather than kept whole: Python
-objects cost far more than their text (a dict of five fields is 200 bytes, a list of
-eight rewards 300), so a million-request run (3.1M events) would hold gigabytes. A
-full tail is turned at once into its JSON lines by C loops (msgspec encodes every
-fields dict in one call; numpy lays the pieces out; one join), compressed as one
-zstd frame and let go: about 9 bytes an event, plus 2 for its kind. Each event is
-encoded once, with no Python step of its own.
+Why the tail is packed every 16k events rather than kept whole: Python objects cost
+far more than their text (a dict of five fields is 200 bytes, a list of eight
+rewards 300), so a million-request run (3.1M events) would hold gigabytes; its
+encoded lines alone, 370 MB. A full tail is made into its lines at once: the times
+rounded together (`round6`), every event encoded by one msgspec call, the lines
+compressed as one zstd frame (level 1, 14x) and the objects let go: about 9 bytes an
+event, plus 2 for its kind (what `events(kinds)` filters on). Considered and
+measured slower: one list per schema (kind and field names) of field values, made
+into lines by msgspec Structs at the end (the key tuple and the Struct per event
+cost more than the dict), and plain lines kept per event (today's 231 B an event).
 
 The lines are `TraceWriter`'s bytes for the same events (`t` rounded to 6 decimals,
 then `ev`, then the fields in order; msgspec's encoding, no spaces;
 `tests/test_sim_speed.py` checks it). `close` writes the frames as they are when the
 name ends in .zst (zstd reads concatenated frames as one stream), decompressed into
 plain lines otherwise; `events` decodes those of the kinds a reader asks for only.
+Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
 Why close writes whatever was recorded: a run stopped by Ctrl-C or a fault ends
 with `run_end` (the runner emits it) and then `close`, so its trace is whole and
@@ -44,7 +49,7 @@ _decoder = msgspec.json.Decoder()
 
 
 def round6(times: list[float]) -> list[float]:
-    """`round(t, 6)` of each time, the same doubles as Python's round, five times faster:
+    """`round(t, 6)` of each time, the same doubles as Python's round, four times faster:
     numpy's rint(t * 1e6) / 1e6 is that double (the quotient of the same integer k by
     1e6, correctly rounded) except where t * 1e6 lies so near a half that its own
     rounding error could tip k, or t is so large that the error grows; there Python's
