@@ -24,7 +24,7 @@ import zstandard
 
 ZST = ".zst"  # a trace whose name ends so is written compressed
 MAGIC = b"\x28\xb5\x2f\xfd"  # the first bytes of every zstd frame
-LEVEL = 1  # 13.6x smaller than the lines; level 3 buys 10% more for 1.5x the time
+LEVEL = 1  # 13.8x smaller, 0.12 us an event; level 3 measured 12.8x for 0.16 us (16k-event frames)
 TRACE_NAMES = ("trace.jsonl.zst", "trace.jsonl")  # a run folder's trace, either form
 
 ZstdError = zstandard.ZstdError
