@@ -19,5 +19,5 @@ def run_refusal(tmp_path: Path, args: list[str]) -> str:
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, lines
-    assert not (out / "trace.jsonl").exists()
+    assert not (out / "trace.jsonl").exists() and not (out / "trace.jsonl.zst").exists()
     return lines[0]

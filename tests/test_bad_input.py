@@ -25,6 +25,7 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
     ("workloads",): None,
     ("backends",): None,
     ("run",): [["--out", "o", "--set", "sim.model=qwen2.5-32b", "--set", "sim.trainer_gpus=1"],
+               ["--out", "o", "--trace-format", "gz"],
                ["--out", "o", "--set", "sim.rollout_tp=3"],
                ["--out", "o", "--set", "sim.model=qwen2.5-32b", "--set",
                 "sim.rollout_gpu=rtx-4090", "--set", "sim.rollout_tp=1"],
@@ -64,6 +65,8 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
                           ["metrics.json", "--out", "o", "--systems", "nope"]],
     ("presets",): [["--json", "--csv"]],
     ("check",): [["missing.jsonl"], ["metrics.json"]],
+    ("trace-convert",): [["missing.jsonl", "t.jsonl"], ["metrics.json", "t.jsonl.zst"],
+                         ["metrics.json", "metrics.json"]],
     ("timeline",): [["metrics.json", "--out", "t.json"]],
     ("gantt",): [["metrics.json", "--out", "g.png"]],
     ("compare",): [["missing.jsonl", "metrics.json"]],
@@ -256,7 +259,7 @@ def test_a_trace_too_short_for_an_over_sampling_system_is_refused_up_front(
     done = runner.invoke(app, ["run", "--out", str(tmp_path / "src"), "--system", "slime",
                                "-U", "2", *shape, "--json"])
     assert done.exit_code == 0, done.output
-    source = tmp_path / "src" / "trace.jsonl"
+    source = tmp_path / "src" / "trace.jsonl.zst"
     out = tmp_path / "april"
     done = runner.invoke(app, ["run", "--out", str(out), "--system", "april", *shape,
                                "-U", "4", "--workload", f"trace:{source}"])

@@ -45,7 +45,7 @@ def test_systems_lists_the_three_backends(tmp_path: Path) -> None:
 def test_run_writes_trace_and_metrics(tmp_path: Path) -> None:
     out = cli("run", "--out", "out", *SMALL, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    trace = tmp_path / "out" / "trace.jsonl"
+    trace = tmp_path / "out" / "trace.jsonl.zst"
     events = read_trace(trace)
     head = events[0]
     assert (head["system"], head["workload"], head["seed"]) == ("cgp", "sci-jl", 3)
@@ -72,8 +72,8 @@ def test_run_json_prints_the_metrics_and_is_repeatable(tmp_path: Path) -> None:
     rows = json.loads(first.stdout)
     assert rows == json.loads((tmp_path / "a" / "metrics.json").read_text())
     assert first.stdout == second.stdout
-    assert (tmp_path / "a" / "trace.jsonl").read_bytes() == \
-        (tmp_path / "b" / "trace.jsonl").read_bytes()
+    assert (tmp_path / "a" / "trace.jsonl.zst").read_bytes() == \
+        (tmp_path / "b" / "trace.jsonl.zst").read_bytes()
 
 
 def test_config_file_then_options_then_set(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_config_file_then_options_then_set(tmp_path: Path) -> None:
     out = cli("run", "--out", "out", "--config", "c.toml", "--groups", "4",
               "--set", "seed=9", "--set", "sim.trainer_gpus=4", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    cfg = read_trace(tmp_path / "out" / "trace.jsonl")[0]["config"]
+    cfg = read_trace(tmp_path / "out" / "trace.jsonl.zst")[0]["config"]
     assert cfg["system"] == "slime" and cfg["update_groups"] == 4  # from the file
     assert cfg["groups"] == 4  # the option beats the file
     assert cfg["seed"] == 9  # --set beats both
@@ -192,10 +192,10 @@ def test_metrics_of_several_traces_names_each_rows_trace_and_seed(tmp_path: Path
     for seed in (3, 4):
         assert cli("run", "--workload", "sci-jl", "-R", "4", "-K", "2", "-U", "2", "--rounds",
                    "1", "--seed", str(seed), "--out", f"s{seed}", cwd=tmp_path).returncode == 0
-    done = cli("metrics", "--json", "s3/trace.jsonl", "s4/trace.jsonl", cwd=tmp_path)
+    done = cli("metrics", "--json", "s3/trace.jsonl.zst", "s4/trace.jsonl.zst", cwd=tmp_path)
     rows = json.loads(done.stdout)
-    assert [(r["trace"], r["seed"]) for r in rows] == [("s3/trace.jsonl", 3),
-                                                       ("s4/trace.jsonl", 4)]
+    assert [(r["trace"], r["seed"]) for r in rows] == [("s3/trace.jsonl.zst", 3),
+                                                       ("s4/trace.jsonl.zst", 4)]
 
 
 def test_the_command_list_gives_each_commands_first_sentence_on_one_line() -> None:

@@ -14,6 +14,7 @@ import pytest
 import tests.source_formats as fmt
 from harness.cli.common import build_config
 from harness.core.config import RunConfig
+from harness.core.trace import read_trace
 from harness.imports import read, to_trace, write
 from harness.run.execute import execute
 from harness.studies import counterfactual as cf
@@ -143,7 +144,7 @@ def test_each_system_resolves_its_own_defaults_against_the_traces_work(
                *STATED, "--set", "over_sampling_groups=8", "--json")
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)
-    runs = [json.loads(ln) for ln in (tmp_path / "cf" / "runs" / "april.jsonl").open()]
+    runs = read_trace(tmp_path / "cf" / "runs" / "april.jsonl.zst")
     assert runs[0]["config"]["over_sampling_groups"] == 8 and row["system"] == "april"
 
 

@@ -70,7 +70,7 @@ def test_cli_april_alone_aborts_requests(tmp_path: Path) -> None:
     out = cli("run", "--system", "april", "--workload", "lsat-ar", "--rounds", "1", "-R", "8",
               "--out", "d", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    trace = read_trace(tmp_path / "d" / "trace.jsonl")
+    trace = read_trace(tmp_path / "d" / "trace.jsonl.zst")
     finishes = _events(trace, "request_finish")
     assert sum(e["status"] == "aborted" for e in finishes) > 0
     assert sum(e["status"] == "finished" for e in finishes) >= 8 * 8
@@ -100,7 +100,7 @@ def test_rollpacker_default_cluster_says_what_idles_and_how_to_fix_it(tmp_path: 
     assert "stream trainer off" in notes[0] and "sim.rollout_engines=1" in notes[0]
     assert "planner idle (TP=4 does not fit 2 rollout GPUs)" in notes[0]
     assert "--set sim.rollout_tp=1 --set sim.rollout_engines=2" in notes[0]
-    trace = read_trace(tmp_path / "o" / "trace.jsonl")
+    trace = read_trace(tmp_path / "o" / "trace.jsonl.zst")
     assert not _events(trace, "engine_resize") and not _events(trace, "engine_reconfigure")
 
 
@@ -112,7 +112,7 @@ def test_rollpacker_with_two_engines_streams_and_says_nothing(tmp_path: Path) ->
               "--out", "o", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "note:" not in out.stderr
-    trace = read_trace(tmp_path / "o" / "trace.jsonl")
+    trace = read_trace(tmp_path / "o" / "trace.jsonl.zst")
     assert [e["replicas"] for e in _events(trace, "engine_resize")][:1] == [1]
     assert any(e.get("gpus") == 1 for e in _events(trace, "train_start"))
 
@@ -229,15 +229,15 @@ SMALL = ["--system", "cgp", "--workload", "sci-jl", "-R", "4", "-K", "2", "--rou
 def test_out_holding_a_run_needs_force(tmp_path: Path) -> None:
     first = cli("run", "--out", "o", *SMALL, "--json", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    trace = (tmp_path / "o" / "trace.jsonl").read_bytes()
+    trace = (tmp_path / "o" / "trace.jsonl.zst").read_bytes()
     again = cli("run", "--out", "o", *SMALL, "--seed", "5", "--json", cwd=tmp_path)
     assert again.returncode == 2
     lines = again.stderr.strip().splitlines()
     assert len(lines) == 1 and "--out o" in lines[0] and "--force" in lines[0], again.stderr
-    assert (tmp_path / "o" / "trace.jsonl").read_bytes() == trace  # untouched
+    assert (tmp_path / "o" / "trace.jsonl.zst").read_bytes() == trace  # untouched
     forced = cli("run", "--out", "o", *SMALL, "--seed", "5", "--force", "--json", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
-    assert read_trace(tmp_path / "o" / "trace.jsonl")[0]["seed"] == 5
+    assert read_trace(tmp_path / "o" / "trace.jsonl.zst")[0]["seed"] == 5
 
 
 def test_out_that_exists_without_a_run_is_used(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.core.runtime import Prompt, Request
+from harness.core.trace_io import read_bytes as trace_bytes
 from harness.sim.dispatch import RoundRobin, StaticSplit, dispatch_of
 from harness.sim.placement import LeastLoaded
 
@@ -67,7 +68,8 @@ def _engines_of_round0(tmp_path: Path, *extra: str) -> list[int]:
             "--set", "sim.rollout_tp=1", *extra]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    events = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    text = trace_bytes(out / "trace.jsonl.zst").decode()
+    events = [json.loads(line) for line in text.splitlines()]
     subs = [e for e in events if e["ev"] == "request_submit"]
     return [e["engine"] for e in sorted(subs, key=lambda e: (e["group"], e["sample"]))]
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.core.config import ConfigError, RunConfig
+from harness.core.trace_io import read_bytes as trace_bytes
 from harness.sim import frameworks
 from harness.sim.kernels import eager
 from harness.sim.kernels.eager import EagerStep
@@ -219,7 +220,7 @@ def test_a_run_records_eager_steps_and_its_rollout_takes_longer(tmp_path: Path) 
                                           "--workload", "sci-jl", "-R", "8", "--rounds", "2",
                                           "--set", f"sim.engine_eager={flag}", "--json"])
         assert result.exit_code == 0, result.output
-        first = json.loads((out / "trace.jsonl").read_text().splitlines()[0])
+        first = json.loads(trace_bytes(out / "trace.jsonl.zst").decode().splitlines()[0])
         done[flag] = (first["step_source"], json.loads(result.stdout)[0]["rollout_complete_s"])
     assert done["false"][0] == "kernels:a100_sxm:sglang-0.5.10:stand-in"
     assert done["true"][0] == "kernels:a100_sxm:sglang-0.5.10:stand-in:eager"

@@ -142,9 +142,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_run_and_metrics_print_tables_that_fit_when_piped(run_dir: Path) -> None:
     # CliRunner is not a terminal: the console is 200 wide, the tables still 100
-    for args in (["metrics", str(run_dir / "trace.jsonl")],
-                 ["metrics", "--steps", str(run_dir / "trace.jsonl")],
-                 ["compare", str(run_dir / "trace.jsonl"), str(run_dir / "trace.jsonl")],
+    for args in (["metrics", str(run_dir / "trace.jsonl.zst")],
+                 ["metrics", "--steps", str(run_dir / "trace.jsonl.zst")],
+                 ["compare", str(run_dir / "trace.jsonl.zst"), str(run_dir / "trace.jsonl.zst")],
                  ["config", "show"]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
@@ -154,7 +154,7 @@ def test_run_and_metrics_print_tables_that_fit_when_piped(run_dir: Path) -> None
 
 
 def test_metrics_json_and_csv_carry_every_field(run_dir: Path) -> None:
-    trace = str(run_dir / "trace.jsonl")
+    trace = str(run_dir / "trace.jsonl.zst")
     as_json = json.loads(CliRunner().invoke(app, ["metrics", trace, "--json"]).stdout)
     as_csv = list(csv.DictReader(io.StringIO(
         CliRunner().invoke(app, ["metrics", trace, "--csv"]).stdout)))
@@ -170,7 +170,7 @@ def test_metrics_json_and_csv_carry_every_field(run_dir: Path) -> None:
 
 
 def test_compare_csv(run_dir: Path) -> None:
-    trace = str(run_dir / "trace.jsonl")
+    trace = str(run_dir / "trace.jsonl.zst")
     result = CliRunner().invoke(app, ["compare", trace, trace, "--csv"])
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     from harness.core.yardstick import KEYS as YARD_KEYS

@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.core.trace_io import read_bytes as trace_bytes
 
 PROFILES = Path(__file__).parents[1] / "workloads" / "profiles"
 SMALL = ["--system", "slime", "-R", "4", "-K", "2", "-U", "2", "--rounds", "1", "--json"]
@@ -84,7 +85,8 @@ def test_an_own_dataset_is_measured_into_a_profile_a_run_takes(tmp_path: Path) -
     result = invoke("run", "--workload", f"profile:{tmp_path / 'mine.toml'}", *SMALL,
                     "--out", tmp_path / "run")
     assert result.exit_code == 0, result.output
-    submits = [json.loads(x) for x in (tmp_path / "run" / "trace.jsonl").read_text().splitlines()
+    text = trace_bytes(tmp_path / "run" / "trace.jsonl.zst").decode()
+    submits = [json.loads(x) for x in text.splitlines()
                if '"request_submit"' in x]
     assert submits and all(min(tokens) <= e["prompt_tokens"] <= max(tokens) for e in submits)
 
@@ -134,7 +136,7 @@ def test_a_run_on_a_profile_file_stores_its_figures(tmp_path: Path) -> None:
                     .replace("mean_tokens = 3400", "mean_tokens = 1200"))
     result = invoke("run", "--workload", f"profile:{mine}", *SMALL, "--out", tmp_path / "a")
     assert result.exit_code == 0, result.output
-    head = read_trace(tmp_path / "a" / "trace.jsonl")[0]
+    head = read_trace(tmp_path / "a" / "trace.jsonl.zst")[0]
     assert head["workload"] == f"profile:{mine}"
     figures = head["profile"]
     assert figures["name"] == "mine" and figures["mean_tokens"] == 1200  # the file's
@@ -143,13 +145,13 @@ def test_a_run_on_a_profile_file_stores_its_figures(tmp_path: Path) -> None:
             figures["verify_mean_s"]) == (4.6264, 46, 215, 8192, 0.60, 0.4, 0.05)  # sci-jl's
     assert figures["source"]["reward"].startswith("assumption")
     mine.unlink()  # the file gone: the trace is still read as it was
-    again = invoke("metrics", tmp_path / "a" / "trace.jsonl", "--json")
+    again = invoke("metrics", tmp_path / "a" / "trace.jsonl.zst", "--json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)[0]["workload"] == f"profile:{mine}"
     plain = invoke("run", "--workload", "sci-jl", *SMALL, "--out", tmp_path / "b")
     assert plain.exit_code == 0, plain.output
-    assert "profile" not in read_trace(tmp_path / "b" / "trace.jsonl")[0]
-    both = invoke("compare", tmp_path / "a" / "trace.jsonl", tmp_path / "b" / "trace.jsonl")
+    assert "profile" not in read_trace(tmp_path / "b" / "trace.jsonl.zst")[0]
+    both = invoke("compare", tmp_path / "a" / "trace.jsonl.zst", tmp_path / "b" / "trace.jsonl.zst")
     assert both.exit_code == 0, both.output
 
 
@@ -161,7 +163,7 @@ def test_a_mixture_file_stores_each_components_figures(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     from harness.core.trace import read_trace
 
-    figures = read_trace(tmp_path / "m" / "trace.jsonl")[0]["profile"]
+    figures = read_trace(tmp_path / "m" / "trace.jsonl.zst")[0]["profile"]
     assert figures["name"] == "mymix" and figures["weights"] == [3.0, 1.0]
     assert [c["name"] for c in figures["components"]] == ["sci-jl", "lsat-ar"]
     assert figures["components"][0]["mean_tokens"] == 3400  # sci-jl.toml's
@@ -191,7 +193,7 @@ def test_an_own_dataset_runs_in_one_command_and_keeps_its_assumptions(tmp_path: 
     assert code == 0, err  # the same profile as the two-command way
     assert profile.read_text() == (tmp_path / "by-measure.toml").read_text()
     tokens = [approx_tokens(r["prompt"]) + TEMPLATE_OVERHEAD_TOKENS for r in RECORDS]
-    head = read_trace(tmp_path / "a" / "trace.jsonl")[0]
+    head = read_trace(tmp_path / "a" / "trace.jsonl.zst")[0]
     assert head["workload"] == f"jsonl:{data}"
     assert (head["profile"]["prompt_min"], head["profile"]["prompt_max"],
             head["profile"]["mean_tokens"]) == (min(tokens), max(tokens), 3350)
@@ -201,7 +203,7 @@ def test_an_own_dataset_runs_in_one_command_and_keeps_its_assumptions(tmp_path: 
     again = invoke("run", "--workload", f"jsonl:{data}", *SMALL, "--out", tmp_path / "b")
     assert again.exit_code == 0, again.output
     assert "measured it already" in again.stderr
-    assert read_trace(tmp_path / "b" / "trace.jsonl")[0]["profile"]["mean_tokens"] == 900
+    assert read_trace(tmp_path / "b" / "trace.jsonl.zst")[0]["profile"]["mean_tokens"] == 900
 
     longer = {"prompt": "Add 1 and 2. " * 40 + "Box the sum.", "answer": "3", "verifier": "math"}
     data.write_text(data.read_text() + json.dumps(longer) + "\n")

@@ -33,7 +33,7 @@ def test_counterfactual_leaves_it_out_on_a_colocated_cluster(tmp_path: Path) -> 
     done = runner.invoke(app, ["run", "--system", "slime", *SMALL, "--set",
                                "sim.placement=colocated", "--out", str(tmp_path / "s")])
     assert done.exit_code == 0, done.output
-    cf = runner.invoke(app, ["counterfactual", str(tmp_path / "s" / "trace.jsonl"),
+    cf = runner.invoke(app, ["counterfactual", str(tmp_path / "s" / "trace.jsonl.zst"),
                              "--systems", "slime,slime-async", "--no-fit", "--set",
                              "sim.placement=colocated", "--out", str(tmp_path / "cf"),
                              "--csv"])
@@ -41,7 +41,7 @@ def test_counterfactual_leaves_it_out_on_a_colocated_cluster(tmp_path: Path) -> 
     assert "note: left out, as their sources do not run on this cluster: slime-async" \
         in cf.stderr
     assert "slime-async" not in cf.stdout
-    alone = runner.invoke(app, ["counterfactual", str(tmp_path / "s" / "trace.jsonl"),
+    alone = runner.invoke(app, ["counterfactual", str(tmp_path / "s" / "trace.jsonl.zst"),
                                 "--systems", "slime-async", "--no-fit", "--set",
                                 "sim.placement=colocated", "--out", str(tmp_path / "cf2")])
     assert alone.exit_code == 2

@@ -104,7 +104,7 @@ def test_outputs_and_best_toml_runs_as_is(tmp_path: Path) -> None:
     from harness.core.trace import read_trace
     from harness.core.yardstick import delivered
 
-    rerun = delivered(read_trace(tmp_path / "run" / "trace.jsonl"))["trained_tokens_per_s"]
+    rerun = delivered(read_trace(tmp_path / "run" / "trace.jsonl.zst"))["trained_tokens_per_s"]
     assert cgp["sim"]["trainer_gpus"] == 8 and rerun == pytest.approx(planned, rel=1e-9)
 
 

@@ -47,7 +47,7 @@ def test_plan_ranks_as_its_best_configs_rerun(tmp_path: Path) -> None:
                                                                f"{system}.toml"),
                                           "--out", str(run), "--json"])
         assert result.exit_code == 0, result.output
-        rerun[system] = delivered(read_trace(run / "trace.jsonl"))["trained_tokens_per_s"]
+        rerun[system] = delivered(read_trace(run / "trace.jsonl.zst"))["trained_tokens_per_s"]
     for system, value in planned.items():
         assert value == pytest.approx(rerun[system], rel=0.01, abs=1.0), system
     best: dict[str, float] = {}  # plan.csv: each system's best by the objective
@@ -69,7 +69,7 @@ def test_counterfactual_table_is_its_own_traces(tmp_path: Path) -> None:
         "--rounds", "3", "--model", "qwen3-1.7b", "--gpu", "h100-sxm", "--out", str(source)])
     assert done.exit_code == 0, done.output
     out = tmp_path / "cf"
-    done = CliRunner().invoke(app, ["counterfactual", str(source / "trace.jsonl"), "--systems",
+    done = CliRunner().invoke(app, ["counterfactual", str(source / "trace.jsonl.zst"), "--systems",
                                     SYSTEMS, "--out", str(out), "--csv"])
     assert done.exit_code == 0, done.output
     rows = [r for r in _rows(out / "counterfactual.csv") if r["source"] == "simulated"]

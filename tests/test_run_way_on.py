@@ -35,7 +35,7 @@ def test_the_way_it_names_runs(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), *ARGS,
                                       "--set", "sim.step_model=roofline", "--json"])
     assert result.exit_code == 0, (result.output, result.exception)
-    assert (tmp_path / "r" / "trace.jsonl").exists()
+    assert (tmp_path / "r" / "trace.jsonl.zst").exists()
 
 
 def test_steps_says_it_in_its_own_flags() -> None:

@@ -33,11 +33,9 @@ def write(writer: TraceWriter) -> TraceWriter:
 def test_buffered_writer_writes_the_same_bytes(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     write(TraceWriter(tmp_path / "plain.jsonl", iter(TIMES).__next__)).close()
-    monkeypatch.setattr(BufferedTraceWriter, "FLUSH_LINES", 3)  # blocks of three lines
+    monkeypatch.setattr(BufferedTraceWriter, "PACK", 3)  # packed three events at a time
     writer = write(BufferedTraceWriter(tmp_path / "buffered.jsonl", iter(TIMES).__next__))
-    # before close: the two full blocks are in the file, whole lines only
-    assert (tmp_path / "buffered.jsonl").read_bytes().count(b"\n") == 6
-    assert (tmp_path / "buffered.jsonl").read_bytes().endswith(b"\n")
+    assert (tmp_path / "buffered.jsonl").read_bytes() == b""  # nothing before close
     events = writer.events()
     writer.close()
     plain = (tmp_path / "plain.jsonl").read_bytes()
@@ -77,3 +75,21 @@ def test_a_reader_that_names_its_kinds_gets_only_those(tmp_path: Path) -> None:
     whole = read_trace(tmp_path / "a.jsonl", strict=True)
     assert len(whole) > 1.4 * sum(e["ev"] in breakdown.kinds for e in whole)
     assert repr(execute(cfg, tmp_path / "b.jsonl", breakdown)) == repr(breakdown(whole))
+
+
+def test_fast_rounding_gives_pythons_doubles() -> None:
+    """`round6` (numpy, with Python's round near halves) is round(t, 6) bit for bit:
+    times of a long run, exact halves (k + 1/2 millionths that a double holds), values
+    next to them, and times past the fast path's range."""
+    import random
+    import struct
+
+    from harness.sim.trace_buffer import round6
+
+    rng = random.Random(1)
+    times = [rng.uniform(0, 10) for _ in range(20000)] + \
+        [rng.uniform(0, 5e5) for _ in range(20000)] + \
+        [k / 2e6 for k in range(1, 40000, 3)] + [k / 1e6 + 5e-7 for k in range(0, 9000, 7)] + \
+        [rng.uniform(1e6, 1e8) for _ in range(2000)] + [0.0, 0.0078125, 123.4567895, 0.1234567891]
+    got, want = round6(times), [round(t, 6) for t in times]
+    assert [struct.pack("d", g) for g in got] == [struct.pack("d", w) for w in want]

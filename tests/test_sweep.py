@@ -204,7 +204,7 @@ def test_results_table_one_row_per_cell_and_round(tmp_path: Path) -> None:
     assert list(csv.columns) == cols and len(csv) == len(frame)
     for key in frame["cell"].unique():
         cell = tmp_path / "out" / "cells" / key
-        assert (cell / "trace.jsonl").stat().st_size > 0
+        assert (cell / "trace.jsonl.zst").stat().st_size > 0  # simulated: compressed
         body = json.loads((cell / "result.json").read_text())
         assert body["cell"] == key and [r["round"] for r in body["rounds"]] == [0, 1]
         assert body["config"]["system"] in ("slime", "cgp-fgd")
@@ -242,7 +242,7 @@ def test_ray_local(tmp_path: Path) -> None:
     frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
     assert len(frame) == 2 * 2 and set(frame["system"]) == {"slime", "cgp"}
     # traces come back from the Ray workers and land in the cells
-    assert len(list((tmp_path / "out").glob("cells/*/trace.jsonl"))) == 2
+    assert len(list((tmp_path / "out").glob("cells/*/trace.jsonl.zst"))) == 2
 
 
 def test_ray_missing_is_a_one_line_error(tmp_path: Path,

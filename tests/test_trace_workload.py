@@ -113,7 +113,7 @@ def test_the_cli_refuses_a_bad_trace_before_any_work(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "bad.jsonl:1" in done.stderr
-    assert not (out / "trace.jsonl").exists()
+    assert not (out / "trace.jsonl.zst").exists()
 
 
 def test_a_trace_too_short_for_the_run_is_refused_before_any_work(tmp_path: Path) -> None:

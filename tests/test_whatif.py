@@ -93,7 +93,7 @@ def test_combos_ranks_by_each_runs_own_yardstick(tmp_path: Path) -> None:
     res = run_study("combos", tmp_path, jobs=1, figures=tmp_path / "fig", spec=spec)
     rows = pd.read_parquet(tmp_path / "combos" / "results.parquet")
     for cell in rows["cell"].unique():
-        fig = delivered(read_trace(tmp_path / "combos" / "cells" / cell / "trace.jsonl"))
+        fig = delivered(read_trace(tmp_path / "combos" / "cells" / cell / "trace.jsonl.zst"))
         assert (tmp_path / "combos" / "cells" / cell / "yardstick.json").exists()
         shown = json.loads((tmp_path / "combos" / "cells" / cell / "yardstick.json").read_text())
         assert shown["value"]["trained_tokens_per_s"] == fig["trained_tokens_per_s"]
@@ -101,7 +101,7 @@ def test_combos_ranks_by_each_runs_own_yardstick(tmp_path: Path) -> None:
     same = rows.drop_duplicates("cell")
     same = same[(same["system"] == first["system"]) & (same["workload"] == first["workload"])
                 & (same["over_sampling_groups"] == first["over_sampling_groups"])]
-    seeds = [delivered(read_trace(tmp_path / "combos" / "cells" / c / "trace.jsonl"))
+    seeds = [delivered(read_trace(tmp_path / "combos" / "cells" / c / "trace.jsonl.zst"))
              ["trained_tokens_per_s"] for c in same["cell"]]
     assert len(seeds) == 2
     row = res.summary[res.summary["workload"] == first["workload"]].iloc[0]

@@ -11,8 +11,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import zstandard
 
 from harness.core.config import ConfigError
+from harness.core.trace_io import read_bytes as trace_bytes
 from harness.studies.plan.space import ASYNC_STALENESS
 from harness.studies.staleness import answer, expand, grid, summarise
 from harness.studies.staleness.summary import markdown
@@ -221,9 +223,9 @@ def test_small_grid_end_to_end(tmp_path: Path) -> None:
     assert again.ran == 0 and again.summary.equals(res.summary)  # resumed, read from the cache
     cell = cached[0].parent  # a trace cut short, its figures no longer cached: one line
     (cell / "staleness.json").unlink()
-    lines = (cell / "trace.jsonl").read_text().splitlines()
-    (cell / "trace.jsonl").write_text("\n".join(lines[:-1]) + "\n")
-    with pytest.raises(ConfigError, match=f"{cell.name}/trace.jsonl: the run did not end"):
+    lines = trace_bytes(cell / "trace.jsonl.zst").splitlines(keepends=True)
+    (cell / "trace.jsonl.zst").write_bytes(zstandard.compress(b"".join(lines[:-1])))
+    with pytest.raises(ConfigError, match=f"{cell.name}/trace.jsonl.zst: the run did not end"):
         run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
 
 

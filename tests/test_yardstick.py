@@ -180,7 +180,7 @@ def test_run_prints_what_it_delivered(tmp_path) -> None:  # noqa: ANN001
     done = CliRunner().invoke(app, ["run", "--system", "cgp", "--workload", "lsat-ar", "-R",
                                     "8", "-U", "2", "--rounds", "3", "--out", str(out)])
     assert done.exit_code == 0, done.output
-    fig = delivered(read_trace(out / "trace.jsonl"))
+    fig = delivered(read_trace(out / "trace.jsonl.zst"))
     text = " ".join(done.stdout.split())
     assert "delivered over steps 1-12" in text  # cgp empties its pipeline between rounds
     assert f"{fig['trained_tokens_per_s']:,.0f} trained tok/s" in text

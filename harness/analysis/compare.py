@@ -35,7 +35,7 @@ from harness.core.trace import TraceError, read_trace
 from harness.core.yardstick import KEYS as YARD_KEYS
 from harness.core.yardstick import delivered
 
-TRACE_SUFFIXES = (".jsonl",)
+TRACE_SUFFIXES = (".jsonl", ".jsonl.zst")  # plain or zstd (harness.core.trace_io)
 DIR_TABLES = ("results.parquet", "results.csv", "metrics.json")  # tried in this order
 
 
@@ -53,27 +53,32 @@ def _trace_rows(paths: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
+def _is_trace(path: Path) -> bool:
+    return path.name.lower().endswith(TRACE_SUFFIXES)
+
+
 def load_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Per-round metric rows from a trace (.jsonl), a result set (CSV, Parquet,
+    """Per-round metric rows from a trace (.jsonl or .jsonl.zst), a result set (CSV, Parquet,
     JSON), or a directory: its traces (searched recursively), else its
     results.parquet, results.csv or metrics.json."""
     path = Path(source)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if path.is_dir():
-        traces = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        traces = sorted(p for p in path.rglob("*.jsonl*") if p.is_file() and _is_trace(p))
         if traces:
             return _trace_rows(traces)
         for name in DIR_TABLES:
             if (path / name).is_file():
                 return load_rows(path / name)
-        raise InputError(f"{path}: no traces (*.jsonl) and none of {', '.join(DIR_TABLES)}")
+        raise InputError(f"{path}: no traces (*.jsonl, *.jsonl.zst) and none of "
+                         f"{', '.join(DIR_TABLES)}")
     suffix = path.suffix.lower()
-    if suffix in TRACE_SUFFIXES:
+    if _is_trace(path):
         return _trace_rows([path])
     if suffix not in TABLE_SUFFIXES:
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r} (expected a "
-                         f"trace .jsonl or a result set {', '.join(TABLE_SUFFIXES)})")
+                         f"trace .jsonl, .jsonl.zst or a result set {', '.join(TABLE_SUFFIXES)})")
     frame = read_table(path)
     if not any(k in frame.columns for k in KEYS):
         raise InputError(f"{path}: no metric columns (expected some of {', '.join(KEYS)})")

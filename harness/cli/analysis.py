@@ -28,7 +28,8 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 def _events(trace: Path) -> list[dict[str, Any]]:
     if trace.is_dir():
-        fail(f"{trace}: is a directory, expected a trace file (trace.jsonl)")
+        fail(f"{trace}: is a directory, expected a trace file "
+             "(trace.jsonl.zst or trace.jsonl)")
     try:
         return read_trace(trace)
     except TraceError as err:

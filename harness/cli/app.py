@@ -23,6 +23,7 @@ from harness.cli import (
     run,
     steps,
     sweep,
+    traces,
     whatif,
 )
 from harness.cli.common import fail
@@ -48,8 +49,8 @@ def _options(presets: Annotated[Path | None, typer.Option(
         os.environ["ROLLOUTBENCH_PRESETS"] = str(presets)  # read where presets are loaded
 
 # -- the commands, in the order `--help` lists them (written by restructure.py) --
-MODULES = (run, reproduce, steps, imports, counterfactual, analysis, check, config, live,
-           regress, sweep, whatif, plan)
+MODULES = (run, reproduce, steps, imports, counterfactual, analysis, check, traces, config,
+           live, regress, sweep, whatif, plan)
 for _module in MODULES:  # every command first, then the groups (config, data, ...)
     app.registered_commands.extend(_module.commands.registered_commands)
 for _module in MODULES:

@@ -22,7 +22,8 @@ NOTHING_JUDGED = 3  # exit code: no property judged (no bound stated, nothing to
 
 def _events(trace: Path) -> list[dict[str, Any]]:
     if trace.is_dir():
-        fail(f"{trace}: is a directory, expected a trace file (trace.jsonl)")
+        fail(f"{trace}: is a directory, expected a trace file "
+             "(trace.jsonl.zst or trace.jsonl)")
     try:
         return read_trace(trace, strict=True)
     except TraceError as err:

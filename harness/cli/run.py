@@ -70,11 +70,34 @@ def workloads_cmd() -> None:
     show_named(console, rows)  # wrapped to 100 columns, the text under the text
 
 
-def _never_started(out: Path, made: bool) -> bool:
+TRACE_FORMATS = {"zst": "trace.jsonl.zst", "jsonl": "trace.jsonl"}
+TRACE_FORMAT_HELP = (
+    "The trace's form: zst (OUT/trace.jsonl.zst: the JSON lines compressed with zstd, "
+    "about 14x smaller; every rolloutbench command reads it, and `rolloutbench "
+    "trace-convert` or `zstd -d` gives the lines) or jsonl (OUT/trace.jsonl, plain lines "
+    "for other tools). \\[default: zst on the simulator; jsonl live, whose trace is "
+    "written line by line as it goes]")
+
+
+def trace_file(out: Path, trace_format: str | None, runtime: str) -> Path:
+    """Where the run's trace goes, by --trace-format and the runtime; bad input exits 2.
+    A simulated run writes its trace once, at its end, so compressing it costs little;
+    a live run writes each line as it happens (it may die at any moment), plain."""
+    if trace_format is None:
+        trace_format = "zst" if runtime == "sim" else "jsonl"
+    if trace_format not in TRACE_FORMATS:
+        fail(f"--trace-format: {trace_format!r} is not one of {', '.join(TRACE_FORMATS)}")
+    if trace_format == "zst" and runtime != "sim":
+        fail("--trace-format zst: a live run writes its trace line by line as it goes "
+             "(jsonl); compress it afterwards with `rolloutbench trace-convert`")
+    return out / TRACE_FORMATS[trace_format]
+
+
+def _never_started(trace: Path, made: bool) -> bool:
     """No trace was written: an empty trace goes, and so does OUT if this run made it."""
     from harness.run.checks import remove_if_empty
 
-    trace = out / "trace.jsonl"
+    out = trace.parent
     if trace.exists() and trace.stat().st_size > 0:
         return False
     trace.unlink(missing_ok=True)
@@ -85,8 +108,9 @@ def _never_started(out: Path, made: bool) -> bool:
 
 @commands.command("run")
 def run_cmd(
-    out: Annotated[Path, typer.Option(help="Directory for trace.jsonl and metrics.json; "
-                                      "one that holds a run already needs --force.")],
+    out: Annotated[Path, typer.Option(help="Directory for the trace (trace.jsonl.zst or "
+                                      "trace.jsonl, --trace-format) and metrics.json; one "
+                                      "that holds a run already needs --force.")],
     system: Annotated[str | None, typer.Option(
         help="System backend (see `systems`)." + shown(D.system))] = None,
     workload: Annotated[str | None, typer.Option(
@@ -138,19 +162,25 @@ def run_cmd(
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite the run already in OUT.")] = False,
+    trace_format: Annotated[str | None, typer.Option(
+        "--trace-format", help=TRACE_FORMAT_HELP, show_default=False)] = None,
 ) -> None:
-    """Run one system on one workload; writes OUT/trace.jsonl and OUT/metrics.json.
+    """Run one system on one workload; writes OUT/trace.jsonl.zst (a simulated run;
+    --trace-format jsonl, or a live run: OUT/trace.jsonl) and OUT/metrics.json.
     An option the system does not read is refused. Ctrl-C stops it cleanly: the
     trace ends with a run_end that says so."""
     from harness.core.files import dump_json, provenance, write_atomic
+    from harness.core.metrics import ROUND_METRIC_EVENTS
+    from harness.core.trace_io import TRACE_NAMES
+    from harness.core.yardstick import EVENTS
     from harness.run.checks import out_dir, refuse_existing_run
-    from harness.run.execute import execute
+    from harness.run.execute import execute, reads
     from harness.run.footprint import check_footprint
     from harness.run.knob_check import cluster_notes
 
     fmt = output_format(json_out, csv_out)
     refuse_overwrite("--out", out, [("--config", config), ("--workload", workload_file(workload))],
-                     ("trace.jsonl", "metrics.json", "run.json"))
+                     (*TRACE_NAMES, "metrics.json", "run.json"))
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,
@@ -163,35 +193,45 @@ def run_cmd(
         check_footprint(cfg, out)  # memory and trace size, before anything is written
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    trace = trace_file(out, trace_format, cfg.runtime)
     for note in cluster_notes(cfg):
         typer.echo(f"note: {note}", err=True)
     made = out_dir(out)
+    for name in TRACE_NAMES:  # a run forced over one of the other form leaves one trace
+        (out / name).unlink(missing_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:
-        rows = execute(cfg, out / "trace.jsonl")
+        rows, line = execute(cfg, trace, reads(*ROUND_METRIC_EVENTS, *EVENTS)(_rows_and_line))
     except KeyboardInterrupt:
-        said = ("nothing was written" if _never_started(out, made)
-                else f"the trace {out / 'trace.jsonl'} is closed")
+        said = ("nothing was written" if _never_started(trace, made)
+                else f"the trace {trace} is closed")
         typer.echo(f"error: interrupted; {said}", err=True)
         raise typer.Exit(130) from None
     except Exception as err:  # the run failed; its trace names the error too
-        if _never_started(out, made):  # it failed to start: say why, leave nothing
+        if _never_started(trace, made):  # it failed to start: say why, leave nothing
             if isinstance(err, ConfigError):
                 fail(str(err))
             typer.echo(f"error: run failed to start: {type(err).__name__}: {err}", err=True)
             raise typer.Exit(1) from None
         typer.echo(f"error: run failed: {type(err).__name__}: {err} "
-                   f"(trace: {out / 'trace.jsonl'})", err=True)
+                   f"(trace: {trace})", err=True)
         raise typer.Exit(1) from None
-    rows = with_step_source(rows, out / "trace.jsonl")
+    rows = with_step_source(rows, trace)
     write_atomic(out / "metrics.json", dump_json(rows))
     write_atomic(out / "run.json", dump_json(provenance(config=cfg.to_dict())))
     print_metrics(rows, fmt)
     if fmt == "table":  # what the run delivered, the figure systems are ranked by
-        from harness.core.trace import read_trace
+        _print_delivered(trace, line)
 
-        trace = out / "trace.jsonl"
-        _print_delivered(trace, steady_line(read_trace(trace)))
+
+def _rows_and_line(events: list[dict]) -> tuple[list[dict], str]:
+    """A run's metric rows and its delivered line, from the events the run kept (on
+    the simulator, only the kinds these read are decoded; the trace is not read back:
+    at 262k requests that took 288 MB more than the run itself)."""
+    from harness.core.metrics import round_metrics
+
+    return round_metrics(events), steady_line(events)
+
 
 
 def _print_delivered(path: Path, line: str) -> None:
@@ -205,8 +245,9 @@ def _seed(path: Path) -> object:
     """The run's seed, from its header (already read and checked)."""
     import msgspec
 
-    with open(path, "rb") as fh:
-        return msgspec.json.decode(fh.readline()).get("seed")
+    from harness.core.trace_io import first_line
+
+    return msgspec.json.decode(first_line(path)).get("seed")
 
 
 def no_steps(path: Path) -> str:
@@ -214,8 +255,9 @@ def no_steps(path: Path) -> str:
     optimizer step, or a run that stopped before its first."""
     import msgspec
 
-    with open(path, "rb") as fh:
-        head = msgspec.json.decode(fh.readline())
+    from harness.core.trace_io import first_line
+
+    head = msgspec.json.decode(first_line(path))
     meta = head.get("import") if isinstance(head, dict) else None
     why = (f"{meta.get('format', 'the source')}'s logs, imported, record none"
            if isinstance(meta, dict) else "the run stopped before its first")
@@ -243,14 +285,16 @@ def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
     header says; a live run has a real engine and no such line)."""
     import json
 
-    with open(trace, "rb") as fh:
-        source = json.loads(fh.readline()).get("step_source")
+    from harness.core.trace_io import first_line
+
+    source = json.loads(first_line(trace)).get("step_source")
     return rows if source is None else [{**row, "step_source": source} for row in rows]
 
 
 @commands.command("metrics")
 def metrics_cmd(
-    traces: Annotated[list[Path], typer.Argument(help="Trace files (JSON lines).")],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files (JSON lines, plain or .zst).")],
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "

@@ -1,10 +1,11 @@
 """The event trace: schema, an append-only writer, and a validating reader.
 
-A trace is JSON lines. The first line is a `run_start` header; every line has
-`t` (seconds since the run started, on the runtime's clock) and `ev` (its kind).
-The kinds and required fields in `REQUIRED` are a public contract read by tools
-outside the project: fields may be added, never renamed or dropped without a new
-schema version.
+A trace is JSON lines, plain or compressed with zstd (`harness.core.trace_io`:
+readers take either, by the file's first bytes). The first line is a `run_start`
+header; every line has `t` (seconds since the run started, on the runtime's
+clock) and `ev` (its kind). The kinds and required fields in `REQUIRED` are a
+public contract read by tools outside the project: fields may be added, never
+renamed or dropped without a new schema version.
 
 The reader refuses a bad line with one line naming the file, the line and the
 field: invalid JSON, a missing field, `t` not a number or going backwards, an
@@ -24,9 +25,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
+
+from harness.core.trace_io import ZstdError, open_trace
 
 SCHEMA = 2  # the schema this version writes; 1 to SCHEMA are read
 
@@ -211,9 +214,17 @@ class TraceReader:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         path = self.path
         try:
-            handle = open(path, "rb")
+            handle = open_trace(path)
         except OSError as err:
             raise TraceError(f"{path}: cannot open ({err.strerror})") from None
+        try:
+            yield from self._events(handle)
+        except ZstdError as err:
+            raise TraceError(f"{path}: not a readable zstd stream ({err}); "
+                             "a compressed trace cut short?") from None
+
+    def _events(self, handle: BinaryIO) -> Iterator[dict[str, Any]]:
+        path = self.path
         with handle:
             events = 0
             last_t = 0.0

@@ -309,7 +309,7 @@ def check_out(path: Path, option: str = "--out") -> None:
         raise ConfigError(f"{option} {path}: cannot be made ({parent} is not writable)")
 
 
-RUN_FILES = ("trace.jsonl", "metrics.json")
+RUN_FILES = ("trace.jsonl.zst", "trace.jsonl", "metrics.json")  # a trace in either form
 
 
 def refuse_existing_run(out: Path, force: bool, files: Sequence[str] = RUN_FILES,

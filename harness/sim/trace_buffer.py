@@ -1,98 +1,153 @@
-"""The simulator's trace writer: the same lines as `TraceWriter`, buffered.
+"""The simulator's trace writer: events kept in memory, packed, written at the end.
 
-A simulated run emits an event every few microseconds of wall time; one system
-call per event (what a live run needs, so that a crash leaves a readable
-prefix) would cost more than simulating it, and a run is over in well under a
-second. So the lines are kept in memory and written in blocks of whole lines,
-at the latest on `close`, and the kept lines give the run's events back without
-reading the file again (`events`).
+A simulated run emits an event every few microseconds of wall time, and nothing
+reads its trace while it runs (a live run's trace is written line by line: it
+can die at any moment, `TraceWriter`). So `record` only appends: the clock's reading,
+and the event as `TraceWriter` builds it (`{"t", "ev", **fields}`, one dict), with no
+encoding, rounding or write of its own.
 
-Why the line is assembled by hand: an event is `{"t": T, "ev": EV, **fields}`,
-and building that dict costs as much as encoding it. The writer encodes the
-time once per instant, the kind once per run, and the fields as one object
-whose opening brace it drops; msgspec writes no spaces, so the bytes are those
-of encoding the whole event (`tests/test_sim_speed.py` checks it).
+Why the tail is packed every 16k events rather than kept whole: Python objects cost
+far more than their text (a dict of five fields is 200 bytes, a list of eight
+rewards 300), so a million-request run (3.1M events) would hold gigabytes; its
+encoded lines alone, 370 MB. A full tail is made into its lines at once: the times
+rounded together (`round6`), every event encoded by one msgspec call, the lines
+compressed as one zstd frame (level 1, 14x) and the objects let go: about 9 bytes an
+event, plus 2 for its kind (what `events(kinds)` filters on). Considered and
+measured slower: one list per schema (kind and field names) of field values, made
+into lines by msgspec Structs at the end (the key tuple and the Struct per event
+cost more than the dict), and plain lines kept per event (today's 231 B an event).
+
+The lines are `TraceWriter`'s bytes for the same events (`t` rounded to 6 decimals,
+then `ev`, then the fields in order; msgspec's encoding, no spaces;
+`tests/test_sim_speed.py` checks it). `close` writes the frames as they are when the
+name ends in .zst (zstd reads concatenated frames as one stream), decompressed into
+plain lines otherwise; `events` decodes those of the kinds a reader asks for only.
+Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
+
+Why close writes whatever was recorded: a run stopped by Ctrl-C or a fault ends
+with `run_end` (the runner emits it) and then `close`, so its trace is whole and
+readable either way.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from array import array
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
+import numpy as np
+import zstandard
 
 from harness.core.trace import TraceWriter
+from harness.core.trace_io import LEVEL, compressed_name
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
 
+def round6(times: list[float]) -> list[float]:
+    """`round(t, 6)` of each time, the same doubles as Python's round, four times faster:
+    numpy's rint(t * 1e6) / 1e6 is that double (the quotient of the same integer k by
+    1e6, correctly rounded) except where t * 1e6 lies so near a half that its own
+    rounding error could tip k, or t is so large that the error grows; there Python's
+    round is asked. round() parses a decimal string each time (0.3 us an event)."""
+    x = np.asarray(times, dtype=np.float64)
+    scaled = x * 1e6
+    k = np.rint(scaled)
+    out = (k / 1e6).tolist()
+    for i in np.flatnonzero((np.abs(np.abs(scaled - k) - 0.5) < 1e-3) | (x >= 1e6)).tolist():
+        out[i] = round(times[i], 6)
+    return out
+
+
 class BufferedTraceWriter(TraceWriter):
-    FLUSH_LINES = 8192  # lines per block written
+    PACK = 1 << 14  # events kept as objects before they are packed into lines
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True) -> None:
         """`write=False` keeps the events in memory only (`events`): no file is opened
-        or left (a reproduction's runs, whose readers take the events from memory)."""
-        if write:
-            super().__init__(path, clock)
-        else:
-            self.path, self._clock, self._file = Path(path), clock, None  # type: ignore[assignment]
-        self._lines: list[bytes] = []
-        self._kinds: list[str] = []  # each line's event kind
-        self._written = 0  # lines already in the file
-        self._now: float | None = None
-        self._head = b""  # b'{"t":T' of the current instant
-        self._kind_bytes: dict[str, bytes] = {}  # kind -> b',"ev":"KIND"'
+        or left (a reproduction's runs, whose readers take the events from memory).
+        Otherwise the file is made (emptied) now, so a bad path fails before the run."""
+        self.path, self._clock = Path(path), clock
+        self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
+        self._times: list[float] = []  # the tail not packed yet: each clock reading,
+        self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
+        self._frames: list[bytes] = []  # the packed lines, a zstd frame per pack
+        self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
+        self._kind_names: list[str] = []
+        self._kind_index: dict[str, int] = {}
+        self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
+        self._decompress = zstandard.ZstdDecompressor().decompress
 
     def record(self, ev: str, **fields: Any) -> None:
         """`emit` without handing the event back (what the simulator calls)."""
         now = self._clock()
-        if now is not self._now:  # events come in bursts at one instant
-            self._now = now
-            self._head = b'{"t":' + _encoder.encode(round(now, 6))
-        kind = self._kind_bytes.get(ev)
-        if kind is None:
-            kind = self._kind_bytes[ev] = b',"ev":' + _encoder.encode(ev)
-        if not fields:
-            line = self._head + kind + b"}"
-        elif "t" in fields or "ev" in fields:  # a field that overrides: the plain way
-            line = _encoder.encode({"t": round(now, 6), "ev": ev, **fields})
-        else:
-            line = self._head + kind + b"," + _encoder.encode(fields)[1:]
-        self._lines.append(line)
-        self._kinds.append(ev)
-        if len(self._lines) - self._written >= self.FLUSH_LINES:
-            self.flush()
+        self._times.append(now)
+        self._events.append({"t": now, "ev": ev, **fields})
+        if len(self._events) >= self.PACK:
+            self._pack()
 
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
+        """`record`, and the event as a reader decodes its line."""
         self.record(ev, **fields)
-        return _decoder.decode(self._lines[-1])
+        if not self._events:  # just packed: the last line of the last frame
+            return _decoder.decode(self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
+        event = dict(self._events[-1])
+        if event["t"] is self._times[-1]:  # not a field named t
+            event["t"] = round(event["t"], 6)
+        return _decoder.decode(_encoder.encode(event))
 
-    def flush(self) -> None:
-        """Write the lines not yet in the file."""
-        lines = self._lines
-        if self._file is None:
+    def _pack(self) -> None:
+        """The tail made into its lines, compressed, and let go. Its times rounded first
+        (all at once, `round6`), but for an event whose field named t overrides it, and
+        a time that is an int (round leaves it one)."""
+        events, times = self._events, self._times
+        if not events:
             return
-        if self._written < len(lines) and not self._file.closed:
-            self._file.write(b"\n".join(lines[self._written:]) + b"\n")
-            self._written = len(lines)
+        for event, t, rounded in zip(events, times, round6(times), strict=True):
+            if event["t"] is t and type(t) is float:
+                event["t"] = rounded
+        kinds = [event["ev"] for event in events]
+        for kind in set(kinds).difference(self._kind_index):
+            self._kind_index[kind] = len(self._kind_names)
+            self._kind_names.append(kind)
+        self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
+        frame = self._compress(_encoder.encode_lines(events))
+        self._frames.append(bytes(memoryview(frame)))  # its own size: zstd's holds the bound
+        self._times, self._events = [], []
+
+    def _lines(self, kinds: Collection[str] | None = None) -> Iterator[list[bytes]]:
+        """The lines of the events (of `kinds`, when given) in the order recorded, a
+        packed frame at a time."""
+        self._pack()
+        wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
+        start = 0
+        for frame in self._frames:
+            lines = self._decompress(frame).splitlines(keepends=True)
+            keep = wanted[ids[start:start + len(lines)]]
+            start += len(lines)
+            yield lines if keep.all() else np.array(lines, dtype=object)[keep].tolist()
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The events as a reader would decode them from the file (the same JSON,
         decoded at once; no schema check: the writer is ours), only those of
-        `kinds` when given."""
-        lines = self._lines
-        if kinds is not None:
-            lines = [line for line, kind in zip(lines, self._kinds, strict=True)
-                     if kind in kinds]
+        `kinds` when given (only those are decoded)."""
+        lines = [line for chunk in self._lines(kinds) for line in chunk]
         return _decoder.decode(b"[" + b",".join(lines) + b"]")
 
     def close(self) -> None:
-        if self._file is None:
+        """Write every event recorded so far, then close the file (once). An empty
+        run leaves an empty file, as one that never started."""
+        fh, self._file = self._file, None
+        if fh is None:
             return
-        if not self._file.closed:
-            self.flush()
-        super().close()
+        with fh:
+            self._pack()
+            if compressed_name(self.path):  # the frames, one after another
+                fh.writelines(self._frames)
+            else:
+                fh.writelines(self._decompress(frame) for frame in self._frames)

@@ -173,8 +173,8 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
     extra = [] if twin is None or twin_at is not None else [twin]
     folder = out / "runs"
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(c, folder / f"{c.system}.jsonl") for c in cfgs]
-    jobs += [(c, folder / "twin.jsonl") for c in extra]
+    jobs = [(c, folder / f"{c.system}.jsonl.zst") for c in cfgs]  # simulated: compressed
+    jobs += [(c, folder / "twin.jsonl.zst") for c in extra]
     results = run_configs(jobs, label="counterfactual", progress=progress)
     rows: list[dict[str, Any]] = []
     if seen is not None:
@@ -191,10 +191,10 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
     if len(results) != len(jobs):
         raise RuntimeError(f"counterfactual: {len(jobs) - len(results)} runs did not finish")
     if extra:
-        rows.append(row(extra[0], folder / "twin.jsonl", True,
+        rows.append(row(extra[0], folder / "twin.jsonl.zst", True,
                         f"{original} as run ({extra[0].system})"))
     for i, cfg in enumerate(cfgs):
-        rows.append(row(cfg, folder / f"{cfg.system}.jsonl", i == twin_at, cfg.system))
+        rows.append(row(cfg, folder / f"{cfg.system}.jsonl.zst", i == twin_at, cfg.system))
     return rows
 
 

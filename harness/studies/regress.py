@@ -121,12 +121,14 @@ def load_grid(path: Path) -> list[Cell]:
 
 
 def run_cell(cell: Cell) -> list[Row]:
-    """One cell's per-round rows; the trace is scratch, so it lives in a temp dir.
-    Top-level so that worker processes can unpickle it."""
+    """One cell's per-round rows; the trace is scratch: a simulated run keeps it in
+    memory only, a live one writes it into a temp dir. Top-level so that worker
+    processes can unpickle it."""
     from harness.run.execute import execute
 
     with tempfile.TemporaryDirectory(prefix="regress-") as tmp:
-        rows = execute(copy.deepcopy(cell.config), Path(tmp) / "trace.jsonl")
+        rows = execute(copy.deepcopy(cell.config), Path(tmp) / "trace.jsonl",
+                       write=cell.config.runtime != "sim")
     return [{"cell": cell.key, "round": int(r["round"]), "system": cell.system,
              "workload": cell.workload, "size": cell.size, "groups": cell.config.groups,
              **{k: float(r[k]) for k in METRICS}} for r in rows]

@@ -4,9 +4,9 @@ into one table (DIR/results.parquet and DIR/results.csv).
 
 A cell's directory is named by a hash of its resolved config, so rerunning a
 spec (or a widened one) finds the cells already done and runs only the rest.
-Spec mistakes (unknown keys, wrong types, any cell that `run` would refuse: a system typo,
-an unknown preset, U not dividing R, too large for memory or disk) stop the sweep before
-anything runs; a cell that fails while running is recorded with its error and the sweep goes on.
+Spec mistakes (unknown keys, wrong types, any cell `run` would refuse: a system typo, an
+unknown preset, U not dividing R, too large for memory or disk) stop the sweep before anything
+runs; a cell that fails while running is recorded with its error and the sweep goes on.
 `repeats = N` runs seeds 0..N-1 (overriding base.seed); without it the base seed.
 """
 
@@ -219,32 +219,32 @@ def _one_line(err: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(err).__name__
 
 
-def run_cell(cfg: RunConfig, trace_path: str | None) -> dict[str, Any]:
-    """Run one cell in a worker and return its metrics, or its error as one line.
-    With no trace_path (a Ray node may not share our disk) the trace text is returned."""
+def run_cell(cfg: RunConfig, folder: str | None) -> dict[str, Any]:
+    """Run one cell in a worker: its metrics, or its error as one line; its trace into
+    `folder`, or with none (a Ray node may not share our disk) returned, (name, bytes)."""
+    from harness.core.trace_io import trace_name
     from harness.run.execute import execute
 
-    start, trace, error = time.perf_counter(), None, None
+    start, trace, error, name = time.perf_counter(), None, None, trace_name(cfg.runtime)
     try:
         cfg.validate()
-        if trace_path is not None:
-            Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-            rows = execute(cfg, trace_path)
+        if folder is not None:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            rows = execute(cfg, Path(folder, name))
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                rows = execute(cfg, Path(tmp, "trace.jsonl"))
-                trace = Path(tmp, "trace.jsonl").read_text()
+                rows = execute(cfg, Path(tmp, name))
+                trace = (name, Path(tmp, name).read_bytes())
     except Exception as err:  # noqa: BLE001  (recorded; the sweep goes on)
         rows, error = [], _one_line(err)
-    return {"rounds": rows, "error": error, "trace": trace,
-            "seconds": time.perf_counter() - start}
+    return {"rounds": rows, "error": error, "trace": trace, "seconds": time.perf_counter() - start}
 
 
 def record(out: Path, cell: Cell, result: dict[str, Any], prov: dict[str, Any]) -> None:
     """Write the cell's result.json last, so its presence means the cell is complete."""
     cell_dir = out / "cells" / cell.key
     if result.get("trace") is not None:
-        write_atomic(cell_dir / "trace.jsonl", result["trace"])
+        write_atomic(cell_dir / result["trace"][0], result["trace"][1])
     body = {"cell": cell.key, "varied": cell.varied, "config": cell.config.to_dict(),
             "error": result["error"], "seconds": result.get("seconds"),
             "rounds": [{k: None if isinstance(v, float) and math.isnan(v) else v  # no NaN
@@ -286,7 +286,7 @@ def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
     try:
         futures = {pool.submit(kept, run_cell, c.config,  # the notes said once, in done
-                               str(out / "cells" / c.key / "trace.jsonl")): c for c in cells}
+                               str(out / "cells" / c.key)): c for c in cells}
         for fut in as_completed(futures):
             try:
                 result = fut.result()

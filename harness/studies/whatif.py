@@ -73,13 +73,14 @@ YARDSTICK_VERSION = 1  # bump when harness.core.yardstick's rule changes: cells 
 def _delivered(cell: Path) -> dict[str, Any]:
     """The yardstick's figures of one cell's trace, cached beside it."""
     from harness.core.files import read_cached, write_cached
+    from harness.core.trace_io import find_trace
     from harness.core.yardstick import KEYS, delivered
     from harness.studies.staleness.traces import read_events
 
     cache = cell / YARDSTICK_CACHE
     figures = read_cached(cache, YARDSTICK_VERSION)
     if figures is None:
-        fig = delivered(read_events(cell / "trace.jsonl"))
+        fig = delivered(read_events(find_trace(cell)))
         figures = {k: fig[k] for k in KEYS}
         write_cached(cache, YARDSTICK_VERSION, figures)
     return figures

@@ -75,8 +75,9 @@ def _cached(cell: Path) -> dict[str, Any] | None:
 
 def _compute(cell: str) -> dict[str, Any]:
     from harness.core.files import write_cached
+    from harness.core.trace_io import find_trace
 
-    trace = Path(cell) / "trace.jsonl"
+    trace = find_trace(cell)
     try:
         row = run_row(str(trace))
     except TraceProblem as err:  # one line naming the trace, not a worker's traceback

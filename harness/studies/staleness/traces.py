@@ -52,12 +52,14 @@ class TraceProblem(ValueError):
 def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """A whole trace's events, decoded at once (msgspec: a tenth of the time of
     harness.core.trace.read_trace, whose per-line schema checks a simulator's own
-    trace does not need). A trace that did not end normally is refused."""
+    trace does not need; plain or zstd). A trace that did not end normally is
+    refused."""
     import msgspec
 
+    from harness.core.trace_io import read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read().strip()
+        data = read_bytes(path).strip()
     except OSError as err:
         raise TraceProblem(f"{path}: {err.strerror}") from None
     try:

@@ -52,10 +52,11 @@ def sim_twin(live: RunConfig, calibration: str, facts: dict[str, int]) -> RunCon
 
 
 def _facts(trace: Path) -> dict[str, int]:
-    with open(trace, "rb") as fh:
-        import msgspec
+    import msgspec
 
-        head = msgspec.json.decode(fh.readline())
+    from harness.core.trace_io import first_line
+
+    head = msgspec.json.decode(first_line(trace))
     return head.get("engine_facts") or {}
 
 
