@@ -15,6 +15,7 @@ from harness.core.runtime import Group, Response
 from harness.sim.co import Driver, Wait
 from harness.sim.heap import Entry, Heap, cancel
 from harness.sim.perf import TrainModel
+from harness.sim.trainer.pricer import charge
 from harness.sim.waits import Slots
 from workloads.replay import check_outcome
 
@@ -97,21 +98,6 @@ class SimTrainer:
         self._clamp = clamp
         self._lags: dict[int, int] = {}  # lag -> tokens accumulated since the last step
 
-    def micro_batches(self, groups: Sequence[Group]) -> list[list[int]]:
-        """Pack sample lengths into micro-batches under the token budget (first
-        fit in order; a sample longer than the budget forms its own)."""
-        batches: list[list[int]] = [[]]
-        used = 0
-        for group in groups:
-            for resp in group.responses:
-                n = group.prompt.tokens + resp.tokens
-                if batches[-1] and used + n > self._micro_tokens:
-                    batches.append([])
-                    used = 0
-                batches[-1].append(n)
-                used += n
-        return [b for b in batches if b]
-
     async def train(self, batch: int, groups: Sequence[Group], gpus: int | None = None) -> None:
         """`gpus` below the pool's size: compute on that many GPUs only, GPUs the
         engine has released mid-rollout (RollPacker's stream trainer), without
@@ -125,15 +111,15 @@ class SimTrainer:
                 self._model, "on_gpus") else None
             if fewer is not None:  # the kernel trainer spreads over the GPUs it has
                 model, slowdown = fewer, 1.0
-            micros = self.micro_batches(groups)
+            micros, samples, tokens, seconds = charge(model, groups, self._micro_tokens)
             for group in groups:
                 for resp in group.responses:
                     for lag, n in lag_histogram(resp.version_spans, self.version).items():
                         self._lags[lag] = self._lags.get(lag, 0) + n
-            self._emit("train_start", batch=batch, micro_batches=len(micros),
-                       samples=sum(map(len, micros)), gpus=gpus or self.gpus)
-            await self._sleep(slowdown * sum(model.micro_time(m) for m in micros))
-            self._emit("train_end", batch=batch, tokens=sum(map(sum, micros)))
+            self._emit("train_start", batch=batch, micro_batches=micros, samples=samples,
+                       gpus=gpus or self.gpus)
+            await self._sleep(slowdown * seconds)
+            self._emit("train_end", batch=batch, tokens=tokens)
 
     async def step(self) -> int:
         async with self.lock:
