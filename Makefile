@@ -100,7 +100,7 @@ whatif: setup
 
 # #36's targets, this tree against the commit before (BENCH_BASE=<rev> to pick another):
 # CPU us a request (RolloutPipe grid, verl-async), `reproduce all` on 2 cores (wall, disk),
-# one run of 1M requests (wall, RSS). About 20 min at fdfe2fa on 2 cores; BENCH_SKIP,
+# one run of 1M requests (wall, RSS). 30 min at fdfe2fa on 2 busy cores; BENCH_SKIP,
 # BENCH_REPEATS, BENCH_OUT, BENCH_EXTRAS=1: docs/bench.md, or --help.
 bench: setup
 	$(BIN)/python -m harness.studies.bench

@@ -17,7 +17,9 @@ from harness.studies.bench.report import Row, Target
 def test_spread_and_numbers() -> None:
     assert report.spread([]) == "-"
     assert report.spread([61.34]) == "61.3"
-    assert report.spread([60.0, 63.0, 61.3], "x") == "61.3x [60.0-63.0]"
+    assert report.spread([60.0, 63.0, 61.3]) == "61.3 [60.0-63.0]"
+    assert report.spread([0.993, 0.949, 1.004], "x") == "0.99x [0.95-1.00]"
+    assert report.spread([12.34], "x") == "12.3x"
     assert report.number(1234.5) == "1,234"  # rounded half to even: 1,234
     assert report.number(0.7421) == "0.742"
     assert report.number(float("nan")) == "-"

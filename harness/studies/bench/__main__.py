@@ -100,7 +100,7 @@ def bench(args: argparse.Namespace, skip: set[str]) -> tuple[list[report.Row], l
     notes: list[str] = [f"this tree: {this_tree()}"]
     with base_worktree(ROOT) as base, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         notes.append(f"base: {base.label.removeprefix('base ')}")
-        for part, what in (("grid", "RolloutPipe grid"), ("verl", "verl-async")):
+        for part, what in (("grid", "RolloutPipe"), ("verl", "verl-async")):
             if part not in skip:
                 rows.append(measures.cpu_row(part, what, head, base, args.repeats, notes))
         if "million" not in skip:

@@ -99,9 +99,10 @@ def reproduce_once(tree: Tree, folder: Path, options: list[str]) -> dict[str, An
     say(f"reproduce all in {tree.label} on {CORES} cores (minutes)")
     r = tree.probe("cli", "reproduce", "all", *options, cwd=folder, cpus=CORES)
     sizes = written_bytes(folder, since)
-    say(f"reproduce all in {tree.label}: {r['child_wall']:.1f} s wall, "
+    say(f"reproduce all in {tree.label}: {r['child_wall']:.1f} s wall, {r['cpu']:.1f} CPU s, "
         f"{sum(sizes.values()) / MB:,.1f} MB written")
-    return {"wall": r["child_wall"], "bytes": sum(sizes.values()), "by_folder": sizes}
+    return {"wall": r["child_wall"], "cpu": r["cpu"], "bytes": sum(sizes.values()),
+            "by_folder": sizes}
 
 
 def reproduce_rows(head: Tree, base: Tree | None, tmp: Path, notes: list[str]
@@ -109,8 +110,8 @@ def reproduce_rows(head: Tree, base: Tree | None, tmp: Path, notes: list[str]
     """Wall seconds and bytes written of `make reproduce`'s command, once a tree; returns
     the rows and this tree's folder (the extras compare --jobs 1 with it)."""
     options = reproduce_options(head.root)
-    wall = Row(f"reproduce wall ({CORES} cores)", "s", Target("most", 30))
-    disk = Row("reproduce left on disk", "MB", Target("most", 200))
+    wall = Row("reproduce wall", "s", Target("most", 30))
+    disk = Row("reproduce disk", "MB", Target("most", 200))
     runs = {}
     for side, tree in (("base", base), ("head", head)):
         if tree is None:
@@ -119,7 +120,8 @@ def reproduce_rows(head: Tree, base: Tree | None, tmp: Path, notes: list[str]
         getattr(wall, side).append(r["wall"])
         getattr(disk, side).append(r["bytes"] / MB)
         parts = ", ".join(f"{k}/ {v / MB:,.1f}" for k, v in sorted(r["by_folder"].items()))
-        notes.append(f"reproduce all {' '.join(options)} in {tree.label}: MB written by "
+        notes.append(f"reproduce all {' '.join(options)} on {CORES} cores in {tree.label}: "
+                     f"{r['cpu']:.1f} CPU s (its workers' included); MB written by "
                      f"folder: {parts or 'none'}")
     if base is not None:
         differ = [f"{name}/{d}" for name in ("results", "figures")
@@ -133,9 +135,9 @@ def reproduce_rows(head: Tree, base: Tree | None, tmp: Path, notes: list[str]
 
 def million_rows(head: Tree, base: Tree | None, rounds: int, notes: list[str]) -> list[Row]:
     """Wall seconds and peak RSS of one run of `rounds` sync windows (128: 1M requests)."""
-    size = "1M" if rounds == MILLION_ROUNDS else f"{rounds * 8192:,}"
-    wall = Row(f"{size}-request run wall", "s", Target("most", 20))
-    rss = Row(f"{size}-request run peak RSS", "GB", Target("most", 1.5))
+    size = "1M-request" if rounds == MILLION_ROUNDS else f"{rounds * 8192:,}-request"
+    wall = Row(f"{size} run wall", "s", Target("most", 20))
+    rss = Row(f"{size} run peak RSS", "GB", Target("most", 1.5))
     for side, tree in (("base", base), ("head", head)):
         if tree is None:
             continue
@@ -144,7 +146,7 @@ def million_rows(head: Tree, base: Tree | None, rounds: int, notes: list[str]) -
         getattr(wall, side).append(r["wall"])
         getattr(rss, side).append(r["rss"] / GB)
         say(f"{tree.label}: {r['wall']:.1f} s wall, {r['rss'] / GB:.2f} GB peak RSS")
-        notes.append(f"{size}-request run in {tree.label}: verl-fully-async, {r['engines']} "
+        notes.append(f"{size} run in {tree.label}: verl-fully-async, {r['engines']} "
                      f"engines, {r['requests']:,} requests (R 512 x K 16 x {rounds}), "
                      f"{r['cpu']:.1f} CPU s, trace {r['trace_bytes'] / MB:,.0f} MB")
     return [wall, rss]

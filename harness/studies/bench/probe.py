@@ -177,7 +177,8 @@ def million(rounds: int) -> dict[str, float]:
 
 
 def cli(*argv: str) -> dict[str, float]:
-    """`rolloutbench ARGV` in this process (the bench times the whole child)."""
+    """`rolloutbench ARGV` in this process (the bench times the whole child); its CPU
+    seconds, with its worker processes' (joined by the time the command returns)."""
     from harness.main import main as rolloutbench
 
     sys.argv = ["rolloutbench", *argv]
@@ -186,7 +187,9 @@ def cli(*argv: str) -> dict[str, float]:
     except SystemExit as stop:
         if stop.code not in (0, None):
             raise
-    return {}
+    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                resource.RUSAGE_CHILDREN)]
+    return {"cpu": sum(u.ru_utime + u.ru_stime for u in used)}  # the workers, reaped
 
 
 def scaling() -> list[dict[str, float]]:

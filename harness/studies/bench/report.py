@@ -72,14 +72,23 @@ def number(value: float) -> str:
     return f"{value:.2f}" if abs(value) >= 1 else f"{value:.3f}"
 
 
+def ratio(value: float) -> str:
+    """A ratio with two decimals (one from 10x): 0.99, 1.89, 12.3."""
+    if math.isnan(value):
+        return "-"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
 def spread(values: list[float], suffix: str = "") -> str:
-    """'61.3 [60.1-63.0]' (median and range), or one value alone, or '-' for none."""
+    """'61.3 [60.1-63.0]' (median and range), or one value alone, or '-' for none; with
+    the suffix 'x' a ratio ('0.99x [0.95-1.00]')."""
     if not values:
         return "-"
-    mid = number(median(values)) + suffix
+    fmt = ratio if suffix == "x" else number
+    mid = fmt(median(values)) + suffix
     if len(values) == 1:
         return mid
-    return f"{mid} [{number(min(values))}-{number(max(values))}]"
+    return f"{mid} [{fmt(min(values))}-{fmt(max(values))}]"
 
 
 HEADER = ("measure", "base", "this tree", "ratio", "target", "holds")
