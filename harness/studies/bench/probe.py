@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -177,19 +178,16 @@ def million(rounds: int) -> dict[str, float]:
 
 
 def cli(*argv: str) -> dict[str, float]:
-    """`rolloutbench ARGV` in this process (the bench times the whole child); its CPU
-    seconds, with its worker processes' (joined by the time the command returns)."""
-    from harness.main import main as rolloutbench
+    """`rolloutbench ARGV` as a user runs it (the console script beside this Python: the
+    tree's own `harness`, first on PYTHONPATH); its CPU seconds, its worker processes'
+    included (reaped by the time it returns)."""
+    subprocess.run([_rolloutbench(), *argv], check=True, stdout=subprocess.DEVNULL)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu": used.ru_utime + used.ru_stime}
 
-    sys.argv = ["rolloutbench", *argv]
-    try:
-        rolloutbench()
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            raise
-    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
-                                                resource.RUSAGE_CHILDREN)]
-    return {"cpu": sum(u.ru_utime + u.ru_stime for u in used)}  # the workers, reaped
+
+def _rolloutbench() -> str:
+    return str(Path(sys.executable).parent / "rolloutbench")
 
 
 def scaling() -> list[dict[str, float]]:
@@ -214,17 +212,12 @@ def scaling() -> list[dict[str, float]]:
 
 def plan() -> dict[str, float]:
     """`plan --budget 500` on a RolloutPipe-sized recipe (R=96, K=8, two rounds; extras)."""
-    import io
-
-    from harness.cli.app import app
-
     argv = ["plan", "--model", "qwen3-1.7b", "--gpus", "8", "--gpu", "h100-sxm",
             "--workload", "lsat-ar", "-R", "96", "-K", "8", "-U", "2", "--rounds", "2",
             "--budget", "500", "--out", "plan"]
     start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            contextlib.suppress(SystemExit):
-        app(argv, standalone_mode=False)
+    subprocess.run([_rolloutbench(), *argv], check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     rows = len(Path("plan", "plan.csv").read_text().splitlines()) - 1
     return {"wall": time.perf_counter() - start, "configurations": rows}
 
