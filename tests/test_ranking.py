@@ -75,7 +75,7 @@ def test_counterfactual_table_is_its_own_traces(tmp_path: Path) -> None:
     rows = [r for r in _rows(out / "counterfactual.csv") if r["source"] == "simulated"]
     assert [r["system"] for r in rows] == SYSTEMS.split(",")[1:]  # slime is the twin
     for row in rows:
-        fig = delivered(read_trace(out / "runs" / f"{row['system']}.jsonl"))
+        fig = delivered(read_trace(out / "runs" / f"{row['system']}.jsonl.zst"))
         first = int(fig["warmup_steps"]) + 1  # the window, shown as first-last/steps
         last = first + int(fig["window_steps"]) - 1
         assert row["steps"] == f"{first}-{last}/{last + int(fig['drain_steps'])}"  # by hand

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from harness.core.runtime import Group, Request, Response
@@ -54,7 +55,7 @@ class GroupService(Wait):
                                        self._answered)
             return
         self.responses[request.sample] = response
-        self.rt.verifier.score(response).add_done_callback(self._scored)
+        self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
         self.unanswered -= 1
         if self.unanswered == 0:
             group = self.group
@@ -63,8 +64,10 @@ class GroupService(Wait):
             if self.on_complete is not None:
                 self.on_complete(group)
 
-    def _scored(self, check: Any) -> None:
-        self.rewards[check.response.request.sample] = check.result()
+    def _scored(self, sample: int, check: Wait) -> None:
+        if check.cancelled():  # the run is over: its coroutines are being reaped
+            return
+        self.rewards[sample] = check.result()
         self.unscored -= 1
         if self.unscored == 0:
             self.rt.after_materialize_delay(self._materialized)
