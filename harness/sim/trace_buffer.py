@@ -136,8 +136,11 @@ class BufferedTraceWriter(TraceWriter):
         """The events as a reader would decode them from the file (the same JSON,
         decoded at once; no schema check: the writer is ours), only those of
         `kinds` when given (only those are decoded)."""
-        lines = [line for chunk in self._lines(kinds) for line in chunk]
-        return _decoder.decode(b"[" + b",".join(lines) + b"]")
+        out: list[dict[str, Any]] = []
+        for chunk in self._lines(kinds):  # a frame at a time: never all the lines at once
+            if chunk:
+                out += _decoder.decode(b"[" + b",".join(chunk) + b"]")
+        return out
 
     def close(self) -> None:
         """Write every event recorded so far, then close the file (once). An empty
