@@ -66,9 +66,13 @@ class LeastLoaded:
         return index
 
     def give_back(self, index: int) -> None:
-        self.counts[index] -= 1
-        heapq.heappush(self._heap, (self.counts[index], index))
-        if len(self._heap) > 4 * len(self.counts) + 64:  # stale entries: start afresh
+        counts = self.counts
+        count = counts[index] = counts[index] - 1
+        if self._active == 1:  # `take` reads no heap then; the `active` setter rebuilds it
+            return
+        heap = self._heap
+        heapq.heappush(heap, (count, index))
+        if len(heap) > 4 * len(counts) + 64:  # stale entries: start afresh
             self._rebuild()
 
     def _rebuild(self) -> None:
@@ -130,12 +134,12 @@ class EnginePool:
         # Called as the replica ends the request: `_returned` is scheduled then, as the
         # callback of a Wait the replica returned would be.
         self.engines[index].submit_then(request, partial(self._heap.call_soon,
-                                                         self._returned, rid))
+                                                         self._returned, rid), rid)
 
     def _returned(self, request_id: str, response: Response) -> None:
         request, done, index = self._live.pop(request_id)
         self._router.give_back(index)
-        if request_id in self._moving and response.status == "aborted":
+        if self._moving and request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
             resume = response if response.tokens > 0 else request.resume
             self._dispatch(dataclasses.replace(request, resume=resume), done)
