@@ -305,7 +305,9 @@ class SimEngine:
             seq = heapq.heappop(heap)[2]
             if seq.state == "running" and seq.g0 + seq.target - seq.gen0 <= self._steps:
                 self._end(seq, "finished")
-        self._plan()
+        if (self._running or self._waiting or self._share is not None
+                or self._drained is not None):
+            self._plan()  # else it would find nothing to do (an engine one request at a time)
 
     def _advance(self, n: int) -> None:
         self._steps += n
@@ -320,9 +322,10 @@ class SimEngine:
         paused = self._paused
         if paused is True or self._seg is not None:
             return
-        if self._share is not None and not self._share.engine_holds():
+        share = self._share
+        if share is not None and not share.engine_holds():
             if not self.idle():
-                self._share.engine_wants()
+                share.engine_wants()
             return
         if paused is False:
             prefill = self._admit() if self._waiting else 0.0
@@ -331,10 +334,11 @@ class SimEngine:
         running = self._running
         b = len(running)
         if b == 0:
-            if self._drained is not None and not self._drained.done():
-                self._drained.set_result(None)
-            if self._share is not None and self._waiting_n == 0:
-                self._share.engine_idle()
+            drained = self._drained
+            if drained is not None and not drained.done():
+                drained.set_result(None)
+            if share is not None and self._waiting_n == 0:
+                share.engine_idle()
             return
         steps, capacity = self._steps, self._capacity
         ctx = self._ctx_base + b * steps
@@ -370,8 +374,14 @@ class SimEngine:
         base = self._ctx_base
         ctx = base + len(running) * steps
         waiting = self._waiting
-        if not waiting or (running and ctx + 1 > capacity):
-            return 0.0  # nothing waits, or not even an empty prompt would fit
+        if not waiting:
+            return 0.0
+        if running:  # nothing fits (the usual answer with a full cache): said early
+            if ctx + 1 > capacity or len(running) >= self._max_running:
+                return 0.0  # not even an empty prompt would fit, or no room in the batch
+            head = waiting[0][2]
+            if head.state == "waiting" and ctx + head.req.prompt.tokens + head.gen0 >= capacity:
+                return 0.0  # the first in line waits, and so do those behind it
         tokens = squares = admitted = 0
         pop, push, finish = heapq.heappop, heapq.heappush, self._finish_heap
         emit, index, version, admits = self._emit, self.index, self.version, self._admits
@@ -400,6 +410,8 @@ class SimEngine:
             admitted += 1
             push(finish, (steps + seq.target - seq.gen0, admit_no, seq))
             emit("request_admit", group=req.group, sample=req.sample, engine=index)
+        if not admitted:
+            return 0.0  # what `prefill_time` says of none
         self._ctx_base = base
         self._waiting_n -= admitted
         return self._decode.prefill_time(tokens, squares, admitted)

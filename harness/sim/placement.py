@@ -119,15 +119,12 @@ class EnginePool:
 
     def submit(self, request: Request) -> Wait:
         outer = Wait()
-        self._dispatch(request, partial(_deliver, outer))
+        self.submit_then(request, partial(_deliver, outer))
         return outer
 
     def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
         """`submit`, calling `done(response)` a turn after the request ends, with no Wait
         (a group served by callbacks: harness/sim/serve.py)."""
-        self._dispatch(request, done)
-
-    def _dispatch(self, request: Request, done: Callable[[Response], Any]) -> None:
         index = self._router.take(request)
         rid = request.id
         self._live[rid] = (request, done, index)
@@ -142,7 +139,7 @@ class EnginePool:
         if self._moving and request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
             resume = response if response.tokens > 0 else request.resume
-            self._dispatch(dataclasses.replace(request, resume=resume), done)
+            self.submit_then(dataclasses.replace(request, resume=resume), done)
         else:
             done(response)
 
