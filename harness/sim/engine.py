@@ -201,6 +201,8 @@ class SimEngine:
         else:  # the running map is in admission order: looked up, not scanned
             running = sorted((self._running[rid] for rid in only if rid in self._running),
                              key=attrgetter("admit_no"))
+        if not self._waiting_n:  # none waits (an idle engine, each pause of a pool)
+            return running
         waiting = sorted(e for e in self._waiting if e[2].state == "waiting"
                          and (only is None or e[2].rid in only))
         return running + [e[2] for e in waiting]
@@ -400,8 +402,12 @@ class SimEngine:
             seq.ctx0 = need
             seq.g0 = steps
             seq.admit_no = admit_no = next(admits)
-            if seq.open_version != version:
-                self._close_span(seq)
+            if seq.open_version != version:  # `_close_span`, inlined (generated: gen0)
+                gen = seq.gen0
+                if gen > seq.open_from:
+                    self._add_span(seq, seq.open_version, gen - seq.open_from)
+                seq.open_version = version
+                seq.open_from = gen
             running[seq.rid] = seq
             base += need - steps
             ctx += need
@@ -418,8 +424,16 @@ class SimEngine:
 
     def _preempt(self) -> None:
         """Evict the newest running sequence; it is recomputed when readmitted."""
-        seq = next(reversed(self._running.values()))
-        self._requeue(seq)
+        running = self._running
+        seq = next(reversed(running.values()))
+        # `_requeue` and its `_detach`, inlined: a full cache preempts about once a request
+        del running[seq.rid]
+        steps = self._steps
+        self._ctx_base -= seq.ctx0 - seq.g0
+        seq.gen0 = seq.gen0 + (steps - seq.g0)
+        seq.state = "waiting"
+        heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
+        self._waiting_n += 1
         self.preemptions += 1
         self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)
 

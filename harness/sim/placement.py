@@ -104,6 +104,7 @@ class EnginePool:
         self._router = route(len(engines))
         self._retired_preemptions = 0
         self._heap = engines[0].loop
+        self._soon, self._back = self._heap.call_soon, self._returned  # bound once
 
     @property
     def version(self) -> int:
@@ -130,8 +131,7 @@ class EnginePool:
         self._live[rid] = (request, done, index)
         # Called as the replica ends the request: `_returned` is scheduled then, as the
         # callback of a Wait the replica returned would be.
-        self.engines[index].submit_then(request, partial(self._heap.call_soon,
-                                                         self._returned, rid), rid)
+        self.engines[index].submit_then(request, partial(self._soon, self._back, rid), rid)
 
     def _returned(self, request_id: str, response: Response) -> None:
         request, done, index = self._live.pop(request_id)
