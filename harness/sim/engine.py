@@ -223,7 +223,7 @@ class SimEngine:
 
     def _end(self, seq: _Seq, status: str) -> Response:
         state = seq.state
-        if state == "running":  # `_detach`, inlined
+        if state == "running":  # detached (as `_requeue` does)
             gen = seq.gen0 + (self._steps - seq.g0)
             del self._running[seq.rid]
             self._ctx_base -= seq.ctx0 - seq.g0
@@ -250,11 +250,6 @@ class SimEngine:
         )
         seq.done(resp)
         return resp
-
-    def _detach(self, seq: _Seq) -> None:
-        del self._running[seq.rid]
-        self._ctx_base -= seq.ctx0 - seq.g0
-        seq.gen0 = seq.gen0 + (self._steps - seq.g0)
 
     # -- scheduling ------------------------------------------------------
     def wake(self) -> None:
@@ -366,10 +361,6 @@ class SimEngine:
         self._timer = loop.call_at(start + self._decode.steps_time(n, b, ctx),
                                    self._on_segment_end)
 
-    @staticmethod
-    def _due(seq: _Seq) -> int:
-        return seq.g0 + seq.target - seq.gen0
-
     def _admit(self) -> float:
         """Admit waiting sequences that fit; returns the prefill time they cost."""
         running, steps, capacity = self._running, self._steps, self._capacity
@@ -424,22 +415,16 @@ class SimEngine:
 
     def _preempt(self) -> None:
         """Evict the newest running sequence; it is recomputed when readmitted."""
-        running = self._running
-        seq = next(reversed(running.values()))
-        # `_requeue` and its `_detach`, inlined: a full cache preempts about once a request
-        del running[seq.rid]
-        steps = self._steps
-        self._ctx_base -= seq.ctx0 - seq.g0
-        seq.gen0 = seq.gen0 + (steps - seq.g0)
-        seq.state = "waiting"
-        heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
-        self._waiting_n += 1
+        seq = next(reversed(self._running.values()))
+        self._requeue(seq)
         self.preemptions += 1
         self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)
 
     def _requeue(self, seq: _Seq) -> None:
         """A running sequence back to the queue, its tokens kept and its cache freed."""
-        self._detach(seq)
+        del self._running[seq.rid]
+        self._ctx_base -= seq.ctx0 - seq.g0
+        seq.gen0 = seq.gen0 + (self._steps - seq.g0)
         seq.state = "waiting"
         heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
         self._waiting_n += 1
