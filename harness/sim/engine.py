@@ -139,6 +139,11 @@ class SimEngine:
             self._paused = "drain"  # type: ignore[assignment]
             self._drained = Wait()
             await self._drained
+        self.pause_now(mode)
+
+    def pause_now(self, mode: PauseMode = "keep") -> None:
+        """`pause` but for a drain, which waits: a plain call (a pool pauses each replica
+        at every weight sync, most of them idle)."""
         self._cut()
         self._paused = True
         if mode == "abort":
@@ -146,6 +151,9 @@ class SimEngine:
                 self._end(seq, "aborted")
 
     async def resume(self) -> None:
+        self.resume_now()
+
+    def resume_now(self) -> None:
         self._paused = False
         self._interrupt()
 

@@ -154,12 +154,16 @@ class EnginePool:
         return out
 
     async def pause(self, mode: PauseMode = "keep") -> None:
-        for engine in self.engines:
-            await engine.pause(mode)
+        if mode == "drain":  # one replica after another, each until it is empty
+            for engine in self.engines:
+                await engine.pause(mode)
+        else:  # no replica waits: plain calls, not a coroutine each
+            for engine in self.engines:
+                engine.pause_now(mode)
 
     async def resume(self) -> None:
         for engine in self.engines:
-            await engine.resume()
+            engine.resume_now()
 
     def load(self) -> EngineLoad:
         loads = [e.load() for e in self.engines[: self._router.active]]
