@@ -177,3 +177,19 @@ def test_the_router_picks_what_a_scan_picks(replicas: int, ops: list[tuple[str, 
         elif op == "a":
             active = router.active = 1 + x % replicas
     assert router.counts == counts
+
+
+def test_a_router_that_kept_no_heap_on_one_replica_picks_the_least_loaded_after() -> None:
+    """On one active replica `take` reads no heap, so `give_back` keeps none; widening
+    `active` rebuilds it: replica 0 takes two more on its own and gives them back, which
+    leaves counts [1, 1, 0], so replica 2 comes first, then 0 (all at 1: the lowest)."""
+    router = LeastLoaded(3)
+    assert [router.take() for _ in range(2)] == [0, 1]
+    router.active = 1
+    assert [router.take() for _ in range(2)] == [0, 0]
+    router.give_back(0)
+    router.give_back(0)
+    assert router.counts == [1, 1, 0]
+    router.active = 3
+    assert [router.take(), router.take()] == [2, 0]
+    assert router.counts == [2, 1, 1]

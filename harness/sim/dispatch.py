@@ -69,7 +69,8 @@ class StaticSplit(LeastLoaded):
             self._seen += 1
             self._placed[request.id] = index
         self.counts[index] += 1
-        heapq.heappush(self._heap, (self.counts[index], index))
+        if self.active != 1:  # one replica: no heap kept (`LeastLoaded.give_back`)
+            heapq.heappush(self._heap, (self.counts[index], index))
         return index
 
 
@@ -82,11 +83,13 @@ class RoundRobin(LeastLoaded):
         self._next = 0
 
     def take(self, request: Request | None = None) -> int:
-        index = self._next % self.active
+        index = self._next % self._active
         self._next = index + 1
-        self.counts[index] += 1
-        heapq.heappush(self._heap, (self.counts[index], index))
+        self.counts[index] += 1  # no heap: this router never reads it
         return index
+
+    def give_back(self, index: int) -> None:
+        self.counts[index] -= 1
 
 
 def router(dispatch: str, replicas: int, batch: int) -> LeastLoaded:

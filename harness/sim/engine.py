@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
 
-from harness.core.runtime import EngineLoad, PauseMode, Request, Response, prompt_field
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.co import Wait, sleep
 from harness.sim.heap import Entry, Heap, cancel
 from harness.sim.perf import StepJump
@@ -34,9 +34,9 @@ class _Seq:
     )
 
     def __init__(self, req: Request, done: Callable[[Response], Any], target: int,
-                 arrival: int):
+                 arrival: int, rid: str):
         self.req = req
-        self.rid = req.id  # the running map's key, formatted once
+        self.rid = rid  # the running map's key, formatted once
         self.done = done  # called with the response when the request ends
         self.target = target
         resumed = req.resume
@@ -100,21 +100,32 @@ class SimEngine:
         self.submit_then(request, future.set_result)
         return future
 
-    def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
+    def submit_then(self, request: Request, done: Callable[[Response], Any],
+                    rid: str | None = None) -> None:
         """`submit`, calling `done(response)` when the request ends, where `submit` sets
         its future's result (the engine pool's way: it schedules its own callback, as
-        the future would, with one future fewer per request)."""
-        seq = _Seq(request, done, self._target_tokens(request), next(self._arrivals))
-        if seq.target <= seq.gen0:
+        the future would, with one future fewer per request). `rid`: `request.id`, where
+        the caller has it formatted already (the pool keys its own map by it)."""
+        seq = _Seq(request, done, self._target_tokens(request), next(self._arrivals),
+                   request.id if rid is None else rid)
+        gen0 = seq.gen0
+        if seq.target <= gen0:
             raise ValueError(f"request {request.id}: nothing left to generate")
-        self._emit(
-            "request_submit", round=request.round, group=request.group,
-            sample=request.sample, prompt_tokens=request.prompt.tokens,
-            resumed_tokens=seq.gen0, engine=self.index, **prompt_field(request),
-        )
+        prompt = request.prompt
+        if prompt.index == request.group:  # `prompt_field`, inlined: the common case
+            self._emit("request_submit", round=request.round, group=request.group,
+                       sample=request.sample, prompt_tokens=prompt.tokens,
+                       resumed_tokens=gen0, engine=self.index)
+        else:
+            self._emit("request_submit", round=request.round, group=request.group,
+                       sample=request.sample, prompt_tokens=prompt.tokens,
+                       resumed_tokens=gen0, engine=self.index, prompt=prompt.index)
         heapq.heappush(self._waiting, (request.priority, seq.arrival, seq))
         self._waiting_n += 1
-        self._interrupt()
+        if self._seg is not None:  # `_interrupt`, inlined
+            self._cut_at_boundary()
+        elif self._replan is None:
+            self._replan = self.loop.call_soon(self._plan)
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         self._cut()
@@ -128,6 +139,11 @@ class SimEngine:
             self._paused = "drain"  # type: ignore[assignment]
             self._drained = Wait()
             await self._drained
+        self.pause_now(mode)
+
+    def pause_now(self, mode: PauseMode = "keep") -> None:
+        """`pause` but for a drain, which waits: a plain call (a pool pauses each replica
+        at every weight sync, most of them idle)."""
         self._cut()
         self._paused = True
         if mode == "abort":
@@ -135,6 +151,9 @@ class SimEngine:
                 self._end(seq, "aborted")
 
     async def resume(self) -> None:
+        self.resume_now()
+
+    def resume_now(self) -> None:
         self._paused = False
         self._interrupt()
 
@@ -190,6 +209,8 @@ class SimEngine:
         else:  # the running map is in admission order: looked up, not scanned
             running = sorted((self._running[rid] for rid in only if rid in self._running),
                              key=attrgetter("admit_no"))
+        if not self._waiting_n:  # none waits (an idle engine, each pause of a pool)
+            return running
         waiting = sorted(e for e in self._waiting if e[2].state == "waiting"
                          and (only is None or e[2].rid in only))
         return running + [e[2] for e in waiting]
@@ -209,30 +230,34 @@ class SimEngine:
             seq.spans.append([version, tokens])
 
     def _end(self, seq: _Seq, status: str) -> Response:
-        gen = seq.generated(self._steps)
-        if seq.state == "running":
-            self._detach(seq)
-        elif seq.state == "waiting":
-            self._waiting_n -= 1
+        state = seq.state
+        if state == "running":  # detached (as `_requeue` does)
+            gen = seq.gen0 + (self._steps - seq.g0)
+            del self._running[seq.rid]
+            self._ctx_base -= seq.ctx0 - seq.g0
+            seq.gen0 = gen
+        else:
+            gen = seq.gen0
+            if state == "waiting":
+                self._waiting_n -= 1
         seq.state = status
-        if gen > seq.open_from:
-            self._add_span(seq, seq.open_version, gen - seq.open_from)
+        spans = seq.spans
+        if gen > seq.open_from:  # `_add_span`, inlined
+            version, tokens = seq.open_version, gen - seq.open_from
+            if spans and spans[-1][0] == version:
+                spans[-1][1] += tokens
+            else:
+                spans.append([version, tokens])
         req = seq.req
-        resp = Response(
-            req, gen, seq.spans, status,  # type: ignore[arg-type]
-            truncated=status == "finished" and gen >= req.max_tokens,
-        )
-        self._emit(
+        resp = Response(req, gen, spans, status,  # type: ignore[arg-type]
+                        status == "finished" and gen >= req.max_tokens)
+        self._emit(  # versions: `Response.versions`
             "request_finish", group=req.group, sample=req.sample, response_tokens=gen,
-            status=status, versions=resp.versions, version_spans=seq.spans,
+            status=status, versions=[spans[0][0], spans[-1][0]] if spans else [],
+            version_spans=spans,
         )
         seq.done(resp)
         return resp
-
-    def _detach(self, seq: _Seq) -> None:
-        del self._running[seq.rid]
-        self._ctx_base -= seq.ctx0 - seq.g0
-        seq.gen0 = seq.gen0 + (self._steps - seq.g0)
 
     # -- scheduling ------------------------------------------------------
     def wake(self) -> None:
@@ -247,7 +272,7 @@ class SimEngine:
             self._replan = self.loop.call_soon(self._plan)
 
     def _cut_at_boundary(self) -> None:
-        now = self.loop.time()
+        now = self.loop.now
         if self._seg is self._cut_seg and now == self._cut_now:
             return  # cut at this very time already (a burst of submits): same step
         start, n, b, ctx = self._seg  # type: ignore[misc]
@@ -276,11 +301,18 @@ class SimEngine:
             self._replan = None
 
     def _on_segment_end(self) -> None:
-        _, n, _, _ = self._seg  # type: ignore[misc]
+        steps = self._steps + self._seg[1]  # type: ignore[index]
         self._seg = None
         self._timer = None
-        self._advance(n)
-        self._plan()
+        self._steps = steps  # `_advance`, inlined
+        heap = self._finish_heap
+        while heap and heap[0][0] <= self._steps:
+            seq = heapq.heappop(heap)[2]
+            if seq.state == "running" and seq.g0 + seq.target - seq.gen0 <= self._steps:
+                self._end(seq, "finished")
+        if (self._running or self._waiting or self._share is not None
+                or self._drained is not None):
+            self._plan()  # else it would find nothing to do (an engine one request at a time)
 
     def _advance(self, n: int) -> None:
         self._steps += n
@@ -292,52 +324,70 @@ class SimEngine:
 
     def _plan(self) -> None:
         self._replan = None
-        if self._paused is True or self._seg is not None:
+        paused = self._paused
+        if paused is True or self._seg is not None:
             return
-        if self._share is not None and not self._share.engine_holds():
+        share = self._share
+        if share is not None and not share.engine_holds():
             if not self.idle():
-                self._share.engine_wants()
+                share.engine_wants()
             return
-        prefill = self._admit() if self._paused is False else 0
-        b = len(self._running)
+        if paused is False:
+            prefill = self._admit() if self._waiting else 0.0
+        else:
+            prefill = 0
+        running = self._running
+        b = len(running)
         if b == 0:
-            if self._drained is not None and not self._drained.done():
-                self._drained.set_result(None)
-            if self._share is not None and self._waiting_n == 0:
-                self._share.engine_idle()
+            drained = self._drained
+            if drained is not None and not drained.done():
+                drained.set_result(None)
+            if share is not None and self._waiting_n == 0:
+                share.engine_idle()
             return
-        ctx = self._ctx_base + b * self._steps
-        while ctx + b > self._capacity and b > 1:
+        steps, capacity = self._steps, self._capacity
+        ctx = self._ctx_base + b * steps
+        while ctx + b > capacity and b > 1:
             self._preempt()
-            b = len(self._running)
-            ctx = self._ctx_base + b * self._steps
+            b = len(running)
+            ctx = self._ctx_base + b * steps
         heap = self._finish_heap
         while True:  # drop entries of sequences that left or were readmitted since
             due, _, head = heap[0]
             if head.state == "running" and due == head.g0 + head.target - head.gen0:
                 break
             heapq.heappop(heap)
-        n = max(1, min(due - self._steps, (self._capacity - ctx) // b))
+        n = due - steps  # max(1, min(due - steps, room)), without the builtins' calls
+        room = (capacity - ctx) // b
+        if room < n:
+            n = room
+        if n < 1:
+            n = 1
         loop = self.loop
-        start = loop.time() + prefill
+        start = loop.now + prefill
         self._seg = (start, n, b, ctx)
-        end = start + self._decode.steps_time(n, b, ctx)
-        self._timer = loop.call_at(end, self._on_segment_end)
-
-    @staticmethod
-    def _due(seq: _Seq) -> int:
-        return seq.g0 + seq.target - seq.gen0
+        self._timer = loop.call_at(start + self._decode.steps_time(n, b, ctx),
+                                   self._on_segment_end)
 
     def _admit(self) -> float:
         """Admit waiting sequences that fit; returns the prefill time they cost."""
-        tokens = squares = admitted = 0
         running, steps, capacity = self._running, self._steps, self._capacity
-        ctx = self._ctx_base + len(running) * steps
+        base = self._ctx_base
+        ctx = base + len(running) * steps
         waiting = self._waiting
-        if not waiting or (running and ctx + 1 > capacity):
-            return 0.0  # nothing waits, or not even an empty prompt would fit
+        if not waiting:
+            return 0.0
+        if running:  # nothing fits (the usual answer with a full cache): said early
+            if ctx + 1 > capacity or len(running) >= self._max_running:
+                return 0.0  # not even an empty prompt would fit, or no room in the batch
+            head = waiting[0][2]
+            if head.state == "waiting" and ctx + head.req.prompt.tokens + head.gen0 >= capacity:
+                return 0.0  # the first in line waits, and so do those behind it
+        tokens = squares = admitted = 0
         pop, push, finish = heapq.heappop, heapq.heappush, self._finish_heap
-        while waiting and len(running) < self._max_running:
+        emit, index, version, admits = self._emit, self.index, self.version, self._admits
+        max_running = self._max_running
+        while waiting and len(running) < max_running:
             seq = waiting[0][2]
             if seq.state != "waiting":
                 pop(waiting)
@@ -347,21 +397,28 @@ class SimEngine:
             if ctx + need + 1 > capacity and running:
                 break
             pop(waiting)
-            self._waiting_n -= 1
             seq.state = "running"
             seq.ctx0 = need
             seq.g0 = steps
-            seq.admit_no = admit_no = next(self._admits)
-            if seq.open_version != self.version:
-                self._close_span(seq)
+            seq.admit_no = admit_no = next(admits)
+            if seq.open_version != version:  # `_close_span`, inlined (generated: gen0)
+                gen = seq.gen0
+                if gen > seq.open_from:
+                    self._add_span(seq, seq.open_version, gen - seq.open_from)
+                seq.open_version = version
+                seq.open_from = gen
             running[seq.rid] = seq
-            self._ctx_base += need - steps
+            base += need - steps
             ctx += need
             tokens += need
             squares += need * need
             admitted += 1
             push(finish, (steps + seq.target - seq.gen0, admit_no, seq))
-            self._emit("request_admit", group=req.group, sample=req.sample, engine=self.index)
+            emit("request_admit", group=req.group, sample=req.sample, engine=index)
+        if not admitted:
+            return 0.0  # what `prefill_time` says of none
+        self._ctx_base = base
+        self._waiting_n -= admitted
         return self._decode.prefill_time(tokens, squares, admitted)
 
     def _preempt(self) -> None:
@@ -373,7 +430,9 @@ class SimEngine:
 
     def _requeue(self, seq: _Seq) -> None:
         """A running sequence back to the queue, its tokens kept and its cache freed."""
-        self._detach(seq)
+        del self._running[seq.rid]
+        self._ctx_base -= seq.ctx0 - seq.g0
+        seq.gen0 = seq.gen0 + (self._steps - seq.g0)
         seq.state = "waiting"
         heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
         self._waiting_n += 1

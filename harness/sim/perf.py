@@ -179,6 +179,9 @@ class TableDecodeModel(StepJump):
     small_batch: int = 0
     small_batch_scale: float = 1.0
     prefill_lanes: int = 1
+    # (a, c) by batch, kept: every segment asks for one
+    _coef: dict[int, tuple[float, float]] = field(default_factory=dict, init=False,
+                                                  compare=False, repr=False)
 
     @classmethod
     def from_table(cls, table: Any) -> TableDecodeModel:
@@ -192,7 +195,7 @@ class TableDecodeModel(StepJump):
 
     def coefficients(self, b: int) -> tuple[float, float]:
         """(a, c) at batch b, computed once per batch (steps_time asks on every segment)."""
-        cache = self.__dict__.setdefault("_coef", {})
+        cache = self._coef
         if b not in cache:
             cache[b] = interpolate(self.batches, self.fixed_s, self.per_ctx_s, b)
         return cache[b]
@@ -200,7 +203,10 @@ class TableDecodeModel(StepJump):
     def steps_time(self, n: int, b: int, ctx: int) -> float:
         if n <= 0:
             return 0.0
-        a, c = self.coefficients(b)
+        try:
+            a, c = self._coef[b]
+        except KeyError:
+            a, c = self.coefficients(b)
         t = n * a + c * (n * ctx / b + n * (n - 1) / 2)
         return self.small_batch_scale * t if b <= self.small_batch else t
 

@@ -66,9 +66,13 @@ class LeastLoaded:
         return index
 
     def give_back(self, index: int) -> None:
-        self.counts[index] -= 1
-        heapq.heappush(self._heap, (self.counts[index], index))
-        if len(self._heap) > 4 * len(self.counts) + 64:  # stale entries: start afresh
+        counts = self.counts
+        count = counts[index] = counts[index] - 1
+        if self._active == 1:  # `take` reads no heap then; the `active` setter rebuilds it
+            return
+        heap = self._heap
+        heapq.heappush(heap, (count, index))
+        if len(heap) > 4 * len(counts) + 64:  # stale entries: start afresh
             self._rebuild()
 
     def _rebuild(self) -> None:
@@ -100,6 +104,7 @@ class EnginePool:
         self._router = route(len(engines))
         self._retired_preemptions = 0
         self._heap = engines[0].loop
+        self._soon, self._back = self._heap.call_soon, self._returned  # bound once
 
     @property
     def version(self) -> int:
@@ -115,30 +120,26 @@ class EnginePool:
 
     def submit(self, request: Request) -> Wait:
         outer = Wait()
-        self._dispatch(request, partial(_deliver, outer))
+        self.submit_then(request, partial(_deliver, outer))
         return outer
 
     def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
         """`submit`, calling `done(response)` a turn after the request ends, with no Wait
         (a group served by callbacks: harness/sim/serve.py)."""
-        self._dispatch(request, done)
-
-    def _dispatch(self, request: Request, done: Callable[[Response], Any]) -> None:
         index = self._router.take(request)
         rid = request.id
         self._live[rid] = (request, done, index)
         # Called as the replica ends the request: `_returned` is scheduled then, as the
         # callback of a Wait the replica returned would be.
-        self.engines[index].submit_then(request, partial(self._heap.call_soon,
-                                                         self._returned, rid))
+        self.engines[index].submit_then(request, partial(self._soon, self._back, rid), rid)
 
     def _returned(self, request_id: str, response: Response) -> None:
         request, done, index = self._live.pop(request_id)
         self._router.give_back(index)
-        if request_id in self._moving and response.status == "aborted":
+        if self._moving and request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
             resume = response if response.tokens > 0 else request.resume
-            self._dispatch(dataclasses.replace(request, resume=resume), done)
+            self.submit_then(dataclasses.replace(request, resume=resume), done)
         else:
             done(response)
 
@@ -153,12 +154,16 @@ class EnginePool:
         return out
 
     async def pause(self, mode: PauseMode = "keep") -> None:
-        for engine in self.engines:
-            await engine.pause(mode)
+        if mode == "drain":  # one replica after another, each until it is empty
+            for engine in self.engines:
+                await engine.pause(mode)
+        else:  # no replica waits: plain calls, not a coroutine each
+            for engine in self.engines:
+                engine.pause_now(mode)
 
     async def resume(self) -> None:
         for engine in self.engines:
-            await engine.resume()
+            engine.resume_now()
 
     def load(self) -> EngineLoad:
         loads = [e.load() for e in self.engines[: self._router.active]]
