@@ -1,16 +1,7 @@
-"""A continuous-batching inference engine on the virtual clock.
-
-The engine runs in *segments*: between scheduling events the running batch is
-constant, so it plans n decode steps at once (up to the next completion or the
-step at which the KV cache would overflow) and sets one timer. Any outside call
-(submit, abort, pause, new weights) cuts the segment at the step then running,
-exactly as a real engine finishes its current step before it reschedules.
-
-Sequences progress lazily: a sequence admitted at global step g0 with m tokens
-has m + (G - g0) tokens at global step G, so a segment costs O(log b) work,
-not O(b). Admission is by priority then arrival (FIFO by default); when the
-cache is full the most recently admitted sequence is preempted and later
-recomputed (its tokens are kept; its prefix is prefilled again on readmission).
+"""A continuous-batching inference engine on the virtual clock: its contract (submit,
+abort, pause, install) and each request's bookkeeping (its tokens, version spans and
+response). Its timeline, the segments of decode steps, admission and preemption by
+recomputation, is `harness.sim.batching.Batching`; `SimEngine` is both.
 """
 
 from __future__ import annotations
@@ -22,39 +13,13 @@ from operator import attrgetter
 from typing import Any
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
+from harness.sim.batching import Batching, _Seq
 from harness.sim.co import Wait, sleep
-from harness.sim.heap import Entry, Heap, cancel
+from harness.sim.heap import Entry, Heap
 from harness.sim.perf import StepJump
 
 
-class _Seq:
-    __slots__ = (
-        "req", "done", "target", "ctx0", "gen0", "g0", "spans", "open_version",
-        "open_from", "arrival", "state", "admit_no", "rid",
-    )
-
-    def __init__(self, req: Request, done: Callable[[Response], Any], target: int,
-                 arrival: int, rid: str):
-        self.req = req
-        self.rid = rid  # the running map's key, formatted once
-        self.done = done  # called with the response when the request ends
-        self.target = target
-        resumed = req.resume
-        self.gen0 = resumed.tokens if resumed else 0
-        self.spans: list[list[int]] = [list(s) for s in resumed.version_spans] if resumed else []
-        self.open_version = -1
-        self.open_from = self.gen0
-        self.ctx0 = 0
-        self.g0 = 0
-        self.arrival = arrival
-        self.state = "waiting"
-        self.admit_no = 0
-
-    def generated(self, steps: int) -> int:
-        return self.gen0 + (steps - self.g0) if self.state == "running" else self.gen0
-
-
-class SimEngine:
+class SimEngine(Batching):
     """Implements `harness.core.runtime.Engine` on the simulator's event heap."""
 
     def __init__(
@@ -259,180 +224,3 @@ class SimEngine:
         seq.done(resp)
         return resp
 
-    # -- scheduling ------------------------------------------------------
-    def wake(self) -> None:
-        """Replan now (the GPUs came back after a colocated switch)."""
-        self._interrupt()
-
-    def _interrupt(self) -> None:
-        """Something changed: cut the segment and replan at the step boundary."""
-        if self._seg is not None:
-            self._cut_at_boundary()
-        elif self._replan is None:
-            self._replan = self.loop.call_soon(self._plan)
-
-    def _cut_at_boundary(self) -> None:
-        now = self.loop.now
-        if self._seg is self._cut_seg and now == self._cut_now:
-            return  # cut at this very time already (a burst of submits): same step
-        start, n, b, ctx = self._seg  # type: ignore[misc]
-        k = self._decode.steps_within(now - start, b, ctx, n)
-        self._cut_now = now
-        if k < n:
-            cancel(self._timer)  # type: ignore[arg-type]
-            when = start + self._decode.steps_time(k, b, ctx)
-            self._seg = (start, k, b, ctx)
-            self._timer = self.loop.call_at(when, self._on_segment_end)
-        self._cut_seg = self._seg
-
-    def _cut(self) -> None:
-        """Stop now (pause, abort, install): only the steps completed by now count;
-        the step in progress is dropped, so an aborted response holds no token
-        that was not generated yet."""
-        if self._seg is not None:
-            start, n, b, ctx = self._seg
-            k = self._decode.steps_completed(self.loop.time() - start, b, ctx, n)
-            cancel(self._timer)  # type: ignore[arg-type]
-            self._seg = None
-            self._timer = None
-            self._advance(k)
-        if self._replan is not None:
-            cancel(self._replan)
-            self._replan = None
-
-    def _on_segment_end(self) -> None:
-        steps = self._steps + self._seg[1]  # type: ignore[index]
-        self._seg = None
-        self._timer = None
-        self._steps = steps  # `_advance`, inlined
-        heap = self._finish_heap
-        while heap and heap[0][0] <= self._steps:
-            seq = heapq.heappop(heap)[2]
-            if seq.state == "running" and seq.g0 + seq.target - seq.gen0 <= self._steps:
-                self._end(seq, "finished")
-        if (self._running or self._waiting or self._share is not None
-                or self._drained is not None):
-            self._plan()  # else it would find nothing to do (an engine one request at a time)
-
-    def _advance(self, n: int) -> None:
-        self._steps += n
-        heap = self._finish_heap
-        while heap and heap[0][0] <= self._steps:
-            _, _, seq = heapq.heappop(heap)
-            if seq.state == "running" and seq.g0 + seq.target - seq.gen0 <= self._steps:
-                self._end(seq, "finished")
-
-    def _plan(self) -> None:
-        self._replan = None
-        paused = self._paused
-        if paused is True or self._seg is not None:
-            return
-        share = self._share
-        if share is not None and not share.engine_holds():
-            if not self.idle():
-                share.engine_wants()
-            return
-        if paused is False:
-            prefill = self._admit() if self._waiting else 0.0
-        else:
-            prefill = 0
-        running = self._running
-        b = len(running)
-        if b == 0:
-            drained = self._drained
-            if drained is not None and not drained.done():
-                drained.set_result(None)
-            if share is not None and self._waiting_n == 0:
-                share.engine_idle()
-            return
-        steps, capacity = self._steps, self._capacity
-        ctx = self._ctx_base + b * steps
-        while ctx + b > capacity and b > 1:
-            self._preempt()
-            b = len(running)
-            ctx = self._ctx_base + b * steps
-        heap = self._finish_heap
-        while True:  # drop entries of sequences that left or were readmitted since
-            due, _, head = heap[0]
-            if head.state == "running" and due == head.g0 + head.target - head.gen0:
-                break
-            heapq.heappop(heap)
-        n = due - steps  # max(1, min(due - steps, room)), without the builtins' calls
-        room = (capacity - ctx) // b
-        if room < n:
-            n = room
-        if n < 1:
-            n = 1
-        loop = self.loop
-        start = loop.now + prefill
-        self._seg = (start, n, b, ctx)
-        self._timer = loop.call_at(start + self._decode.steps_time(n, b, ctx),
-                                   self._on_segment_end)
-
-    def _admit(self) -> float:
-        """Admit waiting sequences that fit; returns the prefill time they cost."""
-        running, steps, capacity = self._running, self._steps, self._capacity
-        base = self._ctx_base
-        ctx = base + len(running) * steps
-        waiting = self._waiting
-        if not waiting:
-            return 0.0
-        if running:  # nothing fits (the usual answer with a full cache): said early
-            if ctx + 1 > capacity or len(running) >= self._max_running:
-                return 0.0  # not even an empty prompt would fit, or no room in the batch
-            head = waiting[0][2]
-            if head.state == "waiting" and ctx + head.req.prompt.tokens + head.gen0 >= capacity:
-                return 0.0  # the first in line waits, and so do those behind it
-        tokens = squares = admitted = 0
-        pop, push, finish = heapq.heappop, heapq.heappush, self._finish_heap
-        emit, index, version, admits = self._emit, self.index, self.version, self._admits
-        max_running = self._max_running
-        while waiting and len(running) < max_running:
-            seq = waiting[0][2]
-            if seq.state != "waiting":
-                pop(waiting)
-                continue
-            req = seq.req
-            need = req.prompt.tokens + seq.gen0
-            if ctx + need + 1 > capacity and running:
-                break
-            pop(waiting)
-            seq.state = "running"
-            seq.ctx0 = need
-            seq.g0 = steps
-            seq.admit_no = admit_no = next(admits)
-            if seq.open_version != version:  # `_close_span`, inlined (generated: gen0)
-                gen = seq.gen0
-                if gen > seq.open_from:
-                    self._add_span(seq, seq.open_version, gen - seq.open_from)
-                seq.open_version = version
-                seq.open_from = gen
-            running[seq.rid] = seq
-            base += need - steps
-            ctx += need
-            tokens += need
-            squares += need * need
-            admitted += 1
-            push(finish, (steps + seq.target - seq.gen0, admit_no, seq))
-            emit("request_admit", group=req.group, sample=req.sample, engine=index)
-        if not admitted:
-            return 0.0  # what `prefill_time` says of none
-        self._ctx_base = base
-        self._waiting_n -= admitted
-        return self._decode.prefill_time(tokens, squares, admitted)
-
-    def _preempt(self) -> None:
-        """Evict the newest running sequence; it is recomputed when readmitted."""
-        seq = next(reversed(self._running.values()))
-        self._requeue(seq)
-        self.preemptions += 1
-        self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)
-
-    def _requeue(self, seq: _Seq) -> None:
-        """A running sequence back to the queue, its tokens kept and its cache freed."""
-        del self._running[seq.rid]
-        self._ctx_base -= seq.ctx0 - seq.g0
-        seq.gen0 = seq.gen0 + (self._steps - seq.g0)
-        seq.state = "waiting"
-        heapq.heappush(self._waiting, (seq.req.priority, seq.arrival, seq))
-        self._waiting_n += 1
