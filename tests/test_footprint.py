@@ -18,8 +18,9 @@ def test_samples_and_estimate_by_hand() -> None:
     cfg = RunConfig(groups=1000, group_size=8, rounds=2)
     fp = footprint.estimate(cfg)
     assert fp.samples == 16_000  # 1000 x 8 x 2
-    assert fp.memory_bytes == 60e6 + 6e3 * 16_000  # 156 MB
-    assert fp.trace_bytes == 1.5e3 * 16_000  # 24 MB
+    assert fp.memory_bytes == 270e6 + 2.5e3 * 16_000  # 310 MB
+    assert fp.trace_bytes == 1.5e3 * 16_000  # 24 MB as plain lines
+    assert footprint.estimate(cfg, compressed=True).trace_bytes == 0.15e3 * 16_000  # 2.4 MB
     over = RunConfig(groups=32, group_size=8, rounds=1, over_sampling_groups=64)
     assert footprint.samples_drawn(over) == 512  # the 64 groups in flight, not R = 32
 
@@ -32,26 +33,32 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, str, Path]:
 
 def test_a_run_past_memory_is_refused_in_one_line(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(footprint, "available_memory", lambda: 100e6)  # 80 MB to give
-    # 32 x 8 x 1 = 256 samples: 60 MB + 1.5 MB = 62 MB fits
+    monkeypatch.setattr(footprint, "available_memory", lambda: 400e6)  # 320 MB to give
+    # 32 x 8 x 1 = 256 samples: 270 MB + 0.64 MB = 270.64 MB fits
     code, _, out = _run(tmp_path, "-R", "32", "--rounds", "1", "--json")
     assert code == 0
-    # 1,000 x 8 x 1 = 8,000 samples: 60 MB + 48 MB = 108 MB > 80 MB
+    # 4,000 x 8 x 1 = 32,000 samples: 270 MB + 80 MB = 350 MB > 320 MB
     (tmp_path / "o").rename(tmp_path / "fitted")
-    code, text, out = _run(tmp_path, "-R", "1000", "--rounds", "1")
+    code, text, out = _run(tmp_path, "-R", "4000", "--rounds", "1")
     assert code == 2 and not out.exists()  # nothing written
     lines = text.strip().splitlines()
-    assert len(lines) == 1 and "8,000 samples" in lines[0]
-    assert "108 MB in memory" in lines[0] and "80 MB to give" in lines[0]
+    assert len(lines) == 1 and "32,000 samples" in lines[0]
+    assert "350 MB in memory" in lines[0] and "320 MB to give" in lines[0]
 
 
 def test_a_trace_past_the_free_disk_is_refused(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(footprint, "free_disk", lambda path: 1e6)  # 1 MB free
-    # 32 x 8 x 1 = 256 samples x 1.5 KB = 384 KB fits; 1,000 x 8 = 12 MB does not
+    # compressed (the default): 1,000 x 8 = 8,000 samples x 0.15 KB = 1.2 MB does not fit
     code, text, out = _run(tmp_path, "-R", "1000", "--rounds", "1")
-    assert code == 2 and "trace of about 12 MB" in text and "1 MB free" in text
+    assert code == 2 and "trace of about 1.2 MB (0.15 KB each)" in text and "1 MB free" in text
     assert not out.exists()
+    # 100 x 8 = 800 samples: 120 KB compressed fits; as plain lines, 1.5 KB each, 1.2 MB not
+    code, text, out = _run(tmp_path, "-R", "100", "--rounds", "1", "--trace-format", "jsonl")
+    assert code == 2 and "trace of about 1.2 MB (1.5 KB each)" in text
+    assert not out.exists()
+    code, _, out = _run(tmp_path, "-R", "100", "--rounds", "1", "--json")
+    assert code == 0 and (out / "trace.jsonl.zst").exists()
 
 
 def _sweep(tmp_path: Path, groups: list[int], *args: str) -> tuple[int, str, str, Path]:
@@ -66,44 +73,45 @@ def _sweep(tmp_path: Path, groups: list[int], *args: str) -> tuple[int, str, str
 def test_a_sweep_cell_past_memory_is_refused_before_any_cell_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cell that cannot fit is named, with the numbers `run` gives for it alone."""
-    monkeypatch.setattr(footprint, "available_memory", lambda: 100e6)  # 80 MB to give
-    # R = 32 fits (256 samples, 61.5 MB); R = 1,000: 8,000 samples, 60 + 48 = 108 MB
-    code, stdout, stderr, out = _sweep(tmp_path, [32, 1000], "-j", "1")
+    monkeypatch.setattr(footprint, "available_memory", lambda: 400e6)  # 320 MB to give
+    # R = 32 fits (256 samples, 270.64 MB); R = 4,000: 32,000 samples, 270 + 80 = 350 MB
+    code, stdout, stderr, out = _sweep(tmp_path, [32, 4000], "-j", "1")
     assert code == 2 and not out.exists() and stdout == ""  # nothing ran, nothing written
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: cell groups=1000: -R 1000 x K 8 x "
-                                                   "1 round(s): 8,000 samples"), stderr
-    assert "108 MB in memory" in lines[0] and "80 MB to give" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error: cell groups=4000: -R 4000 x K 8 x "
+                                                   "1 round(s): 32,000 samples"), stderr
+    assert "350 MB in memory" in lines[0] and "320 MB to give" in lines[0]
 
 
 def test_sweep_cells_that_fit_alone_but_not_at_once_name_the_jobs_that_fit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(footprint, "available_memory", lambda: 150e6)  # 120 MB to give
-    # 60 + 6 KB x 256 = 61.536 MB and 60 + 6 KB x 512 = 63.072 MB: 124.608 MB together
+    monkeypatch.setattr(footprint, "available_memory", lambda: 500e6)  # 400 MB to give
+    # 270 + 2.5 KB x 256 = 270.64 MB and 270 + 2.5 KB x 512 = 271.28 MB: 541.92 together
     code, stdout, stderr, out = _sweep(tmp_path, [32, 64], "-j", "2")
     assert code == 2 and not out.exists() and stdout == ""
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "--jobs 2: the 2 largest cells at once" in lines[0], stderr
-    assert "125 MB in memory" in lines[0] and "120 MB to give" in lines[0]
+    assert "542 MB in memory" in lines[0] and "400 MB to give" in lines[0]
     assert lines[0].endswith("-j 1 fits")
 
 
 def test_sweep_traces_past_the_free_disk_together_are_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(footprint, "free_disk", lambda path: 2e6)  # 2 MB free
-    # 1.5 KB x 8 x (48 + 64 + 80) = 576 + 768 + 960 KB = 2.304 MB, each under 2 MB
+    monkeypatch.setattr(footprint, "free_disk", lambda path: 0.2e6)  # 0.2 MB free
+    # compressed cells: 0.15 KB x 8 x (48 + 64 + 80) = 57.6 + 76.8 + 96 KB = 230.4 KB,
+    # each under 200 KB
     code, stdout, stderr, out = _sweep(tmp_path, [48, 64, 80], "-j", "1")
     assert code == 2 and not out.exists() and stdout == ""
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "3 cells would write traces of about 2.3 MB" in lines[0]
-    assert "2 MB free" in lines[0]
+    assert len(lines) == 1 and "3 cells would write traces of about 0.23 MB" in lines[0]
+    assert "(0.15 KB a sample)" in lines[0] and "0.2 MB free" in lines[0]
 
 
 def test_a_plan_whose_largest_configuration_cannot_fit_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan's points run the recipe's R, K and rounds, over-sampled up to 2R: the
     largest is checked before the space is enumerated (its traces go to /dev/null)."""
-    monkeypatch.setattr(footprint, "available_memory", lambda: 300e6)  # 240 MB to give
+    monkeypatch.setattr(footprint, "available_memory", lambda: 420e6)  # 336 MB to give
     args = ["plan", "--model", "qwen3-1.7b", "--gpus", "2", "--gpu", "a100-40gb-pcie",
             "--trainer-gpu", "rtx-4090", "--trainer-gpus", "8", "--workload", "sci-jl",
             "-R", "1000", "-K", "8", "-U", "8", "--rounds", "2", "--systems", "slime,cgp-april",
@@ -112,12 +120,12 @@ def test_a_plan_whose_largest_configuration_cannot_fit_is_refused(
     assert result.exit_code == 2 and not (tmp_path / "p").exists()
     lines = result.stderr.strip().splitlines()
     # cgp-april over-samples 2R = 2,000 groups: 2,000 x 8 x 2 = 32,000 samples,
-    # 60 + 192 = 252 MB (slime's 16,000 samples, 156 MB, would fit)
+    # 270 + 80 = 350 MB (slime's 16,000 samples, 310 MB, would fit)
     assert len(lines) == 1 and ("cgp-april over=2000 partial=y: -R 1000 x K 8 x 2 round(s) "
                                 "(over-sampling 2000 groups): 32,000 samples would hold about "
-                                "252 MB") in lines[0], result.output
-    monkeypatch.setattr(footprint, "available_memory", lambda: 400e6)  # 320 MB to give
-    result = CliRunner().invoke(app, [*args, "--jobs", "2"])  # 2 x 252 MB = 504 MB
+                                "350 MB") in lines[0], result.output
+    monkeypatch.setattr(footprint, "available_memory", lambda: 600e6)  # 480 MB to give
+    result = CliRunner().invoke(app, [*args, "--jobs", "2"])  # 2 x 350 MB = 700 MB
     assert result.exit_code == 2 and not (tmp_path / "p").exists()
-    assert "--jobs 2: 2 configurations at once would hold about 504 MB" in result.stderr
+    assert "--jobs 2: 2 configurations at once would hold about 700 MB" in result.stderr
     assert result.stderr.strip().endswith("-j 1 fits")

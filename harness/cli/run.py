@@ -190,10 +190,13 @@ def run_cmd(
                            steps_per_rollout=steps_per_rollout, runtime=runtime,
                            ray_address=ray_address, model=model, gpu=gpu)
         refuse_existing_run(out, force)
-        check_footprint(cfg, out)  # memory and trace size, before anything is written
     except (ConfigError, UnknownName) as err:
         fail(str(err))
     trace = trace_file(out, trace_format, cfg.runtime)
+    try:  # memory and trace size, before anything is written
+        check_footprint(cfg, out, compressed=trace.suffix == ".zst")
+    except ConfigError as err:
+        fail(str(err))
     for note in cluster_notes(cfg):
         typer.echo(f"note: {note}", err=True)
     made = out_dir(out)

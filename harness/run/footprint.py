@@ -7,18 +7,20 @@ killed by the kernel with an 854 MB partial trace behind it. A run that cannot f
 now refused in one line, with the estimate and the limit, before anything is written.
 
 The per-sample figures were measured on this simulator (`/usr/bin/time -f %M`, the
-default system and workload, K = 8, one round; peak resident memory and trace bytes):
+default system and workload, K = 8, one round; peak resident memory and trace bytes),
+on 2026-11-29, after the lean core of #36 (one event heap, traces packed in zstd blocks):
 
-    R      samples   peak RSS   trace
-    32         256    61.2 MB    0.10 MB
-    256      2,048    70.6 MB    2.04 MB
-    1024     8,192   101.7 MB   10.08 MB
-    4096    32,768   224.2 MB   43.28 MB
+    R      samples   peak RSS   trace (.jsonl.zst)
+    32         256   251.1 MB     0.01 MB
+    1024     8,192   273.0 MB     0.80 MB
+    4096    32,768   320.8 MB     3.31 MB   (plain .jsonl: 43.1 MB, 315.5 MB peak)
+    16384  131,072   514.8 MB    13.42 MB
 
-that is about 5.0 KB of memory and 1.3 KB of trace per sample above a 60 MB base,
-linear in samples (R = 256 with K = 32, or with 4 rounds, lands on the same line).
-The figures used below are rounded up so that the estimate errs toward refusing a
-run that would only just fit.
+that is about 2.0 KB of memory and 0.10 KB of compressed trace (1.31 KB plain) per
+sample above a base of about 255 MB (the interpreter, numpy, pandas, msgspec and the
+kernel tables), linear in samples. Before the lean core: 5.0 KB of memory and 1.3 KB
+of trace per sample above 60 MB. The figures used below are rounded up so that the
+estimate errs toward refusing a run that would only just fit.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from pathlib import Path
 
 from harness.core.config import ConfigError, RunConfig
 
-BASE_BYTES = 60e6  # the interpreter, the simulator and its tables, before any sample
-MEMORY_PER_SAMPLE = 6e3  # bytes held per sample drawn (5.0 KB measured, rounded up)
-TRACE_PER_SAMPLE = 1.5e3  # trace bytes written per sample drawn (1.3 KB measured)
+BASE_BYTES = 270e6  # the interpreter, the simulator and its tables, before any sample
+MEMORY_PER_SAMPLE = 2.5e3  # bytes held per sample drawn (2.0 KB measured, rounded up)
+TRACE_PER_SAMPLE = 1.5e3  # plain trace bytes written per sample drawn (1.31 KB measured)
+ZST_PER_SAMPLE = 0.15e3  # compressed (trace.jsonl.zst, the simulator's; 0.10 KB measured)
 MEMORY_SHARE = 0.8  # of the memory available now: the rest for everything else
 
 
@@ -59,10 +62,12 @@ def samples_drawn(cfg: RunConfig) -> int:
     return groups_per_round(cfg) * cfg.group_size * cfg.rounds
 
 
-def estimate(cfg: RunConfig) -> Footprint:
-    """The run's memory and trace size from the measured per-sample figures."""
+def estimate(cfg: RunConfig, compressed: bool = False) -> Footprint:
+    """The run's memory and trace size from the measured per-sample figures;
+    `compressed`: the trace is written as .jsonl.zst."""
     n = samples_drawn(cfg)
-    return Footprint(n, BASE_BYTES + MEMORY_PER_SAMPLE * n, TRACE_PER_SAMPLE * n)
+    per_sample = ZST_PER_SAMPLE if compressed else TRACE_PER_SAMPLE
+    return Footprint(n, BASE_BYTES + MEMORY_PER_SAMPLE * n, per_sample * n)
 
 
 def available_memory() -> float:
@@ -109,12 +114,13 @@ def memory_room() -> float:
 
 
 def check_footprint(cfg: RunConfig, out: Path | None, room: float | None = None,
-                    disk: float | None = None) -> Footprint:
+                    disk: float | None = None, compressed: bool = False) -> Footprint:
     """Refuse (ConfigError, one line) a simulated run whose memory or trace will not fit
     on this machine, with the estimate and the limit; returns the estimate. `out` None:
     no trace is kept (a plan's points write theirs to /dev/null). `room` and `disk`,
-    when given, are the limits already read (one reading for a sweep's many cells)."""
-    fp = estimate(cfg)
+    when given, are the limits already read (one reading for a sweep's many cells);
+    `compressed`: the trace is written as .jsonl.zst."""
+    fp = estimate(cfg, compressed)
     if cfg.runtime != "sim":
         return fp
     room = memory_room() if room is None else room
@@ -130,7 +136,8 @@ def check_footprint(cfg: RunConfig, out: Path | None, room: float | None = None,
     if fp.trace_bytes > disk:
         raise ConfigError(
             f"{shape(cfg)}: {fp.samples:,} samples would write a trace of about "
-            f"{gb(fp.trace_bytes)} ({TRACE_PER_SAMPLE / 1e3:g} KB each); --out {out} has "
+            f"{gb(fp.trace_bytes)} ({fp.trace_bytes / max(fp.samples, 1) / 1e3:g} KB each); "
+            f"--out {out} has "
             f"{gb(disk)} free: lower -R, -K or --rounds, or give another --out")
     return fp
 
@@ -160,7 +167,8 @@ def check_cells(named: Sequence[tuple[str, RunConfig]], out: Path, jobs: int,
     prints = []
     for name, cfg in named:
         try:
-            fp = check_footprint(cfg, out, room, disk)
+            fp = check_footprint(cfg, out, room, disk,  # a simulated cell's trace: zst
+                                 compressed=cfg.runtime == "sim")
         except ConfigError as err:
             raise ConfigError(f"{name}: {err}") from None
         if cfg.runtime == "sim":
@@ -171,5 +179,5 @@ def check_cells(named: Sequence[tuple[str, RunConfig]], out: Path, jobs: int,
     if written > disk:
         raise ConfigError(
             f"--out {out}: {len(prints)} cells would write traces of about {gb(written)} in "
-            f"all ({TRACE_PER_SAMPLE / 1e3:g} KB a sample); it has {gb(disk)} free: fewer "
+            f"all ({ZST_PER_SAMPLE / 1e3:g} KB a sample); it has {gb(disk)} free: fewer "
             f"or smaller cells, or another --out")
