@@ -156,8 +156,8 @@ def verl() -> dict[str, float]:
 def million(rounds: int) -> dict[str, float]:
     """verl-fully-async with 128 engines (512 H20s at TP 4, the 7B setup, the main
     reading's lengths), R 512 x K 16 a sync window, `rounds` windows (128: 1,048,576
-    requests), run as `rolloutbench run` runs it (its trace written); the child's peak
-    RSS in bytes."""
+    requests), run as `rolloutbench run` runs it (its trace written, in the tree's own
+    form); the child's peak RSS in bytes."""
     from harness.run.execute import execute
     from harness.studies.reproduce import verl_async
     from harness.studies.reproduce.verl_async import runs
@@ -170,11 +170,21 @@ def million(rounds: int) -> dict[str, float]:
         run = runs.Run("million", cfg, 128)
         cfg = verl_async.trainer(runs.with_lengths(
             run, {k: v[0] for k, v in fitted.items()}, Path(tmp)), fitted[128], reading)
-        out = timed(lambda: execute(cfg, Path(tmp) / "trace.jsonl"))
+        out = timed(lambda: execute(cfg, Path(tmp) / _trace_name()))
         written = sum(p.stat().st_size for p in Path(tmp).glob("trace*"))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return {**out, "rss": rss, "trace_bytes": written, "engines": cfg.sim.rollout_engines,
             "requests": cfg.groups * cfg.group_size * cfg.rounds}
+
+
+def _trace_name() -> str:
+    """The trace a simulated `rolloutbench run` writes in this tree: trace.jsonl.zst since
+    #36's traces, trace.jsonl before."""
+    try:
+        from harness.core.trace_io import trace_name
+    except ImportError:
+        return "trace.jsonl"
+    return trace_name("sim")
 
 
 def cli(*argv: str) -> dict[str, float]:
