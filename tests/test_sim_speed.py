@@ -93,3 +93,25 @@ def test_fast_rounding_gives_pythons_doubles() -> None:
         [rng.uniform(1e6, 1e8) for _ in range(2000)] + [0.0, 0.0078125, 123.4567895, 0.1234567891]
     got, want = round6(times), [round(t, 6) for t in times]
     assert [struct.pack("d", g) for g in got] == [struct.pack("d", w) for w in want]
+
+
+@pytest.mark.parametrize("system", ["cgp", "verl-fully-async"])  # verl's rows are restated
+def test_a_large_runs_metrics_read_a_frame_at_a_time_are_the_same(
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `STREAM_EVENTS` the metrics go over the kept events a frame at a time on each
+    pass (`EventFrames`) instead of holding them all: the same rows. Frames of 7 events
+    and a threshold of 0 make this small run take that path, frames cut mid-round."""
+    from harness.run import execute as execution
+
+    cfg = RunConfig(system=system, workload="sci-jl", groups=16, rounds=3, seed=5)
+    whole = execute(cfg.validate(), tmp_path / "a.jsonl.zst")
+    monkeypatch.setattr(execution, "STREAM_EVENTS", 0)
+    monkeypatch.setattr(BufferedTraceWriter, "PACK", 7)
+
+    def held(*_: object) -> None:
+        raise AssertionError("a large run's metrics held every event")
+
+    monkeypatch.setattr(BufferedTraceWriter, "events", held)
+    cfg = RunConfig(system=system, workload="sci-jl", groups=16, rounds=3, seed=5)
+    assert repr(execute(cfg.validate(), tmp_path / "b.jsonl.zst")) == repr(whole)  # NaN-safe
+    assert len(whole) == 3

@@ -113,10 +113,14 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     spans: dict[int, list[float]] = defaultdict(list)  # batch -> [start, end, start, end...]
     span_open = _nan()  # spans of one trainer never overlap: an end closes the open span
     crosses = False  # a request finished in a later round than its own: a streaming run
-    owners = owning_rounds(events)
+    owners: list[int | None] = []  # `owning_rounds`, worked out in the same pass
+    owner: int | None = None
 
-    for e, owner in zip(events, owners, strict=True):
+    for e in events:
         ev = e["ev"]
+        if ev == "rollout_start":
+            owner = e["round"]
+        owners.append(owner)
         if ev == "request_finish":
             key = (e["group"], e["sample"])
             rnd = request_round.get(key)

@@ -39,7 +39,7 @@ from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.serve import GroupService
-from harness.sim.trace_buffer import BufferedTraceWriter
+from harness.sim.trace_buffer import BufferedTraceWriter, EventFrames
 from harness.sim.trainer import build as trainer_build
 from harness.sim.trainer import speed as trainer_speed
 from harness.sim.trainer.db import TrainerKernelError
@@ -143,6 +143,15 @@ class SimRuntime(RunnerBase):
         """The run's events (of `kinds`, when given) as the trace file holds them,
         without reading it back."""
         return self._writer.events(kinds)  # type: ignore[attr-defined]
+
+    def replay(self, kinds: Collection[str] | None = None) -> EventFrames:
+        """The run's events (of `kinds`) as `events` gives them, decoded anew a frame at
+        a time on each pass (a large run's metrics: see `BufferedTraceWriter.replay`)."""
+        return self._writer.replay(kinds)  # type: ignore[attr-defined]
+
+    def recorded(self) -> int:
+        """How many events the run has recorded so far."""
+        return self._writer.recorded()  # type: ignore[attr-defined]
 
     # -- the Runtime contract --------------------------------------------
     def now(self) -> float:
