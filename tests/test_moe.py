@@ -135,3 +135,20 @@ def test_a_bad_moe_config_is_one_line(tmp_path: Path, changes: dict[str, object]
 def test_a_bad_layout_is_one_line_before_any_work(tmp_path: Path, args: list[str],
                                                   said: str) -> None:
     assert said in run_refusal(tmp_path, args)
+
+
+def test_a_moe_trainer_on_a_gpu_without_bf16_expert_kernels_is_refused(tmp_path: Path) -> None:
+    """a100-40gb-pcie's tables hold no BF16 expert rows: said in one line as the trainer is
+    built, before the run (after the notes its build says), not as numpy's argmin error at
+    the first train step (it was `run failed`, exit 1, with a trace behind it)."""
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "run", "-R", "4", "--rounds", "1", "--out", str(out), "--model", "qwen3-30b-a3b",
+        "--gpu", "a100-40gb-pcie", "--set", "sim.trainer_gpu=a100-40gb-pcie",
+        "--set", "sim.trainer_gpus=64", "--set", "sim.trainer_ep=8",
+        "--set", "sim.rollout_engines=8", "--set", "sim.rollout_tp=4"])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert errors == ["error: sim.trainer_gpu=a100-40gb-pcie: the database has no BF16 MoE "
+                      "expert kernels; use sim.train_model=mfu"]
+    assert not out.exists()  # nothing written

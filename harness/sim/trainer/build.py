@@ -63,6 +63,9 @@ def from_config(sim: Any, calibration: dict[str, Any], hw: Hardware, model: Mode
     if problem:
         raise db.TrainerKernelError(f"sim.train_model=kernels: {problem}")
     db.tables(gpu)  # no kernels for this GPU: said now, before the run starts
+    if model.is_moe:  # nor for its experts: said now too, not at the first train step
+        db.moe_forward_s(gpu, 1, model.hidden, model.expert_intermediate // layout.tp,
+                         model.experts, model.experts_per_token, layout.ep)
     return KernelTrainModel(gpu, hw, model, layout, framework,
                             precision=str(sim.trainer_precision),
                             passes=Passes(forwards=int(sim.log_prob_forwards),

@@ -214,6 +214,9 @@ def _moe_curve(gpu: str, hidden: int, inter: int, experts: int, topk: int, ep: i
                                  f"{gpu}; use sim.train_model=mfu")
     t = t[(t["moe_dtype"] == "bfloat16") & (t["moe_tp_size"] == 1)
           & (t["distribution"] == "balanced")]
+    if t.empty:  # a100's tables hold only other precisions' expert rows
+        raise TrainerKernelError(f"sim.trainer_gpu={gpu}: the database has no BF16 MoE expert "
+                                 f"kernels; use sim.train_model=mfu")
     e0 = _nearest(t["moe_ep_size"].unique().astype(float), ep)
     t = t[t["moe_ep_size"] == e0]
     h0 = _nearest(t["hidden_size"].unique().astype(float), hidden)
