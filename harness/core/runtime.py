@@ -15,7 +15,7 @@ trace is complete and comparable. A system records only its own decisions
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -56,6 +56,11 @@ class Request:
     @property
     def id(self) -> str:
         return f"{self.group}.{self.sample}"
+
+    def continued(self, aborted: Response) -> Request:
+        """This request sent again after its `aborted` response: on from that response's
+        tokens, or from the prefix it was resumed from when it made none."""
+        return replace(self, resume=aborted if aborted.tokens > 0 else self.resume)
 
 
 def prompt_field(request: Request) -> dict[str, int]:

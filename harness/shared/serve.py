@@ -9,7 +9,6 @@ version is the reference that trace for trace it must match.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +29,7 @@ async def _sample(rt: Runtime, request: Request,
             on_response(response)
         if response.status != "aborted":
             return response
-        resume = response if response.tokens > 0 else request.resume
-        request = dataclasses.replace(request, resume=resume)
+        request = request.continued(response)
 
 
 async def serve(

@@ -17,7 +17,6 @@ other) and is recorded as a `placement_switch` event.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -138,8 +137,7 @@ class EnginePool:
         self._router.give_back(index)
         if self._moving and request_id in self._moving and response.status == "aborted":
             self._moving.discard(request_id)  # a migration: continue on another replica
-            resume = response if response.tokens > 0 else request.resume
-            self.submit_then(dataclasses.replace(request, resume=resume), done)
+            self.submit_then(request.continued(response), done)
         else:
             done(response)
 

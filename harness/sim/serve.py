@@ -15,7 +15,6 @@ response arrives, not a turn later); the times and events are the same.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -50,9 +49,7 @@ class GroupService(Wait):
             self.on_response(response)
         request = response.request
         if self.retry and response.status == "aborted":  # on from its tokens, at once
-            resume = response if response.tokens > 0 else request.resume
-            self.rt.engine.submit_then(dataclasses.replace(request, resume=resume),
-                                       self._answered)
+            self.rt.engine.submit_then(request.continued(response), self._answered)
             return
         self.responses[request.sample] = response
         self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
