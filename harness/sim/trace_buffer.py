@@ -137,10 +137,15 @@ class BufferedTraceWriter(TraceWriter):
         decoded at once; no schema check: the writer is ours), only those of
         `kinds` when given (only those are decoded)."""
         out: list[dict[str, Any]] = []
-        for chunk in self._lines(kinds):  # a frame at a time: never all the lines at once
-            if chunk:
-                out += _decoder.decode(b"[" + b",".join(chunk) + b"]")
+        for frame in self._decoded(kinds):  # a frame at a time: never all the lines at once
+            out += frame
         return out
+
+    def _decoded(self, kinds: Collection[str] | None) -> Iterator[list[dict[str, Any]]]:
+        """The events (of `kinds`) decoded, a frame's list at a time."""
+        for chunk in self._lines(kinds):
+            if chunk:
+                yield _decoder.decode(b"[" + b",".join(chunk) + b"]")
 
     def recorded(self) -> int:
         """Events recorded so far (packed and not yet)."""
@@ -174,9 +179,8 @@ class EventFrames:
         self._writer, self._kinds = writer, kinds
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for chunk in self._writer._lines(self._kinds):
-            if chunk:
-                yield from _decoder.decode(b"[" + b",".join(chunk) + b"]")
+        for frame in self._writer._decoded(self._kinds):
+            yield from frame
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if index != 0:
