@@ -171,7 +171,7 @@ def run_cmd(
     trace ends with a run_end that says so."""
     from harness.core.files import dump_json, provenance, write_atomic
     from harness.core.metrics import ROUND_METRIC_EVENTS
-    from harness.core.trace_io import TRACE_NAMES
+    from harness.core.trace_io import TRACE_NAMES, compressed_name
     from harness.core.yardstick import EVENTS
     from harness.run.checks import out_dir, refuse_existing_run
     from harness.run.execute import execute, reads
@@ -194,7 +194,7 @@ def run_cmd(
         fail(str(err))
     trace = trace_file(out, trace_format, cfg.runtime)
     try:  # memory and trace size, before anything is written
-        check_footprint(cfg, out, compressed=trace.suffix == ".zst")
+        check_footprint(cfg, out, compressed=compressed_name(trace))
     except ConfigError as err:
         fail(str(err))
     for note in cluster_notes(cfg):

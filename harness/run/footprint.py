@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.config import ConfigError, RunConfig
+from harness.core.trace_io import compressed_name, trace_name
 
 BASE_BYTES = 270e6  # the interpreter, the simulator and its tables, before any sample
 MEMORY_PER_SAMPLE = 2.5e3  # bytes held per sample drawn (2.0 KB measured, rounded up)
@@ -167,8 +168,8 @@ def check_cells(named: Sequence[tuple[str, RunConfig]], out: Path, jobs: int,
     prints = []
     for name, cfg in named:
         try:
-            fp = check_footprint(cfg, out, room, disk,  # a simulated cell's trace: zst
-                                 compressed=cfg.runtime == "sim")
+            fp = check_footprint(cfg, out, room, disk,  # the trace name a cell writes
+                                 compressed=compressed_name(trace_name(cfg.runtime)))
         except ConfigError as err:
             raise ConfigError(f"{name}: {err}") from None
         if cfg.runtime == "sim":
