@@ -286,11 +286,7 @@ class Driver:
     def _cancel_all(self) -> None:
         """Cancel what is left, now (their `finally` blocks run; one that catches
         Cancelled and waits again is left there: the run is over)."""
-        for proc in list(self.live):
-            if not proc.done():
-                proc._cancel_asked = False
-                proc._park_off()
-                proc._step(None, Cancelled())
+        self.cancel_others()  # none is running once `run` is back here
         self.heap.stop()
 
 
