@@ -77,6 +77,38 @@ def test_a_reader_that_names_its_kinds_gets_only_those(tmp_path: Path) -> None:
     assert repr(execute(cfg, tmp_path / "b.jsonl", breakdown)) == repr(breakdown(whole))
 
 
+def test_a_writer_that_keeps_some_kinds_holds_them_as_the_whole_writer_would(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(BufferedTraceWriter, "PACK", 2)  # packs fall elsewhere when filtered
+    whole = write(BufferedTraceWriter(tmp_path / "a.jsonl", iter(TIMES).__next__, write=False))
+    kept = write(BufferedTraceWriter(tmp_path / "b.jsonl", iter(TIMES).__next__, write=False,
+                                     keep={"x", "run_end"}))
+    assert kept.recorded() == 4  # three x and the run_end; the rest dropped as they came
+    assert kept.events() == whole.events({"x", "run_end"})
+    assert [e["t"] for e in kept.events()] == [0.0, 0.123457, 0.123457, 2.5]
+    assert not (tmp_path / "b.jsonl").exists()
+    with pytest.raises(ValueError, match="keeps every event"):
+        BufferedTraceWriter(tmp_path / "c.jsonl", iter(TIMES).__next__, keep={"x"})
+
+
+@pytest.mark.parametrize("system", ["slime", "verl-fully-async", "april"])
+def test_an_unwritten_run_keeps_only_what_its_reader_reads_and_reads_the_same(
+        system: str, tmp_path: Path) -> None:
+    from harness.run.execute import reads
+
+    @reads("run_start", "request_finish", "optimizer_step", "run_end")
+    def seen(events: list[dict]) -> list[dict]:
+        return events
+
+    cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7).validate()
+    written = execute(cfg, tmp_path / "a.jsonl", seen)
+    kept = execute(cfg, tmp_path / "b.jsonl", seen, write=False)
+    assert kept == written and not (tmp_path / "b.jsonl").exists()
+    assert {e["ev"] for e in kept} == seen.kinds  # type: ignore[attr-defined]
+    assert repr(execute(cfg, tmp_path / "c.jsonl", write=False)) == repr(
+        execute(cfg, tmp_path / "d.jsonl"))  # the round metrics: bit for bit
+
+
 def test_fast_rounding_gives_pythons_doubles() -> None:
     """`round6` (numpy, with Python's round near halves) is round(t, 6) bit for bit:
     times of a long run, exact halves (k + 1/2 millionths that a double holds), values

@@ -75,8 +75,11 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader |
     if cfg.runtime == "sim":
         from harness.sim.runtime import SimRuntime, no_collections
 
+        # not written, only what the reader asks for is kept (the others never encoded)
+        keep = None if write else (ROUND_METRIC_EVENTS if reader is None
+                                   else getattr(reader, "kinds", None))
         with no_collections():
-            runtime = SimRuntime(cfg, trace_path, write)
+            runtime = SimRuntime(cfg, trace_path, write, keep)
             runtime.run(system)
             if reader is not None:
                 return reader(runtime.events(getattr(reader, "kinds", None)))

@@ -49,11 +49,13 @@ from workloads.replay import target_tokens
 class SimRuntime(RunnerBase):
     name = "sim"
 
-    def __init__(self, cfg: RunConfig, trace_path: str | Path, write: bool = True) -> None:
-        """`write=False`: the trace is kept in memory only (`events`), no file written."""
+    def __init__(self, cfg: RunConfig, trace_path: str | Path, write: bool = True,
+                 keep: Collection[str] | None = None) -> None:
+        """`write=False`: the trace is kept in memory only (`events`), no file written;
+        `keep` then names the only kinds kept (those its reader asks for)."""
         self.heap = Heap()
         self.driver = Driver(self.heap)
-        self._write_trace = write
+        self._write_trace, self._keep = write, keep
         resolve_defaults(cfg)
         resolve_max_running(cfg, cfg.system)  # the engines' cap as the framework sets it
         super().__init__(cfg, trace_path)
@@ -137,7 +139,7 @@ class SimRuntime(RunnerBase):
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
         """Buffered, on the heap's own clock (see `BufferedTraceWriter`)."""
-        return BufferedTraceWriter(trace_path, self.heap.time, self._write_trace)
+        return BufferedTraceWriter(trace_path, self.heap.time, self._write_trace, self._keep)
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The run's events (of `kinds`, when given) as the trace file holds them,

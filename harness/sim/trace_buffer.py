@@ -67,10 +67,13 @@ class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
-                 write: bool = True) -> None:
+                 write: bool = True, keep: Collection[str] | None = None) -> None:
         """`write=False` keeps the events in memory only (`events`): no file is opened
         or left (a reproduction's runs, whose readers take the events from memory).
-        Otherwise the file is made (emptied) now, so a bad path fails before the run."""
+        Otherwise the file is made (emptied) now, so a bad path fails before the run.
+        `keep` (with `write=False` only): the kinds the reader will ask for; the others
+        are dropped as they come, neither kept nor encoded (AReaL's readers ask for 2 of
+        a run's 20 kinds, and none of the three a request emits)."""
         self.path, self._clock = Path(path), clock
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
@@ -81,6 +84,21 @@ class BufferedTraceWriter(TraceWriter):
         self._kind_index: dict[str, int] = {}
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
+        self._keep: frozenset[str] | None = None
+        if keep is not None:
+            if write:
+                raise ValueError("a written trace keeps every event")
+            self._keep = frozenset(keep)
+            self.record = self._record_kept  # type: ignore[method-assign]
+
+    def _record_kept(self, ev: str, **fields: Any) -> None:
+        """`record` of the kept kinds only."""
+        if ev in self._keep:
+            now = self._clock()
+            self._times.append(now)
+            self._events.append({"t": now, "ev": ev, **fields})
+            if len(self._events) >= self.PACK:
+                self._pack()
 
     def record(self, ev: str, **fields: Any) -> None:
         """`emit` without handing the event back (what the simulator calls)."""
@@ -92,12 +110,17 @@ class BufferedTraceWriter(TraceWriter):
 
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
         """`record`, and the event as a reader decodes its line."""
-        self.record(ev, **fields)
-        if not self._events:  # just packed: the last line of the last frame
-            return _decoder.decode(self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
-        event = dict(self._events[-1])
-        if event["t"] is self._times[-1]:  # not a field named t
-            event["t"] = round(event["t"], 6)
+        if self._keep is not None and ev not in self._keep:  # dropped: handed back only
+            now = self._clock()
+            event = {"t": now, "ev": ev, **fields}
+        else:
+            self.record(ev, **fields)
+            if not self._events:  # just packed: the last line of the last frame
+                return _decoder.decode(
+                    self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
+            event, now = dict(self._events[-1]), self._times[-1]
+        if event["t"] is now:  # not a field named t
+            event["t"] = round(now, 6)
         return _decoder.decode(_encoder.encode(event))
 
     def _pack(self) -> None:

@@ -36,9 +36,10 @@ def simulate(cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     from systems import get_system
 
     cfg = resolve_defaults(cfg.validate())
-    runtime = SimRuntime(cfg, os.devnull)
+    kinds = ROUND_METRIC_EVENTS | EVENTS
+    runtime = SimRuntime(cfg, os.devnull, write=False, keep=kinds)
     runtime.run(get_system(cfg.system))
-    events = runtime.events(ROUND_METRIC_EVENTS | EVENTS)
+    events = runtime.events(kinds)
     return round_metrics(events), events
 
 
