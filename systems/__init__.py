@@ -27,6 +27,7 @@ from systems.cgp_tail import CGPTail
 from systems.nemo_rl_async import NemoRLAsync
 from systems.pipelinerl import PipelineRL
 from systems.prime_rl import PrimeRL
+from systems.roll_flash import RollFlash
 from systems.rollpacker import RollPacker
 from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
@@ -39,7 +40,8 @@ from systems.verl_one_step_off import VerlOneStepOff
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
-                                                  AReaL, SlimeAsync, Tinker, PrimeRL)}
+                                                  AReaL, SlimeAsync, Tinker, PrimeRL,
+                                                  RollFlash)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

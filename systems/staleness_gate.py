@@ -34,11 +34,17 @@ admissions that followed overshot this bound.
 
 from __future__ import annotations
 
+import math
+
 
 class CapacityGate:
-    """The counters and the capacity inequality (groups, not samples)."""
+    """The counters and the capacity inequality (groups, not samples). `max_staleness`
+    may be fractional (ROLL's async_generation_ratio): a group may start while accepted
+    + running < (max_staleness + version + 1) x batch, that is while it is below
+    ceil(max_staleness x batch) + (version + 1) x batch, ROLL's budget
+    (alibaba/ROLL@8eb27cc2:roll/distributed/scheduler/generate_scheduler.py:236-239)."""
 
-    def __init__(self, max_concurrent: int, batch: int, max_staleness: int) -> None:
+    def __init__(self, max_concurrent: int, batch: int, max_staleness: float) -> None:
         self.max_concurrent = max_concurrent
         self.batch = batch
         self.max_staleness = max_staleness
@@ -47,8 +53,8 @@ class CapacityGate:
 
     def capacity(self, version: int) -> int:
         """New groups that may start while the trainer has completed `version` steps."""
-        by_staleness = (self.max_staleness + version + 1) * self.batch - (
-            self.accepted + self.running)
+        ahead = math.ceil(self.max_staleness * self.batch)  # ROLL's order of arithmetic
+        by_staleness = ahead + (version + 1) * self.batch - (self.accepted + self.running)
         return min(self.max_concurrent - self.running, by_staleness)
 
     def submit(self) -> None:
@@ -58,6 +64,13 @@ class CapacityGate:
         """A group finished generating: from running to accepted."""
         self.running -= 1
         self.accepted += 1
+
+    def drop(self) -> None:
+        """A running group given up before it finished: it no longer counts, so its place
+        is free again (ROLL's ReplayBuffer._abort_prompt, which roll-flash shares this
+        gate for: alibaba/ROLL@8eb27cc2:roll/distributed/scheduler/generate_scheduler.py:
+        319-324)."""
+        self.running -= 1
 
 
 def backlog_bound(max_staleness: int, batch: int, group_size: int) -> int:

@@ -86,6 +86,9 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
             sets["over_sampling_groups"] = over
         sets["partial_rollout"] = draw(st.booleans())
         sets["dynamic_sampling"] = draw(st.booleans())
+    if system == "roll-flash":  # 0: synchronous; 1.5: a fractional window's share
+        sets["roll_flash.async_generation_ratio"] = draw(st.sampled_from([0, 1, 1.5, 2]))
+        sets["roll_flash.max_running_requests"] = draw(st.sampled_from([1, 3, 128]))
     if issubclass(SYSTEMS[system], RollPacker):
         for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
             sets[f"rollpacker_{knob}"] = draw(st.booleans())
@@ -109,7 +112,7 @@ def configure(sets: list[str]) -> RunConfig:
 
 # Systems whose weight update aborts the requests in flight and resumes them from their
 # prefix (systems/interrupt.py; verl-fully-async with partial_rollout).
-INTERRUPTING = ("areal", "slime-async", "verl-fully-async")
+INTERRUPTING = ("areal", "slime-async", "verl-fully-async", "roll-flash")
 
 
 def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:

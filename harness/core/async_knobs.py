@@ -220,3 +220,29 @@ class Tinker:
              "set tinker.pipeline_depth",
              f"must lie in [0, max_steps_off_policy = {self.max_steps_off_policy}]: a deeper "
              "pipeline would break the staleness bound")
+
+
+@dataclass
+class RollFlash:
+    """ROLL's RLVR pipeline run asynchronously, ROLL Flash (system `roll-flash`);
+    alibaba/ROLL@8eb27cc2. Its rollout_batch_size (prompts a pipeline step trains) is U;
+    each prompt's K samples are K requests of one sample each."""
+
+    async_generation_ratio: float = opt(1.0, "how many steps' worth of prompts "
+                                        "generation may run ahead; a group is trained at "
+                                        "most ceil(ratio) steps after the step it began "
+                                        "in, else dropped; 1 as ROLL's async example "
+                                        "(examples/qwen2.5-7B-rlvr_megatron/"
+                                        "rlvr_config_async.yaml:29); code default 0, "
+                                        "synchronous (roll/configs/base_config.py:502-507)")
+    max_running_requests: int = opt(128, "most requests in flight per engine replica, "
+                                    "the router's cap (base_config.py:156-159, default "
+                                    "128; roll/pipeline/rlvr/rlvr_config.py:183-185)")
+
+    def check(self, cfg: Any) -> None:
+        """Refuse values ROLL refuses: an asynchronous ratio below 1
+        (rlvr_config.py:221-222) or a negative one (generate_scheduler.py:185)."""
+        r = self.async_generation_ratio
+        need(r == 0 or r >= 1, "set roll_flash.async_generation_ratio",
+             f"must be 0 (synchronous) or >= 1, as ROLL's RLVR pipeline requires, not {r}")
+        _at_least("roll_flash", self, 1, "max_running_requests")

@@ -123,6 +123,8 @@ class RunConfig:
                                   metadata={"help": "nemo-rl-async: its async GRPO knobs"})
     tinker: knobs.Tinker = field(default_factory=knobs.Tinker,
                                  metadata={"help": "tinker: the cookbook's async RL knobs"})
+    roll_flash: knobs.RollFlash = field(default_factory=knobs.RollFlash, metadata={
+        "help": "roll-flash: ROLL's asynchronous RLVR pipeline's knobs"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -230,12 +232,23 @@ class RunConfig:
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker):
+                      self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash):
             table.check(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, except a table in LATE_TABLES left at its defaults by a run of
+        another system: a table added after the recorded traces, baselines and cell keys
+        (golden traces, results/baselines, sweep and plan hashes) leaves them as they were."""
+        out = dataclasses.asdict(self)
+        for name, system in LATE_TABLES.items():
+            if self.system != system and getattr(self, name) == type(getattr(self, name))():
+                del out[name]
+        return out
+
+
+# Knob tables written into `to_dict` only for their own system or when set (see there).
+LATE_TABLES = {"roll_flash": "roll-flash"}
 
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).
