@@ -83,7 +83,7 @@ class Step:
 
 class RollFlash:
     name = "roll-flash"
-    summary = "ROLL Flash: one request a sample, a ceil(ratio)-step window, abort-and-resume syncs"
+    summary = "ROLL Flash: per-sample requests, a ceil(ratio)-step window, abort-and-resume syncs"
     knobs: tuple[str, ...] = ("update_groups", "roll_flash.async_generation_ratio",
                               "roll_flash.max_running_requests")
 

@@ -51,6 +51,7 @@ ASYNC_STALENESS = {
     "nemo-rl-async": ("nemo_rl.max_trajectory_age_steps", (1, 2, 4)),
     "tinker": ("tinker.max_steps_off_policy", (0, 1, 2, 4)),
     "verl-fully-async": ("verl_async.staleness_threshold", (0.0, 0.1, 0.3, 0.5)),
+    "roll-flash": ("roll_flash.async_generation_ratio", (0, 1, 2, 4)),
     "verl-one-step-off": None,  # one step off by construction: no knob
     "slime-async": None,  # no staleness knob: its pool (POOL_KNOB) sets how stale it runs
 }
@@ -237,7 +238,7 @@ SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_
          "rollpacker_stream_trainer": "stream", "areal.max_head_offpolicyness": "ofp",
          "skyrl.max_staleness_steps": "S", "prime_rl.max_off_policy_steps": "M",
          "nemo_rl.max_trajectory_age_steps": "age", "tinker.max_steps_off_policy": "off",
-         "verl_async.staleness_threshold": "s"}
+         "verl_async.staleness_threshold": "s", "roll_flash.async_generation_ratio": "ratio"}
 
 
 def _fmt(value: Any) -> str:
