@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.core.config import ConfigError, RunConfig
 from harness.core.runtime import Group, Prompt, Request, Response
+from harness.core.trace import read_trace
+from harness.run.execute import execute
+from harness.studies.analytic.roll_flash import (
+    generation_bounds,
+    in_flight,
+    steady_means,
+    step_bounds,
+    step_rows,
+)
 from systems.roll_flash import RollFlash, oldest_quota, window
 from systems.staleness_gate import CapacityGate
 from tests.clocks import VirtualAsyncio
@@ -242,3 +252,37 @@ def test_the_table_is_written_only_for_its_system_or_when_set() -> None:
     cfg = RunConfig(system="areal")
     cfg.roll_flash.max_running_requests = 64
     assert cfg.to_dict()["roll_flash"]["max_running_requests"] == 64
+
+
+# -- the closed forms (harness/studies/analytic/roll_flash.py) -------------------------
+
+
+def test_the_closed_forms_by_hand() -> None:
+    # four samples of 1, 2, 3 and 4 s on two slots: at least max(10 / 2, 4) = 5 s; list
+    # scheduling ends by 10 / 2 + (1 - 1/2) x 4 = 7 s
+    assert generation_bounds([1, 2, 3, 4], 2) == (5.0, 7.0)
+    # ratio 1, B = 8, K = 8: (ceil(8) + 8) x 8 = 128 samples at once, under 512 slots
+    assert in_flight(512, 1, 8, 8) == 128 and in_flight(100, 1, 8, 8) == 100
+    # a 40 s tail among 2 s samples, 4 live, window 1: Little's law gives max(5, 46 / 4)
+    # = 11.5 s a step; the window 40 / 2 = 20 s
+    b = step_bounds([40, 2, 2, 2], 4, 5.0, live=4, window=1)
+    assert (b["gen_low_s"], b["gen_high_s"]) == (40.0, 41.5)
+    assert (b["sync_low_s"], b["async_floor_s"], b["window_floor_s"]) == (45.0, 11.5, 20.0)
+
+
+def test_the_bounds_hold_on_simulated_traces(tmp_path: Path) -> None:
+    """Synchronous (ratio 0, every sample admitted at once): a step's generation is its
+    longest sample, the lower bound exactly. Asynchronous (ratio 1): the mean step is
+    above both floors."""
+    for ratio in (0.0, 1.0):
+        cfg = RunConfig(system="roll-flash", workload="sci-jl", groups=2, update_groups=2,
+                        group_size=4, rounds=6)
+        cfg.roll_flash.async_generation_ratio = ratio
+        path = tmp_path / f"r{ratio}.jsonl"
+        execute(cfg.validate(), path)
+        rows = step_rows(read_trace(path))
+        assert len(rows) == 6
+        if ratio == 0:
+            assert all(r.gen_s == pytest.approx(r.bounds["gen_low_s"]) for r in rows)
+        means = steady_means(rows)
+        assert means["step_s"] >= means["window_floor_s"] >= means["async_floor_s"]
