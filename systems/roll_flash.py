@@ -17,12 +17,12 @@ roll/pipeline/rlvr/rlvr_pipeline.py); B, ROLL's rollout_batch_size, is U here.
   share, with max_staleness = ratio (systems/staleness_gate.py, shared, not copied).
 - Requests in flight: at most `max_running_requests` per engine replica, a request waiting
   for room (the PromptAffinityRouter's acquire and reacquire, roll/distributed/scheduler/
-  router.py:861-936); here the cap is summed over the replicas.
+  router.py:861-935); here the cap is summed over the replicas.
 - Each step s >= 1 begins with `pause_sampling` (G:552-557, called at P:510-513): the
   groups begun in step s - 1 - ceil(ratio) or earlier and still running are given up
   and their prompts replaced
   (`gc`, G:400-433 and 546-550), every request in flight is aborted, the weights are
-  updated (P:516-518) and generation resumes (G:652); an aborted request is sent again
+  updated (P:516-518) and generation resumes (G:650); an aborted request is sent again
   with its tokens (L:277-285, `collect_unfinished` in the asynchronous pipeline, P:500).
   That update is systems/interrupt.py's, which AReaL and slime-async share.
 - The batch (ReplayBuffer.get_batch, G:342-398): B groups from the steps in [s -
