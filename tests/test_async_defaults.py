@@ -29,6 +29,7 @@ KNOBS = {
                  "max_async_level"],
     "slime-async": ["sglang_server_concurrency", "update_weights_interval"],
     "tinker": ["max_steps_off_policy", "pipeline_depth"],
+    "roll-flash": ["async_generation_ratio", "max_running_requests"],
 }
 
 
