@@ -28,6 +28,8 @@ from harness.studies.analytic.roll_flash import (
 )
 from systems.roll_flash import RollFlash, oldest_quota, window
 from systems.staleness_gate import CapacityGate
+from tests.async_trace import token_lags
+from tests.async_view import batches, live_run, starts
 from tests.clocks import VirtualAsyncio
 
 
@@ -286,3 +288,20 @@ def test_the_bounds_hold_on_simulated_traces(tmp_path: Path) -> None:
             assert all(r.gen_s == pytest.approx(r.bounds["gen_low_s"]) for r in rows)
         means = steady_means(rows)
         assert means["step_s"] >= means["window_floor_s"] >= means["async_floor_s"]
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_live_run_keeps_the_budget_and_the_window(model_dir: Path, tmp_path: Path) -> None:
+    """The same code on the live runtime (the tiny model, 4 groups of 4, U = 2, 2 rounds):
+    4 steps, every started group trained, no token more than ceil(1) = 1 step stale, the
+    n-th group started under version v only if n <= ceil(1 x 2) + (v + 1) x 2."""
+    pytest.importorskip("vllm")
+    events = live_run(model_dir, "roll-flash", tmp_path)
+    assert events[-1]["ev"] == "run_end" and "error" not in events[-1]
+    assert [e["version"] for e in events if e["ev"] == "optimizer_step"] == [1, 2, 3, 4]
+    finished = {e["group"] for e in events if e["ev"] == "request_finish"
+                and e["status"] == "finished"}
+    assert sorted(g for _, groups in batches(events) for g in groups) == sorted(finished)
+    assert max(token_lags(events)) <= 1
+    assert all(x.order + 1 <= 2 + (x.version + 1) * 2 for x in starts(events))
