@@ -114,12 +114,18 @@ def _files(paths: list[Path]) -> list[Path]:
             if not found:
                 raise PolyTraceError(f"{path}: no packed_lengths_step_N.jsonl or "
                                      f"multiturn_workload_step_N.jsonl in it")
-            files += sorted(found, key=lambda p: int(STEP_FILE.search(p.name).group(2)))  # type: ignore[union-attr]
+            files += sorted(found, key=_step_of)
         elif not path.exists():
             raise PolyTraceError(f"{path}: no such file or folder")
         else:
             files.append(path)
     return files
+
+
+def _step_of(path: Path) -> int:
+    """N of a step file's name (found by STEP_FILE), so that step 10 follows step 9."""
+    match = STEP_FILE.search(path.name)
+    return int(match.group(2)) if match else -1
 
 
 def _reward_seconds(folders: set[Path]) -> float | None:
