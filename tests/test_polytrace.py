@@ -224,7 +224,7 @@ def test_the_listing_names_each_polytrace_workload() -> None:
     out = _cli("workloads").stdout
     for name in ("math-32b", "code-14b", "search-7b", "video-7b", "math-235b", "tool-235b"):
         assert f"polytrace-{name}" in out
-    assert "PolyTrace math: Qwen2.5-32B" in out
+    assert "Zhou-jiecheng/PolyTrace@4246156 math: Qwen2.5-32B" in out
 
 
 def test_a_small_run_on_a_polytrace_workload(tmp_path: Path) -> None:
