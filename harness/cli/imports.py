@@ -14,8 +14,10 @@ commands = typer.Typer()  # added to the app in harness/cli/app.py
 FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), verl "
                "(trainer.rollout_data_dir STEP.jsonl, and the file logger's metrics .jsonl "
                "for round times; needs --tokenizer), pipelinerl "
-               "(streams/actor/0/0/0.jsonl) or areal (rollout/VERSION/TASK.jsonl, and its "
-               "session tracer's sessions-rN.jsonl for times).")
+               "(streams/actor/0/0/0.jsonl), areal (rollout/VERSION/TASK.jsonl, and its "
+               "session tracer's sessions-rN.jsonl for times) or polytrace "
+               "(packed_lengths_step_N.jsonl or multiturn_workload_step_N.jsonl: each "
+               "step a round).")
 
 
 @commands.command("import")

@@ -1,6 +1,6 @@
 """Other systems' rollout logs as rolloutbench traces (`rolloutbench import`).
 
-One reader per format (`slime`, `verl`, `pipelinerl`, `areal`), each a module
+One reader per format (`slime`, `verl`, `pipelinerl`, `areal`, `polytrace`), each a module
 that turns that project's files into `Sample`s, read from that project's own
 source (named in each module and in docs/import.md); `build` makes the trace.
 """
@@ -17,7 +17,7 @@ from harness.core.trace import TraceError, check_event, check_types
 from harness.imports.build import build
 from harness.imports.sample import Source, SourceError
 
-FORMATS = ("slime", "verl", "pipelinerl", "areal")
+FORMATS = ("slime", "verl", "pipelinerl", "areal", "polytrace")
 
 __all__ = ["FORMATS", "Source", "SourceError", "read", "to_trace", "write"]
 
@@ -40,6 +40,10 @@ def read(fmt: str, sources: list[Path], tokenizer: Path | None = None) -> Source
         from harness.imports import areal
 
         return areal.read(sources)
+    if fmt == "polytrace":
+        from harness.imports import polytrace
+
+        return polytrace.read(sources)
     raise SourceError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
