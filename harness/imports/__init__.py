@@ -1,6 +1,6 @@
 """Other systems' rollout logs as rolloutbench traces (`rolloutbench import`).
 
-One reader per format (`slime`, `verl`, `pipelinerl`, `areal`), each a module
+One reader per format (`slime`, `verl`, `pipelinerl`, `areal`, `roll`, `otlp`), each a module
 that turns that project's files into `Sample`s, read from that project's own
 source (named in each module and in docs/import.md); `build` makes the trace.
 """
@@ -17,7 +17,7 @@ from harness.core.trace import TraceError, check_event, check_types
 from harness.imports.build import build
 from harness.imports.sample import Source, SourceError
 
-FORMATS = ("slime", "verl", "pipelinerl", "areal")
+FORMATS = ("slime", "verl", "pipelinerl", "areal", "roll", "otlp")
 
 __all__ = ["FORMATS", "Source", "SourceError", "read", "to_trace", "write"]
 
@@ -40,11 +40,22 @@ def read(fmt: str, sources: list[Path], tokenizer: Path | None = None) -> Source
         from harness.imports import areal
 
         return areal.read(sources)
+    if fmt == "roll":
+        from harness.imports import roll
+
+        return roll.read(sources)
+    if fmt == "otlp":
+        from harness.imports import otlp
+
+        return otlp.read(sources)
     raise SourceError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
 def to_trace(source: Source) -> list[dict[str, Any]]:
-    """The trace's events, each checked against the schema as a reader would."""
+    """The trace's events, each checked against the schema as a reader would (a
+    source holding a whole trace, `otlp`, was checked as it was read)."""
+    if source.events is not None:
+        return source.events
     events = build(source)
     for i, event in enumerate(events, start=1):
         try:
