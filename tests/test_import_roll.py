@@ -143,3 +143,16 @@ def test_a_line_cut_short_is_named(tmp_path: Path) -> None:
     path.write_text(text[: len(text) - 40])
     with pytest.raises(SourceError, match="traces.jsonl:4: the last line is cut short"):
         read("roll", [path])
+
+
+def test_check_on_a_roll_import_leaves_length_bias_unjudged(tmp_path: Path) -> None:
+    # every response counts 0 tokens: the length ratio was 0 / 0 (a ZeroDivisionError
+    # traceback before), now "not checked", saying why
+    trace = tmp_path / "roll.jsonl"
+    assert CliRunner().invoke(app, ["import", "roll", str(FIXTURE), "--out",
+                                    str(trace)]).exit_code == 0
+    done = CliRunner().invoke(app, ["check", str(trace)])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.output
+    text = " ".join(done.output.split())
+    assert "length bias not checked no response in the trace has a length" in text
+    assert "staleness not checked ROLL records no policy versions" in text
