@@ -16,7 +16,8 @@ FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), ve
                "for round times; needs --tokenizer), pipelinerl "
                "(streams/actor/0/0/0.jsonl), areal (rollout/VERSION/TASK.jsonl, and its "
                "session tracer's sessions-rN.jsonl for times), roll (ROLL's OTLP "
-               "traces/traces.jsonl: times only), or otlp (a FILE.json that "
+               "traces/traces.jsonl: times only), tinker (tinker-cookbook's "
+               "trace_events.jsonl: times only), or otlp (a FILE.json that "
                "rolloutbench export-otlp wrote: the trace back, whole).")
 
 

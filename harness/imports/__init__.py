@@ -1,7 +1,7 @@
 """Other systems' rollout logs as rolloutbench traces (`rolloutbench import`).
 
-One reader per format (`slime`, `verl`, `pipelinerl`, `areal`, `roll`, `otlp`), each a module
-that turns that project's files into `Sample`s, read from that project's own
+One reader per format (`slime`, `verl`, `pipelinerl`, `areal`, `roll`, `tinker`, `otlp`),
+each a module that turns that project's files into `Sample`s, read from that project's own
 source (named in each module and in docs/import.md); `build` makes the trace.
 """
 
@@ -17,7 +17,7 @@ from harness.core.trace import TraceError, check_event, check_types
 from harness.imports.build import build
 from harness.imports.sample import Source, SourceError
 
-FORMATS = ("slime", "verl", "pipelinerl", "areal", "roll", "otlp")
+FORMATS = ("slime", "verl", "pipelinerl", "areal", "roll", "tinker", "otlp")
 
 __all__ = ["FORMATS", "Source", "SourceError", "read", "to_trace", "write"]
 
@@ -44,6 +44,10 @@ def read(fmt: str, sources: list[Path], tokenizer: Path | None = None) -> Source
         from harness.imports import roll
 
         return roll.read(sources)
+    if fmt == "tinker":
+        from harness.imports import tinker
+
+        return tinker.read(sources)
     if fmt == "otlp":
         from harness.imports import otlp
 
