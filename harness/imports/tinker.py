@@ -3,18 +3,19 @@ with `enable_trace`), the synchronous loop's rounds, groups and trainer, timed.
 
 Followed at thinking-machines-lab/tinker-cookbook@9dfcc3a2cf44432d621a01005073dc6d76a1e87a:
 - where: `{log_path}/trace_events.jsonl` (tinker_cookbook/rl/train.py:1919-1924),
-  appended to by a background thread (tinker_cookbook/utils/trace.py:328, :371-407);
+  appended to by a background thread (tinker_cookbook/utils/trace.py:328, :371-410);
 - what a line is: a Chrome/Perfetto trace event `{"name", "ph", "pid", "tid", "ts",
   "args", "cat"}` (trace.py:37-64): `ph` "B" or "E" opens or closes a span named after
-  the function (`@trace.scope`: its `__name__`) or the block (`trace.scope_span`), "M"
-  names a track; `ts` is `time.perf_counter()` in microseconds (trace.py:348-354); `pid`
-  is the thread, renumbered from 0, and `tid` the asyncio task (trace.py:547-571,
-  :371-385); an "E" carries the span's context attributes in `args` (trace.py:597-617);
+  the function (`@trace.scope`: its `__name__`, trace.py:723-766) or the block
+  (`trace.scope_span`), "M" names a track; `ts` is `time.perf_counter()` in microseconds
+  (trace.py:349-355); `pid` is the thread, renumbered from 0, and `tid` the asyncio task
+  (trace.py:547-571, :371-385); an "E" carries the span's context attributes in `args`
+  (trace.py:605-625);
 - which spans (the synchronous loop, `do_sync_training`, train.py:1687-1856): each
   iteration's `sampling` block (:1757) runs `do_group_rollout_and_filter_constant_reward`
   once per group (rollouts.py:444), each as its own task, whose `compute_group_rewards`
   block (rollouts.py:303) grades the group; then `do_train_step_and_get_sampling_client`,
-  whose "E" says its `step` (train.py:1615-1648), runs `train_step` (:283) and
+  whose "E" says its `step` (train.py:1615-1650), runs `train_step` (:283) and
   `save_checkpoint_and_get_sampling_client` (:1303), which returns the sampler on the
   new weights.
 
