@@ -116,6 +116,18 @@ def test_import_otlp_gives_the_tiny_trace_back(tmp_path: Path) -> None:
     assert to_trace(source) == TINY and source.samples == []
 
 
+def test_import_otlp_reads_json_lines_of_requests_as_a_collector_writes(tmp_path: Path
+                                                                       ) -> None:
+    doc = export(TINY)
+    spans = spans_of(doc)
+    halves = [{"resourceSpans": [{**doc["resourceSpans"][0], "scopeSpans": [
+        {**doc["resourceSpans"][0]["scopeSpans"][0], "spans": part}]}]}
+        for part in (spans[4:], spans[:4])]  # in another order than the trace's
+    path = tmp_path / "traces.json"
+    path.write_text("".join(json.dumps(h) + "\n" for h in halves))
+    assert to_trace(read("otlp", [path])) == TINY
+
+
 def _close(a: object, b: object) -> bool:
     return (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
             ) or a == b
