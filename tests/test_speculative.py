@@ -15,6 +15,7 @@ from harness.sim.engine_spec import kv_capacity_tokens
 from harness.sim.perf import DecodeModel
 from harness.sim.speculative import SpecStep, alpha_for, expected_tokens, wrap
 from harness.studies.steps import step_rows
+from tests import clocks
 from tests.test_engine import Harness, flat
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -122,11 +123,13 @@ def test_drafter_memory_comes_out_of_the_kv_cache() -> None:
     ("sim.spec_acceptance=1.5", "--set sim.spec_acceptance: must lie in [0, 1]"),
     ("sim.spec_acceptance_by_workload='sci-jl'", "--set sim.spec_acceptance_by_workload: "),
     ("sim.spec_draft_token_s=-1", "--set sim.spec_draft_token_s: must be >= 0"),
+    ("sim.spec_drafter_sync=-1", "--set sim.spec_drafter_sync: must be >= 0"),
+    ("sim.spec_acceptance_decay=1", "--set sim.spec_acceptance_decay: must lie in [0, 1)"),
 ])
 def test_bad_settings_name_their_field(bad: str, says: str) -> None:
     cfg = RunConfig()
     set_path(cfg, bad)
-    if "spec_drafter" not in bad:
+    if not bad.startswith("sim.spec_drafter="):
         set_path(cfg, "sim.spec_drafter=ngram")
     with pytest.raises(ConfigError, match=None) as err:
         cfg.validate()
@@ -150,6 +153,40 @@ def test_per_workload_acceptance() -> None:
     assert wrap(s, flat(), None, "orz-math").tokens == pytest.approx(1.875)  # type: ignore
 
 
+@pytest.mark.parametrize("sync, finish", [(1, 0.5), (0, 0.1 + 0.8 / 1.5)])
+def test_acceptance_falls_with_the_drafters_lag(sync: int, finish: float) -> None:
+    """A 10 ms step, k = 1, alpha = 1 (E = 2: 5 ms a token), decay 0.5. 100 tokens; at
+    0.1 s (20 tokens) version 1 is installed in flight, taking no time. A drafter synced at
+    every version keeps E = 2: 0.5 s. One never synced is a version behind: alpha 0.5,
+    E = 1.5, the other 80 tokens at 10 / 1.5 ms: 0.1 + 0.533 s."""
+    s = spec_cfg(spec_drafter="ngram", spec_tokens=1, spec_acceptance=1.0,
+                 spec_draft_token_s=0.0, spec_acceptance_decay=0.5, spec_drafter_sync=sync).sim
+    h = Harness(decode=wrap(s, flat(), model=None))  # type: ignore[arg-type]
+
+    async def main() -> tuple[Response, float]:
+        fut = h.engine.submit(h.request(0, 100))
+        await clocks.sleep(0.1)
+        await h.engine.install(1, transfer_s=0.0, in_flight=True)
+        return await fut, h.loop.time()
+
+    resp, t = h.run(main())
+    assert resp.version_spans == [[0, 20], [1, 80]]
+    assert t == pytest.approx(finish)
+
+
+def test_drafter_lag_counts_from_its_last_sync() -> None:
+    """Synced every 3 versions, alpha 0.8, decay 0.25: at version 7 the drafter holds
+    version 6, one behind: alpha 0.6, E = 1 + 0.6 + 0.36 + 0.216 = 2.176 (k = 3); at
+    version 6 it is current again: 2.952."""
+    s = spec_cfg(spec_drafter="ngram", spec_acceptance=0.8, spec_acceptance_decay=0.25,
+                 spec_drafter_sync=3).sim
+    step = wrap(s, flat(), model=None)  # type: ignore[arg-type]
+    assert step.at_version(7).tokens == pytest.approx(2.176)  # type: ignore[union-attr]
+    assert step.at_version(6).tokens == pytest.approx(2.952)  # type: ignore[union-attr]
+    assert wrap(s, flat(), None, version=8).tokens == pytest.approx(  # type: ignore
+        expected_tokens(0.8 * 0.75 ** 2, 3))
+
+
 @pytest.mark.parametrize("system", ["slime", "verl", "pipelinerl"])
 def test_off_is_byte_identical(system: str, tmp_path: Path) -> None:
     """Off, speculation's other fields change nothing, not even the header: the golden
@@ -157,6 +194,7 @@ def test_off_is_byte_identical(system: str, tmp_path: Path) -> None:
     cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7)
     cfg.sim.spec_tokens, cfg.sim.spec_acceptance = 7, 0.1
     cfg.sim.spec_acceptance_by_workload, cfg.sim.spec_draft_model = "sci-jl=0.2", "qwen3-4b"
+    cfg.sim.spec_acceptance_decay, cfg.sim.spec_drafter_sync = 0.5, 0
     trace = tmp_path / "trace.jsonl"
     execute(cfg.validate(), trace)
     assert trace.read_bytes() == (GOLDEN / f"{system}.jsonl").read_bytes()

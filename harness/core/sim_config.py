@@ -22,7 +22,8 @@ DRAFTERS = ("off", "draft", "mtp", "ngram")  # sim.spec_drafter (harness/sim/spe
 # Speculative decoding's fields: in a trace's header only when sim.spec_drafter is on, so that
 # every trace of a run without it stays byte for byte what it was (RunConfig.to_dict).
 SPEC_FIELDS = ("spec_drafter", "spec_tokens", "spec_acceptance", "spec_acceptance_by_workload",
-               "spec_draft_model", "spec_draft_token_s")
+               "spec_draft_model", "spec_draft_token_s", "spec_drafter_sync",
+               "spec_acceptance_decay")
 
 
 @dataclass
@@ -134,6 +135,12 @@ class SimConfig:
                                 "config.json), run on the engine's GPUs at its TP")
     spec_draft_token_s: float = opt(1e-6, "spec_drafter=ngram: host seconds a drafted token "
                                     "a sequence (an estimate)")
+    spec_drafter_sync: int = opt(1, "speculative decoding: weight versions between the "
+                                 "drafter's syncs with the policy (1: every update, as "
+                                 "SkyRL's MTP head; 0: never, a frozen draft model)")
+    spec_acceptance_decay: float = opt(0.0, "speculative decoding: each version the policy "
+                                       "is past the drafter's last sync multiplies alpha by "
+                                       "(1 - this), in [0, 1)")
 
 
 def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
@@ -154,6 +161,10 @@ def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
          "spec_drafter=draft needs the draft model's preset (e.g. qwen3-1.7b)")
     need(s.spec_draft_token_s >= 0, "set sim.spec_draft_token_s",
          f"must be >= 0, got {s.spec_draft_token_s}")
+    need(s.spec_drafter_sync >= 0, "set sim.spec_drafter_sync",
+         f"must be >= 0 (0: never), got {s.spec_drafter_sync}")
+    need(0 <= s.spec_acceptance_decay < 1, "set sim.spec_acceptance_decay",
+         f"must lie in [0, 1), got {s.spec_acceptance_decay}")
 
 
 def by_workload(text: str) -> dict[str, float]:

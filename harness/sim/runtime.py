@@ -96,7 +96,7 @@ class SimRuntime(RunnerBase):
         def make(index: int, tp: int, version: int) -> SimEngine:
             decode = with_spec(s, self.params, tp, knobs.apply_decode(  # spec: when on
                 decode_model(s, self.params, tp, measured.get("decode")), self.knobs),
-                cfg.workload)
+                cfg.workload, version)
             engine = SimEngine(self.heap, decode, kv_capacity_tokens(cfg, tp), s.max_running,
                                self.emit, target_tokens, index=index, share=self.share)
             engine.version = version

@@ -24,9 +24,10 @@ def draft_step(sim: Any, params: dict[str, float], tp: int) -> StepJump:
 
 
 def with_spec(sim: Any, params: dict[str, float], tp: int, base: StepJump,
-              workload: str | None = None) -> StepJump:
-    """`base` as it is with speculation off; else its speculative step (`SpecStep`)."""
+              workload: str | None = None, version: int = 0) -> StepJump:
+    """`base` as it is with speculation off; else its speculative step (`SpecStep`) at
+    policy `version` (an engine built after some updates: a resize)."""
     if sim.spec_drafter == "off":
         return base
     draft = draft_step(sim, params, tp) if sim.spec_drafter == "draft" else None
-    return speculative.wrap(sim, base, load_model(sim.model), workload, draft)
+    return speculative.wrap(sim, base, load_model(sim.model), workload, draft, version)

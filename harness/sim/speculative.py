@@ -44,7 +44,7 @@ engine's KV capacity (`memory`); an n-gram drafter holds none on the GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.fields import ConfigError
@@ -127,6 +127,19 @@ class SpecStep(StepJump):
     weight_share: float = 0.0  # `mtp`: its context-free part over the target's
     ctx_share: float = 0.0  # `mtp`: its KV-cache part over the target's
     draft_token_s: float = 0.0  # `ngram`: host seconds a drafted token a sequence
+    alpha: float = 1.0  # the drafter's acceptance when it matches the policy
+    decay: float = 0.0  # alpha's factor lost a version of lag (`sim.spec_acceptance_decay`)
+    sync_every: int = 1  # versions between the drafter's syncs (0: never)
+
+    def at_version(self, version: int) -> SpecStep:
+        """This step at policy `version`: alpha (1 - decay)^lag, lag the versions since the
+        drafter's last sync (every `sync_every`, from version 0). The engine asks at every
+        weight install, between segments."""
+        if not self.decay:
+            return self
+        synced = version - version % self.sync_every if self.sync_every else 0
+        alpha = self.alpha * (1.0 - self.decay) ** (version - synced)
+        return replace(self, tokens=expected_tokens(alpha, self.k))
 
     def steps_time(self, n: int, b: int, ctx: int) -> float:
         if n <= 0:
@@ -164,19 +177,23 @@ class SpecStep(StepJump):
 
 
 def wrap(sim: Any, base: StepJump, model: Model, workload: str | None = None,
-         draft: StepJump | None = None) -> StepJump:
-    """The engine's step model with speculation as `sim` asks (`base` itself when off);
-    `draft`: the draft model's step model, for `sim.spec_drafter = "draft"`."""
+         draft: StepJump | None = None, version: int = 0) -> StepJump:
+    """The engine's step model with speculation as `sim` asks (`base` itself when off), at
+    policy `version`; `draft`: the draft model's step model, for `spec_drafter = "draft"`."""
     kind = sim.spec_drafter
     if kind == "off":
         return base
-    k = sim.spec_tokens
-    e = expected_tokens(acceptance(sim, workload), k)
+    k, alpha = sim.spec_tokens, acceptance(sim, workload)
+    drift = {"alpha": alpha, "decay": sim.spec_acceptance_decay,
+             "sync_every": sim.spec_drafter_sync}
+    e = expected_tokens(alpha, k)
     if kind == "draft":
         if draft is None:
             raise ValueError("sim.spec_drafter=draft: no draft model's step model given")
-        return SpecStep(base, k, e, kind, draft=draft)
-    if kind == "mtp":
+        step = SpecStep(base, k, e, kind, draft=draft, **drift)
+    elif kind == "mtp":
         w, c = mtp_shares(model)
-        return SpecStep(base, k, e, kind, weight_share=w, ctx_share=c)
-    return SpecStep(base, k, e, kind, draft_token_s=sim.spec_draft_token_s)
+        step = SpecStep(base, k, e, kind, weight_share=w, ctx_share=c, **drift)
+    else:
+        step = SpecStep(base, k, e, kind, draft_token_s=sim.spec_draft_token_s, **drift)
+    return step.at_version(version)
