@@ -40,6 +40,10 @@ batch grows the step's (k+1) b tokens make it compute-bound and the gain falls b
 
 Memory: a draft model's weights and its KV cache, and an MTP layer's, come out of the
 engine's KV capacity (`memory`); an n-gram drafter holds none on the GPU.
+
+Drift (`sim.spec_acceptance_decay`, 0 by default): a drafter synced with the policy every
+`sim.spec_drafter_sync` versions (0: never) accepts alpha (1 - decay)^lag, lag the versions
+since its last sync; the engine asks `SpecStep.at_version` at each weight install.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from typing import Any
 
 from harness.core.fields import ConfigError
 from harness.core.registry import UnknownName
-from harness.core.sim_config import DRAFTERS, SPEC_FIELDS, by_workload  # noqa: F401
+from harness.core.sim_config import by_workload
 from harness.sim.perf import StepJump
 from harness.sim.presets import Model, load_model
 
