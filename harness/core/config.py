@@ -22,13 +22,16 @@ from harness.core.fields import ConfigError, help_of, opt
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
 
 from harness.core.sim_config import (  # noqa: F401  (read from here too)
+    DRAFTERS,
     ENGINE_BACKENDS,
     PRECISIONS,
+    SPEC_FIELDS,
     STEP_MODELS,
     SYNC_PATHS,
     TRAIN_MODELS,
     WEIGHT_PRECISIONS,
     SimConfig,
+    check_spec,
 )
 
 
@@ -222,6 +225,7 @@ class RunConfig:
         need(s.verifier_workers >= 0, "set sim.verifier_workers", "must be >= 0 (0: no limit)")
         need(s.weight_sync_path in SYNC_PATHS, "set sim.weight_sync_path",
              f"must be one of {', '.join(SYNC_PATHS)}, not {s.weight_sync_path!r}")
+        check_spec(s, need)
         for name in ("bw_eff", "compute_eff", "train_mfu"):
             value = getattr(s, name)
             need(value is None or value > 0, f"set sim.{name}", "must be positive")
@@ -235,7 +239,13 @@ class RunConfig:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The whole config, less speculative decoding's fields while it is off (a trace's
+        header, a sweep cell's key: those of runs without it stay as they were)."""
+        out = dataclasses.asdict(self)
+        if self.sim.spec_drafter == "off":
+            for name in SPEC_FIELDS:
+                del out["sim"][name]
+        return out
 
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).
