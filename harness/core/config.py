@@ -123,6 +123,8 @@ class RunConfig:
                                   metadata={"help": "nemo-rl-async: its async GRPO knobs"})
     tinker: knobs.Tinker = field(default_factory=knobs.Tinker,
                                  metadata={"help": "tinker: the cookbook's async RL knobs"})
+    sortedrl: knobs.SortedRL = field(default_factory=knobs.SortedRL, metadata={
+        "help": "sortedrl: its cache of unfinished work"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -230,7 +232,7 @@ class RunConfig:
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker):
+                      self.prime_rl, self.nemo_rl, self.tinker, self.sortedrl):
             table.check(self)
         return self
 

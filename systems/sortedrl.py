@@ -1,0 +1,120 @@
+"""SortedRL: online length-aware scheduling with early updates (arXiv 2603.23414).
+
+Source: Zhang et al., "SortedRL: Accelerating RL Training for LLMs through Online
+Length-Aware Scheduling", arXiv 2603.23414v1 (2026-03-24); no code release is public.
+The stored copy of the paper reaches only its abstract and the opening of Sec. 1, so
+every rule below cites the abstract ("Abs.") or the OpenReview TL;DR of its ICLR 2026
+submission (openreview.net/forum?id=5v3Gzuic8i, "TL;DR"); docs/systems.md ("SortedRL")
+lists the other readings the abstract leaves open.
+
+- A large rollout batch: the R groups of a round are loaded at once, all R x K samples
+  submitted together (Abs.: "enables large rollout batches"; TL;DR: "rollout at max
+  batch size").
+- Samples are ordered by output length as they finish: the engine ends short ones
+  first, and a group joins the update queue when its K samples are done (Abs.:
+  "reorders rollout samples based on output lengths, prioritizing short samples
+  forming groups for early updates").
+- An update batch of U complete groups is trained as soon as U are complete (Abs.:
+  "flexible update batches", "early updates"): the rollout is stopped (every unfinished
+  sample aborted, its partial response kept), the U groups make one optimizer step, the
+  new weights are published, and the rollout goes on under them. A round is R/U such
+  updates; its last batch is its U longest groups.
+- The off-policy degree is controlled by a cache (Abs.: "control the degree of
+  off-policy training through a cache-based mechanism"): an unfinished group's work
+  (its finished samples and the partial responses of the others) is cached across an
+  update and resumed under the new weights, at most `sortedrl.cache_steps` updates;
+  a group that would be carried further is regenerated from scratch under the newest
+  weights. The default 0 regenerates every unfinished group at each update, so every
+  trained token comes from the policy it trains (TL;DR: "without off-policiness").
+  A complete group left over (it completed in the same instant as the U-th) is cached
+  work too, under the same rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.core.runtime import Handle, Runtime
+from systems.april import APRIL
+from systems.common import PartialGroup, new_groups
+
+
+class SortedRL(APRIL):
+    """Reuses APRIL's per-sample serving (`APRIL._serve`: resume a partial response,
+    score each finished sample, materialise the complete group); the rest is its own."""
+
+    name = "sortedrl"
+    summary = "length-sorted early updates: train U groups as they finish, abort and resume"
+    knobs: tuple[str, ...] = ("update_groups", "sortedrl.cache_steps")
+
+    @staticmethod
+    def paper_defaults(cfg: Any) -> None:
+        """No unset knob to fill (APRIL's over-sampling is not SortedRL's)."""
+
+    def staleness_bound(self, cfg: Any) -> int | None:
+        """min(cache_steps, R/U - 1): cached work is carried at most cache_steps
+        updates, and a round's groups all train within its R/U updates."""
+        return min(cfg.sortedrl.cache_steps, cfg.groups // cfg.update_groups - 1)
+
+    async def run(self, rt: Runtime) -> None:
+        for rnd in range(rt.config.rounds):
+            rt.emit("rollout_start", round=rnd, version=rt.engine.version)
+            await self._round(rt, rnd)
+            rt.emit("rollout_complete", round=rnd)
+
+    async def _round(self, rt: Runtime, rnd: int) -> None:
+        """R/U updates: each waits for U complete groups, stops the rest, trains."""
+        cfg = rt.config
+        u, steps, limit = cfg.update_groups, cfg.groups // cfg.update_groups, \
+            cfg.sortedrl.cache_steps
+        untrained = [PartialGroup(g) for g in new_groups(rt, rnd,
+                                                         rt.workload.take(cfg.groups))]
+        ready: list[PartialGroup] = []  # complete, untrained, in completion order
+        age = {w.group.id: 0 for w in untrained}  # updates its cached work has crossed
+        for step in range(steps):
+            enough = rt.event()
+            live: dict[Handle[None], PartialGroup] = {}
+
+            async def serve(work: PartialGroup, enough: Any = enough) -> None:
+                if await self._serve(rt, work, False):
+                    ready.append(work)
+                    if len(ready) >= u:
+                        enough.set()
+
+            if len(ready) >= u:
+                enough.set()
+            else:
+                for work in untrained:
+                    if work not in ready:
+                        live[rt.spawn(serve(work))] = work
+            await enough.wait()
+            if step < steps - 1:  # early termination: stop the rest, keep their work
+                ids = [f"{w.group.id}.{s}" for w in live.values()
+                       for s in range(cfg.group_size) if s not in w.done]
+                rt.emit("decision", what="early_update", round=rnd, step=step,
+                        stopped=len(ids))
+                await rt.engine.abort(ids)
+            for task in live:
+                await task
+            batch, ready[:] = ready[:u], ready[u:]
+            untrained = [w for w in untrained if w not in batch]
+            await self.batches.train(rt, [w.group for w in batch])
+            await rt.trainer.publish()
+            for work in untrained:  # its cached work crosses this update
+                age[work.group.id] += 1
+                if age[work.group.id] > limit:
+                    self._regenerate(rt, work, ready)
+                    age[work.group.id] = 0
+
+    @staticmethod
+    def _regenerate(rt: Runtime, work: PartialGroup, ready: list[PartialGroup]) -> None:
+        """Drop a group's cached work: all K samples start again under the newest
+        weights (a complete group left over leaves the update queue)."""
+        if work.done or work.partial:
+            rt.emit("decision", what="regenerate", group=work.group.id,
+                    kept=len(work.done), partial=len(work.partial))
+        work.done.clear()
+        work.partial.clear()
+        work.group.responses, work.group.rewards, work.group.advantages = [], [], []
+        if work in ready:
+            ready.remove(work)
