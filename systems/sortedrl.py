@@ -22,12 +22,15 @@ lists the other readings the abstract leaves open.
 - The off-policy degree is controlled by a cache (Abs.: "control the degree of
   off-policy training through a cache-based mechanism"): an unfinished group's work
   (its finished samples and the partial responses of the others) is cached across an
-  update and resumed under the new weights, at most `sortedrl.cache_steps` updates;
-  a group that would be carried further is regenerated from scratch under the newest
-  weights. The default 0 regenerates every unfinished group at each update, so every
-  trained token comes from the policy it trains (TL;DR: "without off-policiness").
+  update and resumed under the new weights, across at most `max_lag` updates; a group
+  whose work would be carried further is regenerated from scratch under the newest
+  weights. `max_lag` 0 regenerates every unfinished group at each update, so every
+  trained token comes from the policy it trains (TL;DR: "without off-policiness"); the
+  default -1 (no limit) carries work across every update of its round, R/U - 1 at
+  most (Abs.: "near on-policy"). The stored text gives no default for the cache.
   A complete group left over (it completed in the same instant as the U-th) is cached
-  work too, under the same rule.
+  work too, under the same rule. `max_lag` is the shared field PipelineRL reads with
+  the same meaning (the most steps a trained token may lag), not a table of its own.
 """
 
 from __future__ import annotations
@@ -45,16 +48,17 @@ class SortedRL(APRIL):
 
     name = "sortedrl"
     summary = "length-sorted early updates: train U groups as they finish, abort and resume"
-    knobs: tuple[str, ...] = ("update_groups", "sortedrl.cache_steps")
+    knobs: tuple[str, ...] = ("update_groups", "max_lag")
 
     @staticmethod
     def paper_defaults(cfg: Any) -> None:
         """No unset knob to fill (APRIL's over-sampling is not SortedRL's)."""
 
     def staleness_bound(self, cfg: Any) -> int | None:
-        """min(cache_steps, R/U - 1): cached work is carried at most cache_steps
-        updates, and a round's groups all train within its R/U updates."""
-        return min(cfg.sortedrl.cache_steps, cfg.groups // cfg.update_groups - 1)
+        """min(max_lag, R/U - 1) (R/U - 1 with no limit): cached work crosses at most
+        max_lag updates, and a round's groups all train within its R/U updates."""
+        steps = cfg.groups // cfg.update_groups - 1
+        return steps if cfg.max_lag < 0 else min(cfg.max_lag, steps)
 
     async def run(self, rt: Runtime) -> None:
         for rnd in range(rt.config.rounds):
@@ -65,8 +69,8 @@ class SortedRL(APRIL):
     async def _round(self, rt: Runtime, rnd: int) -> None:
         """R/U updates: each waits for U complete groups, stops the rest, trains."""
         cfg = rt.config
-        u, steps, limit = cfg.update_groups, cfg.groups // cfg.update_groups, \
-            cfg.sortedrl.cache_steps
+        u, steps = cfg.update_groups, cfg.groups // cfg.update_groups
+        limit = steps if cfg.max_lag < 0 else cfg.max_lag  # -1: never regenerate
         untrained = [PartialGroup(g) for g in new_groups(rt, rnd,
                                                          rt.workload.take(cfg.groups))]
         ready: list[PartialGroup] = []  # complete, untrained, in completion order

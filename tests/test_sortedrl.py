@@ -97,10 +97,10 @@ class Workload:
 class Runtime:
     """The calls SortedRL makes, on a loop whose clock jumps to the next timer."""
 
-    def __init__(self, cache_steps: int) -> None:
+    def __init__(self, max_lag: int) -> None:
         self.config = RunConfig(system="sortedrl", groups=4, group_size=2, update_groups=1,
                                 rounds=1)
-        self.config.sortedrl.cache_steps = cache_steps
+        self.config.max_lag = max_lag
         self.config.validate()
         self.engine, self.trainer = Engine(), Trainer(self)
         self.verifier, self.workload = Verifier(), Workload()
@@ -129,8 +129,8 @@ class Runtime:
         self.finished.extend(group.responses)
 
 
-def by_hand(cache_steps: int) -> Runtime:
-    rt = Runtime(cache_steps)
+def by_hand(max_lag: int) -> Runtime:
+    rt = Runtime(max_lag)
     loop = VirtualAsyncio()
     try:
         loop.run_until_complete(SortedRL().run(rt))  # type: ignore[arg-type]
@@ -144,7 +144,7 @@ def spans(rt: Runtime, group: int) -> list[list[list[int]]]:
 
 
 def test_cache_across_every_update_by_hand() -> None:
-    """cache_steps 3 (>= R/U - 1: nothing regenerated). g0 completes at 2: the rest stop
+    """max_lag 3 (>= R/U - 1: nothing regenerated; -1 alike). g0 completes at 2: the rest stop
     (g1 2+2 tokens, g2 s0 done, s1 2, g3 2+2), train 2-4, publish 4-5. From 5: g1 needs
     1 and 2 (done 7); g2 s1 5 (10); g3 3 and 7. Update at 7 (g1), stop (g2 s1 4 tokens,
     g3 4 + 4), resume at 10: g2 s1 needs 3 (13), g3 1 and 5. Update at 13 (g2), g3 s1
@@ -158,7 +158,7 @@ def test_cache_across_every_update_by_hand() -> None:
 
 
 def test_no_cache_regenerates_at_every_update_by_hand() -> None:
-    """cache_steps 0 (the default): each update restarts every unfinished group from
+    """max_lag 0 (on-policy): each update restarts every unfinished group from
     scratch. Update at 2 (g0); all restart at 5: g1 ends at 5 + 4 = 9. Update at 9,
     restart at 12: g2 ends at 12 + 7 = 19. Update at 19, restart at 22: g3 at 31."""
     rt = by_hand(0)
@@ -171,7 +171,7 @@ def test_no_cache_regenerates_at_every_update_by_hand() -> None:
 
 
 def test_cache_one_update_by_hand() -> None:
-    """cache_steps 1: as with 3 up to the update at 7, where g2 and g3 have crossed two
+    """max_lag 1: as with 3 up to the update at 7, where g2 and g3 have crossed two
     updates and restart at 10: g2 ends at 10 + 7 = 17. Update at 17; g3 (s0 done at 15,
     s1 7 tokens) is kept, resumes at 20 and needs 2: the last update at 22."""
     rt = by_hand(1)
@@ -181,25 +181,25 @@ def test_cache_one_update_by_hand() -> None:
 
 def test_staleness_bound_and_knob() -> None:
     cfg = RunConfig(system="sortedrl", groups=8, update_groups=2)
-    for cache, bound in ((0, 0), (1, 1), (3, 3), (9, 3)):
-        cfg.sortedrl.cache_steps = cache
-        assert SortedRL().staleness_bound(cfg) == bound  # min(cache, R/U - 1 = 3)
-    cfg.sortedrl.cache_steps = -1
-    with pytest.raises(ConfigError, match=r"^--set sortedrl.cache_steps: must be >= 0$"):
+    for cache, bound in ((0, 0), (1, 1), (3, 3), (9, 3), (-1, 3)):
+        cfg.max_lag = cache
+        assert SortedRL().staleness_bound(cfg) == bound  # min(max_lag, R/U - 1 = 3)
+    cfg.max_lag = -2
+    with pytest.raises(ConfigError, match=r"^--max-lag: must be -1 \(no limit\) or >= 0$"):
         cfg.validate()
     assert "sortedrl" in SYSTEMS
 
 
-@pytest.mark.parametrize("cache", [0, 2])
+@pytest.mark.parametrize("cache", [0, 2, -1])
 def test_simulated_rounds_train_each_group_once_within_the_bound(tmp_path: Path,
                                                                 cache: int) -> None:
-    """sci-jl, R = 8, U = 2, 2 rounds: 8 steps of 2 groups, each group once, in the
-    order they completed, every step's lag within min(cache, 3)."""
-    events = sim_run(tmp_path, "sortedrl", sortedrl__cache_steps=cache)
+    """sci-jl, R = 8, U = 2, 2 rounds: 8 steps of 2 groups, each group once, every
+    step's lag within min(max_lag, R/U - 1 = 3)."""
+    events = sim_run(tmp_path, "sortedrl", max_lag=cache)
     batches = [e["groups"] for e in events if e["ev"] == "batch_dispatch"]
     assert len(batches) == 8 and all(len(b) == 2 for b in batches)
     assert sorted(g for b in batches for g in b) == list(range(16))
-    assert max(lags(events)) <= cache
+    assert max(lags(events)) <= (3 if cache < 0 else cache)
     if cache == 0:
         assert lags(events) == [0] * 8
     aborted = [e for e in events if e["ev"] == "request_finish" and e["status"] == "aborted"]

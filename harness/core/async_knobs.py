@@ -220,18 +220,3 @@ class Tinker:
              "set tinker.pipeline_depth",
              f"must lie in [0, max_steps_off_policy = {self.max_steps_off_policy}]: a deeper "
              "pipeline would break the staleness bound")
-
-
-@dataclass
-class SortedRL:
-    """SortedRL's cache of unfinished work (system `sortedrl`); arXiv 2603.23414, whose
-    abstract names the cache but whose stored copy gives no default (systems/sortedrl.py)."""
-
-    cache_steps: int = opt(0, "most updates an unfinished group's work (finished samples, "
-                           "partial responses) is cached across and resumed; older work is "
-                           "regenerated under the newest weights; 0: regenerate at every "
-                           "update, on-policy (the paper's TL;DR: no off-policiness)")
-
-    def check(self, cfg: Any) -> None:
-        """Refuse a negative cache (no update can be crossed fewer than 0 times)."""
-        _at_least("sortedrl", self, 0, "cache_steps")

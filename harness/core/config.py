@@ -83,7 +83,8 @@ class RunConfig:
                              "submitted) or priority (every group submitted, the frontier's "
                              "requests admitted first): RolloutPipe's two readings of FGD")
     concurrency: int = opt(64, "pipelinerl: sequences in flight per engine replica, H")
-    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps (-1: none)")
+    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps; sortedrl: updates "
+                       "an unfinished group's cached work may cross (-1: none)")
     over_sampling_groups: int | None = opt(None, "april, cgp-april: groups in flight per "
                                            "round, N' (unset: the paper's 2R; 0 or R: no "
                                            "over-sampling; otherwise at least R)")
@@ -123,8 +124,6 @@ class RunConfig:
                                   metadata={"help": "nemo-rl-async: its async GRPO knobs"})
     tinker: knobs.Tinker = field(default_factory=knobs.Tinker,
                                  metadata={"help": "tinker: the cookbook's async RL knobs"})
-    sortedrl: knobs.SortedRL = field(default_factory=knobs.SortedRL, metadata={
-        "help": "sortedrl: its cache of unfinished work"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -232,7 +231,7 @@ class RunConfig:
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker, self.sortedrl):
+                      self.prime_rl, self.nemo_rl, self.tinker):
             table.check(self)
         return self
 
