@@ -29,36 +29,41 @@ lists the other readings the abstract leaves open.
   default -1 (no limit) carries work across every update of its round, R/U - 1 at
   most (Abs.: "near on-policy"). The stored text gives no default for the cache.
   A complete group left over (it completed in the same instant as the U-th) is cached
-  work too, under the same rule. `max_lag` is the shared field PipelineRL reads with
-  the same meaning (the most steps a trained token may lag), not a table of its own.
+  work too, under the same rule. A regenerated group is a new group of the same prompt
+  (a `drop_group` decision names the old one and says why), so that each request id
+  keeps one line of work: aborted, then resumed with its tokens. `max_lag` is the
+  shared field PipelineRL reads with the same meaning (the most steps a trained token
+  may lag), not a table of its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Handle, Runtime
-from systems.april import APRIL
-from systems.common import PartialGroup, new_groups
+from harness.core.runtime import Group, Handle, Request, Runtime
+from systems.common import BatchCounter, PartialGroup, new_groups
 
 
-class SortedRL(APRIL):
-    """Reuses APRIL's per-sample serving (`APRIL._serve`: resume a partial response,
-    score each finished sample, materialise the complete group); the rest is its own."""
+class SortedRL:
 
     name = "sortedrl"
     summary = "length-sorted early updates: train U groups as they finish, abort and resume"
     knobs: tuple[str, ...] = ("update_groups", "max_lag")
 
-    @staticmethod
-    def paper_defaults(cfg: Any) -> None:
-        """No unset knob to fill (APRIL's over-sampling is not SortedRL's)."""
+    def __init__(self) -> None:
+        self.batches = BatchCounter()
 
     def staleness_bound(self, cfg: Any) -> int | None:
         """min(max_lag, R/U - 1) (R/U - 1 with no limit): cached work crosses at most
         max_lag updates, and a round's groups all train within its R/U updates."""
         steps = cfg.groups // cfg.update_groups - 1
         return steps if cfg.max_lag < 0 else min(cfg.max_lag, steps)
+
+    def backlog_bound(self, cfg: Any) -> int:
+        """R x K samples: the rollout batch is all a round generates ahead of its updates
+        (at max_lag 0, the finished samples of unfinished groups wait, then are dropped;
+        `rolloutbench check`'s (L + 1) x U x K would not hold them)."""
+        return cfg.groups * cfg.group_size
 
     async def run(self, rt: Runtime) -> None:
         for rnd in range(rt.config.rounds):
@@ -80,7 +85,7 @@ class SortedRL(APRIL):
             live: dict[Handle[None], PartialGroup] = {}
 
             async def serve(work: PartialGroup, enough: Any = enough) -> None:
-                if await self._serve(rt, work, False):
+                if await self._serve(rt, work):
                     ready.append(work)
                     if len(ready) >= u:
                         enough.set()
@@ -104,21 +109,45 @@ class SortedRL(APRIL):
             untrained = [w for w in untrained if w not in batch]
             await self.batches.train(rt, [w.group for w in batch])
             await rt.trainer.publish()
-            for work in untrained:  # its cached work crosses this update
+            for i, work in enumerate(untrained):  # its cached work crosses this update
                 age[work.group.id] += 1
                 if age[work.group.id] > limit:
-                    self._regenerate(rt, work, ready)
-                    age[work.group.id] = 0
+                    untrained[i] = fresh = self._regenerate(rt, work, ready)
+                    age[fresh.group.id] = 0
 
     @staticmethod
-    def _regenerate(rt: Runtime, work: PartialGroup, ready: list[PartialGroup]) -> None:
-        """Drop a group's cached work: all K samples start again under the newest
-        weights (a complete group left over leaves the update queue)."""
-        if work.done or work.partial:
-            rt.emit("decision", what="regenerate", group=work.group.id,
-                    kept=len(work.done), partial=len(work.partial))
-        work.done.clear()
-        work.partial.clear()
-        work.group.responses, work.group.rewards, work.group.advantages = [], [], []
+    def _regenerate(rt: Runtime, work: PartialGroup, ready: list[PartialGroup]
+                    ) -> PartialGroup:
+        """Drop a group's cached work: its prompt starts again as a new group, all K
+        samples under the newest weights (a complete group left over leaves the queue)."""
+        old = work.group
+        fresh = PartialGroup(Group(rt.new_group_id(), old.round, old.prompt))
+        rt.emit("decision", what="drop_group", group=old.id, regenerated_as=fresh.group.id,
+                reason="cached work past max_lag: regenerated under the new weights")
         if work in ready:
             ready.remove(work)
+        return fresh
+
+    @staticmethod
+    async def _serve(rt: Runtime, work: PartialGroup) -> bool:
+        """Run the group's unfinished samples, each resuming its cached partial response,
+        and score the finished ones; True once all K are done and the group materialised,
+        False when an update stopped it first (as APRIL's `_serve`, systems/april.py)."""
+        cfg, group = rt.config, work.group
+        pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
+                                               cfg.max_response_tokens,
+                                               resume=work.partial.pop(s, None)))
+                   for s in range(cfg.group_size) if s not in work.done}
+        for s, attempt in pending.items():
+            response = await attempt
+            if response.status == "finished":
+                work.done[s] = (response, await rt.verifier.score(response))
+            elif response.tokens > 0:
+                work.partial[s] = response
+        if len(work.done) < cfg.group_size:
+            return False
+        group.responses = [work.done[s][0] for s in range(cfg.group_size)]
+        group.rewards = [work.done[s][1] for s in range(cfg.group_size)]
+        rt.emit("group_complete", group=group.id, round=group.round)
+        await rt.materialize(group)
+        return True

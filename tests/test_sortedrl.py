@@ -23,7 +23,7 @@ from systems.sortedrl import SortedRL
 from tests.async_view import lags, sim_run
 from tests.clocks import VirtualAsyncio
 
-LENGTHS = {0: (1, 2), 1: (3, 4), 2: (1, 7), 3: (5, 9)}
+LENGTHS = {0: (1, 2), 1: (3, 4), 2: (1, 7), 3: (5, 9)}  # by prompt: g0-g3 are prompts 0-3
 TRAIN_S, PUBLISH_S = 2.0, 1.0
 
 
@@ -40,7 +40,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Response] = loop.create_future()
         made = request.resume.tokens if request.resume else 0
-        left = LENGTHS[request.group][request.sample] - made
+        left = LENGTHS[request.prompt.index][request.sample] - made
         timer = loop.call_later(left, self._finish, request.id, "finished")
         self.running[request.id] = (request, loop.time(), future, timer)
         return future
@@ -113,7 +113,7 @@ class Runtime:
 
     def emit(self, ev: str, **fields: Any) -> None:
         if ev == "decision":
-            self.log.append((fields["what"], self.now()))
+            self.log.append((fields["what"], self.now(), fields.get("group")))
 
     def new_group_id(self) -> int:
         self.groups += 1
@@ -162,12 +162,13 @@ def test_no_cache_regenerates_at_every_update_by_hand() -> None:
     scratch. Update at 2 (g0); all restart at 5: g1 ends at 5 + 4 = 9. Update at 9,
     restart at 12: g2 ends at 12 + 7 = 19. Update at 19, restart at 22: g3 at 31."""
     rt = by_hand(0)
-    assert [e for e in rt.log if e[0] == "train"] == [
-        ("train", 2.0, [0]), ("train", 9.0, [1]), ("train", 19.0, [2]), ("train", 31.0, [3])]
-    assert all(len(s) == 1 for g in LENGTHS for s in spans(rt, g))  # one version each
-    assert spans(rt, 3) == [[[3, 5]], [[3, 9]]]
-    # each publish (ends at 5, 12, 22) drops the work of every group left: 3, 2, 1
-    assert [e[1] for e in rt.log if e[0] == "regenerate"] == [5.0, 5.0, 5.0, 12.0, 12.0, 22.0]
+    assert [e[1] for e in rt.log if e[0] == "train"] == [2.0, 9.0, 19.0, 31.0]
+    assert all(len(s) == 1 for r in rt.finished for s in [r.version_spans])  # one version
+    # each publish (ends at 5, 12, 22) drops the work of every group left (3, 2, 1),
+    # its prompt run again as a new group: g1 as 4; g2 as 5, then 7; g3 as 6, 8, then 9
+    assert [e[1] for e in rt.log if e[0] == "drop_group"] == [5.0, 5.0, 5.0, 12.0, 12.0, 22.0]
+    assert [e[2] for e in rt.log if e[0] == "train"] == [[0], [4], [7], [9]]
+    assert spans(rt, 9) == [[[3, 5]], [[3, 9]]]
 
 
 def test_cache_one_update_by_hand() -> None:
@@ -175,8 +176,9 @@ def test_cache_one_update_by_hand() -> None:
     updates and restart at 10: g2 ends at 10 + 7 = 17. Update at 17; g3 (s0 done at 15,
     s1 7 tokens) is kept, resumes at 20 and needs 2: the last update at 22."""
     rt = by_hand(1)
-    assert [e[1] for e in rt.log if e[0] == "train"] == [2.0, 7.0, 17.0, 22.0]
-    assert spans(rt, 3) == [[[2, 5]], [[2, 7], [3, 2]]]
+    assert [e[1:] for e in rt.log if e[0] == "train"] == [
+        (2.0, [0]), (7.0, [1]), (17.0, [4]), (22.0, [5])]  # g2 again as 4, g3 as 5
+    assert spans(rt, 5) == [[[2, 5]], [[2, 7], [3, 2]]]
 
 
 def test_staleness_bound_and_knob() -> None:
@@ -198,7 +200,14 @@ def test_simulated_rounds_train_each_group_once_within_the_bound(tmp_path: Path,
     events = sim_run(tmp_path, "sortedrl", max_lag=cache)
     batches = [e["groups"] for e in events if e["ev"] == "batch_dispatch"]
     assert len(batches) == 8 and all(len(b) == 2 for b in batches)
-    assert sorted(g for b in batches for g in b) == list(range(16))
+    trained = [g for b in batches for g in b]
+    dropped = {e["group"] for e in events if e["ev"] == "decision"
+               and e["what"] == "drop_group"}
+    submitted = {e["group"] for e in events if e["ev"] == "request_submit"}
+    assert len(set(trained)) == 16 and not dropped & set(trained)
+    assert submitted == set(trained) | dropped  # each left out says why
+    # a round's last 2 groups cross 3 updates: regenerated at a bound of 0 or 2, not -1
+    assert bool(dropped) == (cache >= 0)
     assert max(lags(events)) <= (3 if cache < 0 else cache)
     if cache == 0:
         assert lags(events) == [0] * 8
