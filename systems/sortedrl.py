@@ -45,6 +45,7 @@ from systems.common import BatchCounter, PartialGroup, new_groups
 
 
 class SortedRL:
+    """A round is one rollout batch drained by R/U early updates (`_round`)."""
 
     name = "sortedrl"
     summary = "length-sorted early updates: train U groups as they finish, abort and resume"

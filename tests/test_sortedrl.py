@@ -213,3 +213,16 @@ def test_simulated_rounds_train_each_group_once_within_the_bound(tmp_path: Path,
         assert lags(events) == [0] * 8
     aborted = [e for e in events if e["ev"] == "request_finish" and e["status"] == "aborted"]
     assert aborted  # each round's first updates stop the longer samples
+
+
+def test_plan_searches_the_cache_bound_within_its_limits() -> None:
+    """R = 16, U = 2: work may cross 7 updates, so plan tries 0, 1, 2, 4 and -1 (every
+    one); --max-lag 2 keeps those of lag 2 or less, --on-policy only 0 (regenerate)."""
+    from harness.studies.plan.space import build_space
+    from tests.test_plan import plan_of
+
+    assert build_space(plan_of()).knobs["sortedrl"] == {"max_lag": [0, 1, 2, 4, -1]}
+    assert build_space(plan_of(max_lag=2)).knobs["sortedrl"] == {"max_lag": [0, 1, 2]}
+    assert build_space(plan_of(on_policy=True)).knobs["sortedrl"] == {"max_lag": [0]}
+    # R = 4, U = 2: one update to cross at most, so -1 is lag 1 and 1 is -1 again
+    assert build_space(plan_of(r=4)).knobs["sortedrl"] == {"max_lag": [0, -1]}
