@@ -54,6 +54,16 @@ class SortedRL:
     def __init__(self) -> None:
         self.batches = BatchCounter()
 
+    @staticmethod
+    def plan_knobs(plan: Any) -> dict[str, list[Any]]:
+        """The cache bounds `rolloutbench plan` tries: 0, 1, 2, 4 below R/U - 1 and -1
+        (every update: lag R/U - 1), those within --max-lag; with --on-policy only 0
+        (resumed tokens span versions: a group must be regenerated at each update)."""
+        most = plan.recipe.groups // plan.recipe.update_groups - 1
+        bound = plan.limits.lag_bound
+        lags = [0] if plan.limits.on_policy else [*(v for v in (0, 1, 2, 4) if v < most), -1]
+        return {"max_lag": [v for v in lags if bound is None or (most if v < 0 else v) <= bound]}
+
     def staleness_bound(self, cfg: Any) -> int | None:
         """min(max_lag, R/U - 1) (R/U - 1 with no limit): cached work crosses at most
         max_lag updates, and a round's groups all train within its R/U updates."""

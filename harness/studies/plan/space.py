@@ -11,7 +11,7 @@ The recipe is fixed; what varies is how it is scheduled and placed:
   space stays bounded: every GPU split of 1,024 GPUs was 190,000 points, 77 s
   of enumeration before the first simulation;
 - the system's knobs (`knob_choices`): F_w, H and max lag, over-sampling and
-  partial rollout, RollPacker's eta and components, SortedRL's cache bound (max lag).
+  partial rollout, RollPacker's eta and components; or a system's own `plan_knobs(plan)`.
 
 A point is one choice of each; `Point.config` turns it into the `RunConfig`
 that `rolloutbench run --config` would run. Every choice is categorical with
@@ -168,12 +168,6 @@ def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
         lags = [-1, 0, 1, 2, 4, 8] if bound is None else [v for v in (0, 1, 2, 4, 8)
                                                            if v <= bound]
         return {"concurrency": [k * 2**i for i in range(1, 8)], "max_lag": lags}
-    if system == "sortedrl":  # the updates its cached work may cross; -1: every one
-        if plan.limits.on_policy:
-            return {"max_lag": [0]}  # resumed tokens span versions: regenerate them
-        lags = [v for v in (0, 1, 2, 4) if v < r // plan.recipe.update_groups - 1]
-        return {"max_lag": [v for v in [*lags, -1] if bound is None
-                            or (v if v >= 0 else r // plan.recipe.update_groups - 1) <= bound]}
     if system in ("april", "cgp-april"):
         over = sorted({r, math.ceil(1.25 * r), math.ceil(1.5 * r), 2 * r})
         return {"over_sampling_groups": over,
@@ -325,7 +319,8 @@ def build_space(plan: Plan, systems: list[str] | None = None) -> Space:
             space.excluded[name] = why
             continue
         space.layouts[name] = lays
-        space.knobs[name] = knob_choices(name, plan)
+        own = getattr(SYSTEMS[name], "plan_knobs", None)  # a system naming its own values
+        space.knobs[name] = own(plan) if own else knob_choices(name, plan)
         if plan.limits.on_policy and name in ("april", "cgp-april"):
             space.notes[name] = "partial rollout off: carried tokens are off-policy"
     if not space.layouts:
