@@ -31,6 +31,7 @@ from systems.rollpacker import RollPacker
 from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
 from systems.slime_async import SlimeAsync
+from systems.sortedrl import SortedRL
 from systems.tinker import Tinker
 from systems.verl import VeRL
 from systems.verl_fully_async import VerlFullyAsync
@@ -39,7 +40,8 @@ from systems.verl_one_step_off import VerlOneStepOff
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
-                                                  AReaL, SlimeAsync, Tinker, PrimeRL)}
+                                                  AReaL, SlimeAsync, Tinker, PrimeRL,
+                                                  SortedRL)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

@@ -86,7 +86,8 @@ class RunConfig:
                              "submitted) or priority (every group submitted, the frontier's "
                              "requests admitted first): RolloutPipe's two readings of FGD")
     concurrency: int = opt(64, "pipelinerl: sequences in flight per engine replica, H")
-    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps (-1: none)")
+    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps; sortedrl: updates "
+                       "an unfinished group's cached work may cross (-1: none)")
     over_sampling_groups: int | None = opt(None, "april, cgp-april: groups in flight per "
                                            "round, N' (unset: the paper's 2R; 0 or R: no "
                                            "over-sampling; otherwise at least R)")
