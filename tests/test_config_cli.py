@@ -256,13 +256,22 @@ def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def test_config_fields_match_the_trace_header_config() -> None:
-    """`config show` and the trace's run_start carry the same fields, less a knob table
-    added late (LATE_TABLES) that a run of another system leaves at its defaults."""
+    """`config show` and the trace's run_start carry the same fields, but for speculative
+    decoding's while it is off (so the traces of runs without it keep their bytes) and a
+    knob table added late (LATE_TABLES) that a run of another system leaves at its
+    defaults."""
+    from harness.core.config import SPEC_FIELDS
+
+    spec = {f"sim.{name}" for name in SPEC_FIELDS}
     for system in ("slime", *LATE_TABLES.values()):
         cfg = RunConfig(system=system)
         late = tuple(f"{table}." for table, own in LATE_TABLES.items() if own != system)
         assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)
-                                                if not name.startswith(late)]
+                                                if name not in spec
+                                                and not name.startswith(late)]
+    cfg = RunConfig(system="roll-flash")
+    cfg.sim.spec_drafter = "mtp"
+    assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)]
 
 
 USER_GPU = (Path(__file__).parent / "fixtures" / "user_gpu.toml").read_text()

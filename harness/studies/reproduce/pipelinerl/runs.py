@@ -53,7 +53,12 @@ def base(system: str, seed: int) -> RunConfig:
     s = cfg.sim
     s.calibration, s.model, s.rollout_gpu, s.rollout_tp = PAPER, "qwen2.5-7b", "h100-sxm", 1
     s.trainer_gpu, s.engine_backend = "h100-sxm", "vllm"  # PipelineRL serves with vLLM
-    s.micro_batch_tokens = 65536
+    # A micro-batch is PipelineRL's packed sequence, finetune.seq_length (seq_packing: true;
+    # ServiceNow/PipelineRL@58d39345:conf/finetune/base.yaml:63-64), and the paper ran with
+    # a "maximum sequence length of 32k" (Sec. 5, Experimental setup): 32,768 here. The
+    # authors' configs also write 32k as 32000 (conf/tir.yaml:85): docs/reproductions.md
+    # gives what that reading changes.
+    s.micro_batch_tokens = 32768
     return cfg
 
 
