@@ -305,3 +305,22 @@ def test_live_run_keeps_the_budget_and_the_window(model_dir: Path, tmp_path: Pat
     assert sorted(g for _, groups in batches(events) for g in groups) == sorted(finished)
     assert max(token_lags(events)) <= 1
     assert all(x.order + 1 <= 2 + (x.version + 1) * 2 for x in starts(events))
+
+
+def test_the_staleness_study_runs_it_with_its_bound(tmp_path: Path) -> None:
+    """roll-flash in the staleness study (its knob from plan's ASYNC_STALENESS): ratio 0
+    trains on-policy, ratio 1 within its bound of 1 step."""
+    import pandas as pd
+
+    from harness.studies.whatif import run_study
+
+    spec = {"repeats": 1, "steps": 8, "systems": ["roll-flash"],
+            "base": {"workload": "lsat-ar", "group_size": 4, "update_groups": 2,
+                     "sim": {"model": "qwen3-1.7b", "rollout_gpu": "h100-sxm",
+                             "trainer_gpu": "h100-sxm", "rollout_tp": 1}},
+            "cluster": {"gpus": 8, "rollout_gpus": [4]}, "values": {"roll-flash": [0, 1]}}
+    res = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=spec)
+    assert res.failed == 0 and res.ran == 2
+    by = pd.read_csv(tmp_path / "staleness" / "summary.csv").set_index("setting")
+    assert by.loc["ratio=0", "lag_max"] == 0
+    assert by.loc["ratio=1", "lag_max"] <= by.loc["ratio=1", "bound"] == 1
