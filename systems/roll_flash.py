@@ -94,6 +94,12 @@ class RollFlash:
         """ceil(ratio) steps: the window a group is trained in or given up (see above)."""
         return window(cfg.roll_flash.async_generation_ratio)
 
+    def backlog_bound(self, cfg: Any) -> int:
+        """The budget's samples: at most ceil(ratio x U) + U groups started and untrained
+        (the gate, G:245-253), K samples each."""
+        u = cfg.update_groups
+        return (math.ceil(cfg.roll_flash.async_generation_ratio * u) + u) * cfg.group_size
+
     async def run(self, rt: Runtime) -> None:
         cfg, knobs = rt.config, rt.config.roll_flash
         ratio, u, k = knobs.async_generation_ratio, cfg.update_groups, cfg.group_size

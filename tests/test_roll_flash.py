@@ -234,6 +234,8 @@ def test_staleness_bound_is_ceil_ratio() -> None:
     assert RollFlash().staleness_bound(cfg) == 1  # ROLL's async example's ratio 1
     cfg.roll_flash.async_generation_ratio = 1.5
     assert RollFlash().staleness_bound(cfg) == 2
+    cfg.update_groups, cfg.group_size = 3, 4
+    assert RollFlash().backlog_bound(cfg) == (5 + 3) * 4  # ceil(4.5) + 3 groups of 4
 
 
 @pytest.mark.parametrize(("field", "value", "says"), [
