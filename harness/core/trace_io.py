@@ -72,6 +72,23 @@ def trace_name(runtime: str) -> str:
     return TRACE_NAMES[0] if runtime == "sim" else TRACE_NAMES[1]
 
 
+def trace_file(folder: str | os.PathLike[str], stem: str, runtime: str = "sim") -> Path:
+    """`folder/stem` with the suffix of the form a run on `runtime` writes by default
+    (`trace_name`'s): STEM.jsonl.zst simulated, STEM.jsonl live. Every reproduction
+    names its runs' traces here, so a written one takes the simulator's own form."""
+    return Path(folder) / (stem + trace_name(runtime).removeprefix("trace"))
+
+
+def trace_stem(path: str | os.PathLike[str]) -> str:
+    """A trace file's name without its trace suffix (.jsonl.zst or .jsonl): the name of
+    its run in a progress line (`Path.stem` would leave `.jsonl` on a compressed one)."""
+    name = Path(path).name
+    for suffix in (".jsonl" + ZST, ".jsonl", ZST):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return Path(path).stem
+
+
 def find_trace(folder: str | os.PathLike[str]) -> Path:
     """A run folder's trace: trace.jsonl.zst (what a simulated run writes) or
     trace.jsonl (a live run, or one asked for in jsonl); the first when neither is."""
