@@ -1,6 +1,6 @@
 """Trace files in either form: JSON lines, or the same lines compressed with zstd.
 
-Why two forms: a simulated run writes its trace once, at the end, and a trace of
+Why two forms: a simulated run writes its trace in packs of 16k events, and a trace of
 plain lines is about 14 times the size of the same lines in zstd (level 1, a few
 tenths of a microsecond an event), so the simulator writes `NAME.jsonl.zst` unless
 asked for jsonl. JSON lines stay the form other tools read, the one a user can ask
@@ -69,7 +69,7 @@ def first_line(path: str | os.PathLike[str]) -> bytes:
 
 def trace_name(runtime: str) -> str:
     """A run folder's trace name for a run on `runtime`: a simulated run writes its
-    trace once, at the end (compressed); a live one line by line as it goes (plain)."""
+    trace a pack of events at a time (compressed); a live one line by line (plain)."""
     return TRACE_NAMES[0] if runtime == "sim" else TRACE_NAMES[1]
 
 
