@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.notes import say_once
 from harness.core.runtime import Prompt
 from harness.core.trace import iter_trace
 
@@ -187,15 +187,6 @@ def _group_size(header: dict[str, Any], lengths: dict[int, dict[int, int]]) -> i
     return max(set(counts), key=counts.count) if counts else 1
 
 
-_SAID: set[str] = set()
-
-
-def _say_once(message: str) -> None:
-    if message not in _SAID:
-        _SAID.add(message)
-        print(f"note: {message}", file=sys.stderr)
-
-
 class TraceWorkload:
     """The prompt stream of a trace (implements `harness.core.runtime.Workload`)."""
 
@@ -224,11 +215,11 @@ class TraceWorkload:
                                   isinstance(cap, int) and context > cap else self.prompt_max)
         self._next = 0
         if any(g.rewards is None for g in self.groups):
-            _say_once(f"{self.path} records no rewards for some groups: those replay with "
+            say_once(f"{self.path} records no rewards for some groups: those replay with "
                       f"sample i scoring 1 when i < ceil(K/2), else 0")
         cut = sum(g.cut for g in self.groups)
         if cut:
-            _say_once(f"{self.path}: {cut} of its {len(self.groups)} groups were cut before "
+            say_once(f"{self.path}: {cut} of its {len(self.groups)} groups were cut before "
                       f"every sample finished (the run's end, or aborted and never resumed): "
                       f"those samples replay one token past where they were cut, lower "
                       f"bounds")
@@ -236,12 +227,12 @@ class TraceWorkload:
         if lacking:
             which = ("" if lacking == len(self.groups)
                      else f" for {lacking} of its {len(self.groups)} groups")
-            _say_once(f"{self.path} records no verifier latency{which}: replayed checks "
+            say_once(f"{self.path} records no verifier latency{which}: replayed checks "
                       f"take {DEFAULT_VERIFY_S:g} s")
 
     def take(self, n: int) -> list[Prompt]:
         if self.cycle and self._next + n > len(self.groups):
-            _say_once(f"{self.path}: a run drew more than its {len(self.groups)} complete "
+            say_once(f"{self.path}: a run drew more than its {len(self.groups)} complete "
                       f"groups: they replay again from the first")
         elif self._next + n > len(self.groups):
             raise TraceWorkloadError(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import RunConfig
+from harness.core.notes import say_once
 from harness.core.runtime import Group, Response
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
@@ -34,7 +35,7 @@ from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its ol
 )
 from harness.sim.frameworks import resolve_max_running
 from harness.sim.heap import Heap
-from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
+from harness.sim.kernels.source import ROOFLINE, decode_model, step_source
 from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures

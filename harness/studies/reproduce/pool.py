@@ -41,10 +41,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.config import RunConfig
+from harness.core.notes import keep_notes, say_once
 from harness.core.trace_io import trace_stem
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
-from harness.sim.kernels.source import keep_notes, say_once
 
 Rows = list[dict[str, Any]]
 
