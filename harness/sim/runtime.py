@@ -73,10 +73,15 @@ class SimRuntime(RunnerBase):
         if not kernels_trainer and s.trainer_precision == "fp8":
             raise TrainerKernelError(f"sim.trainer_precision=fp8: {mfu_reason}, and the MFU "
                                      f"line counts BF16 FLOPs only")
-        if not probe_mfu:
-            calibration.say_train_mfu(s)  # where trainer and weight sync leave the calibration
         model = load_model(s.model)
         colocated = s.placement == "colocated"
+        # Colocated: the trainer runs on the rollout GPUs themselves.
+        train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
+                              else (s.trainer_gpu, s.trainer_gpus))
+        if kernels_trainer:  # a trainer it cannot price is refused before any note is said
+            trainer_build.checked_layout(s, measured, model, train_gpu, train_n)
+        if not probe_mfu:
+            calibration.say_train_mfu(s)  # where trainer and weight sync leave the calibration
         probe_switch = self.knobs is not None and "switch_s" in self.knobs.params
         if colocated and not probe_switch:  # the framework's switch where the calibration's
             self.params["switch_s"], note = switch.run_switch_s(  # is a prior
@@ -110,9 +115,6 @@ class SimRuntime(RunnerBase):
                         batch=cfg.groups * cfg.group_size)
         self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
                                  self.emit, self.share, max_len, route)
-        # Colocated: the trainer runs on the rollout GPUs themselves.
-        train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
-                              else (s.trainer_gpu, s.trainer_gpus))
         micro_tokens = s.micro_batch_tokens
         train: Any
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds
