@@ -106,6 +106,13 @@ def trace_path(name: str) -> Path:
 def read_groups(path: Path) -> tuple[list[TraceGroup], dict[str, Any]]:
     """The replayable groups of a trace, in prompt order, and its run_start header
     (read once per file version: a config check and the run share the reading)."""
+    groups, header, _ = _read(path)
+    return groups, header
+
+
+def _read(path: Path) -> tuple[list[TraceGroup], dict[str, Any], bool]:
+    """`read_groups`, and whether the trace ends in `run_end` (a run killed leaves it
+    out: its work replays as far as it goes, said once)."""
     try:
         stat = path.stat()
     except OSError as err:
@@ -115,9 +122,10 @@ def read_groups(path: Path) -> tuple[list[TraceGroup], dict[str, Any]]:
 
 @functools.lru_cache(maxsize=8)
 def _read_groups(name: str, mtime_ns: int, size: int
-                 ) -> tuple[list[TraceGroup], dict[str, Any]]:
+                 ) -> tuple[list[TraceGroup], dict[str, Any], bool]:
     path = Path(name)
     header: dict[str, Any] = {}
+    kind = ""
     # Keyed by prompt (`request_submit.prompt`, else the group id): a prompt a run
     # stopped and ran again under a new group (RollPacker's long queue) is one prompt,
     # each sample's figures from whichever attempt recorded them (the last one wins).
@@ -175,7 +183,7 @@ def _read_groups(name: str, mtime_ns: int, size: int
             tuple((got.get(s, cuts.get(s, 0)), rw.get(s), ck.get(s)) for s in spare)))
     if not groups:
         raise TraceWorkloadError(f"{path}: no group with all {k} samples finished to replay")
-    return groups, header
+    return groups, header, kind == "run_end"
 
 
 def _group_size(header: dict[str, Any], lengths: dict[int, dict[int, int]]) -> int:
@@ -193,7 +201,10 @@ class TraceWorkload:
     def __init__(self, name: str, group_size: int) -> None:
         self.name = name
         self.path = trace_path(name)
-        self.groups, header = read_groups(self.path)
+        self.groups, header, ended = _read(self.path)
+        if not ended:
+            say_once(f"{self.path}: no run_end (a run cut short?): its work replays as far "
+                     f"as it goes")
         self.source_k = len(self.groups[0].lengths)
         if group_size > self.source_k:
             raise TraceWorkloadError(
