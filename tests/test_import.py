@@ -14,6 +14,7 @@ import tests.source_formats as fmt
 from harness.core.config import RunConfig
 from harness.core.metrics import round_metrics
 from harness.core.trace import read_trace
+from harness.core.trace_io import MAGIC, read_bytes
 from harness.imports import SourceError, read, to_trace, write
 from harness.run.execute import execute
 
@@ -238,6 +239,28 @@ def test_import_command_writes_the_trace_and_says_what_it_holds(tmp_path: Path) 
     metrics = cli("metrics", out)
     assert metrics.returncode == 0
     assert "has no timings" in metrics.stderr
+
+
+def test_import_writes_a_compressed_trace_when_asked(tmp_path: Path) -> None:
+    pipelinerl_run(tmp_path)
+    plain, packed = tmp_path / "t.jsonl", tmp_path / "t.jsonl.zst"
+    for out in (plain, packed):
+        done = cli("import", "pipelinerl", tmp_path / "streams", "--out", out)
+        assert done.returncode == 0, done.stderr
+        assert f"wrote {out}: 2 rounds, 3 groups of 2, 6 responses" in done.stdout
+    assert packed.read_bytes()[:4] == MAGIC and plain.read_bytes()[:1] == b"{"
+    assert read_bytes(packed) == plain.read_bytes()  # the same lines, byte for byte
+    assert read_trace(packed, strict=True) == read_trace(plain, strict=True)
+    assert cli("metrics", packed).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.zst", "t.jsonl.gz", "t"])
+def test_an_out_of_neither_form_names_both(tmp_path: Path, name: str) -> None:
+    pipelinerl_run(tmp_path)
+    done = cli("import", "pipelinerl", tmp_path / "streams", "--out", tmp_path / name)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--out:" in done.stderr and ".jsonl.zst (compressed) or .jsonl" in done.stderr
+    assert not (tmp_path / name).exists()
 
 
 @pytest.mark.parametrize(("command", "out"), [("gantt", "g.png"), ("timeline", "t.json")])

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.core import notes
 from harness.core.config import RunConfig
 from harness.sim.engine_spec import resolve_engine
 from harness.sim.kernels import source
@@ -110,7 +111,7 @@ def test_runs_record_their_step_source_and_the_models_differ(tmp_path) -> None:
 
 def test_an_uncovered_gpu_falls_back_to_the_roofline_and_says_so_once(tmp_path, capsys,
                                                                        monkeypatch) -> None:
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
     first = simulate(tmp_path, "a", rollout_gpu="mi300x", rollout_tp=1)
     simulate(tmp_path, "b", rollout_gpu="mi300x", rollout_tp=1)
     assert first["step_source"] == "roofline (no measured kernels for mi300x)"

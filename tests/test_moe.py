@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.core import notes
 from harness.sim.engine_spec import resolve_engine
 from harness.sim.kernels import source
 from harness.sim.kernels.estimator import quiet
@@ -137,10 +138,13 @@ def test_a_bad_layout_is_one_line_before_any_work(tmp_path: Path, args: list[str
     assert said in run_refusal(tmp_path, args)
 
 
-def test_a_moe_trainer_on_a_gpu_without_bf16_expert_kernels_is_refused(tmp_path: Path) -> None:
+def test_a_moe_trainer_on_a_gpu_without_bf16_expert_kernels_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """a100-40gb-pcie's tables hold no BF16 expert rows: said in one line as the trainer is
-    built, before the run (after the notes its build says), not as numpy's argmin error at
-    the first train step (it was `run failed`, exit 1, with a trace behind it)."""
+    built, before the run, not as numpy's argmin error at the first train step (it was
+    `run failed`, exit 1, with a trace behind it); and before any note the build says
+    (the weight sync's and train_scale's notes came first)."""
+    monkeypatch.setattr(notes, "_said", set())  # this process may have said them already
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [
         "run", "-R", "4", "--rounds", "1", "--out", str(out), "--model", "qwen3-30b-a3b",
@@ -151,4 +155,5 @@ def test_a_moe_trainer_on_a_gpu_without_bf16_expert_kernels_is_refused(tmp_path:
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert errors == ["error: sim.trainer_gpu=a100-40gb-pcie: the database has no BF16 MoE "
                       "expert kernels; use sim.train_model=mfu"]
+    assert "note:" not in result.output  # the refusal alone: no note before it
     assert not out.exists()  # nothing written

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
+from harness.core import notes
 from harness.core.config import RunConfig
 from harness.sim import calibration, switch
-from harness.sim.kernels import source
 
 SYNC_7B = """\
 note: weight sync 2.25 s a publication, priced by the transfer model (harness/sim/weight_sync.py:
@@ -48,7 +48,7 @@ def _switch() -> None:
     sim = _sim(placement="colocated", rollout_gpu="h100-sxm", rollout_engines=4).sim
     note = switch.run_switch_s(sim, "slime", {"hardware": {}}, 4.0)[1]
     assert note is not None and "\n" not in note  # the caller no longer wraps it
-    source.say_once(note)
+    notes.say_once(note)
 
 
 CASES: dict[str, tuple[Callable[[], None], str]] = {
@@ -64,7 +64,7 @@ CASES: dict[str, tuple[Callable[[], None], str]] = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_note_prints_as_it_did(case: str, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
     say, want = CASES[case]
     say()
     assert capsys.readouterr().err == want
@@ -73,11 +73,11 @@ def test_each_note_prints_as_it_did(case: str, monkeypatch: pytest.MonkeyPatch,
 def test_say_once_wraps_a_long_line_and_keeps_lines_that_fit(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # fails before: say_once printed the 105-column line (with "note: ") whole
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
     words = " ".join(["word"] * 20)  # 99 characters: 19 words (94) fit, the 20th wraps
-    source.say_once(f"{words}\nkept as written\n  an indented line that fits")
+    notes.say_once(f"{words}\nkept as written\n  an indented line that fits")
     assert capsys.readouterr().err == (
         f"note: {' '.join(['word'] * 19)}\n  word\nkept as written\n"
         "  an indented line that fits\n")
-    source.say_once(f"{words}\nkept as written\n  an indented line that fits")
+    notes.say_once(f"{words}\nkept as written\n  an indented line that fits")
     assert capsys.readouterr().err == ""  # once

@@ -106,8 +106,8 @@ def test_a_repeated_run_is_simulated_once_and_copied(tmp_path: Path, jobs: int) 
                          Console(file=text, width=100))["r"]
     grid, sweep = got
     assert sweep == [row for row in grid if row["system"] == "cgp"]  # 2 rounds, same rows
-    assert (tmp_path / "sweep" / "cgp.jsonl").read_bytes() == \
-        (tmp_path / "grid" / "cgp.jsonl").read_bytes()
+    assert (tmp_path / "sweep" / "cgp.jsonl.zst").read_bytes() == \
+        (tmp_path / "grid" / "cgp.jsonl.zst").read_bytes()
     runs = [line for line in text.getvalue().splitlines() if line.startswith("[")]
     assert len(runs) == 3
     assert [line for line in runs if "(a copy of cgp)" in line] == \

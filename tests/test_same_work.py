@@ -231,7 +231,7 @@ def test_a_trace_without_check_times_says_what_it_assumed(tmp_path: Path, capsys
         stripped.write_text("".join(json.dumps(e) + "\n" for e in events))
         prompts = TraceWorkload(f"trace:{stripped}", 2).take(4)
         assert [p.hidden.sample(0)[2] == 0.0 for p in prompts].count(True) == n
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())  # each note wrapped to 100 columns
     assert f"{tmp_path / 'some.jsonl'} records no verifier latency for 2 of its 4 groups: " \
            "replayed checks take 0 s" in err
     assert f"{tmp_path / 'none.jsonl'} records no verifier latency: replayed checks take " \

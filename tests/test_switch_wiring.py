@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import notes
 from harness.core.config import RunConfig
 from harness.sim import switch
-from harness.sim.kernels import source
 from harness.sim.knobs import Knobs, active
 from harness.sim.runtime import SimRuntime
 
@@ -43,6 +43,6 @@ def test_the_note_fits_100_columns(monkeypatch: pytest.MonkeyPatch,
     cfg = colocated()
     _, note = switch.run_switch_s(cfg.sim, "slime", {"hardware": {}}, 4.0)
     assert note is not None and "slime's switch" in note
-    monkeypatch.setattr(source, "_said", set())
-    source.say_once(note)  # as the runtime says it: say_once wraps every note
+    monkeypatch.setattr(notes, "_said", set())
+    notes.say_once(note)  # as the runtime says it: say_once wraps every note
     assert all(len(line) <= 100 for line in capsys.readouterr().err.splitlines())

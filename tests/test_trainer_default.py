@@ -77,9 +77,9 @@ def test_a_calibrations_fit_applies_on_its_own_gpu(tmp_path: Path, cal: str) -> 
 def test_on_another_gpu_the_framework_constant_and_a_note(
         tmp_path: Path, cal: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.sim.kernels import source
+    from harness.core import notes
 
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
     model = runtime(tmp_path, calibration=cal, trainer_gpu="h200-sxm").trainer._model
     assert (model.constants["scale"], model.step_fixed_s) == (MEGATRON_SCALE, 0.0)
     said = capsys.readouterr().err

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import notes
 from harness.core.config import ConfigError, RunConfig, SimConfig
 from harness.run.checks import check_run
 from harness.run.execute import execute
 from harness.sim import calibration, trainer_mfu
-from harness.sim.kernels import source
 
 L20 = """[gpus.l20]
 name = "NVIDIA L20 48GB PCIe"
@@ -38,7 +38,7 @@ def l20(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's own L20 preset, and say_once's memory empty (one process per test)."""
     (tmp_path / "presets.toml").write_text(L20)
     monkeypatch.setenv("ROLLOUTBENCH_PRESETS", str(tmp_path / "presets.toml"))
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
 
 
 def sim(**fields: object) -> SimConfig:

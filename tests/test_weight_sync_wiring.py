@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.core import notes
 from harness.core.config import ConfigError, RunConfig
 from harness.sim import calibration
-from harness.sim.kernels import source
 
 
 def _sim(model: str = "qwen3-1.7b", cal: str = "rolloutpipe", **kw: object) -> RunConfig:
@@ -78,7 +78,7 @@ def test_a_bad_path_is_refused_naming_the_field(bad: str) -> None:
 
 def test_the_run_says_once_which_model_priced_it(monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
     sim = _sim("qwen2.5-7b").sim
     calibration.say_train_mfu(sim)
     calibration.say_train_mfu(sim)
@@ -86,6 +86,6 @@ def test_the_run_says_once_which_model_priced_it(monkeypatch: pytest.MonkeyPatch
     assert err.count("priced by the transfer model") == 1
     assert "calibration rolloutpipe's 2 s" in err and "qwen3-1.7b on rtx-4090" in err
     assert all(len(line) <= 100 for line in err.splitlines())
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
     calibration.say_train_mfu(_sim().sim)  # the own model: nothing about the sync
     assert "transfer model" not in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sim.kernels import source
+from harness.core import notes
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 
@@ -56,27 +56,49 @@ def test_regress_on_two_workers_says_each_note_once() -> None:
 
 def test_kept_notes_are_not_said_and_come_back_once(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(source, "_said", {"said before"})
-    with source.keep_notes() as kept:
+    monkeypatch.setattr(notes, "_said", {"said before"})
+    with notes.keep_notes() as kept:
         for message in ("a", "b", "a", "said before"):
-            source.say_once(message)
+            notes.say_once(message)
     assert kept == ["a", "b"] and capsys.readouterr().err == ""
     for message in kept:  # the parent says them
-        source.say_once(message)
-    source.say_once("a")
+        notes.say_once(message)
+    notes.say_once("a")
     assert capsys.readouterr().err == "note: a\nnote: b\n"
 
 
 def test_kept_hands_a_workers_dict_back_with_its_notes(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(source, "_said", set())
+    monkeypatch.setattr(notes, "_said", set())
 
     def run(x: int) -> dict[str, int]:
-        source.say_once("from the run")
+        notes.say_once("from the run")
         return {"x": x}
 
-    out = source.kept(run, 3)
+    out = notes.kept(run, 3)
     assert out == {"x": 3, "notes": ["from the run"]} and capsys.readouterr().err == ""
-    source.say_all(out["notes"])
-    source.say_all(out["notes"])
+    notes.say_all(out["notes"])
+    notes.say_all(out["notes"])
     assert capsys.readouterr().err == "note: from the run\n"
+
+
+def test_a_trace_workloads_note_is_said_once_on_two_workers(tmp_path: Path) -> None:
+    # a replay that draws more groups than its trace holds (12 of 8) says so as it draws
+    # them, in the worker: that note was the workload's own (trace_source._say_once, once
+    # per process), said by each worker, twice here before; now handed to the parent
+    from harness.core.config import RunConfig
+    from harness.run.execute import execute
+
+    source = tmp_path / "src.jsonl"
+    execute(RunConfig(system="cgp", workload="lsat-ar", groups=4, group_size=2, rounds=2,
+                      seed=1).validate(), source)
+    (tmp_path / "s.toml").write_text(
+        f'[base]\nsystem = "cgp"\nworkload = "trace-cycle:{source}"\ngroups = 4\n'
+        'group_size = 2\nrounds = 3\n[grid]\nseed = [0, 1, 2, 3]\n')
+    out = subprocess.run(
+        [ROLLOUTBENCH, "sweep", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+         "--jobs", "2"], capture_output=True, text=True, timeout=300, check=True)
+    said = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
+    assert len(said) == len(set(said)), out.stderr
+    again = "src.jsonl: a run drew more than its 8 complete groups: they replay again"
+    assert sum(again in n for n in said) == 1, out.stderr  # (a long path may be wrapped)

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.notes import say_once
 from harness.core.runtime import Prompt
 from harness.core.trace import iter_trace
 
@@ -106,6 +106,13 @@ def trace_path(name: str) -> Path:
 def read_groups(path: Path) -> tuple[list[TraceGroup], dict[str, Any]]:
     """The replayable groups of a trace, in prompt order, and its run_start header
     (read once per file version: a config check and the run share the reading)."""
+    groups, header, _ = _read(path)
+    return groups, header
+
+
+def _read(path: Path) -> tuple[list[TraceGroup], dict[str, Any], bool]:
+    """`read_groups`, and whether the trace ends in `run_end` (a run killed leaves it
+    out: its work replays as far as it goes, said once)."""
     try:
         stat = path.stat()
     except OSError as err:
@@ -115,9 +122,10 @@ def read_groups(path: Path) -> tuple[list[TraceGroup], dict[str, Any]]:
 
 @functools.lru_cache(maxsize=8)
 def _read_groups(name: str, mtime_ns: int, size: int
-                 ) -> tuple[list[TraceGroup], dict[str, Any]]:
+                 ) -> tuple[list[TraceGroup], dict[str, Any], bool]:
     path = Path(name)
     header: dict[str, Any] = {}
+    kind = ""
     # Keyed by prompt (`request_submit.prompt`, else the group id): a prompt a run
     # stopped and ran again under a new group (RollPacker's long queue) is one prompt,
     # each sample's figures from whichever attempt recorded them (the last one wins).
@@ -175,7 +183,7 @@ def _read_groups(name: str, mtime_ns: int, size: int
             tuple((got.get(s, cuts.get(s, 0)), rw.get(s), ck.get(s)) for s in spare)))
     if not groups:
         raise TraceWorkloadError(f"{path}: no group with all {k} samples finished to replay")
-    return groups, header
+    return groups, header, kind == "run_end"
 
 
 def _group_size(header: dict[str, Any], lengths: dict[int, dict[int, int]]) -> int:
@@ -187,22 +195,16 @@ def _group_size(header: dict[str, Any], lengths: dict[int, dict[int, int]]) -> i
     return max(set(counts), key=counts.count) if counts else 1
 
 
-_SAID: set[str] = set()
-
-
-def _say_once(message: str) -> None:
-    if message not in _SAID:
-        _SAID.add(message)
-        print(f"note: {message}", file=sys.stderr)
-
-
 class TraceWorkload:
     """The prompt stream of a trace (implements `harness.core.runtime.Workload`)."""
 
     def __init__(self, name: str, group_size: int) -> None:
         self.name = name
         self.path = trace_path(name)
-        self.groups, header = read_groups(self.path)
+        self.groups, header, ended = _read(self.path)
+        if not ended:
+            say_once(f"{self.path}: no run_end (a run cut short?): its work replays as far "
+                     f"as it goes")
         self.source_k = len(self.groups[0].lengths)
         if group_size > self.source_k:
             raise TraceWorkloadError(
@@ -224,11 +226,11 @@ class TraceWorkload:
                                   isinstance(cap, int) and context > cap else self.prompt_max)
         self._next = 0
         if any(g.rewards is None for g in self.groups):
-            _say_once(f"{self.path} records no rewards for some groups: those replay with "
+            say_once(f"{self.path} records no rewards for some groups: those replay with "
                       f"sample i scoring 1 when i < ceil(K/2), else 0")
         cut = sum(g.cut for g in self.groups)
         if cut:
-            _say_once(f"{self.path}: {cut} of its {len(self.groups)} groups were cut before "
+            say_once(f"{self.path}: {cut} of its {len(self.groups)} groups were cut before "
                       f"every sample finished (the run's end, or aborted and never resumed): "
                       f"those samples replay one token past where they were cut, lower "
                       f"bounds")
@@ -236,12 +238,12 @@ class TraceWorkload:
         if lacking:
             which = ("" if lacking == len(self.groups)
                      else f" for {lacking} of its {len(self.groups)} groups")
-            _say_once(f"{self.path} records no verifier latency{which}: replayed checks "
+            say_once(f"{self.path} records no verifier latency{which}: replayed checks "
                       f"take {DEFAULT_VERIFY_S:g} s")
 
     def take(self, n: int) -> list[Prompt]:
         if self.cycle and self._next + n > len(self.groups):
-            _say_once(f"{self.path}: a run drew more than its {len(self.groups)} complete "
+            say_once(f"{self.path}: a run drew more than its {len(self.groups)} complete "
                       f"groups: they replay again from the first")
         elif self._next + n > len(self.groups):
             raise TraceWorkloadError(

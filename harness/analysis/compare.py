@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from harness.analysis import InputError
 from harness.analysis.spread import spread
 from harness.analysis.tables import TABLE_SUFFIXES, read_table
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
-from harness.core.trace import TraceError, read_trace
+from harness.core.trace import Trace, TraceError, read_trace
 from harness.core.yardstick import KEYS as YARD_KEYS
 from harness.core.yardstick import delivered
 
@@ -39,13 +40,17 @@ TRACE_SUFFIXES = (".jsonl", ".jsonl.zst")  # plain or zstd (harness.core.trace_i
 DIR_TABLES = ("results.parquet", "results.csv", "metrics.json")  # tried in this order
 
 
-def _trace_rows(paths: list[Path]) -> list[dict[str, Any]]:
+def _trace_rows(paths: list[Path], warn: Callable[[str], None] | None = None
+                ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for path in paths:
         try:
             events = read_trace(path)
         except TraceError as err:
             raise InputError(str(err)) from None
+        cut = Trace(path, events)
+        if not cut.complete and warn is not None:
+            warn(f"{path}: incomplete trace ({cut.problem()}); its rows as far as it goes")
         seed = events[0].get("seed") if events else None  # the run_start header's
         fig = delivered(events)  # what the run delivered: on every row of the trace
         whole = {k: fig[k] for k in YARD_KEYS}
@@ -57,25 +62,27 @@ def _is_trace(path: Path) -> bool:
     return path.name.lower().endswith(TRACE_SUFFIXES)
 
 
-def load_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def load_rows(source: str | os.PathLike[str], warn: Callable[[str], None] | None = None
+              ) -> list[dict[str, Any]]:
     """Per-round metric rows from a trace (.jsonl or .jsonl.zst), a result set (CSV, Parquet,
     JSON), or a directory: its traces (searched recursively), else its
-    results.parquet, results.csv or metrics.json."""
+    results.parquet, results.csv or metrics.json. `warn` gets a line for each trace
+    that stops short (no `run_end`: a run killed or stopped), read as far as it goes."""
     path = Path(source)
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if path.is_dir():
         traces = sorted(p for p in path.rglob("*.jsonl*") if p.is_file() and _is_trace(p))
         if traces:
-            return _trace_rows(traces)
+            return _trace_rows(traces, warn)
         for name in DIR_TABLES:
             if (path / name).is_file():
-                return load_rows(path / name)
+                return load_rows(path / name, warn)
         raise InputError(f"{path}: no traces (*.jsonl, *.jsonl.zst) and none of "
                          f"{', '.join(DIR_TABLES)}")
     suffix = path.suffix.lower()
     if _is_trace(path):
-        return _trace_rows([path])
+        return _trace_rows([path], warn)
     if suffix not in TABLE_SUFFIXES:
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r} (expected a "
                          f"trace .jsonl, .jsonl.zst or a result set {', '.join(TABLE_SUFFIXES)})")

@@ -19,7 +19,7 @@ from harness.cli.common import (
     refuse_overwrite,
     shown,
 )
-from harness.core.trace import TraceError, read_trace
+from harness.core.trace import Trace, TraceError, read_trace
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -31,10 +31,14 @@ def _events(trace: Path) -> list[dict[str, Any]]:
         fail(f"{trace}: is a directory, expected a trace file "
              "(trace.jsonl.zst or trace.jsonl)")
     try:
-        return read_trace(trace)
+        events = read_trace(trace)
     except TraceError as err:
         fail(str(err))
-    raise AssertionError  # unreachable: fail() exits
+    cut = Trace(trace, events)
+    if not cut.complete:  # a run killed or stopped: drawn as far as it goes, said so
+        typer.echo(f"warning: {trace}: incomplete trace ({cut.problem()}); drawn as far as "
+                   "it goes", err=True)
+    return events
 
 
 def _timed(events: list[dict[str, Any]], trace: Path) -> list[dict[str, Any]]:
@@ -133,13 +137,15 @@ def compare_cmd(
     from harness.cli.tables import compare_table, emit
 
     fmt = output_format(json_out, csv_out)
+    cut: list[str] = []  # a trace that stops short, said once each
     try:
-        rows_a, rows_b = load_rows(a), load_rows(b)
+        rows_a, rows_b = load_rows(a, cut.append), load_rows(b, cut.append)
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))
     warning = unrelated(rows_a, rows_b)
-    for line in ([warning] if warning else []) + pooling(rows_a, rows_b):
+    for line in [*dict.fromkeys(cut), *([warning] if warning else []),
+                 *pooling(rows_a, rows_b)]:
         typer.echo(f"warning: {line}", err=True)
     if fmt == "table":
         console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",

@@ -28,7 +28,8 @@ def import_cmd(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=FORMAT_HELP)],
     sources: Annotated[list[Path], typer.Argument(
         metavar="SRC...", help="Files, or folders to search for them.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The trace to write (.jsonl).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The trace to write: .jsonl.zst "
+                                      "(compressed with zstd) or .jsonl (plain lines).")],
     tokenizer: Annotated[Path | None, typer.Option(
         help="verl: the run's tokenizer, a local folder holding tokenizer.json (or the "
              "file).")] = None,
@@ -39,14 +40,16 @@ def import_cmd(
     rewards, statuses, versions and, where the source has them, wall-clock times.
     Replay its work with `--workload trace:OUT`, or every system on it with
     `rolloutbench counterfactual OUT`. See docs/import.md for what each format holds."""
+    from harness.core.trace_io import SUFFIXES
     from harness.imports import FORMATS, SourceError, read, to_trace, write
 
     if fmt not in FORMATS:
         fail(f"FORMAT: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if tokenizer is not None and fmt != "verl":
         fail(f"--tokenizer: only verl needs one ({fmt} records token counts)")
-    if out.suffix != ".jsonl":
-        fail(f"--out: {out}: a trace is JSON lines; name it .jsonl")
+    if not out.name.endswith(SUFFIXES):
+        fail(f"--out: {out}: a trace is JSON lines; name it .jsonl.zst (compressed) or "
+             ".jsonl (plain)")
     if out.exists() and not force:
         fail(f"--out: {out} exists (--force overwrites it)")
     try:

@@ -133,7 +133,8 @@ def reproduce_cmd(
                                       "made from are today's, else simulates it; run always "
                                       "simulates it; skip leaves its column empty.")] = "auto",
     traces: Annotated[bool, typer.Option("--traces", help="Write every simulated run's "
-                                         "trace under runs/<paper>/ (by default the runs' "
+                                         "trace under runs/<paper>/, compressed (NAME.jsonl.zst, "
+                                         "as `run` writes it; by default the runs' "
                                          "events stay in memory, where the reproductions "
                                          "read them, and nothing is left on disk).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,

@@ -1,6 +1,6 @@
 """Trace files in either form: JSON lines, or the same lines compressed with zstd.
 
-Why two forms: a simulated run writes its trace once, at the end, and a trace of
+Why two forms: a simulated run writes its trace in packs of 16k events, and a trace of
 plain lines is about 14 times the size of the same lines in zstd (level 1, a few
 tenths of a microsecond an event), so the simulator writes `NAME.jsonl.zst` unless
 asked for jsonl. JSON lines stay the form other tools read, the one a user can ask
@@ -26,6 +26,7 @@ ZST = ".zst"  # a trace whose name ends so is written compressed
 MAGIC = b"\x28\xb5\x2f\xfd"  # the first bytes of every zstd frame
 LEVEL = 1  # 13.8x smaller, 0.12 us an event; level 3 measured 12.8x for 0.16 us (16k-event frames)
 TRACE_NAMES = ("trace.jsonl.zst", "trace.jsonl")  # a run folder's trace, either form
+SUFFIXES = (".jsonl.zst", ".jsonl")  # a trace file's name ends in one (writers' choice)
 
 ZstdError = zstandard.ZstdError
 
@@ -68,8 +69,25 @@ def first_line(path: str | os.PathLike[str]) -> bytes:
 
 def trace_name(runtime: str) -> str:
     """A run folder's trace name for a run on `runtime`: a simulated run writes its
-    trace once, at the end (compressed); a live one line by line as it goes (plain)."""
+    trace a pack of events at a time (compressed); a live one line by line (plain)."""
     return TRACE_NAMES[0] if runtime == "sim" else TRACE_NAMES[1]
+
+
+def trace_file(folder: str | os.PathLike[str], stem: str, runtime: str = "sim") -> Path:
+    """`folder/stem` with the suffix of the form a run on `runtime` writes by default
+    (`trace_name`'s): STEM.jsonl.zst simulated, STEM.jsonl live. Every reproduction
+    names its runs' traces here, so a written one takes the simulator's own form."""
+    return Path(folder) / (stem + trace_name(runtime).removeprefix("trace"))
+
+
+def trace_stem(path: str | os.PathLike[str]) -> str:
+    """A trace file's name without its trace suffix (.jsonl.zst or .jsonl): the name of
+    its run in a progress line (`Path.stem` would leave `.jsonl` on a compressed one)."""
+    name = Path(path).name
+    for suffix in (".jsonl" + ZST, ".jsonl", ZST):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return Path(path).stem
 
 
 def find_trace(folder: str | os.PathLike[str]) -> Path:
@@ -79,6 +97,14 @@ def find_trace(folder: str | os.PathLike[str]) -> Path:
         if (Path(folder) / name).exists():
             return Path(folder) / name
     return Path(folder) / TRACE_NAMES[0]
+
+
+def encoded(path: str | os.PathLike[str], lines: bytes) -> bytes:
+    """The bytes a writer writes at `path` for these whole lines: one zstd frame when its
+    name ends in .zst (what the simulator's writer writes, a frame per pack), else the
+    lines as they are."""
+    return zstandard.ZstdCompressor(level=LEVEL).compress(lines) if compressed_name(
+        path) else lines
 
 
 def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

@@ -16,6 +16,7 @@ import msgspec
 
 from harness.core.files import write_atomic
 from harness.core.trace import TraceError, check_event, check_types
+from harness.core.trace_io import encoded
 from harness.imports.build import build
 from harness.imports.sample import Source, SourceError
 
@@ -48,6 +49,6 @@ def to_trace(source: Source) -> list[dict[str, Any]]:
 
 
 def write(events: list[dict[str, Any]], out: Path) -> None:
-    """The trace as JSON lines, written whole or not at all."""
-    encode = msgspec.json.Encoder().encode
-    write_atomic(out, "".join(encode(e).decode() + "\n" for e in events))
+    """The trace as JSON lines, compressed when `out` ends in .zst (`trace_io.encoded`),
+    written whole or not at all."""
+    write_atomic(out, encoded(out, msgspec.json.Encoder().encode_lines(events)))

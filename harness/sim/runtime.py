@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import RunConfig
+from harness.core.notes import say_once
 from harness.core.runtime import Group, Response
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
@@ -34,7 +35,7 @@ from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its ol
 )
 from harness.sim.frameworks import resolve_max_running
 from harness.sim.heap import Heap
-from harness.sim.kernels.source import ROOFLINE, decode_model, say_once, step_source
+from harness.sim.kernels.source import ROOFLINE, decode_model, step_source
 from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
@@ -75,10 +76,15 @@ class SimRuntime(RunnerBase):
         if not kernels_trainer and s.trainer_precision == "fp8":
             raise TrainerKernelError(f"sim.trainer_precision=fp8: {mfu_reason}, and the MFU "
                                      f"line counts BF16 FLOPs only")
-        if not probe_mfu:
-            calibration.say_train_mfu(s)  # where trainer and weight sync leave the calibration
         model = load_model(s.model)
         colocated = s.placement == "colocated"
+        # Colocated: the trainer runs on the rollout GPUs themselves.
+        train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
+                              else (s.trainer_gpu, s.trainer_gpus))
+        if kernels_trainer:  # a trainer it cannot price is refused before any note is said
+            trainer_build.checked_layout(s, measured, model, train_gpu, train_n)
+        if not probe_mfu:
+            calibration.say_train_mfu(s)  # where trainer and weight sync leave the calibration
         probe_switch = self.knobs is not None and "switch_s" in self.knobs.params
         if colocated and not probe_switch:  # the framework's switch where the calibration's
             self.params["switch_s"], note = switch.run_switch_s(  # is a prior
@@ -113,9 +119,6 @@ class SimRuntime(RunnerBase):
                         batch=cfg.groups * cfg.group_size)
         self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
                                  self.emit, self.share, max_len, route)
-        # Colocated: the trainer runs on the rollout GPUs themselves.
-        train_gpu, train_n = ((s.rollout_gpu, s.rollout_engines * s.rollout_tp) if colocated
-                              else (s.trainer_gpu, s.trainer_gpus))
         micro_tokens = s.micro_batch_tokens
         train: Any
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds

@@ -19,14 +19,18 @@ cost more than the dict), and plain lines kept per event (today's 231 B an event
 
 The lines are `TraceWriter`'s bytes for the same events (`t` rounded to 6 decimals,
 then `ev`, then the fields in order; msgspec's encoding, no spaces;
-`tests/test_sim_speed.py` checks it). `close` writes the frames as they are when the
-name ends in .zst (zstd reads concatenated frames as one stream), decompressed into
-plain lines otherwise; `events` decodes those of the kinds a reader asks for only.
+`tests/test_sim_speed.py` checks it). Each pack is appended to the file as it is made:
+the zstd frame itself when the name ends in .zst (zstd reads concatenated frames as
+one stream), its plain lines otherwise, flushed at once. The frames stay in
+memory too, for `events`, which decodes those of the kinds a reader asks for only.
 Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
-Why close writes whatever was recorded: a run stopped by Ctrl-C or a fault ends
-with `run_end` (the runner emits it) and then `close`, so its trace is whole and
-readable either way.
+Why each pack is written as it is made rather than all at close: a run killed outright
+(SIGKILL, the OOM killer) never reaches `close`, and would leave an empty file; this
+way it leaves every whole pack, a readable prefix without `run_end` (all but the last
+fewer-than-PACK events), for the same bytes written in the same frames. A run stopped
+by Ctrl-C or a fault ends with `run_end` (the runner emits it) and then `close`, which
+writes the tail not yet packed, so its trace is whole either way.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class BufferedTraceWriter(TraceWriter):
         a run's 20 kinds, and none of the three a request emits)."""
         self.path, self._clock = Path(path), clock
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
+        self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
         self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
         self._frames: list[bytes] = []  # the packed lines, a zstd frame per pack
@@ -124,9 +129,10 @@ class BufferedTraceWriter(TraceWriter):
         return _decoder.decode(_encoder.encode(event))
 
     def _pack(self) -> None:
-        """The tail made into its lines, compressed, and let go. Its times rounded first
-        (all at once, `round6`), but for an event whose field named t overrides it, and
-        a time that is an int (round leaves it one)."""
+        """The tail made into its lines, compressed, appended to the file (the frame, or
+        the lines for a plain name) and let go. Its times rounded first (all at once,
+        `round6`), but for an event whose field named t overrides it, and a time that is
+        an int (round leaves it one)."""
         events, times = self._events, self._times
         if not events:
             return
@@ -138,9 +144,13 @@ class BufferedTraceWriter(TraceWriter):
             self._kind_index[kind] = len(self._kind_names)
             self._kind_names.append(kind)
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
-        frame = self._compress(_encoder.encode_lines(events))
-        self._frames.append(bytes(memoryview(frame)))  # its own size: zstd's holds the bound
+        lines = _encoder.encode_lines(events)
+        frame = bytes(memoryview(self._compress(lines)))  # its own size: zstd's holds the bound
+        self._frames.append(frame)
         self._times, self._events = [], []
+        if self._file is not None:  # in the file, not Python's buffer, once this returns
+            self._file.write(lines if self._plain else frame)
+            self._file.flush()
 
     def _lines(self, kinds: Collection[str] | None = None) -> Iterator[list[bytes]]:
         """The lines of the events (of `kinds`, when given) in the order recorded, a
@@ -181,17 +191,15 @@ class BufferedTraceWriter(TraceWriter):
         return EventFrames(self, kinds)
 
     def close(self) -> None:
-        """Write every event recorded so far, then close the file (once). An empty
-        run leaves an empty file, as one that never started."""
-        fh, self._file = self._file, None
-        if fh is None:
+        """Write the events not yet written (the tail not packed), then close the file
+        (once). An empty run leaves an empty file, as one that never started."""
+        if self._file is None:
             return
-        with fh:
+        try:
             self._pack()
-            if compressed_name(self.path):  # the frames, one after another
-                fh.writelines(self._frames)
-            else:
-                fh.writelines(self._decompress(frame) for frame in self._frames)
+        finally:
+            fh, self._file = self._file, None
+            fh.close()
 
 
 class EventFrames:

@@ -263,7 +263,7 @@ def charge(sim: Any, data: dict[str, Any], calibrated_s: float) -> float:
 
 def say(sim: Any, data: dict[str, Any], calibrated_s: float) -> None:
     """Say once per process that the transfer model priced this run's publication."""
-    from harness.sim.kernels.source import say_once
+    from harness.core.notes import say_once
 
     if not priced_here(sim, data):
         return

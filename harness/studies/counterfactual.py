@@ -27,6 +27,7 @@ from typing import Any
 from harness.core.config import ConfigError, RunConfig, apply
 from harness.core.metrics import round_metrics
 from harness.core.trace import read_trace
+from harness.core.trace_io import trace_file
 from harness.core.yardstick import FIGURES as YARDSTICK
 from harness.core.yardstick import KEYS, delivered, describe, steps_text
 
@@ -173,8 +174,8 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
     extra = [] if twin is None or twin_at is not None else [twin]
     folder = out / "runs"
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(c, folder / f"{c.system}.jsonl.zst") for c in cfgs]  # simulated: compressed
-    jobs += [(c, folder / "twin.jsonl.zst") for c in extra]
+    jobs = [(c, trace_file(folder, c.system)) for c in cfgs]  # simulated: compressed
+    jobs += [(c, trace_file(folder, "twin")) for c in extra]
     results = run_configs(jobs, label="counterfactual", progress=progress)
     rows: list[dict[str, Any]] = []
     if seen is not None:
@@ -191,10 +192,10 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
     if len(results) != len(jobs):
         raise RuntimeError(f"counterfactual: {len(jobs) - len(results)} runs did not finish")
     if extra:
-        rows.append(row(extra[0], folder / "twin.jsonl.zst", True,
+        rows.append(row(extra[0], trace_file(folder, "twin"), True,
                         f"{original} as run ({extra[0].system})"))
     for i, cfg in enumerate(cfgs):
-        rows.append(row(cfg, folder / f"{cfg.system}.jsonl.zst", i == twin_at, cfg.system))
+        rows.append(row(cfg, trace_file(folder, cfg.system), i == twin_at, cfg.system))
     return rows
 
 

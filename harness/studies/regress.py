@@ -137,7 +137,7 @@ def run_cell(cell: Cell) -> list[Row]:
 def run_kept(cell: Cell) -> tuple[list[Row], list[str]]:
     """`run_cell` in a worker, with the notes its run says kept for the parent to say
     (each worker would say them once: a grid on N workers N times)."""
-    from harness.sim.kernels.source import keep_notes
+    from harness.core.notes import keep_notes
 
     with keep_notes() as notes:
         rows = run_cell(cell)
@@ -147,7 +147,7 @@ def run_kept(cell: Cell) -> tuple[list[Row], list[str]]:
 def run_grid(cells: list[Cell], jobs: int = 1) -> list[Row]:
     """All cells' rows in grid order. Cells take tens of milliseconds, so one job
     is often fastest: a worker pool pays process start-up and imports first."""
-    from harness.sim.kernels.source import say_once
+    from harness.core.notes import say_once
 
     if jobs <= 1 or len(cells) <= 1:
         results = [run_cell(c) for c in cells]

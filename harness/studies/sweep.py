@@ -32,8 +32,8 @@ from typing import Any
 from harness.core.config import ConfigError, RunConfig, apply
 from harness.core.files import provenance, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
+from harness.core.notes import kept, say_all
 from harness.sim.calibration import say_train_mfu
-from harness.sim.kernels.source import kept, say_all
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
 RANGE_KEYS = {"start", "stop", "step"}

@@ -98,7 +98,7 @@ def say_train_mfu(sim: Any) -> None:
     calibration: the transfer model pricing its weight sync; on the kernel trainer a
     calibration's scale set aside for another GPU; on the MFU line a GPU the database
     lacks and a neutral MFU prior (nothing when none applies)."""
-    from harness.sim.kernels.source import say_once
+    from harness.core.notes import say_once
     from harness.sim.trainer import build
 
     data = load(sim.calibration)

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-import textwrap
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from harness.core.config import ENGINE_BACKENDS, ConfigError
@@ -40,63 +37,7 @@ from harness.sim.perf import DecodeModel, StepJump, TableDecodeModel
 from harness.sim.presets import load_model
 
 ROOFLINE = "roofline"
-_said: set[str] = set()
-_keeping: list[list[str]] = []  # open keep_notes() lists, innermost last
 _tables: dict[EngineSpec, tables.StepTable] = {}
-
-
-NOTE_WIDTH = 100 - len("note: ")  # the terminal's 100 columns after the "note: " prefix
-
-
-def wrapped(message: str) -> str:
-    """The note in lines of at most NOTE_WIDTH, each longer line filled on its own with
-    its continuation indented two spaces; lines that fit stay as written (a note laid out
-    by hand keeps its layout)."""
-    return "\n".join(
-        line if len(line) <= NOTE_WIDTH else textwrap.fill(
-            line, width=NOTE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
-        for line in message.splitlines())
-
-
-def say_once(message: str) -> None:
-    """A note on stderr, once per process (a sweep runs many engines alike), wrapped to
-    the terminal's 100 columns here so no caller wraps its own; inside `keep_notes` it
-    is kept instead, unsaid."""
-    if message in _said:
-        return
-    if _keeping:
-        if message not in _keeping[-1]:
-            _keeping[-1].append(message)
-        return
-    _said.add(message)
-    print(f"note: {wrapped(message)}", file=sys.stderr)
-
-
-@contextmanager
-def keep_notes() -> Iterator[list[str]]:
-    """The notes said inside, kept in a list (each once, in order) instead of printed:
-    for a worker process whose parent says them, so that a plan on many workers says
-    each note once, not once per worker. Notes this process already said stay unsaid."""
-    kept: list[str] = []
-    _keeping.append(kept)
-    try:
-        yield kept
-    finally:
-        _keeping.pop()
-
-
-def kept(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    """`fn(*args)`'s dict with the notes its run said, unsaid, under "notes": a worker's
-    call whose parent says them (`say_all`)."""
-    with keep_notes() as notes:
-        out = fn(*args)
-    return {**out, "notes": notes}
-
-
-def say_all(notes: Iterable[str]) -> None:
-    """Each note once (a worker's, handed back by `kept`)."""
-    for note in notes:
-        say_once(note)
 
 
 def uncovered(gpu: str, backend: str) -> str | None:

@@ -49,23 +49,34 @@ def mfu_line_reason(sim: Any, calibration: dict[str, Any]) -> str | None:
     return None
 
 
-def from_config(sim: Any, calibration: dict[str, Any], hw: Hardware, model: Model,
-                gpu: str, gpus: int, speed: Speed | None = None) -> KernelTrainModel:
-    """The run's trainer; a GPU the database cannot price is one line (TrainerKernelError).
-    `speed`: the resolved scale and per-step fixed cost (`speed.resolve` of the run's
-    config and calibration when None; a probe's knobs hand their own)."""
+def checked_layout(sim: Any, calibration: dict[str, Any], model: Model, gpu: str,
+                   gpus: int) -> Layout:
+    """The trainer's layout, or TrainerKernelError (one line) for a layout that cannot be,
+    a GPU the database has no kernels for, or a MoE whose experts it cannot price (not
+    numpy's error at the first train step). A run asks before it says any note, so that
+    a refused run says its error line alone; the lookups are cached for the build."""
     framework = framework_of(calibration)
-    speed = speed or resolve_speed(sim, calibration)
     layout = Layout(gpus, tp=int(sim.trainer_tp), pp=int(sim.trainer_pp),
                     vpp=int(sim.trainer_vpp), ep=int(sim.trainer_ep), cp=int(sim.trainer_cp),
                     fsdp=framework in SHARDED, recompute=framework in SHARDED)
     problem = layout.check()
     if problem:
         raise db.TrainerKernelError(f"sim.train_model=kernels: {problem}")
-    db.tables(gpu)  # no kernels for this GPU: said now, before the run starts
-    if model.is_moe:  # nor for its experts: said now too, not at the first train step
+    db.tables(gpu)
+    if model.is_moe:
         db.moe_forward_s(gpu, 1, model.hidden, model.expert_intermediate // layout.tp,
                          model.experts, model.experts_per_token, layout.ep)
+    return layout
+
+
+def from_config(sim: Any, calibration: dict[str, Any], hw: Hardware, model: Model,
+                gpu: str, gpus: int, speed: Speed | None = None) -> KernelTrainModel:
+    """The run's trainer; a GPU the database cannot price is one line (TrainerKernelError,
+    `checked_layout`). `speed`: the resolved scale and per-step fixed cost (`speed.resolve`
+    of the run's config and calibration when None; a probe's knobs hand their own)."""
+    framework = framework_of(calibration)
+    speed = speed or resolve_speed(sim, calibration)
+    layout = checked_layout(sim, calibration, model, gpu, gpus)
     return KernelTrainModel(gpu, hw, model, layout, framework,
                             precision=str(sim.trainer_precision),
                             passes=Passes(forwards=int(sim.log_prob_forwards),

@@ -114,7 +114,7 @@ def evaluate(cfg: RunConfig) -> dict[str, Any]:
     error as one line; never raises, so one bad point does not stop a plan. The notes
     the run would say (`say_once`) come back under "notes" for the parent to say: each
     worker would say them once, a plan on N workers N times."""
-    from harness.sim.kernels.source import keep_notes
+    from harness.core.notes import keep_notes
 
     start = time.perf_counter()
     with keep_notes() as notes:

@@ -31,8 +31,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
+from harness.core.notes import say_once
 from harness.sim import calibration
-from harness.sim.kernels.source import say_once
 from harness.studies.plan.evaluate import METRICS, evaluate
 from harness.studies.plan.recipe import PlanError
 from harness.studies.plan.space import Point, Space

@@ -18,6 +18,7 @@ import pandas as pd
 from harness.core.config import RunConfig
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 from harness.core.progress import Bar
+from harness.core.trace_io import trace_file
 from harness.run.execute import Reader
 
 COLUMNS = ["system", "workload", "groups", "round", *KEYS, *OFFPOLICY_KEYS]  # a grid's rows
@@ -67,7 +68,7 @@ def grid_tasks(base: RunConfig, axes: dict[str, Iterable[Any]], traces: Path
             setattr(cfg, name, value)
         cfg.validate()
         stem = "-".join(f"{v}" for v in values)
-        tasks.append((cfg, traces / f"{stem}.jsonl"))
+        tasks.append((cfg, trace_file(traces, stem)))
     return tasks
 
 

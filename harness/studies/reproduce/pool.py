@@ -41,9 +41,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.config import RunConfig
+from harness.core.notes import keep_notes, say_once
+from harness.core.trace_io import trace_stem
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
-from harness.sim.kernels.source import keep_notes, say_once
 
 Rows = list[dict[str, Any]]
 
@@ -205,7 +206,7 @@ class RunPool:
 
     def _here(self, cfg: RunConfig, path: Path, reader: Reader | None, batch: Batch) -> Any:
         rows, took = run_one(cfg, path, reader, self.traces)
-        self.reporter.finished(batch, path.stem, took)
+        self.reporter.finished(batch, trace_stem(path), took)
         return rows
 
     def _hand_out(self, rows: Any, took: float, batch: Batch, first: Path | None,
@@ -213,11 +214,12 @@ class RunPool:
         """A run's result for one asker: its own copy (the kept one stays intact), and for
         a repeated run the first one's trace, copied to where this one's would go."""
         if first is None:
-            self.reporter.finished(batch, path.stem, took)
+            self.reporter.finished(batch, trace_stem(path), took)
         else:
             if self.traces and first.resolve() != path.resolve():  # a table asked twice
                 shutil.copyfile(first, path)
-            self.reporter.finished(batch, f"{path.stem} (a copy of {first.stem})", 0.0)
+            self.reporter.finished(batch, f"{trace_stem(path)} (a copy of "
+                                   f"{trace_stem(first)})", 0.0)
         return copy.deepcopy(rows)
 
     def _away(self, tasks: list[tuple[RunConfig, Path]], batch: Batch,

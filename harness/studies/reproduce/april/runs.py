@@ -35,6 +35,7 @@ import pandas as pd
 
 from harness.core.config import RunConfig
 from harness.core.metrics import ROUND_METRIC_EVENTS, owning_rounds, round_metrics
+from harness.core.trace_io import trace_file
 from harness.run.execute import reads
 from harness.studies.reproduce.grid import COLUMNS, run_configs
 
@@ -152,7 +153,7 @@ def simulate(seed: int = 0, rounds: int = ROUNDS, progress: bool = True,
                     cfg = config(algo, model, dataset, april, seed, rounds, calibration)
                     for key, value in (overrides or {}).items():
                         setattr(cfg.sim, key, value)
-                    tasks.append((cfg.validate(), folder / f"{dataset}.jsonl"))
+                    tasks.append((cfg.validate(), trace_file(folder, dataset)))
     runs = run_configs(tasks, "APRIL", progress, reader=round_rows)
     frames, n = [], len(DATASETS)  # one frame per cell, as a grid over the datasets gives
     for i, (algo, model, method) in enumerate(cells):

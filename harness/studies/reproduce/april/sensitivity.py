@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 import workloads.profile as profiles
+from harness.core.trace_io import trace_file
 from harness.run.execute import execute
 from harness.studies.reproduce.april import claims, runs
 
@@ -72,7 +73,7 @@ def sweep(rates: tuple[float, ...] = PASS_RATES, seed: int = 0) -> pd.DataFrame:
             for method in ("baseline", "april"):
                 cfg = runs.config("grpo" if rate is None else algo, model, dataset,
                                   method == "april", seed, runs.ROUNDS)
-                rows = execute(cfg, folder / f"{method}.jsonl", runs.round_rows)
+                rows = execute(cfg, trace_file(folder, method), runs.round_rows)
                 frames.append(pd.DataFrame(rows).assign(algo=algo, model=model,
                                                         method=method))
             share = zero_variance_share(prof, 8, 16384, seed)

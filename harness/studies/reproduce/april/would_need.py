@@ -15,6 +15,7 @@ from collections.abc import Hashable
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.core.trace_io import trace_file
 from harness.run.execute import execute
 from harness.sim.knobs import active
 from harness.studies.reproduce.april import runs
@@ -53,7 +54,7 @@ class AprilGain(SmallBatchStep):
             with active(self.knobs(x)):
                 for method in ("baseline", "april"):
                     cfg = runs.config(algo, model, dataset, method == "april", 0, runs.ROUNDS)
-                    rows = execute(cfg, TRACES / "april" / f"{method}.jsonl", runs.round_rows)
+                    rows = execute(cfg, trace_file(TRACES / "april", method), runs.round_rows)
                     frames.append(pd.DataFrame(rows).assign(algo=algo, model=model,
                                                             method=method))
             self.cells[(cell, x)] = runs.steady(pd.concat(frames, ignore_index=True))

@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
+from harness.core.trace_io import trace_file
 from harness.sim import calibration
 from harness.studies.claims import Claim
 from harness.studies.reproduce.areal import claims, dynsched, readings, runs
@@ -48,13 +49,13 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> tuple[pd.DataFra
             if cfg.system == "verl":  # verl's trainer, fitted per reading (fit.py)
                 cfg.sim.train_scale, cfg.sim.train_step_fixed_s = verl_speed(reading)
             stem = f"{reading}-{run.label}".replace(" ", "_").replace("'", "")
-            tasks.append((cfg, traces / f"{stem}.jsonl"))
+            tasks.append((cfg, trace_file(traces, stem)))
             rows.append({"reading": reading, "label": run.label})
     stale = []
     for eta in readings.STALENESS:
         cfg = runs.with_mean(runs.staleness_run(eta, seed), float(lengths["staleness_mean"]),
                              traces / "profiles", readings.STALENESS_CAP)
-        tasks.append((cfg, traces / f"staleness-{runs.eta_label(eta)}.jsonl"))
+        tasks.append((cfg, trace_file(traces, f"staleness-{runs.eta_label(eta)}")))
         stale.append({"eta": runs.eta_label(eta)})
     traces.mkdir(parents=True, exist_ok=True)
     done = run_configs(tasks, label="areal", progress=progress, reader=runs.summary)

@@ -40,6 +40,7 @@ from pathlib import Path
 from harness.core.config import RunConfig
 from harness.core.files import git_commit, write_atomic
 from harness.core.progress import say
+from harness.core.trace_io import trace_file
 from harness.sim import calibration
 from harness.studies.reproduce.areal import readings, runs
 from harness.studies.reproduce.grid import run_configs
@@ -124,7 +125,7 @@ def _verl_tasks(reading: str, folder: Path, scale: float, fixed: float
     for m, c, n in FIT_ROWS:
         cfg = runs.with_mean(runs.verl(m, c, n, reading), runs.MEAN_PRIOR, folder)
         cfg.sim.train_scale, cfg.sim.train_step_fixed_s = scale, fixed
-        tasks.append((cfg, folder / f"verl-{m}-{c}-{n}-{scale:g}-{fixed:g}.jsonl"))
+        tasks.append((cfg, trace_file(folder, f"verl-{m}-{c}-{n}-{scale:g}-{fixed:g}")))
     return tasks
 
 
@@ -161,7 +162,7 @@ def _staleness_task(folder: Path, scale: float) -> list[tuple[RunConfig, Path]]:
     cfg = runs.with_mean(runs.staleness_run(STALENESS_FIT), staleness_mean(), folder,
                          readings.STALENESS_CAP)
     cfg.sim.train_scale = scale
-    return [(cfg, folder / f"eta0-{scale:g}.jsonl")]
+    return [(cfg, trace_file(folder, f"eta0-{scale:g}"))]
 
 
 def fit_areal(folder: Path, log: Callable[[str], None]) -> float:

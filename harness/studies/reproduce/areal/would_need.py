@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Hashable
 
 from harness.core.config import RunConfig
+from harness.core.trace_io import trace_file
 from harness.sim.calibration import load as calibration_file
 from harness.sim.calibration import resolve
 from harness.sim.knobs import Knobs, active
@@ -64,7 +65,7 @@ def scaling_config(system: str, config: str, reading: str) -> RunConfig:
 
 def throughput(cfg: RunConfig, name: str) -> float:
     FOLDER.mkdir(parents=True, exist_ok=True)
-    return float(run_configs([(cfg, FOLDER / f"{name}.jsonl")], progress=False,
+    return float(run_configs([(cfg, trace_file(FOLDER, name))], progress=False,
                              reader=runs.summary)[0]["throughput"])
 
 

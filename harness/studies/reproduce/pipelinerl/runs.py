@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.core.trace_io import trace_file
 from harness.run.execute import reads
 from harness.studies.analytic import pipelinerl as analytic
 from harness.studies.reproduce.grid import run_configs
@@ -103,7 +104,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     for name, cfg in runs.items():
         folder = traces / name.replace(" ", "_").replace("=", "")
         folder.mkdir(parents=True, exist_ok=True)
-        tasks.append((cfg.validate(), folder / f"{cfg.system}.jsonl"))
+        tasks.append((cfg.validate(), trace_file(folder, cfg.system)))
     summaries = run_configs(tasks, label="PipelineRL", progress=progress, reader=summary)
     return pd.DataFrame([{**summary, "system": name}
                          for name, summary in zip(runs, summaries, strict=True)])

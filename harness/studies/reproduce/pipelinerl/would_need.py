@@ -19,6 +19,7 @@ import numpy as np
 
 from harness.core.config import RunConfig
 from harness.core.trace import read_trace
+from harness.core.trace_io import trace_file
 from harness.run.execute import execute
 from harness.sim.knobs import Knobs, active
 from harness.studies.analytic import pipelinerl as analytic
@@ -115,7 +116,8 @@ def _pipelinerl_runs(names: tuple[str, ...], knobs: Knobs, rounds: int | None = 
         for name, cfg in configs(0).items():
             if name in names:
                 cfg.rounds = rounds or cfg.rounds
-                path = TRACES / "pipelinerl" / f"{name.replace(' ', '_').replace('=', '')}.jsonl"
+                path = trace_file(TRACES / "pipelinerl",
+                                  name.replace(' ', '_').replace('=', ''))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 execute(cfg, path)
                 out[name] = summarise(name, read_trace(path))

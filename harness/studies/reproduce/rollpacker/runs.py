@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.core.trace_io import trace_file
 from harness.run.execute import reads
 from harness.sim.calibration import load as calibration_file
 from harness.studies.reproduce.grid import run_configs
@@ -159,7 +160,7 @@ def run_all(items: list[tuple[RunConfig, str]], traces: Path | None = None
     """`run` for several configurations at once (side by side in `reproduce`'s pool)."""
     folder = traces or Path("runs") / PAPER
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{name}.jsonl" for _, name in items]
+    paths = [trace_file(folder, name) for _, name in items]
     return run_configs([(cfg, path) for (cfg, _), path in zip(items, paths, strict=True)],
                        label="RollPacker", progress=False, reader=breakdown)
 

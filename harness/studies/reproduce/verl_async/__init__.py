@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.core.config import RunConfig
 from harness.core.files import write_atomic
+from harness.core.trace_io import trace_file
 from harness.sim import calibration
 from harness.studies.claims import Claim
 from harness.studies.reproduce.grid import run_configs
@@ -93,7 +94,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
                           reading)
             stem = (f"{reading.replace(', ', '-').replace(' ', '_')}-"  # the progress line
                     f"{run.label.replace(' ', '_').replace(':', '-')}")  # names both
-            path = folder / f"{stem}.jsonl"
+            path = trace_file(folder, stem)
             path.parent.mkdir(parents=True, exist_ok=True)
             tasks.append((cfg, path))
             rows.append({"reading": reading, "label": run.label,

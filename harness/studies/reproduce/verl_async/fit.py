@@ -60,6 +60,7 @@ from typing import Any
 
 from harness.core.files import write_atomic
 from harness.core.progress import say
+from harness.core.trace_io import trace_file
 from harness.sim import calibration, trainer_mfu
 from harness.sim.trainer import speed as trainer_speed
 from harness.studies.reproduce.grid import run_configs
@@ -92,7 +93,7 @@ def _colocated(means: dict[int | str, float], speed: Speed, setup: runs.Setup,
         cfg.sim.train_scale, cfg.sim.train_step_fixed_s = speed
         folder = write / f"{setup.name}-colocate-{n}"
         folder.mkdir(parents=True, exist_ok=True)
-        tasks.append((cfg.validate(), folder / "verl.jsonl"))
+        tasks.append((cfg.validate(), trace_file(folder, "verl")))
     return dict(zip(sizes, run_configs(tasks, progress=False, reader=runs.summary),
                     strict=True))
 

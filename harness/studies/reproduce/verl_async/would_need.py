@@ -19,6 +19,7 @@ import re
 from collections.abc import Hashable
 
 from harness.core.config import RunConfig
+from harness.core.trace_io import trace_file
 from harness.sim.knobs import Knobs, active
 from harness.studies.reproduce.bracket import Solution
 from harness.studies.reproduce.family import (
@@ -98,7 +99,7 @@ def simulate(label: str, reading: str, tag: str) -> dict[str, float]:
     folder = TRACES / "verl-async"
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{tag}-{reading}-{label}".replace(" ", "_").replace(":", "-").replace(",", "")
-    out, _ = run_one(config_of(label, reading), folder / f"{name}.jsonl", runs.summary)
+    out, _ = run_one(config_of(label, reading), trace_file(folder, name), runs.summary)
     return dict(out)
 
 

@@ -1,0 +1,70 @@
+"""`reproduce --traces`: a reproduction's traces in the simulator's own form.
+
+A simulated `rolloutbench run` writes trace.jsonl.zst; a reproduction's runs, when asked
+to write their traces, write NAME.jsonl.zst the same way (`trace_io.trace_file`, the one
+place that names them), and every reader reads them back. Progress lines name a run
+without its trace suffix.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.core.config import RunConfig
+from harness.core.trace import read_trace
+from harness.core.trace_io import MAGIC, trace_file, trace_stem
+from harness.studies.reproduce import pool
+from harness.studies.reproduce.grid import grid_tasks, run_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = RunConfig(workload="sci-jl", groups=4, rounds=2, group_size=4, seed=1)
+
+
+def test_trace_file_takes_the_form_a_run_writes_by_default(tmp_path: Path) -> None:
+    assert trace_file(tmp_path, "slime-sci-jl") == tmp_path / "slime-sci-jl.jsonl.zst"
+    assert trace_file(tmp_path, "x", "live") == tmp_path / "x.jsonl"
+    assert [trace_stem(n) for n in ("a-1.jsonl.zst", "a-1.jsonl", "a.zst", "a.txt")] == [
+        "a-1", "a-1", "a", "a"]
+
+
+def test_a_grid_names_its_traces_compressed(tmp_path: Path) -> None:
+    tasks = grid_tasks(BASE, {"system": ("slime", "cgp"), "groups": (4,)}, tmp_path)
+    assert [path.name for _, path in tasks] == ["slime-4.jsonl.zst", "cgp-4.jsonl.zst"]
+
+
+def test_written_traces_are_zstd_and_read_back(tmp_path: Path) -> None:
+    def paper(out: Path) -> list[int]:
+        frame = run_grid(BASE, {"system": ("slime", "cgp")}, out / "traces", label="p")
+        return [len(frame)]
+
+    text = io.StringIO()
+    done = pool.reproduce({"p": paper}, ["p"], {"out": tmp_path}, 1,
+                          Console(file=text, width=100))
+    assert done == {"p": [4]}  # 2 systems x 2 rounds
+    written = sorted(p.name for p in (tmp_path / "traces").iterdir())
+    assert written == ["cgp.jsonl.zst", "slime.jsonl.zst"]
+    for name in written:
+        path = tmp_path / "traces" / name
+        assert path.read_bytes()[:4] == MAGIC
+        events = read_trace(path, strict=True)
+        assert events[0]["ev"] == "run_start" and events[-1]["ev"] == "run_end"
+    runs = sorted(line for line in text.getvalue().splitlines() if line.startswith("["))
+    assert [line.split(" (")[0] for line in runs] == ["[1/2] p: slime", "[2/2] p: cgp"]
+
+
+def _typed_suffixes(path: Path) -> list[str]:
+    """String pieces in `path` (f-strings' included) that end in a trace suffix."""
+    return [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(
+        path.read_text())) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and node.value.endswith((".jsonl", ".jsonl.zst"))]
+
+
+def test_no_reproduction_types_a_trace_suffix_of_its_own() -> None:
+    files = [p for p in sorted((ROOT / "harness/studies/reproduce").rglob("*.py"))
+             if p.name != "twin_cache.py"]  # its SUFFIXES: files it fingerprints, no trace
+    files.append(ROOT / "harness/studies/counterfactual.py")
+    assert [hit for path in files for hit in _typed_suffixes(path)] == []
