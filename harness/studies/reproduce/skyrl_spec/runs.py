@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.config import RunConfig
+from harness.core.trace_io import trace_file
 from harness.run.execute import reads
 from harness.sim.speculative import alpha_for
 from harness.studies.reproduce.grid import run_configs
@@ -94,6 +95,6 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     for run in RUNS:
         folder = traces / run
         folder.mkdir(parents=True, exist_ok=True)
-        tasks.append((config(run, seed).validate(), folder / "verl.jsonl"))
+        tasks.append((config(run, seed).validate(), trace_file(folder, "verl")))
     rows = run_configs(tasks, label="SkyRL spec", progress=progress, reader=summary)
     return pd.DataFrame([{"run": run, **row} for run, row in zip(RUNS, rows, strict=True)])
