@@ -29,6 +29,7 @@ from systems.pipelinerl import PipelineRL
 from systems.prime_rl import PrimeRL
 from systems.roll_flash import RollFlash
 from systems.rollpacker import RollPacker
+from systems.seer import Seer
 from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
 from systems.slime_async import SlimeAsync
@@ -43,7 +44,7 @@ BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, Pipelin
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
                                                   AReaL, SlimeAsync, Tinker, PrimeRL,
                                                   SortedRL,
-                                                  RollFlash)}
+                                                  RollFlash, Seer)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

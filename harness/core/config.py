@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import async_knobs as knobs
+from harness.core import seer_knobs
 from harness.core.fields import ConfigError, help_of, opt
 
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
@@ -129,6 +130,8 @@ class RunConfig:
                                  metadata={"help": "tinker: the cookbook's async RL knobs"})
     roll_flash: knobs.RollFlash = field(default_factory=knobs.RollFlash, metadata={
         "help": "roll-flash: ROLL's asynchronous RLVR pipeline's knobs"})
+    seer: seer_knobs.Seer = field(default_factory=seer_knobs.Seer, metadata={
+        "help": "seer: divided rollout and context-aware scheduling"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -237,7 +240,7 @@ class RunConfig:
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash):
+                      self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash, self.seer):
             table.check(self)
         return self
 
@@ -256,7 +259,7 @@ class RunConfig:
 
 
 # Knob tables written into `to_dict` only for their own system or when set (see there).
-LATE_TABLES = {"roll_flash": "roll-flash"}
+LATE_TABLES = {"roll_flash": "roll-flash", "seer": "seer"}
 
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).

@@ -43,7 +43,10 @@ class Prompt:
 
 @dataclass
 class Request:
-    """One sample of one group. `resume` continues a partial response."""
+    """One sample of one group. `resume` continues a partial response. `chunk` (0: none)
+    stops it after that many new tokens if it has not ended by then: the engine returns
+    it `aborted` with its tokens, to be sent again with `continued` (Seer's divided
+    rollout, systems/seer.py); the KV cache is not kept across the two."""
 
     round: int
     group: int
@@ -52,6 +55,7 @@ class Request:
     max_tokens: int
     priority: int = 0
     resume: Response | None = None
+    chunk: int = 0
 
     @property
     def id(self) -> str:

@@ -209,8 +209,12 @@ class LiveEngine:
     async def _run(self, live: _Live) -> None:
         req = live.request
         goal = self._target(req) if self._target is not None else req.max_tokens
+        made = len(live.gen.token_ids)
+        chunked = bool(req.chunk) and made + req.chunk < goal  # `Request.chunk`
+        if chunked:
+            goal = made + req.chunk
         spec = Sampling(req.id, self._prompt_ids(req) + live.gen.token_ids,
-                        max(1, goal - len(live.gen.token_ids)), req.priority,
+                        max(1, goal - made), req.priority,
                         self._temperature, exact=self._target is not None)
 
         def admitted() -> None:
@@ -231,6 +235,8 @@ class LiveEngine:
             self._fail(live, err)
             return
         aborted = live.aborted or live.gen.finish == "abort"
+        # a chunk that reached its end without the sequence's: sent again by the system
+        aborted |= chunked and len(live.gen.token_ids) >= goal and live.gen.finish != "stop"
         # Replayed responses always stop on length; like the simulator's, they count
         # as truncated only when they reach the request's cap.
         cut = (len(live.gen.token_ids) >= req.max_tokens if self._target is not None

@@ -26,7 +26,7 @@ from harness.sim.perf import StepJump
 class _Seq:
     __slots__ = (
         "req", "done", "target", "ctx0", "gen0", "g0", "spans", "open_version",
-        "open_from", "arrival", "state", "admit_no", "rid",
+        "open_from", "arrival", "state", "admit_no", "rid", "chunked",
     )
 
     def __init__(self, req: Request, done: Callable[[Response], Any], target: int,
@@ -34,9 +34,11 @@ class _Seq:
         self.req = req
         self.rid = rid  # the running map's key, formatted once
         self.done = done  # called with the response when the request ends
-        self.target = target
         resumed = req.resume
         self.gen0 = resumed.tokens if resumed else 0
+        # `Request.chunk`: stop after chunk new tokens, an abort if the response goes on
+        self.chunked = bool(req.chunk) and self.gen0 + req.chunk < target
+        self.target = self.gen0 + req.chunk if self.chunked else target
         self.spans: list[list[int]] = [list(s) for s in resumed.version_spans] if resumed else []
         self.open_version = -1
         self.open_from = self.gen0

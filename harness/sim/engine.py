@@ -198,6 +198,8 @@ class SimEngine(Batching):
             seq.spans.append([version, tokens])
 
     def _end(self, seq: _Seq, status: str) -> Response:
+        if seq.chunked and status == "finished":
+            status = "aborted"  # its chunk is done, the response is not (`Request.chunk`)
         state = seq.state
         if state == "running":  # detached (as `_requeue` does)
             gen = seq.gen0 + (self._steps - seq.g0)
