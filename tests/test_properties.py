@@ -91,6 +91,9 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
     if system == "roll-flash":  # 0: synchronous; 1.5: a fractional window's share
         sets["roll_flash.async_generation_ratio"] = draw(st.sampled_from([0, 1, 1.5, 2]))
         sets["roll_flash.max_running_requests"] = draw(st.sampled_from([1, 3, 128]))
+    if system == "seer":  # 0: whole requests; 64: chunks shorter than most responses
+        sets["seer.chunk_tokens"] = draw(st.sampled_from([0, 64, 8192]))
+        sets["seer.context_aware"] = draw(st.booleans())
     if issubclass(SYSTEMS[system], RollPacker):
         for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
             sets[f"rollpacker_{knob}"] = draw(st.booleans())
@@ -126,6 +129,7 @@ def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
     interrupts = cfg.system in INTERRUPTING and (cfg.system != "verl-fully-async"
                                                  or cfg.verl_async.partial_rollout)
     updates = [e["t"] for e in trace if e["ev"] == "weights_published"]
+    chunk = cfg.seer.chunk_tokens if cfg.system == "seer" else 0  # Seer's divided rollout
     history: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for e in trace:
         if e["ev"] in ("request_submit", "request_finish"):
@@ -154,7 +158,10 @@ def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
             # between the abort and the resumed attempt's end
             resumed = interrupts and any(finish["t"] <= t <= events[n + 1]["t"]
                                          for t in updates)
-            assert moved or carried or resumed, (key, events)
+            # a chunk ended (seer): stopped chunk tokens on and sent again at once
+            chunked = bool(chunk) and resubmit["t"] == finish["t"] and (
+                finish["response_tokens"] == submit.get("resumed_tokens", 0) + chunk)
+            assert moved or carried or resumed or chunked, (key, events)
         if carries:  # aborted before the last round: resumed in the next one
             last_submit, last_finish = events[-2], events[-1]
             if last_finish["status"] == "aborted" and last_submit["round"] < cfg.rounds - 1:
