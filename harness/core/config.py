@@ -252,6 +252,8 @@ class RunConfig:
         if self.sim.spec_drafter == "off":
             for name in SPEC_FIELDS:
                 del out["sim"][name]
+        elif self.sim.spec_group_acceptance == -1:  # off: headers as before it existed
+            del out["sim"]["spec_group_acceptance"]
         for name, system in LATE_TABLES.items():
             if self.system != system and getattr(self, name) == type(getattr(self, name))():
                 del out[name]

@@ -23,7 +23,7 @@ DRAFTERS = ("off", "draft", "mtp", "ngram")  # sim.spec_drafter (harness/sim/spe
 # every trace of a run without it stays byte for byte what it was (RunConfig.to_dict).
 SPEC_FIELDS = ("spec_drafter", "spec_tokens", "spec_acceptance", "spec_acceptance_by_workload",
                "spec_draft_model", "spec_draft_token_s", "spec_drafter_sync",
-               "spec_acceptance_decay")
+               "spec_acceptance_decay", "spec_group_acceptance")
 
 
 @dataclass
@@ -141,6 +141,10 @@ class SimConfig:
     spec_acceptance_decay: float = opt(0.0, "speculative decoding: each version the policy "
                                        "is past the drafter's last sync multiplies alpha by "
                                        "(1 - this), in [0, 1)")
+    spec_group_acceptance: float = opt(-1.0, "speculative decoding from the group's own "
+                                       "responses (Seer's grouped drafter): alpha of a "
+                                       "sequence once a sibling in its group has finished, "
+                                       "in [0, 1] (-1: off, spec_acceptance for all)")
 
 
 def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
@@ -165,6 +169,9 @@ def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
          f"must be >= 0 (0: never), got {s.spec_drafter_sync}")
     need(0 <= s.spec_acceptance_decay < 1, "set sim.spec_acceptance_decay",
          f"must lie in [0, 1), got {s.spec_acceptance_decay}")
+    g = s.spec_group_acceptance
+    need(g == -1 or 0 <= g <= 1, "set sim.spec_group_acceptance",
+         f"must be -1 (off) or lie in [0, 1], got {g}")
 
 
 def by_workload(text: str) -> dict[str, float]:

@@ -77,6 +77,7 @@ class Batching:
     _cut_now: float
     _replan: Entry | None
     _drained: Any
+    _warm: set[int] | None  # grouped drafting: groups with a finished response (or None)
 
     def _end(self, seq: _Seq, status: str) -> Response:
         raise NotImplementedError  # SimEngine's: a request's end, its response and event
@@ -189,6 +190,10 @@ class Batching:
             n = 1
         loop = self.loop
         start = loop.now + prefill
+        warm = self._warm
+        if warm is not None:  # grouped drafting: priced at this batch's share with a sibling
+            self._decode = self._decode.for_batch(  # type: ignore[attr-defined]
+                sum(1 for seq in running.values() if seq.req.group in warm) / b)
         self._seg = (start, n, b, ctx)
         self._timer = loop.call_at(start + self._decode.steps_time(n, b, ctx),
                                    self._on_segment_end)

@@ -32,8 +32,12 @@ class SimEngine(Batching):
         target_tokens: Callable[[Request], int],
         index: int = 0,
         share: Any = None,
+        warm: set[int] | None = None,
     ) -> None:
         self.index = index
+        # grouped drafting (sim.spec_group_acceptance): the run's groups with a finished
+        # response, shared by its engines; None when off
+        self._warm = warm if getattr(decode, "group_alpha", -1.0) >= 0 else None
         self._share = share  # colocated placement: GPUs shared with the trainer
         self.loop = loop
         self._decode = decode
@@ -200,6 +204,8 @@ class SimEngine(Batching):
     def _end(self, seq: _Seq, status: str) -> Response:
         if seq.chunked and status == "finished":
             status = "aborted"  # its chunk is done, the response is not (`Request.chunk`)
+        elif status == "finished" and self._warm is not None:
+            self._warm.add(seq.req.group)
         state = seq.state
         if state == "running":  # detached (as `_requeue` does)
             gen = seq.gen0 + (self._steps - seq.g0)

@@ -99,12 +99,15 @@ class SimRuntime(RunnerBase):
             say_once(f"sim.step_model=kernels: {self.step_source[len(ROOFLINE) + 2:-1]}; "
                      f"the roofline prices the engine's steps")
 
+        warm: set[int] = set()  # grouped drafting: the groups with a finished response
+
         def make(index: int, tp: int, version: int) -> SimEngine:
             decode = with_spec(s, self.params, tp, knobs.apply_decode(  # spec: when on
                 decode_model(s, self.params, tp, measured.get("decode")), self.knobs),
                 cfg.workload, version)
             engine = SimEngine(self.heap, decode, kv_capacity_tokens(cfg, tp), s.max_running,
-                               self.emit, target_tokens, index=index, share=self.share)
+                               self.emit, target_tokens, index=index, share=self.share,
+                               warm=warm)
             engine.version = version
             return engine
 

@@ -44,6 +44,13 @@ engine's KV capacity (`memory`); an n-gram drafter holds none on the GPU.
 Drift (`sim.spec_acceptance_decay`, 0 by default): a drafter synced with the policy every
 `sim.spec_drafter_sync` versions (0: never) accepts alpha (1 - decay)^lag, lag the versions
 since its last sync; the engine asks `SpecStep.at_version` at each weight install.
+
+Grouped drafting (`sim.spec_group_acceptance`, -1 by default: off): Seer's drafter (arXiv
+2511.14617, Sec. 4.3) drafts from the responses of a sequence's own group, so a sequence
+whose group has a finished response accepts more. A sequence is accepted at that alpha once
+a sibling has finished (on any replica: the run's engines share one set of such groups),
+at `spec_acceptance` before; each segment of the engine is priced at the batch's mean E
+(`SpecStep.for_batch`), which keeps the engine's one clock of token steps.
 """
 
 from __future__ import annotations
@@ -134,6 +141,8 @@ class SpecStep(StepJump):
     alpha: float = 1.0  # the drafter's acceptance when it matches the policy
     decay: float = 0.0  # alpha's factor lost a version of lag (`sim.spec_acceptance_decay`)
     sync_every: int = 1  # versions between the drafter's syncs (0: never)
+    group_alpha: float = -1.0  # grouped drafting: alpha with a finished sibling (-1: off)
+    factor: float = 1.0  # (1 - decay)^lag at the current version (`at_version`)
 
     def at_version(self, version: int) -> SpecStep:
         """This step at policy `version`: alpha (1 - decay)^lag, lag the versions since the
@@ -142,8 +151,17 @@ class SpecStep(StepJump):
         if not self.decay:
             return self
         synced = version - version % self.sync_every if self.sync_every else 0
-        alpha = self.alpha * (1.0 - self.decay) ** (version - synced)
-        return replace(self, tokens=expected_tokens(alpha, self.k))
+        factor = (1.0 - self.decay) ** (version - synced)
+        return replace(self, tokens=expected_tokens(self.alpha * factor, self.k), factor=factor)
+
+    def for_batch(self, warm: float) -> SpecStep:
+        """Grouped drafting (`sim.spec_group_acceptance`): a share `warm` of the batch
+        drafts from a finished sibling's response at group_alpha, the rest at alpha (both
+        drifted by `factor`); the batch gains the mean of their E's a sequence a step, so
+        the fluid clock keeps its token steps and the batch its tokens a second."""
+        lo = expected_tokens(self.alpha * self.factor, self.k)
+        hi = expected_tokens(self.group_alpha * self.factor, self.k)
+        return replace(self, tokens=lo + warm * (hi - lo))
 
     def steps_time(self, n: int, b: int, ctx: int) -> float:
         if n <= 0:
@@ -189,7 +207,8 @@ def wrap(sim: Any, base: StepJump, model: Model, workload: str | None = None,
         return base
     k, alpha = sim.spec_tokens, acceptance(sim, workload)
     drift = {"alpha": alpha, "decay": sim.spec_acceptance_decay,
-             "sync_every": sim.spec_drafter_sync}
+             "sync_every": sim.spec_drafter_sync,
+             "group_alpha": sim.spec_group_acceptance}
     e = expected_tokens(alpha, k)
     if kind == "draft":
         if draft is None:
