@@ -188,3 +188,41 @@ def test_registered_and_refusals() -> None:
     # its table stays out of every other system's header while left at its defaults
     assert "seer" not in RunConfig(system="slime").to_dict()
     assert "seer" in RunConfig(system="seer").to_dict()
+
+
+class Scripted:
+    """A live backend whose model writes 7 tokens (1..7) and then its end of sequence."""
+
+    version = 0
+
+    async def generate(self, s: Any, gen: Any, on_admit: Any) -> Any:
+        on_admit()
+        made = len(gen.token_ids)
+        new = list(range(made + 1, min(7, made + s.max_tokens) + 1))
+        gen.add(new, [0.0] * len(new), "", self.version)
+        gen.finish = "stop" if made + len(new) == 7 else "length"
+        return gen
+
+
+@pytest.mark.parametrize("chunk, attempts", [(3, [(3, "aborted"), (6, "aborted"),
+                                                  (7, "finished")]),
+                                             (0, [(7, "finished")]), (7, [(7, "finished")])])
+def test_the_live_engine_stops_a_chunk_and_resumes(chunk: int, attempts: list[Any]) -> None:
+    """Request.chunk on the live engine: 7 tokens in chunks of 3 come back aborted at 3 and
+    6 and finish at 7 with every token once; chunk 0 or >= 7 is one finished attempt."""
+    from harness.live.engine import LiveEngine
+
+    async def main() -> list[tuple[int, str]]:
+        engine = LiveEngine(Scripted(), lambda r: [1, 2], lambda ev, **f: None)  # type: ignore
+        request = Request(0, 0, 0, Prompt(0, 2), 16, chunk=chunk)
+        seen = []
+        while True:
+            response = await engine.submit(request)
+            seen.append((response.tokens, response.status))
+            if response.status == "finished":
+                assert response.token_ids == list(range(1, 8))
+                assert not response.truncated
+                return seen
+            request = request.continued(response)
+
+    assert asyncio.run(main()) == attempts
