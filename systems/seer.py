@@ -24,8 +24,11 @@ on the current rollout only, which is Slime's round (systems/slime.py) with this
   the cap (it is, so far, the longest). Here: sample 0 is the probe until its group has
   a finished response, and each dispatch (each chunk) carries its priority as it stands
   then (`priority`), which the engine's waiting queue admits lowest first.
-- Not modelled: the adaptive grouped speculative decoding of Sec. 4.3 (a suffix tree of
-  the group's own responses as the drafter); docs/systems.md says why.
+- Grouped speculative decoding (Sec. 4.3: a suffix tree of the group's own responses
+  drafts tokens) is the engine's option, not this module's: `sim.spec_drafter=ngram` with
+  `sim.spec_group_acceptance`, a sequence drafting at that alpha once a sibling has
+  finished (harness/sim/speculative.py), so any system can be run with it beside Seer.
+  Its adaptive draft length is not modelled (k is `sim.spec_tokens`).
 """
 
 from __future__ import annotations
