@@ -33,13 +33,15 @@ from systems.slime import Slime
 from systems.slime_async import SlimeAsync
 from systems.tinker import Tinker
 from systems.verl import VeRL
+from systems.verl_dynamic import VerlDynamic
 from systems.verl_fully_async import VerlFullyAsync
 from systems.verl_one_step_off import VerlOneStepOff
 
 BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
-                                                  AReaL, SlimeAsync, Tinker, PrimeRL)}
+                                                  AReaL, SlimeAsync, Tinker, PrimeRL,
+                                                  VerlDynamic)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

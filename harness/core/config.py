@@ -113,6 +113,8 @@ class RunConfig:
                                metadata={"help": "areal: its staleness manager's knobs"})
     verl_async: knobs.VerlAsync = field(default_factory=knobs.VerlAsync, metadata={
         "help": "verl-fully-async: its rollouter and trainer's knobs"})
+    verl_dynamic: knobs.VerlDynamic = field(default_factory=knobs.VerlDynamic, metadata={
+        "help": "verl-dynamic: its hybrid replicas' policy"})
     slime_async: knobs.SlimeAsync = field(default_factory=knobs.SlimeAsync, metadata={
         "help": "slime-async: its fully-async example's knobs"})
     skyrl: knobs.SkyRL = field(default_factory=knobs.SkyRL,
@@ -229,8 +231,8 @@ class RunConfig:
                      "drift", "switch_s"):
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
-        for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker):
+        for table in (self.areal, self.verl_async, self.verl_dynamic, self.slime_async,
+                      self.skyrl, self.prime_rl, self.nemo_rl, self.tinker):
             table.check(self)
         return self
 
