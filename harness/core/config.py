@@ -237,7 +237,17 @@ class RunConfig:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; a table added for one system (`OWN_TABLES`) only for that system
+        or when set, so that every other run's config, and the traces, golden traces and
+        cache keys made from it, read as they did before the table was added."""
+        out = dataclasses.asdict(self)
+        for table, system in OWN_TABLES.items():
+            if self.system != system and getattr(self, table) == type(getattr(self, table))():
+                del out[table]
+        return out
+
+
+OWN_TABLES = {"verl_dynamic": "verl-dynamic"}  # table -> the one system that reads it
 
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).
