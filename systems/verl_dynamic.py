@@ -79,7 +79,11 @@ class VerlDynamic(VerlFullyAsync):
     async def before_fit(self, rt: Runtime, loop: Loop) -> None:
         if not self.lent or self.policy is None:
             return
-        need = self.policy.deactivate_wait(self.ctx)
+        # verl's dataset runs on for epochs; a run here ends at its last group, so the wait
+        # is for no more groups than are still to be trained
+        taken = loop.state["queued"] - len(loop.queue)
+        cfg = rt.config
+        need = min(self.policy.deactivate_wait(self.ctx), cfg.rounds * cfg.groups - taken)
         while len(loop.queue) < need:
             await loop.wait()
         start = rt.now()

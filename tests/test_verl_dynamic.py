@@ -238,3 +238,58 @@ def test_its_bound_is_verl_fully_async_s() -> None:
     for s in (0.0, 0.1, 1.0):
         cfg = config(verl_async__staleness_threshold=s)
         assert VerlDynamic.staleness_bound(cfg) == VerlFullyAsync.staleness_bound(cfg)
+
+
+def test_a_round_is_not_final_while_a_sync_s_aborts_may_go_on(tmp_path: Path) -> None:
+    """A sync's partial rollout aborts requests and sends them again in the same instant.
+    A prefix cut between the two (verl-fully-async here, U = 1, R = 3: after event 63)
+    called round 0 finished, and the next prefix took it back; found by verl-dynamic's
+    property runs, whose extra decision moved the sampled cut onto that instant."""
+    from harness.cli.common import build_config
+    from harness.core.metrics import finished_rounds
+
+    sets = ["system=verl-fully-async", "workload=sci-jl", "seed=0", "rounds=2",
+            "update_groups=1", "groups=3", "group_size=2", "sim.rollout_tp=1",
+            "sim.mem_fraction=0.2", "sim.max_running=2", "sim.verifier_workers=0",
+            "sim.micro_batch_tokens=1024", "sim.weight_sync_s=0.0"]
+    execute(build_config(None, sets), tmp_path / "t.jsonl")
+    events = read_trace(tmp_path / "t.jsonl")
+    before: set[int] = set()
+    for n in range(1, len(events)):
+        done = finished_rounds(events[:n])
+        assert before <= done, n
+        before = done
+
+
+def test_its_own_trace_passes_the_checks_but_a_short_lend_s_dip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """test_check's small config (R = 8, U = 2, 3 rounds). The lend after the first sync
+    takes the model's 0.7 s (a hand-over and the weights on the trainer's GPUs): for
+    that phase the one standing replica re-prefills every request the sync aborted, and
+    the rebalance then aborts them all again, so `throughput` (a phase below a fifth of
+    the median before) flags it. Without the rebalance, or with a 2.0 s lend (a longer
+    phase), every check passes: a short phase's artefact, not a collapse of the run."""
+    from test_check import small
+
+    from harness.analysis.check import check_events
+    from harness.sim import calibration
+
+    def judged(rebalance: bool) -> tuple[set[str], Any, list[dict]]:
+        cfg = small("verl-dynamic")
+        cfg.verl_dynamic.enable_rebalance = rebalance
+        execute(cfg, tmp_path / "t.jsonl")
+        events = read_trace(tmp_path / "t.jsonl", strict=True)
+        r = {x.name: x for x in check_events(events)}
+        assert r["staleness"].bound is VerlDynamic.staleness_bound(cfg) is None
+        return {n for n, x in r.items() if x.passed is False}, r["throughput"], events
+
+    cfg = small("verl-dynamic")
+    cost = hybrid.lend_cost(cfg, calibration.load(cfg.sim.calibration))
+    failed, throughput, events = judged(True)
+    assert failed == {"throughput"}
+    lend = next(e for e in events if e["ev"] == "engine_resize" and e.get("lent"))
+    assert throughput.first["ev"] == "weights_published"
+    assert lend["t"] - throughput.first["t"] == pytest.approx(cost.handover_s + cost.sync_s)
+    assert judged(False)[0] == set()
+    monkeypatch.setattr(hybrid, "lend_cost", lambda cfg, data: hybrid.LendCost(1.5, 0.5))
+    assert judged(True)[0] == set()
