@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.core.async_knobs import DYNAMIC_POLICIES as POLICIES  # noqa: F401  (the names)
-
 DEFAULT_SWITCH_THRESHOLD_S = 10.0  # default_policy.py:21
 SWITCH_OVERHEAD_WINDOW_SIZE = 3  # :22
 RATIO_INCREASE_MIN, RATIO_INCREASE_MAX, RATIO_DECREASE = 0.02, 0.1, 0.02  # :26-28
@@ -54,7 +52,8 @@ class Context:
 
 
 class Policy:
-    """One of verl's three built-in policies, by name, with its state."""
+    """One of verl's three built-in policies, by name (the config refuses others:
+    harness/core/async_knobs.py DYNAMIC_POLICIES), with its state."""
 
     def __init__(self, name: str, deactivate_ratio: float) -> None:
         self.name = name

@@ -55,11 +55,6 @@ ASYNC_STALENESS = {
     "verl-one-step-off": None,  # one step off by construction: no knob
     "slime-async": None,  # no staleness knob: its pool (POOL_KNOB) sets how stale it runs
 }
-# verl-dynamic's own knobs beside its staleness share: the policy (with and without the
-# switch-cost gate) and the reclaim's share, verl's default 0.3 and its benchmark's 0.6
-# (verl@1dda039:verl/experimental/fully_async_policy/dynamic_schedule/README.md:331)
-DYNAMIC_KNOBS = {"verl-dynamic": {"verl_dynamic.policy": ["default", "fixed_ratio"],
-                                  "verl_dynamic.deactivate_ratio": [0.3, 0.6]}}
 POOL_KNOB = "slime_async.sglang_server_concurrency"
 """slime-async's one knob: groups its worker keeps in flight across rollouts (slime's
 default 512 puts every group of a short run in flight at once). A plan tries U, 2U,
@@ -187,7 +182,8 @@ def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
             return {}
         name, values = knob
         if name.startswith("verl_async."):  # a share of stale samples, not steps
-            return {name: list(values), **DYNAMIC_KNOBS.get(system, {})}
+            from systems import SYSTEMS  # and a system's own knobs (verl-dynamic's policy)
+            return {name: list(values), **getattr(SYSTEMS[system], "plan_knobs", {})}
         return {name: [v for v in values if bound is None or v <= bound] or [values[0]]}
     if system in ("rollpacker", "cgp-tail"):
         knobs: dict[str, list[Any]] = {
@@ -243,8 +239,7 @@ SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_
          "rollpacker_stream_trainer": "stream", "areal.max_head_offpolicyness": "ofp",
          "skyrl.max_staleness_steps": "S", "prime_rl.max_off_policy_steps": "M",
          "nemo_rl.max_trajectory_age_steps": "age", "tinker.max_steps_off_policy": "off",
-         "verl_async.staleness_threshold": "s", "verl_dynamic.policy": "pol",
-         "verl_dynamic.deactivate_ratio": "dr"}
+         "verl_async.staleness_threshold": "s"}
 
 
 def _fmt(value: Any) -> str:
