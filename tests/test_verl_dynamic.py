@@ -293,3 +293,21 @@ def test_its_own_trace_passes_the_checks_but_a_short_lend_s_dip(
     assert judged(False)[0] == set()
     monkeypatch.setattr(hybrid, "lend_cost", lambda cfg, data: hybrid.LendCost(1.5, 0.5))
     assert judged(True)[0] == set()
+
+
+def test_the_live_engine_lends_nothing_and_says_so_once() -> None:
+    """One live engine beside one live trainer: no GPU to lend. The run goes on as
+    verl-fully-async, the operation recorded once as not applicable."""
+    import asyncio
+
+    from harness.live.engine import LiveEngine
+
+    said: list[dict[str, Any]] = []
+    engine = LiveEngine(backend=None, prompt_ids=lambda r: [],  # type: ignore[arg-type]
+                        emit=lambda ev, **f: said.append({"ev": ev, **f}))
+
+    async def twice() -> list[int]:
+        return [await engine.lend(0.5, True), await engine.lend(0.5), await engine.reclaim()]
+
+    assert asyncio.run(twice()) == [0, 0, 0]
+    assert [(e["what"], e["operation"]) for e in said] == [("not_applicable", "lend")]

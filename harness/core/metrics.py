@@ -259,8 +259,9 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
     pending: dict[tuple[int, int], int] = {}  # request -> round, until it finishes
     finishes: dict[int, int] = {}  # round -> index of its last request_finish
     # a request aborted in the trace's last instant may be sent again in that instant (a
-    # sync's partial rollout, a move to another replica): its round is not final yet
-    end, cut = (events[-1].get("t") if events else None), set()
+    # sync's partial rollout, a move to another replica): its round is not final yet,
+    # unless its group was dropped first (prime-rl's cancellations at the run's end)
+    end, cut, dropped = (events[-1].get("t") if events else None), set(), set()
     for i, (e, owner) in enumerate(zip(events, owning_rounds(events), strict=True)):
         ev = e["ev"]
         if ev == "request_submit":
@@ -269,8 +270,10 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
             rnd = pending.pop((e["group"], e["sample"]), None)
             if rnd is not None:
                 finishes[rnd] = i
-                if e["status"] == "aborted" and e["t"] == end:
+                if e["status"] == "aborted" and e["t"] == end and e["group"] not in dropped:
                     cut.add(rnd)
+        elif ev == "decision" and e.get("what") in ("drop_group", "discard_groups"):
+            dropped.update(e["groups"] if "groups" in e else [e.get("group")])
         elif ev == "rollout_start":
             order.append(e["round"])
         elif ev == "rollout_complete":
