@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe reproduce-pipelinerl \
-	reproduce-april reproduce-rollpacker reproduce-verl-async reproduce-areal bench calibrate live-demo whatif validate validate-gpu \
+	reproduce-april reproduce-rollpacker reproduce-verl-async reproduce-areal reproduce-skyrl-spec bench calibrate live-demo whatif validate validate-gpu \
 	notebooks clean
 
 setup: $(STAMP)
@@ -61,6 +61,9 @@ reproduce-verl-async: setup
 
 reproduce-areal: setup
 	$(BIN)/rolloutbench reproduce areal $(REPRODUCE_OPTS)
+
+reproduce-skyrl-spec: setup
+	$(BIN)/rolloutbench reproduce skyrl-spec $(REPRODUCE_OPTS)
 
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all

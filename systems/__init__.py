@@ -31,6 +31,7 @@ from systems.rollpacker import RollPacker
 from systems.skyrl_async import SkyRLAsync
 from systems.slime import Slime
 from systems.slime_async import SlimeAsync
+from systems.sortedrl import SortedRL
 from systems.tinker import Tinker
 from systems.verl import VeRL
 from systems.verl_dynamic import VerlDynamic
@@ -41,7 +42,7 @@ BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, Pipelin
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
                                                   AReaL, SlimeAsync, Tinker, PrimeRL,
-                                                  VerlDynamic)}
+                                                  SortedRL, VerlDynamic)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

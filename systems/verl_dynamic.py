@@ -45,15 +45,20 @@ class VerlDynamic(VerlFullyAsync):
     knobs: tuple[str, ...] = (*VerlFullyAsync.knobs, "verl_dynamic.policy",
                               "verl_dynamic.deactivate_ratio", "verl_dynamic.enable_rebalance",
                               "verl_dynamic.hybrid_memory_fraction")
-    # what `plan` searches beside the staleness share: the policy with and without the
-    # switch-cost gate, and the reclaim's share, verl's 0.3 and its benchmark's 0.6
-    # (verl@1dda039:verl/experimental/fully_async_policy/dynamic_schedule/README.md:331)
-    plan_knobs = {"verl_dynamic.policy": ["default", "fixed_ratio"],
-                  "verl_dynamic.deactivate_ratio": [0.3, 0.6]}
     placements = ("disaggregated",)
     placement_why = ("hybrid replicas run on the trainer's own GPUs beside standalone ones "
                      "(verl@1dda039:verl/experimental/fully_async_policy/dynamic_schedule/"
                      "README.md:27-28)")
+
+    @staticmethod
+    def plan_knobs(plan: Any) -> dict[str, list[Any]]:
+        """What `plan` tries: verl-fully-async's staleness shares (plan's ASYNC_STALENESS),
+        the policy with and without the switch-cost gate, and the reclaim's share, verl's
+        0.3 and its benchmark's 0.6 (verl@1dda039:verl/experimental/fully_async_policy/
+        dynamic_schedule/README.md:331)."""
+        return {"verl_async.staleness_threshold": [0.0, 0.1, 0.3, 0.5],
+                "verl_dynamic.policy": ["default", "fixed_ratio"],
+                "verl_dynamic.deactivate_ratio": [0.3, 0.6]}
 
     def __init__(self) -> None:
         super().__init__()

@@ -189,7 +189,11 @@ def small(system: str, **knobs: object) -> RunConfig:
 # `throughput`, a finding about verl's rule, worked there
 OWN = [(s, {}) for s in system_names() if s != "verl-dynamic"] + [("pipelinerl", {"max_lag": 1}),
                                            ("pipelinerl", {"max_lag": 0}),
-                                           ("april", {"dynamic_sampling": True})]
+                                           ("april", {"dynamic_sampling": True}),
+                                           ("sortedrl", {"max_lag": 0})]
+# Systems whose rule makes a phase slow on purpose, so that `throughput` fails on it.
+SLOW_BY_RULE = {"sortedrl": "an update is a barrier, and a round's last phase runs only its "
+                            "U longest groups (SortedRL's early updates drain the batch)"}
 
 
 @pytest.mark.parametrize(("system", "knobs"), OWN, ids=lambda v: str(v) if v else "")
@@ -199,6 +203,9 @@ def test_own_trace_passes(system: str, knobs: dict, tmp_path: Path) -> None:
     execute(cfg, path)
     r = {x.name: x for x in check_events(read_trace(path, strict=True))}
     failed = {name: (x.value, x.bound, x.detail) for name, x in r.items() if x.passed is False}
+    if system in SLOW_BY_RULE:
+        assert set(failed) <= {"throughput"}, SLOW_BY_RULE[system]
+        failed = {}
     assert not failed
     rule = getattr(SYSTEMS[system], "staleness_bound", None)
     bound = SYSTEMS[system]().staleness_bound(cfg) if rule else None

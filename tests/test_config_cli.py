@@ -255,16 +255,21 @@ def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def test_config_fields_match_the_trace_header_config() -> None:
-    """`config show` and the trace's run_start carry the same fields, but a table of one
-    system's own (`OWN_TABLES`), which a run of another system leaves out at its
-    defaults."""
-    from harness.core.config import OWN_TABLES
+    """`config show` and the trace's run_start carry the same fields, but for speculative
+    decoding's while it is off (so the traces of runs without it keep their bytes) and a
+    table of one system's own (`OWN_TABLES`), which another system's run leaves out at
+    its defaults."""
+    from harness.core.config import OWN_TABLES, SPEC_FIELDS
 
+    spec = {f"sim.{name}" for name in SPEC_FIELDS}
     for system in ("slime", *OWN_TABLES.values()):
         cfg = RunConfig(system=system)
         other = {t for t, s in OWN_TABLES.items() if s != system}
-        assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)
-                                                 if name.split(".")[0] not in other]
+        assert list(_leaves(cfg.to_dict())) == [
+            name for name, _, _ in config_fields(cfg)
+            if name not in spec and name.split(".")[0] not in other]
+    cfg.sim.spec_drafter = "mtp"
+    assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)]
 
 
 USER_GPU = (Path(__file__).parent / "fixtures" / "user_gpu.toml").read_text()

@@ -67,7 +67,32 @@ LSAT_LIVE = Target(1800, 8, {"mean": (450, 550), "median": (300, 450),
 DAPO_LIVE = Target(1820, 8, {"mean": (450, 550), "median": (300, 450),
                               "max_median": (4, INF)}, paper="validation scale")
 
+# PolyTrace (workloads/profiles/polytrace-*.toml): the profile drawn at its own cap
+# gives the median and P90 of the rows it was measured from, within 25% (the rows'
+# figures are in each file's header); the 235B ones, fitted to published moments
+# alone, their mean (checked for every profile below).
+
+
+def _polytrace(cap: int, p50: float, p90: float) -> Target:
+    return Target(cap, 32, {"median": (0.75 * p50, 1.25 * p50), "p90": (0.75 * p90, 1.25 * p90)},
+                  paper="PolyTrace rows (measured)")
+
+
+POLYTRACE = {
+    "polytrace-math-32b": _polytrace(10112, 466, 1039),
+    "polytrace-code-14b": _polytrace(16000, 9900, 16000),
+    "polytrace-video-7b": _polytrace(16000, 159, 227),
+    "polytrace-search-7b": _polytrace(3000, 152, 325),
+    "polytrace-math-235b": Target(32768, 32, {"mean": (9000, 10200)}, paper="PolyTrace fit"),
+    "polytrace-tool-235b": Target(32768, 32, {"mean": (1030, 1170)}, paper="PolyTrace fit"),
+}
+# Rows whose groups spread wider than their prompts do (PolyTrace's DAPO 32B steps: a
+# log spread of 0.90 within a group, 0.21 between prompts), measured, not assumed: the
+# rule that groups are tighter than the batch (APRIL Sec. 3.2.3) is not asked of them.
+MEASURED_SPREAD = set(POLYTRACE)
+
 TARGETS: dict[str, Target] = {
+    **POLYTRACE,
     "lsat-ar-live": LSAT_LIVE,
     "dapo-math-live": DAPO_LIVE,
     "arith": ARITH,
@@ -108,7 +133,10 @@ def test_profile_loads_and_is_sane(name: str) -> None:
     assert p.verifier_kind in {"local", "sandbox", "judge"}
     assert 0 < p.prompt_min < math.exp(p.prompt_mu_log) < p.prompt_max
     assert 0 < p.min_tokens < p.mean_tokens < p.max_tokens
-    assert 0 < p.sigma_within < p.sigma_between  # groups are tighter than the batch
+    if name in MEASURED_SPREAD:
+        assert 0 <= p.sigma_within and 0 <= p.sigma_between
+    else:
+        assert 0 < p.sigma_within < p.sigma_between  # groups are tighter than the batch
     assert 0 < p.pass_rate < 1
     assert p.verify_mean_s > 0 and p.verify_sigma >= 0
     if p.tail_share:
@@ -127,7 +155,8 @@ def test_profile_meets_the_targets_its_comments_claim(name: str) -> None:
     if not abs(s["mean"] / p.mean_tokens - 1) < 0.06:
         misses.append(f"mean {s['mean']:.0f} vs mean_tokens {p.mean_tokens:.0f}")
     # Within-group spread is well below the spread across prompts (APRIL Sec. 3.2.3).
-    if s["prompt_std"] > 1 and not s["within_std"] < 0.5 * s["prompt_std"]:
+    if s["prompt_std"] > 1 and not s["within_std"] < 0.5 * s["prompt_std"] and \
+            name not in MEASURED_SPREAD:
         misses.append(f"within_std {s['within_std']:.0f} vs prompt_std {s['prompt_std']:.0f}")
     for cap in t.other_caps:
         misses += [f"cap {cap}: {m}" for m in

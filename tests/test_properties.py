@@ -79,6 +79,8 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
     if system == "pipelinerl":
         sets["concurrency"] = k * draw(st.integers(1, 3))
         sets["max_lag"] = draw(st.sampled_from([-1, 0, 1, 3]))
+    if system == "sortedrl":
+        sets["max_lag"] = draw(st.sampled_from([-1, 0, 1, 3]))
     if issubclass(SYSTEMS[system], APRIL):
         over = draw(st.one_of(st.none(), st.just(0),  # unset: the paper's 2R; 0: none
                               st.integers(sets["groups"], 2 * sets["groups"])))
@@ -112,8 +114,8 @@ def configure(sets: list[str]) -> RunConfig:
 
 
 # Systems whose weight update aborts the requests in flight and resumes them from their
-# prefix (systems/interrupt.py; verl-fully-async with partial_rollout).
-INTERRUPTING = ("areal", "slime-async", "verl-fully-async", "verl-dynamic")
+# prefix (systems/interrupt.py; verl-fully-async with partial_rollout; sortedrl's update).
+INTERRUPTING = ("areal", "slime-async", "verl-fully-async", "sortedrl", "verl-dynamic")
 VERL_PARTIAL = ("verl-fully-async", "verl-dynamic")  # interrupting with partial_rollout only
 
 

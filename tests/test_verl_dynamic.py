@@ -311,3 +311,13 @@ def test_the_live_engine_lends_nothing_and_says_so_once() -> None:
 
     assert asyncio.run(twice()) == [0, 0, 0]
     assert [(e["what"], e["operation"]) for e in said] == [("not_applicable", "lend")]
+
+
+def test_plan_tries_verl_fully_async_s_shares_and_its_policies() -> None:
+    from harness.studies.plan.space import ASYNC_STALENESS
+
+    knobs = VerlDynamic.plan_knobs(None)
+    assert knobs["verl_async.staleness_threshold"] == list(ASYNC_STALENESS["verl-dynamic"][1])
+    assert ASYNC_STALENESS["verl-dynamic"] == ASYNC_STALENESS["verl-fully-async"]
+    assert knobs["verl_dynamic.policy"] == ["default", "fixed_ratio"]
+    assert knobs["verl_dynamic.deactivate_ratio"] == [0.3, 0.6]

@@ -14,8 +14,13 @@ commands = typer.Typer()  # added to the app in harness/cli/app.py
 FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), verl "
                "(trainer.rollout_data_dir STEP.jsonl, and the file logger's metrics .jsonl "
                "for round times; needs --tokenizer), pipelinerl "
-               "(streams/actor/0/0/0.jsonl) or areal (rollout/VERSION/TASK.jsonl, and its "
-               "session tracer's sessions-rN.jsonl for times).")
+               "(streams/actor/0/0/0.jsonl), areal (rollout/VERSION/TASK.jsonl, and its "
+               "session tracer's sessions-rN.jsonl for times), polytrace "
+               "(packed_lengths_step_N.jsonl or multiturn_workload_step_N.jsonl: each "
+               "step a round), roll (ROLL's OTLP "
+               "traces/traces.jsonl: times only), tinker (tinker-cookbook's "
+               "trace_events.jsonl: times only), or otlp (a FILE.json that "
+               "rolloutbench export-otlp wrote: the trace back, whole).")
 
 
 @commands.command("import")
@@ -52,6 +57,10 @@ def import_cmd(
     refuse_overwrite("--out", out, [("SRC", f) for f in source.files])
     write(events, out)
     head = events[0]
+    if source.events is not None:  # a whole trace (otlp): nothing was built from samples
+        console.print(f"wrote {out}: {len(events)} events of a {head['system']} run on "
+                      f"{head['workload']} (the exported trace, whole)", highlight=False)
+        return
     config, meta = head["config"], head["import"]
     responses = sum(1 for e in events if e["ev"] == "request_finish")
     groups = len({e["group"] for e in events if e["ev"] == "request_submit"})

@@ -15,7 +15,9 @@ from harness.core.config import (
     WEIGHT_PRECISIONS,
     ConfigError,
     SimConfig,
+    check_spec,
 )
+from harness.core.fields import need
 
 D = SimConfig()  # the options' defaults: a default run's engine
 
@@ -41,7 +43,10 @@ OPTIONS = {"sim.model": "--model", "sim.rollout_gpu": "--gpu", "sim.rollout_tp":
            "sim.engine_backend": "--backend", "sim.rollout_ep": "--ep",
            "sim.rollout_attention_dp": "--attention-dp", "sim.rollout_precision": "--precision",
            "sim.rollout_kv_dtype": "--kv-dtype", "sim.calibration": "--calibration",
-           "sim.step_model": "--step-model", "sim.engine_eager": "--eager"}
+           "sim.step_model": "--step-model", "sim.engine_eager": "--eager",
+           "sim.spec_drafter": "--spec", "sim.spec_tokens": "--spec-tokens",
+           "sim.spec_acceptance": "--spec-acceptance",
+           "sim.spec_draft_model": "--spec-draft-model"}
 
 
 def _named(text: str, otherwise: str = "") -> str:
@@ -83,6 +88,15 @@ def steps_cmd(
                         "models).")] = D.engine_eager,
     calibration: Annotated[str, typer.Option(
         help="roofline: the calibration its efficiencies come from.")] = D.calibration,
+    spec: Annotated[str, typer.Option(
+        help="Speculative decoding's drafter (sim.spec_drafter): off, draft, mtp or ngram; "
+             "on, a speculative step is shown beside the plain one.")] = D.spec_drafter,
+    spec_tokens: Annotated[int, typer.Option(help="Tokens drafted a step, k.")]
+    = D.spec_tokens,
+    spec_acceptance: Annotated[float, typer.Option(
+        help="Chance a drafted token is accepted, alpha.")] = D.spec_acceptance,
+    spec_draft_model: Annotated[str, typer.Option(help="--spec draft: the draft model.")]
+    = D.spec_draft_model,
     batch: Annotated[str, typer.Option(help="Running sequences of a decode step.")] = BATCHES,
     context: Annotated[str, typer.Option(
         help="Tokens each sequence holds (decode), or prompt tokens (prefill).")] = CONTEXTS,
@@ -117,6 +131,12 @@ def steps_cmd(
     s.rollout_ep, s.rollout_precision, s.rollout_kv_dtype = ep, precision, kv_dtype
     s.rollout_attention_dp = attention_dp
     s.step_model, s.calibration, s.engine_eager = step_model, calibration, eager
+    s.spec_drafter, s.spec_tokens, s.spec_acceptance = spec, spec_tokens, spec_acceptance
+    s.spec_draft_model = spec_draft_model
+    try:
+        check_spec(s, need)
+    except ConfigError as err:  # `--set sim.spec_tokens: ...` in this command's words
+        fail(_named(str(err).removeprefix("--set ")))
     try:
         resolve(s)
     except (OSError, ValueError) as err:  # a bad --model file is the model's, not --calibration's

@@ -1,7 +1,11 @@
 """`rolloutbench trace-convert SRC DST`: a trace in the other form (plain JSON lines or
 zstd), the same lines byte for byte. Every rolloutbench reader takes either form;
 this is for other tools, which read plain lines, and for compressing a live run's
-trace (written plain, line by line) once it is over."""
+trace (written plain, line by line) once it is over.
+
+`rolloutbench export-otlp TRACE --out FILE.json`: the trace as OTLP/JSON for
+OpenTelemetry tools (harness/analysis/otlp.py); `rolloutbench import otlp` reads it
+back."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import fail, refuse_overwrite
+from harness.cli.common import console, fail, refuse_overwrite
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -41,3 +45,44 @@ def convert_cmd(
     except ZstdError as err:
         dst.unlink(missing_ok=True)
         fail(f"{src}: not a readable zstd stream ({err})")
+
+
+@commands.command("export-otlp")
+def export_otlp_cmd(
+    trace: Annotated[Path, typer.Argument(help="A trace, plain JSON lines or zstd.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The OTLP/JSON file to write "
+                                      "(.json).")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out.")]
+    = False,
+) -> None:
+    """Write a trace as OTLP/JSON (an ExportTraceServiceRequest) with the RL span names
+    proposed for OpenTelemetry (rl.loop, rl.sample, rl.reward, rl.train, rl.sync) and
+    gen_ai.* token counts, for Jaeger, Tempo or any OTLP tool. The same trace always
+    writes the same bytes; `rolloutbench import otlp FILE` gives the trace back. See
+    docs/import.md, "OpenTelemetry"."""
+    import msgspec
+
+    from harness.analysis.otlp import export
+    from harness.core.files import write_atomic
+    from harness.core.trace import TraceError, read_trace
+
+    if out.suffix != ".json":
+        fail(f"--out: {out}: OTLP/JSON is one JSON document; name it .json")
+    if out.exists() and not force:
+        fail(f"--out: {out} exists (--force overwrites it)")
+    refuse_overwrite("--out", out, [("TRACE", trace)])
+    if trace.is_dir():
+        fail(f"{trace}: is a directory, expected a trace file (trace.jsonl.zst or trace.jsonl)")
+    try:
+        events = read_trace(trace, strict=True)
+    except TraceError as err:
+        fail(str(err))
+    doc = export(events)
+    try:
+        write_atomic(out, msgspec.json.encode(doc).decode() + "\n")
+    except OSError as err:
+        fail(f"--out: {out}: cannot write ({err.strerror})")
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    console.print(f"wrote {out}: {len(spans)} spans, {len(events)} events "
+                  f"(rolloutbench import otlp {out} --out T.jsonl gives the trace back)",
+                  highlight=False)

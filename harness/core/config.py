@@ -22,13 +22,16 @@ from harness.core.fields import ConfigError, help_of, opt
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
 
 from harness.core.sim_config import (  # noqa: F401  (read from here too)
+    DRAFTERS,
     ENGINE_BACKENDS,
     PRECISIONS,
+    SPEC_FIELDS,
     STEP_MODELS,
     SYNC_PATHS,
     TRAIN_MODELS,
     WEIGHT_PRECISIONS,
     SimConfig,
+    check_spec,
 )
 
 
@@ -83,7 +86,8 @@ class RunConfig:
                              "submitted) or priority (every group submitted, the frontier's "
                              "requests admitted first): RolloutPipe's two readings of FGD")
     concurrency: int = opt(64, "pipelinerl: sequences in flight per engine replica, H")
-    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps (-1: none)")
+    max_lag: int = opt(-1, "pipelinerl: admission limit in optimizer steps; sortedrl: updates "
+                       "an unfinished group's cached work may cross (-1: none)")
     over_sampling_groups: int | None = opt(None, "april, cgp-april: groups in flight per "
                                            "round, N' (unset: the paper's 2R; 0 or R: no "
                                            "over-sampling; otherwise at least R)")
@@ -224,6 +228,7 @@ class RunConfig:
         need(s.verifier_workers >= 0, "set sim.verifier_workers", "must be >= 0 (0: no limit)")
         need(s.weight_sync_path in SYNC_PATHS, "set sim.weight_sync_path",
              f"must be one of {', '.join(SYNC_PATHS)}, not {s.weight_sync_path!r}")
+        check_spec(s, need)
         for name in ("bw_eff", "compute_eff", "train_mfu"):
             value = getattr(s, name)
             need(value is None or value > 0, f"set sim.{name}", "must be positive")
@@ -237,10 +242,13 @@ class RunConfig:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field; a table added for one system (`OWN_TABLES`) only for that system
-        or when set, so that every other run's config, and the traces, golden traces and
-        cache keys made from it, read as they did before the table was added."""
+        """The whole config, less speculative decoding's fields while it is off and a table
+        of one system's own (`OWN_TABLES`) but for it or when set: the traces' headers and
+        sweep cells' keys of the runs without them stay as they were."""
         out = dataclasses.asdict(self)
+        if self.sim.spec_drafter == "off":
+            for name in SPEC_FIELDS:
+                del out["sim"][name]
         for table, system in OWN_TABLES.items():
             if self.system != system and getattr(self, table) == type(getattr(self, table))():
                 del out[table]

@@ -4,6 +4,8 @@ and their split, the engine and trainer models and the calibration. A part of `R
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.core.fields import opt
@@ -16,6 +18,12 @@ WEIGHT_PRECISIONS = (*PRECISIONS, "fp4")
 ENGINE_BACKENDS = ("sglang", "vllm")  # sim.engine_backend: frameworks with measured kernels
 # sim.weight_sync_path: how a publication travels (harness/sim/weight_sync.py)
 SYNC_PATHS = ("auto", "nccl", "nccl-per-tensor", "ipc", "ipc-per-tensor", "checkpoint-engine")
+DRAFTERS = ("off", "draft", "mtp", "ngram")  # sim.spec_drafter (harness/sim/speculative.py)
+# Speculative decoding's fields: in a trace's header only when sim.spec_drafter is on, so that
+# every trace of a run without it stays byte for byte what it was (RunConfig.to_dict).
+SPEC_FIELDS = ("spec_drafter", "spec_tokens", "spec_acceptance", "spec_acceptance_by_workload",
+               "spec_draft_model", "spec_draft_token_s", "spec_drafter_sync",
+               "spec_acceptance_decay")
 
 
 @dataclass
@@ -112,3 +120,64 @@ class SimConfig:
                                  "engine and trainer (None: the system's framework's switch, "
                                  "harness/sim/switch.py; the calibration's for a live "
                                  "calibration or a framework without a colocated mode)")
+    spec_drafter: str = opt("off", "speculative decoding's drafter: off, draft (a draft model, "
+                            "sim.spec_draft_model), mtp (the policy's one-layer MTP head) or "
+                            "ngram (a host lookup over the sequence's own tokens); "
+                            "docs/simulator.md, speculative decoding")
+    spec_tokens: int = opt(3, "speculative decoding: k, tokens drafted a sequence a step and "
+                           "verified in one forward of k + 1 positions")
+    spec_acceptance: float = opt(0.8, "speculative decoding: alpha, the chance a drafted token "
+                                 "is accepted (i.i.d. until the first rejection): a step "
+                                 "yields (1 - alpha^(k+1)) / (1 - alpha) tokens a sequence")
+    spec_acceptance_by_workload: str = opt("", "speculative decoding: alpha per workload, "
+                                           "'NAME=ALPHA,NAME=ALPHA' (others: spec_acceptance)")
+    spec_draft_model: str = opt("", "spec_drafter=draft: the draft model's preset (or "
+                                "config.json), run on the engine's GPUs at its TP")
+    spec_draft_token_s: float = opt(1e-6, "spec_drafter=ngram: host seconds a drafted token "
+                                    "a sequence (an estimate)")
+    spec_drafter_sync: int = opt(1, "speculative decoding: weight versions between the "
+                                 "drafter's syncs with the policy (1: every update, as "
+                                 "SkyRL's MTP head; 0: never, a frozen draft model)")
+    spec_acceptance_decay: float = opt(0.0, "speculative decoding: each version the policy "
+                                       "is past the drafter's last sync multiplies alpha by "
+                                       "(1 - this), in [0, 1)")
+
+
+def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
+    """Refuse speculative decoding's settings in one line naming the field (`need`)."""
+    need(s.spec_drafter in DRAFTERS, "set sim.spec_drafter",
+         f"must be one of {', '.join(DRAFTERS)}, not {s.spec_drafter!r}")
+    if s.spec_drafter == "off":
+        return
+    need(s.spec_tokens >= 1, "set sim.spec_tokens",
+         f"must be >= 1 (tokens drafted a step), got {s.spec_tokens}")
+    need(0 <= s.spec_acceptance <= 1, "set sim.spec_acceptance",
+         f"must lie in [0, 1], got {s.spec_acceptance}")
+    try:
+        by_workload(s.spec_acceptance_by_workload)
+    except ValueError as err:
+        need(False, "set sim.spec_acceptance_by_workload", str(err))
+    need(s.spec_drafter != "draft" or bool(s.spec_draft_model), "set sim.spec_draft_model",
+         "spec_drafter=draft needs the draft model's preset (e.g. qwen3-1.7b)")
+    need(s.spec_draft_token_s >= 0, "set sim.spec_draft_token_s",
+         f"must be >= 0, got {s.spec_draft_token_s}")
+    need(s.spec_drafter_sync >= 0, "set sim.spec_drafter_sync",
+         f"must be >= 0 (0: never), got {s.spec_drafter_sync}")
+    need(0 <= s.spec_acceptance_decay < 1, "set sim.spec_acceptance_decay",
+         f"must lie in [0, 1), got {s.spec_acceptance_decay}")
+
+
+def by_workload(text: str) -> dict[str, float]:
+    """`sim.spec_acceptance_by_workload`, 'NAME=ALPHA,NAME=ALPHA', as a dict; a malformed
+    entry is a ValueError naming it."""
+    out: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = item.partition("=")
+        try:
+            alpha = float(value)
+        except ValueError:
+            alpha = math.nan
+        if not sep or not name.strip() or not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"{item!r} is not NAME=ALPHA with ALPHA in [0, 1]")
+        out[name.strip()] = alpha
+    return out

@@ -1,12 +1,14 @@
 """Other systems' rollout logs as rolloutbench traces (`rolloutbench import`).
 
-One reader per format (`slime`, `verl`, `pipelinerl`, `areal`), each a module
-that turns that project's files into `Sample`s, read from that project's own
+One reader per format (`slime`, `verl`, `pipelinerl`, `areal`, `polytrace`, `roll`,
+`tinker`, `otlp`), each a module of this package named as its format, that turns that
+project's files into `Sample`s, read from that project's own
 source (named in each module and in docs/import.md); `build` makes the trace.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -17,34 +19,24 @@ from harness.core.trace import TraceError, check_event, check_types
 from harness.imports.build import build
 from harness.imports.sample import Source, SourceError
 
-FORMATS = ("slime", "verl", "pipelinerl", "areal")
+FORMATS = ("slime", "verl", "pipelinerl", "areal", "polytrace", "roll", "tinker", "otlp")
 
 __all__ = ["FORMATS", "Source", "SourceError", "read", "to_trace", "write"]
 
 
 def read(fmt: str, sources: list[Path], tokenizer: Path | None = None) -> Source:
     """The samples of `sources` in format `fmt`; SourceError names what is wrong."""
-    if fmt == "slime":
-        from harness.imports import slime
-
-        return slime.read(sources)
-    if fmt == "verl":
-        from harness.imports import verl
-
-        return verl.read(sources, tokenizer)
-    if fmt == "pipelinerl":
-        from harness.imports import pipelinerl
-
-        return pipelinerl.read(sources)
-    if fmt == "areal":
-        from harness.imports import areal
-
-        return areal.read(sources)
-    raise SourceError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if fmt not in FORMATS:
+        raise SourceError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    reader = importlib.import_module(f"harness.imports.{fmt}")  # only the one asked for
+    return reader.read(sources, tokenizer) if fmt == "verl" else reader.read(sources)
 
 
 def to_trace(source: Source) -> list[dict[str, Any]]:
-    """The trace's events, each checked against the schema as a reader would."""
+    """The trace's events, each checked against the schema as a reader would (a
+    source holding a whole trace, `otlp`, was checked as it was read)."""
+    if source.events is not None:
+        return source.events
     events = build(source)
     for i, event in enumerate(events, start=1):
         try:

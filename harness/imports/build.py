@@ -77,9 +77,11 @@ def _by_group(samples: list[Sample]) -> dict[object, list[Sample]]:
 def _trainer(add: Any, at: Any, phase: dict[str, float], rnd: int, version: int,
              items: list[Sample], group_id: dict[object, int]) -> None:
     """The round's trainer as the source timed it: the batch leaves when its rewards
-    are done, is trained (veRL: old_log_prob to update_actor) and published."""
+    are done (or at `dispatch`, where the source says), is trained (veRL: old_log_prob
+    to update_actor) and published."""
     groups = list(dict.fromkeys(group_id[s.group] for s in items))
-    add(at(phase["reward_end"]), "batch_dispatch", batch=rnd, groups=groups, round=rnd)
+    leaves = phase.get("dispatch", phase.get("reward_end"))
+    add(at(leaves), "batch_dispatch", batch=rnd, groups=groups, round=rnd)
     add(at(phase["train_start"]), "train_start", batch=rnd,
         samples=sum(1 for s in items if s.status == "finished"))
     add(at(phase["train_end"]), "train_end", batch=rnd)
@@ -153,7 +155,8 @@ def build(source: Source) -> list[dict[str, Any]]:
             finished = max(at(s.finish_s) for s in done)
             add(finished, "group_complete", group=g, round=rnd)
             checked = max(at(s.finish_s + (s.verify_s or 0.0)) if timed else 0.0 for s in done)
-            if phase:  # rewards are the batch's: done when the round's reward phase is
+            if phase and "reward_end" in phase:  # rewards are the batch's (veRL): done
+                # when the round's reward phase is (ROLL's, per request, say `dispatch`)
                 checked = max(checked, at(phase["reward_end"]))
             fields: dict[str, Any] = {"samples": [s.index for s in done]}
             if all(s.reward is not None for s in done):

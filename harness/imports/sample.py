@@ -13,6 +13,7 @@ those rules in one place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class SourceError(ValueError):
@@ -69,5 +70,9 @@ class Source:
     # default, so that a reader which does not say is not judged on versions it lacks).
     versions: str = "none"
     # source round -> its phases in seconds on the samples' clock (start, gen_end,
-    # reward_end, train_start, train_end, published), when the source timed its rounds
+    # reward_end, train_start, train_end, published), when the source timed its rounds;
+    # `dispatch` in place of `reward_end` when rewards are per request, not the batch's
     phases: dict[int, dict[str, float]] = field(default_factory=dict)
+    # The trace itself, when the source holds one whole (an OTLP file rolloutbench's
+    # export wrote): nothing to build, its events are the trace (`samples` is empty).
+    events: list[dict[str, Any]] | None = None

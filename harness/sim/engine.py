@@ -155,6 +155,9 @@ class SimEngine(Batching):
         """`install`'s second half, once the weights are there."""
         self._cut()
         self.version = version
+        retune = getattr(self._decode, "at_version", None)
+        if retune is not None:  # speculative decoding: acceptance by the drafter's lag
+            self._decode = retune(version)
         for seq in self._running.values():
             self._close_span(seq)
         if recompute:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.config import ConfigError
+from harness.sim import speculative
 from harness.sim.presets import Hardware, Model, load_hardware, load_model
 
 BYTES = {"bf16": 2, "fp8": 1}  # per weight or cached element
@@ -196,4 +197,10 @@ def kv_capacity_tokens(cfg: Any, tp: int | None = None) -> int:
     spec = engine_of(s, tp)  # with attention DP each rank caches its own sequences' tokens
     per_gpu = spec.hw.memory_gb * 1e9 * s.mem_fraction - spec.weight_bytes_per_gpu()
     per_gpu -= ACTIVATION_RESERVE_BYTES
+    if getattr(s, "spec_drafter", "off") != "off":  # a drafter's weights and cache too
+        weights, kv = speculative.memory(s, spec.model, spec.bytes_per_weight,
+                                         spec.bytes_per_kv)
+        per_token = spec.kv_bytes_per_token()  # the drafter's heads replicated alike
+        per_token += kv * per_token / spec.model.kv_bytes_per_token(spec.bytes_per_kv)
+        return int((per_gpu - weights / tp) * tp / per_token)
     return int(per_gpu * tp / spec.kv_bytes_per_token())

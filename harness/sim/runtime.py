@@ -40,6 +40,7 @@ from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.serve import GroupService
+from harness.sim.spec_engine import with_spec
 from harness.sim.trace_buffer import BufferedTraceWriter, EventFrames
 from harness.sim.trainer import build as trainer_build
 from harness.sim.trainer import speed as trainer_speed
@@ -94,8 +95,9 @@ class SimRuntime(RunnerBase):
                      f"the roofline prices the engine's steps")
 
         def make(index: int, tp: int, version: int) -> SimEngine:
-            decode = knobs.apply_decode(
-                decode_model(s, self.params, tp, measured.get("decode")), self.knobs)
+            decode = with_spec(s, self.params, tp, knobs.apply_decode(  # spec: when on
+                decode_model(s, self.params, tp, measured.get("decode")), self.knobs),
+                cfg.workload, version)
             engine = SimEngine(self.heap, decode, kv_capacity_tokens(cfg, tp), s.max_running,
                                self.emit, target_tokens, index=index, share=self.share)
             engine.version = version

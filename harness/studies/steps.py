@@ -13,6 +13,8 @@ from harness.sim.engine_spec import engine_of, resolve_engine
 from harness.sim.kernels import source
 from harness.sim.perf import StepJump
 from harness.sim.presets import load_hardware, load_model
+from harness.sim.spec_engine import with_spec
+from harness.sim.speculative import SpecStep
 
 
 def decode_model(sim: Any, tp: int | None = None) -> tuple[StepJump, str]:
@@ -27,14 +29,26 @@ def step_rows(sim: Any, batches: list[int], contexts: list[int]) -> list[dict[st
     """One row per (batch, context): a decode step of `batch` sequences holding `context`
     tokens each, and the prefill of one `context`-token prompt, in ms."""
     model, source = decode_model(sim)
+    spec = with_spec(sim, resolve(sim), sim.rollout_tp, model)
     rows = []
     for b in batches:
         for ctx in contexts:
-            rows.append({"batch": b, "context": ctx,
-                         "decode_ms": round(1e3 * model.steps_time(1, b, b * ctx), 4),
-                         "prefill_ms": round(1e3 * model.prefill_time(ctx, ctx * ctx, 1), 4),
-                         "step_source": source})
+            row: dict[str, Any] = {
+                "batch": b, "context": ctx,
+                "decode_ms": round(1e3 * model.steps_time(1, b, b * ctx), 4),
+                "prefill_ms": round(1e3 * model.prefill_time(ctx, ctx * ctx, 1), 4)}
+            if isinstance(spec, SpecStep):  # a speculative step beside the plain one
+                row.update(spec_row(spec, b, b * ctx))
+            rows.append({**row, "step_source": source})
     return rows
+
+
+def spec_row(spec: SpecStep, b: int, ctx: int) -> dict[str, Any]:
+    """One speculative step of b sequences holding ctx tokens in all: its time, the tokens
+    it yields a sequence (E) and its speedup over plain steps, tokens per second."""
+    t = spec.spec_time(b, ctx)
+    return {"spec_ms": round(1e3 * t, 4), "spec_tok": round(spec.tokens, 3),
+            "speedup": round(spec.tokens * spec.plain_time(b, ctx) / t, 3)}
 
 
 def kv_room(sim: Any) -> tuple[int, float, str]:

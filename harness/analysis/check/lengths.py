@@ -54,6 +54,9 @@ def check(view: TraceView) -> Result:
         return unjudged(NAME, "ratio", SOURCE,
                         unrecorded(view) or "no trained responses in the trace")
     total = lengths[True] + lengths[False]
+    if total == 0:  # a source that records no lengths (ROLL's spans): every response 0
+        return unjudged(NAME, "ratio", SOURCE, "no response in the trace has a length "
+                        "(the source records none)")
     ratio = (lengths[True] / counts[True]) / (total / (counts[True] + counts[False]))
     detail = (f"{counts[True]} trained of {counts[True] + counts[False]} sampled responses"
               f" ({len(untrained)} groups untrained)")

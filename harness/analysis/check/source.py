@@ -31,7 +31,8 @@ from typing import Any
 
 from harness.analysis.check.model import TraceView
 
-NAMES = {"slime": "slime", "verl": "veRL", "pipelinerl": "PipelineRL", "areal": "AReaL"}
+NAMES = {"slime": "slime", "verl": "veRL", "pipelinerl": "PipelineRL", "areal": "AReaL",
+         "roll": "ROLL", "tinker": "tinker-cookbook"}
 JUDGED_VERSIONS = ("per request", "first")
 
 # Why an import states no staleness bound, per format: the knob's home, which the
@@ -47,7 +48,11 @@ JUDGED_VERSIONS = ("per request", "first")
 KNOB = {"slime": "slime's dumps omit --partial-rollout, --over-sampling-batch-size",
         "areal": "AReaL's dump omits max_head_offpolicyness",
         "pipelinerl": "PipelineRL's stream omits max_lag",
-        "verl": "veRL's dump omits its mini-batches per step"}
+        "verl": "veRL's dump omits its mini-batches per step",
+        # ROLL's bound is async_generation_ratio, in the pipeline's config, not its spans
+        # (alibaba/ROLL@8eb27cc2dc34c4d1310b169d9b86d339004d811a:
+        # roll/configs/base_config.py:502)
+        "roll": "ROLL's spans omit async_generation_ratio"}
 
 
 def meta(head: dict[str, Any]) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ The recipe is fixed; what varies is how it is scheduled and placed:
   space stays bounded: every GPU split of 1,024 GPUs was 190,000 points, 77 s
   of enumeration before the first simulation;
 - the system's knobs (`knob_choices`): F_w, H and max lag, over-sampling and
-  partial rollout, RollPacker's eta and components.
+  partial rollout, RollPacker's eta and components; or a system's own `plan_knobs(plan)`.
 
 A point is one choice of each; `Point.config` turns it into the `RunConfig`
 that `rolloutbench run --config` would run. Every choice is categorical with
@@ -182,8 +182,7 @@ def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
             return {}
         name, values = knob
         if name.startswith("verl_async."):  # a share of stale samples, not steps
-            from systems import SYSTEMS  # and a system's own knobs (verl-dynamic's policy)
-            return {name: list(values), **getattr(SYSTEMS[system], "plan_knobs", {})}
+            return {name: list(values)}
         return {name: [v for v in values if bound is None or v <= bound] or [values[0]]}
     if system in ("rollpacker", "cgp-tail"):
         knobs: dict[str, list[Any]] = {
@@ -321,7 +320,8 @@ def build_space(plan: Plan, systems: list[str] | None = None) -> Space:
             space.excluded[name] = why
             continue
         space.layouts[name] = lays
-        space.knobs[name] = knob_choices(name, plan)
+        own = getattr(SYSTEMS[name], "plan_knobs", None)  # a system naming its own values
+        space.knobs[name] = own(plan) if own else knob_choices(name, plan)
         if plan.limits.on_policy and name in ("april", "cgp-april"):
             space.notes[name] = "partial rollout off: carried tokens are off-policy"
     if not space.layouts:

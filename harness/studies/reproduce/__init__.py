@@ -1,6 +1,6 @@
 """Paper reproductions on the simulator, and the merged claims table.
 
-One folder per paper (`rolloutpipe/`, `pipelinerl/`, `april/`, `rollpacker/`)
+One folder per paper (`rolloutpipe/`, `pipelinerl/`, `april/`, `rollpacker/`, ...)
 holds everything about that paper: its runs, its numbers and the claims made of
 them, its figures and its family of the would-need search, so that a reader finds
 a paper in one place and a new paper is one new folder (named in FOLDERS below).
@@ -34,6 +34,7 @@ from harness.studies.reproduce import (
     pool,
     rolloutpipe,
     rollpacker,
+    skyrl_spec,
     twin_cache,
     verl_async,
 )
@@ -47,7 +48,7 @@ from harness.studies.reproduce.record import (
 
 # The papers, in the order of the claims table. Each folder's package gives its name
 # (PAPER), `reproduce`, the files it writes, where its misses are read and `engine`.
-FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker, verl_async, areal)
+FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker, verl_async, areal, skyrl_spec)
 
 PAPERS: dict[str, Callable[..., list[Claim]]] = {p.PAPER: p.reproduce for p in FOLDERS}
 

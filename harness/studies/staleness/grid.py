@@ -11,7 +11,8 @@ throughput and lag compare across systems:
 
 - the synchronous systems (and verl-one-step-off, whose lag is set by the same R) vary
   `steps_per_rollout` G, conventional RL's knob: R = G x U groups a rollout, G steps
-  on it, a lag of up to G - 1 steps (one-step-off: 2G - 1);
+  on it, a lag of up to G - 1 steps (one-step-off: 2G - 1; sortedrl at its default
+  max_lag -1 too, its G updates early, as its groups complete);
 - the asynchronous systems vary the staleness knob `plan` searches
   (`harness.studies.plan.space.ASYNC_STALENESS`, reused here, not copied), over plan's
   values unless the spec gives others; a round is bookkeeping for them (R = U);
@@ -31,7 +32,7 @@ G = "steps_per_rollout"  # not a config field: R = G x U, rounds = steps / G
 # Staleness knobs of the systems plan's ASYNC_STALENESS does not name.
 OWN_KNOBS: dict[str, str | None] = {
     **dict.fromkeys(("slime", "cgp", "cgp-fgd", "cgp-tail", "cgp-april", "verl",
-                     "verl-one-step-off"), G),
+                     "verl-one-step-off", "sortedrl"), G),
     "pipelinerl": "max_lag",
     "april": "over_sampling_groups",
     "slime-async": "slime_async.sglang_server_concurrency",
