@@ -15,7 +15,7 @@ import zstandard
 
 from harness.core.config import ConfigError
 from harness.core.trace_io import read_bytes as trace_bytes
-from harness.studies.plan.space import ASYNC_STALENESS
+from harness.studies.plan.knobs import ASYNC_STALENESS
 from harness.studies.staleness import answer, expand, grid, summarise
 from harness.studies.staleness.summary import markdown
 from harness.studies.staleness.traces import TraceProblem, read_events, run_figures

@@ -117,6 +117,8 @@ class RunConfig:
                                metadata={"help": "areal: its staleness manager's knobs"})
     verl_async: knobs.VerlAsync = field(default_factory=knobs.VerlAsync, metadata={
         "help": "verl-fully-async: its rollouter and trainer's knobs"})
+    verl_dynamic: knobs.VerlDynamic = field(default_factory=knobs.VerlDynamic, metadata={
+        "help": "verl-dynamic: its hybrid replicas' policy"})
     slime_async: knobs.SlimeAsync = field(default_factory=knobs.SlimeAsync, metadata={
         "help": "slime-async: its fully-async example's knobs"})
     skyrl: knobs.SkyRL = field(default_factory=knobs.SkyRL,
@@ -236,27 +238,27 @@ class RunConfig:
                      "drift", "switch_s"):
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
-        for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash):
+        for table in (self.areal, self.verl_async, self.verl_dynamic, self.slime_async,
+                      self.skyrl, self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash):
             table.check(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """The whole config, less speculative decoding's fields while it is off, and less a
-        table in LATE_TABLES left at its defaults by a run of another system (a trace's
-        header, a sweep cell's key: those of runs without them stay as they were)."""
+        """The whole config, less speculative decoding's fields while it is off and a table
+        of one system's own (`OWN_TABLES`) but for it or when set: the traces' headers and
+        sweep cells' keys of the runs without them stay as they were."""
         out = dataclasses.asdict(self)
         if self.sim.spec_drafter == "off":
             for name in SPEC_FIELDS:
                 del out["sim"][name]
-        for name, system in LATE_TABLES.items():
-            if self.system != system and getattr(self, name) == type(getattr(self, name))():
-                del out[name]
+        for table, system in OWN_TABLES.items():
+            if self.system != system and getattr(self, table) == type(getattr(self, table))():
+                del out[table]
         return out
 
 
-# Knob tables written into `to_dict` only for their own system or when set (see there).
-LATE_TABLES = {"roll_flash": "roll-flash"}
+# table -> the one system that reads it (added after the goldens were written)
+OWN_TABLES = {"roll_flash": "roll-flash", "verl_dynamic": "verl-dynamic"}
 
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).
