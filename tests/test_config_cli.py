@@ -18,19 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.core.config import (
-    TYPES,
-    ConfigError,
-    LiveConfig,
-    RunConfig,
-    SimConfig,
-    apply,
-    config_fields,
-    help_of,
-    load_toml,
-    set_path,
-    type_name,
-)
+from harness.core.config import ConfigError, LiveConfig, RunConfig, SimConfig, help_of
+from harness.core.config_io import TYPES, apply, config_fields, load_toml, set_path, type_name
 
 APP = "from harness.cli.app import app; import harness.cli.config; app()"
 

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.config import RunConfig, get_path
+from harness.core.config import RunConfig
+from harness.core.config_io import get_path
 from harness.studies.plan.knobs import (
     ASYNC_STALENESS,
     COLOCATED_ONLY,

@@ -25,7 +25,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, apply, get_path
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply, get_path
 from harness.studies.plan.knobs import ASYNC_STALENESS
 
 G = "steps_per_rollout"  # not a config field: R = G x U, rounds = steps / G
