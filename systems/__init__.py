@@ -36,6 +36,7 @@ from systems.slime_async import SlimeAsync
 from systems.sortedrl import SortedRL
 from systems.tinker import Tinker
 from systems.verl import VeRL
+from systems.verl_dynamic import VerlDynamic
 from systems.verl_fully_async import VerlFullyAsync
 from systems.verl_one_step_off import VerlOneStepOff
 
@@ -43,8 +44,7 @@ BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, Pipelin
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
                                                   AReaL, SlimeAsync, Tinker, PrimeRL,
-                                                  SortedRL,
-                                                  RollFlash, Seer)}
+                                                  SortedRL, RollFlash, VerlDynamic, Seer)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

@@ -65,6 +65,8 @@ a group's round is the trainer's when it starts. The run starts rounds x R group
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from harness.core.runtime import Group, Response, Runtime
@@ -82,6 +84,17 @@ def max_required_samples(cfg: Any) -> int:
 def sync_window(cfg: Any) -> int:
     """Optimizer steps between two parameter syncs."""
     return cfg.verl_async.trigger_parameter_sync_step * cfg.verl_async.require_batches
+
+
+@dataclass
+class Loop:
+    """What the fully-async loop shares with a rule laid over it (verl-dynamic's): the
+    message queue, its counters and the wait for the queue or the rollouter to change."""
+
+    queue: deque[Group]
+    state: dict[str, int]  # staleness, round, requests, queued (groups ever queued), ...
+    wait: Callable[[], Awaitable[None]]
+    changed: Any  # the runtime's Event the rollouter waits on
 
 
 class VerlFullyAsync:
@@ -114,16 +127,30 @@ class VerlFullyAsync:
             return sync_window(cfg) - 1
         return None
 
+    async def before_fit(self, rt: Runtime, loop: Loop) -> None:
+        """Before the trainer takes its groups (verl-dynamic reclaims its GPUs here)."""
+
+    def collected(self, wait_s: float, waited: int) -> None:
+        """The trainer took its groups after `wait_s` seconds, `waited` of them not yet
+        queued when it asked (verl-dynamic's rate signal)."""
+
+    async def before_sync(self, rt: Runtime, loop: Loop) -> None:
+        """Before the weights go out (verl-dynamic decides whether to lend here)."""
+
+    async def after_sync(self, rt: Runtime, loop: Loop) -> None:
+        """After the weights reached the engine, before the stale groups are counted
+        again (verl-dynamic lends the trainer's GPUs here)."""
+
     async def run(self, rt: Runtime) -> None:
         cfg, v = rt.config, rt.config.verl_async
         u, b = cfg.update_groups, v.require_batches
         steps_per_round = cfg.groups // u
         total = cfg.rounds * cfg.groups
         limit = max_required_samples(cfg)
-        concurrency = min(rt.engine.replicas * v.concurrent_samples_per_replica, limit)
         queue: deque[Group] = deque()  # the message queue, in arrival order
         active: set[int] = set()  # groups started and not yet queued
-        state = {"staleness": 0, "round": 0, "requests": 0}
+        state = {"staleness": 0, "round": 0, "requests": 0, "queued": 0, "concurrency":
+                 min(rt.engine.replicas * v.concurrent_samples_per_replica, limit)}
         changed = rt.event()
 
         def returned(response: Response) -> None:
@@ -138,6 +165,7 @@ class VerlFullyAsync:
             await rt.serve(group, on_response=returned, retry=v.partial_rollout)
             active.discard(group.id)
             queue.append(group)
+            state["queued"] += 1
             changed.set()
 
         async def wait() -> None:
@@ -156,7 +184,7 @@ class VerlFullyAsync:
                     continue
                 said = False
                 state["staleness"] += 1  # counted when taken, before a slot is free
-                while len(active) >= concurrency:
+                while len(active) >= state["concurrency"]:
                     await wait()
                 (prompt,) = rt.workload.take(1)
                 group = Group(rt.new_group_id(), state["round"], prompt)
@@ -165,15 +193,21 @@ class VerlFullyAsync:
                 started += 1
 
         async def take(n: int) -> list[Group]:
+            start, short = rt.now(), max(0, n - len(queue))
             while len(queue) < n:
                 await wait()
+            self.collected(rt.now() - start, short)
             return [queue.popleft() for _ in range(n)]
 
+        loop = Loop(queue, state, wait, changed)
+
         async def sync() -> None:
+            await self.before_sync(rt, loop)
             in_flight = state["requests"]
             await rt.engine.pause("abort")
             await rt.trainer.publish()
             await rt.engine.resume()
+            await self.after_sync(rt, loop)
             state["staleness"] = len(active) + len(queue)
             rt.emit("decision", what="param_sync", version=rt.trainer.version,
                     aborted=in_flight, staleness_samples=state["staleness"])
@@ -185,6 +219,7 @@ class VerlFullyAsync:
             if fit * b % steps_per_round == 0:
                 state["round"] = fit * b // steps_per_round
                 rt.emit("rollout_start", round=state["round"], version=rt.trainer.version)
+            await self.before_fit(rt, loop)
             groups = await take(b * u)
             for i in range(b):
                 await self.batches.train(rt, groups[i * u:(i + 1) * u])

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.core.async_knobs import DEFAULTS_RULE
-from harness.core.config import RunConfig, get_path
+from harness.core.config import RunConfig
+from harness.core.config_io import get_path
 from systems import SYSTEMS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "systems.md"

@@ -67,6 +67,7 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
     ("check",): [["missing.jsonl"], ["metrics.json"]],
     ("trace-convert",): [["missing.jsonl", "t.jsonl"], ["metrics.json", "t.jsonl.zst"],
                          ["metrics.json", "metrics.json"]],
+    ("export-otlp",): [["missing.jsonl", "--out", "o.json"], ["metrics.json", "--out", "o.json"]],
     ("timeline",): [["metrics.json", "--out", "t.json"]],
     ("gantt",): [["metrics.json", "--out", "g.png"]],
     ("compare",): [["missing.jsonl", "metrics.json"]],

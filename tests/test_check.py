@@ -184,7 +184,10 @@ def small(system: str, **knobs: object) -> RunConfig:
     return cfg.validate()
 
 
-OWN = [(s, {}) for s in system_names()] + [("pipelinerl", {"max_lag": 1}),
+# verl-dynamic's own trace is judged in tests/test_verl_dynamic.py: its lend's short phase
+# after a sync (every request prefilled twice, by the sync and the rebalance) trips
+# `throughput`, a finding about verl's rule, worked there
+OWN = [(s, {}) for s in system_names() if s != "verl-dynamic"] + [("pipelinerl", {"max_lag": 1}),
                                            ("pipelinerl", {"max_lag": 0}),
                                            ("april", {"dynamic_sampling": True}),
                                            ("sortedrl", {"max_lag": 0})]

@@ -18,20 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.core.config import (
-    LATE_TABLES,
-    TYPES,
-    ConfigError,
-    LiveConfig,
-    RunConfig,
-    SimConfig,
-    apply,
-    config_fields,
-    help_of,
-    load_toml,
-    set_path,
-    type_name,
-)
+from harness.core.config import ConfigError, LiveConfig, RunConfig, SimConfig, help_of
+from harness.core.config_io import TYPES, apply, config_fields, load_toml, set_path, type_name
 
 APP = "from harness.cli.app import app; import harness.cli.config; app()"
 
@@ -258,23 +246,19 @@ def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def test_config_fields_match_the_trace_header_config() -> None:
     """`config show` and the trace's run_start carry the same fields, but for speculative
     decoding's while it is off (so the traces of runs without it keep their bytes) and a
-    knob table added late (LATE_TABLES) that a run of another system leaves at its
-    defaults."""
-    from harness.core.config import SPEC_FIELDS
+    table of one system's own (`OWN_TABLES`), which another system's run leaves out at
+    its defaults."""
+    from harness.core.config import OWN_TABLES, SPEC_FIELDS
 
     spec = {f"sim.{name}" for name in SPEC_FIELDS}
-    for system in ("slime", *LATE_TABLES.values()):
+    for system in ("slime", *OWN_TABLES.values()):
         cfg = RunConfig(system=system)
-        late = tuple(f"{table}." for table, own in LATE_TABLES.items() if own != system)
-        assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)
-                                                if name not in spec
-                                                and not name.startswith(late)]
-    cfg = RunConfig(system="roll-flash")
-    cfg.sim.spec_drafter = "mtp"
-    others = tuple(f"{table}." for table, own in LATE_TABLES.items() if own != "roll-flash")
-    assert list(_leaves(cfg.to_dict())) == [name for name, _, _ in config_fields(cfg)
-                                            if not name.startswith(others)
-                                            and name != "sim.spec_group_acceptance"]  # off
+        other = {t for t, s in OWN_TABLES.items() if s != system}
+        fields = [name for name, _, _ in config_fields(cfg) if name.split(".")[0] not in other]
+        assert list(_leaves(cfg.to_dict())) == [name for name in fields if name not in spec]
+        cfg.sim.spec_drafter = "mtp"  # grouped drafting left off: its field left out too
+        assert list(_leaves(cfg.to_dict())) == [name for name in fields
+                                                if name != "sim.spec_group_acceptance"]
 
 
 USER_GPU = (Path(__file__).parent / "fixtures" / "user_gpu.toml").read_text()

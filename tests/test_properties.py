@@ -91,6 +91,10 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
     if system == "roll-flash":  # 0: synchronous; 1.5: a fractional window's share
         sets["roll_flash.async_generation_ratio"] = draw(st.sampled_from([0, 1, 1.5, 2]))
         sets["roll_flash.max_running_requests"] = draw(st.sampled_from([1, 3, 128]))
+    if system == "verl-dynamic":  # lends as verl's policies decide, with and without the gate
+        sets["verl_dynamic.policy"] = draw(st.sampled_from(["default", "fixed_ratio"]))
+        sets["verl_dynamic.enable_rebalance"] = draw(st.booleans())
+        sets["verl_dynamic.deactivate_ratio"] = draw(st.sampled_from([0.3, 0.6, 1.0]))
     if system == "seer":  # 0: whole requests; 64: chunks shorter than most responses
         sets["seer.chunk_tokens"] = draw(st.sampled_from([0, 64, 8192]))
         sets["seer.context_aware"] = draw(st.booleans())
@@ -117,8 +121,9 @@ def configure(sets: list[str]) -> RunConfig:
 
 # Systems whose weight update aborts the requests in flight and resumes them from their
 # prefix (systems/interrupt.py; verl-fully-async with partial_rollout; sortedrl's update).
-INTERRUPTING = ("areal", "slime-async", "verl-fully-async", "sortedrl",
-                "roll-flash")
+INTERRUPTING = ("areal", "slime-async", "verl-fully-async", "sortedrl", "roll-flash",
+                "verl-dynamic")
+VERL_PARTIAL = ("verl-fully-async", "verl-dynamic")  # interrupting with partial_rollout only
 
 
 def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
@@ -126,7 +131,7 @@ def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
     or aborted; an aborted request is resumed only as its system allows."""
     carries = issubclass(SYSTEMS[cfg.system], APRIL) and cfg.partial_rollout
     moves = {e["t"] for e in trace if e["ev"] in ("engine_resize", "engine_reconfigure")}
-    interrupts = cfg.system in INTERRUPTING and (cfg.system != "verl-fully-async"
+    interrupts = cfg.system in INTERRUPTING and (cfg.system not in VERL_PARTIAL
                                                  or cfg.verl_async.partial_rollout)
     updates = [e["t"] for e in trace if e["ev"] == "weights_published"]
     chunk = cfg.seer.chunk_tokens if cfg.system == "seer" else 0  # Seer's divided rollout

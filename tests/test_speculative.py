@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.config import ConfigError, RunConfig, from_header, set_path
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import from_header, set_path
 from harness.core.runtime import Response
 from harness.run.execute import execute
 from harness.sim.engine_spec import kv_capacity_tokens

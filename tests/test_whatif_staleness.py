@@ -15,7 +15,7 @@ import zstandard
 
 from harness.core.config import ConfigError
 from harness.core.trace_io import read_bytes as trace_bytes
-from harness.studies.plan.space import ASYNC_STALENESS
+from harness.studies.plan.knobs import ASYNC_STALENESS
 from harness.studies.staleness import answer, expand, grid, summarise
 from harness.studies.staleness.summary import markdown
 from harness.studies.staleness.traces import TraceProblem, read_events, run_figures
@@ -109,7 +109,8 @@ def test_too_few_steps_or_a_bad_trace_is_refused(tmp_path: Path) -> None:
 
 
 def test_grid_reuses_plans_knobs_and_rows_share_the_step_count() -> None:
-    from harness.core.config import RunConfig, get_path
+    from harness.core.config import RunConfig
+    from harness.core.config_io import get_path
 
     for system, (knob, values) in ((s, v) for s, v in ASYNC_STALENESS.items() if v):
         assert grid.knob(system) == knob and grid.values(system, {}) == list(values)

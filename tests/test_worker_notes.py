@@ -102,3 +102,11 @@ def test_a_trace_workloads_note_is_said_once_on_two_workers(tmp_path: Path) -> N
     assert len(said) == len(set(said)), out.stderr
     again = "src.jsonl: a run drew more than its 8 complete groups: they replay again"
     assert sum(again in n for n in said) == 1, out.stderr  # (a long path may be wrapped)
+
+
+def test_an_error_line_is_its_type_and_first_nonempty_line_within_500_chars() -> None:
+    from harness.core.notes import error_line
+
+    assert error_line(ValueError("\n  bad cell  \nmore")) == "ValueError: bad cell"
+    assert error_line(KeyError()) == "KeyError:"
+    assert len(error_line(RuntimeError("x" * 900))) == 500

@@ -3,7 +3,7 @@
 Why a schema: a profile file's misspelt key (`max_token`) was ignored and the run took
 the shipped value (the 8,192 cap), and a string where a number belongs failed as
 `could not convert string to float`, naming no field. A config file refuses both
-(harness.core.config.apply); a profile file now does too, in the same words.
+(harness.core.config_io.apply); a profile file now does too, in the same words.
 """
 
 from __future__ import annotations

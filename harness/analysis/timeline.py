@@ -290,7 +290,7 @@ def sim_kv_capacity(head: dict[str, Any]) -> int | None:
     if head.get("runtime") != "sim":
         return None
     try:
-        from harness.core.config import from_header
+        from harness.core.config_io import from_header
         from harness.sim.runtime import kv_capacity_tokens
 
         return kv_capacity_tokens(from_header(head["config"]))

@@ -13,7 +13,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from harness.core.config import ConfigError, RunConfig, apply, load_toml, set_path
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply, load_toml, set_path
 
 console = Console()
 

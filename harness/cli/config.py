@@ -18,7 +18,8 @@ from rich.text import Text
 
 from harness.cli.common import CSV_HELP, JSON_HELP, build_config, console, fail, output_format
 from harness.cli.tables import terminal_width
-from harness.core.config import ConfigError, RunConfig, config_fields, help_of, load_toml, type_name
+from harness.core.config import ConfigError, RunConfig, help_of
+from harness.core.config_io import config_fields, load_toml, type_name
 from harness.core.registry import UnknownName
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py

@@ -159,7 +159,7 @@ def counterfactual_cmd(
 def _given(config: Path | None, sets: list[str], update_groups: int | None) -> set[str]:
     """The fields the user gave every system: -U, --set's, the config file's."""
     from harness.cli.common import _leaves
-    from harness.core.config import load_toml
+    from harness.core.config_io import load_toml
 
     given = {a.split("=", 1)[0].strip() for a in sets}
     given |= {name for name, _ in _leaves(load_toml(config))} if config is not None else set()

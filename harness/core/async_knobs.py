@@ -91,11 +91,42 @@ class VerlAsync:
         _at_least("verl_async", self, 0, "staleness_threshold")
         _at_least("verl_async", self, 1, "trigger_parameter_sync_step", "require_batches",
                   "concurrent_samples_per_replica")
-        if cfg.system == "verl-fully-async":
+        if cfg.system in ("verl-fully-async", "verl-dynamic"):
             batch = self.require_batches * cfg.update_groups
             need(cfg.groups % batch == 0, "set verl_async.require_batches",
                  f"require_batches x U = {batch} groups must divide R = {cfg.groups}, so "
                  f"that a round is whole trainer steps")
+
+
+DYNAMIC_POLICIES = ("default", "fixed_ratio", "static_fully_async")
+
+
+@dataclass
+class VerlDynamic:
+    """verl's dynamic resource scheduling over its fully-async trainer (system
+    `verl-dynamic`): the trainer's GPUs serve rollout while it waits. Defaults are
+    verl-project/verl@1dda039:verl/experimental/fully_async_policy/config/
+    fully_async_ppo_trainer.yaml's (yaml:LINE) and verl/trainer/config/rollout/
+    rollout.yaml's."""
+
+    policy: str = opt("default", "when to lend the trainer's GPUs: default (adaptive ratio "
+                      "and switch-cost gate), fixed_ratio (no gate, no adaptation) or "
+                      "static_fully_async (never: verl-fully-async) (yaml:35)")
+    deactivate_ratio: float = opt(0.3, "share of a sync's groups the queue holds before the "
+                                  "lent GPUs go back to the trainer, in (0, 1] (yaml:42)")
+    enable_rebalance: bool = opt(True, "at a lend, abort every request in flight and route "
+                                 "it again least-loaded, from its tokens (yaml:46)")
+    hybrid_memory_fraction: float = opt(0.5, "share of a trainer GPU's memory a lent replica "
+                                        "takes, in (0, 1] (gpu_memory_utilization, "
+                                        "rollout.yaml:46)")
+
+    def check(self, cfg: Any) -> None:
+        """Refuse a policy verl does not build (base.py:49-53) and shares outside (0, 1]
+        (default_policy.py:64)."""
+        need(self.policy in DYNAMIC_POLICIES, "set verl_dynamic.policy",
+             f"{self.policy!r} is not one of {', '.join(DYNAMIC_POLICIES)}")
+        for name in ("deactivate_ratio", "hybrid_memory_fraction"):
+            need(0 < getattr(self, name) <= 1, f"set verl_dynamic.{name}", "must be in (0, 1]")
 
 
 @dataclass

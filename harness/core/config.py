@@ -8,12 +8,8 @@ whole into the trace's `run_start` header. Every field carries a help text
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.core import async_knobs as knobs
@@ -118,6 +114,8 @@ class RunConfig:
                                metadata={"help": "areal: its staleness manager's knobs"})
     verl_async: knobs.VerlAsync = field(default_factory=knobs.VerlAsync, metadata={
         "help": "verl-fully-async: its rollouter and trainer's knobs"})
+    verl_dynamic: knobs.VerlDynamic = field(default_factory=knobs.VerlDynamic, metadata={
+        "help": "verl-dynamic: its hybrid replicas' policy"})
     slime_async: knobs.SlimeAsync = field(default_factory=knobs.SlimeAsync, metadata={
         "help": "slime-async: its fully-async example's knobs"})
     skyrl: knobs.SkyRL = field(default_factory=knobs.SkyRL,
@@ -239,168 +237,27 @@ class RunConfig:
                      "drift", "switch_s"):
             value = getattr(s, name)
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
-        for table in (self.areal, self.verl_async, self.slime_async, self.skyrl,
-                      self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash, self.seer):
+        for table in (self.areal, self.verl_async, self.verl_dynamic, self.slime_async,
+                      self.skyrl, self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash,
+                      self.seer):
             table.check(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """The whole config, less speculative decoding's fields while it is off, and less a
-        table in LATE_TABLES left at its defaults by a run of another system (a trace's
-        header, a sweep cell's key: those of runs without them stay as they were)."""
+        """The whole config, less speculative decoding's fields while it is off and a table
+        of one system's own (`OWN_TABLES`) but for it or when set: the traces' headers and
+        sweep cells' keys of the runs without them stay as they were."""
         out = dataclasses.asdict(self)
         if self.sim.spec_drafter == "off":
             for name in SPEC_FIELDS:
                 del out["sim"][name]
         elif self.sim.spec_group_acceptance == -1:  # off: headers as before it existed
             del out["sim"]["spec_group_acceptance"]
-        for name, system in LATE_TABLES.items():
-            if self.system != system and getattr(self, name) == type(getattr(self, name))():
-                del out[name]
+        for table, system in OWN_TABLES.items():
+            if self.system != system and getattr(self, table) == type(getattr(self, table))():
+                del out[table]
         return out
 
 
-# Knob tables written into `to_dict` only for their own system or when set (see there).
-LATE_TABLES = {"roll_flash": "roll-flash", "seer": "seer"}
-
-
-# A field's declared type (its annotation, a string here) -> (Python type, name in messages).
-TYPES: dict[str, tuple[type, str]] = {
-    "str": (str, "str"),
-    "int": (int, "int"),
-    "float": (float, "float"),
-    "bool": (bool, "bool (true or false)"),
-    "float | None": (float, "float"),
-    "int | None": (int, "int"),
-}
-
-
-def type_name(f: dataclasses.Field[Any]) -> str:
-    """The declared type of a config field, as written in the dataclass."""
-    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-
-
-class CliText(str):
-    """A value typed on the command line (`--set`): for a field that is not a
-    string it is read as a TOML value (a string in a TOML file is not)."""
-
-
-def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
-    """Convert a value (a TOML value, or CLI text) to the field's declared type."""
-    want, name = TYPES[type_name(f)]
-    if value is None and type_name(f).endswith("| None"):  # unset, as a trace's header says
-        return None
-    if isinstance(value, CliText):
-        text, value = str(value), str(value)
-        if want is not str:
-            try:
-                value = tomllib.loads(f"v = {text}")["v"]
-            except tomllib.TOMLDecodeError:
-                raise ConfigError(f"{where}: expected {name}, got {text!r}") from None
-    if want is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: expected {name}, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-    return value
-
-
-class ConfigFile(dict[str, Any]):
-    """The tables of a TOML config file; errors in them name the file."""
-
-    def __init__(self, data: dict[str, Any], path: str | Path) -> None:
-        super().__init__(data)
-        self.path = str(path)
-
-
-def apply(cfg: Any, data: dict[str, Any], prefix: str = "") -> None:
-    """Set fields of a (nested) config dataclass from a dict, rejecting unknown keys
-    and values of the wrong type with a message that names the key (and the file)."""
-    if isinstance(data, ConfigFile):
-        try:
-            _apply(cfg, data, prefix)
-        except ConfigError as err:
-            raise ConfigError(f"--config {data.path}: {err}") from None
-    else:
-        _apply(cfg, data, prefix)
-
-
-def _apply(cfg: Any, data: dict[str, Any], prefix: str) -> None:
-    names = {f.name: f for f in dataclasses.fields(cfg)}
-    for key, value in data.items():
-        where = f"{prefix}{key}"
-        if key not in names:
-            known = ", ".join(names)
-            raise ConfigError(f"{where}: unknown field (known: {known})")
-        current = getattr(cfg, key)
-        if dataclasses.is_dataclass(current):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}: is a table of fields; expected "
-                                  f"{where}.FIELD = VALUE, got {value!r}")
-            _apply(current, value, f"{where}.")
-        elif isinstance(value, dict):
-            raise ConfigError(f"{where}: is a single value, not a table "
-                              f"(it has no field {next(iter(value), '')!r})")
-        else:
-            setattr(cfg, key, _coerce(value, names[key], where))
-
-
-def set_path(cfg: RunConfig, assignment: str) -> None:
-    """Apply one `section.field=value` override."""
-    if "=" not in assignment:
-        raise ConfigError(f"--set {assignment!r}: expected field=value")
-    path, value = assignment.split("=", 1)
-    parts = [p.strip() for p in path.strip().split(".")]
-    if not all(parts):
-        raise ConfigError(f"--set {assignment!r}: expected section.field=value")
-    *parents, leaf = parts
-    tree: dict[str, Any] = {leaf: CliText(value.strip())}
-    for parent in reversed(parents):
-        tree = {parent: tree}
-    apply(cfg, tree)
-
-
-def from_header(table: dict[str, Any]) -> RunConfig:
-    """The config a trace's `run_start` recorded: every field this version knows, with
-    its type; a field it cannot read (an older or newer trace's) keeps its default."""
-    return _known(RunConfig(), table)
-
-
-def _known(cfg: Any, table: dict[str, Any]) -> Any:
-    for key, value in table.items():
-        if dataclasses.is_dataclass(getattr(cfg, key, None)) and isinstance(value, dict):
-            _known(getattr(cfg, key), value)
-        else:
-            with contextlib.suppress(ConfigError):
-                apply(cfg, {key: value})
-    return cfg
-
-
-def load_toml(path: str | Path) -> ConfigFile:
-    try:
-        with open(path, "rb") as fh:
-            return ConfigFile(tomllib.load(fh), path)
-    except OSError as err:
-        raise ConfigError(f"--config {path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"--config {path}: {err}") from None
-
-
-def get_path(cfg: Any, dotted: str) -> Any:
-    """The value of a (nested) config field by its dotted name (`areal.max_head_offpolicyness`)."""
-    for part in dotted.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def config_fields(cfg: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any], Any]]:
-    """Every leaf field of a (nested) config as (dotted name, field, value)."""
-    out: list[tuple[str, dataclasses.Field[Any], Any]] = []
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            out += config_fields(value, f"{prefix}{f.name}.")
-        else:
-            out.append((f"{prefix}{f.name}", f, value))
-    return out
+# table -> the one system that reads it (added after the goldens were written)
+OWN_TABLES = {"roll_flash": "roll-flash", "verl_dynamic": "verl-dynamic", "seer": "seer"}

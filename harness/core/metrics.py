@@ -258,6 +258,10 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
     published = -1  # index of the last weights_published
     pending: dict[tuple[int, int], int] = {}  # request -> round, until it finishes
     finishes: dict[int, int] = {}  # round -> index of its last request_finish
+    # a request aborted in the trace's last instant may be sent again in that instant (a
+    # sync's partial rollout, a move to another replica): its round is not final yet,
+    # unless its group was dropped first (prime-rl's cancellations at the run's end)
+    end, cut, dropped = (events[-1].get("t") if events else None), set(), set()
     for i, (e, owner) in enumerate(zip(events, owning_rounds(events), strict=True)):
         ev = e["ev"]
         if ev == "request_submit":
@@ -266,6 +270,10 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
             rnd = pending.pop((e["group"], e["sample"]), None)
             if rnd is not None:
                 finishes[rnd] = i
+                if e["status"] == "aborted" and e["t"] == end and e["group"] not in dropped:
+                    cut.add(rnd)
+        elif ev == "decision" and e.get("what") in ("drop_group", "discard_groups"):
+            dropped.update(e["groups"] if "groups" in e else [e.get("group")])
         elif ev == "rollout_start":
             order.append(e["round"])
         elif ev == "rollout_complete":
@@ -280,7 +288,7 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
             ended[e["batch"]] = i
         elif ev == "weights_published":
             published = i
-    unfinished = set(pending.values())
+    unfinished = set(pending.values()) | cut
     # a request still generating may have made tokens in any round from its own on (a
     # streaming run's requests cross rounds): those rounds' token figures are not final
     first = min((order.index(r) for r in unfinished if r in order), default=len(order))

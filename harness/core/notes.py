@@ -72,3 +72,11 @@ def say_all(notes: Iterable[str]) -> None:
     """Each note once (a worker's, handed back by `kept`)."""
     for note in notes:
         say_once(note)
+
+
+def error_line(err: BaseException) -> str:
+    """An error as one line a table or a message can carry: its type and the first
+    non-empty line of its text, at most 500 characters (a worker's traceback stays in
+    its log, not in a sweep's results)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0] if lines else ''}".strip()[:500]

@@ -167,6 +167,18 @@ class Engine(Protocol):
         the others move over (their KV cache is recomputed). Returns the GPUs
         released."""
 
+    async def lend(self, memory_fraction: float, rebalance: bool = False) -> int:
+        """Start replicas on the trainer's GPUs (verl's hybrid replicas, at
+        `memory_fraction` of their memory) with the engine's current weights and route
+        to them; the trainer computes nothing until `reclaim`. `rebalance`: every
+        request in flight is aborted and routed again, least-loaded, from its tokens.
+        Returns the replicas lent (0: already lent, or none can be)."""
+
+    async def reclaim(self) -> int:
+        """Stop routing to the lent replicas, abort their requests (sent on to the
+        standing replicas with their tokens), put them to sleep and give the GPUs back
+        to the trainer. Returns the requests moved."""
+
 
 class Verifier(Protocol):
     async def score(self, response: Response, timeout: float | None = None) -> float:

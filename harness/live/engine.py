@@ -94,6 +94,8 @@ class EngineBackend(Protocol):
 NOT_APPLICABLE = {
     "reconfigure": "tensor-parallel planning: one live engine has no TP to change",
     "resize": "engine resize: one live engine replica, no GPUs to release",
+    "lend": "hybrid replicas on the trainer's GPUs: the live trainer holds its own device "
+            "and lends none to the engine",
     "colocated placement": "colocation's memory switch: engine and trainer are separate here",
     "engine replicas": "several engine replicas: one live engine",
 }
@@ -181,6 +183,13 @@ class LiveEngine:
     async def resize(self, replicas: int) -> int:
         self.not_applicable("resize")
         return 0
+
+    async def lend(self, memory_fraction: float, rebalance: bool = False) -> int:
+        self.not_applicable("lend")
+        return 0
+
+    async def reclaim(self) -> int:
+        return 0  # nothing was lent
 
     def not_applicable(self, operation: str) -> None:
         """Recorded once per run: the system asked for something one live engine

@@ -154,6 +154,7 @@ def _check_fits(cfg: RunConfig) -> None:
     problem = engine_problem(engine_of(s), s.mem_fraction)
     if problem:
         raise ConfigError(f"--set sim.rollout_tp={s.rollout_tp}: {problem}")
+    _check_lent_fits(cfg)
     if s.placement == "colocated":  # the trainer takes the engine's GPUs in turn
         gpus, gpu, option = s.rollout_tp * s.rollout_engines, s.rollout_gpu, "sim.rollout_engines"
     else:
@@ -171,6 +172,24 @@ def _check_fits(cfg: RunConfig) -> None:
         fixes = trainer_fixes(*layout)
         option = fixes[0][0] if fixes else option
         raise ConfigError(f"--set {option}={getattr(s, option.split('.')[1])}: {problem}")
+
+
+def _check_lent_fits(cfg: RunConfig) -> None:
+    """A system that lends the trainer's GPUs as replicas (verl-dynamic) holds its model
+    there at the lend's memory share (harness/sim/hybrid.py)."""
+    from harness.sim.engine_spec import engine_of
+    from harness.sim.feasibility import engine_problem
+    from harness.sim.hybrid import hybrid_cfg
+    from systems import get_system
+
+    knob = "verl_dynamic.hybrid_memory_fraction"
+    if knob not in getattr(get_system(cfg.system), "knobs", ()):
+        return
+    fraction = cfg.verl_dynamic.hybrid_memory_fraction
+    problem = engine_problem(engine_of(hybrid_cfg(cfg, fraction).sim), fraction)
+    if problem:
+        raise ConfigError(f"--set {knob}={fraction:g}: on the trainer's "
+                          f"{cfg.sim.trainer_gpu}: {problem}")
 
 
 def _check_engines_used(cfg: RunConfig) -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, get_path
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import get_path
 
 # Flags that switch a system's feature on: false asks for nothing, so it is never
 # an ignored option.

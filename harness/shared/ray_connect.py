@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from harness.core.config import ConfigError
+from harness.core.notes import error_line
 from harness.shared import ray_auth
 from harness.shared.ray_quiet import Capture, quiet_stderr
 
@@ -189,7 +190,7 @@ def connect(address: str, num_cpus: int | None = None,
         try:
             ray.init(**kwargs)
         except Exception as err:  # noqa: BLE001  (one line)
-            raise ConfigError(f"{named}: {_one_line(err)}") from None
+            raise ConfigError(f"{named}: {error_line(err)}") from None
         return True
     with quiet_stderr() as capture:
         try:
@@ -197,14 +198,9 @@ def connect(address: str, num_cpus: int | None = None,
         except Exception as err:  # noqa: BLE001  (Ray's, of any kind, or our timeout: one line)
             if ray_auth.is_refusal(err, capture.text()):  # Ray's lines say why, its error not
                 raise ConfigError(ray_auth.refused(named)) from None
-            text = str(err) if isinstance(err, ConfigError) else f"{named}: {_one_line(err)}"
+            text = str(err) if isinstance(err, ConfigError) else f"{named}: {error_line(err)}"
             raise ConfigError(text + capture.note()) from None
     return True
-
-
-def _one_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[0] if lines else ''}"
 
 
 def _init_bounded(ray: Any, address: str, kwargs: dict[str, Any], capture: Capture) -> None:

@@ -33,7 +33,8 @@ from harness.sim.placement import LeastLoaded
 
 DISPATCHES = ("auto", "least-loaded", "static", "round-robin")  # sim.dispatch
 BY_SYSTEM = {"verl": "static",  # synchronous verl: its rollout splits the batch statically
-             "verl-fully-async": "round-robin"}  # its server manager counts assignments
+             "verl-fully-async": "round-robin",  # its server manager counts assignments
+             "verl-dynamic": "round-robin"}  # the same manager, over its lent replicas too
 
 
 def dispatch_of(dispatch: str, system: str) -> str:

@@ -38,7 +38,7 @@ SGLANG_POOL = (2048, 4096)  # SGLang's request pool: floor and ceiling
 DEFAULT_CONTEXT = 32768  # a model whose preset has no config.json: its context length
 
 SLIME = ("slime", "cgp", "cgp-fgd", "april", "cgp-april", "cgp-tail", "slime-async")
-VERL = ("verl", "verl-fully-async", "verl-one-step-off", "rollpacker")
+VERL = ("verl", "verl-fully-async", "verl-dynamic", "verl-one-step-off", "rollpacker")
 
 
 # framework -> when its default rollout ran vLLM with enforce_eager on, and where it says so

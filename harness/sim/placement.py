@@ -25,6 +25,7 @@ from typing import Any
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.co import Driver, Wait, sleep
 from harness.sim.engine import SimEngine
+from harness.sim.hybrid import Lender
 from harness.sim.waits import Slots
 
 
@@ -102,6 +103,9 @@ class EnginePool:
         self._route = route  # builds the router of n replicas (harness/sim/dispatch.py)
         self._router = route(len(engines))
         self._retired_preemptions = 0
+        self.lender: Any = None  # a Lender, or what builds one (the runtime's; None: none)
+        self._lent = False
+        self._standing = len(engines)  # replicas on the engine's own GPUs
         self._heap = engines[0].loop
         self._soon, self._back = self._heap.call_soon, self._returned  # bound once
 
@@ -187,13 +191,66 @@ class EnginePool:
         leaving = [rid for rid, (_, _, i) in self._live.items() if i >= replicas]
         self._router.active = replicas
         self._emit("engine_resize", replicas=replicas, moved=len(leaving))
-        self._moving.update(leaving)
+        await self._move(leaving)
+        return (len(self.engines) - replicas) * self.tp
+
+    async def _move(self, request_ids: list[str]) -> None:
+        """Abort these requests where they run; each goes on from its tokens on the
+        replica the router then picks (`_returned`)."""
+        self._moving.update(request_ids)
         by_engine: dict[int, list[str]] = {}
-        for rid in leaving:
+        for rid in request_ids:
             by_engine.setdefault(self._live[rid][2], []).append(rid)
         for index in sorted(by_engine):
             await self.engines[index].abort(by_engine[index])
-        return (len(self.engines) - replicas) * self.tp
+
+    async def lend(self, memory_fraction: float, rebalance: bool = False) -> int:
+        """Replicas on the trainer's GPUs join the router (harness/sim/hybrid.py): the
+        trainer's lock is held until `reclaim`, the GPUs are handed over and the weights
+        sent, then the replicas (built at the first lend, asleep between lends) take
+        requests; `rebalance` moves every request in flight, least-loaded."""
+        lender = self._lender_now()
+        if lender is None or self._lent or lender.replicas < 1:
+            return 0
+        await lender.lock.acquire()
+        self._lent = True
+        standing = self._standing
+        await sleep(self._heap, lender.cost.handover_s + lender.cost.sync_s)
+        if len(self.engines) == standing:
+            self.engines += [lender.make(standing + i, self.version, memory_fraction)
+                             for i in range(lender.replicas)]
+            old, self._router = self._router, self._route(len(self.engines))
+            self._router.counts[:standing] = old.counts
+        for engine in self.engines[standing:]:
+            engine.version = self.version
+        self._router.active = len(self.engines)
+        moved = list(self._live) if rebalance else []
+        self._emit("engine_resize", replicas=len(self.engines), moved=len(moved),
+                   lent=lender.replicas)
+        await self._move(moved)
+        return lender.replicas
+
+    async def reclaim(self) -> int:
+        """The lent replicas leave the router, their requests go on from their tokens on
+        the standing ones, they sleep (one hand-over) and the trainer's lock is freed."""
+        lender = self._lender_now()
+        if lender is None or not self._lent:
+            return 0
+        standing = self._standing
+        leaving = [rid for rid, (_, _, i) in self._live.items() if i >= standing]
+        self._router.active = standing
+        self._emit("engine_resize", replicas=standing, moved=len(leaving))
+        await self._move(leaving)
+        await sleep(self._heap, lender.cost.handover_s)
+        self._lent = False
+        lender.lock.release()
+        return len(leaving)
+
+    def _lender_now(self) -> Any:
+        """The runtime's `Lender`, built at the first ask (None: this runtime lends none)."""
+        if callable(self.lender) and not isinstance(self.lender, Lender):
+            self.lender = self.lender()
+        return self.lender
 
     async def reconfigure(self, tp: int) -> None:
         """New replicas of tensor-parallel size `tp` over the same GPUs (idle only)."""
@@ -205,6 +262,7 @@ class EnginePool:
         version = self.version
         self.tp = tp
         self.engines = [self._make(i, tp, version) for i in range(self._gpus // tp)]
+        self._standing = len(self.engines)
         self._router = self._route(len(self.engines))
         if self._share is not None:
             self._share.engines = self.engines

@@ -22,7 +22,7 @@ from harness.core.runtime import Group, Response
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
-from harness.sim import calibration, knobs, switch, waits
+from harness.sim import calibration, hybrid, knobs, switch, waits
 from harness.sim.calibration import resolve
 from harness.sim.co import Driver, Wait
 from harness.sim.components import SimTrainer, SimVerifier
@@ -35,6 +35,7 @@ from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its ol
 )
 from harness.sim.frameworks import resolve_max_running
 from harness.sim.heap import Heap
+from harness.sim.hybrid import Lender
 from harness.sim.kernels.source import ROOFLINE, decode_model, step_source
 from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
@@ -143,7 +144,26 @@ class SimRuntime(RunnerBase):
                                   cfg.clamp, driver=self.driver, share=self.share, gpus=train_n)
         if self.share is not None:
             self.share.attach(engines, self.trainer.lock)
+        self.engine.lender = partial(self._lender, measured)  # built at the first lend
         self.verifier = SimVerifier(self.driver, s.verifier_workers)
+
+    def _lender(self, measured: dict[str, Any]) -> Lender:
+        """What the pool needs to lend the trainer's GPUs as replicas (harness/sim/
+        hybrid.py); none on a colocated placement, whose trainer has no GPUs of its own."""
+        cfg, s = self.config, self.config.sim
+        lent = 0 if s.placement == "colocated" else s.trainer_gpus // s.rollout_tp
+
+        def make(index: int, version: int, memory_fraction: float) -> SimEngine:
+            hcfg = hybrid.hybrid_cfg(cfg, memory_fraction)
+            decode = knobs.apply_decode(decode_model(hcfg.sim, self.params, s.rollout_tp,
+                                                     measured.get("decode")), self.knobs)
+            engine = SimEngine(self.heap, decode,
+                               hybrid.hybrid_kv_tokens(cfg, memory_fraction), s.max_running,
+                               self.emit, target_tokens, index=index)
+            engine.version = version
+            return engine
+
+        return Lender(make, lent, hybrid.lend_cost(cfg, measured), self.trainer.lock)
 
     def _open_trace(self, trace_path: str | Path) -> TraceWriter:
         """Buffered, on the heap's own clock (see `BufferedTraceWriter`)."""

@@ -24,7 +24,8 @@ from dataclasses import dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, apply
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply
 from harness.core.metrics import round_metrics
 from harness.core.trace import read_trace
 from harness.core.trace_io import trace_file

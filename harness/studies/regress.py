@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, apply
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply
 from harness.core.files import read_toml, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 

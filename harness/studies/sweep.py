@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, apply
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply
 from harness.core.files import provenance, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
-from harness.core.notes import kept, say_all
+from harness.core.notes import error_line, kept, say_all
 from harness.sim.calibration import say_train_mfu
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
@@ -214,11 +215,6 @@ def load_spec(path: str | os.PathLike[str]) -> Sweep:
         raise ConfigError(f"not valid TOML: {err}") from None
 
 
-def _one_line(err: BaseException) -> str:
-    text = f"{type(err).__name__}: {err}".strip()
-    return text.splitlines()[0][:500] if text else type(err).__name__
-
-
 def run_cell(cfg: RunConfig, folder: str | None) -> dict[str, Any]:
     """Run one cell in a worker: its metrics, or its error as one line; its trace into
     `folder`, or with none (a Ray node may not share our disk) returned, (name, bytes)."""
@@ -236,7 +232,7 @@ def run_cell(cfg: RunConfig, folder: str | None) -> dict[str, Any]:
                 rows = execute(cfg, Path(tmp, name))
                 trace = (name, Path(tmp, name).read_bytes())
     except Exception as err:  # noqa: BLE001  (recorded; the sweep goes on)
-        rows, error = [], _one_line(err)
+        rows, error = [], error_line(err)
     return {"rounds": rows, "error": error, "trace": trace, "seconds": time.perf_counter() - start}
 
 
@@ -291,7 +287,7 @@ def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
             try:
                 result = fut.result()
             except Exception as err:  # noqa: BLE001  (a worker died: BrokenProcessPool)
-                result = {"rounds": [], "error": _one_line(err)}
+                result = {"rounds": [], "error": error_line(err)}
             done(futures[fut], result)
     except BaseException:  # Ctrl-C: drop queued cells, stop running ones, keep the rest
         pool.shutdown(wait=False, cancel_futures=True)
@@ -314,7 +310,7 @@ def run_ray(cells: list[Cell], done: Done) -> None:
             try:
                 result = ray.get(ready[0])
             except Exception as err:  # noqa: BLE001  (a task or node died)
-                result = {"rounds": [], "error": _one_line(err)}
+                result = {"rounds": [], "error": error_line(err)}
             done(refs[ready[0]], result)
     except BaseException:
         for ref in waiting:

@@ -36,7 +36,8 @@ from typing import Any
 
 from harness.analysis.check.model import TraceView
 from harness.analysis.check.source import no_knob
-from harness.core.config import RunConfig, from_header
+from harness.core.config import RunConfig
+from harness.core.config_io import from_header
 
 
 @dataclass

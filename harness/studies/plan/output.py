@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core.config import RunConfig, config_fields
+from harness.core.config import RunConfig
+from harness.core.config_io import config_fields
 from harness.core.files import write_atomic
 from harness.sim.presets import figures_toml
 from harness.studies.plan.bias import biased, workload_response_tokens

@@ -113,7 +113,8 @@ def suggest(trial: Any, space: Space) -> Point:
 def seed_points(space: Space) -> list[Point]:
     """One point per system to start from, so each is tried at least once: the
     layout nearest an even split at the smallest TP, knobs at the config defaults."""
-    from harness.core.config import RunConfig, get_path
+    from harness.core.config import RunConfig
+    from harness.core.config_io import get_path
 
     defaults, n = RunConfig(), space.plan.cluster.gpus
     out = []

@@ -14,7 +14,7 @@ throughput and lag compare across systems:
   on it, a lag of up to G - 1 steps (one-step-off: 2G - 1; sortedrl at its default
   max_lag -1 too, its G updates early, as its groups complete);
 - the asynchronous systems vary the staleness knob `plan` searches
-  (`harness.studies.plan.space.ASYNC_STALENESS`, reused here, not copied), over plan's
+  (`harness.studies.plan.knobs.ASYNC_STALENESS`, reused here, not copied), over plan's
   values unless the spec gives others; a round is bookkeeping for them (R = U);
 - PipelineRL varies `max_lag`, APRIL its over-sampling, slime-async its groups in
   flight per engine (it has no bound: that is what sets its lag); RollPacker has none.
@@ -25,8 +25,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, apply, get_path
-from harness.studies.plan.space import ASYNC_STALENESS
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply, get_path
+from harness.studies.plan.knobs import ASYNC_STALENESS
 
 G = "steps_per_rollout"  # not a config field: R = G x U, rounds = steps / G
 # Staleness knobs of the systems plan's ASYNC_STALENESS does not name.

@@ -38,7 +38,7 @@ def split_label(config: dict[str, Any]) -> str:
 
 def setting_label(knob: str | None, value: Any) -> str:
     """'G=2', 'ofp=1', 'lag=none' ...; '' for a system without a knob."""
-    from harness.studies.plan.space import SHORT as PLAN_SHORT
+    from harness.studies.plan.knobs import SHORT as PLAN_SHORT
 
     if knob is None:
         return "default"

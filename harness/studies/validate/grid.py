@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig, apply
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply
 
 
 @dataclass
