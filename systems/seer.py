@@ -23,7 +23,9 @@ on the current rollout only, which is Slime's round (systems/slime.py) with this
   expected first, and a group whose probe is still running is expected to be as long as
   the cap (it is, so far, the longest). Here: sample 0 is the probe until its group has
   a finished response, and each dispatch (each chunk) carries its priority as it stands
-  then (`priority`), which the engine's waiting queue admits lowest first.
+  then (`priority`), which the engine's waiting queue admits lowest first. Readings (the
+  paper's HTML could not be read here, docs/systems.md): sample 0 as the probe, the
+  probes' order, the cap for a group with no estimate, and the chunk size.
 - Grouped speculative decoding (Sec. 4.3: a suffix tree of the group's own responses
   drafts tokens) is the engine's option, not this module's: `sim.spec_drafter=ngram` with
   `sim.spec_group_acceptance`, a sequence drafting at that alpha once a sibling has
