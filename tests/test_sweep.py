@@ -310,3 +310,13 @@ def test_a_two_worker_sweep_says_each_note_once(tmp_path: Path) -> None:
     notes = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
     assert len(notes) == len(set(notes)), out.stderr
     assert sum(n.startswith("colocated: ") for n in notes) == 1, out.stderr
+
+
+def test_a_field_the_header_leaves_out_at_its_default_keeps_its_column(tmp_path: Path) -> None:
+    """Speculative decoding's fields are not in a run's header while it is off
+    (`RunConfig.to_dict`); a sweep over it still names "off" in its table."""
+    (tmp_path / "s.toml").write_text(TINY_TOML + '[grid]\n"sim.spec_drafter" = ["off", "mtp"]\n')
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert code == 0, output
+    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert sorted(frame["sim.spec_drafter"].unique()) == ["mtp", "off"]

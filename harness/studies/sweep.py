@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -366,7 +367,9 @@ def table_rows(sweep: Sweep, out: Path) -> tuple[list[dict[str, Any]], list[str]
         res = read_result(out, cell)
         if res is None:
             continue
-        flat = _flatten(res["config"])
+        # a field the run's header leaves out while at its default (`RunConfig.to_dict`:
+        # speculative decoding off, another system's table) is read from the cell's own
+        flat = {**_flatten(dataclasses.asdict(cell.config)), **_flatten(res["config"])}
         head = {"cell": cell.key, **{k: flat.get(k) for k in config_cols[1:]}}
         if res.get("error"):
             rows.append({**head, "error": res["error"]})
