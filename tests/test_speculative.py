@@ -137,6 +137,26 @@ def test_bad_settings_name_their_field(bad: str, says: str) -> None:
     assert str(err.value).startswith(says) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("sets, says", [
+    (["sim.spec_acceptance_by_workload=sci_xw=0.5"],  # a typo of sci-xw
+     "--set sim.spec_acceptance_by_workload: 'sci_xw' is neither this run's workload"),
+    (["runtime=live"], "--set sim.spec_drafter: speculative decoding is the simulator's"),
+])
+def test_a_run_refuses_what_speculation_would_silently_ignore(sets: list[str],
+                                                              says: str) -> None:
+    from harness.run.checks import check_run
+
+    cfg = RunConfig(workload="sci-xw")
+    for assignment in ["sim.spec_drafter=mtp", *sets]:
+        set_path(cfg, assignment)
+    with pytest.raises(ConfigError) as err:
+        check_run(cfg)
+    assert str(err.value).startswith(says) and "\n" not in str(err.value)
+    cfg.sim.spec_acceptance_by_workload = "sci-xw=0.5,lsat-ar=0.7"  # named: taken
+    cfg.runtime = "sim"
+    check_run(cfg)
+
+
 def test_draft_needs_a_model() -> None:
     cfg = spec_cfg(spec_drafter="draft")
     with pytest.raises(ConfigError, match="--set sim.spec_draft_model: spec_drafter=draft"):

@@ -50,6 +50,7 @@ def check_run(cfg: RunConfig) -> RunConfig:
     cfg.validate()
     if cfg.runtime == "sim" or cfg.live.lengths == "replay":
         workload_limits_of(cfg)  # an unknown workload, or a trace that cannot drive a run
+    _check_spec(cfg)
     try:
         get_system(cfg.system)
     except UnknownName as err:
@@ -65,6 +66,26 @@ def check_run(cfg: RunConfig) -> RunConfig:
     _check_trace_holds(cfg)
     _check_sim(cfg)
     return cfg
+
+
+def _check_spec(cfg: RunConfig) -> None:
+    """Speculative decoding is the simulator's engine option (a live engine drafts
+    nothing: its header would say it did), and an alpha named for no workload is a typo
+    that would leave every run at `sim.spec_acceptance` unsaid."""
+    from harness.core.sim_config import by_workload
+    from workloads.profile import profile_names
+
+    s = cfg.sim
+    if s.spec_drafter == "off":
+        return
+    if cfg.runtime == "live":
+        raise ConfigError("--set sim.spec_drafter: speculative decoding is the simulator's; "
+                          "a live run's engine drafts nothing (leave it off)")
+    known = {*profile_names(), cfg.workload}
+    for name in by_workload(s.spec_acceptance_by_workload):
+        if name not in known:
+            raise ConfigError(f"--set sim.spec_acceptance_by_workload: {name!r} is neither this "
+                              f"run's workload ({cfg.workload}) nor a profile")
 
 
 def workload_limits_of(cfg: RunConfig) -> tuple[int, int]:
