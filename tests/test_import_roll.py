@@ -156,3 +156,15 @@ def test_check_on_a_roll_import_leaves_length_bias_unjudged(tmp_path: Path) -> N
     text = " ".join(done.output.split())
     assert "length bias not checked no response in the trace has a length" in text
     assert "staleness not checked ROLL records no policy versions" in text
+
+
+def test_a_roll_import_has_no_lengths_to_replay_and_says_so(tmp_path: Path) -> None:
+    # every response counts 0 tokens: a replay failed mid-run with the engine's
+    # "nothing left to generate" (exit 1, a traceback, a trace left behind)
+    trace = tmp_path / "roll.jsonl"
+    done = CliRunner().invoke(app, ["import", "roll", str(FIXTURE), "--out", str(trace)])
+    assert "nothing to replay" in done.output and "counterfactual" not in done.output
+    run = CliRunner().invoke(app, ["run", "--workload", f"trace:{trace}", "--out",
+                                   str(tmp_path / "o")])
+    assert run.exit_code == 2, run.output
+    assert "records no response lengths" in run.output and not (tmp_path / "o").exists()

@@ -210,6 +210,12 @@ def test_trace_convert_both_ways(both: tuple[Path, Path], tmp_path: Path) -> Non
     assert "not a trace" in bad.stderr and not (tmp_path / "z.jsonl").exists()
     same = cli("trace-convert", "x.jsonl", "x.jsonl", cwd=tmp_path)
     assert same.returncode == 2 and "would overwrite" in same.stderr
+    before = (tmp_path / "y.jsonl.zst").read_bytes()  # an existing DST: kept, unless --force
+    again = cli("trace-convert", "x.jsonl", "y.jsonl.zst", cwd=tmp_path)
+    assert again.returncode == 2 and "exists (--force overwrites it)" in again.stderr
+    assert (tmp_path / "y.jsonl.zst").read_bytes() == before
+    assert cli("trace-convert", "x.jsonl", "y.jsonl.zst", "--force",
+               cwd=tmp_path).returncode == 0
 
 
 def test_compare_and_check_read_a_folder_of_compressed_traces(both: tuple[Path, Path],

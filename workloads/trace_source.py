@@ -183,6 +183,9 @@ def _read_groups(name: str, mtime_ns: int, size: int
             tuple((got.get(s, cuts.get(s, 0)), rw.get(s), ck.get(s)) for s in spare)))
     if not groups:
         raise TraceWorkloadError(f"{path}: no group with all {k} samples finished to replay")
+    if not any(any(g.lengths) for g in groups):  # an import of times alone (roll, tinker)
+        raise TraceWorkloadError(f"{path}: records no response lengths (every response 0 "
+                                 "tokens): nothing to replay")
     return groups, header, kind == "run_end"
 
 

@@ -74,4 +74,8 @@ def import_cmd(
         console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if meta["lacks"]:
         console.print(f"  lacks: {', '.join(meta['lacks'])}", highlight=False, soft_wrap=True)
-    console.print(f"next: rolloutbench counterfactual {out} --out DIR", highlight=False)
+    if any(e.get("response_tokens") for e in events if e["ev"] == "request_finish"):
+        console.print(f"next: rolloutbench counterfactual {out} --out DIR", highlight=False)
+    else:  # times alone (roll, tinker): nothing to replay, its phases to read
+        console.print(f"next: rolloutbench metrics {out} (no lengths: nothing to replay)",
+                      highlight=False)

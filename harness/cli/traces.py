@@ -25,6 +25,8 @@ def convert_cmd(
     dst: Annotated[Path, typer.Argument(
         help="The trace to write: compressed (zstd) when its name ends in .zst, plain "
              "JSON lines otherwise (e.g. trace.jsonl).")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing DST.")]
+    = False,
 ) -> None:
     """Write a trace in the other form: DST ending in .zst is zstd, any other name plain
     JSON lines; the lines are the same, byte for byte (`zstd -d` reads DST too)."""
@@ -32,6 +34,8 @@ def convert_cmd(
     from harness.core.trace_io import ZstdError, convert
 
     refuse_overwrite("DST", dst, [("SRC", src)])
+    if dst.exists() and not force:
+        fail(f"DST: {dst} exists (--force overwrites it)")
     if src.is_dir():
         fail(f"{src}: is a directory, expected a trace file (trace.jsonl.zst or trace.jsonl)")
     try:
