@@ -83,3 +83,20 @@ def test_counterfactual_table_is_its_own_traces(tmp_path: Path) -> None:
             shown = float(row[key]) if row[key] else math.nan
             assert (math.isnan(shown) and math.isnan(fig[key])) or \
                 shown == pytest.approx(fig[key], rel=0.01), (row["system"], key)
+
+
+def test_a_simulated_row_without_a_window_is_explained_under_the_table() -> None:
+    from rich.console import Console
+
+    from harness.cli.tables import counterfactual_table
+
+    rows = [{"system": "slime", "source": "simulated", "trained_tokens_per_s": float("nan"),
+             "window": "no steady window: of its 4 optimizer steps, ..."},
+            {"system": "cgp", "source": "simulated", "trained_tokens_per_s": 10.0,
+             "window": "steps 2-4"}]
+    console = Console(width=100, record=True)
+    console.print(counterfactual_table(rows))
+    assert "no steady window (too few rounds" in " ".join(console.export_text().split())
+    console = Console(width=100, record=True)
+    console.print(counterfactual_table(rows[1:]))
+    assert "no steady window" not in console.export_text()

@@ -251,3 +251,14 @@ def test_steps_shows_a_speculative_step_beside_the_plain_one() -> None:
     assert row["spec_tok"] == pytest.approx(2.952)
     assert row["speedup"] == pytest.approx(2.952 * row["decode_ms"] / row["spec_ms"], rel=1e-3)
     assert "spec_ms" not in step_rows(spec_cfg().sim, [1], [512])[0]  # off: as before
+
+
+def test_a_draft_model_too_big_for_the_cache_is_named() -> None:
+    from harness.run.checks import check_run
+
+    cfg = RunConfig(workload="dapo-math-17k")  # qwen3-1.7b on 2 x a100-40gb: 64 GB more
+    for assignment in ("sim.spec_drafter=draft", "sim.spec_draft_model=qwen2.5-32b"):
+        set_path(cfg, assignment)
+    with pytest.raises(ConfigError) as err:
+        check_run(cfg)
+    assert str(err.value).startswith("--set sim.spec_draft_model: with the drafter, the KV")

@@ -324,6 +324,10 @@ def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
     if measured:
         caption += (" · -: not in the measured run's logs (slime's dumps and AReaL's records "
                     "time no training)")
+    if any(str(r.get("source", "")).startswith("simulated")
+           and str(r.get("window", "")).startswith("no steady window") for r in rows):
+        caption += (" · - in a simulated row: no steady window (too few rounds; the CSV's "
+                    "`window` says why)")
     if twin is not None:
         errors = [f"{key.removesuffix('_error').replace('_', ' ')} {value:+.1%}"
                   for key, value in twin.items() if key.endswith("_error")]

@@ -9,6 +9,7 @@ runs. The command line turns that error into `error: ...` and exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -153,6 +154,11 @@ def _check_sim(cfg: RunConfig) -> None:
         raise ConfigError(f"--set sim.calibration: {err}") from None
     longest = cfg.max_response_tokens + workload_limits_of(cfg)[1]
     if kv_capacity_tokens(cfg) < longest:
+        plain = dataclasses.replace(cfg, sim=dataclasses.replace(s, spec_drafter="off"))
+        if s.spec_drafter != "off" and kv_capacity_tokens(plain) >= longest:
+            option = "sim.spec_draft_model" if s.spec_drafter == "draft" else "sim.spec_drafter"
+            raise ConfigError(f"--set {option}: with the drafter, the KV "
+                              f"cache cannot hold one sequence of {longest} tokens")
         raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
                           f"of {longest} tokens")
 
