@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Group, Handle, Request, Runtime
-from systems.common import BatchCounter, PartialGroup
+from harness.core.runtime import Group, Handle, Runtime
+from systems.common import BatchCounter, PartialGroup, serve_partial
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
 PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
@@ -109,26 +109,7 @@ class APRIL:
         awaited; True when all K are done and scored, False when the round stopped it
         first. (APRIL's code scores each sample as it finishes, sglang_example.py:150,
         161-163; scoring them so broke the replay of APRIL's traces, so the port waits.)"""
-        cfg, group = rt.config, work.group
-        pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
-                                               cfg.max_response_tokens,
-                                               RESUME_FIRST if resumed else 0,
-                                               resume=work.partial.pop(s, None)))
-                   for s in range(cfg.group_size) if s not in work.done}
-
-        for s, attempt in pending.items():
-            response = await attempt
-            if response.status == "finished":
-                work.done[s] = (response, await rt.verifier.score(response))
-            elif response.tokens > 0:
-                work.partial[s] = response
-        if len(work.done) < cfg.group_size:
-            return False
-        group.responses = [work.done[s][0] for s in range(cfg.group_size)]
-        group.rewards = [work.done[s][1] for s in range(cfg.group_size)]
-        rt.emit("group_complete", group=group.id, round=group.round)
-        await rt.materialize(group)
-        return True
+        return await serve_partial(rt, work, RESUME_FIRST if resumed else 0)
 
     def _ready(self, rt: Runtime, group: Group) -> None:
         """A group has joined the round's R trainable groups. Nothing to do here (the

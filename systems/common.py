@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness.core.runtime import Group, Prompt, Response, Runtime
+from harness.core.runtime import Group, Prompt, Request, Response, Runtime
 
 
 @dataclass
@@ -21,6 +21,31 @@ class PartialGroup:
     group: Group
     done: dict[int, tuple[Response, float]] = field(default_factory=dict)
     partial: dict[int, Response] = field(default_factory=dict)
+
+
+async def serve_partial(rt: Runtime, work: PartialGroup, priority: int = 0) -> bool:
+    """Run a carried group's unfinished samples, each resuming its partial response, and
+    score the finished ones in sample order as they are awaited; True once all K are done
+    and the group materialised, False when an abort stopped it first (its partial
+    responses kept in `work` for the next attempt). APRIL's and SortedRL's serve."""
+    cfg, group = rt.config, work.group
+    pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
+                                           cfg.max_response_tokens, priority,
+                                           resume=work.partial.pop(s, None)))
+               for s in range(cfg.group_size) if s not in work.done}
+    for s, attempt in pending.items():
+        response = await attempt
+        if response.status == "finished":
+            work.done[s] = (response, await rt.verifier.score(response))
+        elif response.tokens > 0:
+            work.partial[s] = response
+    if len(work.done) < cfg.group_size:
+        return False
+    group.responses = [work.done[s][0] for s in range(cfg.group_size)]
+    group.rewards = [work.done[s][1] for s in range(cfg.group_size)]
+    rt.emit("group_complete", group=group.id, round=group.round)
+    await rt.materialize(group)
+    return True
 
 
 def new_groups(rt: Runtime, round: int, prompts: Sequence[Prompt]) -> list[Group]:

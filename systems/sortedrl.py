@@ -40,8 +40,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Group, Handle, Request, Runtime
-from systems.common import BatchCounter, PartialGroup, new_groups
+from harness.core.runtime import Group, Handle, Runtime
+from systems.common import BatchCounter, PartialGroup, new_groups, serve_partial
 
 
 class SortedRL:
@@ -141,24 +141,6 @@ class SortedRL:
 
     @staticmethod
     async def _serve(rt: Runtime, work: PartialGroup) -> bool:
-        """Run the group's unfinished samples, each resuming its cached partial response,
-        and score the finished ones; True once all K are done and the group materialised,
-        False when an update stopped it first (as APRIL's `_serve`, systems/april.py)."""
-        cfg, group = rt.config, work.group
-        pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
-                                               cfg.max_response_tokens,
-                                               resume=work.partial.pop(s, None)))
-                   for s in range(cfg.group_size) if s not in work.done}
-        for s, attempt in pending.items():
-            response = await attempt
-            if response.status == "finished":
-                work.done[s] = (response, await rt.verifier.score(response))
-            elif response.tokens > 0:
-                work.partial[s] = response
-        if len(work.done) < cfg.group_size:
-            return False
-        group.responses = [work.done[s][0] for s in range(cfg.group_size)]
-        group.rewards = [work.done[s][1] for s in range(cfg.group_size)]
-        rt.emit("group_complete", group=group.id, round=group.round)
-        await rt.materialize(group)
-        return True
+        """The group's unfinished samples, each resuming its cached partial response
+        (`serve_partial`, APRIL's serve without its priority)."""
+        return await serve_partial(rt, work)
