@@ -168,3 +168,13 @@ def test_a_roll_import_has_no_lengths_to_replay_and_says_so(tmp_path: Path) -> N
                                    str(tmp_path / "o")])
     assert run.exit_code == 2, run.output
     assert "records no response lengths" in run.output and not (tmp_path / "o").exists()
+
+
+def test_metrics_of_a_roll_import_say_what_is_not_recorded(tmp_path: Path) -> None:
+    # it printed "0 trained tok/s ... mean lag nan steps (max nan), ESS nan"
+    trace = tmp_path / "roll.jsonl"
+    assert CliRunner().invoke(app, ["import", "roll", str(FIXTURE), "--out",
+                                    str(trace)]).exit_code == 0
+    text = " ".join(CliRunner().invoke(app, ["metrics", str(trace)]).output.split())
+    assert "token counts not recorded; policy versions not recorded" in text
+    assert "nan" not in text and "0 trained tok/s" not in text

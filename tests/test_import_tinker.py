@@ -122,3 +122,13 @@ def test_bad_tinker_input_is_one_line_exit_2_and_no_trace(tmp_path: Path, case: 
     done = CliRunner().invoke(app, ["import", "tinker", str(tmp_path), "--out", str(out)])
     assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
     assert message in done.output.replace("\n", "") and not out.exists()
+
+
+def test_check_gives_why_a_property_was_not_checked_whole(tmp_path: Path) -> None:
+    # the reason was cut at 100 columns, mid-word ("the import assumed the r...")
+    trace = tmp_path / "t.jsonl"
+    assert CliRunner().invoke(app, ["import", "tinker", str(FIXTURE), "--out",
+                                    str(trace)]).exit_code == 0
+    out = CliRunner().invoke(app, ["check", str(trace)]).output
+    assert "..." not in out and max(map(len, out.splitlines())) <= 100
+    assert "(the import assumed the round's)" in " ".join(out.split())

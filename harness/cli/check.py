@@ -6,6 +6,7 @@ one failed, 2 bad input, 3 none could be judged: `NOTHING_JUDGED`)."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,9 +41,10 @@ def line(result: Any) -> str:
     bound and where it came from, and where it first failed. A property not checked
     has neither value nor bound: its line is why (the trace's or its source's gap),
     which the bound's columns would otherwise crowd out."""
-    if result.status == "not checked":
-        text = f"{result.name:<12} {result.status:<15} {result.detail}"
-        return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
+    if result.status == "not checked":  # the why, whole: wrapped under its column
+        head = f"{result.name:<12} {result.status:<15} "
+        return textwrap.fill(result.detail, WIDTH, initial_indent=head,
+                             subsequent_indent=" " * len(head))
     value = "-" if result.value is None else _number(result.value)
     bound = "none" if result.bound is None else _number(result.bound)
     text = f"{result.name:<12} {result.status:<15} {value} {result.unit}; bound {bound} " \

@@ -275,12 +275,18 @@ def steady_line(events: list[dict]) -> str:
     fig = delivered(events)
     if fig["no_window"]:
         return f"delivered: {fig['no_window']}"
-    return (f"delivered over {describe(fig)}: {fig['trained_tokens_per_s']:,.0f} trained "
-            f"tok/s, {fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} s/step;"
-            f" generated {fig['generated_tokens_per_s']:,.0f} tok/s; mean lag "
-            f"{fig['window_lag_mean']:.2f} steps (max {fig['window_lag_max']:.0f}), ESS "
-            f"{fig['window_ess']:.3f} "
-            f"(docs/plan.md#the-yardstick)")
+    lag = fig["window_lag_mean"]
+    if fig["trained_tokens_per_s"] or fig["generated_tokens_per_s"]:
+        tokens = (f"{fig['trained_tokens_per_s']:,.0f} trained tok/s, "
+                  f"{fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} s/step;"
+                  f" generated {fig['generated_tokens_per_s']:,.0f} tok/s")
+    else:  # an import of times alone (roll, tinker): no token counts, not zero tokens
+        tokens = (f"{fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} "
+                  f"s/step; token counts not recorded")
+    policy = ("policy versions not recorded" if lag != lag else
+              f"mean lag {lag:.2f} steps (max {fig['window_lag_max']:.0f}), ESS "
+              f"{fig['window_ess']:.3f}")
+    return f"delivered over {describe(fig)}: {tokens}; {policy} (docs/plan.md#the-yardstick)"
 
 
 def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
