@@ -46,6 +46,8 @@ BASE = {"--model": "qwen3-8b", "--gpus": "16", "--gpu": "h100-sxm", "--workload"
     ({"--trainer-gpu": "rtx-4090"}, "--trainer-gpu and --trainer-gpus: give both"),
     ({"--sampler": "foo"}, "--sampler 'foo': one of auto"),  # before the space, not after
     ({"--systems": ""}, "--systems: empty"),  # it planned all 15 systems
+    ({"--set": "sim.nope=1"}, "--set: "),
+    ({"--set": "sim.spec_drafter=eagle"}, "--set sim.spec_drafter: must be one of"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, change: dict,
                                                         named: str) -> None:
@@ -370,3 +372,14 @@ def test_a_system_without_a_best_configuration_says_why() -> None:
                "--max-lag 1",
         "cgp-fgd": "all 1 configurations failed, e.g. boom",
         "pipelinerl": "none of its configurations was simulated (raise --budget)"}
+
+
+def test_a_set_reaches_every_configuration_and_its_best_toml(tmp_path: Path) -> None:
+    """`plan --set` (speculative decoding could not be planned: plan had no --set)."""
+    result = invoke("--model", "qwen3-1.7b", "--gpus", "4", "--gpu", "h100-sxm", "--workload",
+                    "sci-jl", "-R", "4", "-K", "4", "-U", "4", "--rounds", "2", "--budget", "3",
+                    "--systems", "slime", "--set", "sim.spec_drafter=mtp", "--out",
+                    str(tmp_path / "p"))
+    assert result.exit_code == 0, result.output
+    best = next((tmp_path / "p" / "best").glob("*.toml")).read_text()
+    assert 'spec_drafter = "mtp"' in best

@@ -92,6 +92,11 @@ def plan_cmd(
                                      f"{', '.join(calibration_names())}.")] = "rolloutpipe",
     systems: Annotated[str | None, _opt(help="Comma-separated systems to consider.",
                                         show_default="every registered one")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="<str>",
+        help="Override for every configuration: section.field=value (e.g. "
+             "sim.spec_drafter=mtp); the system, layout and knobs are plan's own "
+             "choices")] = None,
 ) -> None:
     """Search systems, GPU splits and knobs for a fixed model, cluster and recipe on
     the simulator; write the Pareto front of trained tokens per second (or seconds per
@@ -113,7 +118,7 @@ def plan_cmd(
         plan = rc.Plan(rc.Cluster(model, gpus, gpu, trainer_gpu, trainer_gpus, calibration,
                                   backend, precision, expert_parallel),
                        rc.Recipe(workload, r, k, u, cap, rounds, seed),
-                       rc.Limits(objective, max_lag, on_policy))
+                       rc.Limits(objective, max_lag, on_policy), tuple(set_ or ()))
         rc.check(plan, budget)
         from harness.studies.plan.search import SAMPLERS
 

@@ -84,9 +84,13 @@ class Plan:
     cluster: Cluster
     recipe: Recipe
     limits: Limits
+    sets: tuple[str, ...] = ()  # `--set section.field=value` for every point (plan's own
+    # choices, the system, layout and knobs, are set over them)
 
     def base_config(self) -> RunConfig:
         """The run configuration every point starts from (system and layout unset)."""
+        from harness.core.config_io import set_path
+
         c, r = self.cluster, self.recipe
         cfg = RunConfig(workload=r.workload, groups=r.groups, group_size=r.group_size,
                         update_groups=r.update_groups, max_response_tokens=r.max_response_tokens,
@@ -94,11 +98,15 @@ class Plan:
         cfg.sim.model, cfg.sim.rollout_gpu, cfg.sim.calibration = c.model, c.gpu, c.calibration
         cfg.sim.trainer_gpu = c.trainer_gpu or c.gpu
         cfg.sim.engine_backend, cfg.sim.rollout_precision = c.backend, c.precision
+        for assignment in self.sets:
+            set_path(cfg, assignment)
         return cfg
 
     def key(self) -> str:
         """A name for the plan's inputs: a folder holds the study of one plan only."""
         plan = asdict(self)  # the engine settings named only where set: older keys hold
+        if not plan["sets"]:
+            del plan["sets"]
         plan["cluster"] = {k: v for k, v in plan["cluster"].items()
                            if (k, v) not in (("backend", "sglang"), ("precision", "bf16"),
                                              ("expert_parallel", False))}
@@ -170,7 +178,10 @@ def check(plan: Plan, budget: int) -> None:
         raise PlanError(f"--max-lag {lim.max_lag}: must be >= 0")
     if r.rounds < 1:
         raise PlanError(f"--rounds {r.rounds}: must be a positive integer")
-    cfg = plan.base_config()
+    try:
+        cfg = plan.base_config()
+    except ConfigError as err:  # a --set that names no field, or a value of the wrong type
+        raise PlanError(f"--set: {err}") from None
     cfg.sim.trainer_gpus = max(1, c.trainer_gpus)
     try:
         cfg.validate()
