@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Group, Request, Response, Runtime
+from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter
 from systems.interrupt import Interrupter
 from systems.staleness_gate import CapacityGate, backlog_bound
@@ -80,13 +80,6 @@ class AReaL:
         return backlog_bound(cfg.areal.max_head_offpolicyness, cfg.update_groups,
                              cfg.group_size)
 
-    async def _sample(self, rt: Runtime, group: Group, sample: int) -> tuple[Response, float]:
-        """One episode: generate (resumed across weight updates), then score."""
-        request = Request(group.round, group.id, sample, group.prompt,
-                          rt.config.max_response_tokens)
-        response = await self.interrupter.generate(rt, request)
-        return response, await rt.verifier.score(response)
-
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config
         u = cfg.update_groups
@@ -99,12 +92,8 @@ class AReaL:
         state = {"started": 0, "round": 0}
 
         async def episode(group: Group, order: int) -> None:
-            results = await rt.gather(*(self._sample(rt, group, s)
-                                        for s in range(cfg.group_size)))
-            group.responses = [r for r, _ in results]
-            group.rewards = [score for _, score in results]
-            rt.emit("group_complete", group=group.id, round=group.round)
-            await rt.materialize(group)
+            # K single-sample episodes, each scored as it ends and resumed after an update
+            await rt.serve(group, retry=True, gate=self.interrupter)
             gate.accept()  # staleness_manager.py:150-157
             done[order] = group
             changed.set()

@@ -49,29 +49,31 @@ class Interrupter:
         self.round: int | None = None
         self.every_attempt = every_attempt
 
-    async def submit(self, rt: Runtime, request: Request) -> Response:
-        """One attempt: wait while the gate is shut, submit, and return the response,
-        finished or aborted. A resumed attempt (with `every_attempt`, any attempt) takes
-        the round under way when it is sent (after the gate opens: the update that aborted
-        it may have closed its round)."""
-        await self.open.wait()
+    def sending(self, request: Request) -> Request:
+        """An attempt leaving the gate (open): known as in flight, and a resumed one (with
+        `every_attempt`, any) takes the round under way when it is sent (after the gate
+        opens: the update that aborted it may have closed its round)."""
         if self.round is not None and (request.resume is not None or self.every_attempt):
             request = dataclasses.replace(request, round=self.round)
         self.live[request.id] = None
+        return request
+
+    def returned(self, request_id: str) -> None:
+        """Its response, finished or aborted, is back."""
+        self.live.pop(request_id, None)
+
+    async def submit(self, rt: Runtime, request: Request) -> Response:
+        """One attempt: wait while the gate is shut, submit, and return the response,
+        finished or aborted. A system serving whole groups passes the Interrupter to
+        `rt.serve(group, retry=True, gate=...)` instead, which sends each sample again
+        after an interruption with its partial response, as AReaL's client loop does
+        (remote_inf_engine.py:787-847)."""
+        await self.open.wait()
+        request = self.sending(request)
         try:
             return await rt.engine.submit(request)
         finally:
-            self.live.pop(request.id, None)
-
-    async def generate(self, rt: Runtime, request: Request) -> Response:
-        """A sample to its end: after each interruption it is sent again with its
-        partial response, as AReaL's client loop does (remote_inf_engine.py:787-847)."""
-        while True:
-            response = await self.submit(rt, request)
-            if response.status == "finished":
-                return response
-            request = dataclasses.replace(request,
-                                          resume=response if response.tokens > 0 else None)
+            self.returned(request.id)
 
     async def update(self, rt: Runtime) -> None:
         """Shut the gate, abort every request in flight, publish the trainer's weights,

@@ -1,7 +1,7 @@
 """The simulator serves a group by callbacks (harness/sim/serve.py); the reference is
 the coroutine both runtimes share (harness/shared/serve.py). On the simulator the two
 must give the same events at the same times, for every way a system calls `serve`
-(plain, ranked, `on_response`, `on_complete`, `retry`); only the order of events
+(plain, ranked, `on_response`, `on_complete`, `retry`, a `gate`); only the order of events
 within one instant may differ (a check starts as its response arrives, not a turn
 later), so the traces are compared as sorted lines."""
 
@@ -22,6 +22,7 @@ CASES = {  # system: what it asks of serve
     "pipelinerl": "on_response",
     "cgp-fgd": "on_complete",
     "verl-fully-async": "retry (partial rollout across syncs)",
+    "areal": "retry through a gate (abort at every update, resumed once it opens)",
 }
 
 
@@ -42,3 +43,26 @@ def test_serving_by_callbacks_gives_the_reference_events(
     assert len(lean) == len(reference)
     assert sorted(lean) == sorted(reference)
     assert any('"group_materialized"' in line for line in lean)
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["callbacks", "reference"])
+def test_a_gated_sample_waits_for_the_weights(
+        lean: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AReaL's interrupted samples are sent again through its gate: each one at the
+    instant of the publication that follows the abort (the gate opens then), never
+    during the 2 s transfer, and as the work of the round under way after it."""
+    import json
+
+    if not lean:
+        monkeypatch.setattr(SimRuntime, "serve", RunnerBase.serve)
+    events = [json.loads(line) for line in _trace("areal", tmp_path / "t.jsonl")]
+    aborts = [e["t"] for e in events if e.get("what") == "interrupt" and e["requests"]]
+    published = [e["t"] for e in events if e["ev"] == "weights_published"]
+    resumed = [e for e in events if e["ev"] == "request_submit" and e["resumed_tokens"]]
+    assert aborts and resumed
+    rounds = [(e["t"], e["round"]) for e in events if e["ev"] == "rollout_start"]
+    for e in resumed:
+        assert e["t"] in published  # sent as the gate opened, not at the abort
+        assert max(p for p in published if p <= e["t"]) > max(a for a in aborts
+                                                              if a <= e["t"])
+        assert e["round"] == max(r for t, r in rounds if t <= e["t"])

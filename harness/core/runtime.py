@@ -247,6 +247,19 @@ class Event(Protocol):
     async def wait(self) -> Any: ...
 
 
+class Gate(Protocol):
+    """What holds a group's samples back while the weights change (systems/interrupt.py's
+    `Interrupter`: AReaL's paused executor). `serve(gate=...)` sends nothing while `open`
+    is clear, passes each request through `sending` (which may set its round) and tells
+    `returned` once its response is back, so the gate knows what to abort."""
+
+    open: Event
+
+    def sending(self, request: Request) -> Request: ...
+
+    def returned(self, request_id: str) -> None: ...
+
+
 class Queue(Protocol[T]):
     """A FIFO coroutines wait on (`Runtime.queue`)."""
 
@@ -327,10 +340,11 @@ class Runtime(Protocol):
     async def serve(self, group: Group, *, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
                     on_response: Callable[[Response], None] | None = None,
-                    retry: bool = False) -> Group:
+                    retry: bool = False, gate: Gate | None = None) -> Group:
         """Generate the group's K samples, score each as it ends, materialise the group
         once all K are scored, and return it. `on_response` is told as each response
         leaves the engine, `on_complete` once all K samples have (after
-        `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again at
-        once with its tokens (verl's partial rollout); `on_response` is told of the
-        aborted response too, before it is sent again."""
+        `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again
+        with its tokens (verl's partial rollout), at once, or with a `gate` once it is
+        open (AReaL's interrupted samples); `on_response` is told of the aborted
+        response too, before it is sent again."""

@@ -19,37 +19,60 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.core.runtime import Group, Request, Response
+from harness.core.runtime import Gate, Group, Request, Response
 from harness.sim.co import Wait
 
 
 class GroupService(Wait):
     """One group under way; done with the group once it is materialised."""
 
-    __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "responses",
+    __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
                  "rewards", "unanswered", "unscored")
 
     def __init__(self, rt: Any, group: Group, priority: int,
                  on_complete: Callable[[Group], None] | None,
-                 on_response: Callable[[Response], None] | None, retry: bool) -> None:
+                 on_response: Callable[[Response], None] | None, retry: bool,
+                 gate: Gate | None = None) -> None:
         super().__init__()
-        self.rt, self.group, self.retry = rt, group, retry
+        if gate is not None and not retry:
+            raise ValueError("serve: a gate holds samples sent again, so it needs retry=True")
+        self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
         k = rt.config.group_size
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
         self.unanswered = self.unscored = k
-        tokens, submit = rt.config.max_response_tokens, rt.engine.submit_then
+        tokens = rt.config.max_response_tokens
+        send = rt.engine.submit_then if gate is None else self._send
         for sample in range(k):
-            submit(Request(group.round, group.id, sample, group.prompt, tokens, priority),
-                   self._answered)
+            send(Request(group.round, group.id, sample, group.prompt, tokens, priority),
+                 self._answered)
+
+    def _send(self, request: Request, _: Any = None) -> None:
+        """Through the gate: once it is open, as it says (its round), and known to it.
+        Held, it goes a turn after the gate opens, as a coroutine waiting on it would:
+        the system that opened it runs on first (AReaL closes its round, so a sample
+        resumed after the round's last update is the next round's work)."""
+        gate = self.gate
+        assert gate is not None
+        if not gate.open.is_set():
+            call_soon = self.rt.heap.call_soon
+            gate.open.wait().add_done_callback(lambda _w: call_soon(self._send, request))
+            return
+        self.rt.engine.submit_then(gate.sending(request), self._answered)
 
     def _answered(self, response: Response) -> None:
+        request = response.request
+        if self.gate is not None:
+            self.gate.returned(request.id)
         if self.on_response is not None:
             self.on_response(response)
-        request = response.request
-        if self.retry and response.status == "aborted":  # on from its tokens, at once
-            self.rt.engine.submit_then(request.continued(response), self._answered)
+        if self.retry and response.status == "aborted":  # on from its tokens
+            again = request.continued(response)
+            if self.gate is None:
+                self.rt.engine.submit_then(again, self._answered)
+            else:
+                self._send(again)
             return
         self.responses[request.sample] = response
         self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
