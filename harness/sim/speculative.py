@@ -56,8 +56,9 @@ A batch toggle (`sim.spec_max_batch`, 0 by default: always on): speculate only w
 engine runs at most that many sequences, plain steps above, as TLT's rollout engine does
 (mit-han-lab/fastrl@bce3df7a:verl/trainer/config/fastrl_trainer.yaml:9, `bs_threshold: 32`;
 third-party/sglang/python/sglang/srt/managers/scheduler.py:2214-2218 turns speculation off
-for a batch above it) and EfficientRollout's toggle approximates (arXiv 2606.18967). A segment above it costs its
-n token steps as n plain steps; the drafter's memory stays reserved either way.
+for a batch above it) and EfficientRollout's toggle approximates (arXiv 2606.18967). A
+segment above it costs its n token steps as n plain steps; the drafter's memory stays
+reserved, and its prefill paid, either way.
 """
 
 from __future__ import annotations
