@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe reproduce-pipelinerl \
-	reproduce-april reproduce-rollpacker reproduce-verl-async reproduce-areal reproduce-skyrl-spec bench calibrate live-demo whatif validate validate-gpu \
+	reproduce-april reproduce-rollpacker reproduce-verl-async reproduce-areal reproduce-skyrl-spec reproduce-spec-papers bench calibrate live-demo whatif validate validate-gpu \
 	notebooks clean
 
 setup: $(STAMP)
@@ -64,6 +64,9 @@ reproduce-areal: setup
 
 reproduce-skyrl-spec: setup
 	$(BIN)/rolloutbench reproduce skyrl-spec $(REPRODUCE_OPTS)
+
+reproduce-spec-papers: setup
+	$(BIN)/rolloutbench reproduce spec-papers $(REPRODUCE_OPTS)
 
 calibrate: setup
 	$(BIN)/rolloutbench calibrate all

@@ -216,6 +216,7 @@ def test_off_is_byte_identical(system: str, tmp_path: Path) -> None:
     cfg.sim.spec_tokens, cfg.sim.spec_acceptance = 7, 0.1
     cfg.sim.spec_acceptance_by_workload, cfg.sim.spec_draft_model = "sci-jl=0.2", "qwen3-4b"
     cfg.sim.spec_acceptance_decay, cfg.sim.spec_drafter_sync = 0.5, 0
+    cfg.sim.spec_max_batch = 4
     trace = tmp_path / "trace.jsonl"
     execute(cfg.validate(), trace)
     assert trace.read_bytes() == (GOLDEN / f"{system}.jsonl").read_bytes()

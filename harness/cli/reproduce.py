@@ -106,21 +106,21 @@ def calibrate_cmd(
 
 
 REPRODUCE_CHOICES = ("rolloutpipe", "pipelinerl", "april", "rollpacker", "verl-async", "areal",
-                     "skyrl-spec", "all", "would-need")
+                     "skyrl-spec", "spec-papers", "all", "would-need")
 
 
 @commands.command("reproduce")
 def reproduce_cmd(
     paper: Annotated[str, typer.Argument(
         help="A paper (rolloutpipe, pipelinerl, april, rollpacker, verl-async, areal, "
-             "skyrl-spec), all of them (all), or "
+             "skyrl-spec, spec-papers), all of them (all), or "
              "would-need (the search for what each missed prediction needs).")],
     out: Annotated[Path, typer.Option(help="Directory for CSV results and claims.")] = Path(
         "results"),
     figures: Annotated[Path | None, typer.Option(
         help="Directory for figures." + shown("OUT"))] = None,
     rounds: Annotated[int, typer.Option(help="Rounds per point (PipelineRL, verl-async, "
-                                        "areal and skyrl-spec fix their own).")] = 4,
+                                        "areal, skyrl-spec and spec-papers fix their own).")] = 4,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     jobs: Annotated[int, typer.Option(help="Worker processes, 0: one per core (the results "
                                       "are the same for any number).")] = 0,

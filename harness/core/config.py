@@ -251,8 +251,10 @@ class RunConfig:
         if self.sim.spec_drafter == "off":
             for name in SPEC_FIELDS:
                 del out["sim"][name]
-        elif self.sim.spec_group_acceptance == -1:  # off: headers as before it existed
-            del out["sim"]["spec_group_acceptance"]
+        else:  # options added later, at their defaults: headers as before they existed
+            for name, off in (("spec_group_acceptance", -1), ("spec_max_batch", 0)):
+                if getattr(self.sim, name) == off:
+                    del out["sim"][name]
         for table, system in OWN_TABLES.items():
             if self.system != system and getattr(self, table) == type(getattr(self, table))():
                 del out[table]

@@ -51,6 +51,14 @@ whose group has a finished response accepts more. A sequence is accepted at that
 a sibling has finished (on any replica: the run's engines share one set of such groups),
 at `spec_acceptance` before; each segment of the engine is priced at the batch's mean E
 (`SpecStep.for_batch`), which keeps the engine's one clock of token steps.
+
+A batch toggle (`sim.spec_max_batch`, 0 by default: always on): speculate only while the
+engine runs at most that many sequences, plain steps above, as TLT's rollout engine does
+(mit-han-lab/fastrl@bce3df7a:verl/trainer/config/fastrl_trainer.yaml:9, `bs_threshold: 32`;
+third-party/sglang/python/sglang/srt/managers/scheduler.py:2214-2218 turns speculation off
+for a batch above it) and EfficientRollout's toggle approximates (arXiv 2606.18967). A
+segment above it costs its n token steps as n plain steps; the drafter's memory stays
+reserved, and its prefill paid, either way.
 """
 
 from __future__ import annotations
@@ -143,6 +151,7 @@ class SpecStep(StepJump):
     sync_every: int = 1  # versions between the drafter's syncs (0: never)
     group_alpha: float = -1.0  # grouped drafting: alpha with a finished sibling (-1: off)
     factor: float = 1.0  # (1 - decay)^lag at the current version (`at_version`)
+    max_batch: int = 0  # speculate only at b <= this (`sim.spec_max_batch`; 0: always)
 
     def at_version(self, version: int) -> SpecStep:
         """This step at policy `version`: alpha (1 - decay)^lag, lag the versions since the
@@ -168,6 +177,8 @@ class SpecStep(StepJump):
             return 0.0
         base = self.base
         plain = base.steps_time(n, b, ctx)
+        if self.max_batch and b > self.max_batch:  # toggled off: n plain token steps
+            return plain
         free = base.steps_time(1, b, 0)  # one step's context-free part at b sequences
         cached = plain - n * free  # the KV-cache part of n steps
         verify = n * base.steps_time(1, (self.k + 1) * b, 0) + cached
@@ -208,7 +219,7 @@ def wrap(sim: Any, base: StepJump, model: Model, workload: str | None = None,
     k, alpha = sim.spec_tokens, acceptance(sim, workload)
     drift = {"alpha": alpha, "decay": sim.spec_acceptance_decay,
              "sync_every": sim.spec_drafter_sync,
-             "group_alpha": sim.spec_group_acceptance}
+             "group_alpha": sim.spec_group_acceptance, "max_batch": sim.spec_max_batch}
     e = expected_tokens(alpha, k)
     if kind == "draft":
         if draft is None:

@@ -35,6 +35,7 @@ from harness.studies.reproduce import (
     rolloutpipe,
     rollpacker,
     skyrl_spec,
+    spec_papers,
     twin_cache,
     verl_async,
 )
@@ -48,7 +49,8 @@ from harness.studies.reproduce.record import (
 
 # The papers, in the order of the claims table. Each folder's package gives its name
 # (PAPER), `reproduce`, the files it writes, where its misses are read and `engine`.
-FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker, verl_async, areal, skyrl_spec)
+FOLDERS = (rolloutpipe, pipelinerl, april, rollpacker, verl_async, areal, skyrl_spec,
+           spec_papers)
 
 PAPERS: dict[str, Callable[..., list[Claim]]] = {p.PAPER: p.reproduce for p in FOLDERS}
 
