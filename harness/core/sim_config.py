@@ -23,7 +23,7 @@ DRAFTERS = ("off", "draft", "mtp", "ngram")  # sim.spec_drafter (harness/sim/spe
 # every trace of a run without it stays byte for byte what it was (RunConfig.to_dict).
 SPEC_FIELDS = ("spec_drafter", "spec_tokens", "spec_acceptance", "spec_acceptance_by_workload",
                "spec_draft_model", "spec_draft_token_s", "spec_drafter_sync",
-               "spec_acceptance_decay", "spec_group_acceptance")
+               "spec_acceptance_decay", "spec_group_acceptance", "spec_max_batch")
 
 
 @dataclass
@@ -145,6 +145,9 @@ class SimConfig:
                                        "responses (Seer's grouped drafter): alpha of a "
                                        "sequence once a sibling in its group has finished, "
                                        "in [0, 1] (-1: off, spec_acceptance for all)")
+    spec_max_batch: int = opt(0, "speculative decoding only while a replica runs at most "
+                              "this many sequences, plain steps above it (TLT's adaptive "
+                              "rollout engine, its bs_threshold 32; 0: at every batch)")
 
 
 def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
@@ -172,6 +175,8 @@ def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
     g = s.spec_group_acceptance
     need(g == -1 or 0 <= g <= 1, "set sim.spec_group_acceptance",
          f"must be -1 (off) or lie in [0, 1], got {g}")
+    need(s.spec_max_batch >= 0, "set sim.spec_max_batch",
+         f"must be >= 0 (0: speculate at every batch), got {s.spec_max_batch}")
 
 
 def by_workload(text: str) -> dict[str, float]:

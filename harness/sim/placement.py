@@ -174,12 +174,13 @@ class EnginePool:
                           self._gpus, sum(x.kv_tokens for x in loads), self.max_len)
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
-                      recompute: bool = False) -> None:
-        """Every replica at once: each pauses, one transfer, each takes the weights."""
+                      recompute: bool = False, drafter: int | None = None) -> None:
+        """Every replica at once: each pauses, one transfer, each takes the weights (and
+        the drafter's, `drafter`: the policy version it matches; None: none sent)."""
         paused = [e.install_begin() for e in self.engines]
         await sleep(self._heap, transfer_s)
         for engine, was_paused in zip(self.engines, paused, strict=True):
-            engine.install_end(version, was_paused, recompute)
+            engine.install_end(version, was_paused, recompute, drafter)
 
     async def resize(self, replicas: int) -> int:
         """Keep the first `replicas` replicas (0: all of them); move the others'
