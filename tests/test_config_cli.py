@@ -256,9 +256,10 @@ def test_config_fields_match_the_trace_header_config() -> None:
         other = {t for t, s in OWN_TABLES.items() if s != system}
         fields = [name for name, _, _ in config_fields(cfg) if name.split(".")[0] not in other]
         assert list(_leaves(cfg.to_dict())) == [name for name in fields if name not in spec]
-        cfg.sim.spec_drafter = "mtp"  # grouped drafting left off: its field left out too
-        assert list(_leaves(cfg.to_dict())) == [name for name in fields
-                                                if name != "sim.spec_group_acceptance"]
+        cfg.sim.spec_drafter = "mtp"  # grouped drafting and the batch limit off: left out
+        assert list(_leaves(cfg.to_dict())) == [
+            name for name in fields
+            if name not in ("sim.spec_group_acceptance", "sim.spec_max_batch")]
 
 
 USER_GPU = (Path(__file__).parent / "fixtures" / "user_gpu.toml").read_text()
