@@ -27,12 +27,13 @@ speculation is lossless), which is Slime's round (systems/slime.py); docs/system
   worker_manager.py:256-260), until the rollout's generation ends (worker_manager.py:216)
   or its loop's cap (worker_manager.py:723-748); its weights go to the engines with the
   policy's at the next sync (verl/workers/sharding_manager/fsdp_sglang.py:236-260).
-  Here: the tail is timed from the contract: from the response after which fewer requests
-  are in flight than there are replicas (so at least one replica is idle: a lower bound on
-  its idle time) to the last response. A session that fits `drafter_steps` steps of
-  `drafter_step_s` makes the drafter match the policy that generated its data; else it
-  stays. Acceptance at a rollout is then sim.spec_acceptance x (1 - decay)^lag, lag the
-  versions the policy is past the drafter (the `drafter` decision each round says it).
+  Here: the tail is timed from the response after which a replica has nothing running or
+  waiting (`EngineLoad.idle`, the simulator's pool counts them) to the last response. A
+  session that fits `drafter_steps` steps of `drafter_step_s` makes the drafter match the
+  policy that generated its data; a shorter one moves it its share of the way (a reading:
+  TLT pushes whatever the session trained). Acceptance at a rollout is then
+  sim.spec_acceptance x (1 - decay)^lag, lag the versions the policy is past the drafter
+  (the `drafter` decision each round says it).
 """
 
 from __future__ import annotations
@@ -72,22 +73,32 @@ class TLT(Slime):
         self.data: int | None = None  # the version whose rollout was collected to train on
 
     async def rollout_tail(self, rt: Runtime, groups: list[Group]) -> float:
-        """Slime's rollout; returns the seconds from the response after which fewer
-        requests are in flight than there are replicas to the last response (0: none)."""
-        load = rt.engine.load()
-        replicas = max(1, load.gpus // max(1, load.tp)) if load.gpus else 1
-        left = len(groups) * rt.config.group_size
+        """Slime's rollout; returns the seconds from the response after which a replica
+        has nothing left (TLT's first release) to the last response (0: none, or the
+        engine does not say which replicas are idle)."""
         marks = {"idle": -1.0, "last": 0.0}
 
         def told(response: Response) -> None:
-            nonlocal left
-            left -= 1
-            marks["last"] = rt.now()
-            if left < replicas and marks["idle"] < 0:
-                marks["idle"] = rt.now()
+            marks["last"] = now = rt.now()
+            if marks["idle"] < 0 and rt.engine.load().idle >= 1:
+                marks["idle"] = now
 
         await rt.gather(*(rt.serve(g, on_response=told) for g in groups))
         return marks["last"] - marks["idle"] if marks["idle"] >= 0 else 0.0
+
+    def train_drafter(self, rt: Runtime, rnd: int, tail: float) -> None:
+        """A session of the steps that fit in the tail (at most `drafter_steps`) moves the
+        drafter that share of the way from its version to its data's, rounded down."""
+        knobs, data = rt.config.tlt, self.data or 0
+        need, each = knobs.drafter_steps, knobs.drafter_step_s
+        steps = need if each == 0 else min(need, int(tail / each))
+        if steps >= need:
+            self.drafter = data
+        else:
+            self.drafter += (data - self.drafter) * steps // need
+        rt.emit("decision", what="drafter_train", round=rnd, tail_s=round(tail, 6),
+                steps=steps, drafter=self.drafter)
+        self.data = None
 
     async def run(self, rt: Runtime) -> None:
         cfg, knobs = rt.config, rt.config.tlt
@@ -100,14 +111,7 @@ class TLT(Slime):
             tail = await self.rollout_tail(rt, groups)
             rt.emit("rollout_complete", round=rnd)
             if self.data is not None:  # trained in this rollout's tail
-                steps = (knobs.drafter_steps if knobs.drafter_step_s == 0
-                         else min(knobs.drafter_steps, int(tail / knobs.drafter_step_s)))
-                caught_up = steps >= knobs.drafter_steps
-                rt.emit("decision", what="drafter_train", round=rnd, tail_s=round(tail, 6),
-                        steps=steps, matched=self.data if caught_up else self.drafter)
-                if caught_up:
-                    self.drafter = self.data
-                self.data = None
+                self.train_drafter(rt, rnd, tail)
             if (rnd + 2) % knobs.training_interval_steps == 0:  # (global_steps + 1) % I
                 self.data = version
             for i in range(0, len(groups), cfg.update_groups):

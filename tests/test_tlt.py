@@ -109,16 +109,18 @@ def test_drafter_schedule_by_hand(tmp_path: Path) -> None:
 
 
 class Rt:
-    """Two replicas (2 GPUs, TP 1); 2 groups of K = 2 whose responses leave at 1, 3, 4, 10."""
+    """2 groups of K = 2 whose responses leave at 1, 3, 4, 10; after each, the replicas
+    with nothing left: 0, 0, 1, 2."""
 
     def __init__(self) -> None:
         self.t = 0.0
         self.config = RunConfig(system="tlt", groups=2, group_size=2)
         self.engine = self
         self.times = iter([1.0, 3.0, 4.0, 10.0])
+        self.idle = iter([0, 0, 1, 2])
 
     def load(self) -> EngineLoad:
-        return EngineLoad(0, 0, 0.0, tp=1, gpus=2)
+        return EngineLoad(0, 0, 0.0, idle=next(self.idle))
 
     def now(self) -> float:
         return self.t
@@ -133,12 +135,22 @@ class Rt:
         return group
 
 
-def test_tail_counts_from_fewer_in_flight_than_replicas() -> None:
-    """4 requests on 2 replicas: after the third response (t = 4) one is in flight, so a
-    replica is idle; the last leaves at 10: a tail of 6 s."""
+def test_tail_counts_from_the_first_idle_replica() -> None:
+    """After the third response (t = 4) a replica is idle; the last leaves at 10: 6 s."""
     groups = [Group(i, 0, Prompt(i, 10)) for i in range(2)]
     tail = asyncio.run(TLT().rollout_tail(Rt(), groups))  # type: ignore[arg-type]
     assert tail == pytest.approx(6.0)
+
+
+def test_the_pool_counts_its_idle_replicas(tmp_path: Path) -> None:
+    """EngineLoad.idle: the simulator's pool of 2 replicas before any request: both idle;
+    the live engine's default says not known (-1)."""
+    from harness.sim.runtime import SimRuntime
+
+    cfg = resolve_defaults(RunConfig(system="tlt", workload="sci-jl"))
+    cfg.sim.rollout_engines = 2
+    assert SimRuntime(cfg.validate(), tmp_path / "t.jsonl").engine.load().idle == 2
+    assert EngineLoad(0, 0, 0.0).idle == -1
 
 
 def test_registered_with_its_knobs() -> None:
@@ -146,3 +158,30 @@ def test_registered_with_its_knobs() -> None:
     assert "tlt.training_interval_steps" in TLT.knobs
     assert "tlt" in RunConfig(system="tlt").to_dict()
     assert "tlt" not in RunConfig(system="slime").to_dict()
+
+
+class Emits:
+    """A runtime that only holds the config and records what is emitted."""
+
+    def __init__(self) -> None:
+        self.config = RunConfig(system="tlt")
+        self.config.tlt.drafter_step_s = 0.25
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self.events.append({"ev": ev, **fields})
+
+
+def test_a_short_session_moves_the_drafter_its_share_of_the_way() -> None:
+    """Drafter at 0, data of version 10, 100 steps needed at 0.25 s: a 10 s tail fits 40,
+    so the drafter moves 10 x 40 // 100 = 4 versions; a 30 s tail fits all 100 (120
+    capped): it matches the data's 10."""
+    rt, tlt = Emits(), TLT()
+    tlt.data = 10
+    tlt.train_drafter(rt, 3, 10.0)  # type: ignore[arg-type]
+    assert (tlt.drafter, tlt.data) == (4, None)
+    assert rt.events[-1] == {"ev": "decision", "what": "drafter_train", "round": 3,
+                             "tail_s": 10.0, "steps": 40, "drafter": 4}
+    tlt.data = 10
+    tlt.train_drafter(rt, 4, 30.0)  # type: ignore[arg-type]
+    assert (tlt.drafter, rt.events[-1]["steps"]) == (10, 100)

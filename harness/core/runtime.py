@@ -133,6 +133,7 @@ class EngineLoad:
     gpus: int = 1  # GPUs the engine spans (a reconfigure's TP must divide it)
     kv_tokens: int = 0  # KV-cache tokens the replicas taking requests hold; 0: not known
     max_len: int = 0  # the longest sequence (prompt + response) served; 0: not known
+    idle: int = -1  # replicas taking requests with none running or waiting; -1: not known
 
 
 class Engine(Protocol):

@@ -25,8 +25,9 @@ class TLT:
                                        "yaml:20): data collected one step before, trained "
                                        "in the next rollout's tail")
     drafter_steps: int = opt(100, "drafter training steps a session needs for the drafter "
-                             "to match the policy it was trained on (100: the most a "
-                             "session runs, worker_manager.py:723-744; a reading)")
+                             "to match the policy it was trained on, fewer moving it a "
+                             "share of the way (100: the most a session runs, "
+                             "worker_manager.py:723-744; a reading)")
     drafter_step_s: float = opt(0.2, "seconds a drafter training step takes on a replica "
                                 "idle in the tail (an estimate: a one-layer drafter of a "
                                 "7B model over 2 x 8192 tokens, yaml:21-22, on an H100, "

@@ -132,7 +132,7 @@ class SimEngine(Batching):
     def load(self) -> EngineLoad:
         ctx = self._ctx_base + len(self._running) * self._steps
         return EngineLoad(len(self._running), self._waiting_n, ctx / self._capacity,
-                          kv_tokens=self._capacity)
+                          kv_tokens=self._capacity, idle=int(self.idle()))
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
                       recompute: bool = False, drafter: int | None = None) -> None:

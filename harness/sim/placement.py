@@ -171,7 +171,8 @@ class EnginePool:
         loads = [e.load() for e in self.engines[: self._router.active]]
         return EngineLoad(sum(x.running for x in loads), sum(x.waiting for x in loads),
                           sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp,
-                          self._gpus, sum(x.kv_tokens for x in loads), self.max_len)
+                          self._gpus, sum(x.kv_tokens for x in loads), self.max_len,
+                          sum(1 for x in loads if x.running == 0 and x.waiting == 0))
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
                       recompute: bool = False, drafter: int | None = None) -> None:
