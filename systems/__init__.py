@@ -35,6 +35,7 @@ from systems.slime import Slime
 from systems.slime_async import SlimeAsync
 from systems.sortedrl import SortedRL
 from systems.tinker import Tinker
+from systems.tlt import TLT
 from systems.verl import VeRL
 from systems.verl_dynamic import VerlDynamic
 from systems.verl_fully_async import VerlFullyAsync
@@ -44,7 +45,7 @@ BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, Pipelin
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
                                                   AReaL, SlimeAsync, Tinker, PrimeRL,
-                                                  SortedRL, RollFlash, VerlDynamic, Seer)}
+                                                  SortedRL, RollFlash, VerlDynamic, Seer, TLT)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

@@ -62,6 +62,10 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
     if system == "seer":  # 0: whole requests; 64: chunks shorter than most responses
         sets["seer.chunk_tokens"] = draw(st.sampled_from([0, 64, 8192]))
         sets["seer.context_aware"] = draw(st.booleans())
+    if system == "tlt":  # speculate always or at batch <= 2; the drafter every step or 10
+        sets["tlt.bs_threshold"] = draw(st.sampled_from([0, 2, 32]))
+        sets["tlt.training_interval_steps"] = draw(st.sampled_from([1, 10]))
+        sets["tlt.drafter_steps"] = draw(st.sampled_from([0, 100]))
     if issubclass(SYSTEMS[system], RollPacker):
         for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
             sets[f"rollpacker_{knob}"] = draw(st.booleans())

@@ -88,7 +88,7 @@ def test_exclusions_name_the_reason() -> None:
     assert "colocated" in space.excluded["verl"]  # the RolloutPipe cluster has no such layout
     assert space.knobs["cgp-april"]["partial_rollout"] == [False]
     assert set(space.systems) == {"slime", "cgp", "cgp-fgd", "cgp-april", "cgp-tail", "sortedrl",
-                                  "seer"}
+                                  "seer", "tlt"}
     assert "asynchronous" in space.excluded["areal"] and "--on-policy" in space.excluded["tinker"]
     # U = R: the one-step-per-rollout systems can run it
     assert "april" in build_space(plan_of(u=16)).systems

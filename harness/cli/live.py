@@ -363,7 +363,8 @@ def live_demo_cmd(
     slime), cgp-april and cgp-tail, combinations of the six, and the asynchronous
     systems areal, verl-fully-async, verl-one-step-off, slime-async, skyrl-async,
     prime-rl, nemo-rl-async, tinker and roll-flash, which have live tests of their own,
-    sortedrl and seer, not run live yet, and verl-dynamic, which runs live as
+    sortedrl and seer, not run live yet, tlt, whose speculation the live engines do not
+    have (it would run as slime), and verl-dynamic, which runs live as
     verl-fully-async (the live trainer lends no GPUs);
     run any of them with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live

@@ -133,6 +133,7 @@ class EngineLoad:
     gpus: int = 1  # GPUs the engine spans (a reconfigure's TP must divide it)
     kv_tokens: int = 0  # KV-cache tokens the replicas taking requests hold; 0: not known
     max_len: int = 0  # the longest sequence (prompt + response) served; 0: not known
+    idle: int = -1  # replicas taking requests with none running or waiting; -1: not known
 
 
 class Engine(Protocol):
@@ -201,12 +202,15 @@ class Trainer(Protocol):
     async def step(self) -> int:
         """Apply the accumulated gradient; returns the new policy version."""
 
-    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
+    async def publish(self, in_flight: bool = False, recompute: bool = False,
+                      drafter: int | None = None) -> None:
         """Send the current weights to the engine (between rounds, or in flight).
         `recompute`: the engine drops the KV cache of its running sequences, which
         recompute it (prefill of prompt and generated tokens) under the new weights,
         as vLLM's `reset_prefix_cache(reset_running_requests=True)` does; without
-        it they keep the cache the old weights wrote."""
+        it they keep the cache the old weights wrote. `drafter`: a speculative
+        drafter the system trained is sent too, matching that policy version (TLT);
+        None: the engine's drafter keeps its own schedule (`sim.spec_drafter_sync`)."""
 
 
 class Workload(Protocol):

@@ -145,9 +145,9 @@ class SimConfig:
                                        "responses (Seer's grouped drafter): alpha of a "
                                        "sequence once a sibling in its group has finished, "
                                        "in [0, 1] (-1: off, spec_acceptance for all)")
-    spec_max_batch: int = opt(0, "speculative decoding only while an engine runs at most this "
-                              "many sequences, plain steps above (TLT's bs_threshold, "
-                              "EfficientRollout's toggle); 0: always on")
+    spec_max_batch: int = opt(0, "speculative decoding only while a replica runs at most "
+                              "this many sequences, plain steps above it (TLT's bs_threshold "
+                              "32, EfficientRollout's toggle); 0: at every batch")
 
 
 def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
@@ -176,7 +176,7 @@ def check_spec(s: SimConfig, need: Callable[[bool, str, str], None]) -> None:
     need(g == -1 or 0 <= g <= 1, "set sim.spec_group_acceptance",
          f"must be -1 (off) or lie in [0, 1], got {g}")
     need(s.spec_max_batch >= 0, "set sim.spec_max_batch",
-         f"must be >= 0 (0: always on), got {s.spec_max_batch}")
+         f"must be >= 0 (0: speculate at every batch), got {s.spec_max_batch}")
 
 
 def by_workload(text: str) -> dict[str, float]:

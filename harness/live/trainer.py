@@ -197,7 +197,10 @@ class LiveTrainer:
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
 
-    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
+    async def publish(self, in_flight: bool = False, recompute: bool = False,
+                      drafter: int | None = None) -> None:
+        """`drafter` is not sent: the live engines do not speculate (no drafter to
+        update), so a system's drafter version changes nothing here."""
         weights = await self._calls.call(self._publish_with)
         await self._engine.install(self.version, weights, recompute=recompute)
         said = {"recompute": True} if recompute else {}  # traces without it stay as they were

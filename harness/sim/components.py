@@ -133,8 +133,14 @@ class SimTrainer:
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
 
-    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
+    async def publish(self, in_flight: bool = False, recompute: bool = False,
+                      drafter: int | None = None) -> None:
         version = self.version
-        await self._engine.install(version, self._sync_s, in_flight, recompute)
-        said = {"recompute": True} if recompute else {}  # traces without it stay as they were
+        if drafter is None:
+            await self._engine.install(version, self._sync_s, in_flight, recompute)
+        else:  # a system's own drafter, sent with the weights (TLT)
+            await self._engine.install(version, self._sync_s, in_flight, recompute, drafter)
+        said: dict[str, Any] = {"recompute": True} if recompute else {}  # else as before
+        if drafter is not None:
+            said["drafter"] = drafter
         self._emit("weights_published", version=version, in_flight=in_flight, **said)

@@ -132,19 +132,20 @@ class SimEngine(Batching):
     def load(self) -> EngineLoad:
         ctx = self._ctx_base + len(self._running) * self._steps
         return EngineLoad(len(self._running), self._waiting_n, ctx / self._capacity,
-                          kv_tokens=self._capacity)
+                          kv_tokens=self._capacity, idle=int(self.idle()))
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
-                      recompute: bool = False) -> None:
+                      recompute: bool = False, drafter: int | None = None) -> None:
         """New weights: pause (keeping the KV cache), transfer, retag, resume.
         `recompute`: every running sequence goes back to the queue (newest first, so
         they return in admission order) and is prefilled again, prompt and generated
         tokens, when readmitted: vLLM's `reset_prefix_cache(reset_running_requests=
         True)` (vllm/v1/core/sched/scheduler.py `reset_prefix_cache`, vLLM 0.32).
-        Not counted as preemptions: the cache was not short."""
+        Not counted as preemptions: the cache was not short. `drafter`: the policy
+        version of a drafter sent with the weights (`Trainer.publish`)."""
         was_paused = self.install_begin()
         await sleep(self.loop, transfer_s)
-        self.install_end(version, was_paused, recompute)
+        self.install_end(version, was_paused, recompute, drafter)
 
     def install_begin(self) -> bool | str:
         """`install`'s first half: stop at the step under way and pause; returns
@@ -155,13 +156,14 @@ class SimEngine(Batching):
         self._paused = True
         return was_paused
 
-    def install_end(self, version: int, was_paused: bool | str, recompute: bool) -> None:
+    def install_end(self, version: int, was_paused: bool | str, recompute: bool,
+                    drafter: int | None = None) -> None:
         """`install`'s second half, once the weights are there."""
         self._cut()
         self.version = version
         retune = getattr(self._decode, "at_version", None)
         if retune is not None:  # speculative decoding: acceptance by the drafter's lag
-            self._decode = retune(version)
+            self._decode = retune(version) if drafter is None else retune(version, drafter)
         for seq in self._running.values():
             self._close_span(seq)
         if recompute:

@@ -171,15 +171,17 @@ class EnginePool:
         loads = [e.load() for e in self.engines[: self._router.active]]
         return EngineLoad(sum(x.running for x in loads), sum(x.waiting for x in loads),
                           sum(x.kv_used for x in loads) / len(loads), self.preemptions, self.tp,
-                          self._gpus, sum(x.kv_tokens for x in loads), self.max_len)
+                          self._gpus, sum(x.kv_tokens for x in loads), self.max_len,
+                          sum(1 for x in loads if x.running == 0 and x.waiting == 0))
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
-                      recompute: bool = False) -> None:
-        """Every replica at once: each pauses, one transfer, each takes the weights."""
+                      recompute: bool = False, drafter: int | None = None) -> None:
+        """Every replica at once: each pauses, one transfer, each takes the weights (and
+        the drafter's, `drafter`: the policy version it matches; None: none sent)."""
         paused = [e.install_begin() for e in self.engines]
         await sleep(self._heap, transfer_s)
         for engine, was_paused in zip(self.engines, paused, strict=True):
-            engine.install_end(version, was_paused, recompute)
+            engine.install_end(version, was_paused, recompute, drafter)
 
     async def resize(self, replicas: int) -> int:
         """Keep the first `replicas` replicas (0: all of them); move the others'

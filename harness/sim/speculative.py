@@ -43,7 +43,10 @@ engine's KV capacity (`memory`); an n-gram drafter holds none on the GPU.
 
 Drift (`sim.spec_acceptance_decay`, 0 by default): a drafter synced with the policy every
 `sim.spec_drafter_sync` versions (0: never) accepts alpha (1 - decay)^lag, lag the versions
-since its last sync; the engine asks `SpecStep.at_version` at each weight install.
+since its last sync; the engine asks `SpecStep.at_version` at each weight install. A
+system that trains the drafter itself (TLT, systems/tlt.py) names the policy version the
+drafter it sends with the weights matches (`Trainer.publish(drafter=...)`); from then on
+the lag is counted from that version, not by `sim.spec_drafter_sync`.
 
 Grouped drafting (`sim.spec_group_acceptance`, -1 by default: off): Seer's drafter (arXiv
 2511.14617, Sec. 4.3) drafts from the responses of a sequence's own group, so a sequence
@@ -151,17 +154,24 @@ class SpecStep(StepJump):
     sync_every: int = 1  # versions between the drafter's syncs (0: never)
     group_alpha: float = -1.0  # grouped drafting: alpha with a finished sibling (-1: off)
     factor: float = 1.0  # (1 - decay)^lag at the current version (`at_version`)
-    max_batch: int = 0  # speculate only at b <= this (`sim.spec_max_batch`; 0: always)
+    max_batch: int = 0  # speculate only at batches <= this (`sim.spec_max_batch`; 0: all)
+    drafter_version: int = -1  # the policy version a system's drafter matches (-1: none)
 
-    def at_version(self, version: int) -> SpecStep:
+    def at_version(self, version: int, drafter: int | None = None) -> SpecStep:
         """This step at policy `version`: alpha (1 - decay)^lag, lag the versions since the
-        drafter's last sync (every `sync_every`, from version 0). The engine asks at every
-        weight install, between segments."""
+        drafter's last sync: every `sync_every` from version 0, or, once a system has sent
+        a drafter of its own (`drafter`, kept for later installs), since the version that
+        drafter matches. The engine asks at every weight install, between segments."""
+        mine = self.drafter_version if drafter is None else drafter
         if not self.decay:
-            return self
-        synced = version - version % self.sync_every if self.sync_every else 0
+            return self if mine == self.drafter_version else replace(self, drafter_version=mine)
+        if mine >= 0:
+            synced = min(mine, version)
+        else:
+            synced = version - version % self.sync_every if self.sync_every else 0
         factor = (1.0 - self.decay) ** (version - synced)
-        return replace(self, tokens=expected_tokens(self.alpha * factor, self.k), factor=factor)
+        return replace(self, tokens=expected_tokens(self.alpha * factor, self.k), factor=factor,
+                       drafter_version=mine)
 
     def for_batch(self, warm: float) -> SpecStep:
         """Grouped drafting (`sim.spec_group_acceptance`): a share `warm` of the batch

@@ -33,7 +33,7 @@ G = "steps_per_rollout"  # not a config field: R = G x U, rounds = steps / G
 # Staleness knobs of the systems plan's ASYNC_STALENESS does not name.
 OWN_KNOBS: dict[str, str | None] = {
     **dict.fromkeys(("slime", "cgp", "cgp-fgd", "cgp-tail", "cgp-april", "verl",
-                     "verl-one-step-off", "sortedrl", "seer"), G),
+                     "verl-one-step-off", "sortedrl", "seer", "tlt"), G),
     "pipelinerl": "max_lag",
     "april": "over_sampling_groups",
     "slime-async": "slime_async.sglang_server_concurrency",
