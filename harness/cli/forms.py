@@ -25,8 +25,9 @@ ERROR_TABLE = (("system", "system"), ("runs", "runs"), ("sim", "sim"),
 
 
 def _shown(rows: list[dict[str, Any]], keys: tuple[tuple[str, str], ...]) -> list[dict]:
-    return [{name: (round(r[key], 2) if isinstance(r[key], float) else r[key])
-             for key, name in keys} for r in rows]
+    """The rows' `keys` under their table names, to 2 decimals (C, a count, whole)."""
+    return [{name: (round(r[key], 0 if key == "C" else 2) if isinstance(r[key], float)
+                    else r[key]) for key, name in keys} for r in rows]
 
 
 @commands.command("staleness-forms")
