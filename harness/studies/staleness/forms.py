@@ -215,7 +215,7 @@ def cell_row(folder: str) -> dict[str, Any] | None:
 
 
 SHOWN = ("rho", "q", "M", "C", "sim", "sim_tok", "little", "L_upd", "phase", "ac", "ac_exp",
-         "M_iid", "sim_pre", "sim_in", "ac_pre", "ac_in", "little_L")
+         "M_iid", "sim_pre", "sim_in", "ac_pre", "ac_in", "little_L", "little_tok")
 ERRORS = ("little", "little_tok", "little_L", "L_upd", "ac", "ac_exp")
 PARTS = (("ac_pre", "sim_pre"), ("ac_in", "sim_in"))
 
