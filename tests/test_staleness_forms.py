@@ -172,3 +172,37 @@ def test_a_folder_without_a_study_is_one_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["staleness-forms", str(tmp_path / "none")])
     assert done.exit_code == 2
     assert "no staleness study here" in done.output and "Traceback" not in done.output
+
+
+# -- --roll-flash: ROLL Flash's bounds beside the critical path --------------------------
+
+
+def test_roll_flash_bounds_of_a_study(tmp_path: Path) -> None:
+    """A synchronous roll-flash run (ratio 0) as a study's cell: its row holds
+    harness/studies/analytic/roll_flash.py's means over the steps past the first two,
+    and the critical-path bound equals each round's own time (it trains as soon as a
+    step's U groups are ready: harness/core/metrics.py)."""
+    from harness.core.config import RunConfig
+    from harness.run.execute import execute
+    from harness.studies.analytic.roll_flash import steady_means, step_rows
+    from harness.studies.staleness import roll_flash_bounds
+    from harness.studies.staleness.traces import read_events
+
+    cell = tmp_path / "cells" / "rf"
+    cell.mkdir(parents=True)
+    cfg = RunConfig(system="roll-flash", workload="sci-jl", groups=2, update_groups=2,
+                    group_size=4, rounds=6)
+    cfg.roll_flash.async_generation_ratio = 0.0
+    execute(cfg.validate(), cell / "trace.jsonl")
+    (cell / "result.json").write_text(json.dumps({"config": {"system": "roll-flash"}}))
+    (row,) = roll_flash_bounds.by_setting(roll_flash_bounds.rows(tmp_path))
+    means = steady_means(step_rows(read_events(cell / "trace.jsonl")), 2)
+    assert (row["ratio"], row["runs"]) == (0.0, 1)
+    assert row["step_s"] == means["step_s"] and row["sync_low_s"] == means["sync_low_s"]
+    assert row["critical_path_s"] == pytest.approx(row["round_s"])
+    done = CliRunner().invoke(app, ["staleness-forms", str(tmp_path), "--roll-flash", "-j",
+                                    "1"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0 and "critical" in done.output and "window" in done.output
+    missing = CliRunner().invoke(app, ["staleness-forms", str(study(tmp_path / "s")),
+                                       "--roll-flash"])
+    assert missing.exit_code == 2 and "no finished roll-flash run" in missing.output

@@ -44,20 +44,25 @@ def staleness_forms_cmd(
              "[default: every split]")] = None,
     errors_only: Annotated[bool, typer.Option(
         "--errors", help="Only the per-system errors, not the per-setting table.")] = False,
+    roll_flash: Annotated[bool, typer.Option(
+        "--roll-flash", help="Instead: ROLL Flash's step-time bounds on the study's "
+                             "roll-flash runs beside the critical-path bound (--systems and "
+                             "--errors do not apply).")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Traces read at a time.")] = 2,
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV.")] = False,
 ) -> None:
     """Mean staleness of the staleness study's fully asynchronous runs beside the closed
-    forms that predict it, each fed with the run's own measurements.
-
-    Per system, split and setting (means over seeds): rho (v_R / v_T), M (tailness),
-    C (requests generating), the simulated per-sample lag (sim) and token-weighted lag
-    (sim tok), Little's law W / T (marin #8955), the samples in the system at the
-    update instants over B (L@upd/B, the count Little's time average stands in for),
-    the mean phase of submissions within an update period, Applied Compute's PQS + IQS
-    (AC) and the same with exponential lengths' tailness (AC exp). Then each form's
-    error against sim, per system. docs/whatif/staleness.md reads the result."""
+    forms that predict it, each fed with the run's own measurements. Per system, split
+    and setting (means over seeds): rho (v_R / v_T), M (tailness), C (requests
+    generating), the simulated per-sample lag (sim) and token-weighted lag (sim tok),
+    Little's law W / T (marin #8955), the samples in the system at the update instants
+    over B (L@upd/B, the count Little's time average stands in for), the mean phase of
+    submissions within an update period, Applied Compute's PQS + IQS (AC) and the same
+    with exponential lengths' tailness (AC exp). Then each form's error against sim, per
+    system. With --roll-flash: ROLL Flash's step-time bounds (Graham's, Little's floor,
+    its window's floor) beside the critical-path bound and the realised step.
+    docs/whatif/staleness.md reads the result."""
     from harness.cli.tables import machine, rows_table, show
     from harness.core.registry import unknown_name
     from harness.studies.staleness import forms
@@ -75,6 +80,9 @@ def staleness_forms_cmd(
     if not any((runs / "cells").glob("*/result.json")):
         fail(f"{runs}: no staleness study here (no cells/*/result.json); run "
              f"`rolloutbench whatif staleness --out DIR` and pass DIR/staleness")
+    if roll_flash:
+        _roll_flash(runs, split, jobs, fmt)
+        return
     found = forms.rows(runs, chosen, jobs)
     if split is not None:
         found = [r for r in found if r["split"] == split]
@@ -88,3 +96,26 @@ def staleness_forms_cmd(
     if not errors_only:
         show(console, rows_table(_shown(forms.settings(found), TABLE)))
     show(console, rows_table(_shown(errors, ERROR_TABLE)))
+
+
+BOUNDS_TABLE = (("split", "split"), ("ratio", "ratio"), ("runs", "runs"), ("step_s", "step_s"),
+                ("sync_low_s", "sync_low"), ("sync_high_s", "sync_high"),
+                ("async_floor_s", "Little_floor"), ("window_floor_s", "window_floor"),
+                ("critical_path_s", "critical_path"), ("round_s", "round_s"))
+
+
+def _roll_flash(runs: Path, split: str | None, jobs: int, fmt: str) -> None:
+    """`--roll-flash`: per split and ratio, means over seeds (steps past the first two)."""
+    from harness.cli.tables import machine, rows_table, show
+    from harness.studies.staleness import roll_flash_bounds
+
+    found = roll_flash_bounds.rows(runs, jobs)
+    if split is not None:
+        found = [r for r in found if r["split"] == split]
+    if not found:
+        fail(f"{runs}: no finished roll-flash run" + (f" on split {split}" if split else ""))
+    table = roll_flash_bounds.by_setting(found)
+    if fmt != "table":
+        machine(table, fmt)
+    else:
+        show(console, rows_table(_shown(table, BOUNDS_TABLE)))
