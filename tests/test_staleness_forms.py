@@ -206,3 +206,16 @@ def test_roll_flash_bounds_of_a_study(tmp_path: Path) -> None:
     missing = CliRunner().invoke(app, ["staleness-forms", str(study(tmp_path / "s")),
                                        "--roll-flash"])
     assert missing.exit_code == 2 and "no finished roll-flash run" in missing.output
+
+
+def test_a_trace_cut_short_is_named_in_one_line(tmp_path: Path) -> None:
+    folder = study(tmp_path)
+    trace = folder / "cells" / "c1" / "trace.jsonl"
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))  # no run_end
+    for extra in ([], ["--roll-flash"]):
+        if extra:  # the same cell, as a roll-flash run's
+            (folder / "cells" / "c1" / "result.json").write_text(
+                json.dumps({"config": {"system": "roll-flash"}}))
+        done = CliRunner().invoke(app, ["staleness-forms", str(folder), "-j", "1", *extra])
+        assert done.exit_code == 2 and "Traceback" not in done.output
+        assert f"{trace}: the run did not end normally" in done.output

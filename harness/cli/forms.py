@@ -66,6 +66,7 @@ def staleness_forms_cmd(
     from harness.cli.tables import machine, rows_table, show
     from harness.core.registry import unknown_name
     from harness.studies.staleness import forms
+    from harness.studies.staleness.traces import TraceProblem
     from systems import SYSTEMS
 
     fmt = output_format(json_out, csv_out)
@@ -83,7 +84,10 @@ def staleness_forms_cmd(
     if roll_flash:
         _roll_flash(runs, split, jobs, fmt)
         return
-    found = forms.rows(runs, chosen, jobs)
+    try:
+        found = forms.rows(runs, chosen, jobs)
+    except TraceProblem as err:  # it names the trace
+        fail(str(err))
     if split is not None:
         found = [r for r in found if r["split"] == split]
     if not found:
@@ -108,8 +112,12 @@ def _roll_flash(runs: Path, split: str | None, jobs: int, fmt: str) -> None:
     """`--roll-flash`: per split and ratio, means over seeds (steps past the first two)."""
     from harness.cli.tables import machine, rows_table, show
     from harness.studies.staleness import roll_flash_bounds
+    from harness.studies.staleness.traces import TraceProblem
 
-    found = roll_flash_bounds.rows(runs, jobs)
+    try:
+        found = roll_flash_bounds.rows(runs, jobs)
+    except TraceProblem as err:  # it names the trace
+        fail(str(err))
     if split is not None:
         found = [r for r in found if r["split"] == split]
     if not found:
