@@ -155,11 +155,15 @@ def test_command_prints_both_tables_within_100_columns(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     assert "ofp=2" in done.output and "Little" in done.output
     assert max(len(line) for line in done.output.splitlines()) <= 100
+    default = CliRunner().invoke(app, ["staleness-forms", str(tmp_path), "--errors", "--json"])
+    assert default.exit_code == 0  # no --systems: the study's asynchronous ones, areal among them
+    assert [r["system"] for r in json.loads(default.output)] == ["areal", "all"]
 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--systems", "areal,arael"], "--systems: unknown system 'arael'"),
     (["-j", "0"], "--jobs: must be a positive integer"),
+    (["--systems", " , "], "--systems: name at least one system"),
     (["--split", "9+9", "--systems", "areal"], "no finished run of areal on split 9+9"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:

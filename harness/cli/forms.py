@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import console, fail, output_format
+from harness.cli.common import console, fail, output_format, shown
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -35,10 +35,10 @@ def staleness_forms_cmd(
     runs: Annotated[Path, typer.Argument(
         help="The staleness study's folder (`whatif staleness --out OUT` writes OUT/staleness).")]
     = Path("runs/whatif/staleness"),
-    systems: Annotated[str, typer.Option(
-        help="Comma-separated systems; the default is the study's fully asynchronous ones.")]
-    = "verl-fully-async,verl-dynamic,areal,roll-flash,prime-rl,skyrl-async,tinker,pipelinerl,"
-      "nemo-rl-async,slime-async",
+    systems: Annotated[str | None, typer.Option(
+        help="Comma-separated systems." + shown(
+            "the study's fully asynchronous ones, harness/studies/staleness/forms.py ASYNC"))]
+    = None,
     split: Annotated[str | None, typer.Option(
         help="Only runs on this split of the GPUs, e.g. 4+4 (engine + trainer GPUs). "
              "[default: every split]")] = None,
@@ -72,7 +72,8 @@ def staleness_forms_cmd(
     fmt = output_format(json_out, csv_out)
     if jobs < 1:
         fail("--jobs: must be a positive integer")
-    chosen = [s.strip() for s in systems.split(",") if s.strip()]
+    chosen = (list(forms.ASYNC) if systems is None
+              else [s.strip() for s in systems.split(",") if s.strip()])
     if not chosen:
         fail("--systems: name at least one system")
     for name in chosen:
