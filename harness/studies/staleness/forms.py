@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.analysis import spans
@@ -220,10 +220,11 @@ ERRORS = ("little", "little_tok", "little_L", "L_upd", "ac", "ac_exp")
 PARTS = (("ac_pre", "sim_pre"), ("ac_in", "sim_in"))
 
 
-def rows(out: Any, systems: Sequence[str], jobs: int = 1) -> list[dict[str, Any]]:
-    """The rows of the study's finished cells under OUT/cells whose system is one of
-    `systems` (read from each cell's result.json, so other systems' traces are not
-    read), in `jobs` processes."""
+def read_cells(out: Any, systems: Sequence[str], read: Callable[[str], Any],
+               jobs: int = 1) -> list[Any]:
+    """`read` of each finished cell under OUT/cells whose system is one of `systems`
+    (known from the cell's result.json, so other systems' traces are not read), in
+    `jobs` processes; the Nones it gives left out."""
     import json
     from concurrent.futures import ProcessPoolExecutor
     from pathlib import Path
@@ -238,10 +239,15 @@ def rows(out: Any, systems: Sequence[str], jobs: int = 1) -> list[dict[str, Any]
             folders.append(str(cell.parent))
     if jobs > 1 and len(folders) > 4:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            found = list(pool.map(cell_row, folders, chunksize=4))
+            found = list(pool.map(read, folders, chunksize=4))
     else:
-        found = [cell_row(f) for f in folders]
+        found = [read(f) for f in folders]
     return [r for r in found if r is not None]
+
+
+def rows(out: Any, systems: Sequence[str], jobs: int = 1) -> list[dict[str, Any]]:
+    """`cell_row` of the study's finished cells of `systems`."""
+    return read_cells(out, systems, cell_row, jobs)
 
 
 def settings(found: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

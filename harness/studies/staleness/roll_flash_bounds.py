@@ -12,8 +12,6 @@ group-ready times and train spans) and the round's own time, over the same round
 
 from __future__ import annotations
 
-import json
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +44,10 @@ def run_row(folder: str) -> dict[str, Any] | None:
 
 
 def rows(out: Path, jobs: int = 1) -> list[dict[str, Any]]:
-    """The rows of the study's finished roll-flash cells under OUT/cells."""
-    folders = []
-    for cell in sorted(Path(out, "cells").glob("*/result.json")):
-        try:
-            result = json.loads(cell.read_text())
-        except (OSError, ValueError):
-            continue
-        if not result.get("error") and (result.get("config") or {}).get("system") == "roll-flash":
-            folders.append(str(cell.parent))
-    if jobs > 1 and len(folders) > 4:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            found = list(pool.map(run_row, folders, chunksize=4))
-    else:
-        found = [run_row(f) for f in folders]
-    return [r for r in found if r is not None]
+    """`run_row` of the study's finished roll-flash cells under OUT/cells."""
+    from harness.studies.staleness.forms import read_cells
+
+    return read_cells(out, ["roll-flash"], run_row, jobs)
 
 
 def by_setting(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
