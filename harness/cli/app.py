@@ -15,6 +15,7 @@ from harness.cli import (
     check,
     config,
     counterfactual,
+    forms,
     imports,
     live,
     plan,
@@ -50,7 +51,7 @@ def _options(presets: Annotated[Path | None, typer.Option(
 
 # -- the commands, in the order `--help` lists them (written by restructure.py) --
 MODULES = (run, reproduce, steps, imports, counterfactual, analysis, check, traces, config,
-           live, regress, sweep, whatif, plan)
+           live, regress, sweep, whatif, forms, plan)
 for _module in MODULES:  # every command first, then the groups (config, data, ...)
     app.registered_commands.extend(_module.commands.registered_commands)
 for _module in MODULES:
