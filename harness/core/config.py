@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core import async_knobs as knobs
-from harness.core import seer_knobs
+from harness.core import laminar_knobs, seer_knobs
 from harness.core.fields import ConfigError, help_of, opt
 
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
@@ -130,6 +130,8 @@ class RunConfig:
         "help": "roll-flash: ROLL's asynchronous RLVR pipeline's knobs"})
     seer: seer_knobs.Seer = field(default_factory=seer_knobs.Seer, metadata={
         "help": "seer: divided rollout and context-aware scheduling"})
+    laminar: laminar_knobs.Laminar = field(default_factory=laminar_knobs.Laminar, metadata={
+        "help": "laminar: its rollouts' batches, repack and admission"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -239,7 +241,7 @@ class RunConfig:
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         for table in (self.areal, self.verl_async, self.verl_dynamic, self.slime_async,
                       self.skyrl, self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash,
-                      self.seer):
+                      self.seer, self.laminar):
             table.check(self)
         return self
 
@@ -260,4 +262,5 @@ class RunConfig:
 
 
 # table -> the one system that reads it (added after the goldens were written)
-OWN_TABLES = {"roll_flash": "roll-flash", "verl_dynamic": "verl-dynamic", "seer": "seer"}
+OWN_TABLES = {"roll_flash": "roll-flash", "verl_dynamic": "verl-dynamic", "seer": "seer",
+              "laminar": "laminar"}

@@ -197,7 +197,11 @@ class LiveTrainer:
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
 
-    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
+    async def publish(self, in_flight: bool = False, recompute: bool = False,
+                      relay: bool = False) -> None:
+        """`relay` (Laminar's relay tier) is an in-flight install here: one live engine,
+        no relay workers (`LiveEngine.pull` says so once in the trace)."""
+        in_flight = in_flight or relay
         weights = await self._calls.call(self._publish_with)
         await self._engine.install(self.version, weights, recompute=recompute)
         said = {"recompute": True} if recompute else {}  # traces without it stay as they were

@@ -133,8 +133,13 @@ class SimTrainer:
             self._emit("optimizer_step", step=self._step, version=self.version, **stats)
             return self.version
 
-    async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
+    async def publish(self, in_flight: bool = False, recompute: bool = False,
+                      relay: bool = False) -> None:
         version = self.version
+        if relay:  # to the relay tier: no replica changes, the trainer does not wait
+            self._engine.relay = (version, self._sync_s)
+            self._emit("weights_published", version=version, in_flight=True, relay=True)
+            return
         await self._engine.install(version, self._sync_s, in_flight, recompute)
         said = {"recompute": True} if recompute else {}  # traces without it stay as they were
         self._emit("weights_published", version=version, in_flight=in_flight, **said)
