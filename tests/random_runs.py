@@ -62,6 +62,10 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
     if system == "seer":  # 0: whole requests; 64: chunks shorter than most responses
         sets["seer.chunk_tokens"] = draw(st.sampled_from([0, 64, 8192]))
         sets["seer.context_aware"] = draw(st.booleans())
+    if system == "laminar":  # batches of 1 group to all of them; repack off, eager, half
+        sets["laminar.batch_groups"] = draw(st.sampled_from([1, 2, 8]))
+        sets["laminar.repack_fraction"] = draw(st.sampled_from([0.0, 0.25, 0.5]))
+        sets["laminar.max_staleness"] = draw(st.sampled_from([-1, 0, 2]))
     if issubclass(SYSTEMS[system], RollPacker):
         for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
             sets[f"rollpacker_{knob}"] = draw(st.booleans())

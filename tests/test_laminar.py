@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.core.config import ConfigError, RunConfig
+from harness.core.metrics import finished_rounds
 from harness.core.runtime import Group, Prompt, Request, Response
+from harness.core.trace import read_trace
+from harness.run.execute import execute
 from harness.studies.plan.knobs import ASYNC_STALENESS
 from systems.common import admission_room
 from systems.laminar import Laminar
@@ -273,3 +277,16 @@ def test_bad_knobs_are_refused_naming_them(field: str, value: Any, says: str) ->
 def test_the_table_is_written_only_for_its_system_or_when_set() -> None:
     assert "laminar" not in RunConfig(system="areal").to_dict()
     assert "laminar" in RunConfig(system="laminar").to_dict()
+
+
+def test_a_cut_relay_trace_calls_no_round_final(tmp_path: Path) -> None:
+    """A replica that pulls late makes tokens of an old version in a later round's
+    request, and a streaming trace counts tokens to rounds by version, so no round of a
+    cut laminar trace is final (harness.core.metrics.finished_rounds); cut as well, a
+    pipelinerl trace keeps its finished rounds."""
+    for system, final in (("laminar", False), ("pipelinerl", True)):
+        cfg = RunConfig(system=system, workload="sci-jl", groups=4, update_groups=1, rounds=3)
+        cfg.sim.rollout_engines = 2
+        execute(cfg.validate(), tmp_path / "t.jsonl")
+        events = read_trace(tmp_path / "t.jsonl")
+        assert bool(finished_rounds(events[:-1])) is final, system  # cut before run_end
