@@ -290,3 +290,23 @@ def test_a_cut_relay_trace_calls_no_round_final(tmp_path: Path) -> None:
         execute(cfg.validate(), tmp_path / "t.jsonl")
         events = read_trace(tmp_path / "t.jsonl")
         assert bool(finished_rounds(events[:-1])) is final, system  # cut before run_end
+
+
+def test_the_live_engine_has_no_relay_and_says_so_once() -> None:
+    """One live engine: the trainer's relay publication installed the weights in flight,
+    so a pull has nothing to fetch; it returns the engine's version and is recorded once
+    as not applicable."""
+    from harness.live.engine import LiveEngine
+
+    class Backend:
+        version = 3  # what the last relay publication installed
+
+    said: list[dict[str, Any]] = []
+    engine = LiveEngine(backend=Backend(), prompt_ids=lambda r: [],  # type: ignore[arg-type]
+                        emit=lambda ev, **f: said.append({"ev": ev, **f}))
+
+    async def twice() -> list[int]:
+        return [await engine.pull(0), await engine.pull(0)]
+
+    assert asyncio.run(twice()) == [3, 3]
+    assert [(e["what"], e["operation"]) for e in said] == [("not_applicable", "relay")]
