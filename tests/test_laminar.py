@@ -310,3 +310,52 @@ def test_the_live_engine_has_no_relay_and_says_so_once() -> None:
 
     assert asyncio.run(twice()) == [3, 3]
     assert [(e["what"], e["operation"]) for e in said] == [("not_applicable", "relay")]
+
+
+def test_the_simulated_pool_pins_requests_and_pulls_one_replica_by_hand() -> None:
+    """Two simulated replicas, 10 ms a token (tests/test_engine.py's flat engine). A is
+    pinned to replica 1, B to replica 0 (the least-loaded router would have sent A to 0).
+    v1 is on the relay with a 0.2 s transfer; at 0.3 s replica 0 pulls it: B has 30 tokens
+    of v0, waits out the transfer and makes its other 70 under v1, done at 1.2 s; A on
+    replica 1 runs on, 100 tokens of v0 at 1.0 s. A second pull finds v1 there: no wait."""
+    from harness.sim.engine import SimEngine
+    from harness.sim.placement import EnginePool
+    from tests import clocks
+    from tests.test_engine import flat
+
+    loop = clocks.SimClock()
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(ev: str, **fields: Any) -> None:
+        events.append((ev, fields))
+
+    engines = [SimEngine(loop, flat(), 10**6, 64, emit, lambda r: 100, index=i)
+               for i in range(2)]
+    pool = EnginePool(engines, lambda *a: engines[0], 2, 1, emit)
+    pool.relay = (1, 0.2)
+    ends: dict[str, float] = {}
+
+    async def serve(request: Request) -> Response:
+        response = await pool.submit(request)
+        ends[request.id] = loop.time()
+        return response
+
+    async def main() -> tuple[list[Response], list[int], float]:
+        a = clocks.spawn(serve(Request(0, 0, 0, Prompt(0, 10), 10**6, replica=1)))
+        b = clocks.spawn(serve(Request(0, 1, 0, Prompt(1, 10), 10**6, replica=0)))
+        await clocks.sleep(0.3)
+        first = await pool.pull(0)
+        pulled_at = loop.time()
+        versions = [first, await pool.pull(0)]
+        assert loop.time() == pulled_at  # already there: no transfer
+        return [await a, await b], versions, pulled_at
+
+    try:
+        (a, b), versions, pulled_at = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert [f["engine"] for ev, f in events if ev == "request_submit"] == [1, 0]
+    assert pulled_at == pytest.approx(0.5) and versions == [1, 1]
+    assert [e.version for e in engines] == [1, 0]  # replica 1 never pulled
+    assert b.version_spans == [[0, 30], [1, 70]] and ends["1.0"] == pytest.approx(1.2)
+    assert a.version_spans == [[0, 100]] and ends["0.0"] == pytest.approx(1.0)
