@@ -24,6 +24,7 @@ from systems.cgp import CGP
 from systems.cgp_april import CGPAPRIL
 from systems.cgp_fgd import CGPFGD
 from systems.cgp_tail import CGPTail
+from systems.laminar import Laminar
 from systems.nemo_rl_async import NemoRLAsync
 from systems.pipelinerl import PipelineRL
 from systems.prime_rl import PrimeRL
@@ -45,7 +46,8 @@ BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, Pipelin
                                                   RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
                                                   VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
                                                   AReaL, SlimeAsync, Tinker, PrimeRL,
-                                                  SortedRL, RollFlash, VerlDynamic, Seer, TLT)}
+                                                  SortedRL, RollFlash, VerlDynamic, Seer, TLT,
+                                                  Laminar)}
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

@@ -48,6 +48,15 @@ async def serve_partial(rt: Runtime, work: PartialGroup, priority: int = 0) -> b
     return True
 
 
+def admission_room(started: int, update_groups: int, version: int, max_lag: int) -> int:
+    """Groups that may still be started while the policy is at `version`: PipelineRL's
+    admission rule, at most U x (v + 1 + max_lag) groups started in all (max_lag -1: no
+    limit, a very large number). Laminar's `max_staleness` is the same rule."""
+    if max_lag < 0:
+        return 1 << 62
+    return max(0, update_groups * (version + 1 + max_lag) - started)
+
+
 def new_groups(rt: Runtime, round: int, prompts: Sequence[Prompt]) -> list[Group]:
     """Groups in submission order, with run-unique ids."""
     return [Group(rt.new_group_id(), round, p) for p in prompts]

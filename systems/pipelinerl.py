@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.runtime import Group, Response, Runtime
-from systems.common import BatchCounter
+from systems.common import BatchCounter, admission_room
 
 
 class PipelineRL:
@@ -70,7 +70,7 @@ class PipelineRL:
             started = 0
             while started < total_steps * u:
                 room = state["inflight"] + k <= target
-                lag_ok = cfg.max_lag < 0 or started < u * (rt.engine.version + 1 + cfg.max_lag)
+                lag_ok = admission_room(started, u, rt.engine.version, cfg.max_lag) > 0
                 if not (room and lag_ok):
                     changed.clear()
                     await changed.wait()

@@ -66,6 +66,10 @@ def settings_for(draw: st.DrawFn, system: str) -> list[str]:
         sets["tlt.bs_threshold"] = draw(st.sampled_from([0, 2, 32]))
         sets["tlt.training_interval_steps"] = draw(st.sampled_from([1, 10]))
         sets["tlt.drafter_steps"] = draw(st.sampled_from([0, 100]))
+    if system == "laminar":  # batches of 1 group to all of them; repack off, eager, half
+        sets["laminar.batch_groups"] = draw(st.sampled_from([1, 2, 8]))
+        sets["laminar.repack_fraction"] = draw(st.sampled_from([0.0, 0.25, 0.5]))
+        sets["laminar.max_staleness"] = draw(st.sampled_from([-1, 0, 2]))
     if issubclass(SYSTEMS[system], RollPacker):
         for knob in ("tail_batching", "reward_scheduler", "planner", "stream_trainer"):
             sets[f"rollpacker_{knob}"] = draw(st.booleans())

@@ -193,7 +193,10 @@ OWN = [(s, {}) for s in system_names() if s != "verl-dynamic"] + [("pipelinerl",
                                            ("sortedrl", {"max_lag": 0})]
 # Systems whose rule makes a phase slow on purpose, so that `throughput` fails on it.
 SLOW_BY_RULE = {"sortedrl": "an update is a barrier, and a round's last phase runs only its "
-                            "U longest groups (SortedRL's early updates drain the batch)"}
+                            "U longest groups (SortedRL's early updates drain the batch)",
+                "laminar": "a rollout takes new prompts only once its whole batch is done: "
+                           "on one engine the batch's tail runs alone (no second engine to "
+                           "repack it onto; two engines pass, 0.56)"}
 
 
 @pytest.mark.parametrize(("system", "knobs"), OWN, ids=lambda v: str(v) if v else "")

@@ -65,7 +65,8 @@ def check_requests(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
     """Submits and finishes alternate per request and every request ends finished
     or aborted; an aborted request is resumed only as its system allows."""
     carries = issubclass(SYSTEMS[cfg.system], APRIL) and cfg.partial_rollout
-    moves = {e["t"] for e in trace if e["ev"] in ("engine_resize", "engine_reconfigure")}
+    moves = {e["t"] for e in trace if e["ev"] in ("engine_resize", "engine_reconfigure")
+             or e["ev"] == "decision" and e["what"] == "repack"}  # laminar's repack
     interrupts = cfg.system in INTERRUPTING and (cfg.system not in VERL_PARTIAL
                                                  or cfg.verl_async.partial_rollout)
     updates = [e["t"] for e in trace if e["ev"] == "weights_published"]
@@ -160,11 +161,13 @@ def check_groups(trace: list[dict[str, Any]], cfg: RunConfig) -> None:
 
 
 def check_versions(trace: list[dict[str, Any]]) -> None:
-    """Versions only move forward; a token is never newer than the served weights."""
+    """Versions only move forward; a token is never newer than the published weights, nor
+    older than those served when its request was first sent (a publication to a relay
+    tier, laminar's, reaches a replica only when it pulls: it raises no floor)."""
     steps = of(trace, "optimizer_step")
     assert [e["step"] for e in steps] == list(range(1, len(steps) + 1))
     assert [e["version"] for e in steps] == list(range(1, len(steps) + 1))
-    trained = published = 0
+    trained = published = served = 0
     first_seen: dict[tuple[int, int], int] = {}
     starts = []
     for e in trace:
@@ -174,11 +177,12 @@ def check_versions(trace: list[dict[str, Any]]) -> None:
         elif ev == "weights_published":
             assert published <= e["version"] <= trained
             published = e["version"]
+            served = served if e.get("relay") else published
         elif ev == "rollout_start":
             assert e["version"] <= trained
             starts.append(e["version"])
         elif ev == "request_submit":
-            first_seen.setdefault((e["group"], e["sample"]), published)
+            first_seen.setdefault((e["group"], e["sample"]), served)
         elif ev == "request_finish":
             versions = [v for v, _ in e.get("version_spans", [])]
             assert versions == sorted(versions)

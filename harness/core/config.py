@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core import async_knobs as knobs
-from harness.core import seer_knobs, tlt_knobs
+from harness.core import laminar_knobs, seer_knobs, tlt_knobs
 from harness.core.fields import ConfigError, help_of, opt
 
 __all__ = ["ConfigError", "RunConfig", "help_of", "opt"]
@@ -132,6 +132,8 @@ class RunConfig:
         "help": "seer: divided rollout and context-aware scheduling"})
     tlt: tlt_knobs.TLT = field(default_factory=tlt_knobs.TLT, metadata={
         "help": "tlt: adaptive speculative rollouts and the drafter trained in the tail"})
+    laminar: laminar_knobs.Laminar = field(default_factory=laminar_knobs.Laminar, metadata={
+        "help": "laminar: its rollouts' batches, repack and admission"})
     sim: SimConfig = field(default_factory=SimConfig,
                            metadata={"help": "the simulated cluster (the [sim] table)"})
     live: LiveConfig = field(default_factory=LiveConfig,
@@ -241,7 +243,7 @@ class RunConfig:
             need(value is None or value >= 0, f"set sim.{name}", "must be >= 0")
         for table in (self.areal, self.verl_async, self.verl_dynamic, self.slime_async,
                       self.skyrl, self.prime_rl, self.nemo_rl, self.tinker, self.roll_flash,
-                      self.seer, self.tlt):
+                      self.seer, self.tlt, self.laminar):
             table.check(self)
         return self
 
@@ -265,4 +267,4 @@ class RunConfig:
 
 # table -> the one system that reads it (added after the goldens were written)
 OWN_TABLES = {"roll_flash": "roll-flash", "verl_dynamic": "verl-dynamic", "seer": "seer",
-              "tlt": "tlt"}
+              "tlt": "tlt", "laminar": "laminar"}

@@ -249,7 +249,12 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
     submitted finished, every batch dispatched in it (`owning_rounds`) finished
     training, and the run went on past it: a later round started or, for the last
     round, weights were published after all that. The last round of an interrupted
-    pipelined run may be left out though it finished: the trace cannot tell."""
+    pipelined run may be left out though it finished: the trace cannot tell. A run whose
+    weights reach the replicas through a relay (laminar: `weights_published` with
+    `relay`) has none: a replica that pulls late makes tokens of an old version in a
+    later request, and a streaming trace counts tokens to rounds by version."""
+    if any(e["ev"] == "weights_published" and e.get("relay") for e in events):
+        return set()
     order: list[int] = []  # rounds in the order they started
     completed: dict[int, int] = {}  # round -> index of its rollout_complete
     batches: dict[int, list[int]] = defaultdict(list)  # round -> batches dispatched in it

@@ -46,7 +46,8 @@ class Request:
     """One sample of one group. `resume` continues a partial response. `chunk` (0: none)
     stops it after that many new tokens if it has not ended by then: the engine returns
     it `aborted` with its tokens, to be sent again with `continued` (Seer's divided
-    rollout, systems/seer.py); the KV cache is not kept across the two."""
+    rollout, systems/seer.py); the KV cache is not kept across the two. `replica` (-1: the
+    router picks) runs it on that engine replica (Laminar's rollouts, systems/laminar.py)."""
 
     round: int
     group: int
@@ -56,6 +57,7 @@ class Request:
     priority: int = 0
     resume: Response | None = None
     chunk: int = 0
+    replica: int = -1
 
     @property
     def id(self) -> str:
@@ -180,6 +182,11 @@ class Engine(Protocol):
         standing replicas with their tokens), put them to sleep and give the GPUs back
         to the trainer. Returns the requests moved."""
 
+    async def pull(self, replica: int) -> int:
+        """Replica `replica` takes the newest weights the trainer left on the relay tier
+        (`Trainer.publish(relay=True)`): only it pauses, for its own transfer, keeping its
+        KV cache; the others go on. Returns its version (no transfer when it has them)."""
+
 
 class Verifier(Protocol):
     async def score(self, response: Response, timeout: float | None = None) -> float:
@@ -203,14 +210,16 @@ class Trainer(Protocol):
         """Apply the accumulated gradient; returns the new policy version."""
 
     async def publish(self, in_flight: bool = False, recompute: bool = False,
-                      drafter: int | None = None) -> None:
+                      drafter: int | None = None, relay: bool = False) -> None:
         """Send the current weights to the engine (between rounds, or in flight).
         `recompute`: the engine drops the KV cache of its running sequences, which
         recompute it (prefill of prompt and generated tokens) under the new weights,
         as vLLM's `reset_prefix_cache(reset_running_requests=True)` does; without
         it they keep the cache the old weights wrote. `drafter`: a speculative
         drafter the system trained is sent too, matching that policy version (TLT);
-        None: the engine's drafter keeps its own schedule (`sim.spec_drafter_sync`)."""
+        None: the engine's drafter keeps its own schedule (`sim.spec_drafter_sync`).
+        `relay`: the weights go to a relay tier only and the trainer goes on at once;
+        each replica takes them when it asks (`Engine.pull`), Laminar's relay workers."""
 
 
 class Workload(Protocol):

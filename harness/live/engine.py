@@ -98,6 +98,8 @@ NOT_APPLICABLE = {
             "and lends none to the engine",
     "colocated placement": "colocation's memory switch: engine and trainer are separate here",
     "engine replicas": "several engine replicas: one live engine",
+    "relay": "relay workers: the live trainer installs each version in its one engine "
+             "at once, as an in-flight update",
 }
 
 
@@ -190,6 +192,12 @@ class LiveEngine:
 
     async def reclaim(self) -> int:
         return 0  # nothing was lent
+
+    async def pull(self, replica: int) -> int:
+        """One live engine: the trainer's relay publication installed the weights there
+        already (harness/live/trainer.py), so there is nothing to pull."""
+        self.not_applicable("relay")
+        return self.version
 
     def not_applicable(self, operation: str) -> None:
         """Recorded once per run: the system asked for something one live engine

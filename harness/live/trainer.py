@@ -198,9 +198,12 @@ class LiveTrainer:
             return self.version
 
     async def publish(self, in_flight: bool = False, recompute: bool = False,
-                      drafter: int | None = None) -> None:
+                      drafter: int | None = None, relay: bool = False) -> None:
         """`drafter` is not sent: the live engines do not speculate (no drafter to
-        update), so a system's drafter version changes nothing here."""
+        update), so a system's drafter version changes nothing here. `relay` (Laminar's
+        relay tier) is an in-flight install here: one live engine, no relay workers
+        (`LiveEngine.pull` says so once in the trace)."""
+        in_flight = in_flight or relay
         weights = await self._calls.call(self._publish_with)
         await self._engine.install(self.version, weights, recompute=recompute)
         said = {"recompute": True} if recompute else {}  # traces without it stay as they were

@@ -134,8 +134,12 @@ class SimTrainer:
             return self.version
 
     async def publish(self, in_flight: bool = False, recompute: bool = False,
-                      drafter: int | None = None) -> None:
+                      drafter: int | None = None, relay: bool = False) -> None:
         version = self.version
+        if relay:  # to the relay tier: no replica changes, the trainer does not wait
+            self._engine.relay = (version, self._sync_s)
+            self._emit("weights_published", version=version, in_flight=True, relay=True)
+            return
         if drafter is None:
             await self._engine.install(version, self._sync_s, in_flight, recompute)
         else:  # a system's own drafter, sent with the weights (TLT)

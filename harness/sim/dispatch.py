@@ -89,6 +89,10 @@ class RoundRobin(LeastLoaded):
         self.counts[index] += 1  # no heap: this router never reads it
         return index
 
+    def pin(self, index: int) -> int:
+        self.counts[index] += 1
+        return index
+
     def give_back(self, index: int) -> None:
         self.counts[index] -= 1
 

@@ -65,6 +65,13 @@ class LeastLoaded:
         heapq.heapreplace(heap, (count + 1, index))
         return index
 
+    def pin(self, index: int) -> int:
+        """`take` for a request that names its replica (`Request.replica`)."""
+        self.counts[index] += 1
+        if self._active != 1:
+            heapq.heappush(self._heap, (self.counts[index], index))
+        return index
+
     def give_back(self, index: int) -> None:
         counts = self.counts
         count = counts[index] = counts[index] - 1
@@ -108,6 +115,7 @@ class EnginePool:
         self._standing = len(engines)  # replicas on the engine's own GPUs
         self._heap = engines[0].loop
         self._soon, self._back = self._heap.call_soon, self._returned  # bound once
+        self.relay: tuple[int, float] | None = None  # the relay tier's (version, transfer_s)
 
     @property
     def version(self) -> int:
@@ -129,7 +137,9 @@ class EnginePool:
     def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
         """`submit`, calling `done(response)` a turn after the request ends, with no Wait
         (a group served by callbacks: harness/sim/serve.py)."""
-        index = self._router.take(request)
+        pinned = request.replica
+        router = self._router
+        index = router.pin(pinned) if 0 <= pinned < router.active else router.take(request)
         rid = request.id
         self._live[rid] = (request, done, index)
         # Called as the replica ends the request: `_returned` is scheduled then, as the
@@ -182,6 +192,14 @@ class EnginePool:
         await sleep(self._heap, transfer_s)
         for engine, was_paused in zip(self.engines, paused, strict=True):
             engine.install_end(version, was_paused, recompute, drafter)
+
+    async def pull(self, replica: int) -> int:
+        """That replica alone takes the relay's newest weights (`Trainer.publish(relay=
+        True)` left them there with the weight-sync model's transfer time)."""
+        engine = self.engines[replica]
+        if self.relay is not None and self.relay[0] > engine.version:
+            await engine.install(self.relay[0], self.relay[1], in_flight=False)
+        return engine.version
 
     async def resize(self, replicas: int) -> int:
         """Keep the first `replicas` replicas (0: all of them); move the others'

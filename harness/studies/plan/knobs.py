@@ -24,6 +24,7 @@ ASYNC_STALENESS = {
     "tinker": ("tinker.max_steps_off_policy", (0, 1, 2, 4)),
     "verl-fully-async": ("verl_async.staleness_threshold", (0.0, 0.1, 0.3, 0.5)),
     "roll-flash": ("roll_flash.async_generation_ratio", (0, 1, 2, 4)),
+    "laminar": ("laminar.max_staleness", (0, 1, 2, 4)),  # its default -1 (none) too
     "verl-dynamic": ("verl_async.staleness_threshold", (0.0, 0.1, 0.3, 0.5)),
     "verl-one-step-off": None,  # one step off by construction: no knob
     "slime-async": None,  # no staleness knob: its pool (POOL_KNOB) sets how stale it runs
@@ -51,6 +52,10 @@ def knob_choices(system: str, plan: Plan) -> dict[str, list[Any]]:
         lags = [-1, 0, 1, 2, 4, 8] if bound is None else [v for v in (0, 1, 2, 4, 8)
                                                            if v <= bound]
         return {"concurrency": [k * 2**i for i in range(1, 8)], "max_lag": lags}
+    if system == "laminar":  # PipelineRL's admission rule, and whether to repack
+        lags = [-1, 0, 1, 2, 4] if bound is None else [v for v in (0, 1, 2, 4) if v <= bound]
+        return {"laminar.max_staleness": lags or [0],
+                "laminar.repack_fraction": [0.0, 0.125, 0.25]}
     if system in ("april", "cgp-april"):
         over = sorted({r, math.ceil(1.25 * r), math.ceil(1.5 * r), 2 * r})
         return {"over_sampling_groups": over,
@@ -87,7 +92,8 @@ SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_
          "rollpacker_stream_trainer": "stream", "areal.max_head_offpolicyness": "ofp",
          "skyrl.max_staleness_steps": "S", "prime_rl.max_off_policy_steps": "M",
          "nemo_rl.max_trajectory_age_steps": "age", "tinker.max_steps_off_policy": "off",
-         "verl_async.staleness_threshold": "s", "roll_flash.async_generation_ratio": "ratio"}
+         "verl_async.staleness_threshold": "s", "roll_flash.async_generation_ratio": "ratio",
+         "laminar.max_staleness": "adm", "laminar.repack_fraction": "repack"}
 
 
 FIXED_LAG = {"verl-one-step-off": (1, "it trains every batch one step off its policy")}
