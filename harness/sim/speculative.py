@@ -46,7 +46,7 @@ Drift (`sim.spec_acceptance_decay`, 0 by default): a drafter synced with the pol
 since its last sync; the engine asks `SpecStep.at_version` at each weight install.
 
 Grouped drafting (`sim.spec_group_acceptance`, -1 by default: off): Seer's drafter (arXiv
-2511.14617, Sec. 4.3) drafts from the responses of a sequence's own group, so a sequence
+2511.14617v3, §3.4) drafts from the responses of a sequence's own group, so a sequence
 whose group has a finished response accepts more. A sequence is accepted at that alpha once
 a sibling has finished (on any replica: the run's engines share one set of such groups),
 at `spec_acceptance` before; each segment of the engine is priced at the batch's mean E
