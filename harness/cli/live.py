@@ -362,8 +362,8 @@ def live_demo_cmd(
     colocation (one live engine and trainer do not share memory, so it would run as
     slime), cgp-april and cgp-tail, combinations of the six, and the asynchronous
     systems areal, verl-fully-async, verl-one-step-off, slime-async, skyrl-async,
-    prime-rl, nemo-rl-async, tinker and roll-flash, which have live tests of their own,
-    sortedrl and seer, not run live yet, and verl-dynamic, which runs live as
+    prime-rl, nemo-rl-async, tinker, roll-flash, sortedrl and seer, which have live
+    tests of their own, and verl-dynamic, tested live too, which runs there as
     verl-fully-async (the live trainer lends no GPUs);
     run any of them with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
