@@ -1,36 +1,41 @@
 """Seer: online context learning for synchronous RL rollouts (arXiv 2511.14617).
 
 Source: Qin et al., "Seer: Online Context Learning for Fast Synchronous LLM Reinforcement
-Learning" (Moonshot AI, Tsinghua), arXiv 2511.14617; no code release is public (none in
-the stored repositories). docs/systems.md ("Seer") says which copies of the paper could be
-read and which of the rules below are readings. Seer keeps synchronous GRPO: a step trains
-on the current rollout only, which is Slime's round (systems/slime.py) with this rollout.
+Learning" (Moonshot AI, Tsinghua; OSDI 2026), arXiv 2511.14617v3 (2026-04-03), read in
+full in a stored copy; no code release is public (none in the stored repositories).
+Sections below are v3's (v1/v2 numbered the design chapter 4). docs/systems.md ("Seer")
+gives each rule's sentence. Seer is synchronous GRPO, on-policy (Sec. 3.1: "a
+synchronous, colocated RL system"): a step trains on the current rollout only, which is
+Slime's round (systems/slime.py) with this rollout.
 
-- Divided rollout (Sec. 4.1): a group is not one unit: its K samples are K requests,
-  and a request generates at most `seer.chunk_tokens` tokens a dispatch; a request that
-  has not ended goes back to the request buffer and is dispatched again, to whichever
-  engine replica is least loaded then, so long requests move off busy replicas as they
-  grow. Here: `Request.chunk`, the engine returning the request `aborted` with its tokens
-  at the chunk's end, sent again with them (`Request.continued`) through the simulator's
-  least-loaded router. Seer keeps each request's KV cache in a global pool (Mooncake) so
-  that a re-dispatch loads it; here the replica it lands on recomputes the prefix (prompt
-  and generated tokens), a price at or above the pool's transfer (an upper bound).
-- Context-aware scheduling (Sec. 4.2): the samples of one prompt have similar lengths,
-  so one request of each group goes first as its probe ("speculative request"): the
-  probes are served before every other request, the one with the fewest tokens generated
-  first, so that short groups learn their length early; a group's expected length is the
-  longest response of it that has finished; the other requests are served longest
-  expected first, and a group whose probe is still running is expected to be as long as
-  the cap (it is, so far, the longest). Here: sample 0 is the probe until its group has
-  a finished response, and each dispatch (each chunk) carries its priority as it stands
-  then (`priority`), which the engine's waiting queue admits lowest first. Readings (the
-  paper's HTML could not be read here, docs/systems.md): sample 0 as the probe, the
-  probes' order, the cap for a group with no estimate, and the chunk size.
-- Grouped speculative decoding (Sec. 4.3: a suffix tree of the group's own responses
-  drafts tokens) is the engine's option, not this module's: `sim.spec_drafter=ngram` with
-  `sim.spec_group_acceptance`, a sequence drafting at that alpha once a sibling has
+- Divided rollout (Sec. 3.2; App. A.1, Algorithm 2 lines 16-17): a group's G samples are
+  G requests, each divided into chunks of at most `seer.chunk_tokens` new tokens
+  (min(chunk_size, max_tokens - generated)); after each chunk the next one is placed on
+  the instance with the most room then. Here: `Request.chunk`, the engine returning the
+  request `aborted` with its tokens at the chunk's end, sent again with them
+  (`Request.continued`) through the simulator's least-loaded router (fewest outstanding
+  requests, where Seer reads KV-cache usage). Seer keeps every request's KV cache in a
+  global pool (Mooncake, "eliminating the cost of prefill recomputation"); here the
+  replica a chunk lands on recomputes the prefix: an upper bound on the pool's price.
+  The paper gives no chunk size: 8192 is a reading (a secondary list's "8K chunks").
+- Context-aware scheduling (Sec. 3.3; Algorithm 2 lines 1-13): one request per group is
+  its speculative request (the paper does not say which; the samples of a group are
+  exchangeable, so sample 0 here). Unfinished speculative requests are served before all
+  others, fewest generated tokens first (SFS, line 11), until each ends (line 5); a
+  group's estimate is the longest response of it that has finished (line 3), the
+  generation cap while none has; the others are served largest estimate first (LFS,
+  line 13). Here each dispatch (each chunk) carries its priority as it stands then
+  (`priority`), which the engine's waiting queue admits lowest first: a per-replica
+  order, where Seer's global buffer orders all instances' work at once. Seer's
+  anti-starvation safeguard ("occasionally schedules requests from underserved groups")
+  has no stated rule and is not modelled.
+- Adaptive grouped speculative decoding (Sec. 3.4: a compressed suffix tree per group,
+  fed asynchronously by every request of the group, drafts tokens; Algorithm 1 sets the
+  draft lengths) is the engine's option, not this module's: `sim.spec_drafter=ngram`
+  with `sim.spec_group_acceptance`, a sequence drafting at that alpha once a sibling has
   finished (harness/sim/speculative.py), so any system can be run with it beside Seer.
-  Its adaptive draft length is not modelled (k is `sim.spec_tokens`).
+  Neither the adaptive draft length (k is `sim.spec_tokens`) nor the gain from siblings
+  still generating is modelled.
 """
 
 from __future__ import annotations
@@ -53,12 +58,14 @@ class Estimates:
         self.known: dict[int, int] = {}
 
     def priority(self, group: int, sample: int, made: int) -> int:
-        """The dispatch priority, lowest served first: a probe (sample 0 of a group with no
-        finished response) by the tokens it has made; any other request by minus its
-        group's expected length (the cap while unknown); 0 for all with the rule off."""
+        """The dispatch priority, lowest served first: a probe (sample 0, unfinished: only
+        unfinished requests are dispatched) by the tokens it has made, whatever its
+        siblings have done (it stays in the high-priority queue until it ends, Algorithm 2
+        line 5); any other request by minus its group's expected length (the cap while
+        unknown); 0 for all with the rule off."""
         if not self.on:
             return 0
-        if group not in self.known and sample == 0:
+        if sample == 0:
             return made - PROBE
         return -self.known.get(group, self.cap)
 

@@ -5,7 +5,8 @@ Length-Aware Scheduling", arXiv 2603.23414v1 (2026-03-24); no code release is pu
 The stored copy of the paper reaches only its abstract and the opening of Sec. 1, so
 every rule below cites the abstract ("Abs.") or the OpenReview TL;DR of its ICLR 2026
 submission (openreview.net/forum?id=5v3Gzuic8i, "TL;DR"); docs/systems.md ("SortedRL")
-lists the other readings the abstract leaves open.
+lists the other readings the abstract leaves open, and what a search on 2026-11-29 found
+(no body text, no code; a machine-written digest that agrees with the rules, no source).
 
 - A large rollout batch: the R groups of a round are loaded at once, all R x K samples
   submitted together (Abs.: "enables large rollout batches"; TL;DR: "rollout at max

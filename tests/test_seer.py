@@ -151,8 +151,8 @@ def test_priority_rule() -> None:
     est = Estimates(8, True)
     assert est.priority(0, 0, 5) == 5 - PROBE  # a probe: fewest tokens first
     assert est.priority(0, 1, 0) == -8  # no estimate yet: as long as the cap
-    est.known[0] = 3
-    assert (est.priority(0, 0, 5), est.priority(0, 1, 2)) == (-3, -3)  # the probe is done
+    est.known[0] = 3  # a sibling ended first: the probe keeps its place until it ends
+    assert (est.priority(0, 0, 5), est.priority(0, 1, 2)) == (5 - PROBE, -3)
     assert Estimates(8, False).priority(0, 0, 5) == 0
 
 

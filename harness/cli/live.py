@@ -362,11 +362,11 @@ def live_demo_cmd(
     colocation (one live engine and trainer do not share memory, so it would run as
     slime), cgp-april and cgp-tail, combinations of the six, and the asynchronous
     systems areal, verl-fully-async, verl-one-step-off, slime-async, skyrl-async,
-    prime-rl, nemo-rl-async, tinker and roll-flash, which have live tests of their own,
-    sortedrl and seer, not run live yet, tlt, whose speculation the live engines do not
-    have (it would run as slime), verl-dynamic, which runs live as verl-fully-async (the
-    live trainer lends no GPUs), and laminar, which runs live with in-flight updates (one
-    live engine: no relay, no repack);
+    prime-rl, nemo-rl-async, tinker, roll-flash, sortedrl and seer, which have live
+    tests of their own, verl-dynamic, tested live too, which runs there as
+    verl-fully-async (the live trainer lends no GPUs), tlt, whose speculation the live
+    engines do not have (it would run as slime), and laminar, which runs live with
+    in-flight updates (one live engine: no relay, no repack);
     run any of them with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
     from harness.run.checks import refuse_existing_run

@@ -49,7 +49,7 @@ drafter it sends with the weights matches (`Trainer.publish(drafter=...)`); from
 the lag is counted from that version, not by `sim.spec_drafter_sync`.
 
 Grouped drafting (`sim.spec_group_acceptance`, -1 by default: off): Seer's drafter (arXiv
-2511.14617, Sec. 4.3) drafts from the responses of a sequence's own group, so a sequence
+2511.14617v3, §3.4) drafts from the responses of a sequence's own group, so a sequence
 whose group has a finished response accepts more. A sequence is accepted at that alpha once
 a sibling has finished (on any replica: the run's engines share one set of such groups),
 at `spec_acceptance` before; each segment of the engine is priced at the batch's mean E

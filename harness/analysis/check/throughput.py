@@ -4,10 +4,22 @@ Barriers are the points where a scheduler makes generation wait on training: a
 weight publication (`weights_published`) and a rollout boundary (`rollout_start`).
 They cut the run into phases (barriers at the same instant are one); each phase's
 rate is the tokens generated in it over its length, a request's new tokens spread
-evenly over its attempt (admitted, else submitted, to finished). Phases in which no
-request is in flight (the engine waits on the trainer or is being rebuilt) and
+evenly over its attempt (admitted, else submitted, to finished). Left out: phases in
+which no request is in flight (the engine waits on the trainer or is being rebuilt);
 phases after the last `request_submit` (the run draining its last requests, which
-slows any schedule) are left out.
+slows any schedule); and phases in which a batch drains: requests are outstanding at
+the barrier and no new request is submitted until every one of them has ended, so
+only they run, fewer and fewer, as at the run's end. A request is outstanding from
+its first attempt to its last finish; one aborted at a barrier and sent again with
+its tokens (AReaL's interrupted generation, SortedRL's cached work) is the same work,
+not a new request. Such a phase's rate falls with the work left, not because of the
+barrier: SortedRL's round after its first early update and AReaL's last requests,
+resumed after its last weight update, fell below a fifth at R = 16, U = 4 (0.18 and
+0.19) with no collapse. prime-rl's collapse submits new requests in the slow phase
+(one group per group finished), so it is judged; so is verl-dynamic's lend (the
+requests its sync aborted, re-prefilled while new ones are submitted). The limit: a
+scheduler that stops admitting after a barrier until its batch has drained, and only
+then admits again, looks like a drain and is not flagged.
 
 Each phase after a barrier is compared with the median rate of the phases before
 it; it fails when one falls below `RATIO` (1/5) of that median. Why a fifth:
@@ -21,6 +33,7 @@ systems on the simulator's workloads stay within a factor of about 2 of each oth
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -56,6 +69,35 @@ def attempts(events: Sequence[dict[str, Any]]) -> list[tuple[float, float, int]]
     return out
 
 
+class Work:
+    """Each request's first submission and last finish (indices into the events): a
+    request is outstanding from its first attempt until it ends for good, across the
+    attempts an abort splits it into."""
+
+    def __init__(self, events: Sequence[dict[str, Any]]) -> None:
+        first: dict[tuple[int, int], int] = {}
+        last: dict[tuple[int, int], int] = {}
+        for i, e in enumerate(events):
+            if e["ev"] in ("request_submit", "request_finish"):
+                key = (e["group"], e["sample"])
+                if e["ev"] == "request_submit":
+                    first.setdefault(key, i)
+                elif key in first:
+                    last[key] = i
+        self.spans = sorted((first[k], last.get(k, len(events))) for k in first)
+        self.firsts = [f for f, _ in self.spans]
+
+    def drains(self, index: int) -> bool:
+        """Requests are outstanding at the barrier `index`, and no new request is
+        submitted until every one of them has ended: only they run after it."""
+        held = [end for start, end in self.spans[:bisect.bisect_left(self.firsts, index)]
+                if end > index]
+        if not held:
+            return False
+        after = bisect.bisect_right(self.firsts, index)
+        return after == len(self.firsts) or self.firsts[after] > max(held)
+
+
 def phase_rates(view: TraceView) -> list[tuple[int, float, float, float]]:
     """(barrier index, start, end, tokens/s) of every phase the check judges."""
     events = view.events
@@ -67,12 +109,13 @@ def phase_rates(view: TraceView) -> list[tuple[int, float, float, float]]:
     if not submits:
         return []
     last = max(submits)
-    work = np.array(attempts(events), dtype=float).reshape(-1, 3)
-    s, f, n = work[:, 0], work[:, 1], work[:, 2]
+    work = Work(events)
+    done = np.array(attempts(events), dtype=float).reshape(-1, 3)
+    s, f, n = done[:, 0], done[:, 1], done[:, 2]
     span = np.where(f > s, f - s, 1.0)
     out = []
     for (index, a), (_, b) in zip(cuts, cuts[1:], strict=False):
-        if b > last or b <= a:
+        if b > last or b <= a or work.drains(index):
             continue
         busy = ((s < b) & (f > a)) | ((s == f) & (f >= a) & (f < b))
         if not busy.any():
