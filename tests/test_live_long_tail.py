@@ -1,4 +1,4 @@
-"""seer, sortedrl and verl-dynamic on the live CPU runtime: the tiny model, a real vLLM
+"""seer, sortedrl, verl-dynamic and laminar on the live CPU runtime: the tiny model, a real vLLM
 engine, a real torch trainer, each in the smallest configuration that exercises its
 mechanism (roll-flash's live test is in tests/test_roll_flash.py). Each takes about as
 long as the other live tests (30-60 s on 2 shared cores, most of it the engine's start).
@@ -102,3 +102,16 @@ def test_verl_dynamic_lends_nothing_live_and_runs_as_fully_async(model_dir: Path
     said = [e for e in events if e.get("what") == "not_applicable"]
     assert [e["operation"] for e in said] == ["lend"]
     assert not [e for e in events if e["ev"] == "engine_resize"]
+
+
+def test_laminar_runs_live_with_in_flight_updates(model_dir: Path, tmp_path: Path) -> None:
+    """One live engine: no relay tier and no other replica to repack onto, so the relay
+    publication is an in-flight install (said in `weights_published`) and the relay is
+    recorded once as not applicable; every group is still trained once."""
+    events = live_run(model_dir, "laminar", tmp_path)
+    completes(events, 2 * 4 * 4, 4)
+    published = [e for e in events if e["ev"] == "weights_published"]
+    assert [e["version"] for e in published] == [1, 2, 3, 4]
+    assert all(e["in_flight"] for e in published)
+    said = [e["operation"] for e in events if e.get("what") == "not_applicable"]
+    assert said == ["relay"]
