@@ -19,7 +19,8 @@ FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), ve
                "(packed_lengths_step_N.jsonl or multiturn_workload_step_N.jsonl: each "
                "step a round), roll (ROLL's OTLP "
                "traces/traces.jsonl: times only), tinker (tinker-cookbook's "
-               "trace_events.jsonl: times only), or otlp (a FILE.json that "
+               "trace_events.jsonl: times only), slime-perf (slime's perf/* keys from its W&B "
+               "history as .jsonl or .csv: round times only), or otlp (a FILE.json that "
                "rolloutbench export-otlp wrote: the trace back, whole).")
 
 

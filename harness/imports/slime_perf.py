@@ -1,0 +1,213 @@
+"""`rolloutbench import slime-perf`: slime's per-step timing keys (`perf/*`) as its W&B
+history holds them, the synchronous loop's rounds and trainer laid down from them.
+
+Followed at THUDM/slime@624b824a898ab0ec1fcb4d373004c7f3852bf515:
+- how a key is made: one `Timer` per process sums the seconds of each named block
+  (slime/observability/timer.py:15-52, `timer` :55-81); the actor's `log_perf_data`
+  logs every sum as `perf/{name}_time`, then empties them
+  (slime/observability/train_metric_utils.py:358-376), at the end of each training
+  step (slime/backends/megatron_utils/actor.py:564-568), so a step's record holds what
+  ran since the last one's;
+- the step: `rollout/step`, the rollout id (slime/observability/metric_utils.py:120-123,
+  `compute_rollout_step`), logged with each record (train_metric_utils.py:403-405;
+  the rollout's record, slime/observability/rollout_metrics.py:269-271); W&B plots
+  `perf/*` against it (slime/observability/wandb_utils.py:176). slime logs to W&B and
+  TensorBoard only (slime/observability/logging_utils.py:45-51): this reads W&B's
+  history, written out;
+- the keys read, in the synchronous loop's order (train.py:49-85):
+  `perf/update_weights_time`, the push of the weights to the engines
+  (actor.py:595-596), after the last step's training (train.py:85; the first before
+  the loop, train.py:27), so logged with the step it serves;
+  `perf/save_model_time`, the checkpoint before that push (actor.py:570-571,
+  train.py:71-80);
+  `perf/rollout_time`, the rollout manager's `generate` from its call to its log,
+  rewards included (slime/ray/rollout.py:492-506, rollout_metrics.py:59-63);
+  `perf/train_wait_time`, from the end of the last step's training block to the
+  start of this one's (started when `init` returns, actor.py:59; paused during the
+  block by `inverse_timer`, actor.py:433, timer.py:84-90);
+  `perf/train_time`, the training block: reference and old log-probs, advantages and
+  the optimizer's steps (actor.py:433-536; within it `perf/ref_log_probs_time`,
+  `perf/log_probs_time` actor.py:363, `perf/actor_train_time` actor.py:524);
+  `perf/step_time` is `train_wait + train`, from one block's end to the next's
+  (train_metric_utils.py:395-399), and is not needed.
+
+What it gives: durations, not stamps, as veRL's `timing_s/*` (harness.imports.
+verl_metrics). The clock starts where the first step's wait does; step N's training
+block ends `train_wait + train` after the last one's and starts `train` before
+that; its rollout starts when its weights are pushed (`save_model` then
+`update_weights` after the last block) and lasts `rollout_time`. The time slime does
+not time (the offload and onload calls, the trainer's wake-up and data fetch, Ray)
+falls between the rollout's end and the training's start. A step's rollout that
+does not fit in its wait is refused: that is train_async.py's overlap, not read.
+The last step's push is logged nowhere (its weights are published at its training's
+end). The keys are per step: a round's generation is one sample of 0 tokens.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.imports.fields import files, jsonl
+from harness.imports.sample import Sample, Source, SourceError
+
+STEP = "rollout/step"
+NEED = ("perf/rollout_time", "perf/train_wait_time", "perf/train_time")
+PUSH = ("perf/save_model_time", "perf/update_weights_time")  # before a rollout, in order
+SLACK = 1e-3  # seconds: two processes' timers, and an export's rounding
+
+
+def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """("FILE:LINE", row) of a JSON-lines history (`scan_history()` rows, one object a
+    line) or a CSV one (`history().to_csv()`, W&B's export: a header, empty cells)."""
+    if path.suffix == ".jsonl":
+        out = []
+        for where, row in jsonl(path):
+            if not isinstance(row, dict):
+                raise SourceError(f"{where}: expected an object (a W&B history row), got "
+                                  f"{type(row).__name__}")
+            out.append((where, row))
+        return out
+    if path.suffix != ".csv":
+        raise SourceError(f"{path}: a W&B history export is .jsonl (rows as JSON) or .csv")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SourceError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})"
+                          ) from None
+    reader = csv.reader(text.splitlines())
+    header = next(reader, None)
+    if not header:
+        raise SourceError(f"{path}: empty (a CSV export starts with its header of keys)")
+    rows = []
+    for line, cells in enumerate(reader, start=2):
+        if len(cells) != len(header):
+            raise SourceError(f"{path}:{line}: {len(cells)} cells, the header has "
+                              f"{len(header)}")
+        rows.append((f"{path}:{line}", {k: _cell(v) for k, v in zip(header, cells,
+                                                                     strict=True) if v}))
+    return rows
+
+
+def _cell(text: str) -> Any:
+    """A CSV cell as the number it holds, else its text (checked where it is used)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _seconds(row: dict[str, Any], key: str, where: str) -> float | None:
+    """A timing key's seconds; absent, empty or NaN (a history's gap) is None."""
+    value = row.get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 \
+            or math.isinf(value):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise SourceError(f"{where}: field {key!r} must be seconds (a number >= 0), got "
+                          f"{shown}")
+    return float(value)
+
+
+def _step(row: dict[str, Any], where: str) -> int | None:
+    value = row.get(STEP)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not float(value).is_integer() or value < 0:
+        raise SourceError(f"{where}: field {STEP!r} must be a whole number >= 0, got "
+                          f"{value!r}")
+    return int(value)
+
+
+def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
+    """step -> key -> (seconds, "FILE:LINE"), the step's rows merged (the rollout's and
+    the trainer's records are rows of their own); a key logged twice keeps the last."""
+    out: dict[int, dict[str, tuple[float, str]]] = {}
+    for where, row in _rows(path):
+        step = _step(row, where)
+        if step is None:
+            continue  # eval/step's rows, W&B's system rows
+        keys = out.setdefault(step, {})
+        for key in (*NEED, *PUSH):
+            seconds = _seconds(row, key, where)
+            if seconds is not None:
+                keys[key] = (seconds, where)
+    trained = {s: k for s, k in out.items() if "perf/train_time" in k}
+    if not trained:
+        raise SourceError(f"{path}: no step with perf/train_time and {STEP}: not slime's "
+                          f"W&B history?")
+    first, last = min(trained), max(trained)
+    gaps = [s for s in range(first, last + 1) if s not in trained]
+    if gaps:
+        raise SourceError(f"{path}: no perf/train_time for step(s) "
+                          f"{', '.join(map(str, gaps[:6]))}: export the whole history "
+                          f"(scan_history; history() samples 500 rows)")
+    for step, keys in trained.items():
+        missing = [k for k in NEED if k not in keys]
+        if missing:
+            raise SourceError(f"{keys['perf/train_time'][1]}: step {step} has no "
+                              f"{missing[0]}")
+    return trained
+
+
+def phases(trained: dict[int, dict[str, tuple[float, str]]]
+           ) -> dict[int, dict[str, float]]:
+    """step -> its phases on the laid-down clock (seconds from the first step's wait):
+    start, gen_end, dispatch, train_start, train_end, published."""
+    out: dict[int, dict[str, float]] = {}
+    clock = 0.0  # the end of the last step's training block
+    order = sorted(trained)
+    for step in order:
+        keys = {k: v for k, (v, _) in trained[step].items()}
+        start = clock + sum(keys.get(k, 0.0) for k in PUSH)
+        gen_end = start + keys["perf/rollout_time"]
+        end = clock + keys["perf/train_wait_time"] + keys["perf/train_time"]
+        train_start = end - keys["perf/train_time"]
+        if gen_end > train_start + SLACK:
+            where = trained[step]["perf/train_wait_time"][1]
+            raise SourceError(f"{where}: step {step}'s push and rollout take "
+                              f"{gen_end - clock:.3f} s, its perf/train_wait_time "
+                              f"{keys['perf/train_wait_time']:.3f} s: not the synchronous "
+                              f"loop (train_async.py overlaps them; not read)")
+        out[step] = {"start": start, "gen_end": min(gen_end, train_start),
+                     "dispatch": min(gen_end, train_start), "train_start": train_start,
+                     "train_end": end, "published": end}
+        clock = end
+    for step, after in zip(order, order[1:], strict=False):
+        out[step]["published"] = out[after]["start"]  # the next step's push ends
+    return out
+
+
+def read(sources: list[Path]) -> Source:
+    """The rounds and trainer of one run's W&B history."""
+    paths: list[Path] = []
+    for src in sources:
+        if src.is_dir():
+            found = sorted(p for p in src.iterdir() if p.suffix in (".jsonl", ".csv"))
+            if not found:
+                raise SourceError(f"{src}: no W&B history export in this folder (looked for "
+                                  f"*.jsonl, *.csv)")
+            paths += found
+        else:
+            paths += files([src], "", "")
+    if len(paths) != 1:
+        raise SourceError(f"{', '.join(map(str, paths))}: one run's history is one file; "
+                          f"give one, not {len(paths)}")
+    trained = steps(paths[0])
+    laid = phases(trained)
+    samples = [Sample(where=f"{paths[0]} step {step}", round=step, group=step, index=0,
+                      prompt_tokens=0, response_tokens=0, submit_s=p["start"],
+                      finish_s=p["gen_end"], verify_s=0.0)
+               for step, p in laid.items()]
+    notes = ["a round's generation is one sample of 0 tokens (K = 1), from its weights' "
+             "push to perf/rollout_time later",
+             "the clock is laid down from durations: the time slime does not time falls "
+             "between a rollout's end and its training's start"]
+    lacks = ["token counts, requests and groups (the keys are per step)", "rewards",
+             "policy versions", "truncation", "the last step's weight push (logged nowhere)"]
+    return Source(format="slime-perf", system="slime", files=[str(paths[0])],
+                  samples=samples, lacks=lacks, notes=notes, phases=laid)
