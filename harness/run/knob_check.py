@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig
+from harness.core.config import ConfigError, RunConfig, SimConfig
 from harness.core.config_io import get_path
+from harness.core.sim_config import SPEC_FIELDS
 
 # Flags that switch a system's feature on: false asks for nothing, so it is never
 # an ignored option.
@@ -94,6 +95,33 @@ def ignored_fields(system_name: str, cfg: RunConfig,
                  else f"--set {field}={_show(value)}")
         out.append((field, f"{given}: {system_name} does not read it ({why}); "
                            "drop it or run a system that reads it"))
+    for field, why, fix in unread_spec(cfg.sim):
+        out.append((f"sim.{field}", f"--set sim.{field}={_show(getattr(cfg.sim, field))}: "
+                                    f"{why}; drop it or {fix}"))
+    return out
+
+
+# A speculative field read by one drafter only, by that drafter.
+DRAFTER_OWN = {"spec_draft_model": "draft", "spec_draft_token_s": "ngram"}
+
+
+def unread_spec(sim: SimConfig) -> list[tuple[str, str, str]]:
+    """(field, why nothing reads it, how to make it read) for each speculative-decoding
+    field set away from its default that the run's drafter does not read: all of them
+    while `spec_drafter` is off (RunConfig.to_dict drops them then, so a trace's header
+    would not even say they were given), a draft model but for `draft`, a drafted
+    token's host time but for `ngram`. Also `steps`, in its own options' words."""
+    default = SimConfig()
+    out = []
+    for field in SPEC_FIELDS[1:]:  # not spec_drafter itself
+        if getattr(sim, field) == getattr(default, field):
+            continue
+        if sim.spec_drafter == "off":
+            out.append((field, "unread while sim.spec_drafter is off", "set a drafter"))
+        elif field in DRAFTER_OWN and sim.spec_drafter != DRAFTER_OWN[field]:
+            own = DRAFTER_OWN[field]
+            out.append((field, f"only spec_drafter={own} reads it (not "
+                               f"{sim.spec_drafter})", f"use {own}"))
     return out
 
 
