@@ -274,15 +274,18 @@ def _named(err: TraceError, path: Path, first_line_is_json: bool) -> TraceError:
     return TraceError(reason) if reason else err
 
 
-def iter_trace(path: str | os.PathLike[str], *, strict: bool = False
-               ) -> Iterator[dict[str, Any]]:
-    """Yield validated events; the first must be `run_start`."""
-    return iter(TraceReader(path, strict=strict))
+def iter_trace(path: str | os.PathLike[str], *, strict: bool = False,
+               allow_cut: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield validated events; the first must be `run_start`. `allow_cut`: a last line
+    cut mid-write ends the events instead of raising (for a reader whose command has
+    said so once already: `read_prefix`)."""
+    return iter(TraceReader(path, strict=strict, allow_cut=allow_cut))
 
 
-def read_trace(path: str | os.PathLike[str], *, strict: bool = False) -> list[dict[str, Any]]:
-    """Read and validate a whole trace."""
-    return list(iter_trace(path, strict=strict))
+def read_trace(path: str | os.PathLike[str], *, strict: bool = False,
+               allow_cut: bool = False) -> list[dict[str, Any]]:
+    """Read and validate a whole trace (`allow_cut`: as `iter_trace`)."""
+    return list(iter_trace(path, strict=strict, allow_cut=allow_cut))
 
 
 @dataclass
@@ -315,10 +318,13 @@ class Trace:
         return why
 
 
-def read_prefix(path: str | os.PathLike[str], *, allow_cut: bool = False) -> Trace:
-    """Read a trace that may stop short (strictly typed, as the metrics need it).
-    Every line must be valid; only the end may be missing, and with `allow_cut`
-    the last line may be cut mid-write."""
-    reader = TraceReader(path, strict=True, allow_cut=allow_cut)
+def read_prefix(path: str | os.PathLike[str], *, allow_cut: bool = False,
+                strict: bool = True) -> Trace:
+    """Read a trace that may stop short (strictly typed by default, as the metrics need
+    it). Every line must be valid; only the end may be missing, and with `allow_cut`
+    the last line may be cut mid-write (a run killed while writing it): every command
+    that reads a user's trace reads it so and says once that it is partial
+    (`Trace.problem`)."""
+    reader = TraceReader(path, strict=strict, allow_cut=allow_cut)
     events = list(reader)
     return Trace(Path(path), events, reader.cut_line)
