@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from harness.core.trace_io import ZstdError, open_trace
+from harness.core.trace_io import ZstdError, is_compressed, open_trace
 
 SCHEMA = 2  # the schema this version writes; 1 to SCHEMA are read
 
@@ -228,7 +228,7 @@ class TraceReader:
         with handle:
             events = 0
             last_t = 0.0
-            end_line = 0
+            end_line = lineno = 0
             for lineno, raw in enumerate(handle, start=1):
                 where = f"{path}:{lineno}"
                 if not raw.endswith(b"\n"):  # only the last line can lack it
@@ -261,6 +261,10 @@ class TraceReader:
                 end_line = lineno if kind == "run_end" else end_line
                 events += 1
                 yield event
+            if events == 0 and lineno == 0 and path.stat().st_size and is_compressed(path):
+                # zstd gives back whole blocks only: the bytes are there, no line decodes
+                raise TraceError(f"{path}: nothing decodable: a zstd trace cut inside its "
+                                 f"first block (a run killed before it flushed one?)")
             if events == 0:
                 raise TraceError(f"{path}: empty trace" + (
                     f" (line {self.cut_line} was cut mid-write)" if self.cut_line else ""))

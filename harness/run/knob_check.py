@@ -63,10 +63,12 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def ignored_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = ()) -> list[str]:
+def ignored_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
+                  shown: Mapping[str, str] | None = None) -> list[str]:
     """One message per option that `system_name` would ignore (empty: none); `typed`:
-    the fields the user typed (see `_neutral`)."""
-    return [message for _, message in ignored_fields(system_name, cfg, typed)]
+    the fields the user typed (see `_neutral`); `shown`: a field's value as typed
+    (`--set x=2`, not the parsed 2.0)."""
+    return [message for _, message in ignored_fields(system_name, cfg, typed, shown)]
 
 
 def option_of(field: str) -> str:
@@ -74,8 +76,8 @@ def option_of(field: str) -> str:
     return OPTIONS.get(field, f"--set {field}")
 
 
-def ignored_fields(system_name: str, cfg: RunConfig,
-                   typed: Collection[str] = ()) -> list[tuple[str, str]]:
+def ignored_fields(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
+                   shown: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(field, message) for each option that `system_name` would ignore."""
     from harness.core.registry import unknown_name
 
@@ -89,15 +91,15 @@ def ignored_fields(system_name: str, cfg: RunConfig,
         if field in knobs[system_name] or _neutral(field, value, cfg, typed):
             continue
         readers = [name for name, ks in knobs.items() if field in ks]
-        why = (f"it trains a round's R={cfg.groups} groups in one optimizer step"
+        why = (f"a round's R={cfg.groups} groups are one optimizer step"
                if field == "update_groups" else f"read by {', '.join(readers)}")
-        given = (f"{OPTIONS[field]} {_show(value)}" if field in OPTIONS
-                 else f"--set {field}={_show(value)}")
-        out.append((field, f"{given}: {system_name} does not read it ({why}); "
-                           "drop it or run a system that reads it"))
+        text = (shown or {}).get(field, _show(value))
+        given = f"{OPTIONS[field]} {text}" if field in OPTIONS else f"--set {field}={text}"
+        # no "drop it or run a system that reads it": the line ran past 100 columns
+        out.append((field, f"{given}: {system_name} does not read it ({why})"))
     for field, why, fix in unread_spec(cfg.sim):
-        out.append((f"sim.{field}", f"--set sim.{field}={_show(getattr(cfg.sim, field))}: "
-                                    f"{why}; drop it or {fix}"))
+        text = (shown or {}).get(f"sim.{field}", _show(getattr(cfg.sim, field)))
+        out.append((f"sim.{field}", f"--set sim.{field}={text}: {why}; drop it or {fix}"))
     return out
 
 
@@ -125,10 +127,11 @@ def unread_spec(sim: SimConfig) -> list[tuple[str, str, str]]:
     return out
 
 
-def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = ()) -> None:
+def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
+                shown: Mapping[str, str] | None = None) -> None:
     """Refuse, in one line, a config with options `system_name` would ignore. For the
     `run` command and for each cell of a sweep, before any work starts."""
-    messages = ignored_knobs(system_name, cfg, typed)
+    messages = ignored_knobs(system_name, cfg, typed, shown)
     if messages:
         raise ConfigError("; ".join(messages))
 
