@@ -203,3 +203,12 @@ def test_a_folder_holds_one_history_and_other_files_are_refused(tmp_path: Path) 
     other.write_text("x")
     with pytest.raises(SourceError, match=r"h\.txt: a W&B history export is \.jsonl"):
         read("slime-perf", [other])
+
+
+def test_check_says_what_the_history_cannot_judge(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    history = fmt.slime_perf(tmp_path / "h.jsonl", STEPS)
+    assert CliRunner().invoke(app, ["import", "slime-perf", str(history), "--out",
+                                    str(trace)]).exit_code == 0
+    out = " ".join(CliRunner().invoke(app, ["check", str(trace)]).stdout.split())
+    assert "slime's W&B history records no policy versions" in out
