@@ -3,7 +3,7 @@ history holds them, the synchronous loop's rounds and trainer laid down from the
 
 Followed at THUDM/slime@624b824a898ab0ec1fcb4d373004c7f3852bf515:
 - how a key is made: one `Timer` per process sums the seconds of each named block
-  (slime/observability/timer.py:15-52, `timer` :55-81); the actor's `log_perf_data`
+  (slime/observability/timer.py:15-52, `timer` :55-80); the actor's `log_perf_data`
   logs every sum as `perf/{name}_time`, then empties them
   (slime/observability/train_metric_utils.py:358-376), at the end of each training
   step (slime/backends/megatron_utils/actor.py:564-568), so a step's record holds what
@@ -24,9 +24,9 @@ Followed at THUDM/slime@624b824a898ab0ec1fcb4d373004c7f3852bf515:
   rewards included (slime/ray/rollout.py:492-506, rollout_metrics.py:59-63);
   `perf/train_wait_time`, from the end of the last step's training block to the
   start of this one's (started when `init` returns, actor.py:59; paused during the
-  block by `inverse_timer`, actor.py:433, timer.py:84-90);
+  block by `inverse_timer`, actor.py:433, timer.py:83-89);
   `perf/train_time`, the training block: reference and old log-probs, advantages and
-  the optimizer's steps (actor.py:433-536; within it `perf/ref_log_probs_time`,
+  the optimizer's steps (actor.py:433-543; within it `perf/ref_log_probs_time`,
   `perf/log_probs_time` actor.py:363, `perf/actor_train_time` actor.py:524);
   `perf/step_time` is `train_wait + train`, from one block's end to the next's
   (train_metric_utils.py:395-399), and is not needed.
@@ -35,9 +35,12 @@ What it gives: durations, not stamps, as veRL's `timing_s/*` (harness.imports.
 verl_metrics). The clock starts where the first step's wait does; step N's training
 block ends `train_wait + train` after the last one's and starts `train` before
 that; its rollout starts when its weights are pushed (`save_model` then
-`update_weights` after the last block) and lasts `rollout_time`. The time slime does
-not time (the offload and onload calls, the trainer's wake-up and data fetch, Ray)
-falls between the rollout's end and the training's start. A step's rollout that
+`update_weights` after the last block) and lasts `rollout_time`. The rest of the
+wait falls between the rollout's end and the training's start: what slime does not
+time (the engines' offload and onload, Ray's calls) and what this leaves unplaced,
+`perf/sleep_time`, `perf/wake_up_time` (the trainer's offload, actor.py:205-244, also
+counted inside `save_model` when it wakes the trainer to save, actor.py:575-593) and
+`perf/data_preprocess_time` (actor.py:381). A step's rollout that
 does not fit in its wait is refused: that is train_async.py's overlap, not read.
 The last step's push is logged nowhere (its weights are published at its training's
 end). The keys are per step: a round's generation is one sample of 0 tokens.
