@@ -212,3 +212,23 @@ def test_check_says_what_the_history_cannot_judge(tmp_path: Path) -> None:
                                     str(trace)]).exit_code == 0
     out = " ".join(CliRunner().invoke(app, ["check", str(trace)]).stdout.split())
     assert "slime's W&B history records no policy versions" in out
+
+
+def test_rows_as_pandas_gives_them_read_the_same(tmp_path: Path) -> None:
+    # json.dumps of a frame's records: NaN for a key a row lacks (strict JSON has none);
+    # a spreadsheet's CSV starts with a byte-order mark
+    rows = _rows(tmp_path)
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    path = tmp_path / "nan.jsonl"
+    path.write_text("".join(json.dumps({k: row.get(k, float("nan")) for k in keys}) + "\n"
+                            for row in rows))
+    assert "NaN" in path.read_text()
+    want = to_trace(read("slime-perf", [fmt.slime_perf(tmp_path / "h.jsonl", STEPS)]))[1:]
+    assert to_trace(read("slime-perf", [path]))[1:] == want
+    step_first = ["rollout/step", *(k for k in keys if k != "rollout/step")]
+    csv_path = tmp_path / "h.csv"
+    csv_path.write_bytes(b"\xef\xbb\xbf" + "".join(
+        ",".join(str(row.get(k, "")) for k in key_row) + "\n"
+        for key_row, row in [(step_first, dict(zip(step_first, step_first, strict=True))),
+                             *((step_first, r) for r in rows)]).encode())
+    assert to_trace(read("slime-perf", [csv_path]))[1:] == want

@@ -49,11 +49,13 @@ end). The keys are per step: a round's generation is one sample of 0 tokens.
 from __future__ import annotations
 
 import csv
+import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.imports.fields import files, jsonl
+from harness.imports.fields import files
 from harness.imports.sample import Sample, Source, SourceError
 
 STEP = "rollout/step"
@@ -62,12 +64,32 @@ PUSH = ("perf/save_model_time", "perf/update_weights_time")  # before a rollout,
 SLACK = 1e-3  # seconds: two processes' timers, and an export's rounding
 
 
+def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    """`fields.jsonl`, read with Python's json: rows a pandas frame gave `json.dumps`
+    hold NaN for a key a row lacks, which strict JSON (msgspec) refuses."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise SourceError(f"{path}: cannot read ({err.strerror})") from None
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield f"{path}:{number}", json.loads(raw)
+        except ValueError:
+            if number == len(lines) and not data.endswith(b"\n"):
+                raise SourceError(f"{path}:{number}: the last line is cut short (the writer "
+                                  f"was stopped mid-line?)") from None
+            raise SourceError(f"{path}:{number}: not a JSON value") from None
+
+
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """("FILE:LINE", row) of a JSON-lines history (`scan_history()` rows, one object a
     line) or a CSV one (`history().to_csv()`, W&B's export: a header, empty cells)."""
     if path.suffix == ".jsonl":
         out = []
-        for where, row in jsonl(path):
+        for where, row in _jsonl(path):
             if not isinstance(row, dict):
                 raise SourceError(f"{where}: expected an object (a W&B history row), got "
                                   f"{type(row).__name__}")
@@ -76,7 +98,7 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     if path.suffix != ".csv":
         raise SourceError(f"{path}: a W&B history export is .jsonl (rows as JSON) or .csv")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's export starts with a BOM
     except (OSError, UnicodeDecodeError) as err:
         raise SourceError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})"
                           ) from None
