@@ -232,3 +232,19 @@ def test_rows_as_pandas_gives_them_read_the_same(tmp_path: Path) -> None:
         for key_row, row in [(step_first, dict(zip(step_first, step_first, strict=True))),
                              *((step_first, r) for r in rows)]).encode())
     assert to_trace(read("slime-perf", [csv_path]))[1:] == want
+
+
+def test_steps_counted_in_optimizer_steps_are_rollouts(tmp_path: Path) -> None:
+    # --wandb-always-use-train-step logs rollout_id x 64 / 16 = 0, 4, 8: no step is missing
+    path = fmt.slime_perf(tmp_path / "h.jsonl", {4 * s: keys for s, keys in STEPS.items()})
+    source = read("slime-perf", [path])
+    assert "rollout/step advances by 4" in " ".join(source.notes)
+    events = to_trace(source)
+    assert events[0]["import"]["source_rounds"] == [0, 4, 8]
+    assert times(events, "train_end") == [18.0, 34.0, 46.0]  # as for 0, 1, 2
+    # strides that differ, or two steps only: a gap, refused (one rollout a step)
+    for steps in ((0, 8, 12), (0, 4, 8, 16), (0, 4)):
+        rows = [*STEPS.values(), STEPS[2]][: len(steps)]
+        history = fmt.slime_perf(tmp_path / "g.jsonl", dict(zip(steps, rows, strict=True)))
+        with pytest.raises(SourceError, match=r"no perf/train_time for step\(s\) 1, 2, 3"):
+            read("slime-perf", [history])

@@ -43,7 +43,9 @@ counted inside `save_model` when it wakes the trainer to save, actor.py:575-593)
 `perf/data_preprocess_time` (actor.py:381). A step's rollout that
 does not fit in its wait is refused: that is train_async.py's overlap, not read.
 The last step's push is logged nowhere (its weights are published at its training's
-end). The keys are per step: a round's generation is one sample of 0 tokens.
+end). Steps a fixed stride apart (3 or more) are `--wandb-always-use-train-step`'s
+optimizer steps, one rollout each; any other gap is a missing step, refused. The keys
+are per step: a round's generation is one sample of 0 tokens.
 """
 
 from __future__ import annotations
@@ -148,6 +150,13 @@ def _step(row: dict[str, Any], where: str) -> int | None:
     return int(value)
 
 
+def _stride(order: list[int]) -> int:
+    """The steps' one difference when every difference is the same and there are 3 steps
+    or more, else 1 (two steps 2 apart may as well be one missing between them)."""
+    diffs = {b - a for a, b in zip(order, order[1:], strict=False)}
+    return diffs.pop() if len(diffs) == 1 and len(order) >= 3 else 1
+
+
 def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
     """step -> key -> (seconds, "FILE:LINE"), the step's rows merged (the rollout's and
     the trainer's records are rows of their own); a key logged twice keeps the last."""
@@ -165,8 +174,12 @@ def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
     if not trained:
         raise SourceError(f"{path}: no step with perf/train_time and {STEP}: not slime's "
                           f"W&B history?")
-    first, last = min(trained), max(trained)
-    gaps = [s for s in range(first, last + 1) if s not in trained]
+    # one rollout a step, or a fixed stride over 3 steps or more: --wandb-always-use-
+    # train-step logs the optimizer step, rollout_id x rollout batch / global batch
+    # (metric_utils.py:120-123); any other gap is a missing step
+    order = sorted(trained)
+    stride = _stride(order)
+    gaps = [s for s in range(order[0], order[-1] + 1, stride) if s not in trained]
     if gaps:
         raise SourceError(f"{path}: no perf/train_time for step(s) "
                           f"{', '.join(map(str, gaps[:6]))}: export the whole history "
@@ -232,6 +245,10 @@ def read(sources: list[Path]) -> Source:
              "push to perf/rollout_time later",
              "the clock is laid down from durations: the time slime does not time falls "
              "between a rollout's end and its training's start"]
+    stride = _stride(sorted(laid))
+    if stride > 1:
+        notes.append(f"rollout/step advances by {stride} (--wandb-always-use-train-step: "
+                     f"optimizer steps): each logged step is one rollout")
     lacks = ["token counts, requests and groups (the keys are per step)", "rewards",
              "policy versions", "truncation", "the last step's weight push (logged nowhere)"]
     return Source(format="slime-perf", system="slime", files=[str(paths[0])],
