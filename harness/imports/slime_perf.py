@@ -34,18 +34,21 @@ Followed at THUDM/slime@624b824a898ab0ec1fcb4d373004c7f3852bf515:
 What it gives: durations, not stamps, as veRL's `timing_s/*` (harness.imports.
 verl_metrics). The clock starts where the first step's wait does; step N's training
 block ends `train_wait + train` after the last one's and starts `train` before
-that; its rollout starts when its weights are pushed (`save_model` then
-`update_weights` after the last block) and lasts `rollout_time`. The rest of the
-wait falls between the rollout's end and the training's start: what slime does not
-time (the engines' offload and onload, Ray's calls) and what this leaves unplaced,
-`perf/sleep_time`, `perf/wake_up_time` (the trainer's offload, actor.py:205-244, also
-counted inside `save_model` when it wakes the trainer to save, actor.py:575-593) and
-`perf/data_preprocess_time` (actor.py:381). A step's rollout that
-does not fit in its wait is refused: that is train_async.py's overlap, not read.
-The last step's push is logged nowhere (its weights are published at its training's
-end). Steps a fixed stride apart (3 or more) are `--wandb-always-use-train-step`'s
-optimizer steps, one rollout each; any other gap is a missing step, refused. The keys
-are per step: a round's generation is one sample of 0 tokens.
+that, its data fetched `data_preprocess` before (actor.py:381). In train.py's loop its
+rollout starts when its weights are pushed (`save_model` then `update_weights` after
+the last block) and lasts `rollout_time`; the rest of the wait falls between the
+rollout's end and the fetch: what slime does not time (the engines' offload and
+onload, Ray's calls) and what this leaves unplaced, `perf/sleep_time` and
+`perf/wake_up_time` (the trainer's offload, actor.py:205-244, also counted inside
+`save_model` when it wakes the trainer to save, actor.py:575-593). Where a step's push
+and rollout do not fit before its fetch, the run was train_async.py's (train_async.py:
+32-70): step N's rollout was launched as step N - 1 began (at its fetch) and must be
+back by step N's fetch, and the push after step N waits for step N + 1's rollout;
+neither fitting is refused, naming the step. The last step's push is logged nowhere
+(its weights are published at its training's end). Steps a fixed stride apart (3 or
+more) are `--wandb-always-use-train-step`'s optimizer steps, one rollout each; any
+other gap is a missing step, refused. The keys are per step: a round's generation is
+one sample of 0 tokens.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from harness.imports.sample import Sample, Source, SourceError
 STEP = "rollout/step"
 NEED = ("perf/rollout_time", "perf/train_wait_time", "perf/train_time")
 PUSH = ("perf/save_model_time", "perf/update_weights_time")  # before a rollout, in order
+FETCH = "perf/data_preprocess_time"  # the trainer fetching the rollout's data
 SLACK = 1e-3  # seconds: two processes' timers, and an export's rounding
 
 
@@ -166,7 +170,7 @@ def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
         if step is None:
             continue  # eval/step's rows, W&B's system rows
         keys = out.setdefault(step, {})
-        for key in (*NEED, *PUSH):
+        for key in (*NEED, *PUSH, FETCH):
             seconds = _seconds(row, key, where)
             if seconds is not None:
                 keys[key] = (seconds, where)
@@ -192,32 +196,57 @@ def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
     return trained
 
 
-def phases(trained: dict[int, dict[str, tuple[float, str]]]
-           ) -> dict[int, dict[str, float]]:
-    """step -> its phases on the laid-down clock (seconds from the first step's wait):
-    start, gen_end, dispatch, train_start, train_end, published."""
+Keys = dict[int, dict[str, tuple[float, str]]]
+
+
+def _layout(trained: Keys, overlap: bool) -> tuple[dict[int, dict[str, float]], str]:
+    """(step -> its phases, '') on the laid-down clock (seconds from the first step's
+    wait): start, gen_end, dispatch, train_start, train_end, published; or the first
+    step whose rollout does not come back before its training's data is fetched (its
+    `data_preprocess`), as a line. `overlap`: train_async.py's loop, where a step's
+    rollout is launched as the step before begins (train_async.py:32-40, before its
+    `train`, :53), and a push waits for the next rollout (:66-70); else train.py's."""
     out: dict[int, dict[str, float]] = {}
     clock = 0.0  # the end of the last step's training block
-    order = sorted(trained)
-    for step in order:
+    launch = None  # train_async.py: when the next rollout was launched
+    for step in sorted(trained):
         keys = {k: v for k, (v, _) in trained[step].items()}
-        start = clock + sum(keys.get(k, 0.0) for k in PUSH)
-        gen_end = start + keys["perf/rollout_time"]
         end = clock + keys["perf/train_wait_time"] + keys["perf/train_time"]
         train_start = end - keys["perf/train_time"]
-        if gen_end > train_start + SLACK:
-            where = trained[step]["perf/train_wait_time"][1]
-            raise SourceError(f"{where}: step {step}'s push and rollout take "
-                              f"{gen_end - clock:.3f} s, its perf/train_wait_time "
-                              f"{keys['perf/train_wait_time']:.3f} s: not the synchronous "
-                              f"loop (train_async.py overlaps them; not read)")
-        out[step] = {"start": start, "gen_end": min(gen_end, train_start),
-                     "dispatch": min(gen_end, train_start), "train_start": train_start,
+        fetched = train_start - keys.get(FETCH, 0.0)
+        start = launch if overlap and launch is not None else \
+            clock + sum(keys.get(k, 0.0) for k in PUSH)
+        gen_end = start + keys["perf/rollout_time"]
+        if gen_end > fetched + SLACK:
+            return {}, (f"{trained[step]['perf/train_wait_time'][1]}: step {step}'s rollout "
+                        f"ends {gen_end - fetched:.3f} s after its data was fetched")
+        out[step] = {"start": start, "gen_end": min(gen_end, fetched),
+                     "dispatch": min(gen_end, fetched), "train_start": train_start,
                      "train_end": end, "published": end}
-        clock = end
-    for step, after in zip(order, order[1:], strict=False):
-        out[step]["published"] = out[after]["start"]  # the next step's push ends
-    return out
+        launch, clock = fetched, end
+    order = sorted(trained)
+    for step, after in zip(order, order[1:], strict=False):  # the push logged with `after`
+        keys = {k: v for k, (v, _) in trained[after].items()}
+        if "perf/update_weights_time" in keys:  # else none that step (an interval)
+            ready = out[step]["train_end"] + keys.get("perf/save_model_time", 0.0)
+            if overlap:
+                ready = max(ready, out[after]["gen_end"])
+            out[step]["published"] = ready + keys["perf/update_weights_time"]
+    return out, ""
+
+
+def phases(trained: Keys) -> tuple[dict[int, dict[str, float]], bool]:
+    """(step -> its phases, whether train_async.py's loop ran): train.py's where every
+    step's push and rollout fit in its wait, else train_async.py's where every rollout
+    is back in time; neither is one line naming the first step that fits train.py's
+    not."""
+    laid, misfit = _layout(trained, overlap=False)
+    if not misfit:
+        return laid, False
+    laid, other = _layout(trained, overlap=True)
+    if other:
+        raise SourceError(f"{misfit} (train.py's loop; train_async.py's fits no better)")
+    return laid, True
 
 
 def read(sources: list[Path]) -> Source:
@@ -236,7 +265,7 @@ def read(sources: list[Path]) -> Source:
         raise SourceError(f"{', '.join(map(str, paths))}: one run's history is one file; "
                           f"give one, not {len(paths)}")
     trained = steps(paths[0])
-    laid = phases(trained)
+    laid, overlapped = phases(trained)
     samples = [Sample(where=f"{paths[0]} step {step}", round=step, group=step, index=0,
                       prompt_tokens=0, response_tokens=0, submit_s=p["start"],
                       finish_s=p["gen_end"], verify_s=0.0)
@@ -245,6 +274,10 @@ def read(sources: list[Path]) -> Source:
              "push to perf/rollout_time later",
              "the clock is laid down from durations: the time slime does not time falls "
              "between a rollout's end and its training's start"]
+    if overlapped:
+        notes.append("train_async.py's loop (a rollout longer than its step's wait): each "
+                     "rollout runs while the step before trains, on the weights one step "
+                     "older, though the trace puts the round's version")
     stride = _stride(sorted(laid))
     if stride > 1:
         notes.append(f"rollout/step advances by {stride} (--wandb-always-use-train-step: "
