@@ -69,6 +69,8 @@ PUSH = ("perf/save_model_time", "perf/update_weights_time")  # before a rollout,
 FETCH = "perf/data_preprocess_time"  # the trainer fetching the rollout's data
 SLACK = 1e-3  # seconds: two processes' timers, and an export's rounding
 
+Keys = dict[int, dict[str, tuple[float, str]]]  # step -> key -> (seconds, "FILE:LINE")
+
 
 def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
     """`fields.jsonl`, read with Python's json: rows a pandas frame gave `json.dumps`
@@ -161,10 +163,10 @@ def _stride(order: list[int]) -> int:
     return diffs.pop() if len(diffs) == 1 and len(order) >= 3 else 1
 
 
-def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
+def steps(path: Path) -> Keys:
     """step -> key -> (seconds, "FILE:LINE"), the step's rows merged (the rollout's and
     the trainer's records are rows of their own); a key logged twice keeps the last."""
-    out: dict[int, dict[str, tuple[float, str]]] = {}
+    out: Keys = {}
     for where, row in _rows(path):
         step = _step(row, where)
         if step is None:
@@ -194,9 +196,6 @@ def steps(path: Path) -> dict[int, dict[str, tuple[float, str]]]:
             raise SourceError(f"{keys['perf/train_time'][1]}: step {step} has no "
                               f"{missing[0]}")
     return trained
-
-
-Keys = dict[int, dict[str, tuple[float, str]]]
 
 
 def _layout(trained: Keys, overlap: bool) -> tuple[dict[int, dict[str, float]], str]:
@@ -238,8 +237,8 @@ def _layout(trained: Keys, overlap: bool) -> tuple[dict[int, dict[str, float]], 
 def phases(trained: Keys) -> tuple[dict[int, dict[str, float]], bool]:
     """(step -> its phases, whether train_async.py's loop ran): train.py's where every
     step's push and rollout fit in its wait, else train_async.py's where every rollout
-    is back in time; neither is one line naming the first step that fits train.py's
-    not."""
+    is back in time; neither fitting is a SourceError naming the first step that does
+    not fit train.py's."""
     laid, misfit = _layout(trained, overlap=False)
     if not misfit:
         return laid, False
@@ -270,10 +269,10 @@ def read(sources: list[Path]) -> Source:
                       prompt_tokens=0, response_tokens=0, submit_s=p["start"],
                       finish_s=p["gen_end"], verify_s=0.0)
                for step, p in laid.items()]
-    notes = ["a round's generation is one sample of 0 tokens (K = 1), from its weights' "
-             "push to perf/rollout_time later",
+    notes = ["a round's generation is one sample of 0 tokens (K = 1) lasting "
+             "perf/rollout_time",
              "the clock is laid down from durations: the time slime does not time falls "
-             "between a rollout's end and its training's start"]
+             "between a rollout's end and its training's data fetch"]
     if overlapped:
         notes.append("train_async.py's loop (a rollout longer than its step's wait): each "
                      "rollout runs while the step before trains, on the weights one step "
