@@ -168,3 +168,40 @@ def slime_dump(folder: Path, rollout_id: int, samples: list[dict[str, Any]]) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"rollout_id": rollout_id, "samples": samples}, path)
     return path
+
+
+def slime_perf(path: Path, steps: dict[int, dict[str, float]]) -> Path:
+    """slime's W&B history written out, `scan_history()` rows as JSON lines (.jsonl) or
+    `history().to_csv()` (.csv: one column a key, empty cells, `rollout/step` a float as
+    the gaps make pandas keep it). Per step as slime logs it: the rollout manager's row
+    (`perf/rollout_time`, rollout_metrics.py:267-271), then the actor's (every other
+    `perf/*`, with `perf/step_time` and `perf/wait_time_ratio` when both parts are
+    there, train_metric_utils.py:376-405); first an eval row (`eval/step`), which
+    carries no `rollout/step`. W&B adds `_step`, `_runtime`, `_timestamp`."""
+    rows: list[dict[str, Any]] = [{"eval/step": 0, "eval/gsm8k": 0.5}]
+    for step, keys in steps.items():
+        timed = {f"perf/{k}_time": v for k, v in keys.items()}
+        rollout = {k: v for k, v in timed.items() if k == "perf/rollout_time"}
+        actor = {k: v for k, v in timed.items() if k != "perf/rollout_time"}
+        if "perf/train_wait_time" in actor and "perf/train_time" in actor:
+            total = actor["perf/train_wait_time"] + actor["perf/train_time"]
+            actor |= {"perf/step_time": total,
+                      "perf/wait_time_ratio": actor["perf/train_wait_time"] / total}
+        rows += [{**rollout, "rollout/response_len/mean": 100.0, "rollout/step": step},
+                 {**actor, "rollout/step": step}]
+    for i, row in enumerate(rows):
+        row |= {"_step": i, "_runtime": 10.0 * i, "_timestamp": 1.7e9 + 10.0 * i}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        return path
+    import csv
+
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(keys)
+        for row in rows:
+            writer.writerow(["" if k not in row else float(row[k]) if k == "rollout/step"
+                             else row[k] for k in keys])
+    return path

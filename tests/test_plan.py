@@ -46,7 +46,7 @@ BASE = {"--model": "qwen3-8b", "--gpus": "16", "--gpu": "h100-sxm", "--workload"
     ({"--trainer-gpu": "rtx-4090"}, "--trainer-gpu and --trainer-gpus: give both"),
     ({"--sampler": "foo"}, "--sampler 'foo': one of auto"),  # before the space, not after
     ({"--systems": ""}, "--systems: empty"),  # it planned all 15 systems
-    ({"--set": "sim.nope=1"}, "--set: "),
+    ({"--set": "sim.nope=1"}, "--set sim.nope: unknown field"),
     ({"--set": "sim.spec_drafter=eagle"}, "--set sim.spec_drafter: must be one of"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, change: dict,

@@ -12,6 +12,7 @@ import ast
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from harness.core.config import RunConfig
@@ -68,3 +69,23 @@ def test_no_reproduction_types_a_trace_suffix_of_its_own() -> None:
              if p.name != "twin_cache.py"]  # its SUFFIXES: files it fingerprints, no trace
     files.append(ROOT / "harness/studies/counterfactual.py")
     assert [hit for path in files for hit in _typed_suffixes(path)] == []
+
+
+def test_traces_go_under_out_not_the_current_folder(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # they went to ./runs/april whatever --out was (from the repository root: the checkout)
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    out = tmp_path / "rep"
+    done = CliRunner().invoke(app, ["reproduce", "april", "--traces", "--out", str(out),
+                                    "--twin", "skip", "--jobs", "1"])
+    assert done.exit_code == 0, done.output
+    assert list(here.iterdir()) == []
+    written = sorted((out / "runs" / "april").rglob("*.jsonl.zst"))
+    assert len(written) == 24  # 2 algorithms x 2 models x baseline/april x 3 datasets
+    assert f"traces: {out / 'runs'}" in " ".join(done.output.split())

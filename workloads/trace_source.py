@@ -136,7 +136,7 @@ def _read_groups(name: str, mtime_ns: int, size: int
     scored: dict[int, dict[int, float]] = {}  # prompt -> sample -> reward
     checked: dict[int, dict[int, float]] = {}  # prompt -> sample -> check latency (s)
     kept: dict[int, list[int]] = {}  # prompt -> its last group's samples, in order
-    for ev in iter_trace(path):
+    for ev in iter_trace(path, allow_cut=True):  # a run killed mid-line: as far as it goes
         kind = ev["ev"]
         if kind == "run_start":
             header = ev

@@ -32,7 +32,7 @@ from harness.analysis import InputError
 from harness.analysis.spread import spread
 from harness.analysis.tables import TABLE_SUFFIXES, read_table
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS, round_metrics
-from harness.core.trace import Trace, TraceError, read_trace
+from harness.core.trace import TraceError, read_prefix
 from harness.core.yardstick import KEYS as YARD_KEYS
 from harness.core.yardstick import delivered
 
@@ -44,11 +44,11 @@ def _trace_rows(paths: list[Path], warn: Callable[[str], None] | None = None
                 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for path in paths:
-        try:
-            events = read_trace(path)
+        try:  # as far as it goes: a last line cut mid-write left out, said below
+            cut = read_prefix(path, allow_cut=True, strict=False)
         except TraceError as err:
             raise InputError(str(err)) from None
-        cut = Trace(path, events)
+        events = cut.events
         if not cut.complete and warn is not None:
             warn(f"{path}: incomplete trace ({cut.problem()}); its rows as far as it goes")
         seed = events[0].get("seed") if events else None  # the run_start header's

@@ -19,7 +19,7 @@ from harness.cli.common import (
     refuse_overwrite,
     shown,
 )
-from harness.core.trace import Trace, TraceError, read_trace
+from harness.core.trace import TraceError, read_prefix
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -30,11 +30,11 @@ def _events(trace: Path) -> list[dict[str, Any]]:
     if trace.is_dir():
         fail(f"{trace}: is a directory, expected a trace file "
              "(trace.jsonl.zst or trace.jsonl)")
-    try:
-        events = read_trace(trace)
+    try:  # as far as it goes: a last line cut mid-write left out, said below
+        cut = read_prefix(trace, allow_cut=True, strict=False)
     except TraceError as err:
         fail(str(err))
-    cut = Trace(trace, events)
+    events = cut.events
     if not cut.complete:  # a run killed or stopped: drawn as far as it goes, said so
         typer.echo(f"warning: {trace}: incomplete trace ({cut.problem()}); drawn as far as "
                    "it goes", err=True)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from harness.cli.common import fail, refuse_overwrite, shown
-from harness.core.trace import TraceError, read_trace
+from harness.core.trace import Trace, TraceError, read_prefix
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -21,12 +21,13 @@ WIDTH = 100
 NOTHING_JUDGED = 3  # exit code: no property judged (no bound stated, nothing to judge on)
 
 
-def _events(trace: Path) -> list[dict[str, Any]]:
+def _read(trace: Path) -> Trace:
+    """The trace as far as it goes (a last line cut mid-write left out: `tally` says so)."""
     if trace.is_dir():
         fail(f"{trace}: is a directory, expected a trace file "
              "(trace.jsonl.zst or trace.jsonl)")
     try:
-        return read_trace(trace, strict=True)
+        return read_prefix(trace, allow_cut=True)
     except TraceError as err:
         fail(str(err))
     raise AssertionError  # unreachable: fail() exits
@@ -59,11 +60,13 @@ def line(result: Any) -> str:
     return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
 
 
-def tally(results: list[Any], events: list[dict[str, Any]]) -> str:
+def tally(results: list[Any], events: list[dict[str, Any]], cut_line: int | None = None
+          ) -> str:
     """The closing line: how many properties were judged (held to a bound) and how many
     failed, so that a trace whose source records too little to judge does not read as a
     clean pass, and one that judged none says so; and a trace with no run_end (cut short,
-    or still being written) says so."""
+    or still being written), one whose run_end names an error (a Ctrl-C) and one whose
+    last line was cut mid-write (`cut_line`, left out) say so. Wrapped at WIDTH."""
     judged = [r for r in results if r.passed is not None]
     failed = sum(1 for r in judged if r.passed is False)
     text = f"{len(judged)} of {len(results)} properties judged, {failed} failed"
@@ -71,7 +74,11 @@ def tally(results: list[Any], events: list[dict[str, Any]]) -> str:
         text += ": nothing judged, which is not a pass"
     if not events or events[-1].get("ev") != "run_end":
         text += "; the trace has no run_end (a run cut short?)"
-    return text
+    elif "error" in events[-1]:
+        text += f"; the run ended with an error ({json.dumps(events[-1]['error'])})"
+    if cut_line is not None:
+        text += f"; its line {cut_line} was cut mid-write and is left out"
+    return textwrap.fill(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
 
 
 @commands.command("check")
@@ -100,7 +107,8 @@ def check_cmd(
     from harness.core.files import write_atomic
 
     refuse_overwrite("--json", json_out, [("TRACE", trace)])
-    events = _events(trace)
+    read = _read(trace)
+    events = read.events
     results = check_events(events, Limits(bound, max_backlog, max_wait))
     doc = report(str(trace), events, results)
     if json_out is not None:
@@ -110,7 +118,7 @@ def check_cmd(
             fail(f"--json: {json_out}: cannot write ({err.strerror})")
     for result in results:
         typer.echo(line(result))
-    typer.echo(tally(results, events))
+    typer.echo(tally(results, events, read.cut_line))
     if doc["passed"] is None:
         raise typer.Exit(NOTHING_JUDGED)
     if not doc["passed"]:

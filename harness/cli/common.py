@@ -151,7 +151,8 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     if "update_groups" in options and not shared:  # `run`: an option its system does not read
         from harness.run.knob_check import check_knobs
 
-        check_knobs(cfg.system, cfg, typed)
+        shown = {k.strip(): v.strip() for k, _, v in (a.partition("=") for a in sets)}
+        check_knobs(cfg.system, cfg, typed, shown)
     return cfg
 
 

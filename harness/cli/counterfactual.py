@@ -98,7 +98,7 @@ def counterfactual_cmd(
         work = cf.shape(trace)
         from harness.core.trace import read_prefix
 
-        cut = read_prefix(trace)
+        cut = read_prefix(trace, allow_cut=True)  # every reader below leaves the cut line out
         if not cut.complete:  # as metrics says it: its measured figures stop short too
             notes.write(f"warning: TRACE: {trace}: incomplete trace ({cut.problem()}); its "
                         f"measured figures and the work replayed are as far as it goes\n")

@@ -19,8 +19,18 @@ FORMAT_HELP = ("slime (--save-debug-rollout-data / --dump-details .pt files), ve
                "(packed_lengths_step_N.jsonl or multiturn_workload_step_N.jsonl: each "
                "step a round), roll (ROLL's OTLP "
                "traces/traces.jsonl: times only), tinker (tinker-cookbook's "
-               "trace_events.jsonl: times only), or otlp (a FILE.json that "
+               "trace_events.jsonl: times only), slime-perf (slime's perf/* keys from its W&B "
+               "history as .jsonl or .csv: round times only), or otlp (a FILE.json that "
                "rolloutbench export-otlp wrote: the trace back, whole).")
+
+
+def _said(head: str, text: str) -> None:
+    """A note or the lacks, filled to 100 columns under its head; paths never broken."""
+    import textwrap
+
+    console.print(textwrap.fill(text, 100, initial_indent=head, subsequent_indent="    ",
+                                break_on_hyphens=False, break_long_words=False),
+                  highlight=False, soft_wrap=True)
 
 
 @commands.command("import")
@@ -70,10 +80,10 @@ def import_cmd(
     console.print(f"wrote {out}: {config['rounds']} rounds, {groups} groups of "
                   f"{config['group_size']}, {responses} responses, "
                   f"{'timed' if meta['timed'] else 'untimed'}", highlight=False)
-    for note in meta["notes"]:
-        console.print(f"  note: {note}", highlight=False, soft_wrap=True)
+    for note in meta["notes"]:  # wrapped at 100 columns (they ran to 170)
+        _said("  note: ", note)
     if meta["lacks"]:
-        console.print(f"  lacks: {', '.join(meta['lacks'])}", highlight=False, soft_wrap=True)
+        _said("  lacks: ", ", ".join(meta["lacks"]))
     if any(e.get("response_tokens") for e in events if e["ev"] == "request_finish"):
         console.print(f"next: rolloutbench counterfactual {out} --out DIR", highlight=False)
     else:  # times alone (roll, tinker): nothing to replay, its phases to read

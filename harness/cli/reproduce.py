@@ -133,7 +133,8 @@ def reproduce_cmd(
                                       "made from are today's, else simulates it; run always "
                                       "simulates it; skip leaves its column empty.")] = "auto",
     traces: Annotated[bool, typer.Option("--traces", help="Write every simulated run's "
-                                         "trace under runs/<paper>/, compressed (NAME.jsonl.zst, "
+                                         "trace under OUT/runs/<paper>/, compressed "
+                                         "(NAME.jsonl.zst, "
                                          "as `run` writes it; by default the runs' "
                                          "events stay in memory, where the reproductions "
                                          "read them, and nothing is left on disk).")] = False,
@@ -182,6 +183,8 @@ def reproduce_cmd(
     hits = sum(1 for c in claims if c["within"])
     console.print(f"claims within tolerance: {hits}/{len(claims)} (see {out / 'claims.csv'})",
                   highlight=False)
+    if traces:
+        console.print(f"traces: {out / 'runs'}/<paper>/", highlight=False)
 
 
 def would_need_cmd(out: Path, only: list[str] | None, fmt: str = "table") -> None:

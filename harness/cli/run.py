@@ -308,12 +308,15 @@ def metrics_cmd(
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
                                         "ESS) instead of per round.")] = False,
-    partial: Annotated[bool, typer.Option("--partial", help="Also read a trace whose last "
-                                          "line was cut mid-write (it is left out).")] = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Kept for scripts: a trace "
+                                          "whose last line was cut mid-write is read without "
+                                          "it (that line left out, a warning says so), as "
+                                          "every command reads one.")] = False,
 ) -> None:
     """Per-round metrics of one or more traces (or per optimizer step with --steps).
-    A trace that stops short (an interrupted run) is read as far as it goes: rounds
-    that did not finish are flagged `incomplete`, with a warning on stderr."""
+    A trace that stops short (an interrupted run, a last line cut mid-write) is read as
+    far as it goes: rounds that did not finish are flagged `incomplete`, with a warning
+    on stderr."""
     from harness.core.metrics import metrics_for_traces, steps_for_traces
     from harness.core.trace import TraceError
 
@@ -329,8 +332,9 @@ def metrics_cmd(
             lines[path] = steady_line(trace.events)
 
     try:
-        per_trace = [steps_for_traces([str(p)], partial=partial, warn=warn) if steps else
-                     metrics_for_traces([str(p)], partial=partial, warn=warn, seen=seen)
+        # a last line cut mid-write is left out, said in the warning (--partial or not)
+        per_trace = [steps_for_traces([str(p)], partial=True, warn=warn) if steps else
+                     metrics_for_traces([str(p)], partial=True, warn=warn, seen=seen)
                      for p in traces]
     except TraceError as err:
         fail(str(err))

@@ -137,6 +137,11 @@ def steps_cmd(
         check_spec(s, need)
     except ConfigError as err:  # `--set sim.spec_tokens: ...` in this command's words
         fail(_named(str(err).removeprefix("--set ")))
+    from harness.run.knob_check import unread_spec
+
+    for field, why, fix in unread_spec(s):  # `--spec off --spec-tokens 5` ran plain, silently
+        why = why.replace("sim.spec_drafter", "--spec").replace("spec_drafter=", "--spec ")
+        fail(f"{OPTIONS[f'sim.{field}']} {getattr(s, field)}: {why}; drop it or {fix}")
     try:
         resolve(s)
     except (OSError, ValueError) as err:  # a bad --model file is the model's, not --calibration's

@@ -68,7 +68,7 @@ def export_otlp_cmd(
 
     from harness.analysis.otlp import export
     from harness.core.files import write_atomic
-    from harness.core.trace import TraceError, read_trace
+    from harness.core.trace import TraceError, read_prefix
 
     if out.suffix != ".json":
         fail(f"--out: {out}: OTLP/JSON is one JSON document; name it .json")
@@ -77,10 +77,14 @@ def export_otlp_cmd(
     refuse_overwrite("--out", out, [("TRACE", trace)])
     if trace.is_dir():
         fail(f"{trace}: is a directory, expected a trace file (trace.jsonl.zst or trace.jsonl)")
-    try:
-        events = read_trace(trace, strict=True)
+    try:  # as far as it goes (a run killed, a last line cut mid-write), said once
+        read = read_prefix(trace, allow_cut=True)
     except TraceError as err:
         fail(str(err))
+    events = read.events
+    if not read.complete:
+        typer.echo(f"warning: {trace}: incomplete trace ({read.problem()}); exported as far "
+                   f"as it goes", err=True)
     doc = export(events)
     try:
         write_atomic(out, msgspec.json.encode(doc).decode() + "\n")

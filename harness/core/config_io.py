@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import math
 import tomllib
 from pathlib import Path
@@ -83,9 +84,10 @@ def _apply(cfg: Any, data: dict[str, Any], prefix: str) -> None:
     names = {f.name: f for f in dataclasses.fields(cfg)}
     for key, value in data.items():
         where = f"{prefix}{key}"
-        if key not in names:
-            known = ", ".join(names)
-            raise ConfigError(f"{where}: unknown field (known: {known})")
+        if key not in names:  # a near miss is named alone: [sim]'s 60 fields ran to 900 columns
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+            hint = f"did you mean {prefix}{close[0]}?" if close else f"known: {', '.join(names)}"
+            raise ConfigError(f"{where}: unknown field ({hint})")
         current = getattr(cfg, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
@@ -111,7 +113,10 @@ def set_path(cfg: RunConfig, assignment: str) -> None:
     tree: dict[str, Any] = {leaf: CliText(value.strip())}
     for parent in reversed(parents):
         tree = {parent: tree}
-    apply(cfg, tree)
+    try:
+        apply(cfg, tree)
+    except ConfigError as err:  # as a range check names it: `--set sim.spec_tokens: ...`
+        raise ConfigError(f"--set {err}") from None
 
 
 def from_header(table: dict[str, Any]) -> RunConfig:

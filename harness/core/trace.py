@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from harness.core.trace_io import ZstdError, open_trace
+from harness.core.trace_io import ZstdError, is_compressed, open_trace
 
 SCHEMA = 2  # the schema this version writes; 1 to SCHEMA are read
 
@@ -228,7 +228,7 @@ class TraceReader:
         with handle:
             events = 0
             last_t = 0.0
-            end_line = 0
+            end_line = lineno = 0
             for lineno, raw in enumerate(handle, start=1):
                 where = f"{path}:{lineno}"
                 if not raw.endswith(b"\n"):  # only the last line can lack it
@@ -261,6 +261,10 @@ class TraceReader:
                 end_line = lineno if kind == "run_end" else end_line
                 events += 1
                 yield event
+            if events == 0 and lineno == 0 and path.stat().st_size and is_compressed(path):
+                # zstd gives back whole blocks only: the bytes are there, no line decodes
+                raise TraceError(f"{path}: nothing decodable: a zstd trace cut inside its "
+                                 f"first block (a run killed before it flushed one?)")
             if events == 0:
                 raise TraceError(f"{path}: empty trace" + (
                     f" (line {self.cut_line} was cut mid-write)" if self.cut_line else ""))
@@ -274,15 +278,18 @@ def _named(err: TraceError, path: Path, first_line_is_json: bool) -> TraceError:
     return TraceError(reason) if reason else err
 
 
-def iter_trace(path: str | os.PathLike[str], *, strict: bool = False
-               ) -> Iterator[dict[str, Any]]:
-    """Yield validated events; the first must be `run_start`."""
-    return iter(TraceReader(path, strict=strict))
+def iter_trace(path: str | os.PathLike[str], *, strict: bool = False,
+               allow_cut: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield validated events; the first must be `run_start`. `allow_cut`: a last line
+    cut mid-write ends the events instead of raising (for a reader whose command has
+    said so once already: `read_prefix`)."""
+    return iter(TraceReader(path, strict=strict, allow_cut=allow_cut))
 
 
-def read_trace(path: str | os.PathLike[str], *, strict: bool = False) -> list[dict[str, Any]]:
-    """Read and validate a whole trace."""
-    return list(iter_trace(path, strict=strict))
+def read_trace(path: str | os.PathLike[str], *, strict: bool = False,
+               allow_cut: bool = False) -> list[dict[str, Any]]:
+    """Read and validate a whole trace (`allow_cut`: as `iter_trace`)."""
+    return list(iter_trace(path, strict=strict, allow_cut=allow_cut))
 
 
 @dataclass
@@ -315,10 +322,13 @@ class Trace:
         return why
 
 
-def read_prefix(path: str | os.PathLike[str], *, allow_cut: bool = False) -> Trace:
-    """Read a trace that may stop short (strictly typed, as the metrics need it).
-    Every line must be valid; only the end may be missing, and with `allow_cut`
-    the last line may be cut mid-write."""
-    reader = TraceReader(path, strict=True, allow_cut=allow_cut)
+def read_prefix(path: str | os.PathLike[str], *, allow_cut: bool = False,
+                strict: bool = True) -> Trace:
+    """Read a trace that may stop short (strictly typed by default, as the metrics need
+    it). Every line must be valid; only the end may be missing, and with `allow_cut`
+    the last line may be cut mid-write (a run killed while writing it): every command
+    that reads a user's trace reads it so and says once that it is partial
+    (`Trace.problem`)."""
+    reader = TraceReader(path, strict=strict, allow_cut=allow_cut)
     events = list(reader)
     return Trace(Path(path), events, reader.cut_line)

@@ -1,8 +1,9 @@
 """Other systems' rollout logs as rolloutbench traces (`rolloutbench import`).
 
 One reader per format (`slime`, `verl`, `pipelinerl`, `areal`, `polytrace`, `roll`,
-`tinker`, `otlp`), each a module of this package named as its format, that turns that
-project's files into `Sample`s, read from that project's own
+`tinker`, `otlp`, `slime-perf`), each a module of this package named as its format
+(`slime_perf` for `slime-perf`), that turns that project's files into `Sample`s, read
+from that project's own
 source (named in each module and in docs/import.md); `build` makes the trace.
 """
 
@@ -20,7 +21,8 @@ from harness.core.trace_io import encoded
 from harness.imports.build import build
 from harness.imports.sample import Source, SourceError
 
-FORMATS = ("slime", "verl", "pipelinerl", "areal", "polytrace", "roll", "tinker", "otlp")
+FORMATS = ("slime", "verl", "pipelinerl", "areal", "polytrace", "roll", "tinker", "otlp",
+           "slime-perf")
 
 __all__ = ["FORMATS", "Source", "SourceError", "read", "to_trace", "write"]
 
@@ -29,7 +31,8 @@ def read(fmt: str, sources: list[Path], tokenizer: Path | None = None) -> Source
     """The samples of `sources` in format `fmt`; SourceError names what is wrong."""
     if fmt not in FORMATS:
         raise SourceError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    reader = importlib.import_module(f"harness.imports.{fmt}")  # only the one asked for
+    # only the one asked for; a format's module is its name with `_` for `-`
+    reader = importlib.import_module(f"harness.imports.{fmt.replace('-', '_')}")
     return reader.read(sources, tokenizer) if fmt == "verl" else reader.read(sources)
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.core.config import ConfigError, RunConfig
+from harness.core.config import ConfigError, RunConfig, SimConfig
 from harness.core.config_io import get_path
+from harness.core.sim_config import SPEC_FIELDS
 
 # Flags that switch a system's feature on: false asks for nothing, so it is never
 # an ignored option.
@@ -62,10 +63,12 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def ignored_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = ()) -> list[str]:
+def ignored_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
+                  shown: Mapping[str, str] | None = None) -> list[str]:
     """One message per option that `system_name` would ignore (empty: none); `typed`:
-    the fields the user typed (see `_neutral`)."""
-    return [message for _, message in ignored_fields(system_name, cfg, typed)]
+    the fields the user typed (see `_neutral`); `shown`: a field's value as typed
+    (`--set x=2`, not the parsed 2.0)."""
+    return [message for _, message in ignored_fields(system_name, cfg, typed, shown)]
 
 
 def option_of(field: str) -> str:
@@ -73,8 +76,8 @@ def option_of(field: str) -> str:
     return OPTIONS.get(field, f"--set {field}")
 
 
-def ignored_fields(system_name: str, cfg: RunConfig,
-                   typed: Collection[str] = ()) -> list[tuple[str, str]]:
+def ignored_fields(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
+                   shown: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(field, message) for each option that `system_name` would ignore."""
     from harness.core.registry import unknown_name
 
@@ -88,19 +91,47 @@ def ignored_fields(system_name: str, cfg: RunConfig,
         if field in knobs[system_name] or _neutral(field, value, cfg, typed):
             continue
         readers = [name for name, ks in knobs.items() if field in ks]
-        why = (f"it trains a round's R={cfg.groups} groups in one optimizer step"
+        why = (f"a round's R={cfg.groups} groups are one optimizer step"
                if field == "update_groups" else f"read by {', '.join(readers)}")
-        given = (f"{OPTIONS[field]} {_show(value)}" if field in OPTIONS
-                 else f"--set {field}={_show(value)}")
-        out.append((field, f"{given}: {system_name} does not read it ({why}); "
-                           "drop it or run a system that reads it"))
+        text = (shown or {}).get(field, _show(value))
+        given = f"{OPTIONS[field]} {text}" if field in OPTIONS else f"--set {field}={text}"
+        # no "drop it or run a system that reads it": the line ran past 100 columns
+        out.append((field, f"{given}: {system_name} does not read it ({why})"))
+    for field, why, fix in unread_spec(cfg.sim):
+        text = (shown or {}).get(f"sim.{field}", _show(getattr(cfg.sim, field)))
+        out.append((f"sim.{field}", f"--set sim.{field}={text}: {why}; drop it or {fix}"))
     return out
 
 
-def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = ()) -> None:
+# A speculative field read by one drafter only, by that drafter.
+DRAFTER_OWN = {"spec_draft_model": "draft", "spec_draft_token_s": "ngram"}
+
+
+def unread_spec(sim: SimConfig) -> list[tuple[str, str, str]]:
+    """(field, why nothing reads it, how to make it read) for each speculative-decoding
+    field set away from its default that the run's drafter does not read: all of them
+    while `spec_drafter` is off (RunConfig.to_dict drops them then, so a trace's header
+    would not even say they were given), a draft model but for `draft`, a drafted
+    token's host time but for `ngram`. Also `steps`, in its own options' words."""
+    default = SimConfig()
+    out = []
+    for field in SPEC_FIELDS[1:]:  # not spec_drafter itself
+        if getattr(sim, field) == getattr(default, field):
+            continue
+        if sim.spec_drafter == "off":
+            out.append((field, "unread while sim.spec_drafter is off", "set a drafter"))
+        elif field in DRAFTER_OWN and sim.spec_drafter != DRAFTER_OWN[field]:
+            own = DRAFTER_OWN[field]
+            out.append((field, f"only spec_drafter={own} reads it (not "
+                               f"{sim.spec_drafter})", f"use {own}"))
+    return out
+
+
+def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
+                shown: Mapping[str, str] | None = None) -> None:
     """Refuse, in one line, a config with options `system_name` would ignore. For the
     `run` command and for each cell of a sweep, before any work starts."""
-    messages = ignored_knobs(system_name, cfg, typed)
+    messages = ignored_knobs(system_name, cfg, typed, shown)
     if messages:
         raise ConfigError("; ".join(messages))
 

@@ -227,7 +227,9 @@ def _lookup(filename: str, kind: str, name: str) -> dict[str, Any]:
     # A bare prefix ("a100") may fit several keys; otherwise ask difflib for the nearest one.
     close = [k for k in table if key and k.startswith(key)]
     close = close or difflib.get_close_matches(key, table, n=1, cutoff=0.4)
-    hint = f"did you mean {' or '.join(map(repr, close))}?" if close else f"known: {list(table)}"
+    # no close name: point to the list, not print it (eleven models ran to 230 columns)
+    hint = (f"did you mean {' or '.join(map(repr, close))}?" if close
+            else f"`rolloutbench presets` lists the {len(table)} known")
     raise PresetError(f"unknown {kind} preset {name!r}; {hint}")
 
 

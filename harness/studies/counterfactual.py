@@ -165,7 +165,7 @@ def run(trace: Path, cfgs: list[RunConfig], out: Path, twin: RunConfig | None = 
     measured figures."""
     from harness.studies.reproduce.grid import run_configs
 
-    events = read_trace(trace)
+    events = read_trace(trace, allow_cut=True)  # a cut trace: the command said so once
     head = events[0]
     original = str(head.get("system"))
     fmt = head.get("import", {}).get("format") if isinstance(head.get("import"), dict) else None

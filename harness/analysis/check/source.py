@@ -32,7 +32,7 @@ from typing import Any
 from harness.analysis.check.model import TraceView
 
 NAMES = {"slime": "slime", "verl": "veRL", "pipelinerl": "PipelineRL", "areal": "AReaL",
-         "roll": "ROLL", "tinker": "tinker-cookbook"}
+         "roll": "ROLL", "tinker": "tinker-cookbook", "slime-perf": "slime's W&B history"}
 JUDGED_VERSIONS = ("per request", "first")
 
 # Why an import states no staleness bound, per format: the knob's home, which the

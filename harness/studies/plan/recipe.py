@@ -181,7 +181,7 @@ def check(plan: Plan, budget: int) -> None:
     try:
         cfg = plan.base_config()
     except ConfigError as err:  # a --set that names no field, or a value of the wrong type
-        raise PlanError(f"--set: {err}") from None
+        raise PlanError(str(err)) from None  # set_path's errors name the --set
     cfg.sim.trainer_gpus = max(1, c.trainer_gpus)
     try:
         cfg.validate()

@@ -81,7 +81,7 @@ def run(names: list[str], out: Path, figures: Path, rounds: int = 4, seed: int =
     kept) and provenance.json. Returns the rows of the papers run. `twin`: the roofline
     twin from OUT/roofline_twin.csv where its fingerprint matches, else simulated (auto);
     always simulated (run); or not at all, its column left empty (skip). `traces`: write
-    every run's trace under runs/<paper>/ (by default the events stay in memory, where the
+    every run's trace under OUT/runs/<paper>/ (by default the events stay in memory, where the
     reproductions read them)."""
     old, old_meta = load_claims(out), load_provenance(out)  # a bad file fails before work
     sources = {name: step_source(name) for name in names}

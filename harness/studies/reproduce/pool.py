@@ -271,7 +271,7 @@ class Pass:
     names: list[str]
     kwargs: dict[str, Any]
     step_model: str | None = None
-    traces: bool = True  # write every run's trace file under the paper's runs/ folder
+    traces: bool = True  # write every run's trace file under the paper's OUT/runs/ folder
 
 
 def is_twin() -> bool:

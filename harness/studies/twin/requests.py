@@ -48,7 +48,7 @@ def read_requests(path: Path) -> tuple[Requests, dict[str, Any]]:
     open_: dict[tuple[int, int], deque[dict[str, Any]]] = defaultdict(deque)
     rows: list[tuple[int, float, float, float, int, int]] = []
     admitted_any = False
-    for ev in iter_trace(path):
+    for ev in iter_trace(path, allow_cut=True):  # a run killed mid-line: as far as it goes
         kind = ev["ev"]
         if kind == "run_start":
             header = ev

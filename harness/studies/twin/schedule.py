@@ -63,7 +63,7 @@ def infer(path: Path, header: dict[str, Any], groups: int) -> Schedule:
                                     f"{header.get('import', {}).get('format', system)} import)")
     submitted: dict[int, set[int]] = defaultdict(set)
     aborted = resumed = dropped = False
-    for ev in iter_trace(path):
+    for ev in iter_trace(path, allow_cut=True):  # a run killed mid-line: as far as it goes
         kind = ev["ev"]
         if kind == "request_submit":
             submitted[ev["round"]].add(ev["group"])

@@ -54,7 +54,7 @@ def fit_trainer(path: Path) -> TrainerFit | None:
     spans: list[tuple[float, float]] = []  # (tokens, seconds)
     stepped: dict[int, float] = {}
     syncs: list[float] = []
-    for ev in iter_trace(path):
+    for ev in iter_trace(path, allow_cut=True):  # a run killed mid-line: as far as it goes
         kind = ev["ev"]
         if kind == "request_finish" and ev["status"] == "finished":
             tokens_of_group[ev["group"]] += ev["response_tokens"]

@@ -38,7 +38,7 @@ def engine() -> RunConfig:
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """Run the 24 configurations; `rounds` is fixed by the setup (8, two warm-up)."""
-    df = runs.simulate(seed=seed)
+    df = runs.simulate(seed=seed, traces=out / "runs" / PAPER)
     write_atomic(out / "april.csv", df.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "april_gains.csv", claims.gains_table(df).to_csv(index=False,
                                                                         float_format="%.6g"))

@@ -140,13 +140,14 @@ def round_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def simulate(seed: int = 0, rounds: int = ROUNDS, progress: bool = True,
              calibration: str = PAPER, algos: tuple[str, ...] = ALGOS,
              modes: tuple[bool, ...] = (False, True),
-             overrides: dict[str, float] | None = None) -> pd.DataFrame:
+             overrides: dict[str, float] | None = None, traces: Path = Path("runs") / PAPER
+             ) -> pd.DataFrame:
     cells, tasks = [], []  # all runs at once (side by side in `reproduce`'s pool)
     for algo in algos:
         for model in MODELS:
             for april in modes:
                 label = f"APRIL {algo} {model} {'april' if april else 'baseline'}"
-                folder = Path("runs") / PAPER / label.replace(" ", "-")
+                folder = traces / label.replace(" ", "-")
                 folder.mkdir(parents=True, exist_ok=True)
                 cells.append((algo, model, "april" if april else "baseline"))
                 for dataset in DATASETS:

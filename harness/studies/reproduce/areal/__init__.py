@@ -67,7 +67,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> tuple[pd.DataFra
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """The runs and their claims; `rounds` is fixed by the setup (`runs`)."""
-    scaling, staleness = simulate(seed, Path("runs") / PAPER)
+    scaling, staleness = simulate(seed, out / "runs" / PAPER)
     points = dynsched.evaluate(seed)
     sched = pd.DataFrame([{"trainer_gpus": t, "rollout_gpus": r, "model": dynsched.STAND_IN,
                            "bound": dynsched.bound(p), **{k: p[k] for k in (

@@ -48,7 +48,7 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
         figures.mkdir(parents=True, exist_ok=True)
         analytic.figure8(figures / "pipelinerl_fig8_utilisation.png")
         analytic.figure9(figures / "pipelinerl_fig9_analytic.png", res)
-    sim = runs.simulate(seed, Path("runs") / PAPER)
+    sim = runs.simulate(seed, out / "runs" / PAPER)
     write_atomic(out / "pipelinerl.csv", sim.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "pipelinerl_appendix_a.csv",
                  pd.DataFrame([case]).to_csv(index=False, float_format="%.6g"))

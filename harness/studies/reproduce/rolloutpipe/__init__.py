@@ -40,7 +40,7 @@ def engine() -> RunConfig:
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """Run the grid; write rolloutpipe.csv, table1.md and the figures."""
-    df = runs.simulate(rounds=rounds, seed=seed)
+    df = runs.simulate(rounds=rounds, seed=seed, traces=out / "runs" / PAPER)
     write_atomic(out / "rolloutpipe.csv", df.to_csv(index=False, float_format="%.6g"))
     write_atomic(out / "rolloutpipe_table1.md", table1_markdown(df, claims.TABLE1))
     if is_twin():  # the claims' twin: the figures and the what-if feed no claim
@@ -48,7 +48,8 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
     figures.mkdir(parents=True, exist_ok=True)
     figure4(df, figures / "rolloutpipe_fig4.png")
     figure5(df, figures / "rolloutpipe_fig5.png")
-    sweep = runs.frontier_sweep(rounds=rounds, seed=seed)
+    sweep = runs.frontier_sweep(rounds=rounds, seed=seed,
+                                 traces=out / "runs" / f"{PAPER}-frontier")
     write_atomic(out / "rolloutpipe_frontier.csv", sweep.to_csv(index=False, float_format="%.6g"))
     cgp = df[(df["system"] == "cgp") & (df["groups"] == 96)]
     frontier_figure(sweep, cgp, figures / "rolloutpipe_frontier.png")

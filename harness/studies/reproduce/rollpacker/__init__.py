@@ -39,7 +39,8 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
     """Table 2, Fig. 11 and Table 3; `rounds` is fixed by the setup (whole periods of
     tail batching's schedule, `runs.period`)."""
     t2, eta, t3, scale = runs.tables([runs.table2_runs(seed), runs.eta_sweep_runs(seed),
-                                      runs.table3_runs(seed), runs.scaling_runs(seed)])
+                                      runs.table3_runs(seed), runs.scaling_runs(seed)],
+                                     out / "runs" / PAPER)
     for name, df in (("table2", t2), ("eta", eta), ("table3", t3), ("scaling", scale)):
         write_atomic(out / f"rollpacker_{name}.csv",
                      df.drop(columns="max_len_by_round").to_csv(index=False,

@@ -225,9 +225,10 @@ def table(rows: list[dict], items: list[tuple[RunConfig, str]],
     return pd.DataFrame([{**row, **res} for row, res in zip(rows, results, strict=True)])
 
 
-def tables(parts: list[Table]) -> list[pd.DataFrame]:
-    """Several tables' runs at once (side by side in `reproduce`'s pool)."""
-    results = run_all([item for _, items in parts for item in items])
+def tables(parts: list[Table], traces: Path | None = None) -> list[pd.DataFrame]:
+    """Several tables' runs at once (side by side in `reproduce`'s pool), their traces in
+    `traces` (runs/rollpacker by default)."""
+    results = run_all([item for _, items in parts for item in items], traces)
     out, at = [], 0
     for rows, items in parts:
         out.append(table(rows, items, results[at:at + len(items)]))

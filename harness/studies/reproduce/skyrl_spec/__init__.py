@@ -35,6 +35,6 @@ def engine() -> RunConfig:
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """The baseline and MTP runs; `rounds` is fixed by the setup (`runs.ROUNDS`)."""
-    sim = runs.simulate(seed, Path("runs") / PAPER)
+    sim = runs.simulate(seed, out / "runs" / PAPER)
     write_atomic(out / "skyrl-spec.csv", sim.to_csv(index=False, float_format="%.6g"))
     return claims.claims(sim)

@@ -106,7 +106,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
 
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """The runs and their claims; `rounds` is fixed by the setup (`runs`)."""
-    sim = simulate(seed, Path("runs") / PAPER)
+    sim = simulate(seed, out / "runs" / PAPER)
     write_atomic(out / "verl-async.csv", sim.to_csv(index=False, float_format="%.6g"))
     if not is_twin():
         figures.mkdir(parents=True, exist_ok=True)
