@@ -26,7 +26,15 @@ the study and `plan` measure a system alike; `run_figures` takes any window.
   trained: finished responses of groups that have not left the pipeline (trained,
   dropped or stopped), by the rule `rolloutbench check` holds traces to
   (harness.analysis.check.backlog, read through the same TraceView);
-- `dropped_groups`: groups dropped over the whole run (`drop_group`, `discard_groups`).
+- `dropped_groups`: groups dropped over the whole run (`drop_group`, `discard_groups`);
+- `wasted_share`: of the response tokens generated over the whole run, the share thrown
+  away: an attempt's tokens a later attempt of the same sample does not resume (an
+  abort restarted from scratch: tail batching, a cancelled request), an aborted
+  attempt never resumed, and every response of a dropped group (`_wasted`);
+- `sync_share`: the share of the window the engines spend installing weights: the
+  window's `weights_published` times the run's `weight_sync_s` (the header's
+  `sim_params`; NaN for a trace without it). A colocated run's switches between
+  phases are not in it (its idle shares hold them).
 """
 
 from __future__ import annotations
@@ -41,8 +49,8 @@ from harness.core.yardstick import token_weighted
 
 FIGURES = ("trained_tokens_per_s", "generated_tokens_per_s", "warmup_steps", "drain_steps",
            "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
-           "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups", "steps",
-           "window_s")
+           "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups",
+           "wasted_share", "sync_share", "steps", "window_s")
 
 
 class TraceProblem(ValueError):
@@ -133,6 +141,44 @@ def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[fl
     return area, sum(1 for g in view.groups.values() if g.dropped is not None)
 
 
+def _wasted(events: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """Response tokens thrown away and generated over the run. An attempt generates its
+    `response_tokens` less the `resumed_tokens` it started from; a sample's next attempt
+    keeps `resumed_tokens` of the one before and throws the rest away; an attempt no
+    later one follows is thrown away if it was aborted or its group was dropped."""
+    from harness.analysis.check.model import TraceView
+
+    dropped = {g.gid for g in TraceView.of(events).groups.values() if g.dropped is not None}
+    start: dict[tuple[int, int], int] = {}  # sample -> resumed tokens of its attempt
+    last: dict[tuple[int, int], tuple[int, str]] = {}  # sample -> its last attempt's end
+    wasted = generated = 0
+    for e in events:
+        if e["ev"] == "request_submit":
+            key = (e["group"], e["sample"])
+            resumed = int(e.get("resumed_tokens", 0) or 0)
+            if key in last:
+                wasted += max(0, last.pop(key)[0] - resumed)
+            start[key] = resumed
+        elif e["ev"] == "request_finish":
+            key = (e["group"], e["sample"])
+            tokens = int(e["response_tokens"])
+            generated += max(0, tokens - start.get(key, 0))
+            last[key] = (tokens, e["status"])
+    wasted += sum(tokens for (gid, _), (tokens, status) in last.items()
+                  if status != "finished" or gid in dropped)
+    return wasted, generated
+
+
+def _sync_s(events: Sequence[dict[str, Any]], t0: float, t1: float) -> float:
+    """Seconds of weight installs in (t0, t1]: their count times the run's
+    `weight_sync_s`; NaN when the header does not say it (a live trace)."""
+    sync = (events[0].get("sim_params") or {}).get("weight_sync_s")
+    if sync is None:
+        return float("nan")
+    return sync * sum(1 for e in events
+                      if e["ev"] == "weights_published" and t0 < e["t"] <= t1)
+
+
 def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> dict[str, float]:
     """The study's figures of one run (see the module's docstring)."""
     steps = [e for e in events if e["ev"] == "optimizer_step"]
@@ -150,6 +196,7 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
     busy, in_flight, replicas = _engines(
         events, t0, t1, int((config.get("sim") or {}).get("rollout_engines", 1)))
     area, dropped = _backlog(events, t0, t1)
+    wasted, generated = _wasted(events)
     lag_max = [s["lag_max"] for s in window if s.get("lag_max") is not None]
     lag_run = [s["lag_max"] for s in steps if s.get("lag_max") is not None]
     ess = [s["ess"] for s in window if s.get("ess") is not None]
@@ -165,6 +212,8 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
         "in_flight": in_flight / (replicas * span),
         "backlog": area / span,
         "dropped_groups": dropped,
+        "wasted_share": wasted / generated if generated else float("nan"),
+        "sync_share": _sync_s(events, t0, t1) / span,
         "steps": n,
         "window_s": span,
     }
@@ -179,8 +228,10 @@ def steady_figures(events: Sequence[dict[str, Any]]) -> dict[str, float]:
     fig = delivered(events)
     if fig["no_window"]:
         out = dict.fromkeys(FIGURES, float("nan"))
+        wasted, generated = _wasted(events)
         out.update(steps=sum(1 for e in events if e["ev"] == "optimizer_step"),
-                   dropped_groups=_backlog(events, 0.0, 0.0)[1])
+                   dropped_groups=_backlog(events, 0.0, 0.0)[1],
+                   wasted_share=wasted / generated if generated else float("nan"))
         return out
     warmup, drain = int(fig["warmup_steps"]), int(fig["drain_steps"])
     return {**run_figures(events, warmup, drain), "warmup_steps": warmup,
