@@ -86,8 +86,8 @@ def test_figures_of_a_trace_worked_out_by_hand() -> None:
 
 
 def test_wasted_tokens_and_sync_share_worked_out_by_hand() -> None:
-    """Sample (0, 0) is aborted at 120 tokens and resumed from 100 (20 thrown away), then
-    finishes at 300 (200 new); (0, 1) is aborted at 40 and never resumed (40 thrown
+    """Sample (9, 0) is aborted at 120 tokens and resumed from 100 (20 thrown away), then
+    finishes at 300 (200 new); (9, 1) is aborted at 40 and never resumed (40 thrown
     away): 60 of 360 generated. Two installs of 0.5 s in the window 3-10."""
     from harness.studies.staleness.traces import _wasted
 
@@ -102,6 +102,9 @@ def test_wasted_tokens_and_sync_share_worked_out_by_hand() -> None:
              _ev(2, "request_finish", group=9, sample=0, response_tokens=300, status="finished",
                  versions=[0, 1])]
     assert _wasted([events[0], *extra, events[-1]]) == (60, 360)
+    # a last round from 0.5: (9, 1), aborted at 1, is left in flight by the run's end
+    last_round = _ev(0.5, "rollout_start", round=1, version=1)
+    assert _wasted([events[0], *extra[:2], last_round, *extra[2:], events[-1]]) == (20, 360)
     head = {**events[0], "sim_params": {"weight_sync_s": 0.5}}
     published = [_ev(3.5, "weights_published", version=1),
                  _ev(8.5, "weights_published", version=2)]

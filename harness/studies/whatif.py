@@ -134,8 +134,9 @@ def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
     reading = time.perf_counter() - reading
     summary = study.summarise(df)
     write_atomic(out / "summary.csv", summary.to_csv(index=False, float_format="%.6g"))
-    if study.report is not None:
-        write_atomic(out / "summary.md", study.report(summary))
+    if study.report is not None:  # from the CSV as written, so that it reads as the
+        # study's `python -m` on summary.csv prints it, to the last digit
+        write_atomic(out / "summary.md", study.report(pd.read_csv(out / "summary.csv")))
     figure = Path(figures or out) / f"whatif_{name}.png"
     study.draw(df, figure)
     result = StudyResult(name, out, figure, summary, len(sweep.cells), len(ran), len(failed),

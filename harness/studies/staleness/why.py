@@ -122,12 +122,12 @@ def _ranks(summary: pd.DataFrame) -> str | None:
             continue
         fly = s["trained_tokens_per_s"].corr(s["in_flight"], method="spearman")
         idle = s["trained_tokens_per_s"].corr(s["rollout_idle"], method="spearman")
-        parts.append(f"{split}: {fly:.2f} with it, {idle:.2f} with the engines' idle share "
-                     f"({len(s)} settings)")
+        parts.append(f"{split} {fly:.2f} / {idle:.2f} ({len(s)} settings)")
     if not parts:
         return None
-    return ("Throughput follows the engines' batch, the requests each replica has in flight "
-            "(Spearman's rho over a split's own settings), " + "; ".join(parts) + ".")
+    return ("How throughput ranks with the engines' batch (the requests each replica has in "
+            "flight) and with their idle share, Spearman's rho over a split's own settings, "
+            "in flight / idle: " + "; ".join(parts) + ".")
 
 
 def _waits(summary: pd.DataFrame) -> list[str]:
@@ -220,9 +220,10 @@ def _sync(summary: pd.DataFrame) -> str | None:
     if s.empty:
         return None
     top = s.loc[s["sync_share"].idxmax()]
-    return (f"Installing weights takes at most {100 * top['sync_share']:.1f}% of a window "
-            f"({_name(top)} on {top['split']}; median {100 * s['sync_share'].median():.1f}%): "
-            "weight sync does not decide this ranking.")
+    said = (f"Installing weights takes at most {100 * top['sync_share']:.1f}% of a window "
+            f"({_name(top)} on {top['split']}; median {100 * s['sync_share'].median():.1f}%)")
+    return said + (": weight sync does not decide this ranking." if top["sync_share"] < WASTE
+                   else ".")
 
 
 def _unbounded(summary: pd.DataFrame) -> str | None:
