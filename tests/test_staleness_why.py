@@ -61,6 +61,10 @@ def test_the_baseline_is_the_faster_synchronous_run_at_lag_0_and_buys_divide_by_
     assert b.loc[("b", "3+1"), "L=4"] == pytest.approx(1650 / 1200)
     assert b.loc[("verl", "3+1"), "L=0"] == pytest.approx(1100 / 1200)  # counted on each split
     assert list(dict.fromkeys(b.index.get_level_values(0))) == ["slime", "verl", "a", "b"]
+    alone = hand()[~hand()["system"].isin(["slime", "verl"])]  # a spec without them
+    text = markdown(alone)
+    assert buys(alone).empty and "at lag 0: none was run, so nothing" in " ".join(text.split())
+    assert text.endswith("no setting within L.\n\n")  # and no table of nothing
 
 
 def test_findings_worked_out_by_hand() -> None:

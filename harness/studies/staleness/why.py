@@ -12,7 +12,7 @@ but the synchronous baselines that `buys` divides by. What is derived:
 - `systems`: per system, the same figures' range over its settings and splits;
 - `findings`: sentences, each with its numbers (which figures rank with throughput,
   which side waits on each split, which settings throw generation away, whose knob
-  buys no throughput, which settings train as a baseline, what weight sync costs);
+  buys no throughput, which settings train as another system's, what weight sync costs);
 - `buys`: per system and split, its best throughput within each bound on the max lag
   over the synchronous baseline's (the better of `BASELINES` at lag 0 on that split).
 """
@@ -287,7 +287,7 @@ def markdown(summary: pd.DataFrame) -> str:
     rows = [[r["system"], r["split"], *("-" if math.isnan(r[c]) else f"{r[c]:.2f}x"
                                          for c in cols)] for _, r in b.iterrows()]
     said = "; ".join(f"{s} {_name(r)} {r['trained_tokens_per_s'] / 1e3:.2f}k"
-                     for s, r in base.items())
+                     for s, r in base.items()) or "none was run, so nothing is divided"
     return "\n".join([
         "### Why, from the traces (derived by harness/studies/staleness/why.py)", "",
         *(_wrap(f) for f in findings(summary)), "",
@@ -306,7 +306,7 @@ def markdown(summary: pd.DataFrame) -> str:
               "whose every seed kept its max lag within L, over the synchronous baseline "
               f"(the faster of {' and '.join(BASELINES)} at lag 0: {said}); '-': no setting "
               "within L.", "", ""), "",
-        table(["system", "split", *cols], rows)])
+        table(["system", "split", *cols], rows) if base else ""])
 
 
 def report(summary: pd.DataFrame) -> str:
