@@ -81,6 +81,37 @@ def test_figures_of_a_trace_worked_out_by_hand() -> None:
     assert f["in_flight"] == pytest.approx(10 / 7)
     assert f["backlog"] == pytest.approx((1 + 0.5) / 7)  # g1 for 1 s, g3 for 0.5 s
     assert f["dropped_groups"] == 1
+    assert f["wasted_share"] == pytest.approx(50 / 650)  # g3's 50 tokens, of 650 generated
+    assert math.isnan(f["sync_share"])  # the header says no weight_sync_s
+
+
+def test_wasted_tokens_and_sync_share_worked_out_by_hand() -> None:
+    """Sample (9, 0) is aborted at 120 tokens and resumed from 100 (20 thrown away), then
+    finishes at 300 (200 new); (9, 1) is aborted at 40 and never resumed (40 thrown
+    away): 60 of 360 generated. Two installs of 0.5 s in the window 3-10."""
+    from harness.studies.staleness.traces import _wasted
+
+    events = hand_trace()
+    base = {"round": 0, "group": 9, "prompt_tokens": 5, "engine": 0}
+    aborted = {"status": "aborted", "versions": [0]}
+    extra = [_ev(0, "request_submit", sample=0, **base),
+             _ev(0, "request_submit", sample=1, **base),
+             _ev(1, "request_finish", group=9, sample=0, response_tokens=120, **aborted),
+             _ev(1, "request_finish", group=9, sample=1, response_tokens=40, **aborted),
+             _ev(1, "request_submit", sample=0, resumed_tokens=100, **base),
+             _ev(2, "request_finish", group=9, sample=0, response_tokens=300, status="finished",
+                 versions=[0, 1])]
+    assert _wasted([events[0], *extra, events[-1]]) == (60, 360)
+    # a last round from 0.5: (9, 1), aborted at 1, is left in flight by the run's end
+    last_round = _ev(0.5, "rollout_start", round=1, version=1)
+    assert _wasted([events[0], *extra[:2], last_round, *extra[2:], events[-1]]) == (20, 360)
+    head = {**events[0], "sim_params": {"weight_sync_s": 0.5}}
+    published = [_ev(3.5, "weights_published", version=1),
+                 _ev(8.5, "weights_published", version=2)]
+    timed = sorted([head, *events[1:-1], *published], key=lambda e: e["t"]) + [events[-1]]
+    f = run_figures(timed, warmup=1, drain=0)  # window 3 to 10
+    assert f["sync_share"] == pytest.approx(2 * 0.5 / 7)
+    assert f["wasted_share"] == pytest.approx(50 / 650)
 
 
 def test_window_ends_move_with_warmup_and_drain() -> None:
@@ -174,8 +205,8 @@ def test_summary_takes_seeds_and_the_answer_reads_the_frontier() -> None:
                 "generated_tokens_per_s": tps, "warmup_steps": 0, "drain_steps": 0,
                 "lag_mean": lag / 2, "lag_max": lag, "lag_max_run": lag, "ess": 1.0,
                 "ess_min": 1.0, "trainer_idle": 0.5, "rollout_idle": 0.1, "in_flight": 9.0,
-                "backlog": 3.0,
-                "dropped_groups": seed}
+                "backlog": 3.0, "dropped_groups": seed, "wasted_share": 0.0,
+                "sync_share": 0.01}
     df = pd.DataFrame([
         run("a", "4+4", "x=0", 0, 1000, 0), run("a", "4+4", "x=0", 1, 1200, 0),
         run("a", "4+4", "x=1", 0, 2000, 1), run("a", "4+4", "x=1", 1, 2100, 2),
@@ -210,7 +241,7 @@ def test_small_grid_end_to_end(tmp_path: Path) -> None:
     assert set(s["split"]) == {"2+6", "6+2", "8 coloc"} and (s["seeds"] == 2).all()
     for col in ("trained_tokens_per_s", "generated_tokens_per_s", "lag_mean", "lag_max", "ess",
                 "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups",
-                "pareto"):
+                "wasted_share", "sync_share", "pareto"):
         assert s[col].notna().all(), col
     by = s.set_index(["system", "split", "setting"])
     assert by.loc[("slime", "2+6", "G=1"), "lag_max"] == 0  # one step a rollout: on-policy
@@ -218,6 +249,8 @@ def test_small_grid_end_to_end(tmp_path: Path) -> None:
                                                                       "bound"]
     assert by.loc[("areal", "6+2", "ofp=0"), "lag_max"] == 0
     assert ((s["rollout_idle"] >= 0) & (s["rollout_idle"] <= 1)).all()
+    md = (tmp_path / "staleness" / "summary.md").read_text()  # why, derived by the run
+    assert "Why, from the traces" in md and "What each system buys" in md and "areal" in md
     cached = list((tmp_path / "staleness" / "cells").glob("*/staleness.json"))
     assert len(cached) == res.cells
     again = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
@@ -252,9 +285,10 @@ def test_the_study_reads_the_yardsticks_window() -> None:
     assert f["trained_tokens_per_s"] == delivered(events)["trained_tokens_per_s"] == 10.0
     # the hand trace's last group enters (t = 4) before its fill's last step (t = 8): one
     # fill, measured whole, as run_figures with no warm-up and no drain reads it
-    whole = steady_figures(hand_trace())
-    assert whole == {**run_figures(hand_trace(), warmup=0, drain=0), "warmup_steps": 0,
-                     "drain_steps": 0, "generated_tokens_per_s": 650 / 10}
+    whole, read = steady_figures(hand_trace()), run_figures(hand_trace(), warmup=0, drain=0)
+    assert math.isnan(whole.pop("sync_share")) and math.isnan(read.pop("sync_share"))  # NaN
+    assert whole == {**read, "warmup_steps": 0, "drain_steps": 0,
+                     "generated_tokens_per_s": 650 / 10}
     from tests.test_yardstick import Run
 
     run = Run()  # 2 fill steps, the last new groups after them, 3 drain steps: no window

@@ -5,9 +5,10 @@ a summary table and a figure; `docs/whatif/NAME.md` says what it shows.
 
     rolloutbench whatif NAME|all --out DIR [--jobs N] [--figures DIR]
 
-writes DIR/NAME/ (the sweep's cells/ and results.parquet, summary.csv and
-study.json with the wall time) and the figure whatif_NAME.png (into --figures,
-default DIR/NAME). Sweeps resume, so a rerun into the same DIR only redraws.
+writes DIR/NAME/ (the sweep's cells/ and results.parquet, summary.csv, summary.md
+for a study that explains its answer in words, and study.json with the wall time)
+and the figure whatif_NAME.png (into --figures, default DIR/NAME). Sweeps resume, so
+a rerun into the same DIR only redraws.
 """
 
 from __future__ import annotations
@@ -133,6 +134,9 @@ def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
     reading = time.perf_counter() - reading
     summary = study.summarise(df)
     write_atomic(out / "summary.csv", summary.to_csv(index=False, float_format="%.6g"))
+    if study.report is not None:  # from the CSV as written, so that it reads as the
+        # study's `python -m` on summary.csv prints it, to the last digit
+        write_atomic(out / "summary.md", study.report(pd.read_csv(out / "summary.csv")))
     figure = Path(figures or out) / f"whatif_{name}.png"
     study.draw(df, figure)
     result = StudyResult(name, out, figure, summary, len(sweep.cells), len(ran), len(failed),

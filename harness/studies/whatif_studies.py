@@ -37,6 +37,9 @@ class Study:
     # table from them (`runs`: the study's spec, the sweep, its folder, processes).
     expand: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     runs: Callable[[dict[str, Any], Any, Path, int], pd.DataFrame] | None = None
+    # A study that explains its answer in words writes them beside its summary
+    # (summary.md), so that a rerun rewrites the explanation with the numbers.
+    report: Callable[[pd.DataFrame], str] | None = None
 
 
 # -- helpers ------------------------------------------------------------------
@@ -388,5 +391,5 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "RollPacker's tail batching (cgp-tail)",
           _combos_summary, _combos_figure),
     Study("staleness", staleness.QUESTION, staleness.summarise, staleness.draw,
-          expand=staleness.expand, runs=staleness.runs),
+          expand=staleness.expand, runs=staleness.runs, report=staleness.report),
 )}

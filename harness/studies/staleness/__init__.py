@@ -5,8 +5,9 @@ a few ways; every synchronous and asynchronous system, each at several settings 
 the knob that sets its staleness (`grid`); throughput, lag, ESS, idle shares,
 backlog and drops read from each run's trace over a steady window (`traces`),
 taken over seeds per setting with the Pareto frontier and the best setting within
-each bound on the lag (`summary`), and drawn (`plot`). docs/whatif/staleness.md
-reads the result.
+each bound on the lag (`summary`), explained from those figures and set against the
+synchronous baseline (`why`: written to summary.md by every run), and drawn (`plot`).
+docs/whatif/staleness.md reads the result.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 from harness.studies.staleness.grid import expand
 from harness.studies.staleness.plot import draw
 from harness.studies.staleness.summary import answer, runs, summarise
+from harness.studies.staleness.why import report
 
 QUESTION = ("Which staleness rule trains the most tokens per second at a given lag, "
             "and why (idle shares, backlog, lag from the traces)")
 
-__all__ = ["QUESTION", "answer", "draw", "expand", "runs", "summarise"]
+__all__ = ["QUESTION", "answer", "draw", "expand", "report", "runs", "summarise"]

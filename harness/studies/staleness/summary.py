@@ -20,7 +20,7 @@ from harness.studies.staleness import grid
 from harness.studies.staleness.traces import FIGURES, TraceProblem, read_events, steady_figures
 
 CACHE = "staleness.json"
-CACHE_VERSION = 5  # bump when a figure's definition changes: cached rows are then redone
+CACHE_VERSION = 6  # bump when a figure's definition changes: cached rows are then redone
 KEYS = ["system", "split", "knob", "setting"]
 LAG_BOUNDS = (0, 1, 2, 4, 8)  # the answer's bounds on the max lag, in steps
 # How a setting reads in tables and the figure: plan's short names, and this study's own.
@@ -137,7 +137,9 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
                 ess=("ess", "mean"), ess_min=("ess_min", "min"),
                 trainer_idle=("trainer_idle", "mean"), rollout_idle=("rollout_idle", "mean"),
                 in_flight=("in_flight", "mean"), backlog=("backlog", "mean"),
-                dropped_groups=("dropped_groups", "mean")).reset_index()
+                dropped_groups=("dropped_groups", "mean"),
+                wasted_share=("wasted_share", "mean"),
+                sync_share=("sync_share", "mean")).reset_index()
     out["pareto"] = False
     for split in _splits(out):
         pts = _in_split(out, split)
@@ -156,6 +158,13 @@ def _in_split(summary: pd.DataFrame, split: str) -> pd.DataFrame:
     return summary[(summary["split"] == split) | summary["split"].str.endswith("coloc")]
 
 
+def within(summary: pd.DataFrame, split: str, bound: float) -> pd.DataFrame:
+    """The split's settings (colocated ones too) whose every seed kept its max lag
+    within `bound`, the most tokens per second first: the answer's candidates."""
+    pts = _in_split(summary, split)
+    return pts[pts["lag_max"] <= bound].sort_values("trained_tokens_per_s", ascending=False)
+
+
 def answer(summary: pd.DataFrame, bounds: tuple[int, ...] = LAG_BOUNDS) -> pd.DataFrame:
     """Per split and bound L on the max lag: the setting with the most tokens per
     second among those whose every seed stayed within L, and the best of the other
@@ -163,9 +172,8 @@ def answer(summary: pd.DataFrame, bounds: tuple[int, ...] = LAG_BOUNDS) -> pd.Da
     tell the two apart."""
     rows = []
     for split in _splits(summary):
-        pts = _in_split(summary, split)
         for bound in bounds:
-            ok = pts[pts["lag_max"] <= bound].sort_values("trained_tokens_per_s", ascending=False)
+            ok = within(summary, split, bound)
             if ok.empty:
                 continue
             best = ok.iloc[0]

@@ -26,23 +26,36 @@ the study and `plan` measure a system alike; `run_figures` takes any window.
   trained: finished responses of groups that have not left the pipeline (trained,
   dropped or stopped), by the rule `rolloutbench check` holds traces to
   (harness.analysis.check.backlog, read through the same TraceView);
-- `dropped_groups`: groups dropped over the whole run (`drop_group`, `discard_groups`).
+- `dropped_groups`: groups dropped over the whole run (`drop_group`, `discard_groups`);
+- `wasted_share`: of the response tokens generated over the whole run, the share thrown
+  away: an attempt's tokens a later attempt of the same sample does not resume (an
+  abort restarted from scratch: tail batching, a cancelled request), an attempt aborted
+  and never resumed (but those the run's end leaves in flight), and every response
+  of a dropped group (`_wasted`);
+- `sync_share`: the share of the window the engines spend installing weights: the
+  window's `weights_published` times the run's `weight_sync_s` (the header's
+  `sim_params`; NaN for a trace without it). A colocated run's switches between
+  phases are not in it (its idle shares hold them).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import spans
 from harness.core.yardstick import token_weighted
 
+if TYPE_CHECKING:
+    from harness.analysis.check.model import TraceView
+
 FIGURES = ("trained_tokens_per_s", "generated_tokens_per_s", "warmup_steps", "drain_steps",
            "lag_mean", "lag_max", "lag_max_run", "ess", "ess_min",
-           "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups", "steps",
-           "window_s")
+           "trainer_idle", "rollout_idle", "in_flight", "backlog", "dropped_groups",
+           "wasted_share", "sync_share", "steps", "window_s")
 
 
 class TraceProblem(ValueError):
@@ -107,11 +120,18 @@ def _engines(events: Sequence[dict[str, Any]], t0: float, t1: float,
     return busy, area, max(replicas, max(count, default=-1) + 1)
 
 
-def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[float, int]:
-    """Samples generated and untrained, integrated over [t0, t1]; groups dropped."""
+def _view(events: Sequence[dict[str, Any]]) -> TraceView:
+    """The trace's groups as `rolloutbench check` reads them (built once a run: the
+    backlog and the waste both need them)."""
     from harness.analysis.check.model import TraceView
 
-    view = TraceView.of(events)
+    return TraceView.of(events)
+
+
+def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float,
+             view: TraceView | None = None) -> tuple[float, int]:
+    """Samples generated and untrained, integrated over [t0, t1]; groups dropped."""
+    view = view or _view(events)
     leaves: dict[int, list[int]] = defaultdict(list)  # event index -> groups leaving
     for g in view.groups.values():
         if g.resolved is not None:
@@ -133,6 +153,48 @@ def _backlog(events: Sequence[dict[str, Any]], t0: float, t1: float) -> tuple[fl
     return area, sum(1 for g in view.groups.values() if g.dropped is not None)
 
 
+def _wasted(events: Sequence[dict[str, Any]],
+            view: TraceView | None = None) -> tuple[int, int]:
+    """Response tokens thrown away and generated over the run. An attempt generates its
+    `response_tokens` less the `resumed_tokens` it started from; a sample's next attempt
+    keeps `resumed_tokens` of the one before and throws the rest away; an attempt no
+    later one follows is thrown away if its group was dropped, or if it was aborted
+    before the run's last round began (one aborted after is work the run's end leaves in
+    flight, as a finite run must: APRIL's partial rollouts of its last round)."""
+    view = view or _view(events)
+    dropped = {g.gid for g in view.groups.values() if g.dropped is not None}
+    stop = max((e["t"] for e in events if e["ev"] == "rollout_start"),
+               default=max((e["t"] for e in events if e["ev"] == "optimizer_step"),
+                           default=math.inf))
+    start: dict[tuple[int, int], int] = {}  # sample -> resumed tokens of its attempt
+    last: dict[tuple[int, int], tuple[int, bool]] = {}  # sample -> its last attempt's
+    wasted = generated = 0  # tokens, and whether it was aborted before `stop`
+    for e in events:
+        if e["ev"] == "request_submit":
+            key = (e["group"], e["sample"])
+            resumed = int(e.get("resumed_tokens", 0) or 0)
+            if key in last:
+                wasted += max(0, last.pop(key)[0] - resumed)
+            start[key] = resumed
+        elif e["ev"] == "request_finish":
+            key = (e["group"], e["sample"])
+            tokens = int(e["response_tokens"])
+            generated += max(0, tokens - start.get(key, 0))
+            last[key] = (tokens, e["status"] != "finished" and e["t"] < stop)
+    wasted += sum(tokens for (gid, _), (tokens, cut) in last.items() if cut or gid in dropped)
+    return wasted, generated
+
+
+def _sync_s(events: Sequence[dict[str, Any]], t0: float, t1: float) -> float:
+    """Seconds of weight installs in (t0, t1]: their count times the run's
+    `weight_sync_s`; NaN when the header does not say it (a live trace)."""
+    sync = (events[0].get("sim_params") or {}).get("weight_sync_s")
+    if sync is None:
+        return float("nan")
+    return sync * sum(1 for e in events
+                      if e["ev"] == "weights_published" and t0 < e["t"] <= t1)
+
+
 def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> dict[str, float]:
     """The study's figures of one run (see the module's docstring)."""
     steps = [e for e in events if e["ev"] == "optimizer_step"]
@@ -149,7 +211,9 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
     config = events[0].get("config") or {}
     busy, in_flight, replicas = _engines(
         events, t0, t1, int((config.get("sim") or {}).get("rollout_engines", 1)))
-    area, dropped = _backlog(events, t0, t1)
+    view = _view(events)
+    area, dropped = _backlog(events, t0, t1, view)
+    wasted, generated = _wasted(events, view)
     lag_max = [s["lag_max"] for s in window if s.get("lag_max") is not None]
     lag_run = [s["lag_max"] for s in steps if s.get("lag_max") is not None]
     ess = [s["ess"] for s in window if s.get("ess") is not None]
@@ -165,6 +229,8 @@ def run_figures(events: Sequence[dict[str, Any]], warmup: int, drain: int) -> di
         "in_flight": in_flight / (replicas * span),
         "backlog": area / span,
         "dropped_groups": dropped,
+        "wasted_share": wasted / generated if generated else float("nan"),
+        "sync_share": _sync_s(events, t0, t1) / span,
         "steps": n,
         "window_s": span,
     }
@@ -179,8 +245,11 @@ def steady_figures(events: Sequence[dict[str, Any]]) -> dict[str, float]:
     fig = delivered(events)
     if fig["no_window"]:
         out = dict.fromkeys(FIGURES, float("nan"))
+        view = _view(events)
+        wasted, generated = _wasted(events, view)
         out.update(steps=sum(1 for e in events if e["ev"] == "optimizer_step"),
-                   dropped_groups=_backlog(events, 0.0, 0.0)[1])
+                   dropped_groups=_backlog(events, 0.0, 0.0, view)[1],
+                   wasted_share=wasted / generated if generated else float("nan"))
         return out
     warmup, drain = int(fig["warmup_steps"]), int(fig["drain_steps"])
     return {**run_figures(events, warmup, drain), "warmup_steps": warmup,
