@@ -19,6 +19,7 @@ from harness.studies.plan.knobs import ASYNC_STALENESS
 from harness.studies.staleness import answer, expand, grid, summarise
 from harness.studies.staleness.summary import markdown, speculative
 from harness.studies.staleness.traces import TraceProblem, read_events, run_figures
+from harness.studies.staleness.why import markdown as why_markdown
 from harness.studies.whatif import read_spec, run_study, study_sweep
 
 
@@ -235,7 +236,7 @@ def test_summary_takes_seeds_and_the_answer_reads_the_frontier() -> None:
 def test_a_speculative_engine_is_ranked_apart() -> None:
     """A run whose engine speculates (TLT's) is left out of the answer, whose systems
     share one engine, and set beside its best in a table of its own: 3000 at lag 0
-    against a's 1000 is the engine's 3x, not a schedule's."""
+    against slime's 1000 is the engine's 3x, not a schedule's."""
     def run(system: str, engine: str, seed: int, tps: float, lag: float) -> dict:
         return {"system": system, "split": "4+4", "knob": "k", "setting": "G=1",
                 "value": 0, "seed": seed, "bound": math.nan, "trained_tokens_per_s": tps,
@@ -244,16 +245,18 @@ def test_a_speculative_engine_is_ranked_apart() -> None:
                 "ess_min": 1.0, "trainer_idle": 0.5, "rollout_idle": 0.1, "in_flight": 9.0,
                 "backlog": 3.0, "dropped_groups": 0, "wasted_share": 0.0,
                 "sync_share": 0.01, "engine_kind": engine}
-    df = pd.DataFrame([run("a", "plain", 0, 900, 0), run("a", "plain", 1, 1100, 0),
+    df = pd.DataFrame([run("slime", "plain", 0, 900, 0), run("slime", "plain", 1, 1100, 0),
                        run("t", "speculative", 0, 2900, 0), run("t", "speculative", 1, 3100, 0),
                        run("b", "plain", 0, 500, 0), run("b", "plain", 1, 700, 0)])
     s = summarise(df)
     a = answer(s).set_index("max_lag_at_most")
-    assert a.loc[0, "best"] == "a G=1" and a.loc[0, "next_best"] == "b G=1"
+    assert a.loc[0, "best"] == "slime G=1" and a.loc[0, "next_best"] == "b G=1"
     spec = speculative(s).set_index("max_lag_at_most")
-    assert spec.loc[0, "speculative"] == "t G=1" and spec.loc[0, "plain_best"] == "a G=1"
+    assert spec.loc[0, "speculative"] == "t G=1" and spec.loc[0, "plain_best"] == "slime G=1"
     assert spec.loc[0, "ratio"] == 3.0 and spec.loc[0, "range"] == "2.90-3.10"
     assert "ranked apart" in markdown(s)
+    why = why_markdown(s)  # its row in what each system buys is marked
+    assert "| t *" in why and "*: on a speculative engine" in why and "| slime " in why
     old = summarise(df.drop(columns="engine_kind"))  # a summary from before: every run plain
     assert answer(old).set_index("max_lag_at_most").loc[0, "best"] == "t G=1"
 

@@ -284,8 +284,11 @@ def markdown(summary: pd.DataFrame) -> str:
     base = baselines(summary)
     b = buys(summary)
     cols = [c for c in b.columns if c.startswith("L=")]
-    rows = [[r["system"], r["split"], *("-" if math.isnan(r[c]) else f"{r[c]:.2f}x"
-                                         for c in cols)] for _, r in b.iterrows()]
+    spec = (set(summary.loc[summary["engine_kind"] == "speculative", "system"])
+            if "engine_kind" in summary.columns else set())
+    rows = [[r["system"] + (" *" if r["system"] in spec else ""), r["split"],
+             *("-" if math.isnan(r[c]) else f"{r[c]:.2f}x" for c in cols)]
+            for _, r in b.iterrows()]
     said = "; ".join(f"{s} {_name(r)} {r['trained_tokens_per_s'] / 1e3:.2f}k"
                      for s, r in base.items()) or "none was run, so nothing is divided"
     return "\n".join([
@@ -305,7 +308,9 @@ def markdown(summary: pd.DataFrame) -> str:
         _wrap("Per system and split: its best trained tokens per second among the settings "
               "whose every seed kept its max lag within L, over the synchronous baseline "
               f"(the faster of {' and '.join(BASELINES)} at lag 0: {said}); '-': no setting "
-              "within L.", "", ""), "",
+              "within L" + ("; *: on a speculative engine (sim.spec_*), its gain the "
+                            "engine's as much as its schedule's" if spec else "") + ".",
+              "", ""), "",
         table(["system", "split", *cols], rows) if base else ""])
 
 
