@@ -54,8 +54,11 @@ class TLT(Slime):
 
     @staticmethod
     def paper_defaults(cfg: Any) -> None:
-        """TLT always speculates: a one-layer drafter (mtp) unless one is set, and its batch
-        threshold unless `sim.spec_max_batch` is (the trace header shows both)."""
+        """TLT always speculates on the simulator: a one-layer drafter (mtp) unless one is
+        set, and its batch threshold unless `sim.spec_max_batch` is (the trace header shows
+        both). A live engine drafts nothing, so a live run's header says none."""
+        if cfg.runtime != "sim":
+            return
         if cfg.sim.spec_drafter == "off":
             cfg.sim.spec_drafter = "mtp"
         if cfg.sim.spec_max_batch == 0:
