@@ -171,6 +171,11 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
             and not (s.rollout_tp < 8 and gpus % (2 * s.rollout_tp) == 0)):
         idle.append("planner idle (TP=8 is its limit)" if s.rollout_tp >= 8 else
                     f"planner idle (TP={2 * s.rollout_tp} does not fit {gpus} rollout GPUs)")
+    if cfg.system == "tlt" and s.rollout_engines < 2:  # its tail: one replica idle, one not
+        idle.append("drafter training idle (it trains on a replica that has finished while "
+                    "another still generates; sim.rollout_engines=1)")
+    if cfg.system == "laminar" and cfg.laminar.repack_fraction > 0 and s.rollout_engines < 2:
+        idle.append("repack idle (it moves a tail onto another rollout; sim.rollout_engines=1)")
     if not idle:
         return []
     it = "them" if len(idle) > 1 else "it"
