@@ -161,6 +161,21 @@ def test_one_replica_leaves_tlt_and_laminar_a_component_idle(system: str, idle: 
     assert cluster_notes(cfg) == []
 
 
+def test_seer_says_when_no_request_is_cut() -> None:
+    """lsat-ar's cap is 8192, Seer's chunk 8192: no request was ever divided, and seer ran
+    as slime to the digit (1,696 trained tok/s each, R 8, U 2, 3 rounds), unsaid."""
+    from harness.shared.defaults import resolve_defaults
+
+    cfg = resolve_defaults(RunConfig(system="seer"))
+    assert cluster_notes(cfg) == ["seer: divided rollout idle (seer.chunk_tokens=8192 is not "
+                                  "below the response cap 8192: no request is cut; a smaller "
+                                  "chunk cuts them)"]
+    cfg.seer.chunk_tokens = 8191
+    assert cluster_notes(cfg) == []
+    cfg.seer.chunk_tokens = 0  # asked for whole requests: nothing to say
+    assert cluster_notes(cfg) == []
+
+
 def test_cgp_tail_has_no_stream_trainer_to_note() -> None:
     (note,) = cluster_notes(RunConfig(system="cgp-tail"))
     assert "planner idle" in note and "stream trainer" not in note

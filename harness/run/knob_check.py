@@ -176,8 +176,12 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
                     "another still generates; sim.rollout_engines=1)")
     if cfg.system == "laminar" and cfg.laminar.repack_fraction > 0 and s.rollout_engines < 2:
         idle.append("repack idle (it moves a tail onto another rollout; sim.rollout_engines=1)")
+    cap, chunk = cfg.max_response_tokens, cfg.seer.chunk_tokens
+    own = ([f"seer: divided rollout idle (seer.chunk_tokens={chunk} is not below the "
+            f"response cap {cap}: no request is cut; a smaller chunk cuts them)"]
+           if cfg.system == "seer" and 0 < cap <= chunk else [])
     if not idle:
-        return []
+        return own
     it = "them" if len(idle) > 1 else "it"
     if s.rollout_tp >= 8:
         fix = ""
@@ -186,7 +190,7 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
                f"{2 * s.rollout_engines} gives {it} room on the same {gpus} GPUs")
     else:
         fix = f"; --set sim.rollout_engines={2 * s.rollout_engines} gives {it} room"
-    return [f"{cfg.system}: {' and '.join(idle)}{fix}"]
+    return [f"{cfg.system}: {' and '.join(idle)}{fix}", *own]
 
 
 def ignored_line(configs: Iterable[RunConfig], typed: Collection[str] = (),
