@@ -228,3 +228,10 @@ def test_a_trace_cut_short_is_named_in_one_line(tmp_path: Path) -> None:
         done = CliRunner().invoke(app, ["staleness-forms", str(folder), "-j", "1", *extra])
         assert done.exit_code == 2 and "Traceback" not in done.output
         assert f"{trace}: the run did not end normally" in done.output
+
+
+def test_help_shows_every_default() -> None:
+    """--split's "[default: every split]" was read as markup and vanished from the help."""
+    done = CliRunner().invoke(app, ["staleness-forms", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(done.output.replace("\u2502", " ").split())
+    assert "(engine + trainer GPUs). [default: every split]" in text, text

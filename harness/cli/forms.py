@@ -41,8 +41,8 @@ def staleness_forms_cmd(
             "the study's fully asynchronous ones, harness/studies/staleness/forms.py ASYNC"))]
     = None,
     split: Annotated[str | None, typer.Option(
-        help="Only runs on this split of the GPUs, e.g. 4+4 (engine + trainer GPUs). "
-             "[default: every split]")] = None,
+        help="Only runs on this split of the GPUs, e.g. 4+4 (engine + trainer GPUs)."
+             + shown("every split"))] = None,
     errors_only: Annotated[bool, typer.Option(
         "--errors", help="Only the per-system errors, not the per-setting table.")] = False,
     roll_flash: Annotated[bool, typer.Option(
