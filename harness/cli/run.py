@@ -303,7 +303,7 @@ def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
 @commands.command("metrics")
 def metrics_cmd(
     traces: Annotated[list[Path], typer.Argument(
-        help="Trace files (JSON lines, plain or .zst).")],
+        help="Trace files (JSON lines, plain or .zst), or run folders (their trace).")],
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
@@ -319,8 +319,10 @@ def metrics_cmd(
     on stderr."""
     from harness.core.metrics import metrics_for_traces, steps_for_traces
     from harness.core.trace import TraceError
+    from harness.core.trace_io import find_trace
 
     fmt = output_format(json_out, csv_out)
+    traces = [find_trace(p) if p.is_dir() else p for p in traces]  # a run folder: as compare
 
     def warn(message: str) -> None:
         typer.echo(f"warning: {message}", err=True)
