@@ -48,6 +48,7 @@ from systems.slime import Slime
 class TLT(Slime):
     name = "tlt"
     summary = "synchronous, speculative in the tail; its drafter retrained on a replica idle there"
+    speculates = True  # `run --set sim.spec_drafter=off` is refused (harness/run/knob_check)
     knobs: tuple[str, ...] = ("update_groups", "tlt.bs_threshold",
                               "tlt.training_interval_steps", "tlt.drafter_steps",
                               "tlt.drafter_step_s")

@@ -214,3 +214,19 @@ def test_a_live_run_of_tlt_says_no_drafter() -> None:
     say a drafter ran (a `--set sim.spec_drafter` is refused live for that reason)."""
     cfg = resolve_defaults(RunConfig(system="tlt", runtime="live"))
     assert (cfg.sim.spec_drafter, cfg.sim.spec_max_batch) == ("off", 0)
+
+
+def test_run_refuses_tlt_with_its_drafter_off(tmp_path: Path) -> None:
+    """`--set sim.spec_drafter=off` ran with mtp (2,144 trained tok/s, as unset), unsaid:
+    TLT's defaults cannot tell off typed from off by default. `run` knows what was typed."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    out = tmp_path / "o"
+    done = CliRunner().invoke(app, ["run", "--system", "tlt", "-R", "2", "-U", "1", "--rounds",
+                                    "1", "--set", "sim.spec_drafter=off", "--out", str(out)])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert done.output.strip() == ("error: --set sim.spec_drafter=off: tlt always speculates; "
+                                   "set mtp, ngram or draft, or run slime")
+    assert not out.exists()

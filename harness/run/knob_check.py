@@ -131,7 +131,13 @@ def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
                 shown: Mapping[str, str] | None = None) -> None:
     """Refuse, in one line, a config with options `system_name` would ignore. For the
     `run` command and for each cell of a sweep, before any work starts."""
+    from systems import SYSTEMS
+
     messages = ignored_knobs(system_name, cfg, typed, shown)
+    if ((shown or {}).get("sim.spec_drafter") == "off"
+            and getattr(SYSTEMS.get(system_name), "speculates", False)):
+        messages.append(f"--set sim.spec_drafter=off: {system_name} always speculates; set "
+                        f"mtp, ngram or draft, or run slime")
     if messages:
         raise ConfigError("; ".join(messages))
 
