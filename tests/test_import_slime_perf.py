@@ -331,3 +331,15 @@ def test_token_figures_are_unknown_not_zero(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["metrics", str(out)], env={"COLUMNS": "100"})
     row = next(line.split() for line in done.output.splitlines() if line.split()[:1] == ["0"])
     assert row[:7] == ["0", "18.0", "10.0", "10.0", "5.00", "-", "-"], done.output
+
+
+def test_a_rollout_with_no_training_after_it_is_said(tmp_path: Path) -> None:
+    """A history cut after step 3's rollout row (a run stopped mid-step) imported as 3
+    rounds with no word of step 3's rollout; now a note says it was left out."""
+    path = fmt.slime_perf(tmp_path / "h.jsonl", {**STEPS, 3: {"rollout": 7.0}})
+    source = read("slime-perf", [path])
+    assert sorted({s.round for s in source.samples}) == [0, 1, 2]
+    assert ("step(s) 3: a rollout and no training logged after it (the run stopped "
+            "mid-step?): left out") in source.notes
+    assert not any("left out" in n for n in read("slime-perf", [fmt.slime_perf(
+        tmp_path / "whole.jsonl", STEPS)]).notes)
