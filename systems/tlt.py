@@ -48,14 +48,18 @@ from systems.slime import Slime
 class TLT(Slime):
     name = "tlt"
     summary = "synchronous, speculative in the tail; its drafter retrained on a replica idle there"
+    speculates = True  # `run --set sim.spec_drafter=off` is refused (harness/run/knob_check)
     knobs: tuple[str, ...] = ("update_groups", "tlt.bs_threshold",
                               "tlt.training_interval_steps", "tlt.drafter_steps",
                               "tlt.drafter_step_s")
 
     @staticmethod
     def paper_defaults(cfg: Any) -> None:
-        """TLT always speculates: a one-layer drafter (mtp) unless one is set, and its batch
-        threshold unless `sim.spec_max_batch` is (the trace header shows both)."""
+        """TLT always speculates on the simulator: a one-layer drafter (mtp) unless one is
+        set, and its batch threshold unless `sim.spec_max_batch` is (the trace header shows
+        both). A live engine drafts nothing, so a live run's header says none."""
+        if cfg.runtime != "sim":
+            return
         if cfg.sim.spec_drafter == "off":
             cfg.sim.spec_drafter = "mtp"
         if cfg.sim.spec_max_batch == 0:

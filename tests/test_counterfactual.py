@@ -180,3 +180,23 @@ def test_an_incomplete_trace_is_said(tmp_path: Path) -> None:
                "--set", "sim.rollout_gpu=h100-sxm", "--no-fit", "--csv")
     assert done.returncode == 0, done.stderr
     assert f"warning: TRACE: {half}: incomplete trace (no run_end" in done.stderr
+
+
+def test_a_speculative_run_says_its_fit_holds_the_speculation(tmp_path: Path) -> None:
+    """The engine fitted to a tlt run holds its speculation's gain; tlt (its twin here)
+    drafts again on top (a twin 15.5% over its own run at R 8, U 2, 3 rounds, unsaid).
+    A plain run's fit holds none: no note."""
+    work = f"trace:{pipelinerl_trace(tmp_path)}"
+    for system in ("tlt", "slime"):
+        run = tmp_path / f"{system}.jsonl"
+        execute(RunConfig(system=system, workload=work, groups=8, group_size=2,
+                          update_groups=4, rounds=2).validate(), run)
+        done = cli("counterfactual", run, "--out", tmp_path / f"cf-{system}", "--systems",
+                   "slime,tlt", "--json")
+        assert done.returncode == 0, done.stderr
+        said = " ".join(done.stderr.split())
+        note = ("note: the run speculated (mtp): the engine fitted to it holds that gain, "
+                "and tlt speculate again on top of it (their rows overstate it)")
+        assert (note in said) == (system == "tlt"), done.stderr
+        mine = [ln for ln in done.stderr.splitlines() if "speculate" in ln or "overstate" in ln]
+        assert all(len(ln) <= 100 for ln in mine), mine

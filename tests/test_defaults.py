@@ -95,7 +95,10 @@ def test_rollpacker_default_cluster_says_what_idles_and_how_to_fix_it(tmp_path: 
     out = cli("run", "--system", "rollpacker", "--workload", "sci-jl", "-R", "4", "-K", "2",
               "--rounds", "1", "--out", "o", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    notes = [line for line in out.stderr.splitlines() if line.startswith("note: ")]
+    lines = out.stderr.splitlines()  # the note wrapped at 100 columns (one of 227 before)
+    assert max(map(len, lines)) <= 100, out.stderr
+    notes = " ".join(line.strip() for line in lines if line.startswith(("note: ", "  ")))
+    notes = [notes] if notes.startswith("note: ") and notes.count("note: ") == 1 else []
     assert len(notes) == 1, out.stderr
     assert "stream trainer off" in notes[0] and "sim.rollout_engines=1" in notes[0]
     assert "planner idle (TP=4 does not fit 2 rollout GPUs)" in notes[0]
@@ -135,6 +138,41 @@ def test_cluster_notes(sets: dict[str, int], want: list[str]) -> None:
     cfg.rollpacker_planner = cfg.rollpacker_stream_trainer = False
     assert cluster_notes(cfg) == []  # switched off: nothing idles
     cfg.runtime = "live"
+    assert cluster_notes(cfg) == []
+
+
+@pytest.mark.parametrize(("system", "idle"), [
+    ("tlt", "drafter training idle (it trains on a replica that has finished while another "
+            "still generates; sim.rollout_engines=1)"),
+    ("laminar", "repack idle (it moves a tail onto another rollout; sim.rollout_engines=1)"),
+])
+def test_one_replica_leaves_tlt_and_laminar_a_component_idle(system: str, idle: str) -> None:
+    """On the default cluster (one engine replica of TP 2) TLT's drafter never trained
+    (every round's tail 0 s, 0 steps) and Laminar never repacked, and nothing said so;
+    the fix is rollpacker's (TP 1 on two replicas, the same GPUs). Two replicas, or
+    Laminar's repack switched off: no note."""
+    cfg = RunConfig(system=system)
+    assert cluster_notes(cfg) == [f"{system}: {idle}; --set sim.rollout_tp=1 --set "
+                                  "sim.rollout_engines=2 gives it room on the same 2 GPUs"]
+    cfg.sim.rollout_engines = 2
+    assert cluster_notes(cfg) == []
+    cfg = RunConfig(system="laminar")
+    cfg.laminar.repack_fraction = 0.0
+    assert cluster_notes(cfg) == []
+
+
+def test_seer_says_when_no_request_is_cut() -> None:
+    """lsat-ar's cap is 8192, Seer's chunk 8192: no request was ever divided, and seer ran
+    as slime to the digit (1,696 trained tok/s each, R 8, U 2, 3 rounds), unsaid."""
+    from harness.shared.defaults import resolve_defaults
+
+    cfg = resolve_defaults(RunConfig(system="seer"))
+    assert cluster_notes(cfg) == ["seer: divided rollout idle (seer.chunk_tokens=8192 is not "
+                                  "below the response cap 8192: no request is cut; a smaller "
+                                  "chunk cuts them)"]
+    cfg.seer.chunk_tokens = 8191
+    assert cluster_notes(cfg) == []
+    cfg.seer.chunk_tokens = 0  # asked for whole requests: nothing to say
     assert cluster_notes(cfg) == []
 
 
@@ -270,3 +308,4 @@ def test_run_help_names_the_paper_default(tmp_path: Path) -> None:
     assert out.returncode == 0
     text = words(out.stdout.replace("\u2502", " "))  # rich's box borders
     assert "(default 2R, the paper's; 0 or R: none)" in text
+

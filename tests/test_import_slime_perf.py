@@ -312,3 +312,34 @@ def test_a_simulated_one_step_off_run_comes_back_as_train_async(tmp_path: Path) 
     for row, other in zip(rows, again, strict=True):
         assert {k: other[k] for k in keys} == pytest.approx({k: row[k] for k in keys},
                                                             abs=1e-5)
+
+
+def test_token_figures_are_unknown_not_zero(tmp_path: Path) -> None:
+    """slime's perf keys count no tokens: the per-round table showed resp tok 0.00 and gen
+    tok/s 0.00 as measurements (the yardstick line below it says "token counts not
+    recorded"); they are unknown, `-` in the table, the times kept."""
+    import math
+
+    path = fmt.slime_perf(tmp_path / "h.jsonl", STEPS)
+    rows = round_metrics(to_trace(read("slime-perf", [path])))
+    for key in ("mean_response_tokens", "rollout_tokens_per_s", "batch_tokens_per_s"):
+        assert all(math.isnan(r[key]) for r in rows), key
+    assert [r["rollout_complete_s"] for r in rows] == [10.0, 8.0, 6.0]
+    out = tmp_path / "t.jsonl"
+    assert CliRunner().invoke(app, ["import", "slime-perf", str(path), "-o", str(out)]
+                              ).exit_code == 0
+    done = CliRunner().invoke(app, ["metrics", str(out)], env={"COLUMNS": "100"})
+    row = next(line.split() for line in done.output.splitlines() if line.split()[:1] == ["0"])
+    assert row[:7] == ["0", "18.0", "10.0", "10.0", "5.00", "-", "-"], done.output
+
+
+def test_a_rollout_with_no_training_after_it_is_said(tmp_path: Path) -> None:
+    """A history cut after step 3's rollout row (a run stopped mid-step) imported as 3
+    rounds with no word of step 3's rollout; now a note says it was left out."""
+    path = fmt.slime_perf(tmp_path / "h.jsonl", {**STEPS, 3: {"rollout": 7.0}})
+    source = read("slime-perf", [path])
+    assert sorted({s.round for s in source.samples}) == [0, 1, 2]
+    assert ("step(s) 3: a rollout and no training logged after it (the run stopped "
+            "mid-step?): left out") in source.notes
+    assert not any("left out" in n for n in read("slime-perf", [fmt.slime_perf(
+        tmp_path / "whole.jsonl", STEPS)]).notes)

@@ -259,6 +259,24 @@ def test_cli_metrics_json(tmp_path: Path) -> None:
     assert rows[2]["efficiency"] is None and rows[2]["lower_bound_s"] is None
 
 
+def test_cli_metrics_reads_a_run_folder(tmp_path: Path) -> None:
+    """`metrics OUT` said "OUT: cannot open (Is a directory)" where `compare OUT OUT`
+    reads the folder's trace; now it reads it too (a live run's trace.jsonl here), and a
+    folder without one names the trace it looked for."""
+    (tmp_path / "run").mkdir()
+    write(tmp_path / "run" / "trace.jsonl", three_rounds())
+    by_folder, by_file = (subprocess.run([ROLLOUTBENCH, "metrics", str(p), "--json"],
+                                         capture_output=True, text=True, check=False,
+                                         stdin=subprocess.DEVNULL)
+                          for p in (tmp_path / "run", tmp_path / "run" / "trace.jsonl"))
+    assert by_folder.returncode == 0, by_folder.stderr
+    assert json.loads(by_folder.stdout) == json.loads(by_file.stdout)
+    (tmp_path / "empty").mkdir()
+    none = subprocess.run([ROLLOUTBENCH, "metrics", str(tmp_path / "empty")],
+                          capture_output=True, text=True, check=False)
+    assert none.returncode == 2 and str(tmp_path / "empty" / "trace.jsonl.zst") in none.stderr
+
+
 # -- resumed and resubmitted requests ------------------------------------------
 
 

@@ -115,6 +115,15 @@ def test_a_tables_knob_is_set_in_its_table() -> None:
     assert Point("skyrl-async", lay, (("skyrl.max_staleness_steps", 1),)).knob_text() == "S=1"
 
 
+def test_the_new_systems_knobs_have_short_labels() -> None:
+    """plan's table broke tlt's `training_interval_steps=10` mid-word in its 20-column
+    knobs cell ("training_interval_st" / "eps=10"); laminar's knobs had labels."""
+    lay = build_space(plan_of()).layouts["skyrl-async"][0]
+    tlt = Point("tlt", lay, (("tlt.bs_threshold", 32), ("tlt.training_interval_steps", 10)))
+    seer = Point("seer", lay, (("seer.chunk_tokens", 8192), ("seer.context_aware", False)))
+    assert (tlt.knob_text(), seer.knob_text()) == ("bs=32 interval=10", "chunk=8192 ctx=n")
+
+
 def test_point_config_sets_layout_and_knobs() -> None:
     plan = plan_of(Cluster("qwen2.5-7b", 16, "h800-sxm"), r=16, u=16, workload="rp-mix")
     point = Point("rollpacker", Layout(DISAGGREGATED, 2, 3, 10),

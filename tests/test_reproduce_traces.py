@@ -89,3 +89,23 @@ def test_traces_go_under_out_not_the_current_folder(tmp_path: Path,
     written = sorted((out / "runs" / "april").rglob("*.jsonl.zst"))
     assert len(written) == 24  # 2 algorithms x 2 models x baseline/april x 3 datasets
     assert f"traces: {out / 'runs'}" in " ".join(done.output.split())
+
+
+def test_spec_papers_traces_go_under_out_too(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec-papers, added after the test above, still wrote ./runs/spec-papers (the
+    checkout, run from its root) while saying `traces: OUT/runs/<paper>/`."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    out = tmp_path / "rep"
+    done = CliRunner().invoke(app, ["reproduce", "spec-papers", "--traces", "--out", str(out),
+                                    "--twin", "skip", "--jobs", "1"])
+    assert done.exit_code == 0, done.output
+    assert list(here.iterdir()) == []
+    written = sorted((out / "runs" / "spec-papers").rglob("*.jsonl.zst"))
+    assert len(written) == 9  # EfficientRollout: 2 models x (no-sd, always-on, toggle); TLT 3

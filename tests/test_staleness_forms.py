@@ -165,11 +165,16 @@ def test_command_prints_both_tables_within_100_columns(tmp_path: Path) -> None:
     (["-j", "0"], "--jobs: must be a positive integer"),
     (["--systems", " , "], "--systems: name at least one system"),
     (["--split", "9+9", "--systems", "areal"], "no finished run of areal on split 9+9"),
+    # options --roll-flash does not read ran silently; a split not E+T read every trace first
+    (["--roll-flash", "--systems", "areal"],
+     "--systems areal: --roll-flash reads the study's roll-flash runs only; drop one"),
+    (["--roll-flash", "--errors"], "--errors: --roll-flash prints no errors table; drop one"),
+    (["--split", "4x4"], "--split 4x4: must be engine+trainer GPUs, e.g. 4+4"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     done = CliRunner().invoke(app, ["staleness-forms", str(study(tmp_path)), *args])
-    assert done.exit_code == 2 and says in done.output
-    assert "Traceback" not in done.output
+    assert done.exit_code == 2 and says in done.output, done.output
+    assert "Traceback" not in done.output and len(done.output.strip().splitlines()) == 1
 
 
 def test_a_folder_without_a_study_is_one_line(tmp_path: Path) -> None:
@@ -223,3 +228,10 @@ def test_a_trace_cut_short_is_named_in_one_line(tmp_path: Path) -> None:
         done = CliRunner().invoke(app, ["staleness-forms", str(folder), "-j", "1", *extra])
         assert done.exit_code == 2 and "Traceback" not in done.output
         assert f"{trace}: the run did not end normally" in done.output
+
+
+def test_help_shows_every_default() -> None:
+    """--split's "[default: every split]" was read as markup and vanished from the help."""
+    done = CliRunner().invoke(app, ["staleness-forms", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(done.output.replace("\u2502", " ").split())
+    assert "(engine + trainer GPUs). [default: every split]" in text, text

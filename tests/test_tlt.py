@@ -185,3 +185,48 @@ def test_a_short_session_moves_the_drafter_its_share_of_the_way() -> None:
     tlt.data = 10
     tlt.train_drafter(rt, 4, 30.0)  # type: ignore[arg-type]
     assert (tlt.drafter, rt.events[-1]["steps"]) == (10, 100)
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    ("sim.spec_acceptance=1.5", "error: --set sim.spec_acceptance: must lie in [0, 1], got 1.5"),
+    ("sim.spec_tokens=0", "error: --set sim.spec_tokens: must be >= 1"),
+    ("sim.spec_max_batch=-3", "error: --set sim.spec_max_batch: must be >= 0"),
+    ("sim.spec_acceptance_decay=2", "error: --set sim.spec_acceptance_decay: must lie in [0, 1)"),
+])
+def test_run_checks_the_speculation_tlt_turns_on(tmp_path: Path, value: str, line: str) -> None:
+    """TLT turns its drafter on after `validate` skipped the drafter's fields (off then):
+    alpha 1.5 ran faster than alpha 1 could, -3 ran with no speculation at all. Now one
+    line, exit 2, nothing written, as for any system with `sim.spec_drafter` set."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    out = tmp_path / "o"
+    done = CliRunner().invoke(app, ["run", "--system", "tlt", "-R", "2", "-U", "1",
+                                    "--rounds", "1", "--set", value, "--out", str(out)])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert done.output.startswith(line), done.output
+    assert not out.exists()
+
+
+def test_a_live_run_of_tlt_says_no_drafter() -> None:
+    """The live engines draft nothing: a live tlt runs as slime, and its header must not
+    say a drafter ran (a `--set sim.spec_drafter` is refused live for that reason)."""
+    cfg = resolve_defaults(RunConfig(system="tlt", runtime="live"))
+    assert (cfg.sim.spec_drafter, cfg.sim.spec_max_batch) == ("off", 0)
+
+
+def test_run_refuses_tlt_with_its_drafter_off(tmp_path: Path) -> None:
+    """`--set sim.spec_drafter=off` ran with mtp (2,144 trained tok/s, as unset), unsaid:
+    TLT's defaults cannot tell off typed from off by default. `run` knows what was typed."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    out = tmp_path / "o"
+    done = CliRunner().invoke(app, ["run", "--system", "tlt", "-R", "2", "-U", "1", "--rounds",
+                                    "1", "--set", "sim.spec_drafter=off", "--out", str(out)])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert done.output.strip() == ("error: --set sim.spec_drafter=off: tlt always speculates; "
+                                   "set mtp, ngram or draft, or run slime")
+    assert not out.exists()

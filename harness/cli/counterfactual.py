@@ -139,6 +139,9 @@ def counterfactual_cmd(
         typer.echo(line, err=True)
     if twin_cfg is not None:
         typer.echo(f"twin: {schedule.said}", err=True)
+    if fitted is not None and fitted.engine is not None:
+        for line in _speculated_twice(work.header, runs):
+            typer.echo(line, err=True)
     typer.echo(notes.getvalue(), err=True, nl=False)
     if left_out:
         typer.echo(f"note: left out, as their sources do not run on this cluster: "
@@ -154,6 +157,23 @@ def counterfactual_cmd(
     if fmt == "table":
         console.print(f"wrote {out / 'counterfactual.csv'} and {out / 'counterfactual.png'}",
                       highlight=False)
+
+
+def _speculated_twice(header: dict, runs: list[RunConfig]) -> list[str]:
+    """An engine fitted to a run that speculated holds the speculation's gain; a system
+    that drafts itself on it (tlt, or any with --set sim.spec_drafter) counts it twice:
+    tlt's twin ran 15.5% over the tlt run it replays. Said once, wrapped at 100."""
+    import textwrap
+
+    config = header.get("config")
+    sim = config.get("sim") if isinstance(config, dict) else None
+    drafter = sim.get("spec_drafter", "off") if isinstance(sim, dict) else "off"
+    again = sorted({c.system for c in runs if c.sim.spec_drafter != "off"})
+    if drafter == "off" or not again:
+        return []
+    return textwrap.wrap(f"note: the run speculated ({drafter}): the engine fitted to it holds "
+                         f"that gain, and {', '.join(again)} speculate again on top of it "
+                         f"(their rows overstate it)", 100, subsequent_indent="  ")
 
 
 def _given(config: Path | None, sets: list[str], update_groups: int | None) -> set[str]:

@@ -3,6 +3,7 @@ closed forms that predict it (logic in harness.studies.staleness.forms)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,14 +41,14 @@ def staleness_forms_cmd(
             "the study's fully asynchronous ones, harness/studies/staleness/forms.py ASYNC"))]
     = None,
     split: Annotated[str | None, typer.Option(
-        help="Only runs on this split of the GPUs, e.g. 4+4 (engine + trainer GPUs). "
-             "[default: every split]")] = None,
+        help="Only runs on this split of the GPUs, e.g. 4+4 (engine + trainer GPUs)."
+             + shown("every split"))] = None,
     errors_only: Annotated[bool, typer.Option(
         "--errors", help="Only the per-system errors, not the per-setting table.")] = False,
     roll_flash: Annotated[bool, typer.Option(
         "--roll-flash", help="Instead: ROLL Flash's step-time bounds on the study's "
-                             "roll-flash runs beside the critical-path bound (--systems and "
-                             "--errors do not apply).")] = False,
+                             "roll-flash runs beside the critical-path bound (not with --systems "
+                             "or --errors).")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Traces read at a time.")] = 2,
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV.")] = False,
@@ -76,6 +77,13 @@ def staleness_forms_cmd(
               else [s.strip() for s in systems.split(",") if s.strip()])
     if not chosen:
         fail("--systems: name at least one system")
+    if split is not None and not re.fullmatch(r"\d+\+\d+", split):
+        fail(f"--split {split}: must be engine+trainer GPUs, e.g. 4+4")
+    if roll_flash and systems is not None:  # said, not ignored: the run would not read it
+        fail(f"--systems {systems}: --roll-flash reads the study's roll-flash runs only; "
+             f"drop one")
+    if roll_flash and errors_only:
+        fail("--errors: --roll-flash prints no errors table; drop one")
     for name in chosen:
         if name not in SYSTEMS:
             fail(f"--systems: {unknown_name('system', name, sorted(SYSTEMS))}")

@@ -4,6 +4,7 @@ metrics from traces."""
 from __future__ import annotations
 
 import signal
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -197,8 +198,9 @@ def run_cmd(
         check_footprint(cfg, out, compressed=compressed_name(trace))
     except ConfigError as err:
         fail(str(err))
-    for note in cluster_notes(cfg):
-        typer.echo(f"note: {note}", err=True)
+    for note in cluster_notes(cfg):  # within 100 columns (rollpacker's ran to 227)
+        typer.echo(textwrap.fill(f"note: {note}", 100, subsequent_indent="  ",
+                                 break_on_hyphens=False), err=True)
     made = out_dir(out)
     for name in TRACE_NAMES:  # a run forced over one of the other form leaves one trace
         (out / name).unlink(missing_ok=True)
@@ -238,8 +240,6 @@ def _rows_and_line(events: list[dict]) -> tuple[list[dict], str]:
 
 
 def _print_delivered(path: Path, line: str) -> None:
-    import textwrap
-
     console.print(textwrap.fill(f"{path}: {line}", 100, subsequent_indent="  ",
                                 break_on_hyphens=False), highlight=False, soft_wrap=True)
 
@@ -303,7 +303,7 @@ def with_step_source(rows: list[dict], trace: Path) -> list[dict]:
 @commands.command("metrics")
 def metrics_cmd(
     traces: Annotated[list[Path], typer.Argument(
-        help="Trace files (JSON lines, plain or .zst).")],
+        help="Trace files (JSON lines, plain or .zst), or run folders (their trace).")],
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
     steps: Annotated[bool, typer.Option("--steps", help="One row per optimizer step (lag, "
@@ -319,8 +319,10 @@ def metrics_cmd(
     on stderr."""
     from harness.core.metrics import metrics_for_traces, steps_for_traces
     from harness.core.trace import TraceError
+    from harness.core.trace_io import find_trace
 
     fmt = output_format(json_out, csv_out)
+    traces = [find_trace(p) if p.is_dir() else p for p in traces]  # a run folder: as compare
 
     def warn(message: str) -> None:
         typer.echo(f"warning: {message}", err=True)

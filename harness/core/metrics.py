@@ -58,6 +58,10 @@ TIME_KEYS = ("rollout_to_train_end_s", "first_dispatch_s", "rollout_complete_s",
              "trainer_compute_s", "rollout_tokens_per_s", "waiting_ratio", "start_wait_ratio",
              "lower_bound_s", "efficiency", "batch_tokens_per_s")
 
+# The figures that need token counts; an import of times alone (roll, tinker, slime-perf:
+# every response 0 tokens) has none, unknown rather than zero.
+TOKEN_KEYS = ("mean_response_tokens", "rollout_tokens_per_s", "batch_tokens_per_s")
+
 
 def _nan() -> float:
     return float("nan")
@@ -195,6 +199,9 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     if untimed(head):
         for row in out:
             row.update(dict.fromkeys(TIME_KEYS, _nan()))
+    if head.get("runtime") == "import" and not any(all_tokens.values()):
+        for row in out:
+            row.update(dict.fromkeys(TOKEN_KEYS, _nan()))
     return out
 
 

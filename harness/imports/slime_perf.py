@@ -163,9 +163,11 @@ def _stride(order: list[int]) -> int:
     return diffs.pop() if len(diffs) == 1 and len(order) >= 3 else 1
 
 
-def steps(path: Path) -> Keys:
+def steps(path: Path) -> tuple[Keys, list[int]]:
     """step -> key -> (seconds, "FILE:LINE"), the step's rows merged (the rollout's and
-    the trainer's records are rows of their own); a key logged twice keeps the last."""
+    the trainer's records are rows of their own); a key logged twice keeps the last. And
+    the steps after the last trained one that logged a rollout (a run stopped mid-step):
+    left out, said in a note."""
     out: Keys = {}
     for where, row in _rows(path):
         step = _step(row, where)
@@ -195,7 +197,7 @@ def steps(path: Path) -> Keys:
         if missing:
             raise SourceError(f"{keys['perf/train_time'][1]}: step {step} has no "
                               f"{missing[0]}")
-    return trained
+    return trained, [s for s in sorted(out) if s > order[-1] and "perf/rollout_time" in out[s]]
 
 
 def _layout(trained: Keys, overlap: bool) -> tuple[dict[int, dict[str, float]], str]:
@@ -263,7 +265,7 @@ def read(sources: list[Path]) -> Source:
     if len(paths) != 1:
         raise SourceError(f"{', '.join(map(str, paths))}: one run's history is one file; "
                           f"give one, not {len(paths)}")
-    trained = steps(paths[0])
+    trained, untrained = steps(paths[0])
     laid, overlapped = phases(trained)
     samples = [Sample(where=f"{paths[0]} step {step}", round=step, group=step, index=0,
                       prompt_tokens=0, response_tokens=0, submit_s=p["start"],
@@ -281,6 +283,9 @@ def read(sources: list[Path]) -> Source:
     if stride > 1:
         notes.append(f"rollout/step advances by {stride} (--wandb-always-use-train-step: "
                      f"optimizer steps): each logged step is one rollout")
+    if untrained:
+        notes.append(f"step(s) {', '.join(map(str, untrained))}: a rollout and no training "
+                     f"logged after it (the run stopped mid-step?): left out")
     lacks = ["token counts, requests and groups (the keys are per step)", "rewards",
              "policy versions", "truncation", "the last step's weight push (logged nowhere)"]
     return Source(format="slime-perf", system="slime", files=[str(paths[0])],

@@ -63,6 +63,8 @@ def check_run(cfg: RunConfig) -> RunConfig:
             _check_trace_holds(cfg)
         return cfg
     resolve_defaults(cfg)  # the system's own defaults (APRIL's over-sampling) first
+    cfg.validate()  # and what they set checked as a --set is (TLT turns its drafter on)
+    _check_spec(cfg)
     check_placement(cfg)
     _check_trace_holds(cfg)
     _check_sim(cfg)

@@ -131,7 +131,13 @@ def check_knobs(system_name: str, cfg: RunConfig, typed: Collection[str] = (),
                 shown: Mapping[str, str] | None = None) -> None:
     """Refuse, in one line, a config with options `system_name` would ignore. For the
     `run` command and for each cell of a sweep, before any work starts."""
+    from systems import SYSTEMS
+
     messages = ignored_knobs(system_name, cfg, typed, shown)
+    if ((shown or {}).get("sim.spec_drafter") == "off"
+            and getattr(SYSTEMS.get(system_name), "speculates", False)):
+        messages.append(f"--set sim.spec_drafter=off: {system_name} always speculates; set "
+                        f"mtp, ngram or draft, or run slime")
     if messages:
         raise ConfigError("; ".join(messages))
 
@@ -171,8 +177,17 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
             and not (s.rollout_tp < 8 and gpus % (2 * s.rollout_tp) == 0)):
         idle.append("planner idle (TP=8 is its limit)" if s.rollout_tp >= 8 else
                     f"planner idle (TP={2 * s.rollout_tp} does not fit {gpus} rollout GPUs)")
+    if cfg.system == "tlt" and s.rollout_engines < 2:  # its tail: one replica idle, one not
+        idle.append("drafter training idle (it trains on a replica that has finished while "
+                    "another still generates; sim.rollout_engines=1)")
+    if cfg.system == "laminar" and cfg.laminar.repack_fraction > 0 and s.rollout_engines < 2:
+        idle.append("repack idle (it moves a tail onto another rollout; sim.rollout_engines=1)")
+    cap, chunk = cfg.max_response_tokens, cfg.seer.chunk_tokens
+    own = ([f"seer: divided rollout idle (seer.chunk_tokens={chunk} is not below the "
+            f"response cap {cap}: no request is cut; a smaller chunk cuts them)"]
+           if cfg.system == "seer" and 0 < cap <= chunk else [])
     if not idle:
-        return []
+        return own
     it = "them" if len(idle) > 1 else "it"
     if s.rollout_tp >= 8:
         fix = ""
@@ -181,7 +196,7 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
                f"{2 * s.rollout_engines} gives {it} room on the same {gpus} GPUs")
     else:
         fix = f"; --set sim.rollout_engines={2 * s.rollout_engines} gives {it} room"
-    return [f"{cfg.system}: {' and '.join(idle)}{fix}"]
+    return [f"{cfg.system}: {' and '.join(idle)}{fix}", *own]
 
 
 def ignored_line(configs: Iterable[RunConfig], typed: Collection[str] = (),

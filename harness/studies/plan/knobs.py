@@ -93,7 +93,9 @@ SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_
          "skyrl.max_staleness_steps": "S", "prime_rl.max_off_policy_steps": "M",
          "nemo_rl.max_trajectory_age_steps": "age", "tinker.max_steps_off_policy": "off",
          "verl_async.staleness_threshold": "s", "roll_flash.async_generation_ratio": "ratio",
-         "laminar.max_staleness": "adm", "laminar.repack_fraction": "repack"}
+         "laminar.max_staleness": "adm", "laminar.repack_fraction": "repack",
+         "tlt.bs_threshold": "bs", "tlt.training_interval_steps": "interval",
+         "seer.chunk_tokens": "chunk", "seer.context_aware": "ctx"}
 
 
 FIXED_LAG = {"verl-one-step-off": (1, "it trains every batch one step off its policy")}

@@ -37,10 +37,10 @@ def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[
     """EfficientRollout's baseline and SD runs per model and reading, then the nearest
     configurations' runs; `rounds` is fixed by the setups (4, the first left out of the
     means, as SkyRL's)."""
-    sim = runs.simulate(efficientrollout.tasks(seed), Path("runs") / PAPER,
+    sim = runs.simulate(efficientrollout.tasks(seed), out / "runs" / PAPER,
                         label="spec papers")
     write_atomic(out / "spec-papers.csv",
                  efficientrollout.table(sim).to_csv(index=False, float_format="%.6g"))
-    near = nearest.nearest(seed, Path("runs") / PAPER)  # not claims: marked as such
+    near = nearest.nearest(seed, out / "runs" / PAPER)  # not claims: marked as such
     write_atomic(out / "spec-papers_nearest.csv", near.to_csv(index=False, float_format="%.6g"))
     return efficientrollout.claims(sim, PAPER)
