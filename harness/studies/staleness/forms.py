@@ -42,7 +42,7 @@ from harness.studies.staleness.traces import TraceProblem, steady_figures
 # The study's fully asynchronous systems: a sample may be trained steps after the one it
 # began in, with no round boundary that empties the pipeline.
 ASYNC = ("verl-fully-async", "verl-dynamic", "areal", "roll-flash", "prime-rl", "skyrl-async",
-         "tinker", "pipelinerl", "nemo-rl-async", "slime-async")
+         "tinker", "pipelinerl", "nemo-rl-async", "slime-async", "laminar")
 
 
 def _level(changes: Sequence[tuple[float, int]], t0: float, t1: float) -> tuple[float, int]:
