@@ -1,0 +1,98 @@
+"""What the compiled core costs against `SimEngine` on the same streams, in CPU time.
+
+`python -m harness.sim.fastcore.bench [requests] [repeats]`: two streams of `requests`
+(default 100,000) on 8 replicas of Qwen2.5-7B on H100 (the roofline, TP 1, a batch cap of
+256): `plain`, a KV cache of 1M tokens, and `preempt`, 60k tokens (preemption on most
+segments). Each repeat times the compiled core and the Python engine one after the other
+(interleaved, so a load on the machine falls on both); the Python engine's time is the
+heap's run alone (its requests and engines built before) and with that set-up. Before the
+repeats: the events of both are compared (they must be equal), and the compile time is
+measured in fresh processes, first with an empty numba cache, then with the cache it left.
+Prints µs a request, median [min-max] over the repeats, and the ratios.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness.sim.fastcore import Stream, simulate
+from harness.sim.fastcore.reference import prepare, random_stream, run_python
+from harness.sim.perf import DecodeModel
+from harness.sim.presets import load_hardware, load_model
+
+ENGINES, MAX_RUNNING = 8, 256
+CAPACITY = {"plain": 1_000_000, "preempt": 60_000}
+_FIRST_CALL = ("import time; t = time.process_time(); import numpy as np; "
+               "from harness.sim.fastcore import Stream, simulate; "
+               "from harness.sim.perf import DecodeModel; "
+               "simulate(Stream(np.zeros(1), np.zeros(1, dtype=np.int64), np.ones(1, "
+               "dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 1),"
+               " DecodeModel(0.01, 0, 0, 0, 0, 0), 10, 1); print(time.process_time() - t)")
+
+
+def decode() -> DecodeModel:
+    return DecodeModel.build(load_hardware("h100-sxm"), load_model("qwen2.5-7b"), 1, 0.8,
+                             0.003, 0.6)
+
+
+def compile_seconds() -> tuple[float, float]:
+    """CPU seconds of a fresh process's import and first call: an empty cache, then the
+    cache that run wrote."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        cold, warm = (float(subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env,
+                                           check=True, capture_output=True,
+                                           text=True).stdout) for _ in range(2))
+    return cold, warm
+
+
+def once(s: Stream, capacity: int) -> tuple[float, float, float]:
+    """CPU seconds: the compiled core; the Python engine's run; its set-up and run."""
+    d = decode()
+    t0 = time.process_time()
+    simulate(s, d, capacity, MAX_RUNNING)
+    t1 = time.process_time()
+    heap, _, _ = prepare(s, d, capacity, MAX_RUNNING)
+    t2 = time.process_time()
+    heap.run()
+    t3 = time.process_time()
+    return t1 - t0, t3 - t2, t3 - t1
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
+
+
+def main(n: int = 100_000, repeats: int = 5) -> None:
+    cold, warm = compile_seconds()
+    print(f"first call in a fresh process (import + compile or load): cold cache {cold:.2f} "
+          f"CPU s, warm cache {warm:.2f} CPU s")
+    streams = {name: random_stream(7, n, ENGINES, rate=20.0) for name in CAPACITY}
+    for name, s in streams.items():
+        fast = simulate(s, decode(), CAPACITY[name], MAX_RUNNING)
+        same = fast.rows() == run_python(s, decode(), CAPACITY[name], MAX_RUNNING).rows()
+        print(f"{name}: {len(fast.t):,} events, {fast.preemptions:,} preemptions, "
+              f"makespan {fast.t.max():.6f} s, same events as SimEngine: {same}")
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CAPACITY}
+    for _ in range(repeats):
+        for name, s in streams.items():
+            times[name].append(once(s, CAPACITY[name]))
+    print(f"\nµs a request, CPU, {repeats} interleaved repeats, median [min-max]")
+    print("| stream | compiled | SimEngine run | SimEngine set-up + run | ratio run "
+          "| ratio with set-up |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in times.items():
+        fast_us = [r[0] / n * 1e6 for r in rows]
+        run_us = [r[1] / n * 1e6 for r in rows]
+        all_us = [r[2] / n * 1e6 for r in rows]
+        print(f"| {name} | {spread(fast_us)} | {spread(run_us)} | {spread(all_us)} | "
+              f"{spread([r[1] / r[0] for r in rows])} | {spread([r[2] / r[0] for r in rows])} |")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:3]))
