@@ -4,7 +4,8 @@ times bit for bit, and each engine's events in the same order as the Python engi
 emits them.
 
 Streams: seeded draws over step models (the roofline of a dense and a MoE model, a flat
-step, a small-batch knob), KV capacities down to a few prompts (preemption by
+step, a small-batch knob; the measured-kernel table of a default run, a table with
+attention-DP prefill lanes), KV capacities down to a few prompts (preemption by
 recomputation on most segments), batch caps and priorities; a grid of times on which
 submissions land exactly on segment ends and inside prefills; and hypothesis's own.
 """
@@ -20,8 +21,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
+from harness.core.config import RunConfig  # noqa: E402
+from harness.shared.defaults import resolve_defaults  # noqa: E402
+from harness.sim.calibration import resolve  # noqa: E402
 from harness.sim.fastcore import KINDS, Events, Stream, simulate  # noqa: E402
 from harness.sim.fastcore.reference import random_stream, run_python  # noqa: E402
+from harness.sim.kernels.source import decode_model  # noqa: E402
 from harness.sim.perf import DecodeModel, TableDecodeModel  # noqa: E402
 from harness.sim.presets import load_hardware, load_model  # noqa: E402
 
@@ -95,17 +100,31 @@ def test_priority_then_arrival_and_the_batch_cap() -> None:
     assert finishes == [(0.1, 0), (0.2, 2), (0.3, 1)]
 
 
-def models() -> list[DecodeModel]:
+def kernels() -> TableDecodeModel:
+    """The measured-kernel table a default run prices its engine by (verl-fully-async's
+    Qwen3-1.7B, TP 2, on the A100 stand-in table, with the framework's overhead)."""
+    cfg = RunConfig(system="verl-fully-async", workload="lsat-ar")
+    resolve_defaults(cfg)
+    model = decode_model(cfg.sim, resolve(cfg.sim), cfg.sim.rollout_tp)
+    assert type(model) is TableDecodeModel and len(model.batches) > 10
+    return model
+
+
+def models() -> list[DecodeModel | TableDecodeModel]:
     hw = load_hardware("h100-sxm")
     built = [DecodeModel.build(hw, load_model(name), tp, 0.8, 0.003, 0.6)
              for name, tp in (("qwen2.5-7b", 1), ("qwen2.5-7b", 2), ("qwen3-30b-a3b", 2))]
     assert built[2].experts_s > 0  # the MoE term is exercised
     return [*built, flat(), DecodeModel(0.004, 1e-6, 0.006, 3e-9, 2e-5, 1e-5, 1e-4, 1e-9, 2e-3,
-                                        small_batch=4, small_batch_scale=1.7)]
+                                        small_batch=4, small_batch_scale=1.7), kernels(),
+            TableDecodeModel((1, 3, 16, 300), (0.004, 0.005, 0.007, 0.02),
+                             (1e-8, 2e-8, 1e-7, 3e-6), 1e-5, 1e-9, 2e-3, 1e-4, small_batch=2,
+                             small_batch_scale=1.3, prefill_lanes=4)]
 
 
-@pytest.mark.parametrize("decode", models(), ids=["7b", "7b-tp2", "moe", "flat", "small"])
-def test_same_events_as_the_python_engine(decode: DecodeModel) -> None:
+@pytest.mark.parametrize("decode", models(),
+                         ids=["7b", "7b-tp2", "moe", "flat", "small", "kernels", "table-dp"])
+def test_same_events_as_the_python_engine(decode: DecodeModel | TableDecodeModel) -> None:
     preempted = 0
     for seed, capacity, max_running, priorities in itertools.product(
             range(2), (3000, 40_000, 10**6), (4, 256), (1, 3)):
@@ -138,11 +157,14 @@ def test_same_events_on_any_stream(rows: list[tuple[int, int, int, int, int]], c
                 capacity, max_running)
 
 
+class Wrapped(DecodeModel):
+    """A step model the core does not know (as speculative decoding's wrappers are)."""
+
+
 def test_what_it_cannot_price_or_run_is_refused() -> None:
-    table = TableDecodeModel((1, 8), (0.01, 0.02), (0.0, 0.0), 0.0)
     s = stream([0.0], [1], [1])
-    with pytest.raises(TypeError, match="roofline DecodeModel only"):
-        simulate(s, table, 100, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="DecodeModel and TableDecodeModel only, not Wrapped"):
+        simulate(s, Wrapped(0.01, 0, 0, 0, 0, 0), 100, 1)
     with pytest.raises(ValueError, match="target must be >= 1"):
         stream([0.0], [1], [0])
     with pytest.raises(ValueError, match=r"engine must be in \[0, 1\)"):

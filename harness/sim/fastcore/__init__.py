@@ -2,13 +2,14 @@
 
 `simulate` runs a stream of requests, each already routed to one of a pool's replicas,
 through a numba-compiled copy of `SimEngine`'s continuous batching (harness/sim/batching.py,
-harness/sim/engine.py) priced by the roofline (`DecodeModel`), and returns the events as
-columns. They are the events `SimEngine` emits for the same stream, at the same times bit
-for bit (`reference.run_python` is that Python twin; tests/test_fastcore.py compares them).
+harness/sim/engine.py) priced by the roofline (`DecodeModel`) or the measured kernels
+(`TableDecodeModel`), and returns the events as columns. They are the events `SimEngine`
+emits for the same stream, at the same times bit for bit (`reference.run_python` is that
+Python twin; tests/test_fastcore.py compares them).
 
 Scope: what can be made exactly equal today. Submissions only: no abort, pause, weight
-install, chunk, resumed request, GPU share, lent replica, speculative decoding or measured
-kernel table; each of those stays on the Python path. Not yet used by `SimRuntime`:
+install, chunk, resumed request, GPU share, lent replica, speculative decoding or eager
+step; each of those stays on the Python path. Not yet used by `SimRuntime`:
 docs/architecture.md ("The compiled core") says what the integrated core needs.
 """
 
@@ -18,14 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.sim.fastcore.stepmodel import roofline_params
+from harness.sim.fastcore.stepmodel import step_params
 from harness.sim.fastcore.timeline import (
     PRIO,
     PROMPT,
     TARGET,
     run_engines,
 )
-from harness.sim.perf import DecodeModel
+from harness.sim.perf import DecodeModel, TableDecodeModel
 
 KINDS = ("request_submit", "request_admit", "request_preempt", "request_finish")
 
@@ -77,10 +78,9 @@ class Events:
                           self.engine.tolist(), self.value.tolist(), strict=True))
 
 
-def simulate(stream: Stream, decode: DecodeModel, kv_capacity_tokens: int,
+def simulate(stream: Stream, decode: DecodeModel | TableDecodeModel, kv_capacity_tokens: int,
              max_running: int) -> Events:
-    """Run `stream` on `stream.engines` replicas of one roofline engine."""
-    params = roofline_params(decode)
+    """Run `stream` on `stream.engines` replicas of one engine priced by `decode`."""
     n = len(stream.submit_t)
     submit_t = np.ascontiguousarray(stream.submit_t, dtype=np.float64)
     engine = np.asarray(stream.engine, dtype=np.int64)
@@ -90,6 +90,8 @@ def simulate(stream: Stream, decode: DecodeModel, kv_capacity_tokens: int,
     rq[:, TARGET] = stream.target
     order = np.lexsort((submit_t, engine)).astype(np.int64)  # stable: ties by index
     bounds = np.searchsorted(engine[order], np.arange(stream.engines + 1)).astype(np.int64)
+    most = int(np.diff(bounds).max()) if n else 1  # no replica runs a larger batch
+    params = step_params(decode, max(1, min(int(max_running), most)))
     ev_t, ev, preemptions = run_engines(params, int(kv_capacity_tokens), int(max_running),
                                         submit_t, rq, order, bounds)
     return Events(ev_t, ev[:, 0].copy(), ev[:, 1].copy(), ev[:, 2].copy(), ev[:, 3].copy(),

@@ -1,6 +1,7 @@
 """`Batching`'s timeline (harness/sim/batching.py) and `SimEngine`'s per-request bookkeeping
 (harness/sim/engine.py), compiled, for the plain case: submissions only (no abort, pause,
-install, chunk, resume, GPU share, lend or speculative decoding), the roofline step model.
+install, chunk, resume, GPU share, lend or speculative decoding), the roofline or the
+measured-kernel table pricing the steps (harness/sim/fastcore/stepmodel.py).
 
 Each rule is the Python one, step for step, so that every event comes at the same time,
 bit for bit: admission by (priority, arrival) while the KV cache and the batch cap allow,
