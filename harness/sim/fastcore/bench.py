@@ -1,13 +1,15 @@
 """What the compiled core costs against `SimEngine` on the same streams, in CPU time.
 
-`python -m harness.sim.fastcore.bench [requests] [repeats]`: two streams of `requests`
-(default 100,000) on 8 replicas of Qwen2.5-7B on H100 (the roofline, TP 1, a batch cap of
-256): `plain`, a KV cache of 1M tokens, and `preempt`, 60k tokens (preemption on most
-segments). Each repeat times the compiled core and the Python engine one after the other
-(interleaved, so a load on the machine falls on both); the Python engine's time is the
-heap's run alone (its requests and engines built before) and with that set-up. Before the
-repeats: the events of both are compared (they must be equal), and the compile time is
-measured in fresh processes, first with an empty numba cache, then with the cache it left.
+`python -m harness.sim.fastcore.bench [requests] [repeats]`: one stream of `requests`
+(default 100,000) on 8 replicas, a batch cap of 256, three engines: `roofline`, Qwen2.5-7B
+on H100 (TP 1) with a KV cache of 1M tokens; `preempt`, the same with 60k tokens
+(preemption on most segments); `kernels`, the measured-kernel table a default run prices
+by (verl-fully-async's Qwen3-1.7B, TP 2) with its cache (537k tokens). Each repeat times
+the compiled core and the Python engine one after the other (interleaved, so a load on
+the machine falls on both); the Python engine's time is the heap's run alone (its requests
+and engines built before) and with that set-up. Before the repeats: the events of both are
+compared (they must be equal), and the compile time is measured in fresh processes, first
+with an empty numba cache, then with the cache it left.
 Prints µs a request, median [min-max] over the repeats, and the ratios.
 """
 
@@ -20,13 +22,17 @@ import sys
 import tempfile
 import time
 
+from harness.core.config import RunConfig
+from harness.shared.defaults import resolve_defaults
+from harness.sim.calibration import resolve
+from harness.sim.engine_spec import kv_capacity_tokens
 from harness.sim.fastcore import Stream, simulate
 from harness.sim.fastcore.reference import prepare, random_stream, run_python
-from harness.sim.perf import DecodeModel
+from harness.sim.kernels.source import decode_model
+from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.presets import load_hardware, load_model
 
 ENGINES, MAX_RUNNING = 8, 256
-CAPACITY = {"plain": 1_000_000, "preempt": 60_000}
 _FIRST_CALL = ("import time; t = time.process_time(); import numpy as np; "
                "from harness.sim.fastcore import Stream, simulate; "
                "from harness.sim.perf import DecodeModel; "
@@ -35,9 +41,15 @@ _FIRST_CALL = ("import time; t = time.process_time(); import numpy as np; "
                " DecodeModel(0.01, 0, 0, 0, 0, 0), 10, 1); print(time.process_time() - t)")
 
 
-def decode() -> DecodeModel:
-    return DecodeModel.build(load_hardware("h100-sxm"), load_model("qwen2.5-7b"), 1, 0.8,
-                             0.003, 0.6)
+def cases() -> dict[str, tuple[DecodeModel | TableDecodeModel, int]]:
+    """name -> (step model, KV capacity in tokens)."""
+    roofline = DecodeModel.build(load_hardware("h100-sxm"), load_model("qwen2.5-7b"), 1, 0.8,
+                                 0.003, 0.6)
+    cfg = RunConfig(system="verl-fully-async", workload="lsat-ar")
+    resolve_defaults(cfg)
+    tp = cfg.sim.rollout_tp
+    return {"roofline": (roofline, 1_000_000), "preempt": (roofline, 60_000),
+            "kernels": (decode_model(cfg.sim, resolve(cfg.sim), tp), kv_capacity_tokens(cfg, tp))}
 
 
 def compile_seconds() -> tuple[float, float]:
@@ -51,9 +63,9 @@ def compile_seconds() -> tuple[float, float]:
     return cold, warm
 
 
-def once(s: Stream, capacity: int) -> tuple[float, float, float]:
+def once(s: Stream, d: DecodeModel | TableDecodeModel,
+         capacity: int) -> tuple[float, float, float]:
     """CPU seconds: the compiled core; the Python engine's run; its set-up and run."""
-    d = decode()
     t0 = time.process_time()
     simulate(s, d, capacity, MAX_RUNNING)
     t1 = time.process_time()
@@ -72,18 +84,19 @@ def main(n: int = 100_000, repeats: int = 5) -> None:
     cold, warm = compile_seconds()
     print(f"first call in a fresh process (import + compile or load): cold cache {cold:.2f} "
           f"CPU s, warm cache {warm:.2f} CPU s")
-    streams = {name: random_stream(7, n, ENGINES, rate=20.0) for name in CAPACITY}
-    for name, s in streams.items():
-        fast = simulate(s, decode(), CAPACITY[name], MAX_RUNNING)
-        same = fast.rows() == run_python(s, decode(), CAPACITY[name], MAX_RUNNING).rows()
+    s = random_stream(7, n, ENGINES, rate=20.0)
+    engines = cases()
+    for name, (d, capacity) in engines.items():
+        fast = simulate(s, d, capacity, MAX_RUNNING)
+        same = fast.rows() == run_python(s, d, capacity, MAX_RUNNING).rows()
         print(f"{name}: {len(fast.t):,} events, {fast.preemptions:,} preemptions, "
               f"makespan {fast.t.max():.6f} s, same events as SimEngine: {same}")
-    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CAPACITY}
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in engines}
     for _ in range(repeats):
-        for name, s in streams.items():
-            times[name].append(once(s, CAPACITY[name]))
+        for name, (d, capacity) in engines.items():
+            times[name].append(once(s, d, capacity))
     print(f"\nµs a request, CPU, {repeats} interleaved repeats, median [min-max]")
-    print("| stream | compiled | SimEngine run | SimEngine set-up + run | ratio run "
+    print("| engine | compiled | SimEngine run | SimEngine set-up + run | ratio run "
           "| ratio with set-up |")
     print("|---|---|---|---|---|---|")
     for name, rows in times.items():
