@@ -28,6 +28,8 @@ from numba import njit
 
 from harness.sim.fastcore.stepmodel import prefill_time, steps_time, steps_within
 
+Arr = np.ndarray
+
 # event kinds (harness/sim/fastcore/__init__.py: KINDS)
 SUBMIT, ADMIT, PREEMPT, FINISH = 0, 1, 2, 3
 # request columns
@@ -35,8 +37,10 @@ PRIO, PROMPT, TARGET, STATE, GEN0, CTX0, G0, ADMIT_NO, ARRIVAL = range(9)
 WAITING, RUNNING, DONE = 1, 2, 3
 # engine scalars (st)
 STEPS, CTX_BASE, B, ARRIVALS, ADMITS, WSIZE, FSIZE, RSIZE = range(8)
-SEG_N, SEG_B, SEG_CTX, SEG_ID, CUT_ID, PENDING, NE, ENGINE, IDS = range(8, 17)
+SEG_N, SEG_B, SEG_CTX, SEG_ID, CUT_ID, PENDING, PEND_SEQ, ENGINE, IDS = range(8, 17)
 N_ST = 17
+# the pool's (g): the heap's seq counter as the engines take from it, events written
+G_SEQ, G_NE = 0, 1
 # engine floats (fs)
 NOW, SEG_START, PEND_T, CUT_NOW = range(4)
 # what the engine's one heap entry is
@@ -44,7 +48,7 @@ NONE, TIMER, REPLAN = 0, 1, 2
 
 
 @njit(cache=True)
-def _push(h: np.ndarray, size: int, k0: int, k1: int, v: int) -> int:
+def _push(h: Arr, size: int, k0: int, k1: int, v: int) -> int:
     pos = size
     while pos > 0:
         up = (pos - 1) >> 1
@@ -57,7 +61,7 @@ def _push(h: np.ndarray, size: int, k0: int, k1: int, v: int) -> int:
 
 
 @njit(cache=True)
-def _pop(h: np.ndarray, size: int) -> int:
+def _pop(h: Arr, size: int) -> int:
     """Drop the smallest row; returns the new size."""
     size -= 1
     if size == 0:
@@ -81,16 +85,26 @@ def _pop(h: np.ndarray, size: int) -> int:
 
 
 @njit(cache=True)
-def _emit(st: np.ndarray, fs: np.ndarray, ev_t: np.ndarray, ev: np.ndarray, kind: int,
-          i: int, value: int) -> None:
-    ne = st[NE]
+def _emit(g: Arr, st: Arr, fs: Arr, ev_t: Arr, ev: Arr, kind: int, i: int, value: int) -> None:
+    ne = g[G_NE]
     ev_t[ne] = fs[NOW]
     ev[ne, 0], ev[ne, 1], ev[ne, 2], ev[ne, 3] = kind, i, st[ENGINE], value
-    st[NE] = ne + 1
+    ev[ne, 4] = g[G_SEQ]  # a finish's: the seq of its return a turn later (the pool's)
+    g[G_NE] = ne + 1
 
 
 @njit(cache=True)
-def _requeue(rq: np.ndarray, st: np.ndarray, wh: np.ndarray, i: int) -> None:
+def _schedule(g: Arr, st: Arr, fs: Arr, kind: int, when: float) -> None:
+    """The engine's one heap entry (`call_at`, `call_soon`): a new seq from the heap's
+    counter, and `when` never before now."""
+    g[G_SEQ] += 1
+    st[PEND_SEQ] = g[G_SEQ]
+    st[PENDING] = kind
+    fs[PEND_T] = when if when > fs[NOW] else fs[NOW]
+
+
+@njit(cache=True)
+def _requeue(rq: Arr, st: Arr, wh: Arr, i: int) -> None:
     """`Batching._requeue`: back to the queue, tokens kept, cache freed."""
     st[B] -= 1
     st[CTX_BASE] -= rq[i, CTX0] - rq[i, G0]
@@ -100,8 +114,7 @@ def _requeue(rq: np.ndarray, st: np.ndarray, wh: np.ndarray, i: int) -> None:
 
 
 @njit(cache=True)
-def _preempt(rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.ndarray, rs: np.ndarray,
-             ev_t: np.ndarray, ev: np.ndarray) -> None:
+def _preempt(rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, rs: Arr, ev_t: Arr, ev: Arr) -> None:
     """`Batching._preempt`: the newest running sequence (the run stack's top, once the
     entries of sequences that ended or were requeued since are dropped)."""
     top = st[RSIZE] - 1
@@ -110,13 +123,12 @@ def _preempt(rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.ndarray, rs:
     i = rs[top, 0]
     st[RSIZE] = top
     _requeue(rq, st, wh, i)
-    _emit(st, fs, ev_t, ev, PREEMPT, i, 0)
+    _emit(g, st, fs, ev_t, ev, PREEMPT, i, 0)
 
 
 @njit(cache=True)
-def _admit(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.ndarray,
-           fh: np.ndarray, rs: np.ndarray, ev_t: np.ndarray, ev: np.ndarray, capacity: int,
-           max_running: int) -> float:
+def _admit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr,
+           ev: Arr, capacity: int, max_running: int) -> float:
     """`Batching._admit`: admit waiting sequences that fit; the prefill time they cost."""
     steps = st[STEPS]
     base = st[CTX_BASE]
@@ -152,7 +164,7 @@ def _admit(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np
         squares += need * need
         admitted += 1
         st[FSIZE] = _push(fh, st[FSIZE], steps + rq[i, TARGET] - rq[i, GEN0], admit_no, i)
-        _emit(st, fs, ev_t, ev, ADMIT, i, 0)
+        _emit(g, st, fs, ev_t, ev, ADMIT, i, 0)
     if admitted == 0:
         return 0.0
     st[CTX_BASE] = base
@@ -160,21 +172,20 @@ def _admit(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np
 
 
 @njit(cache=True)
-def _plan(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.ndarray,
-          fh: np.ndarray, rs: np.ndarray, ev_t: np.ndarray, ev: np.ndarray, capacity: int,
-          max_running: int) -> None:
+def _plan(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr, ev: Arr,
+          capacity: int, max_running: int) -> None:
     """`Batching._plan`: admit, preempt while the next step would overflow, and set the
     timer of the next segment (or nothing, when the engine is empty)."""
     prefill = 0.0
     if st[WSIZE] > 0:
-        prefill = _admit(p, rq, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
+        prefill = _admit(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
     b = st[B]
     if b == 0:
         return
     steps = st[STEPS]
     ctx = st[CTX_BASE] + b * steps
     while ctx + b > capacity and b > 1:
-        _preempt(rq, st, fs, wh, rs, ev_t, ev)
+        _preempt(rq, g, st, fs, wh, rs, ev_t, ev)
         b = st[B]
         ctx = st[CTX_BASE] + b * steps
     while True:  # drop entries of sequences that left or were readmitted since
@@ -194,15 +205,12 @@ def _plan(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.
     st[SEG_N], st[SEG_B], st[SEG_CTX] = n, b, ctx
     st[IDS] += 1
     st[SEG_ID] = st[IDS]
-    when = start + steps_time(p, n, b, ctx)
-    fs[PEND_T] = when if when > now else now
-    st[PENDING] = TIMER
+    _schedule(g, st, fs, TIMER, start + steps_time(p, n, b, ctx))
 
 
 @njit(cache=True)
-def _segment_end(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.ndarray,
-                 fh: np.ndarray, rs: np.ndarray, ev_t: np.ndarray, ev: np.ndarray, capacity: int,
-                 max_running: int) -> None:
+def _segment_end(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr,
+                 ev: Arr, capacity: int, max_running: int) -> None:
     """`Batching._on_segment_end`: the steps are done; end what is due, plan again."""
     steps = st[STEPS] + st[SEG_N]
     st[STEPS] = steps
@@ -216,16 +224,16 @@ def _segment_end(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, 
             st[CTX_BASE] -= rq[i, CTX0] - rq[i, G0]
             rq[i, GEN0] = gen
             rq[i, STATE] = DONE
-            _emit(st, fs, ev_t, ev, FINISH, i, gen)
+            g[G_SEQ] += 1  # the response's return, a turn later (`EnginePool._soon`)
+            _emit(g, st, fs, ev_t, ev, FINISH, i, gen)
     if st[B] > 0 or st[WSIZE] > 0:
-        _plan(p, rq, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
+        _plan(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
 
 
 @njit(cache=True)
-def _submit(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: np.ndarray,
-            ev_t: np.ndarray, ev: np.ndarray, i: int) -> None:
+def _submit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev: Arr, i: int) -> None:
     """`SimEngine.submit_then` and `Batching._cut_at_boundary`."""
-    _emit(st, fs, ev_t, ev, SUBMIT, i, rq[i, PROMPT])
+    _emit(g, st, fs, ev_t, ev, SUBMIT, i, rq[i, PROMPT])
     rq[i, ARRIVAL] = st[ARRIVALS]
     st[ARRIVALS] += 1
     rq[i, STATE] = WAITING
@@ -238,19 +246,17 @@ def _submit(p: np.ndarray, rq: np.ndarray, st: np.ndarray, fs: np.ndarray, wh: n
         k = steps_within(p, now - start, st[SEG_B], st[SEG_CTX], n)
         fs[CUT_NOW] = now
         if k < n:
-            when = start + steps_time(p, k, st[SEG_B], st[SEG_CTX])
             st[SEG_N] = k
             st[IDS] += 1
             st[SEG_ID] = st[IDS]
-            fs[PEND_T] = when if when > now else now
+            _schedule(g, st, fs, TIMER, start + steps_time(p, k, st[SEG_B], st[SEG_CTX]))
         st[CUT_ID] = st[SEG_ID]
     elif st[PENDING] == NONE:
-        st[PENDING] = REPLAN
-        fs[PEND_T] = now
+        _schedule(g, st, fs, REPLAN, now)
 
 
 @njit(cache=True)
-def _grow(a: np.ndarray, need: int) -> np.ndarray:
+def _grow(a: Arr, need: int) -> np.ndarray:
     if a.shape[0] >= need:
         return a
     out = np.empty((max(need, 2 * a.shape[0]),) + a.shape[1:], dtype=a.dtype)
@@ -259,18 +265,17 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def run_engines(p: np.ndarray, capacity: int, max_running: int, submit_t: np.ndarray,
-                rq: np.ndarray, order: np.ndarray,
-                bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Every engine's timeline. `order`: request indices by (engine, submit time, index);
-    engine e's are `order[bounds[e]:bounds[e + 1]]`. `rq`: per request (PRIO, PROMPT,
-    TARGET set; the rest is written). Returns the events: times, and rows of (kind,
-    request, engine, value), each engine's in the order its Python twin emits them;
-    value: prompt tokens (submit), response tokens (finish), 0 (admit, preempt); and the
-    preemptions."""
+def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr, order: Arr,
+                bounds: Arr) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every engine's timeline, one engine after another. `order`: request indices by
+    (engine, submit time, index); engine e's are `order[bounds[e]:bounds[e + 1]]`. `rq`:
+    per request (PRIO, PROMPT, TARGET set; the rest is written). Returns the events:
+    times, and rows of (kind, request, engine, value, seq), each engine's in the order its
+    Python twin emits them; value: prompt tokens (submit), response tokens (finish), 0
+    (admit, preempt); and the preemptions."""
     n_req = submit_t.shape[0]
     ev_t = np.empty(3 * n_req + 16, dtype=np.float64)
-    ev = np.empty((3 * n_req + 16, 4), dtype=np.int64)
+    ev = np.empty((3 * n_req + 16, 5), dtype=np.int64)
     most = 1
     for e in range(bounds.shape[0] - 1):
         most = max(most, bounds[e + 1] - bounds[e])
@@ -279,21 +284,20 @@ def run_engines(p: np.ndarray, capacity: int, max_running: int, submit_t: np.nda
     rs = np.empty((most + 16, 2), dtype=np.int64)
     st = np.zeros(N_ST, dtype=np.int64)
     fs = np.zeros(4, dtype=np.float64)
-    ne = 0
-    preemptions = 0
+    g = np.zeros(2, dtype=np.int64)
     for e in range(bounds.shape[0] - 1):
         lo, hi = bounds[e], bounds[e + 1]
         count = hi - lo
         st[:] = 0
-        st[NE], st[ENGINE], st[CUT_ID] = ne, e, -1
+        st[ENGINE], st[CUT_ID] = e, -1
         fs[:] = 0.0
         fs[CUT_NOW] = -1.0
         nxt = lo
         while True:
             # room for what one turn can add: each request admitted, preempted and ended
             # at most once a turn, so 3 events, a finish entry and a run-stack row each
-            ev_t = _grow(ev_t, st[NE] + 3 * count + 2)
-            ev = _grow(ev, st[NE] + 3 * count + 2)
+            ev_t = _grow(ev_t, g[G_NE] + 3 * count + 2)
+            ev = _grow(ev, g[G_NE] + 3 * count + 2)
             fh = _grow(fh, st[FSIZE] + count + 1)
             if st[RSIZE] + count + 1 > rs.shape[0]:
                 st[RSIZE] = _compact(rq, rs, st[RSIZE])
@@ -303,17 +307,13 @@ def run_engines(p: np.ndarray, capacity: int, max_running: int, submit_t: np.nda
                 i = order[nxt]
                 nxt += 1
                 fs[NOW] = submit_t[i]
-                _submit(p, rq, st, fs, wh, ev_t, ev, i)
-            elif pending == TIMER:
-                fs[NOW] = fs[PEND_T]
-                _segment_end(p, rq, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
-            elif pending == REPLAN:
-                fs[NOW] = fs[PEND_T]
-                st[PENDING] = NONE
-                _plan(p, rq, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
+                _submit(p, rq, g, st, fs, wh, ev_t, ev, i)
+            elif pending != NONE:
+                _fire(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
             else:
                 break
-        ne = st[NE]
+    ne = g[G_NE]
+    preemptions = 0
     for k in range(ne):
         if ev[k, 0] == PREEMPT:
             preemptions += 1
@@ -321,7 +321,19 @@ def run_engines(p: np.ndarray, capacity: int, max_running: int, submit_t: np.nda
 
 
 @njit(cache=True)
-def _compact(rq: np.ndarray, rs: np.ndarray, size: int) -> int:
+def _fire(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr, ev: Arr,
+          capacity: int, max_running: int) -> None:
+    """The engine's heap entry comes up: its segment ends, or it replans."""
+    fs[NOW] = fs[PEND_T]
+    if st[PENDING] == TIMER:
+        _segment_end(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
+    else:
+        st[PENDING] = NONE
+        _plan(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
+
+
+@njit(cache=True)
+def _compact(rq: Arr, rs: Arr, size: int) -> int:
     """Drop the run stack's rows of sequences no longer running as admitted (their order,
     the admission order, is kept)."""
     out = 0
