@@ -10,6 +10,9 @@ the machine falls on both); the Python engine's time is the heap's run alone (it
 and engines built before) and with that set-up. Before the repeats: the events of both are
 compared (they must be equal), and the compile time is measured in fresh processes, first
 with an empty numba cache, then with the cache it left.
+Then `stepped`: the compiled replicas stepped on the heap against `SimEngine`s, a request
+crossing the boundary at a time (`reference.closed_loop`: a tenth of the stream submitted at
+its times, each return submitting the next; the `roofline` engine), whole runs timed.
 Prints µs a request, median [min-max] over the repeats, and the ratios.
 """
 
@@ -27,7 +30,7 @@ from harness.shared.defaults import resolve_defaults
 from harness.sim.calibration import resolve
 from harness.sim.engine_spec import kv_capacity_tokens
 from harness.sim.fastcore import Stream, simulate
-from harness.sim.fastcore.reference import prepare, random_stream, run_python
+from harness.sim.fastcore.reference import closed_loop, prepare, random_stream, run_python
 from harness.sim.kernels.source import decode_model
 from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.presets import load_hardware, load_model
@@ -76,6 +79,16 @@ def once(s: Stream, d: DecodeModel | TableDecodeModel,
     return t1 - t0, t3 - t2, t3 - t1
 
 
+def stepped(s: Stream, d: DecodeModel | TableDecodeModel, capacity: int) -> tuple[float, float]:
+    """CPU seconds of a closed loop: the core stepped on the heap; `SimEngine`s."""
+    roots = len(s.submit_t) // 10
+    t0 = time.process_time()
+    closed_loop(s, roots, d, capacity, MAX_RUNNING, True)
+    t1 = time.process_time()
+    closed_loop(s, roots, d, capacity, MAX_RUNNING, False)
+    return t1 - t0, time.process_time() - t1
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
 
@@ -105,6 +118,11 @@ def main(n: int = 100_000, repeats: int = 5) -> None:
         all_us = [r[2] / n * 1e6 for r in rows]
         print(f"| {name} | {spread(fast_us)} | {spread(run_us)} | {spread(all_us)} | "
               f"{spread([r[1] / r[0] for r in rows])} | {spread([r[2] / r[0] for r in rows])} |")
+    d, capacity = engines["roofline"]
+    closed_loop(random_stream(1, 100, ENGINES), 10, d, capacity, MAX_RUNNING, True)  # loaded
+    loops = [stepped(s, d, capacity) for _ in range(repeats)]
+    print(f"| stepped (a request a crossing) | {spread([a / n * 1e6 for a, _ in loops])} | - | "
+          f"{spread([b / n * 1e6 for _, b in loops])} | - | {spread([b / a for a, b in loops])} |")
 
 
 if __name__ == "__main__":
