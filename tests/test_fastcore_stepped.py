@@ -15,6 +15,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
@@ -69,3 +71,18 @@ def test_a_table_past_its_batches_is_refused() -> None:
     table = TableDecodeModel((1, 8), (0.01, 0.02), (0.0, 0.0), 0.0)
     with pytest.raises(ValueError, match="not max_running 100000"):
         SteppedEngines(Heap(), table, 10**6, 100_000, 1, print)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2), st.integers(0, 40),
+                          st.integers(1, 60), st.integers(0, 2)), min_size=1, max_size=40),
+       st.integers(1, 40), st.integers(1, 200), st.integers(1, 6))
+def test_same_order_on_any_closed_loop(rows_: list[tuple[int, int, int, int, int]], roots: int,
+                                       capacity: int, max_running: int) -> None:
+    """Odd shapes: more roots than requests, idle replicas, caches below one prompt (the
+    rule that stops at a return is the seeded streams' to check: these are too small)."""
+    t, prio, prompt, target, engine = (np.array(c) for c in zip(*rows_, strict=True))
+    s = Stream(t / 8, prio, prompt, target, engine, 3)
+    decode = DecodeModel(0.125, 0.0, 0.0, 1 / 1024, 0.0, 1 / 64, prefill_fixed_s=0.25)
+    assert rows(closed_loop(s, roots, decode, capacity, max_running, True, room=1)) == rows(
+        closed_loop(s, roots, decode, capacity, max_running, False))
