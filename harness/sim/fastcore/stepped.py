@@ -48,9 +48,9 @@ from harness.sim.fastcore.timeline import (
     WSIZE,
     Arr,
     B,
-    _compact,
-    _fire,
-    _submit,
+    compact,
+    fire,
+    submit_to,
 )
 from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
@@ -62,7 +62,7 @@ MAX_BATCH_TABLE = 1 << 16  # a table's coefficients are kept for every batch up 
 def core_submit(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, ev_t: Arr, ev: Arr,
                 i: int, e: int, now: float) -> None:
     fs2[e, NOW] = now
-    _submit(p, rq, g, st2[e], fs2[e], wh3[e], ev_t, ev, i)
+    submit_to(p, rq, g, st2[e], fs2[e], wh3[e], ev_t, ev, i)
 
 
 @njit(cache=True)
@@ -97,7 +97,7 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
                 > fh3.shape[1] or st2[e, RSIZE] + inflight + 1 > rs3.shape[1]):
             return e
         ne = g[G_NE]
-        _fire(p, rq, g, st2[e], fs2[e], wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
+        fire(p, rq, g, st2[e], fs2[e], wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
               max_running)
         for k in range(ne, g[G_NE]):
             if ev[k, 0] == FINISH:  # the first return of this turn: nothing after it runs
@@ -224,7 +224,7 @@ class SteppedEngines:
         self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
         self.fh = _grown(self.fh, 1, int(st[e, FSIZE]) + inflight + 1)
         if st[e, RSIZE] + inflight + 1 > self.rs.shape[1]:
-            st[e, RSIZE] = _compact(self.rq, self.rs[e], int(st[e, RSIZE]))
+            st[e, RSIZE] = compact(self.rq, self.rs[e], int(st[e, RSIZE]))
             self.rs = _grown(self.rs, 1, int(st[e, RSIZE]) + inflight + 1)
 
     def events(self) -> Events:

@@ -11,10 +11,12 @@ finish or the step at which the cache would fill; a submission cuts the segment 
 step then running (`_cut_at_boundary`, said once per instant and segment); the finish heap
 keeps stale entries of preempted sequences and checks each as it comes up.
 
-Engines do not interact here, so each runs its own timeline over its own submissions,
-one after another. Within an engine the heap's order is kept: the driver schedules every
-submission before the run starts, so at equal times a submission comes before the engine's
-own timer or replan (scheduled later, a larger `seq`); an engine has at most one of those.
+`run_engines`: engines do not interact, so each runs its own timeline over its own
+submissions, one after another. Within an engine the heap's order is kept: the driver
+schedules every submission before the run starts, so at equal times a submission comes
+before the engine's own timer or replan (scheduled later, a larger `seq`); an engine has
+at most one of those. harness/sim/fastcore/stepped.py steps the same rules (`submit_to`,
+`fire`) on the heap itself, each entry with the seq the heap's counter gives it.
 
 State lives in arrays, not objects: per request `rq[i, column]`, per engine the scalars
 `st` and `fs`, and three binary heaps of rows (key0, key1, payload) with unique keys, so
@@ -231,7 +233,8 @@ def _segment_end(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs
 
 
 @njit(cache=True)
-def _submit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev: Arr, i: int) -> None:
+def submit_to(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev: Arr,
+              i: int) -> None:
     """`SimEngine.submit_then` and `Batching._cut_at_boundary`."""
     _emit(g, st, fs, ev_t, ev, SUBMIT, i, rq[i, PROMPT])
     rq[i, ARRIVAL] = st[ARRIVALS]
@@ -300,16 +303,16 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
             ev = _grow(ev, g[G_NE] + 3 * count + 2)
             fh = _grow(fh, st[FSIZE] + count + 1)
             if st[RSIZE] + count + 1 > rs.shape[0]:
-                st[RSIZE] = _compact(rq, rs, st[RSIZE])
+                st[RSIZE] = compact(rq, rs, st[RSIZE])
                 rs = _grow(rs, st[RSIZE] + count + 1)
             pending = st[PENDING]
             if nxt < hi and (pending == NONE or submit_t[order[nxt]] <= fs[PEND_T]):
                 i = order[nxt]
                 nxt += 1
                 fs[NOW] = submit_t[i]
-                _submit(p, rq, g, st, fs, wh, ev_t, ev, i)
+                submit_to(p, rq, g, st, fs, wh, ev_t, ev, i)
             elif pending != NONE:
-                _fire(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
+                fire(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
             else:
                 break
     ne = g[G_NE]
@@ -321,7 +324,7 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
 
 
 @njit(cache=True)
-def _fire(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr, ev: Arr,
+def fire(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr, ev: Arr,
           capacity: int, max_running: int) -> None:
     """The engine's heap entry comes up: its segment ends, or it replans."""
     fs[NOW] = fs[PEND_T]
@@ -333,7 +336,7 @@ def _fire(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, 
 
 
 @njit(cache=True)
-def _compact(rq: Arr, rs: Arr, size: int) -> int:
+def compact(rq: Arr, rs: Arr, size: int) -> int:
     """Drop the run stack's rows of sequences no longer running as admitted (their order,
     the admission order, is kept)."""
     out = 0
