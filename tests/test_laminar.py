@@ -24,6 +24,7 @@ from harness.studies.plan.knobs import ASYNC_STALENESS
 from systems.common import admission_room
 from systems.laminar import Laminar
 from tests.clocks import VirtualAsyncio
+from tests.scripted import ScriptedVerifier, ScriptedWorkload
 
 
 class ScriptedEngine:
@@ -95,22 +96,6 @@ class ScriptedTrainer:
                       relay: bool = False) -> None:
         assert relay, "laminar publishes to the relay only"
         self.rt.relay = self.version
-
-
-class ScriptedVerifier:
-    async def score(self, response: Response, timeout: float | None = None) -> float:
-        return 1.0
-
-
-class ScriptedWorkload:
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self, n: int) -> list[Prompt]:
-        self.next += n
-        return [Prompt(i, 10) for i in range(self.next - n, self.next)]
 
 
 class ScriptedRuntime:

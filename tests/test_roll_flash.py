@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.core.config import ConfigError, RunConfig
-from harness.core.runtime import Group, Prompt, Request, Response
+from harness.core.runtime import Group, Request, Response
 from harness.core.trace import read_trace
 from harness.run.execute import execute
 from harness.studies.analytic.roll_flash import (
@@ -31,6 +31,7 @@ from systems.staleness_gate import CapacityGate
 from tests.async_trace import token_lags
 from tests.async_view import batches, live_run, starts
 from tests.clocks import VirtualAsyncio
+from tests.scripted import ScriptedVerifier, ScriptedWorkload
 
 
 class ScriptedEngine:
@@ -86,22 +87,6 @@ class ScriptedTrainer:
     async def publish(self, in_flight: bool = False, recompute: bool = False) -> None:
         self.rt.engine.version = self.version
         self.rt.log("publish", version=self.version)
-
-
-class ScriptedVerifier:
-    async def score(self, response: Response, timeout: float | None = None) -> float:
-        return 1.0
-
-
-class ScriptedWorkload:
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self, n: int) -> list[Prompt]:
-        self.next += n
-        return [Prompt(i, 10) for i in range(self.next - n, self.next)]
 
 
 class ScriptedRuntime:

@@ -9,6 +9,7 @@ figure made from it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,11 @@ from harness.imports.sample import SourceError
 _decoder = msgspec.json.Decoder()
 
 
-def jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+def jsonl(path: Path, nan: bool = False) -> Iterator[tuple[str, Any]]:
     """("FILE:LINE", value) for each non-blank line; a line that is not JSON, or the
-    last line cut mid-write (no newline and not JSON), is a SourceError."""
+    last line cut mid-write (no newline and not JSON), is a SourceError. `nan`: read with
+    Python's json, which takes the NaN a pandas frame's `json.dumps` writes for a key a
+    row lacks (strict JSON, msgspec's, refuses it)."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -33,8 +36,8 @@ def jsonl(path: Path) -> Iterator[tuple[str, Any]]:
             continue
         where = f"{path}:{number}"
         try:
-            value = _decoder.decode(raw)
-        except msgspec.DecodeError:
+            value = json.loads(raw) if nan else _decoder.decode(raw)
+        except (msgspec.DecodeError, ValueError):
             if number == len(lines) and not data.endswith(b"\n"):
                 raise SourceError(f"{where}: the last line is cut short (the writer was "
                                   f"stopped mid-line?)") from None

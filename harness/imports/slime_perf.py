@@ -54,13 +54,11 @@ one sample of 0 tokens.
 from __future__ import annotations
 
 import csv
-import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.imports.fields import files
+from harness.imports.fields import files, jsonl
 from harness.imports.sample import Sample, Source, SourceError
 
 STEP = "rollout/step"
@@ -72,32 +70,12 @@ SLACK = 1e-3  # seconds: two processes' timers, and an export's rounding
 Keys = dict[int, dict[str, tuple[float, str]]]  # step -> key -> (seconds, "FILE:LINE")
 
 
-def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    """`fields.jsonl`, read with Python's json: rows a pandas frame gave `json.dumps`
-    hold NaN for a key a row lacks, which strict JSON (msgspec) refuses."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise SourceError(f"{path}: cannot read ({err.strerror})") from None
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            yield f"{path}:{number}", json.loads(raw)
-        except ValueError:
-            if number == len(lines) and not data.endswith(b"\n"):
-                raise SourceError(f"{path}:{number}: the last line is cut short (the writer "
-                                  f"was stopped mid-line?)") from None
-            raise SourceError(f"{path}:{number}: not a JSON value") from None
-
-
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """("FILE:LINE", row) of a JSON-lines history (`scan_history()` rows, one object a
     line) or a CSV one (`history().to_csv()`, W&B's export: a header, empty cells)."""
     if path.suffix == ".jsonl":
         out = []
-        for where, row in _jsonl(path):
+        for where, row in jsonl(path, nan=True):
             if not isinstance(row, dict):
                 raise SourceError(f"{where}: expected an object (a W&B history row), got "
                                   f"{type(row).__name__}")

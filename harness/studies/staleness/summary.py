@@ -239,8 +239,9 @@ def markdown(summary: pd.DataFrame) -> str:
     """The answer and a condensed summary as the Markdown tables docs/whatif/staleness.md
     quotes (`python -m harness.studies.staleness SUMMARY.csv`); tokens/s in thousands."""
     a = answer(summary)
-    a = a.assign(trained_tokens_per_s=(a["trained_tokens_per_s"] / 1e3).round(2),
-                 next_tokens_per_s=(a["next_tokens_per_s"] / 1e3).round(2))
+    for col in ("trained_tokens_per_s", "next_tokens_per_s"):  # no next: one system ran
+        if col in a.columns:
+            a[col] = (a[col] / 1e3).round(2)
     cols = ["system", "split", "setting", "trained_tokens_per_s", "trained_tokens_per_s_min",
             "trained_tokens_per_s_max", "generated_tokens_per_s", "warmup_steps", "drain_steps",
             "lag_mean", "lag_max", "ess", "trainer_idle", "rollout_idle", "in_flight", "backlog",
