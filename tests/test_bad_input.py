@@ -65,6 +65,8 @@ BAD: dict[tuple[str, ...], list[list[str]] | None] = {
                           ["metrics.json", "--out", "o", "--systems", "nope"]],
     ("presets",): [["--json", "--csv"]],
     ("check",): [["missing.jsonl"], ["metrics.json"]],
+    ("staleness-forms",): [["no-such-study"], ["no-such-study", "--split", "4x4"],
+                           ["no-such-study", "--systems", "nope"]],
     ("trace-convert",): [["missing.jsonl", "t.jsonl"], ["metrics.json", "t.jsonl.zst"],
                          ["metrics.json", "metrics.json"]],
     ("export-otlp",): [["missing.jsonl", "--out", "o.json"], ["metrics.json", "--out", "o.json"]],
