@@ -46,3 +46,15 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "preempt": run("slime", d / "preempt.jsonl", groups=16, group_size=8, rounds=1,
                        rollout_engines=2, mem_fraction=0.2),
     }
+
+
+# numba's llvmlite, once imported, leaves `llvmlite.binding.ffi.lib` in sys.modules, an object
+# whose every attribute (`__dict__` too) is a lazy C-function wrapper; vLLM 0.32's kernel
+# dispatcher scans every module's attributes as its in-process engine starts and fails on it
+# (`vars(value).get`: vllm/triton_utils/dispatcher.py:139). The compiled core's tests import
+# numba, so they run last, after every test that starts vLLM in this process.
+COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py")
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    items.sort(key=lambda item: Path(str(item.fspath)).name in COMPILED_LAST)

@@ -11,6 +11,7 @@ under NUMBA_BOUNDSCHECK=1 (with its own NUMBA_CACHE_DIR) is the check that none 
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 
 import numpy as np
@@ -18,11 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("numba")
+if importlib.util.find_spec("numba") is None:  # looked for, not imported: see conftest
+    pytest.skip("numba is not installed", allow_module_level=True)
 
 from harness.sim.fastcore import Events, Stream  # noqa: E402
 from harness.sim.fastcore.reference import closed_loop, random_stream  # noqa: E402
-from harness.sim.fastcore.stepped import SteppedEngines  # noqa: E402
 from harness.sim.heap import Heap  # noqa: E402
 from harness.sim.perf import DecodeModel, TableDecodeModel  # noqa: E402
 from tests.test_fastcore import kernels  # noqa: E402
@@ -68,6 +69,8 @@ def test_same_events_in_the_same_order_as_simengine_on_the_heap(
 
 
 def test_a_table_past_its_batches_is_refused() -> None:
+    from harness.sim.fastcore.stepped import SteppedEngines  # numba: at run, not collection
+
     table = TableDecodeModel((1, 8), (0.01, 0.02), (0.0, 0.0), 0.0)
     with pytest.raises(ValueError, match="not max_running 100000"):
         SteppedEngines(Heap(), table, 10**6, 100_000, 1, print)

@@ -21,13 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.sim.fastcore.stepmodel import step_params
-from harness.sim.fastcore.timeline import (
-    PRIO,
-    PROMPT,
-    TARGET,
-    run_engines,
-)
 from harness.sim.perf import DecodeModel, TableDecodeModel
 
 KINDS = ("request_submit", "request_admit", "request_preempt", "request_finish")
@@ -83,6 +76,13 @@ class Events:
 def simulate(stream: Stream, decode: DecodeModel | TableDecodeModel, kv_capacity_tokens: int,
              max_running: int) -> Events:
     """Run `stream` on `stream.engines` replicas of one engine priced by `decode`."""
+    # numba only when a run asks: importing it loads llvmlite, whose `binding.ffi.lib`
+    # answers every attribute (`__dict__` too) with a C-function wrapper, and vLLM 0.32's
+    # in-process start, which reads `vars()` of every module attribute
+    # (vllm/triton_utils/dispatcher.py:139), fails in a process that holds it
+    from harness.sim.fastcore.stepmodel import step_params
+    from harness.sim.fastcore.timeline import PRIO, PROMPT, TARGET, run_engines
+
     n = len(stream.submit_t)
     submit_t = np.ascontiguousarray(stream.submit_t, dtype=np.float64)
     engine = np.asarray(stream.engine, dtype=np.int64)
