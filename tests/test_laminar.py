@@ -24,7 +24,7 @@ from harness.studies.plan.knobs import ASYNC_STALENESS
 from systems.common import admission_room
 from systems.laminar import Laminar
 from tests.clocks import VirtualAsyncio
-from tests.scripted import ScriptedVerifier, ScriptedWorkload
+from tests.scripted import ScriptedRuntimeBase
 
 
 class ScriptedEngine:
@@ -98,40 +98,13 @@ class ScriptedTrainer:
         self.rt.relay = self.version
 
 
-class ScriptedRuntime:
-    name = "scripted"
-
+class ScriptedRuntime(ScriptedRuntimeBase):
     def __init__(self, cfg: RunConfig, lengths: dict[tuple[int, int], int]) -> None:
-        self.config = cfg
+        super().__init__(cfg)
         self.relay = 0
         self.engine = ScriptedEngine(self, lengths)
         self.trainer = ScriptedTrainer(self)
-        self.verifier = ScriptedVerifier()
-        self.workload = ScriptedWorkload()
-        self.events: list[tuple[float, str, dict[str, Any]]] = []
-        self.ids = 0
         self.responses: dict[tuple[int, int], Response] = {}
-
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    def log(self, ev: str, **fields: Any) -> None:
-        self.events.append((self.now(), ev, fields))
-
-    emit = log
-
-    def new_group_id(self) -> int:
-        self.ids += 1
-        return self.ids - 1
-
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        return asyncio.get_running_loop().create_task(coro)
-
-    def event(self) -> asyncio.Event:
-        return asyncio.Event()
-
-    async def gather(self, *waits: Any) -> list[Any]:
-        return list(await asyncio.gather(*waits))
 
     async def materialize(self, group: Group) -> None:
         for r in group.responses:

@@ -31,7 +31,7 @@ from systems.staleness_gate import CapacityGate
 from tests.async_trace import token_lags
 from tests.async_view import batches, live_run, starts
 from tests.clocks import VirtualAsyncio
-from tests.scripted import ScriptedVerifier, ScriptedWorkload
+from tests.scripted import ScriptedRuntimeBase
 
 
 class ScriptedEngine:
@@ -89,44 +89,11 @@ class ScriptedTrainer:
         self.rt.log("publish", version=self.version)
 
 
-class ScriptedRuntime:
-    name = "scripted"
-
+class ScriptedRuntime(ScriptedRuntimeBase):
     def __init__(self, cfg: RunConfig, lengths: dict[tuple[int, int], int]) -> None:
-        self.config = cfg
+        super().__init__(cfg)
         self.engine = ScriptedEngine(self, lengths)
         self.trainer = ScriptedTrainer(self)
-        self.verifier = ScriptedVerifier()
-        self.workload = ScriptedWorkload()
-        self.events: list[tuple[float, str, dict[str, Any]]] = []
-        self.ids = 0
-
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    def log(self, ev: str, **fields: Any) -> None:
-        self.events.append((self.now(), ev, fields))
-
-    emit = log
-
-    def new_group_id(self) -> int:
-        self.ids += 1
-        return self.ids - 1
-
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        return asyncio.get_running_loop().create_task(coro)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-    def event(self) -> asyncio.Event:
-        return asyncio.Event()
-
-    def slots(self, n: int) -> asyncio.Semaphore:
-        return asyncio.Semaphore(n)
-
-    async def gather(self, *waits: Any) -> list[Any]:
-        return list(await asyncio.gather(*waits))
 
     async def materialize(self, group: Group) -> None:
         self.log("group_materialized", group=group.id)
