@@ -140,10 +140,8 @@ class SimTrainer:
             self._engine.relay = (version, self._sync_s)
             self._emit("weights_published", version=version, in_flight=True, relay=True)
             return
-        if drafter is None:
-            await self._engine.install(version, self._sync_s, in_flight, recompute)
-        else:  # a system's own drafter, sent with the weights (TLT)
-            await self._engine.install(version, self._sync_s, in_flight, recompute, drafter)
+        # `drafter`: a system's own drafter, sent with the weights (TLT); None: none
+        await self._engine.install(version, self._sync_s, in_flight, recompute, drafter)
         said: dict[str, Any] = {"recompute": True} if recompute else {}  # else as before
         if drafter is not None:
             said["drafter"] = drafter

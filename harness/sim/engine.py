@@ -163,7 +163,7 @@ class SimEngine(Batching):
         self.version = version
         retune = getattr(self._decode, "at_version", None)
         if retune is not None:  # speculative decoding: acceptance by the drafter's lag
-            self._decode = retune(version) if drafter is None else retune(version, drafter)
+            self._decode = retune(version, drafter)
         for seq in self._running.values():
             self._close_span(seq)
         if recompute:
