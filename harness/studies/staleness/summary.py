@@ -9,6 +9,7 @@ tokens per second within each bound on the lag.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -196,32 +197,39 @@ def speculative(summary: pd.DataFrame, bounds: tuple[int, ...] = LAG_BOUNDS) -> 
     return pd.DataFrame(rows)
 
 
+def leading(summary: pd.DataFrame, bounds: Sequence[int] = LAG_BOUNDS
+            ) -> Iterator[tuple[str, int, pd.DataFrame]]:
+    """(split, bound, candidates best first) for each split and bound with a candidate:
+    what the answer and the derived leaders' table both read."""
+    for split in _splits(summary):
+        for bound in bounds:
+            ok = within(summary, split, bound)
+            if not ok.empty:
+                yield split, bound, ok
+
+
 def answer(summary: pd.DataFrame, bounds: tuple[int, ...] = LAG_BOUNDS) -> pd.DataFrame:
     """Per split and bound L on the max lag: the setting with the most tokens per
     second among those whose every seed stayed within L, and the best of the other
     systems, each with its seeds' range: where the ranges overlap, the seeds do not
     tell the two apart."""
     rows = []
-    for split in _splits(summary):
-        for bound in bounds:
-            ok = within(summary, split, bound)
-            if ok.empty:
-                continue
-            best = ok.iloc[0]
-            rest = ok[ok["system"] != best["system"]]
-            row = {"split": split, "max_lag_at_most": bound, "best": _name(best),
-                   "trained_tokens_per_s": best["trained_tokens_per_s"],
-                   "range": _range(best),
-                   "lag_mean": best["lag_mean"], "trainer_idle": best["trainer_idle"],
-                   "rollout_idle": best["rollout_idle"]}
-            if not rest.empty:
-                second = rest.iloc[0]
-                row.update(next_best=_name(second),
-                           next_tokens_per_s=second["trained_tokens_per_s"],
-                           next_range=_range(second),
-                           apart=bool(best["trained_tokens_per_s_min"]
-                                      > second["trained_tokens_per_s_max"]))
-            rows.append(row)
+    for split, bound, ok in leading(summary, bounds):
+        best = ok.iloc[0]
+        rest = ok[ok["system"] != best["system"]]
+        row = {"split": split, "max_lag_at_most": bound, "best": _name(best),
+               "trained_tokens_per_s": best["trained_tokens_per_s"],
+               "range": _range(best),
+               "lag_mean": best["lag_mean"], "trainer_idle": best["trainer_idle"],
+               "rollout_idle": best["rollout_idle"]}
+        if not rest.empty:
+            second = rest.iloc[0]
+            row.update(next_best=_name(second),
+                       next_tokens_per_s=second["trained_tokens_per_s"],
+                       next_range=_range(second),
+                       apart=bool(best["trained_tokens_per_s_min"]
+                                  > second["trained_tokens_per_s_max"]))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -24,7 +24,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from harness.studies.staleness.summary import LAG_BOUNDS, _in_split, _name, _splits, within
+from harness.studies.staleness.summary import (
+    LAG_BOUNDS,
+    _in_split,
+    _name,
+    _splits,
+    leading,
+    within,
+)
 
 BASELINES = ("slime", "verl")  # the synchronous systems `buys` divides by
 WASTE = 0.05  # a setting "throws generation away" above this share of what it generates
@@ -83,16 +90,12 @@ def _lag(row: pd.Series) -> str:
 def leaders(summary: pd.DataFrame, bounds: Sequence[int] = LAG_BOUNDS) -> str:
     """The answer's leading settings with their figures (a Markdown table)."""
     rows = []
-    for split in _splits(summary):
-        for bound in bounds:
-            ok = within(summary, split, bound)
-            if ok.empty:
-                continue
-            b = ok.iloc[0]
-            idle = f"{_pct(b['trainer_idle'])[:-1]}/{_pct(b['rollout_idle'])}"
-            rows.append([f"{split} L={bound}", _name(b), f"{b['trained_tokens_per_s'] / 1e3:.2f}",
-                         idle, f"{b['in_flight']:.1f}", f"{b['backlog']:.0f}",
-                         _pct(b["wasted_share"]), _pct(b["sync_share"]), _lag(b)])
+    for split, bound, ok in leading(summary, bounds):
+        b = ok.iloc[0]
+        idle = f"{_pct(b['trainer_idle'])[:-1]}/{_pct(b['rollout_idle'])}"
+        rows.append([f"{split} L={bound}", _name(b), f"{b['trained_tokens_per_s'] / 1e3:.2f}",
+                     idle, f"{b['in_flight']:.1f}", f"{b['backlog']:.0f}",
+                     _pct(b["wasted_share"]), _pct(b["sync_share"]), _lag(b)])
     return table(["cell", "best", "k/s", "idle t/e", "in fl", "held", "waste", "sync",
                   "lag (bnd)"], rows)
 
