@@ -47,10 +47,21 @@ def stream(prompt: list[int], target: list[int], priority: list[int] | None = No
 
 def both(script: Script, decode: DecodeModel | TableDecodeModel = GRID, kv: int = 10**6,
          max_running: int = 256) -> tuple[list[Row], list[tuple[Any, ...]]]:
-    """The script on both engines: equal events and logs; the compiled side's."""
-    rows, log = run_script(script, decode, kv, max_running, True, room=1)
-    assert rows == run_script(script, decode, kv, max_running, False)[0]
-    assert log == run_script(script, decode, kv, max_running, False)[1]
+    """The script on both engines: equal events and logs; the compiled side's. Also:
+    every ended request's response read as columns is the one read alone."""
+    from harness.sim.fastcore.timeline import DONE, STATE  # numba: at run, not collection
+
+    pools: list[Any] = []
+    rows, log = run_script(script, decode, kv, max_running, True, room=1, pools=pools)
+    assert (rows, log) == run_script(script, decode, kv, max_running, False)
+    core = pools[0].core
+    ended = np.flatnonzero(core.rq[:core.n, STATE] >= DONE)
+    status, tokens, start, version, count = core.outcomes(ended)
+    for k, i in enumerate(ended.tolist()):
+        spans = list(zip(version[start[k]:start[k + 1]].tolist(),
+                         count[start[k]:start[k + 1]].tolist(), strict=True))
+        assert core.outcome(i) == (("finished", "aborted")[status[k]], tokens[k],
+                                   [list(x) for x in spans])
     return rows, log
 
 

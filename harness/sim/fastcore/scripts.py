@@ -15,6 +15,7 @@ events and entries fell where `SimEngine`'s did in the heap's global order.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -183,10 +184,24 @@ def random_script(seed: int, stream: Stream, roots: int, horizon: float, calls: 
 
 
 def run_script(script: Script, decode: DecodeModel | TableDecodeModel, kv: int,
-               max_running: int, compiled: bool, room: int = 64,
+               max_running: int, compiled: bool, room: int = 64, pools: list[Any] | None = None,
                ) -> tuple[list[Row], list[tuple[Any, ...]]]:
     """The script on `SimEngine`s behind an `EnginePool`, or on `PinnedPool`: the engine
-    events in emission order, and the log (t, heap seq, engine events so far, what)."""
+    events in emission order, and the log (t, heap seq, engine events so far, what).
+    The collector is off meanwhile, as `SimRuntime` runs (harness/sim/runtime.py).
+    `pools`: the pool is appended to it (a test reads the core after the run)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(script, decode, kv, max_running, compiled, room, pools)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(script: Script, decode: DecodeModel | TableDecodeModel, kv: int, max_running: int,
+         compiled: bool, room: int, pools: list[Any] | None,
+         ) -> tuple[list[Row], list[tuple[Any, ...]]]:
     heap = Heap()
     driver = Driver(heap)
     s = script.stream
@@ -212,6 +227,8 @@ def run_script(script: Script, decode: DecodeModel | TableDecodeModel, kv: int,
 
         def count() -> int:
             return len(rec.rows)
+    if pools is not None:
+        pools.append(pool)
     log: list[tuple[Any, ...]] = []
 
     def note(*what: Any) -> None:

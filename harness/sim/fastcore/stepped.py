@@ -26,14 +26,18 @@ import numpy as np
 
 from harness.sim.fastcore import Events, control
 from harness.sim.fastcore.control import (
+    ABORTED,
     DRAIN,
     DRAINING,
     G_COLS,
     G_NSP,
     MODES,
+    OPEN_FROM,
+    OPEN_VERSION,
     PAUSED,
     RECOMPUTE,
     RQ_COLS,
+    SPAN_FIRST,
     ST_COLS,
     VERSION,
     next_engine,
@@ -47,11 +51,13 @@ from harness.sim.fastcore.timeline import (
     FSIZE,
     G_NE,
     G_SEQ,
+    GEN0,
     NOW,
     PEND_SEQ,
     PEND_T,
     PREEMPT,
     RSIZE,
+    STATE,
     WSIZE,
     B,
     compact,
@@ -293,10 +299,22 @@ class SteppedEngines:
         return control.outcomes(self.rq, self.sp, np.asarray(idx, dtype=np.int64))
 
     def outcome(self, i: int) -> tuple[str, int, list[list[int]]]:
-        """One ended request's status, tokens and version spans (`Response`'s)."""
-        status, tokens, _, version, count = self.outcomes([i])
-        return (("finished", "aborted")[int(status[0])], int(tokens[0]),
-                [[v, c] for v, c in zip(version.tolist(), count.tolist(), strict=True)])
+        """One ended request's status, tokens and version spans (`Response`'s): what
+        `outcomes` gives, read here in Python (a numba call and five arrays cost more
+        than one response's few numbers)."""
+        row = self.rq[i].tolist()
+        gen, at, sp = row[GEN0], row[OPEN_FROM], self.sp
+        spans: list[list[int]] = []
+        r = row[SPAN_FIRST]
+        while r >= 0:
+            version, tokens, r = sp[r].tolist()
+            spans.append([version, tokens])
+        if gen > at:  # the open span, as `SimEngine._end` adds it
+            if spans and spans[-1][0] == row[OPEN_VERSION]:
+                spans[-1][1] += gen - at
+            else:
+                spans.append([row[OPEN_VERSION], gen - at])
+        return ("aborted" if row[STATE] == ABORTED else "finished"), gen, spans
 
     def events(self) -> Events:
         """The events so far, in the order they were emitted (a preemption's value is
