@@ -44,15 +44,12 @@ from harness.sim.fastcore.timeline import (
     FINISH,
     FSIZE,
     G0,
-    G_NE,
     G_SEQ,
     GEN0,
     IDS,
     N_ST,
     NONE,
     NOW,
-    PEND_SEQ,
-    PEND_T,
     PENDING,
     PREEMPT,
     PRIO,
@@ -78,7 +75,6 @@ from harness.sim.fastcore.timeline import (
     _push,
     _requeue,
     _schedule,
-    fire,
     submit_to,
 )
 
@@ -335,57 +331,6 @@ def submit(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, ev_t: Arr, ev:
     rq[i, SPAN_FIRST], rq[i, SPAN_LAST], rq[i, REPLICA] = first, last, e
     fs2[e, NOW] = now
     submit_to(p, rq, g, st2[e], fs2[e], wh3[e], ev_t, ev, i)
-
-
-@njit(cache=True)
-def next_engine(st2: Arr, fs2: Arr) -> int:
-    """The replica whose heap entry comes first by (when, seq); -1: none has one."""
-    best = -1
-    for e in range(st2.shape[0]):
-        if st2[e, PENDING] == NONE:
-            continue
-        if best < 0 or fs2[e, PEND_T] < fs2[best, PEND_T] or (
-                fs2[e, PEND_T] == fs2[best, PEND_T] and st2[e, PEND_SEQ] < st2[best, PEND_SEQ]):
-            best = e
-    return best
-
-
-@njit(cache=True)
-def run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs3: Arr, ev_t: Arr,
-        ev: Arr, capacity: int, max_running: int, limit_t: float, limit_seq: int) -> int:
-    """stepped.py's loop with the pause rules: the replicas' entries in (when, seq) order
-    while they come before the limit (the heap's next entry, then also the first return
-    made here). A replan of a paused replica does nothing (`_plan` returns); a draining
-    one admits none. Returns -1 when done; e >= 0: replica e needs more room in the arrays
-    first; -2 - e: replica e's drain is over (`_plan` found it empty while a drain
-    waited), to be told at once, as `_plan` sets the drain's Wait."""
-    while True:
-        e = next_engine(st2, fs2)
-        if e < 0:
-            return -1
-        st, fs = st2[e], fs2[e]
-        t, s = fs[PEND_T], st[PEND_SEQ]
-        if t > limit_t or (t == limit_t and s > limit_seq):
-            return -1
-        inflight = st[WSIZE] + st[B]
-        if (g[G_NE] + 3 * inflight + 2 > ev_t.shape[0] or st[FSIZE] + inflight + 1
-                > fh3.shape[1] or st[RSIZE] + inflight + 1 > rs3.shape[1]):
-            return e
-        ne = g[G_NE]
-        if st[PENDING] == REPLAN and st[PAUSED] == STOPPED:
-            fs[NOW] = t
-            st[PENDING] = NONE
-            continue
-        fire(p, rq, g, st, fs, wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
-             max_running if st[PAUSED] == GOING else 0)
-        if st[DRAINING] == 1 and st[B] == 0:
-            st[DRAINING] = 0
-            return -2 - e
-        for k in range(ne, g[G_NE]):
-            if ev[k, 0] == FINISH:  # the first return of this turn: nothing after it runs
-                if t < limit_t or ev[k, 4] < limit_seq:
-                    limit_t, limit_seq = t, ev[k, 4]
-                break
 
 
 @njit(cache=True)

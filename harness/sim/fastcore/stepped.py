@@ -23,6 +23,7 @@ from heapq import heappush
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from harness.sim.fastcore import Events, control
 from harness.sim.fastcore.control import (
@@ -31,6 +32,7 @@ from harness.sim.fastcore.control import (
     DRAINING,
     G_COLS,
     G_NSP,
+    GOING,
     MODES,
     OPEN_FROM,
     OPEN_VERSION,
@@ -39,8 +41,8 @@ from harness.sim.fastcore.control import (
     RQ_COLS,
     SPAN_FIRST,
     ST_COLS,
+    STOPPED,
     VERSION,
-    next_engine,
 )
 from harness.sim.fastcore.stepmodel import step_params
 from harness.sim.fastcore.timeline import (
@@ -52,20 +54,77 @@ from harness.sim.fastcore.timeline import (
     G_NE,
     G_SEQ,
     GEN0,
+    NONE,
     NOW,
     PEND_SEQ,
     PEND_T,
+    PENDING,
     PREEMPT,
+    REPLAN,
     RSIZE,
     STATE,
     WSIZE,
+    Arr,
     B,
     compact,
+    fire,
 )
 from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
 
 MAX_BATCH_TABLE = 1 << 16  # a table's coefficients are kept for every batch up to the cap
+
+
+@njit(cache=True)
+def next_engine(st2: Arr, fs2: Arr) -> int:
+    """The replica whose heap entry comes first by (when, seq); -1: none has one."""
+    best = -1
+    for e in range(st2.shape[0]):
+        if st2[e, PENDING] == NONE:
+            continue
+        if best < 0 or fs2[e, PEND_T] < fs2[best, PEND_T] or (
+                fs2[e, PEND_T] == fs2[best, PEND_T] and st2[e, PEND_SEQ] < st2[best, PEND_SEQ]):
+            best = e
+    return best
+
+
+@njit(cache=True)
+def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs3: Arr,
+             ev_t: Arr, ev: Arr, capacity: int, max_running: int, limit_t: float,
+             limit_seq: int) -> int:
+    """The replicas' entries in (when, seq) order while they come before the limit (the
+    heap's next entry, then also the first return made here). A replan of a paused
+    replica does nothing (`_plan` returns); a draining one admits none. Returns -1 when
+    done; e >= 0: replica e needs more room in the arrays first; -2 - e: replica e's
+    drain is over (`_plan` found it empty while a drain waited), to be told at once, as
+    `_plan` sets the drain's Wait."""
+    while True:
+        e = next_engine(st2, fs2)
+        if e < 0:
+            return -1
+        st, fs = st2[e], fs2[e]
+        t, s = fs[PEND_T], st[PEND_SEQ]
+        if t > limit_t or (t == limit_t and s > limit_seq):
+            return -1
+        inflight = st[WSIZE] + st[B]
+        if (g[G_NE] + 3 * inflight + 2 > ev_t.shape[0] or st[FSIZE] + inflight + 1
+                > fh3.shape[1] or st[RSIZE] + inflight + 1 > rs3.shape[1]):
+            return e
+        ne = g[G_NE]
+        if st[PENDING] == REPLAN and st[PAUSED] == STOPPED:
+            fs[NOW] = t
+            st[PENDING] = NONE
+            continue
+        fire(p, rq, g, st, fs, wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
+             max_running if st[PAUSED] == GOING else 0)
+        if st[DRAINING] == 1 and st[B] == 0:
+            st[DRAINING] = 0
+            return -2 - e
+        for k in range(ne, g[G_NE]):
+            if ev[k, 0] == FINISH:  # the first return of this turn: nothing after it runs
+                if t < limit_t or ev[k, 4] < limit_seq:
+                    limit_t, limit_seq = t, ev[k, 4]
+                break
 
 
 def _grown(a: np.ndarray, axis: int, need: int) -> np.ndarray:
@@ -186,9 +245,9 @@ class SteppedEngines:
             limit_t, limit_seq = (queue[0][0], queue[0][1]) if queue else (np.inf, 1 << 62)
             start = int(self.g[G_NE])
             self.g[G_SEQ] = heap._seq  # noqa: SLF001
-            e = control.run(self.p, self.rq, self.g, self.st, self.fs, self.wh, self.fh,
-                            self.rs, self.ev_t, self.ev, self.kv, self.max_running,
-                            float(limit_t), int(limit_seq))
+            e = core_run(self.p, self.rq, self.g, self.st, self.fs, self.wh, self.fh,
+                         self.rs, self.ev_t, self.ev, self.kv, self.max_running,
+                         float(limit_t), int(limit_seq))
             heap._seq = int(self.g[G_SEQ])  # noqa: SLF001
             self._returns(start)
             if e == -1:
