@@ -12,7 +12,8 @@ What is kept where (columns past timeline.py's, so its functions read the same a
   (finished: timeline's `DONE`);
 - per replica: paused (`GOING`, `STOPPED` or `DRAIN`: `SimEngine._paused`'s False, True
   and "drain"), its weight version, and whether a drain waits for the replica to empty;
-- spans as rows (version, tokens, next row) linked per request, one table for all.
+- spans as rows (version, tokens, next row) linked per request, one table for all; row 0
+  is no span, so a request row left zeroed has none.
 
 Three rules are kept in another form than Python's, with the same results:
 - `SimEngine._end` adds a request's open span as it ends; here the span is added when the
@@ -86,7 +87,7 @@ ABORTED = 4  # a request's STATE once aborted (timeline's DONE: finished)
 PAUSED, VERSION, DRAINING = range(N_ST, N_ST + 3)
 ST_COLS = N_ST + 3
 GOING, STOPPED, DRAIN = 0, 1, 2  # PAUSED: `SimEngine._paused` False, True, "drain"
-G_NSP, G_COLS = 2, 3  # the pool's: span rows used
+G_NSP, G_COLS = 2, 3  # the pool's: span rows used (row 0 is none: a zeroed row has none)
 RECOMPUTE = 1  # a preemption's value when `install_end` recomputes (else 0)
 MODES = {"keep": 0, "abort": 1, "drain": 0}  # `pause_now`'s: a drain is paused as a keep
 
@@ -265,13 +266,13 @@ def install_begin(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, fh3: Arr, ev_t: A
 def _add_span(rq: Arr, g: Arr, sp: Arr, i: int, version: int, tokens: int) -> None:
     """`SimEngine._add_span`: merged into the last span of the same version."""
     last = rq[i, SPAN_LAST]
-    if last >= 0 and sp[last, 0] == version:
+    if last > 0 and sp[last, 0] == version:
         sp[last, 1] += tokens
         return
     k = g[G_NSP]
     g[G_NSP] = k + 1
-    sp[k, 0], sp[k, 1], sp[k, 2] = version, tokens, -1
-    if last >= 0:
+    sp[k, 0], sp[k, 1], sp[k, 2] = version, tokens, 0
+    if last > 0:
         sp[last, 2] = k
     else:
         rq[i, SPAN_FIRST] = k
@@ -322,7 +323,7 @@ def submit(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, ev_t: Arr, ev:
            e: int, now: float, prio: int, prompt: int, target: int, resumed: int, first: int,
            last: int) -> None:
     """`SimEngine.submit_then`: request i to replica e, resumed from `resumed` tokens
-    (its spans so far: rows first..last, -1 for none), its open span at the replica's
+    (its spans so far: rows first..last, 0 for none), its open span at the replica's
     version (see the module's docstring)."""
     rq[i, :] = 0
     rq[i, PRIO], rq[i, PROMPT], rq[i, TARGET] = prio, prompt, target
@@ -345,7 +346,7 @@ def outcomes(rq: Arr, sp: Arr, idx: Arr) -> tuple[Arr, Arr, Arr, Arr, Arr]:
     rows = 0
     for k in range(n):
         r = rq[idx[k], SPAN_FIRST]
-        while r >= 0:
+        while r > 0:
             rows += 1
             r = sp[r, 2]
         rows += 1
@@ -358,7 +359,7 @@ def outcomes(rq: Arr, sp: Arr, idx: Arr) -> tuple[Arr, Arr, Arr, Arr, Arr]:
         gen = rq[i, GEN0]
         tokens[k] = gen
         r = rq[i, SPAN_FIRST]
-        while r >= 0:
+        while r > 0:
             version[out], count[out] = sp[r, 0], sp[r, 1]
             out += 1
             r = sp[r, 2]

@@ -160,6 +160,7 @@ class SteppedEngines:
         self.n = 0
         self.rq = np.zeros((16 * room, RQ_COLS), dtype=np.int64)
         self.g = np.zeros(G_COLS, dtype=np.int64)
+        self.g[G_NSP] = 1  # span row 0 means none: a request row zeroed has no span
         self.st = np.zeros((engines, ST_COLS), dtype=np.int64)
         self.st[:, ENGINE] = np.arange(engines)
         self.st[:, CUT_ID] = -1
@@ -170,7 +171,7 @@ class SteppedEngines:
         self.rs = np.empty((engines, room, 2), dtype=np.int64)
         self.ev_t = np.empty(64 * room, dtype=np.float64)
         self.ev = np.empty((64 * room, 5), dtype=np.int64)
-        self.sp = np.empty((room, 3), dtype=np.int64)  # version spans: (version, tokens, next)
+        self.sp = np.empty((room + 1, 3), dtype=np.int64)  # version spans: (version, tokens, next)
         self.drained: dict[int, Callable[[], Any]] = {}  # replica -> what its drain calls
         self.entry: list[Any] | None = None  # the core's one entry on the heap
         # the core's entries still in the heap's queue, the cancelled ones too, by (when,
@@ -188,7 +189,7 @@ class SteppedEngines:
         i, st = self.n, self.st
         self.rq = _grown(self.rq, 0, i + 1)
         self.n = i + 1
-        first = last = -1
+        first = last = 0  # no span (row 0 is none)
         if spans:
             first, last = self._spans(spans)
         # a request is queued at most once: in flight (waiting or running) bounds the queue
@@ -209,7 +210,7 @@ class SteppedEngines:
         self.sp = _grown(self.sp, 0, k + len(spans))
         for j, (version, tokens) in enumerate(spans):
             self.sp[k + j] = version, tokens, k + j + 1
-        self.sp[k + len(spans) - 1, 2] = -1
+        self.sp[k + len(spans) - 1, 2] = 0
         self.g[G_NSP] = k + len(spans)
         return k, k + len(spans) - 1
 
@@ -365,7 +366,7 @@ class SteppedEngines:
         gen, at, sp = row[GEN0], row[OPEN_FROM], self.sp
         spans: list[list[int]] = []
         r = row[SPAN_FIRST]
-        while r >= 0:
+        while r > 0:
             version, tokens, r = sp[r].tolist()
             spans.append([version, tokens])
         if gen > at:  # the open span, as `SimEngine._end` adds it
