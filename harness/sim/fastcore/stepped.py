@@ -22,9 +22,9 @@ from heapq import heappush
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from harness.sim.fastcore import Events
+from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepmodel import step_params
 from harness.sim.fastcore.timeline import (
     CUT_ID,

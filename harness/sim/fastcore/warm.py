@@ -1,0 +1,106 @@
+"""Compile the core once, so that a run loads it from the cache: `python -m
+harness.sim.fastcore.warm` (`make setup` calls it).
+
+A fresh process with an empty cache spends about 10 CPU s compiling; with the cache
+about 0.7 s (importing numba and loading). The cold compile belongs to the set-up, not to
+`make reproduce`'s 30 s. Tiny inputs go through both entry points, `simulate` (the whole
+stream at once) and `SteppedEngines` (requests from the heap's callbacks, arrays from one
+row so that every growth path and the run stack's compaction run), with the argument
+types a run passes, so each function is compiled for the signature a run asks for. Then
+every compiled function of the package must have been compiled or loaded here (a callee
+loaded inside its cached caller counts by its cache file): a function added to the core
+but not reached here is named and the exit code is 1. Older versions' caches beside this
+one are removed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import harness.sim.fastcore as fastcore
+from harness.sim.fastcore import Stream, simulate
+from harness.sim.fastcore.reference import closed_loop, random_stream
+from harness.sim.perf import DecodeModel, TableDecodeModel
+
+SKIP = frozenset({"bench", "warm"})  # modules that only drive the core
+
+
+def models() -> list[DecodeModel | TableDecodeModel]:
+    """The two step models the core prices by (their parameters are one float array, so
+    one signature serves both; both are run as a run would)."""
+    roofline = DecodeModel(0.002, 1e-5, 0.004, 1e-8, 1e-5, 1e-6)
+    table = TableDecodeModel((1, 4), (0.004, 0.005), (1e-8, 2e-8), 1e-6)
+    return [roofline, table]
+
+
+def run_once() -> None:
+    """Both entry points on tiny streams that preempt (a KV cache of a few prompts)."""
+    stream = random_stream(11, 48, 2, rate=200.0, prompt=(8, 32), target=(1, 24))
+    for decode in models():
+        simulate(stream, decode, 96, 8)
+        closed_loop(stream, 12, decode, 96, 8, True, room=1)
+    # an empty stream takes the same path (no engine has work)
+    empty = np.zeros(0, dtype=np.int64)
+    simulate(Stream(np.zeros(0), empty, empty, empty, empty, 1), models()[0], 96, 8)
+
+
+def dispatchers() -> dict[str, Any]:
+    """'module.function' -> numba dispatcher, for every compiled function of the package."""
+    from numba.core.dispatcher import Dispatcher
+
+    found: dict[str, Any] = {}
+    for info in pkgutil.iter_modules(fastcore.__path__):
+        if info.name in SKIP:
+            continue
+        module = importlib.import_module(f"{fastcore.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, Dispatcher) and value.py_func.__module__ == module.__name__:
+                found[f"{info.name}.{name}"] = value
+    return found
+
+
+def missing() -> list[str]:
+    """Compiled functions neither compiled nor loaded in this process nor in the cache."""
+    out = []
+    for key, disp in sorted(dispatchers().items()):
+        if disp.signatures:
+            continue
+        path = disp.stats.cache_path
+        qualname = disp.py_func.__qualname__
+        module = Path(disp.py_func.__code__.co_filename).stem
+        if not path or not list(Path(path).glob(f"{module}.{qualname}-*.nbi")):
+            out.append(key)
+    return out
+
+
+def main() -> int:
+    from harness.sim.fastcore.cachedir import prune
+    from harness.sim.fastcore.jit import CACHE
+
+    t0 = time.process_time()
+    run_once()
+    seconds = time.process_time() - t0
+    found = dispatchers().values()
+    compiled = sum(1 for d in found if d.stats.cache_misses)
+    loaded = sum(1 for d in found if d.stats.cache_hits and not d.stats.cache_misses)
+    if CACHE is not None:
+        prune(CACHE)
+    gone = missing()
+    where = CACHE if CACHE is not None else "none, no writable folder"
+    print(f"compiled core: ready in {seconds:.1f} CPU s, {compiled} functions compiled, "
+          f"{loaded} loaded (numba cache: {where})")
+    if gone:
+        print(f"compiled core: not compiled by the warm-up: {', '.join(gone)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
