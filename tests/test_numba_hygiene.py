@@ -6,10 +6,11 @@ and vLLM 0.32's in-process start fails on it (tests/conftest.py), so numba is im
 only inside what a simulated run calls when it uses the compiled core
 (harness/sim/fastcore/__init__.py). Each check runs in a fresh process (this one may
 hold numba already) and reads its sys.modules: after `rolloutbench --help` and `run
---help`, at the moment a live run would start its engines (`LiveRuntime._setup`, replaced
-by a stop) and after that run's end, and after a whole simulated run of prime-rl, which
-acts per request and so stays on the Python path (docs/architecture.md, "The compiled
-core").
+--help`; after importing the simulated runtime and the core's package (its Stream and
+Events, and the choice of numba's cache folder, harness/sim/fastcore/cachedir.py); at the
+moment a live run would start its engines (`LiveRuntime._setup`, replaced by a stop) and
+after that run's end; after a whole simulated run of prime-rl, which acts per request and
+so stays on the Python path (docs/architecture.md, "The compiled core").
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ if mode == "live":
                             "--workload", "arith", "--set", f"live.model_dir={model}"),
                         loaded()]
 else:
+    import harness.sim.fastcore.cachedir  # noqa: F401
     import harness.sim.runtime  # noqa: F401
 
-    seen["import harness.sim.runtime"] = [None, loaded()]
+    seen["import harness.sim.runtime, fastcore"] = [None, loaded()]
     run[run.index("slime")] = "prime-rl"
     seen["prime-rl run"] = [cli(*run, "--runtime", "sim"), loaded()]
 print(json.dumps(seen))
@@ -96,4 +98,4 @@ def test_the_cli_and_a_live_run_never_load_numba(model_dir: Path, tmp_path: Path
 
 def test_a_simulated_run_off_the_compiled_core_never_loads_numba(tmp_path: Path) -> None:
     seen = probe("sim", tmp_path / "sim")
-    assert seen == {"import harness.sim.runtime": [None, []], "prime-rl run": [0, []]}
+    assert seen == {"import harness.sim.runtime, fastcore": [None, []], "prime-rl run": [0, []]}
