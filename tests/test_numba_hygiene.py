@@ -80,6 +80,7 @@ def probe(mode: str, out: Path, model: Path | str = "-") -> dict[str, Any]:
     """The probe's findings: step -> [exit code, numba's and llvmlite's modules loaded]."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("ROLLOUTBENCH_PYTHON_ENGINES", None)  # the core chosen as for a user's run
     done = subprocess.run([sys.executable, "-c", PROBE, mode, str(out), str(model)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

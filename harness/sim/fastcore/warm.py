@@ -3,10 +3,11 @@ harness.sim.fastcore.warm` (`make setup` calls it).
 
 A fresh process with an empty cache spends about 10 CPU s compiling; with the cache
 about 0.7 s (importing numba and loading). The cold compile belongs to the set-up, not to
-`make reproduce`'s 30 s. Tiny inputs go through both entry points, `simulate` (the whole
-stream at once) and `SteppedEngines` (requests from the heap's callbacks, arrays from one
-row so that every growth path and the run stack's compaction run), with the argument
-types a run passes, so each function is compiled for the signature a run asks for. Then
+`make reproduce`'s 30 s. Tiny inputs go through the entry points, `simulate` (the whole
+stream at once), `SteppedEngines` (requests from the heap's callbacks, arrays from one
+row so that every growth path and the run stack's compaction run) and a simulated run of
+slime (the runtime's own use of the core, where it has one), with the argument types a
+run passes, so each function is compiled for the signature a run asks for. Then
 every compiled function of the package must have been compiled or loaded here (a callee
 loaded inside its cached caller counts by its cache file): a function added to the core
 but not reached here is named and the exit code is 1, as is one decorated with numba's own
@@ -17,8 +18,10 @@ caches beside this one are removed.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,8 @@ from typing import Any
 import numpy as np
 
 import harness.sim.fastcore as fastcore
+from harness.core.config import RunConfig
+from harness.run.execute import execute
 from harness.sim.fastcore import Stream, simulate
 from harness.sim.fastcore.reference import closed_loop, random_stream
 from harness.sim.perf import DecodeModel, TableDecodeModel
@@ -50,6 +55,16 @@ def run_once() -> None:
     # an empty stream takes the same path (no engine has work)
     empty = np.zeros(0, dtype=np.int64)
     simulate(Stream(np.zeros(0), empty, empty, empty, empty, 1), models()[0], 96, 8)
+
+
+def run_a_system() -> None:
+    """A tiny simulated run of slime, which the runtime's compiled pool serves where it
+    has one: what the runtime's crossing calls is compiled with the types a run passes."""
+    os.environ.pop("ROLLOUTBENCH_PYTHON_ENGINES", None)  # the test suite's Python-only switch
+    cfg = RunConfig(system="slime", workload="lsat-ar", groups=2, update_groups=1, rounds=1,
+                    group_size=2, seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        execute(cfg.validate(), Path(tmp) / "trace.jsonl.zst")
 
 
 def dispatchers() -> dict[str, Any]:
@@ -95,6 +110,7 @@ def main() -> int:
 
     t0 = time.process_time()
     run_once()
+    run_a_system()
     seconds = time.process_time() - t0
     found = dispatchers().values()
     compiled = sum(1 for d in found if d.stats.cache_misses)
