@@ -52,13 +52,14 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # whose every attribute (`__dict__` too) is a lazy C-function wrapper; vLLM 0.32's kernel
 # dispatcher scans every module's attributes as its in-process engine starts and fails on it
 # (`vars(value).get`: vllm/triton_utils/dispatcher.py:139). The compiled core's tests import
-# numba, so they run last, after every test that starts vLLM in this process. Any file named
-# test_fastcore*.py is taken as one (a new one needs no entry here); tests/test_numba_hygiene.py
-# checks that the CLI, a live run and a simulated run off the core never load numba.
+# numba, so they run last, after every test that starts vLLM in this process.
 COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py")
 
 
 def _compiled(item: Any) -> bool:
+    """Listed above, or any file named test_fastcore*.py (a new one needs no entry).
+    tests/test_numba_hygiene.py checks that the CLI, a live run and a simulated run off
+    the core never load numba."""
     name = Path(str(item.fspath)).name
     return name in COMPILED_LAST or name.startswith("test_fastcore")
 
