@@ -30,10 +30,12 @@ import numpy as np
 
 import harness.sim.fastcore as fastcore
 from harness.core.config import RunConfig
-from harness.run.execute import execute
+from harness.shared.defaults import resolve_defaults
 from harness.sim.fastcore import Stream, simulate
 from harness.sim.fastcore.reference import closed_loop, random_stream
 from harness.sim.perf import DecodeModel, TableDecodeModel
+from harness.sim.runtime import SimRuntime
+from systems import get_system
 
 SKIP = frozenset({"bench", "warm"})  # modules that only drive the core
 
@@ -62,9 +64,10 @@ def run_a_system() -> None:
     has one: what the runtime's crossing calls is compiled with the types a run passes."""
     os.environ.pop("ROLLOUTBENCH_PYTHON_ENGINES", None)  # the test suite's Python-only switch
     cfg = RunConfig(system="slime", workload="lsat-ar", groups=2, update_groups=1, rounds=1,
-                    group_size=2, seed=0)
+                    group_size=2, seed=0).validate()
+    resolve_defaults(cfg)  # as harness.run.execute does (a layer above this one)
     with tempfile.TemporaryDirectory() as tmp:
-        execute(cfg.validate(), Path(tmp) / "trace.jsonl.zst")
+        SimRuntime(cfg, Path(tmp) / "trace.jsonl.zst", True, None).run(get_system(cfg.system))
 
 
 def dispatchers() -> dict[str, Any]:
