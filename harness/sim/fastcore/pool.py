@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.co import Wait, sleep
@@ -213,7 +213,7 @@ class CorePool:
         self._refuse("rebuild its replicas")
 
     # -- the idle-only controls ----------------------------------------------
-    def _refuse(self, what: str) -> Any:
+    def _refuse(self, what: str) -> NoReturn:
         raise RuntimeError(f"the compiled pool cannot {what}; this run should have been on "
                            f"the Python path (harness/sim/fastcore/choice.py)")
 
