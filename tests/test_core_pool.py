@@ -129,7 +129,8 @@ def _pool(heap: Heap, writer: BufferedTraceWriter, compiled: bool) -> Any:
     if compiled:
         from harness.sim.fastcore.pool import CorePool
 
-        return CorePool(heap, STEP, 100, 3, 2, 2, 1, writer, 4096, LeastLoaded, _target)
+        return CorePool(heap, STEP, 100, 3, 2, 2, 1, writer, 4096, LeastLoaded, _target,
+                        room=1)  # every array grows
     engines = [SimEngine(heap, STEP, 100, 3, writer.record, _target, index=i)
                for i in range(2)]
     return EnginePool(engines, lambda *_: engines[0], 2, 1, writer.record, None, 4096)

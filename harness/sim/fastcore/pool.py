@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
+from heapq import heappush
 from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.co import Wait, sleep
-from harness.sim.fastcore.stepped import SteppedEngines
+from harness.sim.fastcore.crossing import LeanEngines
 from harness.sim.fastcore.timeline import (
     ADMIT,
     CTX_BASE,
@@ -44,21 +45,6 @@ from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.placement import LeastLoaded
 
 
-class _Engines(SteppedEngines):
-    """`SteppedEngines` that hands its events to `sink` after each call into the core."""
-
-    sink: Callable[[], None]
-
-    def submit(self, engine: int, priority: int, prompt: int, target: int) -> int:
-        i = super().submit(engine, priority, prompt, target)
-        self.sink()
-        return i
-
-    def _fire(self, key: tuple[float, int]) -> None:
-        super()._fire(key)
-        self.sink()
-
-
 class CorePool:
     """Implements `harness.core.runtime.Engine` over `engines` compiled replicas."""
 
@@ -68,14 +54,18 @@ class CorePool:
     def __init__(self, heap: Heap, decode: DecodeModel | TableDecodeModel, kv: int,
                  max_running: int, engines: int, gpus: int, tp: int, writer: Any,
                  max_len: int, route: Callable[[int], LeastLoaded],
-                 target_tokens: Callable[[Request], int]) -> None:
+                 target_tokens: Callable[[Request], int], room: int = 64) -> None:
+        """`room`: the core's arrays' first size (`SteppedEngines`; a test starts at 1)."""
         self.max_len, self.tp, self.version = max_len, tp, 0
         self._heap, self._gpus, self._kv = heap, gpus, int(kv)
-        self._record, self._keeps = writer.record_at, writer.keeps
+        self._record = writer.record_at
         self._router = route(engines)
         self._target_tokens = target_tokens
-        self._core = _Engines(heap, decode, kv, max_running, engines, self._returned)
+        self._core = LeanEngines(heap, decode, kv, max_running, engines, self._returned,
+                                 room)
         self._core.sink = self._forward
+        self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
+        self._keep_finish = writer.keeps("request_finish")
         # per core index: [request, done, replica, response (set at its end)]; None once
         # returned
         self._live: list[list[Any] | None] = []
@@ -121,36 +111,38 @@ class CorePool:
 
     def _forward(self) -> None:
         """The core's new events to the trace, in order, each at its own time; each
-        finished request's response built as `SimEngine._end` builds it."""
+        finished request's response built as `SimEngine._end` builds it, and its return
+        pushed a turn later (the seq the core took for it: `EnginePool._soon`)."""
         core = self._core
         ne = int(core.g[G_NE])
         if ne == 0:
             return
         times = core.ev_t[:ne].tolist()
-        rows = core.ev[:ne, :4].tolist()
+        rows = core.ev[:ne].tolist()
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
-        record, keeps, live, version = self._record, self._keeps, self._live, self.version
-        for t, (kind, i, engine, value) in zip(times, rows, strict=True):
+        record, live, version = self._record, self._live, self.version
+        queue, back = self._queue, self._returned
+        for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
             slot = live[i]
             req = slot[0]  # type: ignore[index]
             if kind == FINISH:
                 spans = [[version, value]]  # installs only when idle: one version
                 slot[3] = Response(req, value, spans, "finished",  # type: ignore[index]
                                    value >= req.max_tokens)
-                if keeps("request_finish"):
+                heappush(queue, [t, seq, back, (i,)])
+                if self._keep_finish:
                     record(t, "request_finish", group=req.group, sample=req.sample,
                            response_tokens=value, status="finished",
                            versions=[version, version], version_spans=spans)
             elif kind == SUBMIT:
-                prompt = req.prompt
-                if prompt.index == req.group:
+                if req.prompt.index == req.group:
                     record(t, "request_submit", round=req.round, group=req.group,
                            sample=req.sample, prompt_tokens=value, resumed_tokens=0,
                            engine=engine)
                 else:
                     record(t, "request_submit", round=req.round, group=req.group,
                            sample=req.sample, prompt_tokens=value, resumed_tokens=0,
-                           engine=engine, prompt=prompt.index)
+                           engine=engine, prompt=req.prompt.index)
             elif kind == ADMIT:
                 record(t, "request_admit", group=req.group, sample=req.sample, engine=engine)
             elif kind == PREEMPT:
