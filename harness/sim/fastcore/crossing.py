@@ -58,7 +58,9 @@ def lean_submit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, e
     rq[i, PRIO], rq[i, PROMPT], rq[i, TARGET] = priority, prompt, target
     g[G_SEQ] = seq
     fs[e, NOW] = now
+    ne = g[G_NE]
     submit_to(p, rq, g, st[e], fs[e], wh[e], ev_t, ev, i)
+    g[G_NE] = ne  # its one event, request_submit, is the caller's to write: it knows it
     return _next(st, fs, g[G_SEQ])
 
 
@@ -76,8 +78,9 @@ def lean_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Ar
 
 
 class LeanEngines(SteppedEngines):
-    """`SteppedEngines` crossed once a submission and once a turn; `sink(start)` takes
-    the events made by the call (from row `start`), and pushes the returns."""
+    """`SteppedEngines` crossed once a submission and once a turn. A submission leaves
+    no event in the arrays (its caller writes request_submit); after a turn `sink()` takes
+    the events the turn made and pushes the returns."""
 
     sink: Callable[[], None]
 
@@ -96,7 +99,6 @@ class LeanEngines(SteppedEngines):
             self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
         heap._seq = seq  # noqa: SLF001
         self.n = i + 1
-        self.sink()
         self._arm_at(b, t, s)
         return i
 

@@ -35,7 +35,6 @@ from harness.sim.fastcore.timeline import (
     PREEMPT,
     REPLAN,
     STEPS,
-    SUBMIT,
     TIMER,
     WSIZE,
     B,
@@ -100,7 +99,17 @@ class CorePool:
         if target < 1:
             raise ValueError(f"request {request.id}: nothing left to generate")
         self._live.append([request, done, index, None])
-        self._core.submit(index, request.priority, request.prompt.tokens, target)
+        prompt = request.prompt
+        self._core.submit(index, request.priority, prompt.tokens, target)
+        if prompt.index == request.group:  # `SimEngine.submit_then`'s event
+            self._record(self._heap.now, "request_submit", round=request.round,
+                         group=request.group, sample=request.sample,
+                         prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index)
+        else:
+            self._record(self._heap.now, "request_submit", round=request.round,
+                         group=request.group, sample=request.sample,
+                         prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index,
+                         prompt=prompt.index)
 
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""
@@ -134,16 +143,7 @@ class CorePool:
                     record(t, "request_finish", group=req.group, sample=req.sample,
                            response_tokens=value, status="finished",
                            versions=[version, version], version_spans=spans)
-            elif kind == SUBMIT:
-                if req.prompt.index == req.group:
-                    record(t, "request_submit", round=req.round, group=req.group,
-                           sample=req.sample, prompt_tokens=value, resumed_tokens=0,
-                           engine=engine)
-                else:
-                    record(t, "request_submit", round=req.round, group=req.group,
-                           sample=req.sample, prompt_tokens=value, resumed_tokens=0,
-                           engine=engine, prompt=req.prompt.index)
-            elif kind == ADMIT:
+            elif kind == ADMIT:  # (request_submit: written by `submit_then`)
                 record(t, "request_admit", group=req.group, sample=req.sample, engine=engine)
             elif kind == PREEMPT:
                 self._preemptions += 1
