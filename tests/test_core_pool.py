@@ -223,3 +223,21 @@ def test_record_at_writes_what_record_writes_at_that_clock(tmp_path: Path) -> No
     b.close()
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert b"0.3," in (tmp_path / "b.jsonl").read_bytes()  # rounded to 6 decimals
+
+
+def test_record_many_packs_at_the_same_events_as_one_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(BufferedTraceWriter, "PACK", 4)  # a frame every 4 events
+    one = BufferedTraceWriter(tmp_path / "one.jsonl.zst", lambda: 0.0)
+    many = BufferedTraceWriter(tmp_path / "many.jsonl.zst", lambda: 0.0)
+    times = [k / 7 for k in range(11)]
+    for t in times:
+        one.record_at(t, "request_admit", group=1, sample=2, engine=0)
+    for lo in range(0, 11, 3):  # 3, 3, 3, 2: across the frames' edges
+        chunk = times[lo:lo + 3]
+        many.record_many(chunk, [{"t": t, "ev": "request_admit", "group": 1, "sample": 2,
+                                  "engine": 0} for t in chunk])
+    assert len(many._frames) == len(one._frames) == 2  # 4 + 4 packed, 3 in the tail
+    one.close()
+    many.close()
+    assert (tmp_path / "one.jsonl.zst").read_bytes() == (tmp_path / "many.jsonl.zst").read_bytes()

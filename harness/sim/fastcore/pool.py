@@ -64,7 +64,9 @@ class CorePool:
                                  room)
         self._core.sink = self._forward
         self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
-        self._keep_finish = writer.keeps("request_finish")
+        self._record_many = writer.record_many
+        self._kept = tuple(writer.keeps(kind) for kind in (
+            "request_admit", "request_preempt", "request_finish"))
         # per core index: [request, done, replica, response (set at its end)]; None once
         # returned
         self._live: list[list[Any] | None] = []
@@ -121,7 +123,8 @@ class CorePool:
     def _forward(self) -> None:
         """The core's new events to the trace, in order, each at its own time; each
         finished request's response built as `SimEngine._end` builds it, and its return
-        pushed a turn later (the seq the core took for it: `EnginePool._soon`)."""
+        pushed a turn later (the seq the core took for it: `EnginePool._soon`). Events
+        are built as `record` builds them, only of the kinds the trace keeps."""
         core = self._core
         ne = int(core.g[G_NE])
         if ne == 0:
@@ -129,25 +132,37 @@ class CorePool:
         times = core.ev_t[:ne].tolist()
         rows = core.ev[:ne].tolist()
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
-        record, live, version = self._record, self._live, self.version
-        queue, back = self._queue, self._returned
+        live, version, queue, back = self._live, self.version, self._queue, self._returned
+        keep_admit, keep_preempt, keep_finish = self._kept
+        kept_t: list[float] = []
+        kept: list[dict[str, Any]] = []
         for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
             slot = live[i]
             req = slot[0]  # type: ignore[index]
-            if kind == FINISH:
+            if kind == ADMIT:  # (request_submit: written by `submit_then`)
+                if keep_admit:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_admit", "group": req.group,
+                                 "sample": req.sample, "engine": engine})
+            elif kind == PREEMPT:
+                self._preemptions += 1
+                if keep_preempt:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_preempt", "group": req.group,
+                                 "sample": req.sample})
+            elif kind == FINISH:
                 spans = [[version, value]]  # installs only when idle: one version
                 slot[3] = Response(req, value, spans, "finished",  # type: ignore[index]
                                    value >= req.max_tokens)
                 heappush(queue, [t, seq, back, (i,)])
-                if self._keep_finish:
-                    record(t, "request_finish", group=req.group, sample=req.sample,
-                           response_tokens=value, status="finished",
-                           versions=[version, version], version_spans=spans)
-            elif kind == ADMIT:  # (request_submit: written by `submit_then`)
-                record(t, "request_admit", group=req.group, sample=req.sample, engine=engine)
-            elif kind == PREEMPT:
-                self._preemptions += 1
-                record(t, "request_preempt", group=req.group, sample=req.sample)
+                if keep_finish:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_finish", "group": req.group,
+                                 "sample": req.sample, "response_tokens": value,
+                                 "status": "finished", "versions": [version, version],
+                                 "version_spans": spans})
+        if kept:
+            self._record_many(kept_t, kept)
 
     def load(self) -> EngineLoad:
         """`EnginePool.load` from the replicas' arrays (the same sums, in replica order)."""
