@@ -138,8 +138,8 @@ def _pool(heap: Heap, writer: BufferedTraceWriter, compiled: bool) -> Any:
 
 def _script(compiled: bool, tmp_path: Path) -> tuple[list[Any], list[Any], list[Any]]:
     """Two replicas, 3 sequences each, a 100-token cache (prompts of 40: preemptions):
-    six requests; once all returned a pause and resume, six more; then an install, six
-    more. Each six are sent in one callback after a probe of the load is scheduled: the
+    six requests; once all returned a pause and resume, six more (`submit_many`); then an
+    install, six more. Each six are sent in one callback after a probe of the load is scheduled: the
     replans that resume and install leave due come before the probe, so it sees the
     first admissions (without them it would see the requests waiting)."""
     heap = Heap()
@@ -150,10 +150,17 @@ def _script(compiled: bool, tmp_path: Path) -> tuple[list[Any], list[Any], list[
 
     def send(rnd: int) -> None:
         heap.call_soon(lambda: loads.append(pool.load()))
-        for sample in range(6):
-            pool.submit_then(Request(rnd, rnd, sample, PROMPT, 30, priority=sample % 2),
-                             lambda r: got.append((heap.now, r.request.id, r.tokens,
-                                                   r.version_spans, r.truncated)))
+        requests = [Request(rnd, rnd, sample, PROMPT, 30, priority=sample % 2)
+                    for sample in range(6)]
+
+        def back(r: Any) -> None:
+            got.append((heap.now, r.request.id, r.tokens, r.version_spans, r.truncated))
+
+        if rnd == 1:  # a group's way (`serve`): all at once
+            pool.submit_many(requests, back)
+        else:
+            for request in requests:
+                pool.submit_then(request, back)
         loads.append(pool.load())
         heap.call_later(0.02, lambda: loads.append(pool.load()))  # mid-segment
 

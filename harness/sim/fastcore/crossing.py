@@ -65,6 +65,35 @@ def lean_submit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, e
 
 
 @njit(cache=True)
+def lean_submit_many(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev: Arr,
+                     i0: int, engine: Arr, now: float, priority: Arr, prompt: Arr,
+                     target: Arr, seq: int) -> tuple[int, float, int, int]:
+    """`lean_submit` of requests i0, i0 + 1, ... (one a row of the columns) in turn, as
+    that many calls would make them; ROOM (nothing done) unless all fit."""
+    n = engine.shape[0]
+    if i0 + n > rq.shape[0] or g[G_NE] + 1 > ev_t.shape[0]:
+        return ROOM, 0.0, 0, seq
+    for k in range(n):  # each replica's queue takes all of its own at most
+        e = engine[k]
+        more = 0
+        for j in range(n):
+            if engine[j] == e:
+                more += 1
+        if st[e, WSIZE] + st[e, B] + more > wh.shape[1]:
+            return ROOM, 0.0, 0, seq
+    g[G_SEQ] = seq
+    ne = g[G_NE]
+    for k in range(n):
+        i, e = i0 + k, engine[k]
+        rq[i, :] = 0
+        rq[i, PRIO], rq[i, PROMPT], rq[i, TARGET] = priority[k], prompt[k], target[k]
+        fs[e, NOW] = now
+        submit_to(p, rq, g, st[e], fs[e], wh[e], ev_t, ev, i)
+        g[G_NE] = ne
+    return _next(st, fs, g[G_SEQ])
+
+
+@njit(cache=True)
 def lean_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr,
              ev: Arr, capacity: int, max_running: int, limit_t: float, limit_seq: int,
              seq: int) -> tuple[int, int, float, int, int]:
@@ -99,6 +128,31 @@ class LeanEngines(SteppedEngines):
             self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
         heap._seq = seq  # noqa: SLF001
         self.n = i + 1
+        self._arm_at(b, t, s)
+        return i
+
+    def submit_many(self, engine: list[int], priority: list[int], prompt: list[int],
+                    target: list[int]) -> int:
+        """`submit` of each (engine, priority, prompt, target) in turn, in one call;
+        returns the first's index (the rest follow)."""
+        i, heap, n = self.n, self.heap, len(engine)
+        engines = np.array(engine, dtype=np.int64)
+        cols = (np.array(priority, dtype=np.int64), np.array(prompt, dtype=np.int64),
+                np.array(target, dtype=np.int64))
+        while True:
+            b, t, s, seq = lean_submit_many(self.p, self.rq, self.g, self.st, self.fs,
+                                            self.wh, self.ev_t, self.ev, i, engines,
+                                            heap.now, *cols, heap._seq)  # noqa: SLF001
+            if b != ROOM:
+                break
+            self.rq = _grown(self.rq, 0, i + n)
+            st = self.st
+            most = max(int(st[e, WSIZE] + st[e, B]) + engine.count(e) for e in set(engine))
+            self.wh = _grown(self.wh, 1, most)
+            need = int(self.g[G_NE]) + 1
+            self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
+        heap._seq = seq  # noqa: SLF001
+        self.n = i + n
         self._arm_at(b, t, s)
         return i
 

@@ -65,6 +65,7 @@ class CorePool:
         self._core.sink = self._forward
         self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
         self._record_many = writer.record_many
+        self._keep_submit = writer.keeps("request_submit")
         self._kept = tuple(writer.keeps(kind) for kind in (
             "request_admit", "request_preempt", "request_finish"))
         # per core index: [request, done, replica, response (set at its end)]; None once
@@ -112,6 +113,40 @@ class CorePool:
                          group=request.group, sample=request.sample,
                          prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index,
                          prompt=prompt.index)
+
+    def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
+        """`submit_then` of each request in turn (a group's samples: `serve`), with one
+        call into the core and their request_submit events written at once."""
+        if self._paused or self._installing:
+            self._refuse("take a request while paused or installing weights")
+        router, target_of, live = self._router, self._target_tokens, self._live
+        engines, targets = [], []
+        for request in requests:  # a router reads only its own counts: all routed first
+            if request.resume is not None or request.chunk:
+                self._refuse("resume a partial response or stop a request at a chunk")
+            pinned = request.replica
+            index = (router.pin(pinned) if 0 <= pinned < router.active
+                     else router.take(request))
+            target = target_of(request)
+            if target < 1:
+                raise ValueError(f"request {request.id}: nothing left to generate")
+            engines.append(index)
+            targets.append(target)
+            live.append([request, done, index, None])
+        self._core.submit_many(engines, [r.priority for r in requests],
+                               [r.prompt.tokens for r in requests], targets)
+        if not self._keep_submit:
+            return
+        now, events = self._heap.now, []
+        for request, index in zip(requests, engines, strict=True):
+            prompt = request.prompt
+            event = {"t": now, "ev": "request_submit", "round": request.round,
+                     "group": request.group, "sample": request.sample,
+                     "prompt_tokens": prompt.tokens, "resumed_tokens": 0, "engine": index}
+            if prompt.index != request.group:  # `prompt_field`
+                event["prompt"] = prompt.index
+            events.append(event)
+        self._record_many([now] * len(events), events)
 
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""
