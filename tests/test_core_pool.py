@@ -248,3 +248,30 @@ def test_record_many_packs_at_the_same_events_as_one_at_a_time(
     one.close()
     many.close()
     assert (tmp_path / "one.jsonl.zst").read_bytes() == (tmp_path / "many.jsonl.zst").read_bytes()
+
+
+@pytest.mark.parametrize(("system", "dispatch"), [
+    ("slime", "least-loaded"), ("cgp", "round-robin"), ("verl", "static"),
+    ("cgp-fgd", "least-loaded"), ("verl-one-step-off", "round-robin")])
+def test_replicas_routers_and_preemptions_the_same_on_both_paths(
+        system: str, dispatch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three replicas behind each router, a cache small enough to preempt, two rounds
+    (an install between them), priorities (cgp-fgd's priority reading), a .zst trace."""
+    def config() -> RunConfig:
+        cfg = RunConfig(system=system, workload="lsat-ar", groups=12, update_groups=2,
+                        rounds=2, group_size=4, seed=5)
+        cfg.sim.rollout_engines, cfg.sim.mem_fraction, cfg.sim.dispatch = 3, 0.1, dispatch
+        if system == "cgp-fgd":
+            cfg.frontier_mode = "priority"
+        return cfg.validate()
+
+    execute(config(), tmp_path / "core.jsonl.zst")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(), tmp_path / "python.jsonl.zst")
+    core = (tmp_path / "core.jsonl.zst").read_bytes()
+    assert core == (tmp_path / "python.jsonl.zst").read_bytes()
+    import zstandard
+
+    lines = zstandard.ZstdDecompressor().decompressobj().decompress(core).splitlines()
+    assert sum(b'"request_preempt"' in line for line in lines) > 0
+    assert {b'"engine":%d' % e in b"".join(lines) for e in range(3)} == {True}
