@@ -275,3 +275,15 @@ def test_replicas_routers_and_preemptions_the_same_on_both_paths(
     lines = zstandard.ZstdDecompressor().decompressobj().decompress(core).splitlines()
     assert sum(b'"request_preempt"' in line for line in lines) > 0
     assert {b'"engine":%d' % e in b"".join(lines) for e in range(3)} == {True}
+
+
+def test_the_runtime_and_the_cli_load_no_numba() -> None:
+    """numba is imported by a run that goes on the core, never by importing the runtime."""
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.main, harness.sim.runtime, harness.sim.fastcore.choice; "
+            "print(sorted({'numba', 'llvmlite'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parent.parent)
+    assert out.stdout.strip() == "[]"
