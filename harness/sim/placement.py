@@ -146,6 +146,11 @@ class EnginePool:
         # callback of a Wait the replica returned would be.
         self.engines[index].submit_then(request, partial(self._soon, self._back, rid), rid)
 
+    def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
+        """`submit_then` of each in turn (a group's samples: harness/sim/serve.py)."""
+        for request in requests:
+            self.submit_then(request, done)
+
     def _returned(self, request_id: str, response: Response) -> None:
         request, done, index = self._live.pop(request_id)
         self._router.give_back(index)

@@ -33,6 +33,7 @@ from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its ol
     engine_of,
     kv_capacity_tokens,
 )
+from harness.sim.fastcore.choice import config_refusal, decode_refusal
 from harness.sim.frameworks import resolve_max_running
 from harness.sim.heap import Heap
 from harness.sim.hybrid import Lender
@@ -112,7 +113,9 @@ class SimRuntime(RunnerBase):
             engine.version = version
             return engine
 
-        engines = [make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
+        core_decode = self._core_decode(measured)  # None: SimEngines (fastcore/choice.py)
+        engines = [] if core_decode is not None else [
+            make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
         self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
         # an engine serves the run's longest prompt plus a full response: its context (a
         # trace replay's engines are sized as its source run's were: run_start max_len)
@@ -121,8 +124,16 @@ class SimRuntime(RunnerBase):
         max_len = int(longest) + cfg.max_response_tokens
         route = partial(router, dispatch_of(s.dispatch, cfg.system),  # a round's N
                         batch=cfg.groups * cfg.group_size)
-        self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
-                                 self.emit, self.share, max_len, route)
+        if core_decode is not None:  # numba imported here, only then (fastcore/__init__)
+            from harness.sim.fastcore.pool import CorePool
+
+            self.engine = CorePool(self.heap, core_decode, kv_capacity_tokens(cfg, s.rollout_tp),
+                                   s.max_running, s.rollout_engines,
+                                   s.rollout_engines * s.rollout_tp, s.rollout_tp, self._writer,
+                                   max_len, route, target_tokens)
+        else:
+            self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp,
+                                     s.rollout_tp, self.emit, self.share, max_len, route)
         micro_tokens = s.micro_batch_tokens
         train: Any
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds
@@ -146,6 +157,18 @@ class SimRuntime(RunnerBase):
             self.share.attach(engines, self.trainer.lock)
         self.engine.lender = partial(self._lender, measured)  # built at the first lend
         self.verifier = SimVerifier(self.driver, s.verifier_workers)
+
+    def _core_decode(self, measured: dict[str, Any]) -> Any:
+        """The step model of the compiled pool (harness/sim/fastcore/pool.py) where the run
+        has nothing the core lacks (harness/sim/fastcore/choice.py says what); else None,
+        and the run's engines are `SimEngine`s."""
+        cfg, s = self.config, self.config.sim
+        if config_refusal(cfg, self.knobs is not None) is not None:
+            return None
+        decode = with_spec(s, self.params, s.rollout_tp, knobs.apply_decode(
+            decode_model(s, self.params, s.rollout_tp, measured.get("decode")), self.knobs),
+            cfg.workload, 0)
+        return decode if decode_refusal(decode, s.max_running) is None else None
 
     def _lender(self, measured: dict[str, Any]) -> Lender:
         """What the pool needs to lend the trainer's GPUs as replicas (harness/sim/

@@ -43,10 +43,13 @@ class GroupService(Wait):
         self.rewards: list[Any] = [None] * k
         self.unanswered = self.unscored = k
         tokens = rt.config.max_response_tokens
-        send = rt.engine.submit_then if gate is None else self._send
-        for sample in range(k):
-            send(Request(group.round, group.id, sample, group.prompt, tokens, priority),
-                 self._answered)
+        requests = [Request(group.round, group.id, sample, group.prompt, tokens, priority)
+                    for sample in range(k)]
+        if gate is None:  # the K at once (the compiled pool: one call into its core)
+            rt.engine.submit_many(requests, self._answered)
+        else:
+            for request in requests:
+                self._send(request)
 
     def _send(self, request: Request, _: Any = None) -> None:
         """Through the gate: once it is open, as it says (its round), and known to it.
