@@ -16,8 +16,8 @@ from heapq import heappush
 from typing import Any
 
 import numpy as np
-from harness.sim.fastcore.jit import njit
 
+from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepped import SteppedEngines, _grown, core_run, next_engine
 from harness.sim.fastcore.timeline import (
     G_NE,

@@ -59,6 +59,21 @@ def run_once() -> None:
     simulate(Stream(np.zeros(0), empty, empty, empty, empty, 1), models()[0], 96, 8)
 
 
+def run_one_by_one() -> None:
+    """The pool's crossing a request at a time (`engine.submit`, verl's synchronous rollout
+    calls it), which a run of slime, served a group at a time, never reaches."""
+    from harness.sim.fastcore.crossing import LeanEngines
+    from harness.sim.heap import Heap
+
+    for decode in models():
+        heap = Heap()
+        lean = LeanEngines(heap, decode, 96, 8, 1, lambda _i: None, room=1)
+        lean.sink = lambda: None
+        for _ in range(3):
+            lean.submit(0, 0, 8, 4)
+        heap.run()
+
+
 def run_a_system() -> None:
     """A tiny simulated run of slime, which the runtime's compiled pool serves where it
     has one: what the runtime's crossing calls is compiled with the types a run passes."""
@@ -113,6 +128,7 @@ def main() -> int:
 
     t0 = time.process_time()
     run_once()
+    run_one_by_one()
     run_a_system()
     seconds = time.process_time() - t0
     found = dispatchers().values()
