@@ -39,10 +39,10 @@ cumulative breakdown can be rebuilt; with all four off this is veRL.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
-from harness.core.runtime import Group, Handle, Prompt, Queue, Runtime
-from harness.core.serving import AdaptiveTimeout
+from harness.core.runtime import AdaptiveTimeout, Group, Handle, Prompt, Queue, Runtime
 from systems.common import BatchCounter
 
 T_MIN, T_MAX, LAMBDA = 2.0, 30.0, 1.5
@@ -144,8 +144,8 @@ class RollPacker:
         tasks = [rt.spawn(rt.serve(g, n=n_resp, keep=r0, timeout=timeout,
                                    score=self._rewards_as_responses_finish(rt)))
                  for g in groups]
-        for task in tasks:  # a group the round aborted (None) is not done
-            task.add_done_callback(lambda t: _done(t) and done.put_nowait(t.result()))
+        for task in tasks:
+            task.add_done_callback(partial(_hand_on, done))
         ready: list[Group] = []
         stream: Queue[Group | None] = rt.queue()
         streamer: Handle[list[Group]] | None = None
@@ -243,6 +243,8 @@ def _is_sandbox(prompt: Prompt) -> bool:
     return getattr(prompt.hidden, "kind", "local") == "sandbox"
 
 
-def _done(task: Handle[Group | None]) -> bool:
-    """A served group that came back complete (not cancelled, failed or stopped)."""
-    return not task.cancelled() and task.exception() is None and task.result() is not None
+def _hand_on(done: Queue[Group], task: Handle[Group | None]) -> None:
+    """A served group that came back complete goes on the round's queue (not one the
+    round aborted first, None, nor one cancelled as the run ends)."""
+    if not task.cancelled() and task.exception() is None and (group := task.result()):
+        done.put_nowait(group)

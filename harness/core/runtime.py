@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, overload
 
-if TYPE_CHECKING:
-    from harness.core.serving import AdaptiveTimeout
+# serve's check rule, part of the contract: systems take it from here
+from harness.core.serving import AdaptiveTimeout as AdaptiveTimeout
 
 T = TypeVar("T")
 
@@ -352,6 +352,20 @@ class Runtime(Protocol):
     async def materialize(self, group: Group) -> None:
         """Advantages and the `group_materialized` event (the control node's time per
         group on the simulator)."""
+
+    @overload
+    async def serve(self, group: Group, *, n: int = 0, keep: Literal[0] = 0,
+                    priority: int = 0, on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None,
+                    retry: bool = False, gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None) -> Group: ...
+
+    @overload
+    async def serve(self, group: Group, *, n: int = 0, keep: int, priority: int = 0,
+                    on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None,
+                    score: bool = True, timeout: AdaptiveTimeout | None = None
+                    ) -> Group | None: ...
 
     async def serve(self, group: Group, *, n: int = 0, keep: int = 0, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.runtime import Gate, Prompt
+# Nothing from harness.core.runtime: it imports this module (its `serve` names the rule),
+# and systems take `AdaptiveTimeout` from there, the contract.
 
 
-def serve_samples(group_size: int, n: int, keep: int, retry: bool, gate: Gate | None) -> int:
+def serve_samples(group_size: int, n: int, keep: int, retry: bool, gate: object | None) -> int:
     """How many samples a `serve` call generates (`n`, 0: the group size), or a
     ValueError that names the arguments that do not go together."""
     n = n or group_size
@@ -48,7 +49,7 @@ class AdaptiveTimeout:
     t_min: float
     t_max: float
     factor: float
-    applies: Callable[[Prompt], bool]
+    applies: Callable[[Any], bool]  # a Prompt: whether its checks run under this rule
     anchor: dict[int, float] = field(default_factory=dict)  # prompt index -> longest correct s
     changed: dict[int, Any] = field(default_factory=dict)  # prompt index -> rt.event(): rose
 

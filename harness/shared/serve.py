@@ -131,11 +131,14 @@ async def _serve_first(rt: Runtime, group: Group, n: int, keep: int, priority: i
     scores: list[Handle[float]] = []
     waiting = set(range(n))
     any_finished = rt.event()
+
+    def arrived(future: Any) -> None:
+        if on_response is not None:
+            on_response(future.result())
+        any_finished.set()
+
     for future in futures:
-        if on_response is None:
-            future.add_done_callback(lambda _: any_finished.set())
-        else:
-            future.add_done_callback(lambda f: (on_response(f.result()), any_finished.set()))
+        future.add_done_callback(arrived)
     while len(done) < keep:
         finished = await _first(futures, waiting, any_finished)
         waiting.discard(finished)
