@@ -28,7 +28,7 @@ def serve_samples(group_size: int, n: int, keep: int, retry: bool, gate: object 
     ValueError that names the arguments that do not go together."""
     n = n or group_size
     if n < 1 or keep < 0:
-        raise ValueError(f"serve: n={n} and keep={keep} must be positive")
+        raise ValueError(f"serve: n={n} must be at least 1 and keep={keep} at least 0")
     if keep > n:
         raise ValueError(f"serve: keep={keep} of n={n} samples: keep at most n")
     if keep and (retry or gate is not None):
