@@ -161,13 +161,17 @@ class EnginePool:
             done(response)
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        return self.abort_now(request_ids)
+
+    def abort_now(self, request_ids: Iterable[str]) -> list[Response]:
+        """`abort` as a plain call: no replica waits to abort."""
         by_engine: dict[int, list[str]] = {}
         for rid in request_ids:
             if rid in self._live:
                 by_engine.setdefault(self._live[rid][2], []).append(rid)
         out: list[Response] = []
         for index in sorted(by_engine):
-            out += await self.engines[index].abort(by_engine[index])
+            out += self.engines[index].abort_now(by_engine[index])
         return out
 
     async def pause(self, mode: PauseMode = "keep") -> None:

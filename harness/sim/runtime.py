@@ -19,6 +19,7 @@ from typing import Any
 from harness.core.config import RunConfig
 from harness.core.notes import say_once
 from harness.core.runtime import Gate, Group, Response
+from harness.core.serving import AdaptiveTimeout, serve_samples
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
@@ -42,6 +43,7 @@ from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.serve import GroupService
+from harness.sim.serve_keep import KeepService
 from harness.sim.spec_engine import with_spec
 from harness.sim.trace_buffer import BufferedTraceWriter, EventFrames
 from harness.sim.trainer import build as trainer_build
@@ -238,12 +240,19 @@ class SimRuntime(RunnerBase):
         """`then()` once the control node's time per group has passed (a callback)."""
         self.heap.call_later(self.params["materialize_s"], then)
 
-    def serve(self, group: Group, *, priority: int = 0,  # type: ignore[override]
-              on_complete: Callable[[Group], None] | None = None,
+    def serve(self, group: Group, *, n: int = 0, keep: int = 0,  # type: ignore[override]
+              priority: int = 0, on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
-              retry: bool = False, gate: Gate | None = None) -> Wait:
-        """By callbacks on the heap (harness/sim/serve.py), not a coroutine a request."""
-        return GroupService(self, group, priority, on_complete, on_response, retry, gate)
+              retry: bool = False, gate: Gate | None = None, score: bool = True,
+              timeout: AdaptiveTimeout | None = None) -> Wait:
+        """By callbacks on the heap (harness/sim/serve.py; the first `keep` of `n`:
+        harness/sim/serve_keep.py), not a coroutine a request."""
+        n = serve_samples(self.config.group_size, n, keep, retry, gate)
+        if keep:
+            return KeepService(self, group, n, keep, priority, on_complete, on_response,
+                               score, timeout)
+        return GroupService(self, group, n, priority, on_complete, on_response, retry, gate,
+                            score, timeout)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,
