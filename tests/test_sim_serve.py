@@ -66,3 +66,29 @@ def test_a_gated_sample_waits_for_the_weights(
         assert max(p for p in published if p <= e["t"]) > max(a for a in aborts
                                                               if a <= e["t"])
         assert e["round"] == max(r for t, r in rounds if t <= e["t"])
+
+
+@pytest.mark.parametrize("system", ["rollpacker", "cgp-tail"])
+def test_speculative_groups_and_sandbox_limits_line_for_line(
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RollPacker's `serve(n=, keep=, timeout=)` (harness/sim/serve_keep.py) takes the
+    reference coroutine's turns one heap entry each: on rp-code (sandboxed checks under
+    the adaptive timeout, 8 reward workers, short and long rounds) the traces are the
+    same line for line, the timeouts' cuts included."""
+
+    def trace(path: Path) -> str:
+        cfg = RunConfig(system=system, workload="rp-code", groups=8, group_size=4,
+                        update_groups=8 if system == "rollpacker" else 2, rounds=5,
+                        max_response_tokens=8192)
+        s = cfg.sim
+        s.model, s.rollout_gpu, s.trainer_gpu = "qwen2.5-7b", "h800-sxm", "h800-sxm"
+        s.rollout_engines, s.placement, s.calibration, s.verifier_workers = \
+            2, "colocated", "rollpacker", 8
+        execute(cfg.validate(), path)
+        return path.read_text()
+
+    lean = trace(tmp_path / "lean.jsonl")
+    monkeypatch.setattr(SimRuntime, "serve", RunnerBase.serve)
+    reference = trace(tmp_path / "reference.jsonl")
+    assert lean == reference
+    assert lean.count('"sandbox_timeout"') > 20 and lean.count('"long_round"') == 1

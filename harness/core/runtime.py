@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, overload
+
+# serve's check rule, part of the contract: systems take it from here
+from harness.core.serving import AdaptiveTimeout as AdaptiveTimeout
 
 T = TypeVar("T")
 
@@ -350,14 +353,36 @@ class Runtime(Protocol):
         """Advantages and the `group_materialized` event (the control node's time per
         group on the simulator)."""
 
-    async def serve(self, group: Group, *, priority: int = 0,
+    @overload
+    async def serve(self, group: Group, *, n: int = 0, keep: Literal[0] = 0,
+                    priority: int = 0, on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None,
+                    retry: bool = False, gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None) -> Group: ...
+
+    @overload
+    async def serve(self, group: Group, *, n: int = 0, keep: int, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
                     on_response: Callable[[Response], None] | None = None,
-                    retry: bool = False, gate: Gate | None = None) -> Group:
-        """Generate the group's K samples, score each as it ends, materialise the group
-        once all K are scored, and return it. `on_response` is told as each response
-        leaves the engine, `on_complete` once all K samples have (after
+                    score: bool = True, timeout: AdaptiveTimeout | None = None
+                    ) -> Group | None: ...
+
+    async def serve(self, group: Group, *, n: int = 0, keep: int = 0, priority: int = 0,
+                    on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None,
+                    retry: bool = False, gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None) -> Group | None:
+        """Generate the group's `n` samples (0: K), score each as it ends, materialise the
+        group once all are scored, and return it. `on_response` is told as each response
+        leaves the engine, `on_complete` once the group is complete (after
         `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again
         with its tokens (verl's partial rollout), at once, or with a `gate` once it is
         open (AReaL's interrupted samples); `on_response` is told of the aborted
-        response too, before it is sent again."""
+        response too, before it is sent again. `keep` (0: every sample): the group is
+        the first `keep` samples to finish (the lowest sample on ties), the rest are
+        aborted as it completes, and a sample that comes back aborted before then (the
+        system aborted the group's requests) stops the serve: it returns None, nothing
+        scored (RollPacker's speculative responses). `score=False`: no check and no
+        materialisation, the serve ends at `group_complete` (a reward stage after the
+        rollout does both). `timeout`: the checks of the prompts it applies to are cut at
+        its adaptive limit (`harness.core.serving.AdaptiveTimeout`)."""

@@ -17,6 +17,7 @@ from harness import __version__
 from harness.core import grpo
 from harness.core.config import RunConfig
 from harness.core.runtime import Gate, Group, Response
+from harness.core.serving import AdaptiveTimeout
 from harness.core.trace import SCHEMA, TraceWriter
 from harness.shared import serve as serving
 from workloads.profile import file_figures
@@ -81,11 +82,14 @@ class RunnerBase:
     async def gather(self, *waits: Awaitable[T]) -> list[T]:
         return list(await asyncio.gather(*waits))
 
-    def serve(self, group: Group, *, priority: int = 0,
+    def serve(self, group: Group, *, n: int = 0, keep: int = 0, priority: int = 0,
               on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
-              retry: bool = False, gate: Gate | None = None) -> Awaitable[Group]:
-        return serving.serve(self, group, priority, on_complete, on_response, retry, gate)
+              retry: bool = False, gate: Gate | None = None, score: bool = True,
+              timeout: AdaptiveTimeout | None = None) -> Awaitable[Group | None]:
+        return serving.serve(self, group, n=n, keep=keep, priority=priority,
+                             on_complete=on_complete, on_response=on_response, retry=retry,
+                             gate=gate, score=score, timeout=timeout)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """One callback, not two: a run spawns a task per sample, and each callback

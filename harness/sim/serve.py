@@ -20,6 +20,8 @@ from functools import partial
 from typing import Any
 
 from harness.core.runtime import Gate, Group, Request, Response
+from harness.core.serving import AdaptiveTimeout
+from harness.sim.checks import check
 from harness.sim.co import Wait
 
 
@@ -27,26 +29,29 @@ class GroupService(Wait):
     """One group under way; done with the group once it is materialised."""
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
-                 "rewards", "unanswered", "unscored")
+                 "rewards", "unanswered", "unscored", "score", "timeout")
 
-    def __init__(self, rt: Any, group: Group, priority: int,
+    def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
                  on_response: Callable[[Response], None] | None, retry: bool,
-                 gate: Gate | None = None) -> None:
+                 gate: Gate | None = None, score: bool = True,
+                 timeout: AdaptiveTimeout | None = None) -> None:
         super().__init__()
-        if gate is not None and not retry:
-            raise ValueError("serve: a gate holds samples sent again, so it needs retry=True")
         self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
-        k = rt.config.group_size
+        self.score, self.timeout = score, timeout
+        k = n
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
         self.unanswered = self.unscored = k
         tokens = rt.config.max_response_tokens
-        send = rt.engine.submit_then if gate is None else self._send
-        for sample in range(k):
-            send(Request(group.round, group.id, sample, group.prompt, tokens, priority),
-                 self._answered)
+        requests = [Request(group.round, group.id, sample, group.prompt, tokens, priority)
+                    for sample in range(k)]
+        if gate is None:  # the K at once (the compiled pool: one call into its core)
+            rt.engine.submit_many(requests, self._answered)
+        else:
+            for request in requests:
+                self._send(request)
 
     def _send(self, request: Request, _: Any = None) -> None:
         """Through the gate: once it is open, as it says (its round), and known to it.
@@ -75,7 +80,9 @@ class GroupService(Wait):
                 self._send(again)
             return
         self.responses[request.sample] = response
-        self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
+        if self.score:
+            check(self.rt, response, self.timeout).add_done_callback(
+                partial(self._scored, request.sample))
         self.unanswered -= 1
         if self.unanswered == 0:
             group = self.group
@@ -83,6 +90,8 @@ class GroupService(Wait):
             self.rt.emit("group_complete", group=group.id, round=group.round)
             if self.on_complete is not None:
                 self.on_complete(group)
+            if not self.score:
+                self.set_result(group)
 
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped

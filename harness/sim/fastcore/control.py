@@ -31,8 +31,8 @@ Three rules are kept in another form than Python's, with the same results:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepmodel import steps_time, steps_within
 from harness.sim.fastcore.timeline import (
     ADMIT_NO,

@@ -23,7 +23,6 @@ from heapq import heappush
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from harness.sim.fastcore import Events, control
 from harness.sim.fastcore.control import (
@@ -44,6 +43,7 @@ from harness.sim.fastcore.control import (
     STOPPED,
     VERSION,
 )
+from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepmodel import step_params
 from harness.sim.fastcore.timeline import (
     CUT_ID,
