@@ -140,7 +140,7 @@ def test_outcomes_are_columns() -> None:
 
     heap, back = Heap(), []
     core = SteppedEngines(heap, GRID, 10**6, 8, 1, back.append, room=1)
-    core.submit(0, 0, 16, 10, 3, [[0, 2], [1, 1]])  # resumed from 3 tokens, at version 0
+    core.submit_resumed(0, 0, 16, 10, 3, [[0, 2], [1, 1]])  # from 3 tokens, at version 0
     # admitted at 0: a prefill of 0.25 + 19/64, steps from 0.546875; the install's cut at
     # 1.0 keeps 3 steps (6 tokens: [0, 3] closed), version 2 for the last 4
     heap.call_at(1.0, core.install_begin, 0)
@@ -152,7 +152,7 @@ def test_outcomes_are_columns() -> None:
         (0, 2), (1, 1), (0, 3), (2, 4)]
     assert core.outcome(0) == ("finished", 10, [[0, 2], [1, 1], [0, 3], [2, 4]])
     with pytest.raises(ValueError, match="nothing left to generate"):
-        core.submit(0, 0, 16, 3, 3)
+        core.submit_resumed(0, 0, 16, 3, 3, ())
 
 
 def horizon(s: Stream, roots: int, decode: DecodeModel | TableDecodeModel, kv: int,

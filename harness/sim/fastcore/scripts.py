@@ -53,10 +53,14 @@ class PinnedPool:
         self._index: dict[str, int] = {}  # request id -> core index, until it returns
 
     def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
-        resume = request.resume
-        i = self.core.submit(request.replica, request.priority, request.prompt.tokens,
-                             self._target(request), resume.tokens if resume else 0,
-                             resume.version_spans if resume else ())
+        resume, core = request.resume, self.core
+        if resume is None:
+            i = core.submit(request.replica, request.priority, request.prompt.tokens,
+                            self._target(request))
+        else:
+            i = core.submit_resumed(request.replica, request.priority, request.prompt.tokens,
+                                    self._target(request), resume.tokens,
+                                    resume.version_spans)
         self.requests.append(request)
         self._done.append(done)
         self._index[request.id] = i
@@ -111,9 +115,9 @@ class Recorder:
     recomputes after an install, a request's end (3) with its tokens and a 1 if aborted."""
 
     def __init__(self, heap: Heap) -> None:
-        self.heap, self.rows, self.engine = heap, [], {}
-        self.rows: list[Row]
-        self.engine: dict[int, int]  # group -> the replica of its latest submission
+        self.heap = heap
+        self.rows: list[Row] = []
+        self.engine: dict[int, int] = {}  # group -> the replica of its latest submission
 
     def __call__(self, kind: str, group: int, engine: int = -1, prompt_tokens: int = 0,
                  resumed_tokens: int = 0, response_tokens: int = 0, status: str = "",

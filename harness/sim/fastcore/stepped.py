@@ -179,11 +179,15 @@ class SteppedEngines:
         # entry's callback where (when, seq) tie)
         self.queued: dict[tuple[float, int], list[Any]] = {}
 
-    def submit(self, engine: int, priority: int, prompt: int, target: int, resumed: int = 0,
-               spans: Sequence[Sequence[int]] = ()) -> int:
-        """A request to replica `engine`, now; returns its index. `resumed`: the tokens it
-        goes on from (`Request.resume`), made in `spans` ([version, tokens] rows); its
-        prefill is then its prompt and those tokens, as `SimEngine` prices it."""
+    def submit(self, engine: int, priority: int, prompt: int, target: int) -> int:
+        """A request to replica `engine`, now; returns its index."""
+        return self.submit_resumed(engine, priority, prompt, target, 0, ())
+
+    def submit_resumed(self, engine: int, priority: int, prompt: int, target: int,
+                       resumed: int, spans: Sequence[Sequence[int]]) -> int:
+        """`submit` of a request that goes on from `resumed` tokens (`Request.resume`),
+        made in `spans` ([version, tokens] rows); its prefill is then its prompt and those
+        tokens, as `SimEngine` prices it."""
         if target <= resumed:
             raise ValueError(f"request {self.n}: nothing left to generate")
         i, st = self.n, self.st
