@@ -109,3 +109,21 @@ def test_spec_papers_traces_go_under_out_too(tmp_path: Path,
     assert list(here.iterdir()) == []
     written = sorted((out / "runs" / "spec-papers").rglob("*.jsonl.zst"))
     assert len(written) == 9  # EfficientRollout: 2 models x (no-sd, always-on, toggle); TLT 3
+
+
+@pytest.mark.parametrize("paper", ["skyrl-spec", "spec-papers"])
+def test_without_traces_no_folder_is_left(paper: str, tmp_path: Path) -> None:
+    """`--traces` off: "nothing is left on disk" (its help), yet every paper made its
+    runs' folders before knowing whether the traces were kept (findings-13, item 6:
+    OUT/runs/skyrl-spec/{mtp,baseline}/, empty). A trace's folder is now made where the
+    trace is written (harness.run.execute), so OUT holds the paper's tables alone."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    out = tmp_path / "rep"
+    done = CliRunner().invoke(app, ["reproduce", paper, "--out", str(out), "--twin", "skip",
+                                    "--jobs", "1"])
+    assert done.exit_code == 0, done.output
+    assert not (out / "runs").exists()
+    assert (out / "claims.csv").exists()

@@ -183,8 +183,7 @@ class RunPool:
         twin = copy.deepcopy(cfg)
         twin.sim.step_model = self.step_model  # type: ignore[assignment]
         folder = path.parent / self.step_model  # type: ignore[operator]
-        folder.mkdir(parents=True, exist_ok=True)
-        return twin, folder / path.name
+        return twin, folder / path.name  # the folder made only if written (execute)
 
     def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
             reader: Reader | None = None) -> list[Any]:
@@ -217,6 +216,7 @@ class RunPool:
             self.reporter.finished(batch, trace_stem(path), took)
         else:
             if self.traces and first.resolve() != path.resolve():  # a table asked twice
+                path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(first, path)
             self.reporter.finished(batch, f"{trace_stem(path)} (a copy of "
                                    f"{trace_stem(first)})", 0.0)

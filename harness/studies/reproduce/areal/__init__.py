@@ -57,7 +57,6 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> tuple[pd.DataFra
                              traces / "profiles", readings.STALENESS_CAP)
         tasks.append((cfg, trace_file(traces, f"staleness-{runs.eta_label(eta)}")))
         stale.append({"eta": runs.eta_label(eta)})
-    traces.mkdir(parents=True, exist_ok=True)
     done = run_configs(tasks, label="areal", progress=progress, reader=runs.summary)
     n = len(rows)
     scaling = pd.DataFrame([{**r, **d} for r, d in zip(rows, done[:n], strict=True)])

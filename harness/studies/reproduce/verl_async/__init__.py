@@ -94,9 +94,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
                           reading)
             stem = (f"{reading.replace(', ', '-').replace(' ', '_')}-"  # the progress line
                     f"{run.label.replace(' ', '_').replace(':', '-')}")  # names both
-            path = trace_file(folder, stem)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tasks.append((cfg, path))
+            tasks.append((cfg, trace_file(folder, stem)))  # made if kept (execute)
             rows.append({"reading": reading, "label": run.label,
                          "mean_tokens": means[run.size], "train_scale": fitted[run.size][1],
                          "train_step_fixed_s": fitted[run.size][2]})
