@@ -228,7 +228,7 @@ def test_refused_where_the_lent_replica_cannot_hold_the_model() -> None:
     with pytest.raises(ConfigError, match="verl_dynamic.hybrid_memory_fraction=0.05"):
         check_run(cfg)
     cfg = config(sim__placement="colocated")
-    with pytest.raises(ConfigError, match="runs only disaggregated"):
+    with pytest.raises(ConfigError, match="is disaggregated only"):
         check_run(cfg)
 
 

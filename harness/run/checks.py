@@ -38,8 +38,14 @@ def check_placement(cfg: RunConfig) -> None:
     system = get_system(cfg.system)
     allowed = getattr(system, "placements", None)
     if allowed and cfg.sim.placement not in allowed:
-        reason = f"{cfg.system} runs only {' or '.join(allowed)} ({system.placement_why})"
-        raise PlacementError(f"--set sim.placement={cfg.sim.placement}: {reason}", reason)
+        only = " or ".join(allowed)
+        reason = f"{cfg.system} runs only {only} ({system.placement_why})"
+        said = f"--set sim.placement={cfg.sim.placement}: "
+        if len(f"error: {said}{reason}") > 100:  # the source cited by `rolloutbench systems`
+            said += f"{cfg.system} is {only} only (why: rolloutbench systems)"
+        else:
+            said += reason
+        raise PlacementError(said, reason)
 
 
 def check_run(cfg: RunConfig) -> RunConfig:
