@@ -38,14 +38,10 @@ def check_placement(cfg: RunConfig) -> None:
     system = get_system(cfg.system)
     allowed = getattr(system, "placements", None)
     if allowed and cfg.sim.placement not in allowed:
-        only = " or ".join(allowed)
+        only, said = " or ".join(allowed), f"--set sim.placement={cfg.sim.placement}: "
         reason = f"{cfg.system} runs only {only} ({system.placement_why})"
-        said = f"--set sim.placement={cfg.sim.placement}: "
-        if len(f"error: {said}{reason}") > 100:  # the source cited by `rolloutbench systems`
-            said += f"{cfg.system} is {only} only (why: rolloutbench systems)"
-        else:
-            said += reason
-        raise PlacementError(said, reason)
+        short = f"{cfg.system} is {only} only (why: rolloutbench systems)"  # it cites there
+        raise PlacementError(said + (reason if len(said + reason) <= 93 else short), reason)
 
 
 def check_run(cfg: RunConfig) -> RunConfig:
