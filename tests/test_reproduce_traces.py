@@ -127,3 +127,26 @@ def test_without_traces_no_folder_is_left(paper: str, tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     assert not (out / "runs").exists()
     assert (out / "claims.csv").exists()
+
+
+@pytest.mark.parametrize("kept", [True, False, None])
+def test_profiles_are_written_beside_kept_traces_only(kept: bool | None,
+                                                      tmp_path: Path) -> None:
+    """areal and verl-async write the workload profiles their runs read; without --traces
+    they went to OUT/runs/PAPER/profiles all the same (its files the only thing left on
+    disk). Now: there when the traces are kept or no reproduction is under way (a test
+    calling `simulate`), else a temporary folder removed once the runs are done."""
+    traces = tmp_path / "runs" / "areal"
+    runs = None if kept is None else pool.RunPool(None, traces=kept)  # type: ignore[arg-type]
+    token = pool._ACTIVE.set(runs)
+    try:
+        with pool.profiles_folder(traces) as folder:
+            if kept is False:
+                (folder / "p.toml").write_text("x")  # a temporary folder, made for it
+    finally:
+        pool._ACTIVE.reset(token)
+    if kept is False:
+        assert not folder.is_relative_to(tmp_path) and not folder.exists()
+    else:
+        assert folder == traces / "profiles"  # made by the profile's writer, as before
+    assert not (tmp_path / "runs").exists()

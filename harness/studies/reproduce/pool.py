@@ -263,6 +263,22 @@ def active() -> RunPool | None:
     return _ACTIVE.get()
 
 
+@contextlib.contextmanager
+def profiles_folder(traces: Path) -> Iterator[Path]:
+    """Where a paper writes the workload profiles its runs read (AReaL's and verl's
+    fitted lengths): TRACES/profiles when the traces are kept (or no reproduction is
+    under way), else a temporary folder removed once its runs are done, so that a
+    reproduction without --traces leaves nothing on disk."""
+    import tempfile
+
+    pool = active()
+    if pool is None or pool.traces:
+        yield traces / "profiles"
+        return
+    with tempfile.TemporaryDirectory(prefix="rolloutbench-profiles-") as tmp:
+        yield Path(tmp)
+
+
 @dataclass
 class Pass:
     """Papers to reproduce with the same arguments; `step_model` set: every run of theirs
