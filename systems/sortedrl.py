@@ -112,9 +112,11 @@ class SortedRL:
             if step < steps - 1:  # early termination: stop the rest, keep their work
                 ids = [f"{w.group.id}.{s}" for w in live.values()
                        for s in range(cfg.group_size) if s not in w.done]
+                # `ids` holds finished samples not yet scored too (a group's are scored in
+                # sample order): the engine's answer counts only the ones it stopped
+                cut = await rt.engine.abort(ids)
                 rt.emit("decision", what="early_update", round=rnd, step=step,
-                        stopped=len(ids))
-                await rt.engine.abort(ids)
+                        stopped=sum(r.status == "aborted" for r in cut))
             for task in live:
                 await task
             batch, ready[:] = ready[:u], ready[u:]

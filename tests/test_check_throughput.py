@@ -109,3 +109,76 @@ def test_draining_at_r16_u4_is_no_collapse(system: str, value: float, tmp_path: 
     r = {x.name: x for x in check_events(read_trace(tmp_path / "t.jsonl", strict=True))}
     assert not [name for name, x in r.items() if x.passed is False]
     assert r["throughput"].value == value
+
+
+# -- one rollout draining while another has not pulled (Laminar's replicas) -------------
+def two_rollouts(pull: float, refill: int) -> list[dict]:
+    """Every request makes 10 tok/s, so a group of 16 running is 160 tok/s. Barriers at
+    0 (rollout_start), 10, 20 and 30 (weights_published). Rollout A's batch (groups 0-14
+    and 30) and B's (15-29 and 31) start at 0; all but one group of each end at 10, A's
+    tail (group 30) at `pull`, B's (31) at 25. Each pulls when its batch is done: A
+    `refill` groups at `pull` (ending at 31), B 32 at 25 (ending at 35), A 32 more at 31
+    (ending at 41: the last submission, so the phase 20-30 is judged)."""
+    k, events = 16, [head("laminar", groups=32, group_size=16),
+                     {"t": 0.0, "ev": "rollout_start", "round": 0, "version": 0}]
+    for g in range(32):
+        submit_group(events, 0.0, 0, g, k)
+    for g in range(30):
+        finish_group(events, 10.0, g, k, 0, 100)
+    timed = [(10.0, {"ev": "weights_published", "version": 1}),
+             (20.0, {"ev": "weights_published", "version": 2}),
+             (30.0, {"ev": "weights_published", "version": 3}),
+             (pull, 30, 0.0), (25.0, 31, 0.0), (pull, range(32, 32 + refill), pull),
+             (25.0, range(64, 96), 25.0), (31.0, range(32, 32 + refill), pull),
+             (31.0, range(96, 128), 31.0), (35.0, range(64, 96), 25.0),
+             (41.0, range(96, 128), 31.0)]
+    ends = {31.0, 35.0, 41.0}
+    for item in sorted(timed, key=lambda x: x[0]):
+        t = item[0]
+        if isinstance(item[1], dict):
+            events.append({"t": t, **item[1]})
+        elif isinstance(item[1], int):
+            finish_group(events, t, item[1], k, 0, round(10 * (t - item[2])))
+        elif t in ends and item[2] < t:
+            for g in item[1]:
+                finish_group(events, t, g, k, 1, round(10 * (t - item[2])))
+        else:
+            for g in item[1]:
+                submit_group(events, t, 0, g, k)
+    events.append({"t": 41.0, "ev": "run_end"})
+    return events
+
+
+@pytest.mark.parametrize(("pull", "refill", "passed", "value", "phases"), [
+    (19.0, 32, True, 1.0312, 3), (21.0, 32, True, 1.5694, 2), (19.0, 1, False, 0.0625, 3)])
+def test_one_rollout_draining_beside_another_is_no_collapse(
+        pull: float, refill: int, passed: bool, value: float, phases: int,
+        tmp_path: Path) -> None:
+    """The phase 0-10 runs 32 groups: 5120 tok/s. Before, the phase 10-20 was judged
+    whole: with A pulling at 19, groups 30 (9 s) and 31 (10 s) and A's 32 new ones (1 s)
+    made 160 x 51 / 10 = 816 tok/s, 0.16 of 5120: a FAIL where both rollouts only ran
+    their tails (laminar's 200-round run: 0.108). Now it is judged from A's pull on:
+    group 31 and A's 32 groups, 160 x 33 = 5280, 1.0312; then 20-30 from B's pull at 25:
+    A's and B's 64 groups, 10240 over the median 5200, 1.97. Pulling at 21, nothing is
+    submitted in 10-20: left out; 20-30 is judged from 21 (group 31 for 4 s, A's groups
+    9 s, B's 5 s): 160 x 452 / 9 = 8035.6 over 5120, 1.5694. A refill of one group at 19
+    still fails: group 31 and group 32, 320 tok/s, 1/16."""
+    r = results(two_rollouts(pull, refill), tmp_path)["throughput"]
+    assert r.passed is passed and r.value == value
+    assert r.detail.startswith(f"{phases} phases between barriers")
+    if not passed:
+        assert r.first["t"] == 10.0 and r.first["rate"] == 320.0
+        assert r.first["median_before"] == 5120.0
+
+
+def test_laminars_long_run_on_two_replicas_passes(tmp_path: Path) -> None:
+    """A new user's run (findings-13, item 12): R = 16, U = 2, 200 rounds, two replicas.
+    `throughput` failed it at 0.108: at 7020.9 s both rollouts were in their batches'
+    tails, the phase to the next publication held 4 finishes and no submission. Now it
+    is left out, and a phase is judged from its first submission where requests were
+    outstanding at its barrier: the lowest is 0.6803."""
+    cfg = RunConfig(system="laminar", groups=16, update_groups=2, rounds=200)
+    cfg.sim.rollout_engines = 2
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    r = {x.name: x for x in check_events(read_trace(tmp_path / "t.jsonl", strict=True))}
+    assert r["throughput"].passed is True and r["throughput"].value == 0.6803

@@ -217,8 +217,11 @@ def test_areal_with_its_session_tracer_is_timed(tmp_path: Path) -> None:
     assert [e["t"] for e in of(events, "rollout_start")] == [0.0, 1.5]
     rows = round_metrics(events)
     assert rows[0]["rollout_complete_s"] == 2.5
-    assert rows[0]["rollout_tokens_per_s"] == pytest.approx((100 + 50) / 2.5)
+    # tokens by when they were made (harness.core.streaming): request (0, 0) ran 0-2 s
+    # and round 1 began at 1.5 s, so a quarter of its 100 tokens count there
+    assert rows[0]["rollout_tokens_per_s"] == pytest.approx((75 + 50) / 2.5)
     assert rows[1]["rollout_complete_s"] == pytest.approx(4.75 - 1.5)
+    assert rows[1]["rollout_tokens_per_s"] == pytest.approx((25 + 50 + 200) / 3.25)
 
 
 def test_areal_without_sessions_is_untimed_and_says_what_it_lacks(tmp_path: Path) -> None:

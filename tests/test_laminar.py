@@ -237,17 +237,28 @@ def test_the_table_is_written_only_for_its_system_or_when_set() -> None:
     assert "laminar" in RunConfig(system="laminar").to_dict()
 
 
-def test_a_cut_relay_trace_calls_no_round_final(tmp_path: Path) -> None:
+def test_a_cut_relay_trace_keeps_its_finished_rounds(tmp_path: Path) -> None:
     """A replica that pulls late makes tokens of an old version in a later round's
-    request, and a streaming trace counts tokens to rounds by version, so no round of a
-    cut laminar trace is final (harness.core.metrics.finished_rounds); cut as well, a
-    pipelinerl trace keeps its finished rounds."""
-    for system, final in (("laminar", False), ("pipelinerl", True)):
+    request. Counted to rounds by version, they could land in any earlier round, so no
+    round of a cut laminar trace was final; counted by time from the request's
+    submission (findings-13, item 14), a request still generating touches only rounds
+    from its own on, and a cut laminar trace keeps its finished rounds as pipelinerl's
+    (harness.core.metrics.finished_rounds)."""
+    for system in ("laminar", "pipelinerl"):
         cfg = RunConfig(system=system, workload="sci-jl", groups=4, update_groups=1, rounds=3)
         cfg.sim.rollout_engines = 2
         execute(cfg.validate(), tmp_path / "t.jsonl")
         events = read_trace(tmp_path / "t.jsonl")
-        assert bool(finished_rounds(events[:-1])) is final, system  # cut before run_end
+        assert finished_rounds(events[:-1]), system  # cut before run_end
+    from test_properties import check_prefixes
+
+    cfg = RunConfig(system="laminar", workload="sci-jl", groups=8, update_groups=2,
+                    rounds=8, seed=1)
+    cfg.sim.rollout_engines = 2
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    events = read_trace(tmp_path / "t.jsonl")
+    assert finished_rounds(events[:len(events) // 2]) == {0}
+    check_prefixes(events, tmp_path / "t.jsonl")  # a final round's rows, cut anywhere
 
 
 def test_the_live_engine_has_no_relay_and_says_so_once() -> None:

@@ -24,8 +24,11 @@ def test_systems_fits_100_columns_and_every_summary_starts_in_one_column() -> No
     assert [n for n in names if n] == list(SYSTEMS)  # a wrapped line has no name
     assert all(line[column - 1] == " " and line[column] != " " for line in lines)
     # every summary whole, in order, once the wrapped lines are joined
-    said = " ".join(line[column:] for line in lines)
-    assert said == " ".join(cls.summary for cls in SYSTEMS.values())
+    said = "".join(line[column:] for line in lines).replace(" ", "")
+    # and where its source runs, with the reason (a citation longer than a line is cut)
+    assert said == "".join(cls.summary + (
+        f" only {' or '.join(cls.placements)}: {cls.placement_why}"
+        if getattr(cls, "placements", None) else "") for cls in SYSTEMS.values()).replace(" ", "")
 
 
 def test_named_lines_wrap_a_long_text_and_put_a_long_name_on_its_own_line() -> None:

@@ -109,3 +109,44 @@ def test_spec_papers_traces_go_under_out_too(tmp_path: Path,
     assert list(here.iterdir()) == []
     written = sorted((out / "runs" / "spec-papers").rglob("*.jsonl.zst"))
     assert len(written) == 9  # EfficientRollout: 2 models x (no-sd, always-on, toggle); TLT 3
+
+
+@pytest.mark.parametrize("paper", ["skyrl-spec", "spec-papers"])
+def test_without_traces_no_folder_is_left(paper: str, tmp_path: Path) -> None:
+    """`--traces` off: "nothing is left on disk" (its help), yet every paper made its
+    runs' folders before knowing whether the traces were kept (findings-13, item 6:
+    OUT/runs/skyrl-spec/{mtp,baseline}/, empty). A trace's folder is now made where the
+    trace is written (harness.run.execute), so OUT holds the paper's tables alone."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    out = tmp_path / "rep"
+    done = CliRunner().invoke(app, ["reproduce", paper, "--out", str(out), "--twin", "skip",
+                                    "--jobs", "1"])
+    assert done.exit_code == 0, done.output
+    assert not (out / "runs").exists()
+    assert (out / "claims.csv").exists()
+
+
+@pytest.mark.parametrize("kept", [True, False, None])
+def test_profiles_are_written_beside_kept_traces_only(kept: bool | None,
+                                                      tmp_path: Path) -> None:
+    """areal and verl-async write the workload profiles their runs read; without --traces
+    they went to OUT/runs/PAPER/profiles all the same (its files the only thing left on
+    disk). Now: there when the traces are kept or no reproduction is under way (a test
+    calling `simulate`), else a temporary folder removed once the runs are done."""
+    traces = tmp_path / "runs" / "areal"
+    runs = None if kept is None else pool.RunPool(None, traces=kept)  # type: ignore[arg-type]
+    token = pool._ACTIVE.set(runs)
+    try:
+        with pool.profiles_folder(traces) as folder:
+            if kept is False:
+                (folder / "p.toml").write_text("x")  # a temporary folder, made for it
+    finally:
+        pool._ACTIVE.reset(token)
+    if kept is False:
+        assert not folder.is_relative_to(tmp_path) and not folder.exists()
+    else:
+        assert folder == traces / "profiles"  # made by the profile's writer, as before
+    assert not (tmp_path / "runs").exists()

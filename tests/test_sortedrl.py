@@ -105,6 +105,7 @@ class Runtime:
         self.engine, self.trainer = Engine(), Trainer(self)
         self.verifier, self.workload = Verifier(), Workload()
         self.log: list[Any] = []
+        self.stopped: list[int] = []  # each early update's count
         self.groups = 0
         self.finished: list[Response] = []
 
@@ -114,6 +115,8 @@ class Runtime:
     def emit(self, ev: str, **fields: Any) -> None:
         if ev == "decision":
             self.log.append((fields["what"], self.now(), fields.get("group")))
+            if fields["what"] == "early_update":
+                self.stopped.append(fields["stopped"])
 
     def new_group_id(self) -> int:
         self.groups += 1
@@ -155,6 +158,23 @@ def test_cache_across_every_update_by_hand() -> None:
     assert [e[1] for e in rt.log if e[0] == "early_update"] == [2.0, 7.0, 13.0]
     assert spans(rt, 3) == [[[0, 2], [1, 2], [2, 1]], [[0, 2], [1, 2], [2, 3], [3, 2]]]
     assert spans(rt, 2) == [[[0, 1]], [[0, 2], [1, 2], [2, 3]]]
+
+
+def test_an_early_update_counts_the_samples_it_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """g1's lengths swapped to (4, 1): its sample 1 finishes at 1 but is scored only after
+    sample 0 (a group's samples are scored in order), so at the update at 2 it is
+    finished, not yet scored, and not stopped. Stopped there: g1 s0, g2 s1, g3 s0 and s1,
+    4 (the count said 5 before: every sample not yet scored). At 7 (g1 done): g2 s1, g3
+    s0 and s1, 3. At 13 (g2): g3 s0 ended at 11 (it needed 1 after its two stops at 2
+    tokens each), so only g3 s1, 1. With the usual lengths none is ever finished but
+    unscored at an update: 5, 3, 1."""
+    rt = by_hand(3)
+    assert rt.stopped == [5, 3, 1]
+    monkeypatch.setitem(LENGTHS, 1, (4, 1))
+    rt = by_hand(3)
+    assert [e[1] for e in rt.log if e[0] == "train"] == [2.0, 7.0, 13.0, 18.0]
+    assert rt.stopped == [4, 3, 1]
 
 
 def test_no_cache_regenerates_at_every_update_by_hand() -> None:

@@ -164,7 +164,7 @@ def test_command_prints_both_tables_within_100_columns(tmp_path: Path) -> None:
     (["--systems", "areal,arael"], "--systems: unknown system 'arael'"),
     (["-j", "0"], "--jobs: must be a positive integer"),
     (["--systems", " , "], "--systems: name at least one system"),
-    (["--split", "9+9", "--systems", "areal"], "no finished run of areal on split 9+9"),
+    (["--split", "9+9", "--systems", "areal"], "no run of areal on split 9+9 has a steady window"),
     # options --roll-flash does not read ran silently; a split not E+T read every trace first
     (["--roll-flash", "--systems", "areal"],
      "--systems areal: --roll-flash reads the study's roll-flash runs only; drop one"),

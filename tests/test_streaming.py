@@ -44,6 +44,39 @@ def test_tokens_count_in_the_round_their_version_was_served() -> None:
     assert rows[1]["rollout_tokens_per_s"] == 20 / 10  # 20 tokens over round 1's 10 s
 
 
+def test_tokens_count_in_the_round_they_were_made_when_replicas_lag() -> None:
+    """Laminar's replicas pull weights only when their batch ends, so a request can run
+    an old version rounds after it was served (findings-13, item 14: steady rounds of
+    gen tok/s 0.00). Rounds start at 0, 10 and 20 (versions 0, 1, 2, published then).
+    Request a: 0-12, 120 tokens of v0: 100 in round 0, 20 in round 1. b: 14-24 on a
+    replica still on v0, 100 tokens: 60 in round 1, 40 in round 2. c: 5-13, 50 of v0
+    then 30 of v1 from its publication at 10: 50 in round 0, 30 in round 1 (as by
+    version). d: 15-20, 50 of v1: round 1. Round 0: 150 tokens / 10 s; round 1: 20 + 60
+    + 30 + 50 = 160 / 10 s; round 2: 40 / 10 s. By version (before): 270, 80 and 0."""
+    def fin(t: float, g: int, spans: list[list[int]]) -> dict:
+        n = sum(k for _, k in spans)
+        return ev(t, "request_finish", group=g, sample=0, response_tokens=n, status="finished",
+                  versions=[spans[0][0], spans[-1][0]], version_spans=spans)
+
+    def sub(t: float, rnd: int, g: int) -> dict:
+        return ev(t, "request_submit", round=rnd, group=g, sample=0, prompt_tokens=5)
+
+    events = [
+        ev(0, "run_start", schema=2, system="laminar", workload="w", runtime="sim", seed=0,
+           config={}, version="x"),
+        ev(0, "rollout_start", round=0, version=0), sub(0, 0, 0), sub(5, 0, 2),
+        ev(10, "weights_published", version=1, relay=True), ev(10, "rollout_complete", round=0),
+        ev(10, "rollout_start", round=1, version=1),
+        fin(12, 0, [[0, 120]]), fin(13, 2, [[0, 50], [1, 30]]), sub(14, 1, 1), sub(15, 1, 3),
+        fin(20, 3, [[1, 50]]), ev(20, "weights_published", version=2, relay=True),
+        ev(20, "rollout_complete", round=1), ev(20, "rollout_start", round=2, version=2),
+        fin(24, 1, [[0, 100]]), ev(30, "rollout_complete", round=2), ev(30, "run_end"),
+    ]
+    rows = round_metrics(events)
+    assert [r["rollout_tokens_per_s"] for r in rows] == [15.0, 16.0, 4.0]
+    assert [r["mean_response_tokens"] for r in rows[1:]] == [(120 + 80 + 50) / 3, 100]
+
+
 def pipelinerl_run(tmp: Path, **fields: object) -> list[dict]:
     cfg = RunConfig(system="pipelinerl", workload="lsat-ar", groups=8, group_size=4,
                     update_groups=2, rounds=6, concurrency=16, **fields)  # type: ignore[arg-type]

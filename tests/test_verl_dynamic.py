@@ -228,7 +228,7 @@ def test_refused_where_the_lent_replica_cannot_hold_the_model() -> None:
     with pytest.raises(ConfigError, match="verl_dynamic.hybrid_memory_fraction=0.05"):
         check_run(cfg)
     cfg = config(sim__placement="colocated")
-    with pytest.raises(ConfigError, match="runs only disaggregated"):
+    with pytest.raises(ConfigError, match="is disaggregated only"):
         check_run(cfg)
 
 
@@ -261,35 +261,41 @@ def test_a_round_is_not_final_while_a_sync_s_aborts_may_go_on(tmp_path: Path) ->
         before = done
 
 
-def test_its_own_trace_passes_the_checks_but_a_short_lend_s_dip(
+def test_its_own_trace_passes_the_checks_and_the_lend_s_phase_is_left_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """test_check's small config (R = 8, U = 2, 3 rounds). The lend after the first sync
-    takes the model's 0.7 s (a hand-over and the weights on the trainer's GPUs): for
-    that phase the one standing replica re-prefills every request the sync aborted, and
-    the rebalance then aborts them all again, so `throughput` (a phase below a fifth of
-    the median before) flags it. Without the rebalance, or with a 2.0 s lend (a longer
-    phase), every check passes: a short phase's artefact, not a collapse of the run."""
+    takes the model's 0.7 s (a hand-over and the weights on the trainer's GPUs): in that
+    phase the one standing replica re-prefills the requests the sync aborted and nothing
+    new is submitted (the aborted ones are re-admitted, the same requests), so
+    `throughput` leaves it out as it leaves out any phase that only runs what was
+    outstanding at its barrier. Until findings-13's item 12 it was judged, at 0.05 of the
+    median before: a FAIL, which this test recorded as a short phase's artefact (with a
+    2.0 s lend, or without the rebalance, it passed). Every check passes now, in all three."""
     from test_check import small
 
     from harness.analysis.check import check_events
+    from harness.analysis.check.model import TraceView
+    from harness.analysis.check.throughput import phase_rates
     from harness.sim import calibration
 
-    def judged(rebalance: bool) -> tuple[set[str], Any, list[dict]]:
+    def judged(rebalance: bool) -> tuple[set[str], list[dict]]:
         cfg = small("verl-dynamic")
         cfg.verl_dynamic.enable_rebalance = rebalance
         execute(cfg, tmp_path / "t.jsonl")
         events = read_trace(tmp_path / "t.jsonl", strict=True)
         r = {x.name: x for x in check_events(events)}
         assert r["staleness"].bound is VerlDynamic.staleness_bound(cfg) is None
-        return {n for n, x in r.items() if x.passed is False}, r["throughput"], events
+        assert r["throughput"].passed is True
+        return {n for n, x in r.items() if x.passed is False}, events
 
     cfg = small("verl-dynamic")
     cost = hybrid.lend_cost(cfg, calibration.load(cfg.sim.calibration))
-    failed, throughput, events = judged(True)
-    assert failed == {"throughput"}
+    failed, events = judged(True)
+    assert failed == set()
     lend = next(e for e in events if e["ev"] == "engine_resize" and e.get("lent"))
-    assert throughput.first["ev"] == "weights_published"
-    assert lend["t"] - throughput.first["t"] == pytest.approx(cost.handover_s + cost.sync_s)
+    sync = lend["t"] - cost.handover_s - cost.sync_s
+    starts = [start for _, start, _, _ in phase_rates(TraceView.of(events))]
+    assert not [t for t in starts if abs(t - sync) < 1e-6] and lend["t"] in starts
     assert judged(False)[0] == set()
     monkeypatch.setattr(hybrid, "lend_cost", lambda cfg, data: hybrid.LendCost(1.5, 0.5))
     assert judged(True)[0] == set()

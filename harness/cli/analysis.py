@@ -18,6 +18,7 @@ from harness.cli.common import (
     output_format,
     refuse_overwrite,
     shown,
+    warning,
 )
 from harness.core.trace import TraceError, read_prefix
 
@@ -36,8 +37,7 @@ def _events(trace: Path) -> list[dict[str, Any]]:
         fail(str(err))
     events = cut.events
     if not cut.complete:  # a run killed or stopped: drawn as far as it goes, said so
-        typer.echo(f"warning: {trace}: incomplete trace ({cut.problem()}); drawn as far as "
-                   "it goes", err=True)
+        warning(f"{trace}: incomplete trace ({cut.problem()}); drawn as far as it goes")
     return events
 
 
@@ -143,10 +143,10 @@ def compare_cmd(
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))
-    warning = unrelated(rows_a, rows_b)
-    for line in [*dict.fromkeys(cut), *([warning] if warning else []),
+    apart = unrelated(rows_a, rows_b)
+    for line in [*dict.fromkeys(cut), *([apart] if apart else []),
                  *pooling(rows_a, rows_b)]:
-        typer.echo(f"warning: {line}", err=True)
+        warning(line)
     if fmt == "table":
         console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
                       highlight=False, markup=False)
@@ -169,8 +169,5 @@ def plot_cmd(
     markers and the 95% confidence interval over repeats (seeds, rounds)."""
     from harness.analysis.plot import parse_where, plot_figure
 
-    def warn(line: str) -> None:
-        typer.echo(f"warning: {line}", err=True)
-
     refuse_overwrite("--out", out, [("RESULTS", results)])
-    _draw(out, lambda: plot_figure(results, x, y, hue, parse_where(where or []), warn))
+    _draw(out, lambda: plot_figure(results, x, y, hue, parse_where(where or []), warning))

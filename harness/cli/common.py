@@ -32,6 +32,20 @@ def shown(value: object) -> str:
     return f" \\[default: {value}]"
 
 
+def wrap(text: str) -> str:
+    """`text` in lines of at most 100 columns (the project's width), continuations
+    indented two spaces; a path longer than a line is left whole, not broken."""
+    import textwrap
+
+    return textwrap.fill(text, 100, subsequent_indent="  ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
+def warning(text: str) -> None:
+    """A warning on stderr: not a refusal (that is `fail`'s one line), so wrapped."""
+    typer.echo(wrap(f"warning: {text}"), err=True)
+
+
 def fail(message: str) -> None:
     """A one-line error and exit code 2; nothing has been written yet. Plain
     text: no wrapping, no markup, so paths and brackets survive intact."""

@@ -17,6 +17,7 @@ from harness.cli.common import (
     fail,
     output_format,
     refuse_overwrite,
+    wrap,
 )
 
 if TYPE_CHECKING:
@@ -77,8 +78,8 @@ def counterfactual_cmd(
     names = list(SYSTEMS) if systems == "all" else [s.strip() for s in systems.split(",")]
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown or not names:
-        fail(f"--systems: unknown system {', '.join(unknown) or '(none)'} "
-             f"(one of {', '.join(SYSTEMS)})")
+        fail(f"--systems: unknown system {', '.join(unknown) or '(none)'}; `rolloutbench "
+             f"systems` lists the {len(SYSTEMS)} known")
     if not trace.is_file():
         fail(f"TRACE: {trace}: no such file")
     if update_groups is not None and update_groups < 1:
@@ -100,8 +101,9 @@ def counterfactual_cmd(
 
         cut = read_prefix(trace, allow_cut=True)  # every reader below leaves the cut line out
         if not cut.complete:  # as metrics says it: its measured figures stop short too
-            notes.write(f"warning: TRACE: {trace}: incomplete trace ({cut.problem()}); its "
-                        f"measured figures and the work replayed are as far as it goes\n")
+            notes.write(wrap(f"warning: TRACE: {trace}: incomplete trace ({cut.problem()}); "
+                             f"its measured figures and the work replayed are as far as it "
+                             f"goes") + "\n")
         schedule = infer(trace, work.header, work.groups)
 
         def build(name: str, knobs: dict | None = None) -> RunConfig:
@@ -117,14 +119,15 @@ def counterfactual_cmd(
             try:
                 return build(name)
             except PlacementError as err:
-                left_out.append(f"{name} ({err.reason})")
+                left_out.append(err.reason)
                 return None
 
         left_out: list[str] = []
         with contextlib.redirect_stderr(notes):
             cfgs = [c for c in map(buildable, names) if c is not None]  # every check first
         if not cfgs:
-            fail(f"--systems: none can run on this cluster: {'; '.join(left_out)}")
+            fail("--systems: none can run on this cluster's sim.placement (why: "
+                 "rolloutbench systems)")
         with contextlib.redirect_stderr(notes):
             twin_cfg = (build(schedule.system, schedule.knobs) if work.timed
                         and schedule.system in SYSTEMS else None)
@@ -144,8 +147,8 @@ def counterfactual_cmd(
             typer.echo(line, err=True)
     typer.echo(notes.getvalue(), err=True, nl=False)
     if left_out:
-        typer.echo(f"note: left out, as their sources do not run on this cluster: "
-                   f"{'; '.join(left_out)}", err=True)
+        typer.echo(wrap(f"note: left out, as their sources do not run on this cluster: "
+                        f"{'; '.join(left_out)}"), err=True)
     given = _given(config, set_ or [], update_groups)
     ignored = ignored_line(cfgs, given, given, {"update_groups": "--update-groups"})
     if ignored:  # the shared options apply where read; said once, not refused

@@ -100,8 +100,11 @@ def staleness_forms_cmd(
     if split is not None:
         found = [r for r in found if r["split"] == split]
     if not found:
-        fail(f"{runs}: no finished run of {', '.join(chosen)}"
-             + (f" on split {split}" if split else "") + " with a steady window")
+        where = (f" on split {split}" if split else "") + " has a steady window"
+        who = ", ".join(chosen)
+        if len(chosen) > 1 and len(f"error: {runs}: no run of {who}{where}") > 100:
+            who = f"the {len(chosen)} systems"
+        fail(f"{runs}: no run of {who}{where}")
     errors = forms.errors(found)
     if fmt != "table":
         machine(errors if errors_only else forms.settings(found), fmt)

@@ -23,6 +23,7 @@ from harness.cli.common import (
     print_rows,
     refuse_overwrite,
     shown,
+    warning,
     workload_file,
 )
 from harness.core.config import ConfigError
@@ -39,7 +40,9 @@ def systems_cmd() -> None:
     from harness.core.async_knobs import DEFAULTS_RULE
     from systems import SYSTEMS
 
-    show_named(console, [(name, cls.summary) for name, cls in SYSTEMS.items()])
+    show_named(console, [(name, cls.summary + (
+        f"\nonly {' or '.join(cls.placements)}: {cls.placement_why}"
+        if getattr(cls, "placements", None) else "")) for name, cls in SYSTEMS.items()])
     console.print(f"\n{DEFAULTS_RULE}", highlight=False)
 
 
@@ -324,9 +327,6 @@ def metrics_cmd(
     fmt = output_format(json_out, csv_out)
     traces = [find_trace(p) if p.is_dir() else p for p in traces]  # a run folder: as compare
 
-    def warn(message: str) -> None:
-        typer.echo(f"warning: {message}", err=True)
-
     lines: dict[str, str] = {}  # each trace's delivered line, from the one reading
 
     def seen(path: str, trace: Any) -> None:
@@ -335,8 +335,8 @@ def metrics_cmd(
 
     try:
         # a last line cut mid-write is left out, said in the warning (--partial or not)
-        per_trace = [steps_for_traces([str(p)], partial=True, warn=warn) if steps else
-                     metrics_for_traces([str(p)], partial=True, warn=warn, seen=seen)
+        per_trace = [steps_for_traces([str(p)], partial=True, warn=warning) if steps else
+                     metrics_for_traces([str(p)], partial=True, warn=warning, seen=seen)
                      for p in traces]
     except TraceError as err:
         fail(str(err))
@@ -345,7 +345,7 @@ def metrics_cmd(
         if gaps and len(gaps) == len(traces):
             fail(gaps[0])
         for gap in gaps:
-            warn(gap)
+            warning(gap)
     if fmt != "table" and len(traces) > 1:  # every field: which trace and seed, each row
         for path, trace_rows in zip(traces, per_trace, strict=True):
             seed = _seed(path)

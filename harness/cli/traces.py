@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import console, fail, refuse_overwrite
+from harness.cli.common import console, fail, refuse_overwrite, warning
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -83,8 +83,7 @@ def export_otlp_cmd(
         fail(str(err))
     events = read.events
     if not read.complete:
-        typer.echo(f"warning: {trace}: incomplete trace ({read.problem()}); exported as far "
-                   f"as it goes", err=True)
+        warning(f"{trace}: incomplete trace ({read.problem()}); exported as far as it goes")
     doc = export(events)
     try:
         write_atomic(out, msgspec.json.encode(doc).decode() + "\n")

@@ -97,6 +97,7 @@ def owning_rounds(events: Sequence[dict[str, Any]]) -> list[int | None]:
 ROUND_METRIC_EVENTS = frozenset({
     "run_start", "rollout_start", "request_submit", "request_finish", "group_materialized",
     "batch_dispatch", "train_start", "train_end", "optimizer_step", "rollout_complete",
+    "weights_published",
 })
 
 
@@ -256,12 +257,10 @@ def finished_rounds(events: Sequence[dict[str, Any]]) -> set[int]:
     submitted finished, every batch dispatched in it (`owning_rounds`) finished
     training, and the run went on past it: a later round started or, for the last
     round, weights were published after all that. The last round of an interrupted
-    pipelined run may be left out though it finished: the trace cannot tell. A run whose
-    weights reach the replicas through a relay (laminar: `weights_published` with
-    `relay`) has none: a replica that pulls late makes tokens of an old version in a
-    later request, and a streaming trace counts tokens to rounds by version."""
-    if any(e["ev"] == "weights_published" and e.get("relay") for e in events):
-        return set()
+    pipelined run may be left out though it finished: the trace cannot tell. A streaming
+    trace counts a request's tokens to rounds by time from its submission on
+    (harness.core.streaming), so one still generating touches no round before its own,
+    even on a replica that pulls weights late (laminar's relay)."""
     order: list[int] = []  # rounds in the order they started
     completed: dict[int, int] = {}  # round -> index of its rollout_complete
     batches: dict[int, list[int]] = defaultdict(list)  # round -> batches dispatched in it

@@ -9,9 +9,20 @@ all tokens of a large enough run fall in its first rounds and the rest show
 none. So for a trace where a request finishes in a later round than it was
 submitted in:
 
-- tokens count in the round they were generated in: a response's
-  `version_spans` say which policy version made each token, and version v was
-  served from the `rollout_start` whose version is the last at or below v;
+- tokens count in the round they were generated in, by time: a response's
+  `version_spans` say which policy version made each token, in order; the tokens
+  of version v were made after the request was submitted, after v was first
+  published (`weights_published`; a trace without it: the `rollout_start` whose
+  version is the last at or below v) and after the span before, up to the next
+  span's start or the finish; each span is spread evenly over that stretch and
+  split among the rounds' windows (a round's `rollout_start` to the next's). Where
+  the engines run the trainer's latest weights (PipelineRL's in-flight updates)
+  this is the round that served v, as before; Laminar's replicas pull weights
+  only at their batches' ends, so an old version's tokens are made rounds after
+  it was served, and counted by version they left steady rounds at 0 tok/s. The
+  spread is even from the submission (admissions are not read: the simulator
+  decodes none for these figures), so time a request waits queued counts as
+  time it generates;
 - `mean_response_tokens` is over the responses that finished in the round;
 - each round gets a `phase` by the one rule every system is measured by
   (harness.core.yardstick's steady window of optimizer steps): `warm-up` when one
@@ -46,23 +57,60 @@ def _new_spans(spans: list[list[int]], resumed: int) -> list[tuple[int, int]]:
     return out
 
 
+class Windows:
+    """Tokens credited to the rounds' windows of time: round `order[i]` from `times[i]`
+    to `times[i + 1]` (the first from the run's start, the last to its end)."""
+
+    def __init__(self, order: list[int], times: list[float]) -> None:
+        self.order, self.times = order, times
+        self.tokens: dict[int, float] = defaultdict(float)
+
+    def credit(self, start: float, end: float, n: int) -> None:
+        """`n` tokens made evenly from `start` to `end` (all at `start` if no time
+        passed): each window gets its share of that time."""
+        i = max(0, bisect.bisect_right(self.times, start) - 1)
+        if end <= start:
+            self.tokens[self.order[i]] += n
+            return
+        while True:
+            stop = self.times[i + 1] if i + 1 < len(self.times) else math.inf
+            begin = max(start, self.times[i]) if i else start
+            self.tokens[self.order[i]] += n * (min(end, stop) - begin) / (end - start)
+            if end <= stop:
+                return
+            i += 1
+
+
 def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
             rows: list[dict[str, Any]], starts: dict[int, float],
             versions: dict[int, int]) -> None:
     """Rewrite a streaming trace's rows (those of `round_metrics`, whose position-based
     `owners` it shares): token figures by generation, and each round's phase."""
-    submitted_in: dict[tuple[int, int], int] = {}
+    order = sorted(starts)
+    windows = Windows(order, [starts[r] for r in order])
+    served = [versions[r] for r in order]  # non-decreasing: versions only advance
+    published: dict[int, float] = {}
+    for e in events:
+        if e["ev"] == "weights_published":
+            published.setdefault(e["version"], e["t"])
+
+    def ready(version: int) -> float:
+        """When tokens of `version` could first be made."""
+        if version in published:
+            return published[version]
+        return starts[order[max(0, bisect.bisect_right(served, version) - 1)]]
+
+    submitted_at: dict[tuple[int, int], float] = {}
     resumed: dict[tuple[int, int], int] = {}
-    tokens_by_version: dict[int, int] = defaultdict(int)
     finished_in: dict[int, list[int]] = defaultdict(list)
     for e, owner in zip(events, owners, strict=True):
         if e["ev"] == "request_submit":
             key = (e["group"], e["sample"])
-            submitted_in[key], resumed[key] = e["round"], e.get("resumed_tokens", 0)
+            submitted_at[key], resumed[key] = e["t"], e.get("resumed_tokens", 0)
 
         elif e["ev"] == "request_finish" and owner is not None:
             key = (e["group"], e["sample"])
-            if key not in submitted_in:
+            if key not in submitted_at:
                 continue
             if e["status"] == "finished":
                 finished_in[owner].append(e["response_tokens"])
@@ -70,13 +118,14 @@ def restate(events: Sequence[dict[str, Any]], owners: Sequence[int | None],
             if spans is None:  # only [first, last] known: count it all as the first
                 first = e["versions"][:1]
                 spans = [[first[0], e["response_tokens"]]] if first else []
-            for version, n in _new_spans(spans, resumed[key]):
-                tokens_by_version[version] += n
-    order = sorted(starts)
-    served = [versions[r] for r in order]  # non-decreasing: versions only advance
-    tokens: dict[int, int] = defaultdict(int)
-    for version, n in tokens_by_version.items():
-        tokens[order[max(0, bisect.bisect_right(served, version) - 1)]] += n
+            made = _new_spans(spans, resumed[key])
+            begins, at = [], submitted_at[key]
+            for version, _ in made:
+                at = min(max(at, ready(version)), e["t"])
+                begins.append(at)
+            for i, (_, n) in enumerate(made):
+                windows.credit(begins[i], begins[i + 1] if i + 1 < len(made) else e["t"], n)
+    tokens = windows.tokens
     phases = _phases(events, owners, starts)
     for row in rows:
         rnd = row["round"]

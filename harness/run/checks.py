@@ -38,8 +38,10 @@ def check_placement(cfg: RunConfig) -> None:
     system = get_system(cfg.system)
     allowed = getattr(system, "placements", None)
     if allowed and cfg.sim.placement not in allowed:
-        reason = f"{cfg.system} runs only {' or '.join(allowed)} ({system.placement_why})"
-        raise PlacementError(f"--set sim.placement={cfg.sim.placement}: {reason}", reason)
+        only, said = " or ".join(allowed), f"--set sim.placement={cfg.sim.placement}: "
+        reason = f"{cfg.system} runs only {only} ({system.placement_why})"
+        short = f"{cfg.system} is {only} only (why: rolloutbench systems)"  # it cites there
+        raise PlacementError(said + (reason if len(said + reason) <= 93 else short), reason)
 
 
 def check_run(cfg: RunConfig) -> RunConfig:

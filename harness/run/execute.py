@@ -72,6 +72,8 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader |
     system = get_system(cfg.system)
     resolve_defaults(cfg)
     Path(trace_path).unlink(missing_ok=True)
+    if write:  # its folder made here, so a caller that keeps no trace leaves no folder
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
     if cfg.runtime == "sim":
         from harness.sim.runtime import SimRuntime, no_collections
 

@@ -7,19 +7,23 @@ rate is the tokens generated in it over its length, a request's new tokens sprea
 evenly over its attempt (admitted, else submitted, to finished). Left out: phases in
 which no request is in flight (the engine waits on the trainer or is being rebuilt);
 phases after the last `request_submit` (the run draining its last requests, which
-slows any schedule); and phases in which a batch drains: requests are outstanding at
-the barrier and no new request is submitted until every one of them has ended, so
-only they run, fewer and fewer, as at the run's end. A request is outstanding from
-its first attempt to its last finish; one aborted at a barrier and sent again with
-its tokens (AReaL's interrupted generation, SortedRL's cached work) is the same work,
-not a new request. Such a phase's rate falls with the work left, not because of the
-barrier: SortedRL's round after its first early update and AReaL's last requests,
-resumed after its last weight update, fell below a fifth at R = 16, U = 4 (0.18 and
-0.19) with no collapse. prime-rl's collapse submits new requests in the slow phase
-(one group per group finished), so it is judged; so is verl-dynamic's lend (the
-requests its sync aborted, re-prefilled while new ones are submitted). The limit: a
-scheduler that stops admitting after a barrier until its batch has drained, and only
-then admits again, looks like a drain and is not flagged.
+slows any schedule); and, where requests are outstanding at the barrier, the time
+until the next new request is submitted: only they run in it, fewer and fewer, as at
+the run's end. That is the whole phase when no new request comes until every one of
+them has ended (a batch drains) or until the phase has ended; else the phase is
+judged from that submission on. A request is outstanding from its first attempt to
+its last finish; one aborted at a barrier and sent again with its tokens (AReaL's
+interrupted generation, SortedRL's cached work, verl-dynamic's moved requests) is the
+same work, not a new request. Such a stretch's rate falls with the work left, not
+because of the barrier: SortedRL's round after its first early update and AReaL's
+last requests, resumed after its last weight update, fell below a fifth at R = 16,
+U = 4 (0.18 and 0.19) with no collapse; so did Laminar's 200-round run on two
+replicas (0.108), where both rollouts were in their batches' tails (each pulls new
+prompts only when its own batch is done) and the other had not pulled yet.
+prime-rl's collapse submits new requests in the slow phase (one group per group
+finished), so it is judged, from the first one. The limit: a scheduler that admits
+nothing after a barrier for a whole phase, or until its batch has drained, looks
+like a drain and is not flagged; a scheduler's trickle is caught once it admits.
 
 Each phase after a barrier is compared with the median rate of the phases before
 it; it fails when one falls below `RATIO` (1/5) of that median. Why a fifth:
@@ -86,16 +90,25 @@ class Work:
                     last[key] = i
         self.spans = sorted((first[k], last.get(k, len(events))) for k in first)
         self.firsts = [f for f, _ in self.spans]
+        self.times = [events[f]["t"] for f in self.firsts]
 
-    def drains(self, index: int) -> bool:
-        """Requests are outstanding at the barrier `index`, and no new request is
-        submitted until every one of them has ended: only they run after it."""
-        held = [end for start, end in self.spans[:bisect.bisect_left(self.firsts, index)]
-                if end > index]
+    def judged_from(self, index: int, start: float, end: float) -> float | None:
+        """Where the phase from the barrier `index` (at `start`, to `end`) is judged
+        from, or None where it is left out. Where requests are outstanding at the
+        barrier, the time until the next request is submitted holds only them, running
+        down as at the run's end: left out. All of the phase when that time outlasts
+        every one of them (a batch drains) or the phase itself; else the phase is judged
+        from that submission on (one rollout among several draining its batch while
+        another has not yet pulled: Laminar's replicas each take new prompts only when
+        their own batch is done)."""
+        held = [stop for _, stop in self.spans[:bisect.bisect_left(self.firsts, index)]
+                if stop > index]
         if not held:
-            return False
+            return start
         after = bisect.bisect_right(self.firsts, index)
-        return after == len(self.firsts) or self.firsts[after] > max(held)
+        if after == len(self.firsts) or self.firsts[after] > max(held):
+            return None
+        return None if self.times[after] >= end else max(start, self.times[after])
 
 
 def phase_rates(view: TraceView) -> list[tuple[int, float, float, float]]:
@@ -114,8 +127,9 @@ def phase_rates(view: TraceView) -> list[tuple[int, float, float, float]]:
     s, f, n = done[:, 0], done[:, 1], done[:, 2]
     span = np.where(f > s, f - s, 1.0)
     out = []
-    for (index, a), (_, b) in zip(cuts, cuts[1:], strict=False):
-        if b > last or b <= a or work.drains(index):
+    for (index, barrier), (_, b) in zip(cuts, cuts[1:], strict=False):
+        a = work.judged_from(index, barrier, b) if b <= last and b > barrier else None
+        if a is None:
             continue
         busy = ((s < b) & (f > a)) | ((s == f) & (f >= a) & (f < b))
         if not busy.any():

@@ -238,6 +238,7 @@ class Space:
 
 def build_space(plan: Plan, systems: list[str] | None = None) -> Space:
     """The space of `plan` over `systems` (default: every registered system)."""
+    from harness.core.registry import unknown_name
     from systems import SYSTEMS
 
     space = Space(plan)
@@ -245,7 +246,7 @@ def build_space(plan: Plan, systems: list[str] | None = None) -> Space:
     r, u = plan.recipe.groups, plan.recipe.update_groups
     for name in systems or list(SYSTEMS):
         if name not in SYSTEMS:
-            raise PlanError(f"--systems: unknown system {name!r} (known: {', '.join(SYSTEMS)})")
+            raise PlanError(f"--systems: {unknown_name('system', name, list(SYSTEMS))}")
         why = _excluded(name, plan, r, u)
         lays = [lay for lay in every if _placement_ok(name, lay)]
         if why is None and not lays:

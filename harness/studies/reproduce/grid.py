@@ -58,8 +58,8 @@ def run_grid(
 
 def grid_tasks(base: RunConfig, axes: dict[str, Iterable[Any]], traces: Path
                ) -> list[tuple[RunConfig, Path]]:
-    """`run_grid`'s runs: each combination's validated config and trace path."""
-    traces.mkdir(parents=True, exist_ok=True)
+    """`run_grid`'s runs: each combination's validated config and trace path (the
+    folder made only if the traces are kept: harness.run.execute)."""
     names = list(axes)
     tasks = []
     for values in itertools.product(*(list(v) for v in axes.values())):

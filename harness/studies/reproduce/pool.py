@@ -184,8 +184,7 @@ class RunPool:
         twin = copy.deepcopy(cfg)
         twin.sim.step_model = self.step_model  # type: ignore[assignment]
         folder = path.parent / self.step_model  # type: ignore[operator]
-        folder.mkdir(parents=True, exist_ok=True)
-        return twin, folder / path.name
+        return twin, folder / path.name  # the folder made only if written (execute)
 
     def run(self, tasks: list[tuple[RunConfig, Path]], label: str,
             reader: Reader | None = None) -> list[Any]:
@@ -218,6 +217,7 @@ class RunPool:
             self.reporter.finished(batch, trace_stem(path), took)
         else:
             if self.traces and first.resolve() != path.resolve():  # a table asked twice
+                path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(first, path)
             self.reporter.finished(batch, f"{trace_stem(path)} (a copy of "
                                    f"{trace_stem(first)})", 0.0)
@@ -262,6 +262,22 @@ _ACTIVE: ContextVar[RunPool | None] = ContextVar("rolloutbench_run_pool", defaul
 def active() -> RunPool | None:
     """The pool of the reproduction in progress in this thread, if any."""
     return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def profiles_folder(traces: Path) -> Iterator[Path]:
+    """Where a paper writes the workload profiles its runs read (AReaL's and verl's
+    fitted lengths): TRACES/profiles when the traces are kept (or no reproduction is
+    under way), else a temporary folder removed once its runs are done, so that a
+    reproduction without --traces leaves nothing on disk."""
+    import tempfile
+
+    pool = active()
+    if pool is None or pool.traces:
+        yield traces / "profiles"
+        return
+    with tempfile.TemporaryDirectory(prefix="rolloutbench-profiles-") as tmp:
+        yield Path(tmp)
 
 
 @dataclass

@@ -147,8 +147,7 @@ def simulate(seed: int = 0, rounds: int = ROUNDS, progress: bool = True,
         for model in MODELS:
             for april in modes:
                 label = f"APRIL {algo} {model} {'april' if april else 'baseline'}"
-                folder = traces / label.replace(" ", "-")
-                folder.mkdir(parents=True, exist_ok=True)
+                folder = traces / label.replace(" ", "-")  # made if kept (execute)
                 cells.append((algo, model, "april" if april else "baseline"))
                 for dataset in DATASETS:
                     cfg = config(algo, model, dataset, april, seed, rounds, calibration)

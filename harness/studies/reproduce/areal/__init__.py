@@ -25,7 +25,7 @@ from harness.studies.reproduce.areal import claims, dynsched, readings, runs
 from harness.studies.reproduce.areal.figures import scaling_figure, staleness_figure
 from harness.studies.reproduce.areal.fit import verl_speed
 from harness.studies.reproduce.grid import run_configs
-from harness.studies.reproduce.pool import is_twin
+from harness.studies.reproduce.pool import is_twin, profiles_folder
 
 PAPER = runs.PAPER
 RESULTS = ("areal_scaling.csv", "areal_staleness.csv", "areal_dynsched.csv")
@@ -41,11 +41,17 @@ def engine() -> RunConfig:
 def simulate(seed: int, traces: Path, progress: bool = True) -> tuple[pd.DataFrame,
                                                                         pd.DataFrame]:
     """Every run of both figures: (the scaling rows, the staleness rows)."""
+    with profiles_folder(traces) as profiles:
+        return _simulate(seed, traces, profiles, progress)
+
+
+def _simulate(seed: int, traces: Path, profiles: Path, progress: bool
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     lengths = calibration.load(PAPER)["lengths"]
     tasks, rows = [], []
     for reading in runs.READINGS:
         for run in runs.scaling_runs(reading, seed):
-            cfg = runs.with_mean(run.cfg, float(lengths["mean_prior"]), traces / "profiles")
+            cfg = runs.with_mean(run.cfg, float(lengths["mean_prior"]), profiles)
             if cfg.system == "verl":  # verl's trainer, fitted per reading (fit.py)
                 cfg.sim.train_scale, cfg.sim.train_step_fixed_s = verl_speed(reading)
             stem = f"{reading}-{run.label}".replace(" ", "_").replace("'", "")
@@ -54,10 +60,9 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> tuple[pd.DataFra
     stale = []
     for eta in readings.STALENESS:
         cfg = runs.with_mean(runs.staleness_run(eta, seed), float(lengths["staleness_mean"]),
-                             traces / "profiles", readings.STALENESS_CAP)
+                             profiles, readings.STALENESS_CAP)
         tasks.append((cfg, trace_file(traces, f"staleness-{runs.eta_label(eta)}")))
         stale.append({"eta": runs.eta_label(eta)})
-    traces.mkdir(parents=True, exist_ok=True)
     done = run_configs(tasks, label="areal", progress=progress, reader=runs.summary)
     n = len(rows)
     scaling = pd.DataFrame([{**r, **d} for r, d in zip(rows, done[:n], strict=True)])

@@ -102,8 +102,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     runs = configs(seed)
     tasks = []
     for name, cfg in runs.items():
-        folder = traces / name.replace(" ", "_").replace("=", "")
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = traces / name.replace(" ", "_").replace("=", "")  # made if kept (execute)
         tasks.append((cfg.validate(), trace_file(folder, cfg.system)))
     summaries = run_configs(tasks, label="PipelineRL", progress=progress, reader=summary)
     return pd.DataFrame([{**summary, "system": name}

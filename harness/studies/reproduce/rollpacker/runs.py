@@ -158,8 +158,7 @@ def run(cfg: RunConfig, name: str, traces: Path | None = None) -> dict[str, Any]
 def run_all(items: list[tuple[RunConfig, str]], traces: Path | None = None
             ) -> list[dict[str, Any]]:
     """`run` for several configurations at once (side by side in `reproduce`'s pool)."""
-    folder = traces or Path("runs") / PAPER
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = traces or Path("runs") / PAPER  # made only if the traces are kept (execute)
     paths = [trace_file(folder, name) for _, name in items]
     return run_configs([(cfg, path) for (cfg, _), path in zip(items, paths, strict=True)],
                        label="RollPacker", progress=False, reader=breakdown)

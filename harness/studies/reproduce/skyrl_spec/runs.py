@@ -93,8 +93,7 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     """The baseline and MTP runs, one row each: their mean rollout, train and step seconds."""
     tasks = []
     for run in RUNS:
-        folder = traces / run
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = traces / run  # made only if the traces are kept (execute)
         tasks.append((config(run, seed).validate(), trace_file(folder, "verl")))
     rows = run_configs(tasks, label="SkyRL spec", progress=progress, reader=summary)
     return pd.DataFrame([{"run": run, **row} for run, row in zip(RUNS, rows, strict=True)])

@@ -23,8 +23,7 @@ def simulate(runs: list[tuple[str, RunConfig]], traces: Path, label: str,
     """The named runs, one row each (`run`, then the timers' means)."""
     tasks = []
     for name, cfg in runs:
-        folder = traces / name
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = traces / name  # made only if the traces are kept (execute)
         tasks.append((cfg.validate(), trace_file(folder, cfg.system)))
     rows = run_configs(tasks, label=label, progress=progress, reader=summary)
     return pd.DataFrame([{"run": name, **row}

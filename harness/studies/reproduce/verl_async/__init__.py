@@ -22,7 +22,7 @@ from harness.core.trace_io import trace_file
 from harness.sim import calibration
 from harness.studies.claims import Claim
 from harness.studies.reproduce.grid import run_configs
-from harness.studies.reproduce.pool import is_twin
+from harness.studies.reproduce.pool import is_twin, profiles_folder
 from harness.studies.reproduce.verl_async import claims, runs
 from harness.studies.reproduce.verl_async.figures import figure
 
@@ -82,6 +82,11 @@ def trainer(cfg: RunConfig, fitted: tuple[float, float, float], reading: str = "
 def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
     """Every run of every reading: one row each, with the trace's summary. The one-row
     setups (30B-A3B, one-step-off) have no per-size reading and no swapped cells."""
+    with profiles_folder(traces) as profiles:
+        return _simulate(seed, traces, profiles, progress)
+
+
+def _simulate(seed: int, traces: Path, profiles: Path, progress: bool) -> pd.DataFrame:
     tasks, rows = [], []
     for reading in runs.READINGS:
         fitted = lengths(reading)
@@ -90,13 +95,11 @@ def simulate(seed: int, traces: Path, progress: bool = True) -> pd.DataFrame:
         for run in runs.runs(seed):
             if run.size not in fitted:  # a one-row setup in a 7B-only reading
                 continue
-            cfg = trainer(runs.with_lengths(run, means, traces / "profiles"), fitted[run.size],
+            cfg = trainer(runs.with_lengths(run, means, profiles), fitted[run.size],
                           reading)
             stem = (f"{reading.replace(', ', '-').replace(' ', '_')}-"  # the progress line
                     f"{run.label.replace(' ', '_').replace(':', '-')}")  # names both
-            path = trace_file(folder, stem)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tasks.append((cfg, path))
+            tasks.append((cfg, trace_file(folder, stem)))  # made if kept (execute)
             rows.append({"reading": reading, "label": run.label,
                          "mean_tokens": means[run.size], "train_scale": fitted[run.size][1],
                          "train_step_fixed_s": fitted[run.size][2]})

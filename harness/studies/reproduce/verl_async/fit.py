@@ -91,8 +91,7 @@ def _colocated(means: dict[int | str, float], speed: Speed, setup: runs.Setup,
                 setattr(cfg.sim, key, value)
         cfg.sim.train_mfu = None  # the kernel trainer, at the speed being fitted
         cfg.sim.train_scale, cfg.sim.train_step_fixed_s = speed
-        folder = write / f"{setup.name}-colocate-{n}"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = write / f"{setup.name}-colocate-{n}"  # made if kept (execute)
         tasks.append((cfg.validate(), trace_file(folder, "verl")))
     return dict(zip(sizes, run_configs(tasks, progress=False, reader=runs.summary),
                     strict=True))
