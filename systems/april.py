@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.runtime import Group, Handle, Runtime
-from systems.common import BatchCounter, PartialGroup, serve_partial
+from systems.common import BatchCounter, PartialGroup
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
 PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
@@ -104,13 +104,6 @@ class APRIL:
         R-th, the module's docstring) is trained one round later."""
         return None if cfg.partial_rollout else 1
 
-    async def _serve(self, rt: Runtime, work: PartialGroup, resumed: bool) -> bool:
-        """Run the group's unfinished samples, scored in sample order as they are
-        awaited; True when all K are done and scored, False when the round stopped it
-        first. (APRIL's code scores each sample as it finishes, sglang_example.py:150,
-        161-163; scoring them so broke the replay of APRIL's traces, so the port waits.)"""
-        return await serve_partial(rt, work, RESUME_FIRST if resumed else 0)
-
     def _ready(self, rt: Runtime, group: Group) -> None:
         """A group has joined the round's R trainable groups. Nothing to do here (the
         round trains them all at its end); a subclass may hand it on at once."""
@@ -141,7 +134,10 @@ class APRIL:
         limit_said = False
 
         def launch(work: PartialGroup, resumed: bool) -> None:
-            task = rt.spawn(self._serve(rt, work, resumed))
+            """Serve the group's unfinished samples, each scored as it ends (APRIL's code:
+            sglang_example.py:150, 161-163); done when all K are, or the abort stops it."""
+            task = rt.spawn(rt.serve(work.group, priority=RESUME_FIRST if resumed else 0,
+                                     resume=work))
             live[task] = work
             task.add_done_callback(on_done)
 
@@ -162,7 +158,7 @@ class APRIL:
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
                 return
-            if not task.result():  # stopped by the abort: resume it next round
+            if len(work.done) < cfg.group_size:  # stopped by the abort: resume it next round
                 stopped.append(work)
                 return
             if cfg.dynamic_sampling and len(set(work.group.rewards)) == 1:

@@ -148,3 +148,26 @@ def test_dynamic_sampling_submits_whole_batches(tmp_path: Path, over: int) -> No
     dropped = [e for e in events if e["ev"] == "decision" and e["what"] == "drop_group"]
     assert len(dropped) >= len(batches)  # a batch only after a drop
 
+
+
+def test_samples_are_scored_as_each_finishes(tmp_path: Path) -> None:
+    """slime's generate_and_rm scores each sample as soon as it finishes, the group's
+    samples gathered at once (RLsys-Foundation/APRIL@a72b585:slime/rollout/
+    sglang_example.py:150, 161-163): a complete group is materialised when its slowest
+    check ends plus the control node's time, at max(finish + verify_s) + materialize_s
+    over its samples (a carried group's earlier ones too), not after K checks in turn;
+    it is complete at its last finish."""
+    events, _ = run(tmp_path, workload="lsat-ar", rounds=2)
+    materialize_s = events[0]["sim_params"]["materialize_s"]
+    finish = {(e["group"], e["sample"]): e["t"] for e in events
+              if e["ev"] == "request_finish" and e["status"] == "finished"}
+    complete = {e["group"]: e["t"] for e in events if e["ev"] == "group_complete"}
+    checked = 0
+    for e in events:
+        if e["ev"] == "group_materialized":
+            ends = [finish[e["group"], s] for s in e["samples"]]
+            scored = max(t + v for t, v in zip(ends, e["verify_s"], strict=True))
+            assert e["t"] == pytest.approx(scored + materialize_s, abs=2e-6), e["group"]
+            assert complete[e["group"]] == max(ends)
+            checked += 1
+    assert checked >= 16  # every trained group, and the spares

@@ -123,6 +123,18 @@ class Group:
         return sum(self.prompt.tokens + r.tokens for r in self.responses)
 
 
+@dataclass
+class PartialGroup:
+    """A group in progress across interruptions: its finished samples with their
+    rewards, and the partial responses an abort returned (APRIL's carried groups,
+    slime-async's requeued ones). `serve(group, resume=...)` sends only the samples not
+    done, each on from its partial response, and leaves what it got here."""
+
+    group: Group
+    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
+    partial: dict[int, Response] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class EngineLoad:
     """A snapshot for admission control."""
@@ -353,11 +365,22 @@ class Runtime(Protocol):
     async def serve(self, group: Group, *, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
                     on_response: Callable[[Response], None] | None = None,
-                    retry: bool = False, gate: Gate | None = None) -> Group:
+                    retry: bool = False, gate: Gate | None = None,
+                    resume: PartialGroup | None = None, slots: Slots | None = None,
+                    materialize: bool = True) -> Group:
         """Generate the group's K samples, score each as it ends, materialise the group
         once all K are scored, and return it. `on_response` is told as each response
         leaves the engine, `on_complete` once all K samples have (after
         `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again
         with its tokens (verl's partial rollout), at once, or with a `gate` once it is
         open (AReaL's interrupted samples); `on_response` is told of the aborted
-        response too, before it is sent again."""
+        response too, before it is sent again.
+        `resume` (the group's `PartialGroup`): only the samples not in `resume.done` are
+        sent, each on from its `resume.partial` response; without `retry` an aborted
+        sample ends there (its response, if it made tokens, into `resume.partial`), a
+        scored one goes into `resume.done`; the call returns once every sample sent has
+        ended, the group complete and materialised only when all K are done (`len(
+        resume.done)` says which: APRIL's and slime-async's partial groups). `slots`:
+        each attempt holds one of them from before it passes the gate until its response
+        is back (slime-async's semaphore). `materialize=False`: return once all K are
+        scored, and the caller materialises (slime-async frees its pool's place first)."""

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from harness import __version__
 from harness.core import grpo
 from harness.core.config import RunConfig
-from harness.core.runtime import Gate, Group, Response
+from harness.core.runtime import Gate, Group, PartialGroup, Response
 from harness.core.trace import SCHEMA, TraceWriter
 from harness.shared import serve as serving
 from workloads.profile import file_figures
@@ -84,8 +84,11 @@ class RunnerBase:
     def serve(self, group: Group, *, priority: int = 0,
               on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
-              retry: bool = False, gate: Gate | None = None) -> Awaitable[Group]:
-        return serving.serve(self, group, priority, on_complete, on_response, retry, gate)
+              retry: bool = False, gate: Gate | None = None,
+              resume: PartialGroup | None = None, slots: Any = None,
+              materialize: bool = True) -> Awaitable[Group]:
+        return serving.serve(self, group, priority, on_complete, on_response, retry, gate,
+                             resume, slots, materialize)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """One callback, not two: a run spawns a task per sample, and each callback

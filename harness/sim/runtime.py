@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.core.notes import say_once
-from harness.core.runtime import Gate, Group, Response
+from harness.core.runtime import Gate, Group, PartialGroup, Response
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
@@ -218,9 +218,12 @@ class SimRuntime(RunnerBase):
     def serve(self, group: Group, *, priority: int = 0,  # type: ignore[override]
               on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
-              retry: bool = False, gate: Gate | None = None) -> Wait:
+              retry: bool = False, gate: Gate | None = None,
+              resume: PartialGroup | None = None, slots: Any = None,
+              materialize: bool = True) -> Wait:
         """By callbacks on the heap (harness/sim/serve.py), not a coroutine a request."""
-        return GroupService(self, group, priority, on_complete, on_response, retry, gate)
+        return GroupService(self, group, priority, on_complete, on_response, retry, gate,
+                            resume, slots, materialize)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,

@@ -9,6 +9,12 @@ node's time per group, after which the group is materialised and the Wait the sy
 awaits is done. A request costs a heap entry and a check, not a coroutine and its
 turns (docs/architecture.md, "The simulated core (#36)").
 
+A partial group (`resume`: APRIL's carried groups, slime-async's requeued ones) sends
+only its samples not done, each on from its partial response; an aborted sample ends
+there, and the Wait is done once every sample sent has ended, the group materialised
+only when all K are done. `slots` bounds the attempts in flight (slime-async's
+semaphore): a sample waiting for one goes a turn after it is free, as a coroutine would.
+
 Within one instant the order differs from the coroutine's (a check starts as its
 response arrives, not a turn later); the times and events are the same.
 """
@@ -19,42 +25,66 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.core.runtime import Gate, Group, Request, Response
+from harness.core.runtime import Gate, Group, PartialGroup, Request, Response
 from harness.sim.co import Wait
 
 
 class GroupService(Wait):
-    """One group under way; done with the group once it is materialised."""
+    """One group under way; done with the group once it is materialised (or, for a
+    partial group stopped by an abort, once every sample sent has ended)."""
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
-                 "rewards", "unanswered", "unscored")
+                 "rewards", "unanswered", "left", "resume", "slots", "materialize")
 
     def __init__(self, rt: Any, group: Group, priority: int,
                  on_complete: Callable[[Group], None] | None,
                  on_response: Callable[[Response], None] | None, retry: bool,
-                 gate: Gate | None = None) -> None:
+                 gate: Gate | None = None, resume: PartialGroup | None = None,
+                 slots: Any = None, materialize: bool = True) -> None:
         super().__init__()
-        if gate is not None and not retry:
-            raise ValueError("serve: a gate holds samples sent again, so it needs retry=True")
+        if gate is not None and not retry and resume is None:
+            raise ValueError("serve: a gate aborts samples, so it needs retry=True or resume=")
         self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
+        self.resume, self.slots, self.materialize = resume, slots, materialize
         k = rt.config.group_size
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
-        self.unanswered = self.unscored = k
+        todo: Any = range(k)
+        if resume is not None:
+            for sample, (response, reward) in resume.done.items():
+                self.responses[sample], self.rewards[sample] = response, reward
+            todo = [s for s in todo if s not in resume.done]
+        self.unanswered = self.left = len(todo)  # finished responses / samples to end
         tokens = rt.config.max_response_tokens
-        send = rt.engine.submit_then if gate is None else self._send
-        for sample in range(k):
-            send(Request(group.round, group.id, sample, group.prompt, tokens, priority),
+        if slots is not None:
+            send: Callable[..., None] = self._acquire
+        else:
+            send = rt.engine.submit_then if gate is None else self._send
+        for sample in todo:
+            send(Request(group.round, group.id, sample, group.prompt, tokens, priority,
+                         None if resume is None else resume.partial.pop(sample, None)),
                  self._answered)
 
+    def _acquire(self, request: Request, _: Any = None) -> None:
+        """Take a slot, then send; one that waits goes a turn after it is free."""
+        assert self.slots is not None
+        taken = self.slots.acquire()
+        if taken.done():
+            self._send(request)
+            return
+        call_soon = self.rt.heap.call_soon
+        taken.add_done_callback(lambda _w: call_soon(self._send, request))
+
     def _send(self, request: Request, _: Any = None) -> None:
-        """Through the gate: once it is open, as it says (its round), and known to it.
-        Held, it goes a turn after the gate opens, as a coroutine waiting on it would:
+        """Through the gate, if any: once it is open, as it says (its round), and known to
+        it. Held, it goes a turn after the gate opens, as a coroutine waiting on it would:
         the system that opened it runs on first (AReaL closes its round, so a sample
         resumed after the round's last update is the next round's work)."""
         gate = self.gate
-        assert gate is not None
+        if gate is None:
+            self.rt.engine.submit_then(request, self._answered)
+            return
         if not gate.open.is_set():
             call_soon = self.rt.heap.call_soon
             gate.open.wait().add_done_callback(lambda _w: call_soon(self._send, request))
@@ -65,19 +95,29 @@ class GroupService(Wait):
         request = response.request
         if self.gate is not None:
             self.gate.returned(request.id)
+        if self.slots is not None:
+            self.slots.release()
         if self.on_response is not None:
             self.on_response(response)
-        if self.retry and response.status == "aborted":  # on from its tokens
-            again = request.continued(response)
-            if self.gate is None:
-                self.rt.engine.submit_then(again, self._answered)
-            else:
-                self._send(again)
-            return
+        if response.status == "aborted":
+            if self.retry:  # on from its tokens
+                again = request.continued(response)
+                if self.slots is not None:
+                    self._acquire(again)
+                elif self.gate is None:
+                    self.rt.engine.submit_then(again, self._answered)
+                else:
+                    self._send(again)
+                return
+            if self.resume is not None:  # the sample stops here, its tokens kept
+                if response.tokens > 0:
+                    self.resume.partial[request.sample] = response
+                self._ended()
+                return
         self.responses[request.sample] = response
         self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
         self.unanswered -= 1
-        if self.unanswered == 0:
+        if self.unanswered == 0:  # every sample finished (a partial group's done ones too)
             group = self.group
             group.responses = self.responses
             self.rt.emit("group_complete", group=group.id, round=group.round)
@@ -87,10 +127,24 @@ class GroupService(Wait):
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped
             return
-        self.rewards[sample] = check.result()
-        self.unscored -= 1
-        if self.unscored == 0:
+        self.rewards[sample] = reward = check.result()
+        if self.resume is not None:
+            self.resume.done[sample] = (self.responses[sample], reward)
+        self._ended()
+
+    def _ended(self) -> None:
+        """A sample sent has ended (scored, or stopped); after the last, the group is
+        materialised when all K are done, else (stopped) handed back as it is."""
+        self.left -= 1
+        if self.left:
+            return
+        if None in self.rewards:  # stopped by an abort: `resume` holds what it got
+            self.set_result(self.group)
+        elif self.materialize:
             self.rt.after_materialize_delay(self._materialized)
+        else:
+            self.group.rewards = self.rewards
+            self.set_result(self.group)
 
     def _materialized(self) -> None:
         self.group.rewards = self.rewards
