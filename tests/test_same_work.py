@@ -42,18 +42,6 @@ INHERENT = {
                 "tokens/s +3.7% to -41.5% (-25.8%); the same trace given those 99 groups' "
                 "drawn checks replays within 0.1%",
 }
-# APRIL scores each sample as it finishes (its code's generate_and_rm), and its abort
-# puts the stopped groups back in its buffer in the order their gathers end
-# (RLsys-Foundation/APRIL@a72b585:slime/rollout/sglang_example.py abort(): asyncio.wait
-# FIRST_COMPLETED), so a stopped group whose finished samples are still being checked
-# goes back later; a group the run never completes has no check times in the trace, so
-# the replay checks them in 0 s and resumes its carried groups in another order.
-# Measured: rounds 0-2 exact, round 3 rollout done -4.6%, round 4 -2.9% (-1.8% over
-# the run), tokens/s +4.9%, +3.0% (group 4 of round 1, samples 5 and 7 checked,
-# went back 4.1 s after the abort in the run and at it in the replay).
-_CARRY = ("its carried groups go back to the buffer as their checks end, and a group "
-          "never completed records no check times (replayed in 0 s)")
-INHERENT.update({"april": _CARRY, "cgp-april": _CARRY})
 
 
 def rounds(path: Path, cfg: RunConfig) -> list[dict[str, Any]]:

@@ -24,6 +24,17 @@ from harness.core.runtime import (
 )
 
 
+def stopped(rt: Runtime, work: PartialGroup, checked: list[int]) -> None:
+    """A partial group an abort stopped: the check times of the samples this call
+    checked go into the trace (`decision` `group_stopped`), since no `group_materialized`
+    may ever carry them, and a replay of the trace (`--workload trace:`) waits them
+    again: where such a group goes back in APRIL's buffer is set by when they end."""
+    if checked:
+        group, samples = work.group, sorted(checked)
+        rt.emit("decision", what="group_stopped", group=group.id, round=group.round,
+                samples=samples, verify_s=[work.done[s][0].verify_s for s in samples])
+
+
 async def _score(rt: Runtime, pending: Handle[Response], partial: bool = False
                  ) -> float | None:
     """The sample's reward once it ends; None for one a partial group's abort stopped."""
@@ -123,6 +134,8 @@ async def serve(
             else:
                 resume.done[s] = (response, reward)
         if not complete:
+            stopped(rt, resume, [s for s, w in zip(todo, rewards, strict=True)
+                                 if w is not None])
             return group
         rewards = [resume.done[s][1] for s in range(cfg.group_size)]
     group.rewards = rewards  # type: ignore[assignment]

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any
 
 from harness.core.runtime import Gate, Group, PartialGroup, Request, Response
+from harness.shared.serve import stopped
 from harness.sim.co import Wait
 
 
@@ -34,7 +35,7 @@ class GroupService(Wait):
     partial group stopped by an abort, once every sample sent has ended)."""
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
-                 "rewards", "unanswered", "left", "resume", "slots", "materialize")
+                 "rewards", "unanswered", "left", "resume", "slots", "materialize", "checked")
 
     def __init__(self, rt: Any, group: Group, priority: int,
                  on_complete: Callable[[Group], None] | None,
@@ -47,6 +48,7 @@ class GroupService(Wait):
         self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
         self.resume, self.slots, self.materialize = resume, slots, materialize
+        self.checked: list[int] = []  # a partial group's samples checked by this call
         k = rt.config.group_size
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
@@ -130,6 +132,7 @@ class GroupService(Wait):
         self.rewards[sample] = reward = check.result()
         if self.resume is not None:
             self.resume.done[sample] = (self.responses[sample], reward)
+            self.checked.append(sample)
         self._ended()
 
     def _ended(self) -> None:
@@ -139,6 +142,8 @@ class GroupService(Wait):
         if self.left:
             return
         if None in self.rewards:  # stopped by an abort: `resume` holds what it got
+            assert self.resume is not None  # only a partial group's samples stop
+            stopped(self.rt, self.resume, self.checked)
             self.set_result(self.group)
         elif self.materialize:
             self.rt.after_materialize_delay(self._materialized)
