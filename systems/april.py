@@ -38,10 +38,11 @@ synchronous baseline. Unset, `over_sampling_groups` is the paper's 2R (its runs:
 `over_sampling_batch_size=64` for `rollout_batch_size=32`), with partial rollout on,
 so `--system april` alone runs APRIL as published.
 
-One difference from the code is kept: a group that completes in the same instant as
-the R-th is trained next round (`spare`), where slime drops it (sglang_example.py:
-264-268, "we have not stored all the unused samples back"); changing it would move
-every APRIL trace, and on the simulator's virtual clock such ties are rare.
+Each sample is scored as it finishes (sglang_example.py:150, 161-163). A group whose K
+responses are all in when the round has its R (a check still running) completes after
+the abort and is trained next round (`spare`): slime's abort() waits for it too, and
+with `--partial-rollout` buffers it whole, done at once when taken next round; without,
+slime drops it (as one done in the same wait as the R-th, :264-268), a difference kept.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ class APRIL:
     def staleness_bound(self, cfg: Any) -> int | None:
         """With partial rollout none: an aborted group is resumed first next round but
         may be aborted again, round after round. Without it 1 step: a round trains on
-        its own weights in one step, but a spare (complete in the same instant as the
-        R-th, the module's docstring) is trained one round later."""
+        its own weights in one step, but a spare (complete as the round stops, the
+        module's docstring) is trained one round later."""
         return None if cfg.partial_rollout else 1
 
     def _ready(self, rt: Runtime, group: Group) -> None:
