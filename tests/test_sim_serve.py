@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.config import RunConfig
+from harness.core.runtime import Group, PartialGroup, Runtime
 from harness.run.execute import execute
 from harness.shared.runner import RunnerBase
 from harness.sim.runtime import SimRuntime
@@ -75,3 +76,36 @@ def test_a_gated_sample_waits_for_the_weights(
         assert max(p for p in published if p <= e["t"]) > max(a for a in aborts
                                                               if a <= e["t"])
         assert e["round"] == max(r for t, r in rounds if t <= e["t"])
+
+
+class _Resumed:
+    """Serves a group, then its prompt again as partial groups that hold all K samples
+    done and all but the last: the first sends nothing, the second one request; each
+    is complete and materialised."""
+
+    async def run(self, rt: Runtime) -> None:
+        k = rt.config.group_size
+        (prompt,) = rt.workload.take(1)
+        first = await rt.serve(Group(rt.new_group_id(), 0, prompt))
+        done = dict(enumerate(zip(first.responses, first.rewards, strict=True)))
+        for keep in (k, k - 1):
+            work = PartialGroup(Group(rt.new_group_id(), 0, prompt),
+                                {s: done[s] for s in range(keep)})
+            group = await rt.serve(work.group, resume=work)
+            assert len(work.done) == k and group.rewards == first.rewards
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["callbacks", "reference"])
+def test_a_partial_group_sends_only_its_samples_not_done(
+        lean: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not lean:
+        monkeypatch.setattr(SimRuntime, "serve", RunnerBase.serve)
+    cfg = RunConfig(system="slime", workload="sci-jl", groups=1, update_groups=1, rounds=1,
+                    seed=3)
+    SimRuntime(cfg.validate(), tmp_path / "t.jsonl").run(_Resumed())
+    events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    submits = [e["group"] for e in events if e["ev"] == "request_submit"]
+    k = cfg.group_size
+    assert submits == [0] * k + [2]  # group 1 held every sample done, group 2 all but one
+    assert [e["group"] for e in events if e["ev"] == "group_materialized"] == [0, 1, 2]
+    assert [e["group"] for e in events if e["ev"] == "group_complete"] == [0, 1, 2]

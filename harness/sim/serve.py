@@ -67,6 +67,10 @@ class GroupService(Wait):
             send(Request(group.round, group.id, sample, group.prompt, tokens, priority,
                          None if resume is None else resume.partial.pop(sample, None)),
                  self._answered)
+        if not todo:  # a partial group done before: complete, and materialised, now
+            self._complete()
+            self.left = 1
+            self._ended()
 
     def _acquire(self, request: Request, _: Any = None) -> None:
         """Take a slot, then send; one that waits goes a turn after it is free."""
@@ -120,11 +124,14 @@ class GroupService(Wait):
         self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
         self.unanswered -= 1
         if self.unanswered == 0:  # every sample finished (a partial group's done ones too)
-            group = self.group
-            group.responses = self.responses
-            self.rt.emit("group_complete", group=group.id, round=group.round)
-            if self.on_complete is not None:
-                self.on_complete(group)
+            self._complete()
+
+    def _complete(self) -> None:
+        group = self.group
+        group.responses = self.responses
+        self.rt.emit("group_complete", group=group.id, round=group.round)
+        if self.on_complete is not None:
+            self.on_complete(group)
 
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped
