@@ -39,10 +39,11 @@ synchronous baseline. Unset, `over_sampling_groups` is the paper's 2R (its runs:
 so `--system april` alone runs APRIL as published.
 
 Each sample is scored as it finishes (sglang_example.py:150, 161-163). A group whose K
-responses are all in when the round has its R (a check still running) completes after
-the abort and is trained next round (`spare`): slime's abort() waits for it too, and
-with `--partial-rollout` buffers it whole, done at once when taken next round; without,
-slime drops it (as one done in the same wait as the R-th, :264-268), a difference kept.
+responses are in when the round has its R (a check still running) completes after the
+abort, a `spare` for the next round (at most R - 1 a round, so that it generates):
+slime's abort() waits for it too and, with `--partial-rollout`, buffers it whole, done
+at once when taken next round; without, slime drops it (:264-268), and so do we past
+R - 1 spares (`discard_groups`), training the others next round: a difference kept.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from systems.common import BatchCounter, PartialGroup
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
 PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
 ZERO_STD = "zero reward variance"  # the `reason` of a group dynamic sampling drops
+SPARES = "complete after the round's R, with R - 1 spares kept"
 
 
 def over_sampling_groups(cfg: Any) -> int:
@@ -121,15 +123,13 @@ class APRIL:
         """One round: over-sample, stop at R complete groups, keep or drop the rest."""
         cfg = rt.config
         over = over_sampling_groups(cfg)
-        ready: list[Group] = self.spare[: cfg.groups]
-        self.spare = self.spare[cfg.groups :]
+        ready = self.spare[: cfg.groups - 1]  # at most R - 1: the round generates
+        self.spare = self.spare[cfg.groups - 1 :]
         for group in ready:
             self._ready(rt, group)
         finished = rt.event()
         stopped: list[PartialGroup] = []
-        if len(ready) == cfg.groups:
-            finished.set()
-        live: dict[Handle[bool], PartialGroup] = {}
+        live: dict[Handle[Group], PartialGroup] = {}
         buffer, self.carried = self.carried, []  # slime's data buffer: aborted groups
         batches = 0  # over-sampling batches submitted this round
         limit_said = False
@@ -154,7 +154,7 @@ class APRIL:
             for prompt in rt.workload.take(over - len(resumed)):
                 launch(PartialGroup(Group(rt.new_group_id(), rnd, prompt)), False)
 
-        def on_done(task: Handle[bool]) -> None:
+        def on_done(task: Handle[Group]) -> None:
             nonlocal limit_said
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
@@ -187,16 +187,18 @@ class APRIL:
                 self._ready(rt, work.group)
                 if len(ready) == cfg.groups:
                     finished.set()
-            else:  # completed in the same instant as the R-th: keep it for later
-                self.spare.append(work.group)
+            elif cfg.partial_rollout or len(self.spare) < cfg.groups - 1:
+                self.spare.append(work.group)  # complete as the round stopped
+            else:
+                rt.emit("decision", what="discard_groups", groups=[work.group.id],
+                        reason=SPARES)
 
         submit_batch()
         await finished.wait()
         # Stop the rest: their futures resolve as aborted and the tasks end.
         await rt.engine.abort([f"{w.group.id}.{s}" for w in live.values()
                                for s in range(cfg.group_size) if s not in w.done])
-        for task in list(live):
-            await task
+        await rt.gather(*live)
         # Every task has ended, but the done-callbacks of those that ended during the
         # abort may still wait in the loop's queue: let them run, so that `stopped`
         # holds every group the abort stopped (and in the order they stopped).

@@ -171,3 +171,28 @@ def test_samples_are_scored_as_each_finishes(tmp_path: Path) -> None:
             assert complete[e["group"]] == max(ends)
             checked += 1
     assert checked >= 16  # every trained group, and the spares
+
+
+def test_every_round_generates_and_a_spare_past_r_minus_1_is_discarded(
+        tmp_path: Path) -> None:
+    """R = 1, K = 2, no partial rollout: both groups' responses are in at 0.3105 s and
+    group 0's checks end last, so it completes after the round has its one group. Kept as
+    a spare it would fill round 1, which would end as it began (0 s: its rates NaN,
+    test_properties); past R - 1 = 0 spares it is discarded, as slime drops it."""
+    from harness.core.metrics import round_metrics
+    from harness.run.execute import execute
+
+    cfg = RunConfig(system="april", workload="sci-jl", seed=0, rounds=2, groups=1,
+                    update_groups=1, group_size=2, max_response_tokens=64,
+                    partial_rollout=False, dynamic_sampling=False)
+    cfg.sim.rollout_engines, cfg.sim.rollout_tp, cfg.sim.placement = 1, 1, "disaggregated"
+    cfg.sim.mem_fraction, cfg.sim.max_running, cfg.sim.verifier_workers = 0.2, 8, 0
+    cfg.sim.micro_batch_tokens, cfg.sim.weight_sync_s = 1024, 0.0
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    events = read_trace(tmp_path / "t.jsonl")
+    discards = [(e["t"], e["groups"]) for e in events
+                if e["ev"] == "decision" and e["what"] == "discard_groups"]
+    assert discards[0] == (pytest.approx(0.479354), [0])
+    assert [e["groups"] for e in events if e["ev"] == "batch_dispatch"] == [[1], [2]]
+    for row in round_metrics(events):
+        assert row["rollout_complete_s"] > 0 and row["batch_tokens_per_s"] > 0
