@@ -39,9 +39,10 @@ cumulative breakdown can be rebuilt; with all four off this is veRL.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
-from harness.core.runtime import Event, Group, Handle, Prompt, Queue, Request, Response, Runtime
+from harness.core.runtime import AdaptiveTimeout, Group, Handle, Prompt, Queue, Runtime
 from systems.common import BatchCounter
 
 T_MIN, T_MAX, LAMBDA = 2.0, 30.0, 1.5
@@ -59,8 +60,9 @@ class RollPacker:
     def __init__(self) -> None:
         self.batches = BatchCounter()
         self.long_queue: list[Prompt] = []
-        self.anchor: dict[int, float] = {}  # prompt index -> longest correct check (s)
-        self.anchor_changed: dict[int, Event] = {}
+        # the reward scheduler's sandbox rule; its anchors, prompt index -> longest
+        # correct check (s), are kept across rounds (the `run` reading)
+        self.sandbox = AdaptiveTimeout(T_MIN, T_MAX, LAMBDA, _is_sandbox)
         self.default_tp = 0  # the offline-profiled TP: the planner does not go below it
         self.preempt_history: list[int] = []
 
@@ -78,73 +80,11 @@ class RollPacker:
         return (math.ceil(cfg.rollpacker_speculation * cfg.groups)
                 * math.ceil(cfg.rollpacker_response_speculation * cfg.group_size))
 
-    # -- reward scheduler -------------------------------------------------
-    async def _score(self, rt: Runtime, response: Response) -> float:
-        """Score a response; sandboxed code is stopped early once it runs past
-        min(max(Tmin, lambda x Tanchor), Tmax), re-evaluated whenever a correct
-        response of the same prompt sets a longer-lived anchor."""
-        prompt = response.request.prompt
-        if not (rt.config.rollpacker_reward_scheduler and _is_sandbox(prompt)):
-            return await rt.verifier.score(response)
-        start = rt.now()
-        check = rt.spawn(rt.verifier.score(response, timeout=T_MAX))
-        changed = self.anchor_changed.setdefault(prompt.index, rt.event())
-        while not check.done():
-            anchor = self.anchor.get(prompt.index)
-            limit = T_MAX if anchor is None else min(max(T_MIN, LAMBDA * anchor), T_MAX)
-            remaining = start + limit - rt.now()
-            if remaining <= 0:
-                check.cancel()
-                rt.emit("decision", what="sandbox_timeout", group=response.request.group,
-                        sample=response.request.sample, limit=round(limit, 3))
-                return 0.0
-            changed.clear()
-            wake = rt.spawn(changed.wait())
-            await rt.first([check, wake], remaining)
-            wake.cancel()
-        reward = check.result()
-        if reward > 0:
-            took = rt.now() - start
-            if took > self.anchor.get(prompt.index, 0.0):
-                self.anchor[prompt.index] = took
-                changed.set()
-        return reward
-
-    # -- one group: speculative responses ------------------------------------
-    async def _group(self, rt: Runtime, group: Group, n: int, keep: int,
-                     on_done: Queue[Group]) -> None:
-        cfg = rt.config
-        futures = [rt.engine.submit(Request(group.round, group.id, s, group.prompt,
-                                            cfg.max_response_tokens)) for s in range(n)]
-        done: list[Response] = []
-        scores: list[Handle[float]] = []
-        waiting = set(range(n))
-        any_finished = rt.event()
-        for future in futures:
-            future.add_done_callback(lambda _: any_finished.set())
-        while len(done) < keep:
-            finished = await _first(futures, waiting, any_finished)
-            waiting.discard(finished)
-            response = futures[finished].result()
-            if response.status != "finished":
-                return  # the round stopped this prompt
-            done.append(response)
-            if self._rewards_as_responses_finish(rt):
-                scores.append(rt.spawn(self._score(rt, response)))
-        if waiting:  # the speculative extra responses are not needed
-            await rt.engine.abort([f"{group.id}.{s}" for s in sorted(waiting)])
-        group.responses = done
-        rt.emit("group_complete", group=group.id, round=group.round)
-        if self._rewards_as_responses_finish(rt):
-            group.rewards = [await s for s in scores]
-            await rt.materialize(group)
-        on_done.put_nowait(group)
-
     # -- a round ------------------------------------------------------------
     async def run(self, rt: Runtime) -> None:
         for rnd in range(rt.config.rounds):
             if rt.config.rollpacker_anchor == "step":  # the "fresh anchor" reading
-                self.anchor.clear()
+                self.sandbox.anchor.clear()
             await self._plan_parallelism(rt)
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
             await self._round(rt, rnd)
@@ -198,7 +138,14 @@ class RollPacker:
         rt.emit("decision", what=f"{kind}_round", prompts=len(prompts), responses=n_resp)
         groups = [Group(rt.new_group_id(), rnd, p) for p in prompts]
         done: Queue[Group] = rt.queue()
-        tasks = [rt.spawn(self._group(rt, g, n_resp, r0, done)) for g in groups]
+        # a prompt is done when its first R0 responses are (the rest aborted); scored
+        # as each finishes, sandboxes under the adaptive timeout, with the scheduler
+        timeout = self.sandbox if cfg.rollpacker_reward_scheduler else None
+        tasks = [rt.spawn(rt.serve(g, n=n_resp, keep=r0, timeout=timeout,
+                                   score=self._rewards_as_responses_finish(rt)))
+                 for g in groups]
+        for task in tasks:
+            task.add_done_callback(partial(_hand_on, done))
         ready: list[Group] = []
         stream: Queue[Group | None] = rt.queue()
         streamer: Handle[list[Group]] | None = None
@@ -224,7 +171,7 @@ class RollPacker:
         self.long_queue += [g.prompt for g in groups if g.id in stopped or g.id in surplus]
         if not self._rewards_as_responses_finish(rt):  # a separate reward stage
             rt.emit("decision", what="reward_stage", round=rnd)
-            scores = [[rt.spawn(self._score(rt, r)) for r in g.responses] for g in ready]
+            scores = [[rt.spawn(rt.verifier.score(r)) for r in g.responses] for g in ready]
             for group, group_scores in zip(ready, scores, strict=True):
                 group.rewards = [await s for s in group_scores]
             await rt.gather(*(rt.materialize(g) for g in ready))
@@ -296,15 +243,8 @@ def _is_sandbox(prompt: Prompt) -> bool:
     return getattr(prompt.hidden, "kind", "local") == "sandbox"
 
 
-async def _first(futures: list[Handle[Response]], waiting: set[int],
-                 any_finished: Event) -> int:
-    """The index of the first of the waiting futures to finish (lowest index on ties).
-    `any_finished` is set by each future as it finishes: one callback per response,
-    where a `rt.first` per response would add and remove one on every pending
-    future (a group of n responses would cost n squared)."""
-    while True:
-        for i in sorted(waiting):
-            if futures[i].done():
-                return i
-        any_finished.clear()
-        await any_finished.wait()
+def _hand_on(done: Queue[Group], task: Handle[Group | None]) -> None:
+    """A served group that came back complete goes on the round's queue (not one the
+    round aborted first, None, nor one cancelled as the run ends)."""
+    if not task.cancelled() and task.exception() is None and (group := task.result()):
+        done.put_nowait(group)

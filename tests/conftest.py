@@ -53,8 +53,19 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # dispatcher scans every module's attributes as its in-process engine starts and fails on it
 # (`vars(value).get`: vllm/triton_utils/dispatcher.py:139). The compiled core's tests import
 # numba, so they run last, after every test that starts vLLM in this process.
-COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py")
+# A simulated run on the compiled pool imports numba too (harness/sim/fastcore/choice.py), so
+# the suite keeps its runs on the Python path; test_core_pool.py lifts this for its own.
+os.environ.setdefault("ROLLOUTBENCH_PYTHON_ENGINES", "1")
+COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_core_pool.py")
+
+
+def _compiled(item: Any) -> bool:
+    """Listed above, or any file named test_fastcore*.py (a new one needs no entry).
+    tests/test_numba_hygiene.py checks that the CLI, a live run and a simulated run off
+    the core never load numba."""
+    name = Path(str(item.fspath)).name
+    return name in COMPILED_LAST or name.startswith("test_fastcore")
 
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
-    items.sort(key=lambda item: Path(str(item.fspath)).name in COMPILED_LAST)
+    items.sort(key=_compiled)

@@ -19,7 +19,6 @@ import pytest
 from test_invariants import assert_framed, of, round_groups
 
 from harness.core.config import RunConfig
-from harness.core.runtime import Group, Runtime
 from harness.core.trace import read_trace
 from harness.sim.runtime import SimRuntime
 from systems.cgp_tail import CGPTail
@@ -28,16 +27,12 @@ GROUPS, U, K, ROUNDS = 8, 2, 4, 5
 
 
 class Recording(CGPTail):
-    """cgp-tail that remembers which prompt each group served."""
+    """cgp-tail, and which prompt each group served (read from its trace: a submit's
+    `prompt`, where that is not the group id)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.prompt_of: dict[int, int] = {}
-
-    async def _group(self, rt: Runtime, group: Group, n: int, keep: int,
-                     on_done: Any) -> None:
-        self.prompt_of[group.id] = group.prompt.index
-        await super()._group(rt, group, n, keep, on_done)
 
 
 def run(tmp_path: Path, system: str = "cgp-tail", name: str = "trace",
@@ -50,7 +45,10 @@ def run(tmp_path: Path, system: str = "cgp-tail", name: str = "trace",
     if system == "cgp-tail":
         recording = Recording()
         SimRuntime(cfg.validate(), path).run(recording)
-        return read_trace(path), recording
+        events = read_trace(path)
+        recording.prompt_of = {e["group"]: e.get("prompt", e["group"])
+                               for e in events if e["ev"] == "request_submit"}
+        return events, recording
     from harness.run.execute import execute
     execute(cfg.validate(), path)
     return read_trace(path), None

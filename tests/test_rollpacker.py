@@ -96,7 +96,7 @@ def _anchors_at_round_start(tmp_path: Path, scope: str) -> list[int]:
     plan = RollPacker._plan_parallelism
 
     async def spy(self: RollPacker, rt: object) -> None:
-        seen.append(len(self.anchor))
+        seen.append(len(self.sandbox.anchor))
         await plan(self, rt)  # type: ignore[arg-type]
 
     RollPacker._plan_parallelism = spy  # type: ignore[method-assign]

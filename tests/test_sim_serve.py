@@ -2,9 +2,10 @@
 the coroutine both runtimes share (harness/shared/serve.py). On the simulator the two
 must give the same events at the same times, for every way a system calls `serve`
 (plain, ranked, `on_response`, `on_complete`, `retry`, a `gate`, a partial group with
-`resume` and `slots`); only the order of events
-within one instant may differ (a check starts as its response arrives, not a turn
-later), so the traces are compared as sorted lines."""
+`resume` and `slots`); only the order of events within one instant may differ (a check
+starts as its response arrives, not a turn later), so the traces are compared as sorted
+lines. RollPacker's `keep=` takes the coroutine's turns one heap entry each: line for
+line."""
 
 from __future__ import annotations
 
@@ -109,3 +110,29 @@ def test_a_partial_group_sends_only_its_samples_not_done(
     assert submits == [0] * k + [2]  # group 1 held every sample done, group 2 all but one
     assert [e["group"] for e in events if e["ev"] == "group_materialized"] == [0, 1, 2]
     assert [e["group"] for e in events if e["ev"] == "group_complete"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("system", ["rollpacker", "cgp-tail"])
+def test_speculative_groups_and_sandbox_limits_line_for_line(
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RollPacker's `serve(n=, keep=, timeout=)` (harness/sim/serve_keep.py) takes the
+    reference coroutine's turns one heap entry each: on rp-code (sandboxed checks under
+    the adaptive timeout, 8 reward workers, short and long rounds) the traces are the
+    same line for line, the timeouts' cuts included."""
+
+    def trace(path: Path) -> str:
+        cfg = RunConfig(system=system, workload="rp-code", groups=8, group_size=4,
+                        update_groups=8 if system == "rollpacker" else 2, rounds=5,
+                        max_response_tokens=8192)
+        s = cfg.sim
+        s.model, s.rollout_gpu, s.trainer_gpu = "qwen2.5-7b", "h800-sxm", "h800-sxm"
+        s.rollout_engines, s.placement, s.calibration, s.verifier_workers = \
+            2, "colocated", "rollpacker", 8
+        execute(cfg.validate(), path)
+        return path.read_text()
+
+    lean = trace(tmp_path / "lean.jsonl")
+    monkeypatch.setattr(SimRuntime, "serve", RunnerBase.serve)
+    reference = trace(tmp_path / "reference.jsonl")
+    assert lean == reference
+    assert lean.count('"sandbox_timeout"') > 20 and lean.count('"long_round"') == 1

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, overload
+
+# serve's check rule, part of the contract: systems take it from here
+from harness.core.serving import AdaptiveTimeout as AdaptiveTimeout
 
 T = TypeVar("T")
 
@@ -128,7 +131,9 @@ class PartialGroup:
     """A group in progress across interruptions: its finished samples with their
     rewards, and the partial responses an abort returned (APRIL's carried groups,
     slime-async's requeued ones). `serve(group, resume=...)` sends only the samples not
-    done, each on from its partial response, and leaves what it got here."""
+    in `done`, each on from its `partial` response; without `retry` an aborted sample
+    ends there (into `partial` if it made tokens), a scored one goes into `done`; the
+    group is complete and materialised only once all are done."""
 
     group: Group
     done: dict[int, tuple[Response, float]] = field(default_factory=dict)
@@ -362,25 +367,34 @@ class Runtime(Protocol):
         """Advantages and the `group_materialized` event (the control node's time per
         group on the simulator)."""
 
-    async def serve(self, group: Group, *, priority: int = 0,
+    @overload
+    async def serve(self, group: Group, *, n: int = 0, keep: Literal[0] = 0, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
-                    on_response: Callable[[Response], None] | None = None,
-                    retry: bool = False, gate: Gate | None = None,
-                    resume: PartialGroup | None = None, slots: Slots | None = None,
-                    materialize: bool = True) -> Group:
-        """Generate the group's K samples, score each as it ends, materialise the group
-        once all K are scored, and return it. `on_response` is told as each response
-        leaves the engine, `on_complete` once all K samples have (after
-        `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again
-        with its tokens (verl's partial rollout), at once, or with a `gate` once it is
-        open (AReaL's interrupted samples); `on_response` is told of the aborted
-        response too, before it is sent again.
-        `resume` (the group's `PartialGroup`): only the samples not in `resume.done` are
-        sent, each on from its `resume.partial` response; without `retry` an aborted
-        sample ends there (its response, if it made tokens, into `resume.partial`), a
-        scored one goes into `resume.done`; the call returns once every sample sent has
-        ended, the group complete and materialised only when all K are done (`len(
-        resume.done)` says which: APRIL's and slime-async's partial groups). `slots`:
-        each attempt holds one of them from before it passes the gate until its response
-        is back (slime-async's semaphore). `materialize=False`: return once all K are
-        scored, and the caller materialises (slime-async frees its pool's place first)."""
+                    on_response: Callable[[Response], None] | None = None, retry: bool = False,
+                    gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+                    slots: Slots | None = None, materialize: bool = True) -> Group: ...
+
+    @overload
+    async def serve(self, group: Group, *, n: int = 0, keep: int, priority: int = 0,
+                    on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None) -> Group | None: ...
+
+    async def serve(self, group: Group, *, n: int = 0, keep: int = 0, priority: int = 0,
+                    on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None, retry: bool = False,
+                    gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+                    slots: Slots | None = None, materialize: bool = True) -> Group | None:
+        """Generate the group's `n` samples (0: K), score each as it ends, materialise the
+        group once all are scored, and return it. `on_response`: told of each response as it
+        leaves the engine (an aborted one too); `on_complete`: after `group_complete`.
+        `retry`: an aborted sample (a weight sync) is sent again with its tokens, at once
+        (verl's partial rollout) or once the `gate` is open (AReaL). `keep` (0: all): the
+        group is the first `keep` samples to finish (lowest on ties), the rest aborted; one
+        aborted before then (the system cut the group) stops it: None, nothing scored
+        (RollPacker). `score=False`: no check, no materialisation (a reward stage does both).
+        `timeout`: checks are cut at its adaptive limit (`AdaptiveTimeout`). `resume`: a
+        `PartialGroup` (it says what is sent and kept); returns once each sample sent ended.
+        `slots`: an attempt holds one, gate to response. `materialize=False`: caller does."""

@@ -17,6 +17,7 @@ from harness import __version__
 from harness.core import grpo
 from harness.core.config import RunConfig
 from harness.core.runtime import Gate, Group, PartialGroup, Response
+from harness.core.serving import AdaptiveTimeout
 from harness.core.trace import SCHEMA, TraceWriter
 from harness.shared import serve as serving
 from workloads.profile import file_figures
@@ -81,14 +82,16 @@ class RunnerBase:
     async def gather(self, *waits: Awaitable[T]) -> list[T]:
         return list(await asyncio.gather(*waits))
 
-    def serve(self, group: Group, *, priority: int = 0,
+    def serve(self, group: Group, *, n: int = 0, keep: int = 0, priority: int = 0,
               on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
-              retry: bool = False, gate: Gate | None = None,
-              resume: PartialGroup | None = None, slots: Any = None,
-              materialize: bool = True) -> Awaitable[Group]:
-        return serving.serve(self, group, priority, on_complete, on_response, retry, gate,
-                             resume, slots, materialize)
+              retry: bool = False, gate: Gate | None = None, score: bool = True,
+              timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+              slots: Any = None, materialize: bool = True) -> Awaitable[Group | None]:
+        return serving.serve(self, group, n=n, keep=keep, priority=priority,
+                             on_complete=on_complete, on_response=on_response, retry=retry,
+                             gate=gate, score=score, timeout=timeout, resume=resume,
+                             slots=slots, materialize=materialize)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """One callback, not two: a run spawns a task per sample, and each callback

@@ -2,9 +2,9 @@
 
 `Runtime.serve` is here once, on the runtime's own calls (`engine.submit`'s handles,
 `spawn`, `verifier.score`, `materialize`), so a system asks for a whole group and
-never waits on each request itself. The simulated core may later serve a group by
-callbacks on its event heap (docs/architecture.md, "The simulated core (#36)"); this
-version is the reference that trace for trace it must match.
+never waits on each request itself. The simulator serves a group by callbacks on its
+event heap (harness/sim/serve.py, harness/sim/serve_keep.py); this version is the
+reference that it must match, and what the live runtime runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.core.runtime import (
+    Event,
     Gate,
     Group,
     Handle,
@@ -22,6 +23,7 @@ from harness.core.runtime import (
     Runtime,
     Slots,
 )
+from harness.core.serving import AdaptiveTimeout, serve_samples
 
 
 def stopped(rt: Runtime, work: PartialGroup, checked: list[int]) -> None:
@@ -35,13 +37,41 @@ def stopped(rt: Runtime, work: PartialGroup, checked: list[int]) -> None:
                 samples=samples, verify_s=[work.done[s][0].verify_s for s in samples])
 
 
-async def _score(rt: Runtime, pending: Handle[Response], partial: bool = False
-                 ) -> float | None:
+async def check(rt: Runtime, response: Response, timeout: AdaptiveTimeout | None) -> float:
+    """The response's reward. A check `timeout` applies to is started with its `t_max`
+    and cancelled (0, a `sandbox_timeout` decision) once it has run past the prompt's
+    limit, re-read each time a correct check of the same prompt raises the anchor."""
+    prompt = response.request.prompt
+    if timeout is None or not timeout.applies(prompt):
+        return await rt.verifier.score(response)
+    start = rt.now()
+    running = rt.spawn(rt.verifier.score(response, timeout=timeout.t_max))
+    changed = timeout.changed.setdefault(prompt.index, rt.event())
+    while not running.done():
+        limit = timeout.limit(prompt.index)
+        remaining = start + limit - rt.now()
+        if remaining <= 0:
+            running.cancel()
+            rt.emit("decision", what="sandbox_timeout", group=response.request.group,
+                    sample=response.request.sample, limit=round(limit, 3))
+            return 0.0
+        changed.clear()
+        wake = rt.spawn(changed.wait())
+        await rt.first([running, wake], remaining)
+        wake.cancel()
+    reward: float = running.result()
+    if reward > 0:
+        timeout.correct(prompt.index, rt.now() - start)
+    return reward
+
+
+async def _score(rt: Runtime, pending: Handle[Response], timeout: AdaptiveTimeout | None,
+                 partial: bool = False) -> float | None:
     """The sample's reward once it ends; None for one a partial group's abort stopped."""
     response: Response = await pending
     if partial and response.status == "aborted":
         return None
-    return await rt.verifier.score(response)
+    return await check(rt, response, timeout)
 
 
 async def _attempt(rt: Runtime, request: Request, gate: Gate | None) -> Response:
@@ -78,27 +108,31 @@ async def _sample(rt: Runtime, request: Request,
 async def serve(
     rt: Runtime,
     group: Group,
+    *,
+    n: int = 0,
+    keep: int = 0,
     priority: int = 0,
     on_complete: Callable[[Group], None] | None = None,
     on_response: Callable[[Response], None] | None = None,
     retry: bool = False,
     gate: Gate | None = None,
+    score: bool = True,
+    timeout: AdaptiveTimeout | None = None,
     resume: PartialGroup | None = None,
     slots: Slots | None = None,
     materialize: bool = True,
-) -> Group:
-    """Generate the group's K samples, score each as it finishes (asynchronous
-    rewards), and materialise the group once all K are scored. `on_response`
-    is told as each response leaves the engine, `on_complete` when all K have;
-    `retry`: an aborted sample is sent again with its tokens; `gate`: every attempt
-    waits for it to be open, and it is told what is in the engine (`Gate`); `resume`:
-    a partial group, its samples not done sent on from their partial responses, what
-    they end as left in it (complete and materialised only when all K are done);
-    `slots`: each attempt holds one; `materialize=False`: the caller materialises."""
+) -> Group | None:
+    """Generate the group's samples, score each as it finishes (asynchronous
+    rewards), and materialise the group once all are scored (`Runtime.serve` says
+    what each argument means). `resume`: a partial group, its samples not done sent on
+    from their partial responses, what they end as left in it (complete and
+    materialised only when all are done); `slots`: each attempt holds one."""
+    n = serve_samples(rt.config.group_size, n, keep, retry, gate, resume, slots, score)
+    if keep:
+        return await _serve_first(rt, group, n, keep, priority, on_complete, on_response,
+                                  score, timeout)
     cfg = rt.config
-    if gate is not None and not retry and resume is None:
-        raise ValueError("serve: a gate aborts samples, so it needs retry=True or resume=")
-    todo = [s for s in range(cfg.group_size) if resume is None or s not in resume.done]
+    todo = [s for s in range(n) if resume is None or s not in resume.done]
     requests = [Request(group.round, group.id, s, group.prompt, cfg.max_response_tokens,
                         priority, None if resume is None else resume.partial.pop(s, None))
                 for s in todo]
@@ -111,20 +145,22 @@ async def serve(
             tell: Callable[[Any], object] = lambda f: on_response(f.result())  # noqa: E731
             for handle in pending:
                 handle.add_done_callback(tell)
-    scores = [rt.spawn(_score(rt, h, resume is not None)) for h in pending]
+    partial = resume is not None
+    scores = [rt.spawn(_score(rt, h, timeout, partial)) for h in pending] if score else []
     answered: list[Response] = [await h for h in pending]
     if resume is None:
         responses = answered
     else:
         got = dict(zip(todo, answered, strict=True))
-        responses = [resume.done[s][0] if s in resume.done else got[s]
-                     for s in range(cfg.group_size)]
-    complete = all(r.status != "aborted" for r in answered) or resume is None
+        responses = [resume.done[s][0] if s in resume.done else got[s] for s in range(n)]
+    complete = resume is None or all(r.status != "aborted" for r in answered)
     if complete:
         group.responses = responses
         rt.emit("group_complete", group=group.id, round=group.round)
         if on_complete is not None:
             on_complete(group)
+    if not score:
+        return group
     rewards = [await s for s in scores]
     if resume is not None:
         for s, response, reward in zip(todo, answered, rewards, strict=True):
@@ -137,8 +173,66 @@ async def serve(
             stopped(rt, resume, [s for s, w in zip(todo, rewards, strict=True)
                                  if w is not None])
             return group
-        rewards = [resume.done[s][1] for s in range(cfg.group_size)]
+        rewards = [resume.done[s][1] for s in range(n)]
     group.rewards = rewards  # type: ignore[assignment]
     if materialize:
         await rt.materialize(group)
     return group
+
+
+async def _serve_first(rt: Runtime, group: Group, n: int, keep: int, priority: int,
+                       on_complete: Callable[[Group], None] | None,
+                       on_response: Callable[[Response], None] | None, score: bool,
+                       timeout: AdaptiveTimeout | None) -> Group | None:
+    """`serve(keep=...)`: the first `keep` of `n` samples to finish are the group, the
+    rest are aborted once they are; a sample that comes back aborted before then (the
+    system cut the group) stops it: None, nothing scored. On ties the lowest sample
+    first. Each kept response's check starts as it is taken."""
+    futures = [rt.engine.submit(Request(group.round, group.id, s, group.prompt,
+                                        rt.config.max_response_tokens, priority))
+               for s in range(n)]
+    done: list[Response] = []
+    scores: list[Handle[float]] = []
+    waiting = set(range(n))
+    any_finished = rt.event()
+
+    def arrived(future: Any) -> None:
+        if on_response is not None:
+            on_response(future.result())
+        any_finished.set()
+
+    for future in futures:
+        future.add_done_callback(arrived)
+    while len(done) < keep:
+        finished = await _first(futures, waiting, any_finished)
+        waiting.discard(finished)
+        response = futures[finished].result()
+        if response.status != "finished":
+            return None  # the system aborted the group
+        done.append(response)
+        if score:
+            scores.append(rt.spawn(check(rt, response, timeout)))
+    if waiting:  # the spare samples are not needed
+        await rt.engine.abort([f"{group.id}.{s}" for s in sorted(waiting)])
+    group.responses = done
+    rt.emit("group_complete", group=group.id, round=group.round)
+    if on_complete is not None:
+        on_complete(group)
+    if score:
+        group.rewards = [await s for s in scores]
+        await rt.materialize(group)
+    return group
+
+
+async def _first(futures: list[Handle[Response]], waiting: set[int],
+                 any_finished: Event) -> int:
+    """The index of the first of the waiting futures to finish (lowest index on ties).
+    `any_finished` is set by each future as it finishes: one callback per response,
+    where a `rt.first` per response would add and remove one on every pending
+    future (a group of n responses would cost n squared)."""
+    while True:
+        for i in sorted(waiting):
+            if futures[i].done():
+                return i
+        any_finished.clear()
+        await any_finished.wait()

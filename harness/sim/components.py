@@ -46,6 +46,65 @@ class _Check(Wait):
         return super().cancel()
 
 
+class _Queued(Wait):
+    """A check that first waits for one of the reward workers: the step for step twin
+    of the coroutine `async with slots: return await _Check(...)` spawned on the driver
+    (what it was), each of its turns a heap entry, so traces are byte for byte the same
+    without a coroutine a check. Cancelled, it ends as that coroutine would: a turn
+    later, its check cancelled and its worker given back (none taken before its first
+    turn or while it waits for one)."""
+
+    __slots__ = ("heap", "slots", "response", "timeout", "on", "asked")
+
+    def __init__(self, heap: Heap, slots: Slots, response: Response,
+                 timeout: float | None) -> None:
+        super().__init__()
+        self.heap, self.slots, self.response, self.timeout = heap, slots, response, timeout
+        self.on: Wait | None = None  # the worker's Wait, then the check
+        self.asked = False  # cancel() was called
+        heap.call_soon(self._begin)  # a spawned coroutine's first step
+
+    def _begin(self) -> None:
+        if self.asked:  # cancelled before its first step: no worker taken
+            Wait.cancel(self)
+            return
+        worker = self.slots.acquire()
+        if worker.done():
+            self._start()
+        else:
+            self.on = worker
+            worker.add_done_callback(self._turn)
+
+    def _start(self) -> None:
+        check = self.on = _Check(self.heap, self.response, self.timeout)
+        check.add_done_callback(self._turn)
+
+    def _turn(self, _: Wait) -> None:
+        self.heap.call_soon(self._resume)
+
+    def _resume(self) -> None:
+        on, self.on = self.on, None
+        if not isinstance(on, _Check):  # the worker's Wait
+            if self.asked:
+                Wait.cancel(self)  # `async with` never entered: no release
+            else:
+                self._start()
+            return
+        self.slots.release()
+        if self.asked:
+            Wait.cancel(self)
+        else:
+            self.set_result(on.result())
+
+    def cancel(self) -> bool:
+        if self.done():
+            return False
+        self.asked = True
+        if self.on is not None:
+            self.on.cancel()
+        return True
+
+
 class SimVerifier:
     """Reward workers: `workers` checks at a time (0: no limit). A check that runs
     past `timeout` is stopped there and scores zero, as a sandbox would. A check is a
@@ -59,11 +118,7 @@ class SimVerifier:
         """A Wait for the reward (a system may await it, spawn it, or cancel it)."""
         if self._slots is None:
             return _Check(self._heap, response, timeout)
-        return self._driver.spawn(self._limited(response, timeout))
-
-    async def _limited(self, response: Response, timeout: float | None) -> float:
-        async with self._slots:  # type: ignore[union-attr]
-            return await _Check(self._heap, response, timeout)
+        return _Queued(self._heap, self._slots, response, timeout)
 
 
 class SimTrainer:

@@ -97,6 +97,11 @@ class SimEngine(Batching):
             self._replan = self.loop.call_soon(self._plan)
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        return self.abort_now(request_ids)
+
+    def abort_now(self, request_ids: Iterable[str]) -> list[Response]:
+        """`abort` as a plain call (it never waits): a group served by callbacks
+        aborts its spare samples without a coroutine (harness/sim/serve_keep.py)."""
         self._cut()
         wanted = set(request_ids)
         out = [self._end(seq, "aborted") for seq in self._live_seqs(wanted)]

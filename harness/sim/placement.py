@@ -146,6 +146,11 @@ class EnginePool:
         # callback of a Wait the replica returned would be.
         self.engines[index].submit_then(request, partial(self._soon, self._back, rid), rid)
 
+    def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
+        """`submit_then` of each in turn (a group's samples: harness/sim/serve.py)."""
+        for request in requests:
+            self.submit_then(request, done)
+
     def _returned(self, request_id: str, response: Response) -> None:
         request, done, index = self._live.pop(request_id)
         self._router.give_back(index)
@@ -156,13 +161,17 @@ class EnginePool:
             done(response)
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        return self.abort_now(request_ids)
+
+    def abort_now(self, request_ids: Iterable[str]) -> list[Response]:
+        """`abort` as a plain call: no replica waits to abort."""
         by_engine: dict[int, list[str]] = {}
         for rid in request_ids:
             if rid in self._live:
                 by_engine.setdefault(self._live[rid][2], []).append(rid)
         out: list[Response] = []
         for index in sorted(by_engine):
-            out += await self.engines[index].abort(by_engine[index])
+            out += self.engines[index].abort_now(by_engine[index])
         return out
 
     async def pause(self, mode: PauseMode = "keep") -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from harness.core.config import RunConfig
 from harness.core.notes import say_once
 from harness.core.runtime import Gate, Group, PartialGroup, Response
+from harness.core.serving import AdaptiveTimeout, serve_samples
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
 from harness.shared.runner import RunnerBase
@@ -33,6 +34,7 @@ from harness.sim.engine_spec import (  # noqa: F401  (kv_capacity_tokens: its ol
     engine_of,
     kv_capacity_tokens,
 )
+from harness.sim.fastcore.choice import config_refusal, decode_refusal
 from harness.sim.frameworks import resolve_max_running
 from harness.sim.heap import Heap
 from harness.sim.hybrid import Lender
@@ -41,6 +43,7 @@ from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.serve import GroupService
+from harness.sim.serve_keep import KeepService
 from harness.sim.spec_engine import with_spec
 from harness.sim.trace_buffer import BufferedTraceWriter, EventFrames
 from harness.sim.trainer import build as trainer_build
@@ -112,7 +115,9 @@ class SimRuntime(RunnerBase):
             engine.version = version
             return engine
 
-        engines = [make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
+        core_decode = self._core_decode(measured)  # None: SimEngines (fastcore/choice.py)
+        engines = [] if core_decode is not None else [
+            make(i, s.rollout_tp, 0) for i in range(s.rollout_engines)]
         self.workload = knobs.make_workload(cfg.workload, cfg.seed, cfg.group_size, self.knobs)
         # an engine serves the run's longest prompt plus a full response: its context (a
         # trace replay's engines are sized as its source run's were: run_start max_len)
@@ -121,8 +126,16 @@ class SimRuntime(RunnerBase):
         max_len = int(longest) + cfg.max_response_tokens
         route = partial(router, dispatch_of(s.dispatch, cfg.system),  # a round's N
                         batch=cfg.groups * cfg.group_size)
-        self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp, s.rollout_tp,
-                                 self.emit, self.share, max_len, route)
+        if core_decode is not None:  # numba imported here, only then (fastcore/__init__)
+            from harness.sim.fastcore.pool import CorePool
+
+            self.engine = CorePool(self.heap, core_decode, kv_capacity_tokens(cfg, s.rollout_tp),
+                                   s.max_running, s.rollout_engines,
+                                   s.rollout_engines * s.rollout_tp, s.rollout_tp, self._writer,
+                                   max_len, route, target_tokens)
+        else:
+            self.engine = EnginePool(engines, make, s.rollout_engines * s.rollout_tp,
+                                     s.rollout_tp, self.emit, self.share, max_len, route)
         micro_tokens = s.micro_batch_tokens
         train: Any
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds
@@ -146,6 +159,18 @@ class SimRuntime(RunnerBase):
             self.share.attach(engines, self.trainer.lock)
         self.engine.lender = partial(self._lender, measured)  # built at the first lend
         self.verifier = SimVerifier(self.driver, s.verifier_workers)
+
+    def _core_decode(self, measured: dict[str, Any]) -> Any:
+        """The step model of the compiled pool (harness/sim/fastcore/pool.py) where the run
+        has nothing the core lacks (harness/sim/fastcore/choice.py says what); else None,
+        and the run's engines are `SimEngine`s."""
+        cfg, s = self.config, self.config.sim
+        if config_refusal(cfg, self.knobs is not None) is not None:
+            return None
+        decode = with_spec(s, self.params, s.rollout_tp, knobs.apply_decode(
+            decode_model(s, self.params, s.rollout_tp, measured.get("decode")), self.knobs),
+            cfg.workload, 0)
+        return decode if decode_refusal(decode, s.max_running) is None else None
 
     def _lender(self, measured: dict[str, Any]) -> Lender:
         """What the pool needs to lend the trainer's GPUs as replicas (harness/sim/
@@ -215,15 +240,20 @@ class SimRuntime(RunnerBase):
         """`then()` once the control node's time per group has passed (a callback)."""
         self.heap.call_later(self.params["materialize_s"], then)
 
-    def serve(self, group: Group, *, priority: int = 0,  # type: ignore[override]
-              on_complete: Callable[[Group], None] | None = None,
+    def serve(self, group: Group, *, n: int = 0, keep: int = 0,  # type: ignore[override]
+              priority: int = 0, on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
-              retry: bool = False, gate: Gate | None = None,
-              resume: PartialGroup | None = None, slots: Any = None,
-              materialize: bool = True) -> Wait:
-        """By callbacks on the heap (harness/sim/serve.py), not a coroutine a request."""
-        return GroupService(self, group, priority, on_complete, on_response, retry, gate,
-                            resume, slots, materialize)
+              retry: bool = False, gate: Gate | None = None, score: bool = True,
+              timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+              slots: Any = None, materialize: bool = True) -> Wait:
+        """By callbacks on the heap (harness/sim/serve.py; the first `keep` of `n`:
+        harness/sim/serve_keep.py), not a coroutine a request."""
+        n = serve_samples(self.config.group_size, n, keep, retry, gate, resume, slots, score)
+        if keep:
+            return KeepService(self, group, n, keep, priority, on_complete, on_response,
+                               score, timeout)
+        return GroupService(self, group, n, priority, on_complete, on_response, retry, gate,
+                            score, timeout, resume, slots, materialize)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,

@@ -26,7 +26,9 @@ from functools import partial
 from typing import Any
 
 from harness.core.runtime import Gate, Group, PartialGroup, Request, Response
+from harness.core.serving import AdaptiveTimeout
 from harness.shared.serve import stopped
+from harness.sim.checks import check
 from harness.sim.co import Wait
 
 
@@ -35,21 +37,22 @@ class GroupService(Wait):
     partial group stopped by an abort, once every sample sent has ended)."""
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
-                 "rewards", "unanswered", "left", "resume", "slots", "materialize", "checked")
+                 "rewards", "unanswered", "left", "score", "timeout", "resume", "slots",
+                 "materialize", "checked")
 
-    def __init__(self, rt: Any, group: Group, priority: int,
+    def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
                  on_response: Callable[[Response], None] | None, retry: bool,
-                 gate: Gate | None = None, resume: PartialGroup | None = None,
+                 gate: Gate | None = None, score: bool = True,
+                 timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
                  slots: Any = None, materialize: bool = True) -> None:
         super().__init__()
-        if gate is not None and not retry and resume is None:
-            raise ValueError("serve: a gate aborts samples, so it needs retry=True or resume=")
         self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
+        self.score, self.timeout = score, timeout
         self.resume, self.slots, self.materialize = resume, slots, materialize
         self.checked: list[int] = []  # a partial group's samples checked by this call
-        k = rt.config.group_size
+        k = n
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
         todo: Any = range(k)
@@ -59,6 +62,12 @@ class GroupService(Wait):
             todo = [s for s in todo if s not in resume.done]
         self.unanswered = self.left = len(todo)  # finished responses / samples to end
         tokens = rt.config.max_response_tokens
+        if gate is None and slots is None and resume is None:
+            # the K at once (the compiled pool: one call into its core)
+            rt.engine.submit_many([Request(group.round, group.id, sample, group.prompt,
+                                           tokens, priority) for sample in todo],
+                                  self._answered)
+            return
         if slots is not None:
             send: Callable[..., None] = self._acquire
         else:
@@ -121,7 +130,9 @@ class GroupService(Wait):
                 self._ended()
                 return
         self.responses[request.sample] = response
-        self.rt.verifier.score(response).add_done_callback(partial(self._scored, request.sample))
+        if self.score:
+            check(self.rt, response, self.timeout).add_done_callback(
+                partial(self._scored, request.sample))
         self.unanswered -= 1
         if self.unanswered == 0:  # every sample finished (a partial group's done ones too)
             self._complete()
@@ -132,6 +143,8 @@ class GroupService(Wait):
         self.rt.emit("group_complete", group=group.id, round=group.round)
         if self.on_complete is not None:
             self.on_complete(group)
+        if not self.score:
+            self.set_result(group)
 
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped

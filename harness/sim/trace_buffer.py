@@ -113,6 +113,35 @@ class BufferedTraceWriter(TraceWriter):
         if len(self._events) >= self.PACK:
             self._pack()
 
+    def record_at(self, t: float, ev: str, **fields: Any) -> None:
+        """`record` at time `t` rather than the clock's: the compiled engines
+        (harness/sim/fastcore/pool.py) run ahead of the heap's clock and hand their
+        events over afterwards, each with its own time, in the order they were made.
+        `t` must be a Python float, as the clock's are (rounded alike when packed)."""
+        if self._keep is not None and ev not in self._keep:
+            return
+        self._times.append(t)
+        self._events.append({"t": t, "ev": ev, **fields})
+        if len(self._events) >= self.PACK:
+            self._pack()
+
+    def record_many(self, times: list[float], events: list[dict[str, Any]]) -> None:
+        """`record_at` of several events at once, each already the dict `record` builds
+        (`{"t": t, "ev": kind, **fields}`, its "t" the same float object as its time),
+        of kinds the caller checked with `keeps`. Packed at the same events as one at a
+        time would be, so the frames (and a .zst file's bytes) are the same."""
+        while events:
+            room = self.PACK - len(self._events)
+            self._times += times[:room]
+            self._events += events[:room]
+            times, events = times[room:], events[room:]
+            if len(self._events) >= self.PACK:
+                self._pack()
+
+    def keeps(self, ev: str) -> bool:
+        """Whether an event of kind `ev` is kept (a caller may skip building it)."""
+        return self._keep is None or ev in self._keep
+
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
         """`record`, and the event as a reader decodes its line."""
         if self._keep is not None and ev not in self._keep:  # dropped: handed back only

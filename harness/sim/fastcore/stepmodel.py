@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from harness.sim.fastcore.jit import njit
 from harness.sim.perf import DecodeModel, TableDecodeModel
 
 FIXED, PER_SEQ, WEIGHTS, PER_CTX, COMPUTE, PREFILL_TOKEN = 0, 1, 2, 3, 4, 5

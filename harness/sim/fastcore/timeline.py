@@ -26,8 +26,8 @@ the pop order is the keys' order whatever the heap's layout (as heapq's on Pytho
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepmodel import prefill_time, steps_time, steps_within
 
 Arr = np.ndarray

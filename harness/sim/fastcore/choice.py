@@ -1,0 +1,80 @@
+"""Which runs the compiled pool serves (harness/sim/fastcore/pool.py), decided from the
+configuration before the run; every other run keeps `EnginePool` over `SimEngine`s.
+
+The compiled engines have submissions only: admission, segments, preemption by
+recomputation, a request's end (harness/sim/fastcore/timeline.py). The pool adds what
+needs no cut of a segment: a weight install, pause or resume while every replica is idle.
+So a run goes on the core only if nothing in it asks for more:
+
+- a system from `CORE_SYSTEMS`: those whose engine calls are `serve`, `submit` and a
+  publish between rollouts (the engine idle). Every other system aborts, pauses or
+  installs with requests in flight (pipelinerl, areal, tinker, skyrl-async, nemo-rl-async,
+  verl-fully-async, roll-flash, sortedrl, laminar, april, cgp-april, slime-async, seer's
+  chunks, prime-rl, rollpacker and cgp-tail's resizes, verl-dynamic's lent replicas, tlt's
+  drafting, or a plugin the core knows nothing of);
+- no colocated placement (the GPU share: `GpuShare`), no speculative decoding or grouped
+  drafting (`sim.spec_drafter`), no eager steps (`sim.engine_eager`), no verifier worker
+  pool (`sim.verifier_workers`: kept for the next step, where the core runs the checks),
+  no `would-need` probe (its knobs wrap the step model);
+- a step model of exactly `DecodeModel` or `TableDecodeModel` (anything that wraps them:
+  speculation, eager steps, overheads, probes, is priced by its own formula), a table's
+  batches within the core's cap;
+- numba installed, and `ROLLOUTBENCH_PYTHON_ENGINES` unset (or "0"): set, it keeps every
+  run on the Python path (the tests and the bench compare the two).
+
+Nothing here imports numba: the live runtime and the CLI import this module's callers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+# Systems whose every engine call the compiled pool has (see the module's docstring).
+CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off"})
+FORCE_PYTHON = "ROLLOUTBENCH_PYTHON_ENGINES"  # set (not "0"): every run on SimEngines
+
+
+def config_refusal(cfg: Any, probed: bool) -> str | None:
+    """Why this run stays on the Python path (None: the config allows the core);
+    `probed`: a `would-need` probe's knobs apply."""
+    s = cfg.sim
+    if os.environ.get(FORCE_PYTHON, "0") not in ("", "0"):
+        return f"{FORCE_PYTHON} is set"
+    if cfg.system not in CORE_SYSTEMS:
+        return f"system {cfg.system} calls what the core does not have"
+    for why, refused in (("a colocated placement", s.placement == "colocated"),
+                         ("speculative decoding", s.spec_drafter != "off"),
+                         ("eager steps", bool(s.engine_eager)),
+                         ("a verifier worker pool", s.verifier_workers != 0),
+                         ("a would-need probe", probed)):
+        if refused:
+            return why
+    if importlib.util.find_spec("numba") is None:  # looked for, not imported
+        return "numba is not installed"
+    return None
+
+
+def decode_refusal(decode: Any, max_running: int) -> str | None:
+    """Why this step model stays on the Python path (None: the core prices it)."""
+    from harness.sim.perf import DecodeModel, TableDecodeModel
+
+    kind = type(decode)
+    if kind is not DecodeModel and kind is not TableDecodeModel:
+        return f"a step model of {kind.__name__}"
+    if kind is TableDecodeModel and max_running > 1 << 16:
+        return f"max_running {max_running} past the core's table"
+    return None
+
+
+def preload() -> None:
+    """Load the compiled pool now (about 0.7 CPU s: numba, then the cached functions a run
+    calls, loaded at their first call: a tiny run), where a process forks workers that
+    will run on it: once in the parent, not once a worker. Nothing happens where no run
+    could use it (forced off, or numba missing)."""
+    if os.environ.get(FORCE_PYTHON, "0") not in ("", "0"):
+        return
+    if importlib.util.find_spec("numba") is None:
+        return
+    importlib.import_module("harness.sim.fastcore.warm").run_a_system()

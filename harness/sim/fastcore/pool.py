@@ -1,0 +1,288 @@
+"""The compiled engines as the simulator's engine pool: `EnginePool`'s part of the Engine
+contract over `SteppedEngines` (harness/sim/fastcore/stepped.py), for the runs
+harness/sim/fastcore/choice.py lets through.
+
+The router stays in Python (the same `LeastLoaded`, `StaticSplit` or `RoundRobin` object,
+asked at each submission and told at each return), each request's target is
+`target_tokens`'s, and a response is built as `SimEngine._end` builds it. The core's
+events are handed to the trace writer (`record_at`) after each call into it, in the order
+they were made and at their own times: the core runs ahead of the heap's clock, never
+past the heap's next entry, so no Python event falls between two of its events out of
+order. What the core does not have (a cut of a running segment: abort, pause or install
+with requests in flight, lend, resize, pull, reconfigure) is refused loudly: the choice
+should have kept such a run on the Python path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import partial
+from heapq import heappush
+from typing import Any, NoReturn
+
+from harness.core.runtime import EngineLoad, PauseMode, Request, Response
+from harness.sim.co import Wait, sleep
+from harness.sim.fastcore.crossing import LeanEngines
+from harness.sim.fastcore.timeline import (
+    ADMIT,
+    CTX_BASE,
+    FINISH,
+    G_NE,
+    NONE,
+    PEND_SEQ,
+    PEND_T,
+    PENDING,
+    PREEMPT,
+    REPLAN,
+    STEPS,
+    TIMER,
+    WSIZE,
+    B,
+)
+from harness.sim.heap import Heap
+from harness.sim.perf import DecodeModel, TableDecodeModel
+from harness.sim.placement import LeastLoaded
+
+
+class CorePool:
+    """Implements `harness.core.runtime.Engine` over `engines` compiled replicas."""
+
+    lender: Any = None  # the runtime sets one; the core lends none (choice.py)
+    relay: tuple[int, float] | None = None
+
+    def __init__(self, heap: Heap, decode: DecodeModel | TableDecodeModel, kv: int,
+                 max_running: int, engines: int, gpus: int, tp: int, writer: Any,
+                 max_len: int, route: Callable[[int], LeastLoaded],
+                 target_tokens: Callable[[Request], int], room: int = 64) -> None:
+        """`room`: the core's arrays' first size (`SteppedEngines`; a test starts at 1)."""
+        self.max_len, self.tp, self.version = max_len, tp, 0
+        self._heap, self._gpus, self._kv = heap, gpus, int(kv)
+        self._record = writer.record_at
+        self._router = route(engines)
+        self._target_tokens = target_tokens
+        self._core = LeanEngines(heap, decode, kv, max_running, engines, self._returned,
+                                 room)
+        self._core.sink = self._forward
+        self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
+        self._record_many = writer.record_many
+        self._keep_submit = writer.keeps("request_submit")
+        self._kept = tuple(writer.keeps(kind) for kind in (
+            "request_admit", "request_preempt", "request_finish"))
+        # per core index: [request, done, replica, response (set at its end)]; None once
+        # returned
+        self._live: list[list[Any] | None] = []
+        self._preemptions = 0
+        self._paused = False  # every replica paused (idle when it was)
+        self._installing = False
+
+    # -- the contract ------------------------------------------------------
+    @property
+    def replicas(self) -> int:
+        return self._router.active
+
+    @property
+    def preemptions(self) -> int:
+        return self._preemptions
+
+    def submit(self, request: Request) -> Wait:
+        outer = Wait()
+        self.submit_then(request, partial(_deliver, outer))
+        return outer
+
+    def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
+        """`EnginePool.submit_then`: routed, then the replica's `submit_then`."""
+        if self._paused or self._installing:
+            self._refuse("take a request while paused or installing weights")
+        if request.resume is not None or request.chunk:
+            self._refuse("resume a partial response or stop a request at a chunk")
+        pinned = request.replica
+        router = self._router
+        index = router.pin(pinned) if 0 <= pinned < router.active else router.take(request)
+        target = self._target_tokens(request)
+        if target < 1:
+            raise ValueError(f"request {request.id}: nothing left to generate")
+        self._live.append([request, done, index, None])
+        prompt = request.prompt
+        self._core.submit(index, request.priority, prompt.tokens, target)
+        if prompt.index == request.group:  # `SimEngine.submit_then`'s event
+            self._record(self._heap.now, "request_submit", round=request.round,
+                         group=request.group, sample=request.sample,
+                         prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index)
+        else:
+            self._record(self._heap.now, "request_submit", round=request.round,
+                         group=request.group, sample=request.sample,
+                         prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index,
+                         prompt=prompt.index)
+
+    def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
+        """`submit_then` of each request in turn (a group's samples: `serve`), with one
+        call into the core and their request_submit events written at once."""
+        if self._paused or self._installing:
+            self._refuse("take a request while paused or installing weights")
+        router, target_of, live = self._router, self._target_tokens, self._live
+        engines, targets = [], []
+        for request in requests:  # a router reads only its own counts: all routed first
+            if request.resume is not None or request.chunk:
+                self._refuse("resume a partial response or stop a request at a chunk")
+            pinned = request.replica
+            index = (router.pin(pinned) if 0 <= pinned < router.active
+                     else router.take(request))
+            target = target_of(request)
+            if target < 1:
+                raise ValueError(f"request {request.id}: nothing left to generate")
+            engines.append(index)
+            targets.append(target)
+            live.append([request, done, index, None])
+        self._core.submit_many(engines, [r.priority for r in requests],
+                               [r.prompt.tokens for r in requests], targets)
+        if not self._keep_submit:
+            return
+        now, events = self._heap.now, []
+        for request, index in zip(requests, engines, strict=True):
+            prompt = request.prompt
+            event = {"t": now, "ev": "request_submit", "round": request.round,
+                     "group": request.group, "sample": request.sample,
+                     "prompt_tokens": prompt.tokens, "resumed_tokens": 0, "engine": index}
+            if prompt.index != request.group:  # `prompt_field`
+                event["prompt"] = prompt.index
+            events.append(event)
+        self._record_many([now] * len(events), events)
+
+    def _returned(self, i: int) -> None:
+        """A turn after request `i` ended (`EnginePool._returned`)."""
+        request, done, index, response = self._live[i]  # type: ignore[misc]
+        self._live[i] = None
+        self._router.give_back(index)
+        done(response)
+
+    def _forward(self) -> None:
+        """The core's new events to the trace, in order, each at its own time; each
+        finished request's response built as `SimEngine._end` builds it, and its return
+        pushed a turn later (the seq the core took for it: `EnginePool._soon`). Events
+        are built as `record` builds them, only of the kinds the trace keeps."""
+        core = self._core
+        ne = int(core.g[G_NE])
+        if ne == 0:
+            return
+        times = core.ev_t[:ne].tolist()
+        rows = core.ev[:ne].tolist()
+        core.g[G_NE] = 0  # handed over: the core writes its next events from the top
+        live, version, queue, back = self._live, self.version, self._queue, self._returned
+        keep_admit, keep_preempt, keep_finish = self._kept
+        kept_t: list[float] = []
+        kept: list[dict[str, Any]] = []
+        for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
+            slot = live[i]
+            req = slot[0]  # type: ignore[index]
+            if kind == ADMIT:  # (request_submit: written by `submit_then`)
+                if keep_admit:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_admit", "group": req.group,
+                                 "sample": req.sample, "engine": engine})
+            elif kind == PREEMPT:
+                self._preemptions += 1
+                if keep_preempt:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_preempt", "group": req.group,
+                                 "sample": req.sample})
+            elif kind == FINISH:
+                spans = [[version, value]]  # installs only when idle: one version
+                slot[3] = Response(req, value, spans, "finished",  # type: ignore[index]
+                                   value >= req.max_tokens)
+                heappush(queue, [t, seq, back, (i,)])
+                if keep_finish:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_finish", "group": req.group,
+                                 "sample": req.sample, "response_tokens": value,
+                                 "status": "finished", "versions": [version, version],
+                                 "version_spans": spans})
+        if kept:
+            self._record_many(kept_t, kept)
+
+    def load(self) -> EngineLoad:
+        """`EnginePool.load` from the replicas' arrays (the same sums, in replica order)."""
+        st, kv = self._core.st, self._kv
+        loads = [(int(st[e, B]), int(st[e, WSIZE]), int(st[e, CTX_BASE] + st[e, B] * st[e, STEPS]))
+                 for e in range(self._router.active)]
+        return EngineLoad(sum(r for r, _, _ in loads), sum(w for _, w, _ in loads),
+                          sum(ctx / kv for _, _, ctx in loads) / len(loads), self.preemptions,
+                          self.tp, self._gpus, kv * len(loads), self.max_len,
+                          sum(1 for r, w, _ in loads if r == 0 and w == 0))
+
+    async def install(self, version: int, transfer_s: float, in_flight: bool,
+                      recompute: bool = False, drafter: int | None = None) -> None:
+        """`EnginePool.install` on idle replicas: each pauses (a replan due is
+        cancelled), one transfer, each takes the version and replans (nothing to do)."""
+        self._idle_or_refuse("install weights")
+        self._installing = True
+        self._cancel_replans()
+        await sleep(self._heap, transfer_s)
+        self._installing = False
+        self._idle_or_refuse("install weights")
+        self.version = version  # no sequence runs: no span to close, none to recompute
+        self._replan_all()  # paused before or not, `install_end` replans each replica
+
+    async def pause(self, mode: PauseMode = "keep") -> None:
+        """Every replica idle: each stops (a replan due is cancelled); any mode alike."""
+        self._idle_or_refuse(f"pause ({mode})")
+        self._cancel_replans()
+        self._paused = True
+
+    async def resume(self) -> None:
+        self._paused = False
+        self._replan_all()
+
+    async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        """None of them in flight: nothing to do (`EnginePool.abort` calls no replica)."""
+        wanted = set(request_ids)
+        if any(slot is not None and slot[0].id in wanted for slot in self._live):
+            self._refuse("abort a request in flight")
+        return []
+
+    async def resize(self, replicas: int) -> int:
+        self._refuse("resize the pool")
+
+    async def lend(self, memory_fraction: float, rebalance: bool = False) -> int:
+        self._refuse("lend replicas")
+
+    async def reclaim(self) -> int:
+        self._refuse("reclaim lent replicas")
+
+    async def pull(self, replica: int) -> int:
+        self._refuse("pull weights from the relay")
+
+    async def reconfigure(self, tp: int) -> None:
+        self._refuse("rebuild its replicas")
+
+    # -- the idle-only controls ----------------------------------------------
+    def _refuse(self, what: str) -> NoReturn:
+        raise RuntimeError(f"the compiled pool cannot {what}; this run should have been on "
+                           f"the Python path (harness/sim/fastcore/choice.py)")
+
+    def _idle_or_refuse(self, what: str) -> None:
+        st = self._core.st
+        if (st[:, B] > 0).any() or (st[:, WSIZE] > 0).any() or (st[:, PENDING] == TIMER).any():
+            self._refuse(f"{what} with requests in flight")
+
+    def _cancel_replans(self) -> None:
+        """`Batching._cut` on idle replicas: a replan due is cancelled."""
+        st = self._core.st
+        st[st[:, PENDING] == REPLAN, PENDING] = NONE
+        self._core._arm()  # noqa: SLF001  (its heap entry moves or goes)
+
+    def _replan_all(self) -> None:
+        """`Batching._interrupt` on each idle replica in turn: a replan now, its seq from
+        the heap's counter (`call_soon`), where none is due already."""
+        core, heap = self._core, self._heap
+        st, fs = core.st, core.fs
+        for e in range(st.shape[0]):
+            if st[e, PENDING] == NONE:
+                heap._seq += 1  # noqa: SLF001  (the heap's counter, as `call_soon` takes it)
+                st[e, PEND_SEQ], st[e, PENDING], fs[e, PEND_T] = heap._seq, REPLAN, heap.now  # noqa: SLF001
+        core._arm()  # noqa: SLF001
+
+
+def _deliver(wait: Wait, response: Response) -> None:
+    """A response to whoever awaits it (nobody, when they cancelled the wait)."""
+    if not wait.done():
+        wait.set_result(response)

@@ -1,0 +1,289 @@
+"""The compiled pool (harness/sim/fastcore/pool.py) in real runs: every golden system whose
+configuration the choice lets through (harness/sim/fastcore/choice.py) writes its golden
+trace byte for byte on the core and on the Python path; the choice says why each feature
+keeps a run on the Python path; the pool gives `EnginePool`'s events, responses, loads and
+heap order on a scripted run with idle installs and pauses, and refuses what it lacks.
+
+conftest.py keeps the rest of the suite on the Python path (numba breaks vLLM's
+in-process start): these tests lift that for themselves, and run last.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("numba") is None:  # looked for, not imported: see conftest
+    pytest.skip("numba is not installed", allow_module_level=True)
+
+from harness.core.config import RunConfig  # noqa: E402
+from harness.core.runtime import Prompt, Request  # noqa: E402
+from harness.run.execute import execute  # noqa: E402
+from harness.shared.defaults import resolve_defaults  # noqa: E402
+from harness.sim import runtime as sim_runtime  # noqa: E402
+from harness.sim.co import Driver  # noqa: E402
+from harness.sim.engine import SimEngine  # noqa: E402
+from harness.sim.fastcore.choice import FORCE_PYTHON, config_refusal, decode_refusal  # noqa: E402
+from harness.sim.heap import Heap  # noqa: E402
+from harness.sim.perf import DecodeModel, TableDecodeModel  # noqa: E402
+from harness.sim.placement import EnginePool, LeastLoaded  # noqa: E402
+from harness.sim.trace_buffer import BufferedTraceWriter  # noqa: E402
+from systems import checked_names  # noqa: E402
+from tests.test_golden import GOLDEN  # noqa: E402
+
+ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off"}
+
+
+def golden_config(system: str) -> RunConfig:
+    """tests/test_golden.py's run of `system`."""
+    cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7)
+    if system == "seer":
+        cfg.seer.chunk_tokens = 2048
+    if system == "tlt":
+        cfg.sim.spec_acceptance_decay, cfg.tlt.training_interval_steps = 0.05, 1
+        cfg.tlt.drafter_steps = 0
+    return cfg.validate()
+
+
+@pytest.fixture(autouse=True)
+def core_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FORCE_PYTHON, raising=False)
+
+
+def test_the_goldens_on_the_core_are_the_five_group_systems() -> None:
+    eligible = {s for s in checked_names()
+                if config_refusal(resolve_defaults(golden_config(s)), False) is None}
+    assert eligible == ON_CORE
+
+
+@pytest.mark.parametrize("system", sorted(ON_CORE))
+def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pools: list[str] = []
+    built = sim_runtime.SimRuntime.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **kwargs)
+        pools.append(type(self.engine).__name__)
+
+    monkeypatch.setattr(sim_runtime.SimRuntime, "__init__", init)
+    want = (GOLDEN / f"{system}.jsonl").read_bytes()
+    execute(golden_config(system), tmp_path / "core.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(golden_config(system), tmp_path / "python.jsonl")
+    assert pools == ["CorePool", "EnginePool"]
+    assert (tmp_path / "core.jsonl").read_bytes() == want
+    assert (tmp_path / "python.jsonl").read_bytes() == want
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda c: setattr(c.sim, "placement", "colocated"), "a colocated placement"),
+    (lambda c: setattr(c.sim, "spec_drafter", "ngram"), "speculative decoding"),
+    (lambda c: setattr(c.sim, "engine_eager", True), "eager steps"),
+    (lambda c: setattr(c.sim, "verifier_workers", 4), "a verifier worker pool"),
+    (lambda c: setattr(c, "system", "pipelinerl"),
+     "system pipelinerl calls what the core does not have"),
+])
+def test_the_choice_names_what_keeps_a_run_on_python(change: Any, why: str) -> None:
+    cfg = resolve_defaults(golden_config("cgp"))
+    assert config_refusal(cfg, False) is None
+    assert config_refusal(cfg, True) == "a would-need probe"
+    change(cfg)
+    assert config_refusal(cfg, False) == why
+
+
+def test_the_environment_keeps_every_run_on_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = resolve_defaults(golden_config("slime"))
+    monkeypatch.setenv(FORCE_PYTHON, "0")
+    assert config_refusal(cfg, False) is None
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    assert config_refusal(cfg, False) == f"{FORCE_PYTHON} is set"
+
+
+def test_a_wrapped_step_model_or_a_table_past_its_cap_stays_on_python() -> None:
+    class Wrapped(DecodeModel):
+        pass
+
+    roof = DecodeModel(0.01, 0.0, 0.0, 0.0, 0.0, 0.0)
+    table = TableDecodeModel((1, 8), (0.01, 0.02), (0.0, 0.0), 0.0)
+    assert decode_refusal(roof, 10**6) is None
+    assert decode_refusal(table, 1 << 16) is None
+    assert decode_refusal(table, (1 << 16) + 1) == "max_running 65537 past the core's table"
+    assert decode_refusal(Wrapped(0.01, 0.0, 0.0, 0.0, 0.0, 0.0), 8) == \
+        "a step model of Wrapped"
+
+
+# -- the pool alone, against EnginePool on the same script ---------------------------------
+STEP = DecodeModel(0.01, 0.0, 0.0, 0.0, 0.0, 0.0, prefill_fixed_s=0.005)
+PROMPT = Prompt(0, 40)
+
+
+def _target(request: Request) -> int:
+    return min(10 + 7 * request.sample, request.max_tokens)  # 10, 17, 24, 30, 30, 30
+
+
+def _pool(heap: Heap, writer: BufferedTraceWriter, compiled: bool) -> Any:
+    if compiled:
+        from harness.sim.fastcore.pool import CorePool
+
+        return CorePool(heap, STEP, 100, 3, 2, 2, 1, writer, 4096, LeastLoaded, _target,
+                        room=1)  # every array grows
+    engines = [SimEngine(heap, STEP, 100, 3, writer.record, _target, index=i)
+               for i in range(2)]
+    return EnginePool(engines, lambda *_: engines[0], 2, 1, writer.record, None, 4096)
+
+
+def _script(compiled: bool, tmp_path: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    """Two replicas, 3 sequences each, a 100-token cache (prompts of 40: preemptions):
+    six requests; once all returned a pause and resume, six more (`submit_many`); then an
+    install, six more. Each six are sent in one callback after a probe of the load is scheduled: the
+    replans that resume and install leave due come before the probe, so it sees the
+    first admissions (without them it would see the requests waiting)."""
+    heap = Heap()
+    writer = BufferedTraceWriter(tmp_path / f"{compiled}.jsonl", heap.time, write=False)
+    pool, driver = _pool(heap, writer, compiled), Driver(heap)
+    got: list[Any] = []
+    loads: list[Any] = []
+
+    def send(rnd: int) -> None:
+        heap.call_soon(lambda: loads.append(pool.load()))
+        requests = [Request(rnd, rnd, sample, PROMPT, 30, priority=sample % 2)
+                    for sample in range(6)]
+
+        def back(r: Any) -> None:
+            got.append((heap.now, r.request.id, r.tokens, r.version_spans, r.truncated))
+
+        if rnd == 1:  # a group's way (`serve`): all at once
+            pool.submit_many(requests, back)
+        else:
+            for request in requests:
+                pool.submit_then(request, back)
+        loads.append(pool.load())
+        heap.call_later(0.02, lambda: loads.append(pool.load()))  # mid-segment
+
+    async def main() -> None:
+        for rnd in range(3):
+            if rnd == 1:
+                await pool.pause("keep")
+                await pool.resume()
+            if rnd == 2:
+                await pool.install(1, 0.5, in_flight=False)
+            send(rnd)
+            while len(got) < 6 * (rnd + 1):
+                await driver.sleep(0.05)
+        loads.append((pool.version, pool.replicas, pool.preemptions))
+
+    driver.run(main())
+    return writer.events(), got, loads
+
+
+def test_the_pool_gives_enginepool_s_events_responses_and_loads(tmp_path: Path) -> None:
+    events, got, loads = _script(True, tmp_path)
+    assert (events, got, loads) == _script(False, tmp_path)
+    assert loads[-1][0] == 1 and loads[-1][2] > 0  # the install landed; the cache preempted
+    # every request of the second round was generated on the new weights, 30 tokens at most
+    assert [(rid, spans) for _, rid, _, spans, _ in got[12:]] == [
+        (rid, [[1, tokens]]) for _, rid, tokens, _, _ in got[12:]]
+    # each replica admits two prompts of 40 (a third would pass its 100 tokens): the probe
+    # sees them admitted after a resume or an install (their replans come first), not at
+    # the start (the first submission's replan comes after it)
+    assert [(loads[i].running, loads[i].waiting) for i in (1, 4, 7)] == [(0, 6), (4, 2), (4, 2)]
+    assert loads[4].kv_used == 0.8
+    assert [r[2] for r in got[:6]] == [10, 17, 24, 30, 30, 30]
+    assert [r[4] for r in got[:6]] == [False, False, False, True, True, True]
+
+
+def test_the_pool_refuses_what_the_core_lacks(tmp_path: Path) -> None:
+    heap = Heap()
+    writer = BufferedTraceWriter(tmp_path / "t.jsonl", heap.time, write=False)
+    pool = _pool(heap, writer, True)
+    pool.submit_then(Request(0, 0, 0, PROMPT, 30), print)
+    for call in (pool.install(1, 0.5, False), pool.pause("abort"), pool.abort(["0.0"]),
+                 pool.resize(1), pool.lend(0.5), pool.reconfigure(2)):
+        with pytest.raises(RuntimeError, match="the compiled pool cannot .*; this run should "
+                                               "have been on the Python path"):
+            call.send(None)
+    with pytest.raises(RuntimeError, match="cannot resume a partial response"):
+        pool.submit_then(Request(0, 0, 1, PROMPT, 30, chunk=5), print)
+    assert _result(pool.abort(["7.0"])) == []  # not in flight: nothing to do
+
+
+def _result(coro: Any) -> Any:
+    """A coroutine that awaits nothing, run to its end."""
+    with pytest.raises(StopIteration) as stop:
+        coro.send(None)
+    return stop.value.value
+
+
+def test_record_at_writes_what_record_writes_at_that_clock(tmp_path: Path) -> None:
+    now = [0.0]
+    a = BufferedTraceWriter(tmp_path / "a.jsonl", lambda: now[0])
+    b = BufferedTraceWriter(tmp_path / "b.jsonl", lambda: 0.0)
+    for t in (0.1 + 0.2, 1 / 3, 2.0000005, 1234567.8901234):
+        now[0] = t
+        a.record("request_admit", group=1, sample=2, engine=0)
+        b.record_at(t, "request_admit", group=1, sample=2, engine=0)
+    a.close()
+    b.close()
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert b"0.3," in (tmp_path / "b.jsonl").read_bytes()  # rounded to 6 decimals
+
+
+def test_record_many_packs_at_the_same_events_as_one_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(BufferedTraceWriter, "PACK", 4)  # a frame every 4 events
+    one = BufferedTraceWriter(tmp_path / "one.jsonl.zst", lambda: 0.0)
+    many = BufferedTraceWriter(tmp_path / "many.jsonl.zst", lambda: 0.0)
+    times = [k / 7 for k in range(11)]
+    for t in times:
+        one.record_at(t, "request_admit", group=1, sample=2, engine=0)
+    for lo in range(0, 11, 3):  # 3, 3, 3, 2: across the frames' edges
+        chunk = times[lo:lo + 3]
+        many.record_many(chunk, [{"t": t, "ev": "request_admit", "group": 1, "sample": 2,
+                                  "engine": 0} for t in chunk])
+    assert len(many._frames) == len(one._frames) == 2  # 4 + 4 packed, 3 in the tail
+    one.close()
+    many.close()
+    assert (tmp_path / "one.jsonl.zst").read_bytes() == (tmp_path / "many.jsonl.zst").read_bytes()
+
+
+@pytest.mark.parametrize(("system", "dispatch"), [
+    ("slime", "least-loaded"), ("cgp", "round-robin"), ("verl", "static"),
+    ("cgp-fgd", "least-loaded"), ("verl-one-step-off", "round-robin")])
+def test_replicas_routers_and_preemptions_the_same_on_both_paths(
+        system: str, dispatch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three replicas behind each router, a cache small enough to preempt, two rounds
+    (an install between them), priorities (cgp-fgd's priority reading), a .zst trace."""
+    def config() -> RunConfig:
+        cfg = RunConfig(system=system, workload="lsat-ar", groups=12, update_groups=2,
+                        rounds=2, group_size=4, seed=5)
+        cfg.sim.rollout_engines, cfg.sim.mem_fraction, cfg.sim.dispatch = 3, 0.1, dispatch
+        if system == "cgp-fgd":
+            cfg.frontier_mode = "priority"
+        return cfg.validate()
+
+    execute(config(), tmp_path / "core.jsonl.zst")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(), tmp_path / "python.jsonl.zst")
+    core = (tmp_path / "core.jsonl.zst").read_bytes()
+    assert core == (tmp_path / "python.jsonl.zst").read_bytes()
+    import zstandard
+
+    lines = zstandard.ZstdDecompressor().decompressobj().decompress(core).splitlines()
+    assert sum(b'"request_preempt"' in line for line in lines) > 0
+    assert {b'"engine":%d' % e in b"".join(lines) for e in range(3)} == {True}
+
+
+def test_the_runtime_and_the_cli_load_no_numba() -> None:
+    """numba is imported by a run that goes on the core, never by importing the runtime."""
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.main, harness.sim.runtime, harness.sim.fastcore.choice; "
+            "print(sorted({'numba', 'llvmlite'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parent.parent)
+    assert out.stdout.strip() == "[]"
