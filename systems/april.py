@@ -38,10 +38,12 @@ synchronous baseline. Unset, `over_sampling_groups` is the paper's 2R (its runs:
 `over_sampling_batch_size=64` for `rollout_batch_size=32`), with partial rollout on,
 so `--system april` alone runs APRIL as published.
 
-One difference from the code is kept: a group that completes in the same instant as
-the R-th is trained next round (`spare`), where slime drops it (sglang_example.py:
-264-268, "we have not stored all the unused samples back"); changing it would move
-every APRIL trace, and on the simulator's virtual clock such ties are rare.
+Each sample is scored as it finishes (sglang_example.py:150, 161-163). A group whose K
+responses are in when the round has its R (a check still running) completes after the
+abort, a `spare` for the next round (at most R - 1 a round, so that it generates):
+slime's abort() waits for it too and, with `--partial-rollout`, buffers it whole, done
+at once when taken next round; without, slime drops it (:264-268), and so do we past
+R - 1 spares (`discard_groups`), training the others next round: a difference kept.
 """
 
 from __future__ import annotations
@@ -49,11 +51,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.runtime import Group, Handle, Runtime
-from systems.common import BatchCounter, PartialGroup, serve_partial
+from systems.common import BatchCounter, PartialGroup
 
 RESUME_FIRST = -1  # priority of resumed samples: ahead of new prompts
 PAPER_OVER_SAMPLING = 2  # N' = 2R: the paper's over_sampling_batch_size (64 for R = 32)
 ZERO_STD = "zero reward variance"  # the `reason` of a group dynamic sampling drops
+SPARES = "complete after the round's R, with R - 1 spares kept"
 
 
 def over_sampling_groups(cfg: Any) -> int:
@@ -100,16 +103,9 @@ class APRIL:
     def staleness_bound(self, cfg: Any) -> int | None:
         """With partial rollout none: an aborted group is resumed first next round but
         may be aborted again, round after round. Without it 1 step: a round trains on
-        its own weights in one step, but a spare (complete in the same instant as the
-        R-th, the module's docstring) is trained one round later."""
+        its own weights in one step, but a spare (complete as the round stops, the
+        module's docstring) is trained one round later."""
         return None if cfg.partial_rollout else 1
-
-    async def _serve(self, rt: Runtime, work: PartialGroup, resumed: bool) -> bool:
-        """Run the group's unfinished samples, scored in sample order as they are
-        awaited; True when all K are done and scored, False when the round stopped it
-        first. (APRIL's code scores each sample as it finishes, sglang_example.py:150,
-        161-163; scoring them so broke the replay of APRIL's traces, so the port waits.)"""
-        return await serve_partial(rt, work, RESUME_FIRST if resumed else 0)
 
     def _ready(self, rt: Runtime, group: Group) -> None:
         """A group has joined the round's R trainable groups. Nothing to do here (the
@@ -127,21 +123,22 @@ class APRIL:
         """One round: over-sample, stop at R complete groups, keep or drop the rest."""
         cfg = rt.config
         over = over_sampling_groups(cfg)
-        ready: list[Group] = self.spare[: cfg.groups]
-        self.spare = self.spare[cfg.groups :]
+        ready = self.spare[: cfg.groups - 1]  # at most R - 1: the round generates
+        self.spare = self.spare[cfg.groups - 1 :]
         for group in ready:
             self._ready(rt, group)
         finished = rt.event()
         stopped: list[PartialGroup] = []
-        if len(ready) == cfg.groups:
-            finished.set()
-        live: dict[Handle[bool], PartialGroup] = {}
+        live: dict[Handle[Group], PartialGroup] = {}
         buffer, self.carried = self.carried, []  # slime's data buffer: aborted groups
         batches = 0  # over-sampling batches submitted this round
         limit_said = False
 
         def launch(work: PartialGroup, resumed: bool) -> None:
-            task = rt.spawn(self._serve(rt, work, resumed))
+            """Serve the group's unfinished samples, each scored as it ends (APRIL's code:
+            sglang_example.py:150, 161-163); done when all K are, or the abort stops it."""
+            task = rt.spawn(rt.serve(work.group, priority=RESUME_FIRST if resumed else 0,
+                                     resume=work))
             live[task] = work
             task.add_done_callback(on_done)
 
@@ -157,12 +154,12 @@ class APRIL:
             for prompt in rt.workload.take(over - len(resumed)):
                 launch(PartialGroup(Group(rt.new_group_id(), rnd, prompt)), False)
 
-        def on_done(task: Handle[bool]) -> None:
+        def on_done(task: Handle[Group]) -> None:
             nonlocal limit_said
             work = live.pop(task)
             if task.cancelled() or task.exception() is not None:
                 return
-            if not task.result():  # stopped by the abort: resume it next round
+            if len(work.done) < cfg.group_size:  # stopped by the abort: resume it next round
                 stopped.append(work)
                 return
             if cfg.dynamic_sampling and len(set(work.group.rewards)) == 1:
@@ -190,16 +187,18 @@ class APRIL:
                 self._ready(rt, work.group)
                 if len(ready) == cfg.groups:
                     finished.set()
-            else:  # completed in the same instant as the R-th: keep it for later
-                self.spare.append(work.group)
+            elif cfg.partial_rollout or len(self.spare) < cfg.groups - 1:
+                self.spare.append(work.group)  # complete as the round stopped
+            else:
+                rt.emit("decision", what="discard_groups", groups=[work.group.id],
+                        reason=SPARES)
 
         submit_batch()
         await finished.wait()
         # Stop the rest: their futures resolve as aborted and the tasks end.
         await rt.engine.abort([f"{w.group.id}.{s}" for w in live.values()
                                for s in range(cfg.group_size) if s not in w.done])
-        for task in list(live):
-            await task
+        await rt.gather(*live)
         # Every task has ended, but the done-callbacks of those that ended during the
         # abort may still wait in the loop's queue: let them run, so that `stopped`
         # holds every group the abort stopped (and in the order they stopped).

@@ -7,27 +7,18 @@ the runtime's own call, `rt.serve`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from harness.core.runtime import Group, Prompt, Request, Response, Runtime
+from harness.core.runtime import Group, PartialGroup, Prompt, Request, Runtime
 
-
-@dataclass
-class PartialGroup:
-    """A group in progress across interruptions: its finished samples with their
-    rewards, and the partial responses an abort returned (APRIL's carried groups,
-    slime-async's requeued ones)."""
-
-    group: Group
-    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
-    partial: dict[int, Response] = field(default_factory=dict)
+__all__ = ["BatchCounter", "PartialGroup", "admission_room", "new_groups", "serve_partial"]
 
 
 async def serve_partial(rt: Runtime, work: PartialGroup, priority: int = 0) -> bool:
     """Run a carried group's unfinished samples, each resuming its partial response, and
     score the finished ones in sample order as they are awaited; True once all K are done
     and the group materialised, False when an abort stopped it first (its partial
-    responses kept in `work` for the next attempt). APRIL's and SortedRL's serve."""
+    responses kept in `work` for the next attempt). SortedRL's serve; APRIL and slime-async
+    call `rt.serve(group, resume=work)`, which scores each sample as it ends."""
     cfg, group = rt.config, work.group
     pending = {s: rt.engine.submit(Request(group.round, group.id, s, group.prompt,
                                            cfg.max_response_tokens, priority,

@@ -64,10 +64,11 @@ class Interrupter:
 
     async def submit(self, rt: Runtime, request: Request) -> Response:
         """One attempt: wait while the gate is shut, submit, and return the response,
-        finished or aborted. A system serving whole groups passes the Interrupter to
-        `rt.serve(group, retry=True, gate=...)` instead, which sends each sample again
-        after an interruption with its partial response, as AReaL's client loop does
-        (remote_inf_engine.py:787-847)."""
+        finished or aborted (roll-flash's samples). A system serving whole groups passes
+        the Interrupter to `rt.serve(group, gate=...)` instead: with `retry=True` each
+        sample goes again after an interruption with its partial response, as AReaL's
+        client loop does (remote_inf_engine.py:787-847); with `resume=` the group stops
+        and keeps its partial responses (slime-async's requeue)."""
         await self.open.wait()
         request = self.sending(request)
         try:

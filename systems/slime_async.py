@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Group, Handle, Request, Runtime, Slots
-from systems.common import BatchCounter, PartialGroup
+from harness.core.runtime import Group, Handle, PartialGroup, Runtime
+from systems.common import BatchCounter
 from systems.interrupt import Interrupter
 
 POLL_S = 1.0  # the worker's top-up period (fully_async_rollout.py:91, 171)
@@ -72,25 +72,6 @@ class SlimeAsync:
         """None: nothing in slime's fully-async path bounds staleness."""
         return None
 
-    async def _group(self, rt: Runtime, work: PartialGroup, semaphore: Slots) -> bool:
-        """`generate_and_rm_group` on the unfinished samples; True when all K are done."""
-        cfg = rt.config
-        group = work.group
-
-        async def one(sample: int) -> None:
-            async with semaphore:
-                response = await self.interrupter.submit(rt, Request(
-                    group.round, group.id, sample, group.prompt, cfg.max_response_tokens,
-                    resume=work.partial.pop(sample, None)))
-            if response.status == "aborted":
-                if response.tokens > 0:
-                    work.partial[sample] = response
-                return
-            work.done[sample] = (response, await rt.verifier.score(response))
-
-        await rt.gather(*(one(s) for s in range(cfg.group_size) if s not in work.done))
-        return len(work.done) == cfg.group_size
-
     async def run(self, rt: Runtime) -> None:
         cfg = rt.config
         r, u, k = cfg.groups, cfg.update_groups, cfg.group_size
@@ -106,18 +87,17 @@ class SlimeAsync:
         state = {"active": 0, "new": 0, "round": 0}
 
         async def in_pool(work: PartialGroup) -> None:
-            complete = await self._group(rt, work, semaphore)
+            """`generate_and_rm_group` on the unfinished samples, each attempt holding a
+            place of the semaphore and sent through the interrupter's gate."""
+            await rt.serve(work.group, resume=work, gate=self.interrupter, slots=semaphore,
+                           materialize=False)
             state["active"] -= 1
-            if not complete:
+            if len(work.done) < k:  # an update aborted a sample: back to the buffer
                 self.requeued += 1
                 buffer.append(work)
                 return
-            group = work.group
-            group.responses = [work.done[s][0] for s in range(k)]
-            group.rewards = [work.done[s][1] for s in range(k)]
-            rt.emit("group_complete", group=group.id, round=group.round)
-            await rt.materialize(group)
-            output.append(group)
+            await rt.materialize(work.group)
+            output.append(work.group)
             changed.set()
 
         async def worker() -> None:

@@ -148,3 +148,51 @@ def test_dynamic_sampling_submits_whole_batches(tmp_path: Path, over: int) -> No
     dropped = [e for e in events if e["ev"] == "decision" and e["what"] == "drop_group"]
     assert len(dropped) >= len(batches)  # a batch only after a drop
 
+
+
+def test_samples_are_scored_as_each_finishes(tmp_path: Path) -> None:
+    """slime's generate_and_rm scores each sample as soon as it finishes, the group's
+    samples gathered at once (RLsys-Foundation/APRIL@a72b585:slime/rollout/
+    sglang_example.py:150, 161-163): a complete group is materialised when its slowest
+    check ends plus the control node's time, at max(finish + verify_s) + materialize_s
+    over its samples (a carried group's earlier ones too), not after K checks in turn;
+    it is complete at its last finish."""
+    events, _ = run(tmp_path, workload="lsat-ar", rounds=2)
+    materialize_s = events[0]["sim_params"]["materialize_s"]
+    finish = {(e["group"], e["sample"]): e["t"] for e in events
+              if e["ev"] == "request_finish" and e["status"] == "finished"}
+    complete = {e["group"]: e["t"] for e in events if e["ev"] == "group_complete"}
+    checked = 0
+    for e in events:
+        if e["ev"] == "group_materialized":
+            ends = [finish[e["group"], s] for s in e["samples"]]
+            scored = max(t + v for t, v in zip(ends, e["verify_s"], strict=True))
+            assert e["t"] == pytest.approx(scored + materialize_s, abs=2e-6), e["group"]
+            assert complete[e["group"]] == max(ends)
+            checked += 1
+    assert checked >= 16  # every trained group, and the spares
+
+
+def test_every_round_generates_and_a_spare_past_r_minus_1_is_discarded(
+        tmp_path: Path) -> None:
+    """R = 1, K = 2, no partial rollout: both groups' responses are in at 0.3105 s and
+    group 0's checks end last, so it completes after the round has its one group. Kept as
+    a spare it would fill round 1, which would end as it began (0 s: its rates NaN,
+    test_properties); past R - 1 = 0 spares it is discarded, as slime drops it."""
+    from harness.core.metrics import round_metrics
+    from harness.run.execute import execute
+
+    cfg = RunConfig(system="april", workload="sci-jl", seed=0, rounds=2, groups=1,
+                    update_groups=1, group_size=2, max_response_tokens=64,
+                    partial_rollout=False, dynamic_sampling=False)
+    cfg.sim.rollout_engines, cfg.sim.rollout_tp, cfg.sim.placement = 1, 1, "disaggregated"
+    cfg.sim.mem_fraction, cfg.sim.max_running, cfg.sim.verifier_workers = 0.2, 8, 0
+    cfg.sim.micro_batch_tokens, cfg.sim.weight_sync_s = 1024, 0.0
+    execute(cfg.validate(), tmp_path / "t.jsonl")
+    events = read_trace(tmp_path / "t.jsonl")
+    discards = [(e["t"], e["groups"]) for e in events
+                if e["ev"] == "decision" and e["what"] == "discard_groups"]
+    assert discards[0] == (pytest.approx(0.479354), [0])
+    assert [e["groups"] for e in events if e["ev"] == "batch_dispatch"] == [[1], [2]]
+    for row in round_metrics(events):
+        assert row["rollout_complete_s"] > 0 and row["batch_tokens_per_s"] > 0

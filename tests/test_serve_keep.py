@@ -131,3 +131,11 @@ def test_serve_arguments_that_do_not_go_together() -> None:
         serve_samples(8, 10, 8, True, None)
     with pytest.raises(ValueError, match="needs retry=True"):
         serve_samples(8, 0, 0, False, object())  # type: ignore[arg-type]
+    gate, work = object(), object()
+    assert serve_samples(8, 0, 0, False, gate, work) == 8  # a partial group's gate: no retry
+    with pytest.raises(ValueError, match="resume and slots go with keep=0"):
+        serve_samples(8, 10, 8, False, None, work)
+    with pytest.raises(ValueError, match="resume and slots go with keep=0"):
+        serve_samples(8, 10, 8, False, None, None, object())
+    with pytest.raises(ValueError, match="resume keeps each sample's reward"):
+        serve_samples(8, 0, 0, False, None, work, None, False)

@@ -133,3 +133,24 @@ def test_a_trace_too_short_for_the_run_is_refused_before_any_work(tmp_path: Path
                            "--out", str(out)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "replay again from the first" in " ".join(done.stderr.split())  # wrapped
+
+
+def test_a_stopped_groups_checks_replay_their_time(tmp_path: Path) -> None:
+    """A group APRIL's abort stops has finished samples already checked, and none may ever
+    be materialised: `serve` writes their check times (`decision` `group_stopped`), and
+    the replay waits them (where the group goes back in the buffer depends on when they
+    end), its cut samples 0 s (a replay cuts them again, unchecked)."""
+    source = sim_run(tmp_path, "april", system="april", workload="lsat-ar",
+                     over_sampling_groups=8)
+    materialized = {e["group"] for e in source if e["ev"] == "group_materialized"}
+    stops = [e for e in source if e["ev"] == "decision" and e["what"] == "group_stopped"
+             and e["group"] not in materialized]
+    assert stops  # the case is exercised: checked samples of a group never completed
+    groups, _ = read_groups(tmp_path / "april.jsonl")
+    by_prompt = {e["group"]: e["prompt_tokens"] for e in source if e["ev"] == "request_submit"}
+    for stop in stops:
+        (group,) = [g for g in groups if g.cut and g.prompt_tokens == by_prompt[stop["group"]]]
+        assert group.verify_s is not None
+        checked = dict(zip(stop["samples"], stop["verify_s"], strict=True))
+        assert [group.verify_s[s] for s in checked] == list(checked.values())
+        assert all(v == 0.0 for s, v in enumerate(group.verify_s) if s not in checked)

@@ -163,7 +163,7 @@ def test_the_twin_of_an_over_sampled_import_runs_april_on_the_fitted_engine(
                "slime,april", "--json")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert lines[0].startswith("engine: fitted to 459 requests of the run on 1 engine (as set)")
+    assert lines[0].startswith("engine: fitted to 460 requests of the run on 1 engine (as set)")
     assert any(ln.startswith("trainer: not timed in the trace") for ln in lines)
     assert any("replayed as april" in ln for ln in lines)
     rows = json.loads(done.stdout)

@@ -25,7 +25,8 @@ What a trace may lack, and the documented default used instead (said once):
 - rewards (`group_materialized.rewards`, written since schema 2): sample i of a
   group scores 1 when i < ceil(K/2), else 0, so every group has reward variance;
 - verifier latency (`group_materialized.verify_s`: every runtime writes it, and an
-  import where its source timed the checks; an older trace, an untimed import, or
+  import where its source timed the checks; for a group an abort stopped, its checked
+  samples' in `decision` `group_stopped`; an older trace, an untimed import, or
   a group the run dropped before materialising it has none): 0 s.
 
 A run that asks for more samples per group than the trace holds is refused. A
@@ -161,6 +162,12 @@ def _read_groups(name: str, mtime_ns: int, size: int
             if "verify_s" in ev:
                 checked.setdefault(p, {}).update(zip(samples, map(float, ev["verify_s"]),
                                                      strict=False))
+        elif kind == "decision" and ev.get("what") == "group_stopped":
+            # a partial group an abort stopped (`serve(resume=...)`): the check times of
+            # its finished samples, which no group_materialized may ever carry
+            p = prompt_of.get(ev["group"], ev["group"])
+            checked.setdefault(p, {}).update(zip(ev["samples"], map(float, ev["verify_s"]),
+                                                 strict=False))
     k = _group_size(header, lengths)
     groups = []
     for p in sorted(prompts):
@@ -178,7 +185,9 @@ def _read_groups(name: str, mtime_ns: int, size: int
         groups.append(TraceGroup(
             prompts[p], tuple(got[s] for s in order),
             tuple(rw[s] for s in order) if all(s in rw for s in order) else None,
-            tuple(ck[s] for s in order) if all(s in ck for s in order) else None,
+            # a cut sample was never checked (its replay is cut again): the default
+            tuple(ck.get(s, DEFAULT_VERIFY_S) for s in order)
+            if ck and all(s in ck for s in order if s in done) else None,
             any(s not in done for s in order),
             tuple((got.get(s, cuts.get(s, 0)), rw.get(s), ck.get(s)) for s in spare)))
     if not groups:

@@ -126,6 +126,20 @@ class Group:
         return sum(self.prompt.tokens + r.tokens for r in self.responses)
 
 
+@dataclass
+class PartialGroup:
+    """A group in progress across interruptions: its finished samples with their
+    rewards, and the partial responses an abort returned (APRIL's carried groups,
+    slime-async's requeued ones). `serve(group, resume=...)` sends only the samples not
+    in `done`, each on from its `partial` response; without `retry` an aborted sample
+    ends there (into `partial` if it made tokens), a scored one goes into `done`; the
+    group is complete and materialised only once all are done."""
+
+    group: Group
+    done: dict[int, tuple[Response, float]] = field(default_factory=dict)
+    partial: dict[int, Response] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class EngineLoad:
     """A snapshot for admission control."""
@@ -354,35 +368,33 @@ class Runtime(Protocol):
         group on the simulator)."""
 
     @overload
-    async def serve(self, group: Group, *, n: int = 0, keep: Literal[0] = 0,
-                    priority: int = 0, on_complete: Callable[[Group], None] | None = None,
-                    on_response: Callable[[Response], None] | None = None,
-                    retry: bool = False, gate: Gate | None = None, score: bool = True,
-                    timeout: AdaptiveTimeout | None = None) -> Group: ...
+    async def serve(self, group: Group, *, n: int = 0, keep: Literal[0] = 0, priority: int = 0,
+                    on_complete: Callable[[Group], None] | None = None,
+                    on_response: Callable[[Response], None] | None = None, retry: bool = False,
+                    gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+                    slots: Slots | None = None, materialize: bool = True) -> Group: ...
 
     @overload
     async def serve(self, group: Group, *, n: int = 0, keep: int, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
-                    on_response: Callable[[Response], None] | None = None,
-                    score: bool = True, timeout: AdaptiveTimeout | None = None
-                    ) -> Group | None: ...
+                    on_response: Callable[[Response], None] | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None) -> Group | None: ...
 
     async def serve(self, group: Group, *, n: int = 0, keep: int = 0, priority: int = 0,
                     on_complete: Callable[[Group], None] | None = None,
-                    on_response: Callable[[Response], None] | None = None,
-                    retry: bool = False, gate: Gate | None = None, score: bool = True,
-                    timeout: AdaptiveTimeout | None = None) -> Group | None:
+                    on_response: Callable[[Response], None] | None = None, retry: bool = False,
+                    gate: Gate | None = None, score: bool = True,
+                    timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+                    slots: Slots | None = None, materialize: bool = True) -> Group | None:
         """Generate the group's `n` samples (0: K), score each as it ends, materialise the
-        group once all are scored, and return it. `on_response` is told as each response
-        leaves the engine, `on_complete` once the group is complete (after
-        `group_complete`). `retry`: a sample aborted (by a weight sync) is sent again
-        with its tokens (verl's partial rollout), at once, or with a `gate` once it is
-        open (AReaL's interrupted samples); `on_response` is told of the aborted
-        response too, before it is sent again. `keep` (0: every sample): the group is
-        the first `keep` samples to finish (the lowest sample on ties), the rest are
-        aborted as it completes, and a sample that comes back aborted before then (the
-        system aborted the group's requests) stops the serve: it returns None, nothing
-        scored (RollPacker's speculative responses). `score=False`: no check and no
-        materialisation, the serve ends at `group_complete` (a reward stage after the
-        rollout does both). `timeout`: the checks of the prompts it applies to are cut at
-        its adaptive limit (`harness.core.serving.AdaptiveTimeout`)."""
+        group once all are scored, and return it. `on_response`: told of each response as it
+        leaves the engine (an aborted one too); `on_complete`: after `group_complete`.
+        `retry`: an aborted sample (a weight sync) is sent again with its tokens, at once
+        (verl's partial rollout) or once the `gate` is open (AReaL). `keep` (0: all): the
+        group is the first `keep` samples to finish (lowest on ties), the rest aborted; one
+        aborted before then (the system cut the group) stops it: None, nothing scored
+        (RollPacker). `score=False`: no check, no materialisation (a reward stage does both).
+        `timeout`: checks are cut at its adaptive limit (`AdaptiveTimeout`). `resume`: a
+        `PartialGroup` (it says what is sent and kept); returns once each sample sent ended.
+        `slots`: an attempt holds one, gate to response. `materialize=False`: caller does."""

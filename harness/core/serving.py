@@ -23,7 +23,9 @@ from typing import Any
 # and systems take `AdaptiveTimeout` from there, the contract.
 
 
-def serve_samples(group_size: int, n: int, keep: int, retry: bool, gate: object | None) -> int:
+def serve_samples(group_size: int, n: int, keep: int, retry: bool, gate: object | None,
+                  resume: object | None = None, slots: object | None = None,
+                  score: bool = True) -> int:
     """How many samples a `serve` call generates (`n`, 0: the group size), or a
     ValueError that names the arguments that do not go together."""
     n = n or group_size
@@ -34,8 +36,14 @@ def serve_samples(group_size: int, n: int, keep: int, retry: bool, gate: object 
     if keep and (retry or gate is not None):
         raise ValueError("serve: keep stops a group at its first aborted sample; "
                          "retry and gate send such a sample again")
-    if gate is not None and not retry:
-        raise ValueError("serve: a gate holds samples sent again, so it needs retry=True")
+    if keep and (resume is not None or slots is not None):
+        raise ValueError("serve: keep serves a new group of its own; resume and slots "
+                         "go with keep=0")
+    if resume is not None and not score:
+        raise ValueError("serve: resume keeps each sample's reward, so it needs score=True")
+    if gate is not None and not retry and resume is None:
+        raise ValueError("serve: a gate holds samples sent again, so it needs retry=True "
+                         "(or resume=: a partial group's aborted sample ends there)")
     return n
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from harness import __version__
 from harness.core import grpo
 from harness.core.config import RunConfig
-from harness.core.runtime import Gate, Group, Response
+from harness.core.runtime import Gate, Group, PartialGroup, Response
 from harness.core.serving import AdaptiveTimeout
 from harness.core.trace import SCHEMA, TraceWriter
 from harness.shared import serve as serving
@@ -86,10 +86,12 @@ class RunnerBase:
               on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
               retry: bool = False, gate: Gate | None = None, score: bool = True,
-              timeout: AdaptiveTimeout | None = None) -> Awaitable[Group | None]:
+              timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+              slots: Any = None, materialize: bool = True) -> Awaitable[Group | None]:
         return serving.serve(self, group, n=n, keep=keep, priority=priority,
                              on_complete=on_complete, on_response=on_response, retry=retry,
-                             gate=gate, score=score, timeout=timeout)
+                             gate=gate, score=score, timeout=timeout, resume=resume,
+                             slots=slots, materialize=materialize)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """One callback, not two: a run spawns a task per sample, and each callback

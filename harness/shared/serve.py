@@ -12,8 +12,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.runtime import Event, Gate, Group, Handle, Request, Response, Runtime
+from harness.core.runtime import (
+    Event,
+    Gate,
+    Group,
+    Handle,
+    PartialGroup,
+    Request,
+    Response,
+    Runtime,
+    Slots,
+)
 from harness.core.serving import AdaptiveTimeout, serve_samples
+
+
+def stopped(rt: Runtime, work: PartialGroup, checked: list[int]) -> None:
+    """A partial group an abort stopped: the check times of the samples this call
+    checked go into the trace (`decision` `group_stopped`), since no `group_materialized`
+    may ever carry them, and a replay of the trace (`--workload trace:`) waits them
+    again: where such a group goes back in APRIL's buffer is set by when they end."""
+    if checked:
+        group, samples = work.group, sorted(checked)
+        rt.emit("decision", what="group_stopped", group=group.id, round=group.round,
+                samples=samples, verify_s=[work.done[s][0].verify_s for s in samples])
 
 
 async def check(rt: Runtime, response: Response, timeout: AdaptiveTimeout | None) -> float:
@@ -44,32 +65,44 @@ async def check(rt: Runtime, response: Response, timeout: AdaptiveTimeout | None
     return reward
 
 
-async def _score(rt: Runtime, pending: Handle[Response],
-                 timeout: AdaptiveTimeout | None) -> float:
+async def _score(rt: Runtime, pending: Handle[Response], timeout: AdaptiveTimeout | None,
+                 partial: bool = False) -> float | None:
+    """The sample's reward once it ends; None for one a partial group's abort stopped."""
     response: Response = await pending
+    if partial and response.status == "aborted":
+        return None
     return await check(rt, response, timeout)
+
+
+async def _attempt(rt: Runtime, request: Request, gate: Gate | None) -> Response:
+    """One attempt; through the gate (once it is open, known to it while in the engine)."""
+    if gate is None:
+        return await rt.engine.submit(request)
+    await gate.open.wait()
+    request = gate.sending(request)
+    try:
+        return await rt.engine.submit(request)
+    finally:
+        gate.returned(request.id)
 
 
 async def _sample(rt: Runtime, request: Request,
                   on_response: Callable[[Response], None] | None,
-                  gate: Gate | None = None) -> Response:
-    """One sample to its end: each time a sync aborts it, sent again with its tokens
-    (through the gate, when there is one: once it is open)."""
+                  gate: Gate | None = None, slots: Slots | None = None,
+                  retry: bool = True) -> Response:
+    """One sample to its end: with `retry`, each time a sync aborts it, sent again with
+    its tokens; each attempt holding one of the `slots`, if any."""
     while True:
-        if gate is None:
-            response: Response = await rt.engine.submit(request)
+        if slots is None:
+            response = await _attempt(rt, request, gate)
         else:
-            await gate.open.wait()
-            request = gate.sending(request)
-            try:
-                response = await rt.engine.submit(request)
-            finally:
-                gate.returned(request.id)
+            async with slots:
+                response = await _attempt(rt, request, gate)
         if on_response is not None:
             on_response(response)
-        if response.status != "aborted":
+        if response.status != "aborted" or not retry:
             return response
-        request = request.continued(response)
+        request = response.request.continued(response)
 
 
 async def serve(
@@ -85,33 +118,64 @@ async def serve(
     gate: Gate | None = None,
     score: bool = True,
     timeout: AdaptiveTimeout | None = None,
+    resume: PartialGroup | None = None,
+    slots: Slots | None = None,
+    materialize: bool = True,
 ) -> Group | None:
     """Generate the group's samples, score each as it finishes (asynchronous
     rewards), and materialise the group once all are scored (`Runtime.serve` says
-    what each argument means)."""
-    n = serve_samples(rt.config.group_size, n, keep, retry, gate)
+    what each argument means). `resume`: a partial group, its samples not done sent on
+    from their partial responses, what they end as left in it (complete and
+    materialised only when all are done); `slots`: each attempt holds one."""
+    n = serve_samples(rt.config.group_size, n, keep, retry, gate, resume, slots, score)
     if keep:
         return await _serve_first(rt, group, n, keep, priority, on_complete, on_response,
                                   score, timeout)
     cfg = rt.config
+    todo = [s for s in range(n) if resume is None or s not in resume.done]
     requests = [Request(group.round, group.id, s, group.prompt, cfg.max_response_tokens,
-                        priority) for s in range(n)]
+                        priority, None if resume is None else resume.partial.pop(s, None))
+                for s in todo]
     pending: list[Any]
-    if retry:
-        pending = [rt.spawn(_sample(rt, r, on_response, gate)) for r in requests]
+    if retry or gate is not None or slots is not None:
+        pending = [rt.spawn(_sample(rt, r, on_response, gate, slots, retry)) for r in requests]
     else:
         pending = [rt.engine.submit(r) for r in requests]
         if on_response is not None:
             tell: Callable[[Any], object] = lambda f: on_response(f.result())  # noqa: E731
             for handle in pending:
                 handle.add_done_callback(tell)
-    scores = [rt.spawn(_score(rt, h, timeout)) for h in pending] if score else []
-    group.responses = [await h for h in pending]
-    rt.emit("group_complete", group=group.id, round=group.round)
-    if on_complete is not None:
-        on_complete(group)
-    if score:
-        group.rewards = [await s for s in scores]
+    partial = resume is not None
+    scores = [rt.spawn(_score(rt, h, timeout, partial)) for h in pending] if score else []
+    answered: list[Response] = [await h for h in pending]
+    if resume is None:
+        responses = answered
+    else:
+        got = dict(zip(todo, answered, strict=True))
+        responses = [resume.done[s][0] if s in resume.done else got[s] for s in range(n)]
+    complete = resume is None or all(r.status != "aborted" for r in answered)
+    if complete:
+        group.responses = responses
+        rt.emit("group_complete", group=group.id, round=group.round)
+        if on_complete is not None:
+            on_complete(group)
+    if not score:
+        return group
+    rewards = [await s for s in scores]
+    if resume is not None:
+        for s, response, reward in zip(todo, answered, rewards, strict=True):
+            if reward is None:
+                if response.tokens > 0:
+                    resume.partial[s] = response
+            else:
+                resume.done[s] = (response, reward)
+        if not complete:
+            stopped(rt, resume, [s for s, w in zip(todo, rewards, strict=True)
+                                 if w is not None])
+            return group
+        rewards = [resume.done[s][1] for s in range(n)]
+    group.rewards = rewards  # type: ignore[assignment]
+    if materialize:
         await rt.materialize(group)
     return group
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.core.config import RunConfig
 from harness.core.notes import say_once
-from harness.core.runtime import Gate, Group, Response
+from harness.core.runtime import Gate, Group, PartialGroup, Response
 from harness.core.serving import AdaptiveTimeout, serve_samples
 from harness.core.trace import TraceWriter
 from harness.shared.defaults import resolve_defaults
@@ -244,15 +244,16 @@ class SimRuntime(RunnerBase):
               priority: int = 0, on_complete: Callable[[Group], None] | None = None,
               on_response: Callable[[Response], None] | None = None,
               retry: bool = False, gate: Gate | None = None, score: bool = True,
-              timeout: AdaptiveTimeout | None = None) -> Wait:
+              timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+              slots: Any = None, materialize: bool = True) -> Wait:
         """By callbacks on the heap (harness/sim/serve.py; the first `keep` of `n`:
         harness/sim/serve_keep.py), not a coroutine a request."""
-        n = serve_samples(self.config.group_size, n, keep, retry, gate)
+        n = serve_samples(self.config.group_size, n, keep, retry, gate, resume, slots, score)
         if keep:
             return KeepService(self, group, n, keep, priority, on_complete, on_response,
                                score, timeout)
         return GroupService(self, group, n, priority, on_complete, on_response, retry, gate,
-                            score, timeout)
+                            score, timeout, resume, slots, materialize)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"lengths": "workload", "sim_params": self.params,

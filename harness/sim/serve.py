@@ -9,6 +9,12 @@ node's time per group, after which the group is materialised and the Wait the sy
 awaits is done. A request costs a heap entry and a check, not a coroutine and its
 turns (docs/architecture.md, "The simulated core (#36)").
 
+A partial group (`resume`: APRIL's carried groups, slime-async's requeued ones) sends
+only its samples not done, each on from its partial response; an aborted sample ends
+there, and the Wait is done once every sample sent has ended, the group materialised
+only when all K are done. `slots` bounds the attempts in flight (slime-async's
+semaphore): a sample waiting for one goes a turn after it is free, as a coroutine would.
+
 Within one instant the order differs from the coroutine's (a check starts as its
 response arrives, not a turn later); the times and events are the same.
 """
@@ -19,47 +25,81 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.core.runtime import Gate, Group, Request, Response
+from harness.core.runtime import Gate, Group, PartialGroup, Request, Response
 from harness.core.serving import AdaptiveTimeout
+from harness.shared.serve import stopped
 from harness.sim.checks import check
 from harness.sim.co import Wait
 
 
 class GroupService(Wait):
-    """One group under way; done with the group once it is materialised."""
+    """One group under way; done with the group once it is materialised (or, for a
+    partial group stopped by an abort, once every sample sent has ended)."""
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
-                 "rewards", "unanswered", "unscored", "score", "timeout")
+                 "rewards", "unanswered", "left", "score", "timeout", "resume", "slots",
+                 "materialize", "checked")
 
     def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
                  on_response: Callable[[Response], None] | None, retry: bool,
                  gate: Gate | None = None, score: bool = True,
-                 timeout: AdaptiveTimeout | None = None) -> None:
+                 timeout: AdaptiveTimeout | None = None, resume: PartialGroup | None = None,
+                 slots: Any = None, materialize: bool = True) -> None:
         super().__init__()
         self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
         self.score, self.timeout = score, timeout
+        self.resume, self.slots, self.materialize = resume, slots, materialize
+        self.checked: list[int] = []  # a partial group's samples checked by this call
         k = n
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
-        self.unanswered = self.unscored = k
+        todo: Any = range(k)
+        if resume is not None:
+            for sample, (response, reward) in resume.done.items():
+                self.responses[sample], self.rewards[sample] = response, reward
+            todo = [s for s in todo if s not in resume.done]
+        self.unanswered = self.left = len(todo)  # finished responses / samples to end
         tokens = rt.config.max_response_tokens
-        requests = [Request(group.round, group.id, sample, group.prompt, tokens, priority)
-                    for sample in range(k)]
-        if gate is None:  # the K at once (the compiled pool: one call into its core)
-            rt.engine.submit_many(requests, self._answered)
+        if gate is None and slots is None and resume is None:
+            # the K at once (the compiled pool: one call into its core)
+            rt.engine.submit_many([Request(group.round, group.id, sample, group.prompt,
+                                           tokens, priority) for sample in todo],
+                                  self._answered)
+            return
+        if slots is not None:
+            send: Callable[..., None] = self._acquire
         else:
-            for request in requests:
-                self._send(request)
+            send = rt.engine.submit_then if gate is None else self._send
+        for sample in todo:
+            send(Request(group.round, group.id, sample, group.prompt, tokens, priority,
+                         None if resume is None else resume.partial.pop(sample, None)),
+                 self._answered)
+        if not todo:  # a partial group done before: complete, and materialised, now
+            self._complete()
+            self.left = 1
+            self._ended()
+
+    def _acquire(self, request: Request, _: Any = None) -> None:
+        """Take a slot, then send; one that waits goes a turn after it is free."""
+        assert self.slots is not None
+        taken = self.slots.acquire()
+        if taken.done():
+            self._send(request)
+            return
+        call_soon = self.rt.heap.call_soon
+        taken.add_done_callback(lambda _w: call_soon(self._send, request))
 
     def _send(self, request: Request, _: Any = None) -> None:
-        """Through the gate: once it is open, as it says (its round), and known to it.
-        Held, it goes a turn after the gate opens, as a coroutine waiting on it would:
+        """Through the gate, if any: once it is open, as it says (its round), and known to
+        it. Held, it goes a turn after the gate opens, as a coroutine waiting on it would:
         the system that opened it runs on first (AReaL closes its round, so a sample
         resumed after the round's last update is the next round's work)."""
         gate = self.gate
-        assert gate is not None
+        if gate is None:
+            self.rt.engine.submit_then(request, self._answered)
+            return
         if not gate.open.is_set():
             call_soon = self.rt.heap.call_soon
             gate.open.wait().add_done_callback(lambda _w: call_soon(self._send, request))
@@ -70,36 +110,66 @@ class GroupService(Wait):
         request = response.request
         if self.gate is not None:
             self.gate.returned(request.id)
+        if self.slots is not None:
+            self.slots.release()
         if self.on_response is not None:
             self.on_response(response)
-        if self.retry and response.status == "aborted":  # on from its tokens
-            again = request.continued(response)
-            if self.gate is None:
-                self.rt.engine.submit_then(again, self._answered)
-            else:
-                self._send(again)
-            return
+        if response.status == "aborted":
+            if self.retry:  # on from its tokens
+                again = request.continued(response)
+                if self.slots is not None:
+                    self._acquire(again)
+                elif self.gate is None:
+                    self.rt.engine.submit_then(again, self._answered)
+                else:
+                    self._send(again)
+                return
+            if self.resume is not None:  # the sample stops here, its tokens kept
+                if response.tokens > 0:
+                    self.resume.partial[request.sample] = response
+                self._ended()
+                return
         self.responses[request.sample] = response
         if self.score:
             check(self.rt, response, self.timeout).add_done_callback(
                 partial(self._scored, request.sample))
         self.unanswered -= 1
-        if self.unanswered == 0:
-            group = self.group
-            group.responses = self.responses
-            self.rt.emit("group_complete", group=group.id, round=group.round)
-            if self.on_complete is not None:
-                self.on_complete(group)
-            if not self.score:
-                self.set_result(group)
+        if self.unanswered == 0:  # every sample finished (a partial group's done ones too)
+            self._complete()
+
+    def _complete(self) -> None:
+        group = self.group
+        group.responses = self.responses
+        self.rt.emit("group_complete", group=group.id, round=group.round)
+        if self.on_complete is not None:
+            self.on_complete(group)
+        if not self.score:
+            self.set_result(group)
 
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped
             return
-        self.rewards[sample] = check.result()
-        self.unscored -= 1
-        if self.unscored == 0:
+        self.rewards[sample] = reward = check.result()
+        if self.resume is not None:
+            self.resume.done[sample] = (self.responses[sample], reward)
+            self.checked.append(sample)
+        self._ended()
+
+    def _ended(self) -> None:
+        """A sample sent has ended (scored, or stopped); after the last, the group is
+        materialised when all K are done, else (stopped) handed back as it is."""
+        self.left -= 1
+        if self.left:
+            return
+        if None in self.rewards:  # stopped by an abort: `resume` holds what it got
+            assert self.resume is not None  # only a partial group's samples stop
+            stopped(self.rt, self.resume, self.checked)
+            self.set_result(self.group)
+        elif self.materialize:
             self.rt.after_materialize_delay(self._materialized)
+        else:
+            self.group.rewards = self.rewards
+            self.set_result(self.group)
 
     def _materialized(self) -> None:
         self.group.rewards = self.rewards
