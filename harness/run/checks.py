@@ -9,6 +9,7 @@ runs. The command line turns that error into `error: ...` and exit code 2.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -395,7 +396,5 @@ def out_dir(path: Path, option: str = "--out") -> bool:
 
 def remove_if_empty(path: Path) -> None:
     """Take back a folder a run made but never wrote to (nothing else is touched)."""
-    try:
-        path.rmdir()  # only an empty folder goes
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):  # only an empty folder goes
+        path.rmdir()
