@@ -193,7 +193,7 @@ def test_systems_use_only_the_contract(graph: dict[str, set[str]]) -> None:
 def test_systems_wait_only_on_the_runtime() -> None:
     """No system imports asyncio: it waits on what the runtime gives it (`rt.serve`,
     `rt.event`, `rt.queue`, `rt.slots`, `rt.first`, `rt.gather`, `rt.sleep`), so the
-    simulator may drive systems on its own event heap (docs/architecture.md, #36)."""
+    simulator may drive systems on its own event heap (docs/simulated-core.md)."""
     users = set()
     for path in sorted((ROOT / "systems").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

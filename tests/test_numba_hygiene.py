@@ -10,7 +10,7 @@ hold numba already) and reads its sys.modules: after `rolloutbench --help` and `
 Events, and the choice of numba's cache folder, harness/sim/fastcore/cachedir.py); at the
 moment a live run would start its engines (`LiveRuntime._setup`, replaced by a stop) and
 after that run's end; after a whole simulated run of prime-rl, which acts per request and
-so stays on the Python path (docs/architecture.md, "The compiled core").
+so stays on the Python path (docs/simulated-core.md, "The compiled core").
 """
 
 from __future__ import annotations

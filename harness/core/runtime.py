@@ -322,7 +322,7 @@ class Runtime(Protocol):
     """Everything a system may touch. A system waits only on what the runtime gives it
     (`spawn`, `sleep`, `event`, `queue`, `slots`, `first`, `gather`, `serve` and the
     components' calls), never on asyncio's own objects, so each runtime is free to drive
-    systems its own way (docs/architecture.md, the simulated core)."""
+    systems its own way (docs/simulated-core.md)."""
 
     name: str
     config: Any

@@ -60,8 +60,8 @@ class RunnerBase:
         task.add_done_callback(self._task_done)
         return task
 
-    # The waiting tools of the contract, on asyncio for both runtimes (for now: the
-    # simulator's own come with its event heap, docs/architecture.md).
+    # The waiting tools of the contract, on asyncio: the live runtime's (the simulator
+    # overrides them with its own on the event heap, docs/simulated-core.md).
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 

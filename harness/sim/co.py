@@ -3,7 +3,7 @@
 A system stays an `async def run(rt)`. Here an awaitable is a `Wait`, a one-shot
 result with the list of coroutines parked on it; no asyncio Task, Future or handle,
 so a coroutine costs a `send` when it resumes and nothing in between (docs/
-architecture.md, "The simulated core (#36)"). The rules are asyncio's where a system
+simulated-core.md, "The heap and the driver"). The rules are asyncio's where a system
 could tell the difference:
 
 - `spawn` runs a coroutine's first step on the heap, now but after what is already

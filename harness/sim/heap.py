@@ -4,8 +4,8 @@ asyncio's loop costs a simulated request about two thirds of its CPU (a Task, fu
 and handles per request, each callback a turn of the loop); a heap of `(when, seq,
 entry)` does the same scheduling for the price of a push and a pop. The order is
 explicit: earlier `when` first, and at equal times the order of scheduling (`seq`), so
-a run is byte for byte repeatable with no tie left to chance (docs/architecture.md,
-"The simulated core (#36)").
+a run is byte for byte repeatable with no tie left to chance (docs/simulated-core.md,
+"Determinism").
 
 An entry is cancelled by clearing its callback in place (no search of the heap); the
 pop skips it.

@@ -3,8 +3,8 @@
 `SimRuntime(cfg, trace_path).run(system)` drives a system coroutine to the end
 on one heap of callbacks in virtual time (`harness.sim.heap`), its coroutines on
 the small driver of `harness.sim.co`, with no asyncio: engine, pool, verifier and
-trainer are callbacks and Waits on the heap (docs/architecture.md, "The simulated
-core (#36)"). What it shares with the live runtime is in `harness.shared.runner`.
+trainer are callbacks and Waits on the heap (docs/simulated-core.md). What it
+shares with the live runtime is in `harness.shared.runner`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ a request or a group. It is the step for step twin of the shared coroutine
 (`harness.shared.serve._serve_first`, which the live runtime runs): each turn that
 coroutine takes is a heap entry here, in the same order, so the two give the same trace
 line for line (tests/test_sim_serve.py), and RollPacker's traces stayed byte for byte
-what its own coroutines gave (docs/architecture.md, "The simulated core (#36)").
+what its own coroutines gave (docs/simulated-core.md, "How a group is served").
 
 The turns: the group's requests go out a turn after `serve` is called (a spawned
 coroutine's first step); the group wakes a turn after a response arrives and takes every

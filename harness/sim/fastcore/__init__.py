@@ -10,9 +10,9 @@ Python twin; tests/test_fastcore.py compares them).
 Scope: what can be made exactly equal today. Submissions only: no abort, pause, weight
 install, chunk, resumed request, GPU share, lent replica, speculative decoding or eager
 step; each of those stays on the Python path. `stepped.SteppedEngines` runs the same
-rules on the simulator's heap, requests submitted from callbacks. Not yet used by
-`SimRuntime`: docs/architecture.md ("The compiled core") says what the integrated core
-needs.
+rules on the simulator's heap, requests submitted from callbacks; `SimRuntime` uses
+them through `pool.CorePool` for the runs `choice` allows (docs/simulated-core.md, "The
+compiled core").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ room. The rules and the order are stepped.py's (the same `submit_to`, `core_run`
 `next_engine`); only the calls around them change.
 
 Where a request's time goes with one crossing a submission (the RolloutPipe grid, CPU):
-docs/architecture.md, "The compiled pool in real runs".
+docs/simulated-core.md, "Measured figures" (the compiled pool in real runs).
 """
 
 from __future__ import annotations

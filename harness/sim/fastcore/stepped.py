@@ -2,7 +2,7 @@
 at a time from Python callbacks, responses handed back as heap entries, every event at the
 place in the heap's order where `SimEngine`'s own would be.
 
-This is the boundary docs/architecture.md ("The compiled core") asks for, on its smallest
+This is the boundary docs/simulated-core.md ("The compiled core") describes, on its smallest
 scale. `SimEngine` schedules one heap entry at a time (its segment's timer or a replan)
 and, through the pool, a return a turn after each finish (`EnginePool._soon`). Here each
 of those takes its seq from the heap's own counter at the moment the Python engine would
