@@ -123,6 +123,8 @@ def test_a_read_only_checkout_without_a_home_still_imports_quietly() -> None:
     core = Path(cachedir.__file__).parent
     if os.stat(core).st_mode & stat.S_IWOTH or os.stat(ROOT).st_mode & stat.S_IWOTH:
         pytest.skip("the checkout is writable by everyone")
+    if not all(os.stat(p).st_mode & stat.S_IXOTH for p in (ROOT, *ROOT.parents)):
+        pytest.skip("user nobody cannot reach the checkout (a folder above it is private)")
     tmp = Path(tempfile.mkdtemp())  # pytest's own is the owner's alone
     tmp.chmod(0o777)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent",

@@ -263,11 +263,23 @@ def interrupted(tmp_path: Path, system: str = "slime", keep: float = 0.75,
     return path, read_trace(GOLDEN / f"{system}.jsonl")
 
 
+def said(stderr: str) -> list[str]:
+    """The messages on stderr, each wrapped one joined again (a wrapped line's rest is
+    indented: `harness.cli.common.warning`)."""
+    out: list[str] = []
+    for line in stderr.strip().splitlines():
+        if line.startswith("  ") and out:
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def test_cli_metrics_of_an_interrupted_run(tmp_path: Path) -> None:
     path, events = interrupted(tmp_path)
     out = cli("metrics", path.name, "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    warning = out.stderr.strip().splitlines()
+    warning = said(out.stderr)  # one warning, wrapped at 100 columns
     assert len(warning) == 1, out.stderr
     assert warning[0].startswith(f"warning: {path.name}: incomplete trace (no run_end")
     assert "round(s) 1 did not finish" in warning[0]
@@ -306,8 +318,8 @@ def test_cli_metrics_of_a_line_cut_mid_write(tmp_path: Path) -> None:
     for extra in ([], ["--partial"]):
         out = cli("metrics", path.name, *extra, "--json", cwd=tmp_path)
         assert out.returncode == 0, out.stderr
-        assert f"line {cut} was cut mid-write and is left out" in out.stderr
-        assert len(out.stderr.strip().splitlines()) == 1
+        assert len(said(out.stderr)) == 1, out.stderr
+        assert f"line {cut} was cut mid-write and is left out" in said(out.stderr)[0]
         assert [r["incomplete"] for r in json.loads(out.stdout)] == [True]
 
 
