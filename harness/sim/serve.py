@@ -7,7 +7,10 @@ it, is told to `on_response` and starts its check (a timer); the K-th is the gro
 completion (`group_complete`, then `on_complete`); the K-th score starts the control
 node's time per group, after which the group is materialised and the Wait the system
 awaits is done. A request costs a heap entry and a check, not a coroutine and its
-turns (docs/architecture.md, "The simulated core (#36)").
+turns (docs/architecture.md, "The simulated core (#36)"). Where nothing can wait for a
+check or cut it (the verifier's own `_Check` with no reward workers, no adaptive
+timeout for the prompt), the check is that timer alone: its draw, then one heap entry
+that ends it, as `_Check` takes them, with no Wait and no callback of its own.
 
 Within one instant the order differs from the coroutine's (a check starts as its
 response arrives, not a turn later); the times and events are the same.
@@ -23,13 +26,14 @@ from harness.core.runtime import Gate, Group, Request, Response
 from harness.core.serving import AdaptiveTimeout
 from harness.sim.checks import check
 from harness.sim.co import Wait
+from workloads.replay import check_outcome
 
 
 class GroupService(Wait):
     """One group under way; done with the group once it is materialised."""
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
-                 "rewards", "unanswered", "unscored", "score", "timeout")
+                 "rewards", "unanswered", "unscored", "score", "timeout", "timers")
 
     def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
@@ -40,6 +44,7 @@ class GroupService(Wait):
         self.rt, self.group, self.retry, self.gate = rt, group, retry, gate
         self.on_complete, self.on_response = on_complete, on_response
         self.score, self.timeout = score, timeout
+        self.timers = score and getattr(rt.verifier, "timers", False)  # timer alone
         k = n
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
@@ -80,7 +85,11 @@ class GroupService(Wait):
                 self._send(again)
             return
         self.responses[request.sample] = response
-        if self.score:
+        if self.timers and (self.timeout is None
+                            or not self.timeout.applies(request.prompt)):
+            took, reward = check_outcome(response, None)  # `_Check`'s draw, then its timer
+            self.rt.heap.call_later(took, self._checked, response, took, reward)
+        elif self.score:
             check(self.rt, response, self.timeout).add_done_callback(
                 partial(self._scored, request.sample))
         self.unanswered -= 1
@@ -97,6 +106,14 @@ class GroupService(Wait):
         if check.cancelled():  # the run is over: its coroutines are being reaped
             return
         self.rewards[sample] = check.result()
+        self.unscored -= 1
+        if self.unscored == 0:
+            self.rt.after_materialize_delay(self._materialized)
+
+    def _checked(self, response: Response, took: float, reward: float) -> None:
+        """`_Check._done` then `_scored`, for a check that is its timer alone."""
+        response.verify_s = took
+        self.rewards[response.request.sample] = reward
         self.unscored -= 1
         if self.unscored == 0:
             self.rt.after_materialize_delay(self._materialized)
