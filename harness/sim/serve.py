@@ -52,7 +52,12 @@ class GroupService(Wait):
         tokens = rt.config.max_response_tokens
         requests = [Request(group.round, group.id, sample, group.prompt, tokens, priority)
                     for sample in range(k)]
-        if gate is None:  # the K at once (the compiled pool: one call into its core)
+        serve_group = getattr(rt.engine, "serve_group", None)
+        if (serve_group is not None and gate is None and self.timers and timeout is None
+                and on_response is None and k <= len(getattr(group.prompt.hidden,
+                                                                 "lengths", ()))):
+            serve_group(requests, self)  # the compiled pool runs the returns and checks
+        elif gate is None:  # the K at once (the compiled pool: one call into its core)
             rt.engine.submit_many(requests, self._answered)
         else:
             for request in requests:
@@ -101,6 +106,26 @@ class GroupService(Wait):
                 self.on_complete(group)
             if not self.score:
                 self.set_result(group)
+
+    def answered_last(self, response: Response) -> None:
+        """The K-th response of a group whose returns and checks the compiled pool runs
+        (`serve_group`): its check is under way there; the others are in `responses`."""
+        self.responses[response.request.sample] = response
+        self.unanswered = 0
+        group = self.group
+        group.responses = self.responses
+        self.rt.emit("group_complete", group=group.id, round=group.round)
+        if self.on_complete is not None:
+            self.on_complete(group)
+
+    def all_scored(self) -> None:
+        """The compiled pool's K-th check has ended: each check's time and reward as
+        `_Check` sets them (the same draw), then the control node's time per group."""
+        rewards = self.rewards
+        for sample, response in enumerate(self.responses):
+            response.verify_s, rewards[sample] = check_outcome(response, None)
+        self.unscored = 0
+        self.rt.after_materialize_delay(self._materialized)
 
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped
