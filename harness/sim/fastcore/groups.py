@@ -234,8 +234,9 @@ class GroupEngines(LeanEngines):
                 self.tn)
             heap._seq = seq  # noqa: SLF001
             self.sink()  # the returns pushed before a retry reads the queue's head
-            if e == GO:
-                break
+            if e == GO:  # (b, t, s) stand: the sink changes nothing in the core
+                self._arm_at(int(b), float(t), int(s))
+                return
             if e == SCORED:
                 self.unscored -= int(self.counts[self.slot[i], SIZE])
                 self.scored(i, t)
@@ -246,4 +247,3 @@ class GroupEngines(LeanEngines):
                 self._room(e)
             else:
                 raise RuntimeError("the compiled pool drained a replica: it makes no drain")
-        self._arm()

@@ -10,7 +10,9 @@ they were made and at their own times: the core runs ahead of the heap's clock, 
 past the heap's next entry, so no Python event falls between two of its events out of
 order. What the core does not have (a cut of a running segment: abort, pause or install
 with requests in flight, lend, resize, pull, reconfigure) is refused loudly: the choice
-should have kept such a run on the Python path.
+should have kept such a run on the Python path. A group `serve` hands over whole
+(`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
+groups.py): Python sees its K-th response and its K-th score only.
 """
 
 from __future__ import annotations
