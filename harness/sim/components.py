@@ -113,6 +113,9 @@ class SimVerifier:
     def __init__(self, driver: Driver, workers: int = 0) -> None:
         self._driver, self._heap = driver, driver.heap
         self._slots = Slots(workers) if workers > 0 else None
+        # A check is `_Check`'s timer alone where no worker is waited for: `serve` may
+        # then draw it and set its timer itself, without a Wait (harness/sim/serve.py).
+        self.timers = self._slots is None
 
     def score(self, response: Response, timeout: float | None = None) -> Wait:
         """A Wait for the reward (a system may await it, spawn it, or cancel it)."""

@@ -7,7 +7,12 @@ it, is told to `on_response` and starts its check (a timer); the K-th is the gro
 completion (`group_complete`, then `on_complete`); the K-th score starts the control
 node's time per group, after which the group is materialised and the Wait the system
 awaits is done. A request costs a heap entry and a check, not a coroutine and its
-turns (docs/architecture.md, "The simulated core (#36)").
+turns (docs/simulated-core.md, "How a group is served"). Where nothing can wait for a
+check or cut it (the verifier's own `_Check` with no reward workers, no adaptive
+timeout for the prompt), the check is that timer alone: its draw, then one heap entry
+that ends it, as `_Check` takes them, with no Wait and no callback of its own. On the
+compiled pool (`serve_group`) the core runs a plain group's returns and checks itself,
+and calls `answered_last` at the K-th response and `all_scored` at the K-th score.
 
 A partial group (`resume`: APRIL's carried groups, slime-async's requeued ones) sends
 only its samples not done, each on from its partial response; an aborted sample ends
@@ -30,6 +35,7 @@ from harness.core.serving import AdaptiveTimeout
 from harness.shared.serve import stopped
 from harness.sim.checks import check
 from harness.sim.co import Wait
+from workloads.replay import check_outcome
 
 
 class GroupService(Wait):
@@ -38,7 +44,7 @@ class GroupService(Wait):
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
                  "rewards", "unanswered", "left", "score", "timeout", "resume", "slots",
-                 "materialize", "checked")
+                 "materialize", "checked", "timers")
 
     def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
@@ -52,6 +58,7 @@ class GroupService(Wait):
         self.score, self.timeout = score, timeout
         self.resume, self.slots, self.materialize = resume, slots, materialize
         self.checked: list[int] = []  # a partial group's samples checked by this call
+        self.timers = score and getattr(rt.verifier, "timers", False)  # a check: a timer
         k = n
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
@@ -63,10 +70,15 @@ class GroupService(Wait):
         self.unanswered = self.left = len(todo)  # finished responses / samples to end
         tokens = rt.config.max_response_tokens
         if gate is None and slots is None and resume is None:
-            # the K at once (the compiled pool: one call into its core)
-            rt.engine.submit_many([Request(group.round, group.id, sample, group.prompt,
-                                           tokens, priority) for sample in todo],
-                                  self._answered)
+            requests = [Request(group.round, group.id, sample, group.prompt, tokens, priority)
+                        for sample in todo]
+            serve_group = getattr(rt.engine, "serve_group", None)
+            if (serve_group is not None and self.timers and timeout is None and materialize
+                    and on_response is None
+                    and k <= len(getattr(group.prompt.hidden, "lengths", ()))):
+                serve_group(requests, self)  # the compiled pool runs the returns and checks
+            else:  # the K at once (the compiled pool: one call into its core)
+                rt.engine.submit_many(requests, self._answered)
             return
         if slots is not None:
             send: Callable[..., None] = self._acquire
@@ -130,7 +142,11 @@ class GroupService(Wait):
                 self._ended()
                 return
         self.responses[request.sample] = response
-        if self.score:
+        if self.timers and (self.timeout is None
+                            or not self.timeout.applies(request.prompt)):
+            took, reward = check_outcome(response, None)  # `_Check`'s draw, then its timer
+            self.rt.heap.call_later(took, self._checked, response, took, reward)
+        elif self.score:
             check(self.rt, response, self.timeout).add_done_callback(
                 partial(self._scored, request.sample))
         self.unanswered -= 1
@@ -146,10 +162,34 @@ class GroupService(Wait):
         if not self.score:
             self.set_result(group)
 
+    def answered_last(self, response: Response) -> None:
+        """The K-th response of a group whose returns and checks the compiled pool runs
+        (`serve_group`): its check is under way there; the others are in `responses`."""
+        self.responses[response.request.sample] = response
+        self.unanswered = 0
+        self._complete()
+
+    def all_scored(self) -> None:
+        """The compiled pool's K-th check has ended: each check's time and reward as
+        `_Check` sets them (the same draw), then the group ends as any other."""
+        rewards = self.rewards
+        for sample, response in enumerate(self.responses):
+            response.verify_s, rewards[sample] = check_outcome(response, None)
+        self.left = 1
+        self._ended()
+
+    def _checked(self, response: Response, took: float, reward: float) -> None:
+        """`_Check._done` then `_scored`, for a check that is its timer alone."""
+        response.verify_s = took
+        self._rewarded(response.request.sample, reward)
+
     def _scored(self, sample: int, check: Wait) -> None:
         if check.cancelled():  # the run is over: its coroutines are being reaped
             return
-        self.rewards[sample] = reward = check.result()
+        self._rewarded(sample, check.result())
+
+    def _rewarded(self, sample: int, reward: float) -> None:
+        self.rewards[sample] = reward
         if self.resume is not None:
             self.resume.done[sample] = (self.responses[sample], reward)
             self.checked.append(sample)

@@ -10,7 +10,9 @@ they were made and at their own times: the core runs ahead of the heap's clock, 
 past the heap's next entry, so no Python event falls between two of its events out of
 order. What the core does not have (a cut of a running segment: abort, pause or install
 with requests in flight, lend, resize, pull, reconfigure) is refused loudly: the choice
-should have kept such a run on the Python path.
+should have kept such a run on the Python path. A group `serve` hands over whole
+(`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
+groups.py): Python sees its K-th response and its K-th score only.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.co import Wait, sleep
-from harness.sim.fastcore.crossing import LeanEngines
+from harness.sim.fastcore.groups import HELD, RETURNED, GroupEngines
 from harness.sim.fastcore.timeline import (
     ADMIT,
     CTX_BASE,
@@ -60,9 +62,11 @@ class CorePool:
         self._record = writer.record_at
         self._router = route(engines)
         self._target_tokens = target_tokens
-        self._core = LeanEngines(heap, decode, kv, max_running, engines, self._returned,
-                                 room)
+        self._core = GroupEngines(heap, decode, kv, max_running, engines, self._returned,
+                                  room)
         self._core.sink = self._forward
+        self._core.scored = self._scored
+        self._services: dict[int, Any] = {}  # a served group's row in the core -> its service
         self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
         self._record_many = writer.record_many
         self._keep_submit = writer.keeps("request_submit")
@@ -148,6 +152,34 @@ class CorePool:
             events.append(event)
         self._record_many([now] * len(events), events)
 
+    def serve_group(self, requests: list[Request], service: Any) -> None:
+        """`submit_many` of a group's samples whose returns and checks the core runs
+        (harness/sim/fastcore/groups.py): `service.answered_last(response)` is called at
+        the K-th return (as `done`), `service.all_scored()` at the K-th check's end. Each
+        check's latency is drawn now as `_Check` draws it (`check_outcome` with no
+        timeout: the sample's latency; `serve` sends only samples whose draws are fixed)."""
+        latencies = [r.prompt.hidden.sample(r.sample)[2] for r in requests]
+        self._services[self._core.group(latencies)] = service
+        self.submit_many(requests, service.answered_last)
+
+    def _last_returned(self, i: int) -> None:
+        """A turn after a group's K-th finish: `_returned`, its check into the core (its seq
+        taken now, as `call_later` takes it in `serve`), then the service's K-th response."""
+        request, done, index, response = self._live[i]  # type: ignore[misc]
+        self._live[i] = None
+        self._router.give_back(index)
+        heap, core = self._heap, self._core
+        took = float(core.latency[i])
+        heap._seq += 1  # noqa: SLF001
+        core.add_check(i, heap.now + took if took > 0 else heap.now, heap._seq)  # noqa: SLF001
+        done(response)
+
+    def _scored(self, i: int, t: float) -> None:
+        """Request `i`'s check, at `t`, was its group's last: the service told now, at `t`
+        (the core runs ahead of the clock)."""
+        self._heap.now = t
+        self._services.pop(int(self._core.slot[i])).all_scored()
+
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""
         request, done, index, response = self._live[i]  # type: ignore[misc]
@@ -168,13 +200,17 @@ class CorePool:
         rows = core.ev[:ne].tolist()
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
         live, version, queue, back = self._live, self.version, self._queue, self._returned
+        slot_of, last = core.slot, self._last_returned
         keep_admit, keep_preempt, keep_finish = self._kept
         kept_t: list[float] = []
         kept: list[dict[str, Any]] = []
         for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
             slot = live[i]
             req = slot[0]  # type: ignore[index]
-            if kind == ADMIT:  # (request_submit: written by `submit_then`)
+            if kind == RETURNED:  # a return the core took: the replica back to the router
+                live[i] = None
+                self._router.give_back(slot[2])  # type: ignore[index]
+            elif kind == ADMIT:  # (request_submit: written by `submit_then`)
                 if keep_admit:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_admit", "group": req.group,
@@ -185,11 +221,14 @@ class CorePool:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_preempt", "group": req.group,
                                  "sample": req.sample})
-            elif kind == FINISH:
+            elif kind == FINISH or kind == HELD:
                 spans = [[version, value]]  # installs only when idle: one version
-                slot[3] = Response(req, value, spans, "finished",  # type: ignore[index]
-                                   value >= req.max_tokens)
-                heappush(queue, [t, seq, back, (i,)])
+                response = Response(req, value, spans, "finished", value >= req.max_tokens)
+                if kind == HELD:  # its return is the core's: the group holds it now
+                    self._services[int(slot_of[i])].responses[req.sample] = response
+                else:
+                    slot[3] = response  # type: ignore[index]
+                    heappush(queue, [t, seq, last if slot_of[i] >= 0 else back, (i,)])
                 if keep_finish:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_finish", "group": req.group,
