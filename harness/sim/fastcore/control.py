@@ -39,15 +39,12 @@ from harness.sim.fastcore.timeline import (
     ARRIVAL,
     CTX0,
     CTX_BASE,
-    CUT_ID,
-    CUT_NOW,
     DONE,
     FINISH,
     FSIZE,
     G0,
     G_SEQ,
     GEN0,
-    IDS,
     N_ST,
     NONE,
     NOW,
@@ -55,12 +52,10 @@ from harness.sim.fastcore.timeline import (
     PREEMPT,
     PRIO,
     PROMPT,
-    REPLAN,
     RSIZE,
     RUNNING,
     SEG_B,
     SEG_CTX,
-    SEG_ID,
     SEG_N,
     SEG_START,
     STATE,
@@ -75,7 +70,7 @@ from harness.sim.fastcore.timeline import (
     _pop,
     _push,
     _requeue,
-    _schedule,
+    interrupt,
     submit_to,
 )
 
@@ -130,27 +125,6 @@ def _cut(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, fh: Arr, ev_t: Arr, ev: Arr)
             if rq[i, STATE] == RUNNING and rq[i, G0] + rq[i, TARGET] - rq[i, GEN0] <= steps:
                 _end(rq, g, st, fs, ev_t, ev, i, DONE)
     st[PENDING] = NONE
-
-
-@njit(cache=True)
-def _interrupt(p: Arr, g: Arr, st: Arr, fs: Arr) -> None:
-    """`Batching._interrupt`: a running segment is cut at the step under way (once an
-    instant and segment), else a replan now unless one is due (timeline.submit_to's)."""
-    now = fs[NOW]
-    if st[PENDING] == TIMER:
-        if st[SEG_ID] == st[CUT_ID] and now == fs[CUT_NOW]:
-            return
-        start, n = fs[SEG_START], st[SEG_N]
-        k = steps_within(p, now - start, st[SEG_B], st[SEG_CTX], n)
-        fs[CUT_NOW] = now
-        if k < n:
-            st[SEG_N] = k
-            st[IDS] += 1
-            st[SEG_ID] = st[IDS]
-            _schedule(g, st, fs, TIMER, start + steps_time(p, k, st[SEG_B], st[SEG_CTX]))
-        st[CUT_ID] = st[SEG_ID]
-    elif st[PENDING] == NONE:
-        _schedule(g, st, fs, REPLAN, now)
 
 
 @njit(cache=True)
@@ -220,7 +194,7 @@ def abort(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs3: 
     _cut(p, rq, g, st, fs, fh3[e], ev_t, ev)
     order = _live(rq, st, wh, rs3[e], ids, e, False)
     _end_all(rq, g, st, fs, wh, ev_t, ev, order)
-    _interrupt(p, g, st, fs)
+    interrupt(p, g, st, fs)
     return order
 
 
@@ -247,7 +221,7 @@ def resume_now(p: Arr, g: Arr, st2: Arr, fs2: Arr, e: int, now: float) -> None:
     st, fs = st2[e], fs2[e]
     fs[NOW] = now
     st[PAUSED] = GOING
-    _interrupt(p, g, st, fs)
+    interrupt(p, g, st, fs)
 
 
 @njit(cache=True)
@@ -315,7 +289,7 @@ def install_end(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr,
                 _emit(g, st, fs, ev_t, ev, PREEMPT, i, RECOMPUTE)
         st[RSIZE] = 0
     st[PAUSED] = was
-    _interrupt(p, g, st, fs)
+    interrupt(p, g, st, fs)
 
 
 @njit(cache=True)

@@ -241,8 +241,16 @@ def submit_to(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev:
     st[ARRIVALS] += 1
     rq[i, STATE] = WAITING
     st[WSIZE] = _push(wh, st[WSIZE], rq[i, PRIO], rq[i, ARRIVAL], i)
+    interrupt(p, g, st, fs)
+
+
+@njit(cache=True)
+def interrupt(p: Arr, g: Arr, st: Arr, fs: Arr) -> None:
+    """`Batching._interrupt`: a running segment is cut at the step under way (once an
+    instant and segment), else a replan now unless one is due. A submission ends with
+    it, and so do the pool-wide calls (control.py)."""
     now = fs[NOW]
-    if st[PENDING] == TIMER:  # a segment runs: cut it at the step under way
+    if st[PENDING] == TIMER:
         if st[SEG_ID] == st[CUT_ID] and now == fs[CUT_NOW]:
             return
         start, n = fs[SEG_START], st[SEG_N]
