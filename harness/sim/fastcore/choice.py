@@ -66,15 +66,3 @@ def decode_refusal(decode: Any, max_running: int) -> str | None:
     if kind is TableDecodeModel and max_running > 1 << 16:
         return f"max_running {max_running} past the core's table"
     return None
-
-
-def preload() -> None:
-    """Load the compiled pool now (about 0.7 CPU s: numba, then the cached functions a run
-    calls, loaded at their first call: a tiny run), where a process forks workers that
-    will run on it: once in the parent, not once a worker. Nothing happens where no run
-    could use it (forced off, or numba missing)."""
-    if os.environ.get(FORCE_PYTHON, "0") not in ("", "0"):
-        return
-    if importlib.util.find_spec("numba") is None:
-        return
-    importlib.import_module("harness.sim.fastcore.warm").run_a_system()

@@ -45,7 +45,6 @@ from harness.core.notes import keep_notes, say_once
 from harness.core.trace_io import trace_stem
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
-from harness.sim.fastcore import choice
 
 Rows = list[dict[str, Any]]
 
@@ -325,8 +324,6 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
         if jobs <= 1:
             return [_one_process(papers, p, reporter, same) for p in passes]
         context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
-        if context is not None:  # the workers inherit the compiled pool, loaded once here
-            choice.preload()
         with cf.ProcessPoolExecutor(jobs, mp_context=context) as executor:
             executor.submit(int).result()  # fork every worker now, before any thread starts
             try:
