@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from harness.core.offpolicy import ess, lag_histogram, step_stats
+from harness.core.offpolicy import add_lags, ess, lag_histogram, step_stats
 
 
 def test_ess_hand_values() -> None:
@@ -55,3 +57,47 @@ def test_drift_model_ess_equals_many_drawn_weights(drift: float, clamp: float) -
     assert weights.mean() == pytest.approx(1.0, abs=0.003)  # E[w] = 1
     assert stats["ess"] == pytest.approx(ess(weights), rel=0.003)
     assert stats["ess_clamped"] == pytest.approx(ess(np.minimum(weights, clamp)), rel=0.003)
+
+
+def _merged(groups: list[list[list[list[int]]]], version: int) -> dict[int, int]:
+    """`SimTrainer.train`'s sum as it was: each response's `lag_histogram`, added in turn."""
+    hist: dict[int, int] = {}
+    for group in groups:
+        for spans in group:
+            for lag, n in lag_histogram(spans, version).items():
+                hist[lag] = hist.get(lag, 0) + n
+    return hist
+
+
+class _Resp:
+    def __init__(self, spans: list[list[int]]) -> None:
+        self.version_spans = spans
+
+
+class _Group:
+    def __init__(self, group: list[list[list[int]]]) -> None:
+        self.responses = [_Resp(s) for s in group]
+
+
+SPANS = st.lists(st.lists(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 900)).map(list),
+                                   max_size=4), max_size=5), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SPANS, st.integers(0, 8), st.dictionaries(st.integers(-6, 8), st.integers(0, 50)))
+def test_add_lags_is_the_per_response_histograms_summed_in_the_same_order(
+        groups: list[list[list[list[int]]]], version: int, before: dict[int, int]) -> None:
+    """The same counts and the same key order (`step_stats` sums floats in it)."""
+    want = dict(before)
+    for lag, n in _merged(groups, version).items():
+        want[lag] = want.get(lag, 0) + n
+    got = dict(before)
+    add_lags(got, [_Group(g) for g in groups], version)
+    assert list(got.items()) == list(want.items())
+
+
+def test_add_lags_hand_values() -> None:
+    """Version 3: spans of versions 0 and 2 then 3 and 0: lags 3, 1, 0 in that order."""
+    hist = {1: 2}
+    add_lags(hist, [_Group([[[0, 10], [2, 5]], [[3, 4], [0, 1]]])], 3)
+    assert list(hist.items()) == [(1, 7), (3, 11), (0, 4)]

@@ -20,7 +20,7 @@ from harness.sim.perf import TrainModel
 from harness.sim.presets import load_hardware, load_model
 from harness.sim.trainer import constants, db
 from harness.sim.trainer.layout import Layout, bubble
-from harness.sim.trainer.pricer import PARTS_KEPT, charge, pack
+from harness.sim.trainer.pricer import PARTS_KEPT, charge, pack, split
 from harness.sim.trainer.step import KernelTrainModel, Passes
 
 PAD_TO = 128
@@ -271,3 +271,18 @@ def test_a_per_op_stand_in_reads_its_presets_once(monkeypatch: pytest.MonkeyPatc
         db.gemm_s.__wrapped__("h20", m, 4096, 3584)
         db.attention_forward_s.__wrapped__("h20", m, 28, 4, 128)
     assert sorted(read) == ["h20", "h200-sxm"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 5000), max_size=40), st.integers(-1, 12000))
+def test_split_is_first_fit_in_order(lens: list[int], micro_tokens: int) -> None:
+    """`split`'s bisection over running totals against the loop over samples it replaced
+    (zero-length samples and a budget below every sample included)."""
+    groups = [Group(Tokens(0), [Tokens(n) for n in lens])]
+    assert split(lens, micro_tokens) == ref_micro_batches(groups, micro_tokens)
+
+
+def test_split_hand_values() -> None:
+    """Budget 10: 4 + 6 fill the first (10 is not over), 11 alone, then 3 + 7."""
+    assert split([4, 6, 11, 3, 7], 10) == [[4, 6], [11], [3, 7]]
+    assert split([], 10) == [] and split([5, 5], 10) == [[5, 5]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.core.offpolicy import lag_histogram, step_stats
+from harness.core.offpolicy import add_lags, step_stats
 from harness.core.runtime import Group, Response
 from harness.sim.co import Driver, Wait
 from harness.sim.heap import Entry, Heap, cancel
@@ -170,10 +170,7 @@ class SimTrainer:
             if fewer is not None:  # the kernel trainer spreads over the GPUs it has
                 model, slowdown = fewer, 1.0
             micros, samples, tokens, seconds = charge(model, groups, self._micro_tokens)
-            for group in groups:
-                for resp in group.responses:
-                    for lag, n in lag_histogram(resp.version_spans, self.version).items():
-                        self._lags[lag] = self._lags.get(lag, 0) + n
+            add_lags(self._lags, groups, self.version)
             self._emit("train_start", batch=batch, micro_batches=micros, samples=samples,
                        gpus=gpus or self.gpus)
             await self._sleep(slowdown * seconds)

@@ -19,8 +19,10 @@ pool-wide micro-batches, then each micro-batch's time), for either trainer model
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from heapq import heapreplace
+from itertools import accumulate
 from typing import Any, Protocol
 
 from harness.sim.trainer import constants
@@ -197,32 +199,41 @@ class _Group(Protocol):
     def responses(self) -> Sequence[Any]: ...
 
 
+def lengths(groups: Sequence[_Group]) -> list[int]:
+    """Each sample's length (prompt + response), in order: what `pack` packs."""
+    return [prompt + resp.tokens for group in groups for prompt in (group.prompt.tokens,)
+            for resp in group.responses]
+
+
+def split(lens: list[int], micro_tokens: int) -> list[list[int]]:
+    """`lens` in pool-wide micro-batches of at most `micro_tokens` tokens, first fit in
+    order (a sample longer than the budget forms its own). A batch from sample s ends
+    before the first sample j that would take it past the budget, cum[j + 1] - cum[s] >
+    `micro_tokens` over the running totals cum: a bisection, not a test a sample."""
+    total = sum(lens)
+    if total <= micro_tokens:  # one micro-batch: the usual case
+        return [lens] if lens else []
+    cum = [0, *accumulate(lens)]
+    batches, s, n = [], 0, len(lens)
+    while s < n:
+        e = max(s + 1, bisect_right(cum, cum[s] + micro_tokens, s + 1) - 1)
+        batches.append(lens[s:e])
+        s = e
+    return batches
+
+
 def pack(groups: Sequence[_Group], micro_tokens: int) -> list[list[int]]:
     """`SimTrainer.micro_batches`: the samples' lengths (prompt + response) in pool-wide
-    micro-batches of at most `micro_tokens` tokens, first fit in order (a sample longer
-    than the budget forms its own)."""
-    batches: list[list[int]] = []
-    batch: list[int] = []
-    used = 0
-    for group in groups:
-        prompt = group.prompt.tokens
-        for resp in group.responses:
-            n = prompt + resp.tokens
-            if batch and used + n > micro_tokens:
-                batches.append(batch)
-                batch, used = [], 0
-            batch.append(n)
-            used += n
-    if batch:
-        batches.append(batch)
-    return batches
+    micro-batches of at most `micro_tokens` tokens (`split`)."""
+    return split(lengths(groups), micro_tokens)
 
 
 def charge(model: TrainPricing, groups: Sequence[_Group], micro_tokens: int
            ) -> tuple[int, int, int, float]:
     """One train call's (micro-batches, samples, tokens, seconds): what `SimTrainer.train`
     emits and sleeps (before its slowdown on fewer GPUs)."""
-    micros = pack(groups, micro_tokens)
+    lens = lengths(groups)
+    micros = split(lens, micro_tokens)
     lean = getattr(model, "pricer", None)  # the kernel trainer's, called without its wrapper
     seconds = sum(map(lean().micro_time if lean is not None else model.micro_time, micros))
-    return len(micros), sum(map(len, micros)), sum(map(sum, micros)), seconds
+    return len(micros), len(lens), sum(lens), seconds
