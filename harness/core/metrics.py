@@ -106,45 +106,47 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     head = events[0]
     starts: dict[int, float] = {}
     complete: dict[int, float] = {}
-    request_round: dict[tuple[int, int], int] = {}
-    resumed: dict[tuple[int, int], int] = {}
+    submitted: dict[tuple[int, int], tuple[int, int]] = {}  # (round, resumed) of the last
     materialized: dict[int, float] = {}
     finished_tokens: dict[int, list[int]] = defaultdict(list)
     all_tokens: dict[int, int] = defaultdict(int)
     by_round: dict[int, list[tuple[float, int, list[int]]]] = defaultdict(list)  # dispatches
     steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
     round_version: dict[int, int] = {}
-    spans_by_group: dict[int, list[list[list[int]]]] = defaultdict(list)
+    versions: dict[int, dict[int, int]] = {}  # group -> its finished tokens by version
+    most: dict[int, int] = {}  # group -> the most versions behind one of its samples
     spans: dict[int, list[float]] = defaultdict(list)  # batch -> [start, end, start, end...]
     span_open = _nan()  # spans of one trainer never overlap: an end closes the open span
     crosses = False  # a request finished in a later round than its own: a streaming run
-    owners: list[int | None] = []  # `owning_rounds`, worked out in the same pass
-    owner: int | None = None
+    owner: int | None = None  # the round `owning_rounds` gives each event in turn
 
     for e in events:
         ev = e["ev"]
-        if ev == "rollout_start":
-            owner = e["round"]
-        owners.append(owner)
         if ev == "request_finish":
-            key = (e["group"], e["sample"])
-            rnd = request_round.get(key)
-            crosses |= rnd is not None and owner is not None and owner != rnd
-            if rnd is not None:
-                all_tokens[rnd] += e["response_tokens"] - resumed.get(key, 0)
-                if e["status"] == "finished":
-                    finished_tokens[rnd].append(e["response_tokens"])
-                    vspans = e.get("version_spans")
-                    if vspans is None:  # only [first, last] known: count it all as the first
-                        first = e["versions"][:1]
-                        vspans = [[first[0], e["response_tokens"]]] if first else []
-                    spans_by_group[e["group"]].append(vspans)
+            sent = submitted.get((e["group"], e["sample"]))
+            if sent is None:
+                continue
+            rnd, resumed = sent
+            if owner != rnd and owner is not None:
+                crosses = True
+            tokens = e["response_tokens"]
+            all_tokens[rnd] += tokens - resumed
+            if e["status"] == "finished":
+                finished_tokens[rnd].append(tokens)
+                vspans = e.get("version_spans")
+                if vspans is None:  # only [first, last] known: count it all as the first
+                    first = e["versions"][:1]
+                    vspans = [[first[0], tokens]] if first else []
+                hist = versions.setdefault(e["group"], {})
+                for v, n in vspans:
+                    hist[v] = hist.get(v, 0) + n
+                k = len(vspans) if len(vspans) < 2 else len({v for v, _ in vspans})
+                most[e["group"]] = max(k, most.get(e["group"], 0))
         elif ev == "request_submit":
-            key = (e["group"], e["sample"])
-            request_round[key] = e["round"]  # the latest submit: a resumed request moves on
-            resumed[key] = e.get("resumed_tokens", 0)
+            submitted[(e["group"], e["sample"])] = (e["round"], e.get("resumed_tokens", 0))
         elif ev == "rollout_start":
-            starts[e["round"]] = e["t"]
+            owner = e["round"]
+            starts[owner] = e["t"]
             round_version[e["round"]] = e["version"]
         elif ev == "optimizer_step":
             if owner is not None:
@@ -190,13 +192,14 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         )
         row["lower_bound_s"] = _lower_bound(batches, compute, materialized, t0)
         row["efficiency"] = row["lower_bound_s"] / elapsed if elapsed > 0 else _nan()
-        trained = [spans_by_group.get(g, []) for _, _, gs in batches for g in gs]
-        row.update(_offpolicy(steps.get(rnd, []), trained, round_version[rnd]))
-        batch_tokens = sum(n for group in trained for spans in group for _, n in spans)
-        row["batch_tokens_per_s"] = batch_tokens / done if done > 0 else _nan()
+        trained = [g for _, _, gs in batches for g in gs]
+        row.update(_offpolicy(steps.get(rnd, []), [versions.get(g, {}) for g in trained],
+                              max((most.get(g, 0) for g in trained), default=0),
+                              round_version[rnd]))
+        row["batch_tokens_per_s"] = row.pop("tokens") / done if done > 0 else _nan()
         out.append(row)
     if crosses:  # tokens by when they were made, rounds by phase (harness.core.streaming)
-        restate(events, owners, out, starts, round_version)
+        restate(events, owning_rounds(events), out, starts, round_version)
     if untimed(head):
         for row in out:
             row.update(dict.fromkeys(TIME_KEYS, _nan()))
@@ -211,16 +214,14 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else _nan()
 
 
-def _offpolicy(steps: list[dict[str, Any]], groups: list[list[list[list[int]]]],
+def _offpolicy(steps: list[dict[str, Any]], groups: list[dict[int, int]], most: int,
                start_version: int) -> dict[str, float]:
+    """A round's figures from its groups' tokens by version (and `tokens`, their sum)."""
     old = total = 0
-    most = 0
     for group in groups:
-        for spans in group:
-            most = max(most, len({v for v, _ in spans}))
-            for v, n in spans:
-                total += n
-                old += n if v < start_version else 0
+        for v, n in group.items():
+            total += n
+            old += n if v < start_version else 0
     lag_max = [e["lag_max"] for e in steps if e.get("lag_max") is not None]
     return {
         "ess": _mean([e.get("ess") for e in steps]),
@@ -229,6 +230,7 @@ def _offpolicy(steps: list[dict[str, Any]], groups: list[list[list[list[int]]]],
         "lag_max": max(lag_max) if lag_max else _nan(),
         "offpolicy_token_frac": old / total if total else _nan(),
         "versions_per_sample_max": most if total else _nan(),
+        "tokens": total,
     }
 
 
