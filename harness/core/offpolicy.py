@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,7 @@ def _normal_cdf(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2))
 
 
+@lru_cache(maxsize=4096)  # a run asks for a few lags' moments at each optimizer step
 def lognormal_moments(s2: float, clamp: float) -> tuple[float, float]:
     """E[min(w, c)] and E[min(w, c)^2] for log w ~ Normal(-s2/2, s2), c = `clamp`
     (the moments of a lognormal cut at c: its part below c plus c times the

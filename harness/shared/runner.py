@@ -50,6 +50,11 @@ class RunnerBase:
     def emit(self, ev: str, **fields: Any) -> None:
         self._writer.emit(ev, **fields)
 
+    def keeps(self, ev: str) -> bool:
+        """Whether the trace keeps events of kind `ev` (a simulated run's reader may ask
+        for some kinds only: `SimRuntime`), so that one it drops need not be built."""
+        return True
+
     def new_group_id(self) -> int:
         self._groups += 1
         return self._groups - 1
@@ -127,6 +132,8 @@ class RunnerBase:
     def materialized(self, group: Group) -> None:
         """`materialize` once its delay has passed: advantages, and the event."""
         group.advantages = grpo.advantages(group.rewards)
+        if not self.keeps("group_materialized"):  # its lists not built for nothing
+            return
         checked = [r.verify_s for r in group.responses]
         timed = {"verify_s": checked} if None not in checked else {}
         self.emit("group_materialized", group=group.id, round=group.round,

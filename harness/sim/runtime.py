@@ -67,6 +67,7 @@ class SimRuntime(RunnerBase):
         super().__init__(cfg, trace_path)
         # Every component emits through the writer itself: one call per event, not three.
         self.emit = self._writer.record  # type: ignore[method-assign,attr-defined]
+        self.keeps = self._writer.keeps  # type: ignore[method-assign,attr-defined]
         s = cfg.sim
         self.knobs = knobs.current()  # None outside a `would-need` probe: no change
         self.params = knobs.apply_params(resolve(s), self.knobs)
