@@ -51,6 +51,7 @@ from harness.sim.fastcore.timeline import (
     ENGINE,
     FINISH,
     FSIZE,
+    G_CALL,
     G_NE,
     G_SEQ,
     GEN0,
@@ -97,7 +98,8 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
     replica does nothing (`_plan` returns); a draining one admits none. Returns -1 when
     done; e >= 0: replica e needs more room in the arrays first; -2 - e: replica e's
     drain is over (`_plan` found it empty while a drain waited), to be told at once, as
-    `_plan` sets the drain's Wait."""
+    `_plan` sets the drain's Wait. It also stops (-1) after an entry whose `_plan` left a
+    call for the GPU share (G_CALL: harness/sim/fastcore/share.py)."""
     while True:
         e = next_engine(st2, fs2)
         if e < 0:
@@ -117,6 +119,8 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
             continue
         fire(p, rq, g, st, fs, wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
              max_running if st[PAUSED] == GOING else 0)
+        if g[G_CALL] != 0:  # the GPU share is told now, before anything else runs
+            return -1
         if st[DRAINING] == 1 and st[B] == 0:
             st[DRAINING] = 0
             return -2 - e
