@@ -130,6 +130,11 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
     `group_next`'s three and the heap's counter."""
     g[G_SEQ] = seq
     while True:
+        call = g[G_CALL]
+        if call != 0:  # a replica's `_plan` left a call for the GPU share: Python's now
+            g[G_CALL] = 0
+            b, t, s = group_next(st, fs, tt, tq, tn)
+            return SHARED, call, b, fs[g[G_CALLER], NOW], s, g[G_SEQ]
         lt, ls = limit_t, limit_seq
         if tn[0] > 0 and _before(tt[0], tq[0, 0], lt, ls):
             lt, ls = tt[0], tq[0, 0]
@@ -148,14 +153,11 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
                     continue
             if _before(ev_t[k], ev[k, 4], limit_t, limit_seq):  # Python's return
                 limit_t, limit_seq = ev_t[k], ev[k, 4]
-        call = g[G_CALL]
-        if call != 0:  # `core_run` stopped for it: before any timer or entry after it
-            g[G_CALL] = 0
-            b, t, s = group_next(st, fs, tt, tq, tn)
-            return SHARED, call, b, fs[g[G_CALLER], NOW], s, g[G_SEQ]
         if e != -1:
             b, t, s = group_next(st, fs, tt, tq, tn)
             return e, 0, b, t, s, g[G_SEQ]
+        if g[G_CALL] != 0:  # `core_run` stopped for it: told before any timer
+            continue
         b = next_engine(st, fs)
         if tn[0] == 0 or not _before(tt[0], tq[0, 0], limit_t, limit_seq) or (
                 b >= 0 and _before(fs[b, PEND_T], st[b, PEND_SEQ], tt[0], tq[0, 0])):

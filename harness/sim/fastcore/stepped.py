@@ -119,11 +119,11 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
             continue
         fire(p, rq, g, st, fs, wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
              max_running if st[PAUSED] == GOING else 0)
-        if g[G_CALL] != 0:  # the GPU share is told now, before anything else runs
-            return -1
         if st[DRAINING] == 1 and st[B] == 0:
             st[DRAINING] = 0
             return -2 - e
+        if g[G_CALL] != 0:  # the GPU share is told now (after a drain, as `_plan` does)
+            return -1
         for k in range(ne, g[G_NE]):
             if ev[k, 0] == FINISH:  # the first return of this turn: nothing after it runs
                 if t < limit_t or ev[k, 4] < limit_seq:
