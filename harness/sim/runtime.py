@@ -156,8 +156,9 @@ class SimRuntime(RunnerBase):
         self.trainer = SimTrainer(train, self.engine, self.emit, micro_tokens,
                                   self.params["weight_sync_s"], self.params["drift"],
                                   cfg.clamp, driver=self.driver, share=self.share, gpus=train_n)
-        if self.share is not None:
-            self.share.attach(engines, self.trainer.lock)
+        if self.share is not None:  # the compiled pool's replicas as the share sees them
+            self.share.attach(engines if core_decode is None else self.engine.shared(
+                self.share), self.trainer.lock)
         self.engine.lender = partial(self._lender, measured)  # built at the first lend
         self.verifier = SimVerifier(self.driver, s.verifier_workers)
 

@@ -2,20 +2,21 @@
 configuration before the run; every other run keeps `EnginePool` over `SimEngine`s.
 
 The compiled engines have submissions only: admission, segments, preemption by
-recomputation, a request's end (harness/sim/fastcore/timeline.py). The pool adds what
-needs no cut of a segment: a weight install, pause or resume while every replica is idle.
-So a run goes on the core only if nothing in it asks for more:
+recomputation, a request's end (harness/sim/fastcore/timeline.py), and a colocated
+placement's turns on the GPUs with the trainer (`GpuShare`: harness/sim/fastcore/share.py).
+The pool adds what needs no cut of a segment: a weight install, pause or resume while every
+replica is idle. So a run goes on the core only if nothing in it asks for more:
 
 - a system from `CORE_SYSTEMS`: those whose engine calls are `serve`, `submit` and a
-  publish between rollouts (the engine idle). Every other system aborts, pauses or
-  installs with requests in flight (pipelinerl, areal, tinker, skyrl-async, nemo-rl-async,
+  publish between rollouts (the engine idle; colocated too: no request waits for the GPUs
+  while they publish, so the share never wakes a replica then). Every other system aborts,
+  pauses or installs with requests in flight (pipelinerl, areal, tinker, skyrl-async, nemo-rl-async,
   verl-fully-async, roll-flash, sortedrl, laminar, april, cgp-april, slime-async, seer's
   chunks, prime-rl, rollpacker and cgp-tail's resizes, verl-dynamic's lent replicas, tlt's
   drafting, or a plugin the core knows nothing of);
-- no colocated placement (the GPU share: `GpuShare`), no speculative decoding or grouped
-  drafting (`sim.spec_drafter`), no eager steps (`sim.engine_eager`), no verifier worker
-  pool (`sim.verifier_workers`: kept for the next step, where the core runs the checks),
-  no `would-need` probe (its knobs wrap the step model);
+- no speculative decoding or grouped drafting (`sim.spec_drafter`), no eager steps
+  (`sim.engine_eager`), no verifier worker pool (`sim.verifier_workers`: kept for the next
+  step, where the core runs the checks), no `would-need` probe (its knobs wrap the step model);
 - a step model of exactly `DecodeModel` or `TableDecodeModel` (anything that wraps them:
   speculation, eager steps, overheads, probes, is priced by its own formula), a table's
   batches within the core's cap;
@@ -44,8 +45,7 @@ def config_refusal(cfg: Any, probed: bool) -> str | None:
         return f"{FORCE_PYTHON} is set"
     if cfg.system not in CORE_SYSTEMS:
         return f"system {cfg.system} calls what the core does not have"
-    for why, refused in (("a colocated placement", s.placement == "colocated"),
-                         ("speculative decoding", s.spec_drafter != "off"),
+    for why, refused in (("speculative decoding", s.spec_drafter != "off"),
                          ("eager steps", bool(s.engine_eager)),
                          ("a verifier worker pool", s.verifier_workers != 0),
                          ("a would-need probe", probed)):

@@ -43,6 +43,7 @@ from harness.sim.fastcore.timeline import (
     FINISH,
     FSIZE,
     G0,
+    G_CALLER,
     G_SEQ,
     GEN0,
     N_ST,
@@ -82,7 +83,8 @@ ABORTED = 4  # a request's STATE once aborted (timeline's DONE: finished)
 PAUSED, VERSION, DRAINING = range(N_ST, N_ST + 3)
 ST_COLS = N_ST + 3
 GOING, STOPPED, DRAIN = 0, 1, 2  # PAUSED: `SimEngine._paused` False, True, "drain"
-G_NSP, G_COLS = 2, 3  # the pool's: span rows used (row 0 is none: a zeroed row has none)
+G_NSP = 2  # the pool's: span rows used (row 0 is none: a zeroed row has none)
+G_COLS = G_CALLER + 1  # and timeline.py's (the GPU share's three after it)
 RECOMPUTE = 1  # a preemption's value when `install_end` recomputes (else 0)
 MODES = {"keep": 0, "abort": 1, "drain": 0}  # `pause_now`'s: a drain is paused as a keep
 

@@ -30,13 +30,26 @@ import numpy as np
 from harness.sim.fastcore.crossing import LeanEngines
 from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepped import _grown, core_run, next_engine
-from harness.sim.fastcore.timeline import FINISH, G_NE, G_SEQ, PEND_SEQ, PEND_T, Arr
+from harness.sim.fastcore.timeline import (
+    ENGINE_HOLDS,
+    FINISH,
+    G_CALL,
+    G_CALLER,
+    G_NE,
+    G_SEQ,
+    G_SHARE,
+    NOW,
+    PEND_SEQ,
+    PEND_T,
+    TRAINER_HOLDS,
+    Arr,
+)
 
 HELD, RETURNED = 10, 11  # event rows: a finish whose return the core takes; that return
 RET, CHK = 0, 1  # timer kinds
 # `group_run`'s first answer besides GO (done) and e >= 0 (replica e needs room); far from
 # `core_run`'s drain answers (-2 - e), which the compiled pool never makes (no drain)
-GO, SCORED, ROOM_EV = -1, -(1 << 40), -(1 << 40) - 1
+GO, SCORED, ROOM_EV, SHARED = -1, -(1 << 40), -(1 << 40) - 1, -(1 << 40) - 2
 UNSCORED, UNRETURNED, SIZE = 0, 1, 2  # a group row's counts
 
 
@@ -112,10 +125,16 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
     """The replicas and the timers in (when, seq) order while they come before the heap's
     next entry and the first return left to Python. Returns (e, i, b, when, seq, counter):
     e GO (done), SCORED (request i's check was its group's last: tell Python now, at the
-    timer's when), ROOM_EV (the event rows need room) or a replica that needs room; then
+    timer's when), SHARED (i: the call a replica's `_plan` left for the GPU share, made
+    at when), ROOM_EV (the event rows need room) or a replica that needs room; then
     `group_next`'s three and the heap's counter."""
     g[G_SEQ] = seq
     while True:
+        call = g[G_CALL]
+        if call != 0:  # a replica's `_plan` left a call for the GPU share: Python's now
+            g[G_CALL] = 0
+            b, t, s = group_next(st, fs, tt, tq, tn)
+            return SHARED, call, b, fs[g[G_CALLER], NOW], s, g[G_SEQ]
         lt, ls = limit_t, limit_seq
         if tn[0] > 0 and _before(tt[0], tq[0, 0], lt, ls):
             lt, ls = tt[0], tq[0, 0]
@@ -137,6 +156,8 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
         if e != -1:
             b, t, s = group_next(st, fs, tt, tq, tn)
             return e, 0, b, t, s, g[G_SEQ]
+        if g[G_CALL] != 0:  # `core_run` stopped for it: told before any timer
+            continue
         b = next_engine(st, fs)
         if tn[0] == 0 or not _before(tt[0], tq[0, 0], limit_t, limit_seq) or (
                 b >= 0 and _before(fs[b, PEND_T], st[b, PEND_SEQ], tt[0], tq[0, 0])):
@@ -168,6 +189,10 @@ class GroupEngines(LeanEngines):
     """`LeanEngines` that also run the returns and checks of served groups (`group`)."""
 
     scored: Callable[[int, float], None]  # request i's check was its group's last, at t
+    # a GPU share (harness/sim/fastcore/share.py): whether the engine holds the GPUs, read
+    # at each turn of the core (only Python's entries change it); the call `_plan` left
+    holds: Callable[[], bool] | None = None
+    told: Callable[[int, float], None]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -223,6 +248,8 @@ class GroupEngines(LeanEngines):
     def _fire(self, key: tuple[float, int]) -> None:
         del self.queued[key]
         self.entry = None
+        if self.holds is not None:
+            self.g[G_SHARE] = ENGINE_HOLDS if self.holds() else TRAINER_HOLDS
         heap = self.heap
         queue: list[Any] = heap._queue  # noqa: SLF001
         while True:
@@ -240,6 +267,8 @@ class GroupEngines(LeanEngines):
             if e == SCORED:
                 self.unscored -= int(self.counts[self.slot[i], SIZE])
                 self.scored(i, t)
+            elif e == SHARED:
+                self.told(i, t)
             elif e == ROOM_EV:
                 need = int(self.g[G_NE]) + 1
                 self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)

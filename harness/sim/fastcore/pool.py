@@ -293,6 +293,15 @@ class CorePool:
     async def reconfigure(self, tp: int) -> None:
         self._refuse("rebuild its replicas")
 
+    # -- the GPU share -------------------------------------------------------
+    def shared(self, share: Any) -> list[Any]:
+        """The replicas as a colocated `GpuShare` sees engines (`idle`, `wake`), the core
+        taking turns on the GPUs as `SimEngine`s do (harness/sim/fastcore/share.py)."""
+        from harness.sim.fastcore.share import CoreShare
+
+        return CoreShare(self._core, self._heap, share,
+                         lambda: self._paused or self._installing, self._refuse).replicas
+
     # -- the idle-only controls ----------------------------------------------
     def _refuse(self, what: str) -> NoReturn:
         raise RuntimeError(f"the compiled pool cannot {what}; this run should have been on "

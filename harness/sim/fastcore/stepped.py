@@ -51,6 +51,7 @@ from harness.sim.fastcore.timeline import (
     ENGINE,
     FINISH,
     FSIZE,
+    G_CALL,
     G_NE,
     G_SEQ,
     GEN0,
@@ -97,7 +98,8 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
     replica does nothing (`_plan` returns); a draining one admits none. Returns -1 when
     done; e >= 0: replica e needs more room in the arrays first; -2 - e: replica e's
     drain is over (`_plan` found it empty while a drain waited), to be told at once, as
-    `_plan` sets the drain's Wait."""
+    `_plan` sets the drain's Wait. It also stops (-1) after an entry whose `_plan` left a
+    call for the GPU share (G_CALL: harness/sim/fastcore/share.py)."""
     while True:
         e = next_engine(st2, fs2)
         if e < 0:
@@ -120,6 +122,8 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
         if st[DRAINING] == 1 and st[B] == 0:
             st[DRAINING] = 0
             return -2 - e
+        if g[G_CALL] != 0:  # the GPU share is told now (after a drain, as `_plan` does)
+            return -1
         for k in range(ne, g[G_NE]):
             if ev[k, 0] == FINISH:  # the first return of this turn: nothing after it runs
                 if t < limit_t or ev[k, 4] < limit_seq:

@@ -1,7 +1,7 @@
 """`Batching`'s timeline (harness/sim/batching.py) and `SimEngine`'s per-request bookkeeping
 (harness/sim/engine.py), compiled, for the plain case: submissions only (no abort, pause,
-install, chunk, resume, GPU share, lend or speculative decoding), the roofline or the
-measured-kernel table pricing the steps (harness/sim/fastcore/stepmodel.py).
+install, chunk, resume, lend or speculative decoding; the GPU share's turns in `_plan`), the
+roofline or the measured-kernel table pricing the steps (harness/sim/fastcore/stepmodel.py).
 
 Each rule is the Python one, step for step, so that every event comes at the same time,
 bit for bit: admission by (priority, arrival) while the KV cache and the batch cap allow,
@@ -41,8 +41,12 @@ WAITING, RUNNING, DONE = 1, 2, 3
 STEPS, CTX_BASE, B, ARRIVALS, ADMITS, WSIZE, FSIZE, RSIZE = range(8)
 SEG_N, SEG_B, SEG_CTX, SEG_ID, CUT_ID, PENDING, PEND_SEQ, ENGINE, IDS = range(8, 17)
 N_ST = 17
-# the pool's (g): the heap's seq counter as the engines take from it, events written
-G_SEQ, G_NE = 0, 1
+# the pool's (g): the heap's seq counter as the engines take from it, events written;
+# (control.py's G_NSP is 2) the GPU share: who holds the GPUs, and the call `_plan` left
+# for Python (`GpuShare.engine_wants` or `engine_idle`) and the replica that made it
+G_SEQ, G_NE, G_SHARE, G_CALL, G_CALLER = 0, 1, 3, 4, 5
+NO_SHARE, ENGINE_HOLDS, TRAINER_HOLDS = 0, 1, 2  # G_SHARE ("switching": the trainer's)
+WANTS, IDLE = 1, 2  # G_CALL (0: none)
 # engine floats (fs)
 NOW, SEG_START, PEND_T, CUT_NOW = range(4)
 # what the engine's one heap entry is
@@ -177,12 +181,22 @@ def _admit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr,
 def _plan(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr, ev: Arr,
           capacity: int, max_running: int) -> None:
     """`Batching._plan`: admit, preempt while the next step would overflow, and set the
-    timer of the next segment (or nothing, when the engine is empty)."""
+    timer of the next segment (or nothing, when the engine is empty). With a GPU share
+    (G_SHARE) the replica plans nothing while the trainer holds the GPUs, and leaves the
+    share's call for Python where `Batching._plan` makes it (harness/sim/fastcore/
+    share.py): the core stops after this entry."""
+    share = g[G_SHARE]
+    if share == TRAINER_HOLDS:
+        if st[B] > 0 or st[WSIZE] > 0:
+            g[G_CALL], g[G_CALLER] = WANTS, st[ENGINE]
+        return
     prefill = 0.0
     if st[WSIZE] > 0:
         prefill = _admit(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
     b = st[B]
     if b == 0:
+        if share != NO_SHARE and st[WSIZE] == 0:
+            g[G_CALL], g[G_CALLER] = IDLE, st[ENGINE]
         return
     steps = st[STEPS]
     ctx = st[CTX_BASE] + b * steps
@@ -228,7 +242,7 @@ def _segment_end(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs
             rq[i, STATE] = DONE
             g[G_SEQ] += 1  # the response's return, a turn later (`EnginePool._soon`)
             _emit(g, st, fs, ev_t, ev, FINISH, i, gen)
-    if st[B] > 0 or st[WSIZE] > 0:
+    if st[B] > 0 or st[WSIZE] > 0 or g[G_SHARE] != NO_SHARE:
         _plan(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
 
 
@@ -295,7 +309,7 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
     rs = np.empty((most + 16, 2), dtype=np.int64)
     st = np.zeros(N_ST, dtype=np.int64)
     fs = np.zeros(4, dtype=np.float64)
-    g = np.zeros(2, dtype=np.int64)
+    g = np.zeros(G_CALLER + 1, dtype=np.int64)
     for e in range(bounds.shape[0] - 1):
         lo, hi = bounds[e], bounds[e + 1]
         count = hi - lo

@@ -6,8 +6,8 @@ about 0.7 s (importing numba and loading). The cold compile belongs to the set-u
 `make reproduce`'s 30 s. Tiny inputs go through the entry points, `simulate` (the whole
 stream at once), `SteppedEngines` (requests from the heap's callbacks, arrays from one
 row so that every growth path and the run stack's compaction run), the replicas'
-pool-wide calls (control.py, through scripts.py's `PinnedPool`) and a simulated run of
-slime (the runtime's own use of the core, where it has one), with the argument types a
+pool-wide calls (control.py, through scripts.py's `PinnedPool`) and simulated runs of
+slime and of verl colocated (the runtime's own use of the core), with the argument types a
 run passes, so each function is compiled for the signature a run asks for. Then
 every compiled function of the package must have been compiled or loaded here (a callee
 loaded inside its cached caller counts by its cache file): a function added to the core
@@ -93,14 +93,21 @@ def run_controls() -> None:
 
 
 def run_a_system() -> None:
-    """A tiny simulated run of slime, which the runtime's compiled pool serves where it
-    has one: what the runtime's crossing calls is compiled with the types a run passes."""
+    """Tiny simulated runs of slime and of verl colocated (two rounds: the GPUs handed
+    back to the engine, harness/sim/fastcore/share.py), which the runtime's compiled pool
+    serves where it has one: what the runtime's crossing calls is compiled with the types
+    a run passes."""
     os.environ.pop("ROLLOUTBENCH_PYTHON_ENGINES", None)  # the test suite's Python-only switch
-    cfg = RunConfig(system="slime", workload="lsat-ar", groups=2, update_groups=1, rounds=1,
-                    group_size=2, seed=0).validate()
-    resolve_defaults(cfg)  # as harness.run.execute does (a layer above this one)
-    with tempfile.TemporaryDirectory() as tmp:
-        SimRuntime(cfg, Path(tmp) / "trace.jsonl.zst", True, None).run(get_system(cfg.system))
+    for system, rounds in (("slime", 1), ("verl", 2)):
+        cfg = RunConfig(system=system, workload="lsat-ar", groups=2, update_groups=1,
+                        rounds=rounds, group_size=2, seed=0)
+        if system == "verl":  # its own hand-over, sync and trainer: no note on their prices
+            cfg.sim.placement, cfg.sim.switch_s = "colocated", 0.5
+            cfg.sim.weight_sync_s, cfg.sim.train_scale = 0.5, 1.0
+        resolve_defaults(cfg.validate())  # as harness.run.execute does (a layer above)
+        with tempfile.TemporaryDirectory() as tmp:
+            SimRuntime(cfg, Path(tmp) / "trace.jsonl.zst", True, None).run(
+                get_system(cfg.system))
 
 
 def dispatchers() -> dict[str, Any]:
