@@ -32,7 +32,8 @@ import os
 from typing import Any
 
 # Systems whose every engine call the compiled pool has (see the module's docstring).
-CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off"})
+CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off",
+                          "verl-fully-async"})
 FORCE_PYTHON = "ROLLOUTBENCH_PYTHON_ENGINES"  # set (not "0"): every run on SimEngines
 
 

@@ -1,0 +1,125 @@
+"""The compiled pool's pool-wide calls with requests in flight (harness/sim/fastcore/
+pool.py's `CorePool` takes them from here): pause (keep, or abort every live request),
+resume, a weight install (begin on every replica, one transfer, end on every replica,
+with or without recomputation) and a request resumed from its partial tokens
+(`Request.resume`). Each is control.py's compiled call on each replica in index order,
+as `EnginePool` calls each `SimEngine` (harness/sim/placement.py), with the heap's seq
+counter taken and given back around it; the events it made go to the trace and the
+returns of the requests it ended to the heap (the pool's `_forward`) before any Python
+runs, each at the seq `SimEngine._end` took for it.
+
+Why here and not in the pool: verl-fully-async's parameter sync (systems/
+verl_fully_async.py: `pause("abort")`, publish while paused, `resume`, the aborted
+responses sent again with their tokens) is what these calls serve; the idle-only calls
+the other systems make are the same calls on idle replicas (the same seqs: a cut of an
+idle replica cancels its replan, an `interrupt` takes one where none is due).
+
+What stays refused: a drain with requests in flight (`core_run`'s drain answers are not
+taken by the pool), an abort of some requests in flight (no system on the core makes
+one), and any in-flight call while the core runs a served group's returns
+(`serve_group`: its counts would miss an aborted sample).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from harness.core.runtime import PauseMode, Request
+from harness.sim.co import sleep
+from harness.sim.fastcore import control
+from harness.sim.fastcore.control import MODES
+from harness.sim.fastcore.timeline import G_NE, G_SEQ, PENDING, TIMER, WSIZE, B
+
+
+class InFlightCalls:
+    """`CorePool`'s `pause`, `resume`, `install` and resumed submissions (a mixin: the
+    pool sets the attributes below)."""
+
+    _core: Any  # GroupEngines
+    _heap: Any
+    _services: dict[int, Any]
+    version: int
+    # set once a call found requests in flight or a request was resumed: from then on a
+    # response is read from the core (status, spans), not built as one version's
+    _spanned: bool = False
+
+    _refuse: Callable[[str], NoReturn]
+    _forward: Callable[[], None]
+
+    # -- the contract's calls --------------------------------------------------
+    async def pause(self, mode: PauseMode = "keep") -> None:
+        """`EnginePool.pause`: each replica's `pause_now` in turn; "abort" ends every
+        live request (its return a turn later); a drain only where nothing runs."""
+        if self._busy():
+            if mode == "drain":
+                self._refuse("drain a replica with requests in flight")
+            self._in_flight("pause")
+        core, ends = self._core, MODES[mode]
+        self._each(lambda e, now: control.pause_now(
+            core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
+            core.ev, e, now, ends))
+
+    async def resume(self) -> None:
+        core = self._core
+        self._each(lambda e, now: control.resume_now(core.p, core.g, core.st, core.fs, e, now))
+
+    async def install(self, version: int, transfer_s: float, in_flight: bool,
+                      recompute: bool = False, drafter: int | None = None) -> None:
+        """`EnginePool.install`: begin on every replica, one transfer, end on every
+        replica (the drafter's weights: none, speculative decoding stays in Python)."""
+        if self._busy():
+            self._in_flight("install weights")
+        core = self._core
+        was = self._each(lambda e, now: control.install_begin(
+            core.p, core.rq, core.g, core.st, core.fs, core.fh, core.ev_t, core.ev, e, now))
+        await sleep(self._heap, transfer_s)
+        if self._busy():
+            self._in_flight("install weights")
+        self.version = version
+        self._each(lambda e, now: control.install_end(
+            core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
+            core.ev, core.sp, e, now, version, int(was[e]), recompute))
+
+    def _submit_resumed(self, index: int, request: Request, target: int) -> None:
+        """`SimEngine.submit_then` of a request going on from its partial response: its
+        prefill is its prompt and those tokens, its spans go on from the response's."""
+        resume = request.resume
+        assert resume is not None
+        if target <= resume.tokens:
+            raise ValueError(f"request {request.id}: nothing left to generate")
+        if self._services:
+            self._refuse("resume a request while it runs a served group's returns")
+        self._spanned = True
+        core = self._core
+        core._cover(core.n + 1)  # noqa: SLF001  (a request of no served group)
+        ne = int(core.g[G_NE])
+        core.submit_resumed(index, request.priority, request.prompt.tokens, target,
+                            resume.tokens, resume.version_spans)
+        core.g[G_NE] = ne  # its request_submit is the pool's to write (as `lean_submit`)
+
+    # -- helpers ---------------------------------------------------------------
+    def _busy(self) -> bool:
+        """A replica holds a request (waiting or running) or a segment under way."""
+        st = self._core.st
+        return bool((st[:, B] > 0).any() or (st[:, WSIZE] > 0).any()
+                    or (st[:, PENDING] == TIMER).any())
+
+    def _in_flight(self, what: str) -> None:
+        if self._services:
+            self._refuse(f"{what} with requests in flight while it runs a served group's "
+                         f"returns")
+        self._spanned = True
+
+    def _each(self, call: Callable[[int, float], Any]) -> list[Any]:
+        """`call(e, now)` on each replica in index order, with room for what it makes and
+        the heap's counter; then its events forwarded and the core's entry moved."""
+        core, heap = self._core, self._heap
+        out = []
+        for e in range(core.st.shape[0]):
+            core._begin(e)  # noqa: SLF001  (room; the heap's counter taken)
+            out.append(call(e, heap.now))
+            heap._seq = int(core.g[G_SEQ])  # noqa: SLF001
+        self._forward()
+        core._arm()  # noqa: SLF001
+        return out
