@@ -221,6 +221,9 @@ class GroupEngines(LeanEngines):
         self._arm_at(int(b), float(t), int(s))
 
     def _fire(self, key: tuple[float, int]) -> None:
+        if not self.groups:  # no served group yet (verl-fully-async serves none): no
+            LeanEngines._fire(self, key)  # timers, and `lean_run` takes fewer arrays
+            return
         del self.queued[key]
         self.entry = None
         heap = self.heap

@@ -8,9 +8,13 @@ asked at each submission and told at each return), each request's target is
 events are handed to the trace writer (`record_at`) after each call into it, in the order
 they were made and at their own times: the core runs ahead of the heap's clock, never
 past the heap's next entry, so no Python event falls between two of its events out of
-order. What the core does not have (a cut of a running segment: abort, pause or install
-with requests in flight, lend, resize, pull, reconfigure) is refused loudly: the choice
-should have kept such a run on the Python path. A group `serve` hands over whole
+order. Pause (keep, abort), resume and a weight install, with requests in flight or not,
+and a request resumed from its partial tokens are control.py's compiled calls
+(harness/sim/fastcore/inflight.py); once one found requests in flight, a response's status
+and version spans are read from the core. What the core does not have (an abort of some
+requests in flight, a drain with requests in flight, lend, resize, pull, reconfigure, a
+chunked request) is refused loudly: the choice should have kept such a run on the Python
+path. A group `serve` hands over whole
 (`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
 groups.py): Python sees its K-th response and its K-th score only.
 """
