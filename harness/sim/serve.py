@@ -74,7 +74,6 @@ class GroupService(Wait):
                         for sample in todo]
             serve_group = getattr(rt.engine, "serve_group", None)
             if (serve_group is not None and self.timers and timeout is None and materialize
-                    and on_response is None
                     and k <= len(getattr(group.prompt.hidden, "lengths", ()))):
                 serve_group(requests, self)  # the compiled pool runs the returns and checks
             else:  # the K at once (the compiled pool: one call into its core)
@@ -176,6 +175,17 @@ class GroupService(Wait):
         for sample, response in enumerate(self.responses):
             response.verify_s, rewards[sample] = check_outcome(response, None)
         self.left = 1
+        self._ended()
+
+    def core_checked(self, samples: list[int]) -> None:
+        """The compiled pool handed this group back after an abort (harness/sim/fastcore/
+        inflight.py): its checks of `samples` (the responses it held) are over, the
+        others are this service's own; each as `_Check` sets it, then `_ended` for each."""
+        rewards, responses = self.rewards, self.responses
+        for sample in samples:
+            response = responses[sample]
+            response.verify_s, rewards[sample] = check_outcome(response, None)
+        self.left -= len(samples) - 1
         self._ended()
 
     def _checked(self, response: Response, took: float, reward: float) -> None:

@@ -23,12 +23,14 @@ one), and any in-flight call while the core runs a served group's returns
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any, NoReturn
 
-from harness.core.runtime import PauseMode, Request
+from harness.core.runtime import PauseMode, Request, Response
 from harness.sim.co import sleep
 from harness.sim.fastcore import control
 from harness.sim.fastcore.control import MODES
+from harness.sim.fastcore.groups import RET, SIZE, UNRETURNED, UNSCORED, t_push
 from harness.sim.fastcore.timeline import G_NE, G_SEQ, PENDING, TIMER, WSIZE, B
 
 
@@ -43,6 +45,12 @@ class InFlightCalls:
     # set once a call found requests in flight or a request was resumed: from then on a
     # response is read from the core (status, spans), not built as one version's
     _spanned: bool = False
+    _controlling: bool = False  # `_forward` of a call's events (`_each`)
+    _handed: dict[int, Any]  # served groups handed back to `serve` in this call
+    _held: dict[int, list[int]]  # handed back: the samples whose checks the core runs
+    _returned: Callable[[int], None]
+    _last_returned: Callable[[int], None]
+    _live: list[Any]
 
     _refuse: Callable[[str], NoReturn]
     _forward: Callable[[], None]
@@ -88,8 +96,6 @@ class InFlightCalls:
         assert resume is not None
         if target <= resume.tokens:
             raise ValueError(f"request {request.id}: nothing left to generate")
-        if self._services:
-            self._refuse("resume a request while it runs a served group's returns")
         self._spanned = True
         core = self._core
         core._cover(core.n + 1)  # noqa: SLF001  (a request of no served group)
@@ -106,9 +112,6 @@ class InFlightCalls:
                     or (st[:, PENDING] == TIMER).any())
 
     def _in_flight(self, what: str) -> None:
-        if self._services:
-            self._refuse(f"{what} with requests in flight while it runs a served group's "
-                         f"returns")
         self._spanned = True
 
     def _each(self, call: Callable[[int, float], Any]) -> list[Any]:
@@ -120,6 +123,58 @@ class InFlightCalls:
             core._begin(e)  # noqa: SLF001  (room; the heap's counter taken)
             out.append(call(e, heap.now))
             heap._seq = int(core.g[G_SEQ])  # noqa: SLF001
-        self._forward()
+        self._controlling = True  # a served sample's end goes to `_member_ended`
+        try:
+            self._forward()
+        finally:
+            self._controlling = False
+            self._handed.clear()  # every sample in flight of those groups has ended
         core._arm()  # noqa: SLF001
         return out
+
+    # -- a served group's sample ended by a call --------------------------------
+    def _member_ended(self, i: int, t: float, seq: int, response: Response) -> None:
+        """Request `i`, a sample of a group the core serves, ended in a call (finished in
+        the cut, or aborted), its return due at (t, seq): what `group_run` does with a
+        finish (held: its return the core's; the K-th: Python's), or, once the group has
+        an aborted sample, `serve`'s own path (`_hand_back`)."""
+        core = self._core
+        gs = int(core.slot[i])
+        service = self._handed.get(gs)
+        if service is None and response.status == "aborted":
+            service = self._hand_back(gs)
+        if service is not None:  # `_answered` a turn later, as `EnginePool` returns it
+            core.slot[i] = -1
+            slot = self._live[i]
+            slot[1], slot[3] = service._answered, response  # noqa: SLF001
+            heappush(self._heap._queue, [t, seq, self._returned, (i,)])  # noqa: SLF001
+            return
+        core.counts[gs, UNRETURNED] -= 1
+        if core.counts[gs, UNRETURNED] > 0:  # held, as `group_run` holds it
+            self._services[gs].responses[response.request.sample] = response
+            t_push(core.tt, core.tq, core.tn, t, seq, RET, i)
+        else:
+            self._live[i][3] = response
+            heappush(self._heap._queue, [t, seq, self._last_returned, (i,)])  # noqa: SLF001
+
+    def _hand_back(self, gs: int) -> Any:
+        """A sample of served group `gs` was aborted (a pause with abort ends every sample
+        in flight): those go back to `serve`'s own path (each return to `_answered`,
+        which sends an aborted one again or checks a finished one by a timer of its
+        own); the checks the core runs already (the samples it held) stay there, and the
+        last of them tells the service (`_scored`: `core_checked`), now if none is left."""
+        core = self._core
+        service = self._services[gs]
+        self._handed[gs] = service  # this call's other samples of the group: the same
+        live = int(core.counts[gs, UNRETURNED])
+        core.counts[gs, UNRETURNED] = 0
+        core.counts[gs, UNSCORED] -= live
+        service.unanswered = live
+        held = [s for s, r in enumerate(service.responses) if r is not None]
+        if core.counts[gs, UNSCORED] == 0:  # every check the core ran is over
+            self._services.pop(gs)
+            core.unscored -= int(core.counts[gs, SIZE])
+            service.core_checked(held)
+        else:
+            self._held[gs] = held
+        return service

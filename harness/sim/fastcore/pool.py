@@ -67,6 +67,8 @@ class CorePool(InFlightCalls):
         self._core.sink = self._forward
         self._core.scored = self._scored
         self._services: dict[int, Any] = {}  # a served group's row in the core -> its service
+        self._handed: dict[int, Any] = {}  # (inflight.py: groups handed back to `serve`)
+        self._held: dict[int, list[int]] = {}
         self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
         self._record_many = writer.record_many
         self._keep_submit = writer.keeps("request_submit")
@@ -171,6 +173,9 @@ class CorePool(InFlightCalls):
         self._live[i] = None
         self._router.give_back(index)
         heap, core = self._heap, self._core
+        told = self._services[int(core.slot[i])].on_response
+        if told is not None:  # `_answered` tells it first, then starts the check
+            told(response)
         took = float(core.latency[i])
         heap._seq += 1  # noqa: SLF001
         core.add_check(i, heap.now + took if took > 0 else heap.now, heap._seq)  # noqa: SLF001
@@ -180,7 +185,12 @@ class CorePool(InFlightCalls):
         """Request `i`'s check, at `t`, was its group's last: the service told now, at `t`
         (the core runs ahead of the clock)."""
         self._heap.now = t
-        self._services.pop(int(self._core.slot[i])).all_scored()
+        gs = int(self._core.slot[i])
+        held = self._held.pop(gs, None)  # handed back to `serve` (inflight.py): its own
+        if held is None:
+            self._services.pop(gs).all_scored()
+        else:
+            self._services.pop(gs).core_checked(held)
 
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""
@@ -213,6 +223,9 @@ class CorePool(InFlightCalls):
             if kind == RETURNED:  # a return the core took: the replica back to the router
                 live[i] = None
                 self._router.give_back(slot[2])  # type: ignore[index]
+                service = self._services[int(slot_of[i])]
+                if service.on_response is not None:
+                    self._tell(service, req.sample, t)
             elif kind == ADMIT:  # (request_submit: written by `submit_then`)
                 if keep_admit:
                     kept_t.append(t)
@@ -239,6 +252,8 @@ class CorePool(InFlightCalls):
                                     status == "finished" and value >= req.max_tokens)
                 if kind == HELD:  # its return is the core's: the group holds it now
                     self._services[int(slot_of[i])].responses[req.sample] = response
+                elif self._controlling and slot_of[i] >= 0:  # a served sample, in a call
+                    self._member_ended(i, t, seq, response)
                 else:
                     slot[3] = response  # type: ignore[index]
                     heappush(queue, [t, seq, last if slot_of[i] >= 0 else back, (i,)])
@@ -251,6 +266,20 @@ class CorePool(InFlightCalls):
                                  "version_spans": spans})
         if kept:
             self._record_many(kept_t, kept)
+
+    def _tell(self, service: Any, sample: int, t: float) -> None:
+        """`serve`'s `on_response` of a return the core took, at its time `t` (the core
+        runs ahead of the clock): as `_answered` calls it first, before its check's seq
+        is taken, so it must leave the heap alone (verl-fully-async's counts a response)."""
+        heap = self._heap
+        now, seq, queued = heap.now, heap._seq, len(self._queue)  # noqa: SLF001
+        heap.now = t
+        service.on_response(service.responses[sample])
+        heap.now = now
+        if heap._seq != seq or len(self._queue) != queued:  # noqa: SLF001
+            raise RuntimeError("a served group's on_response scheduled on the heap: the "
+                               "compiled pool calls it after the core's turn, where that "
+                               "is out of order")
 
     def load(self) -> EngineLoad:
         """`EnginePool.load` from the replicas' arrays (the same sums, in replica order)."""
