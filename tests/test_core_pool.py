@@ -342,6 +342,13 @@ def test_replicas_routers_and_preemptions_the_same_on_both_paths(
     assert {b'"engine":%d' % e in b"".join(lines) for e in range(3)} == {True}
 
 
+def _counting(seen: dict[str, int], name: str, call: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen[name] += 1
+        return call(*args, **kwargs)
+    return counted
+
+
 @pytest.mark.parametrize(("partial", "staleness", "mem", "dispatch"), [
     (True, 1.0, 0.1, "least-loaded"), (False, 1.0, 0.1, "least-loaded"),
     (True, 2.0, 0.05, "round-robin")])
@@ -350,7 +357,9 @@ def test_verl_fully_async_s_syncs_in_flight_the_same_on_both_paths(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Stale groups in flight at every sync (a sync a trainer step): each sync aborts
     them, partial rollout sends them on with their tokens across the install (spans of
-    several versions) or ends them there; a cache small enough to preempt."""
+    several versions) or ends them there; a cache small enough to preempt. The core
+    serves every group (`serve_group`, `on_response` told at each return) and hands those
+    with an aborted sample back to `serve`."""
     def config() -> RunConfig:
         cfg = RunConfig(system="verl-fully-async", workload="lsat-ar", groups=16,
                         update_groups=2, rounds=3, group_size=4, seed=5)
@@ -361,10 +370,17 @@ def test_verl_fully_async_s_syncs_in_flight_the_same_on_both_paths(
         return cfg.validate()
 
     pools = _pools(monkeypatch)
+    from harness.sim.fastcore.inflight import InFlightCalls
+    from harness.sim.fastcore.pool import CorePool
+
+    seen = {"serve_group": 0, "_hand_back": 0}  # the core serves the groups, hands some back
+    for owner, name in ((CorePool, "serve_group"), (InFlightCalls, "_hand_back")):
+        monkeypatch.setattr(owner, name, _counting(seen, name, getattr(owner, name)))
     execute(config(), tmp_path / "core.jsonl")
     monkeypatch.setenv(FORCE_PYTHON, "1")
     execute(config(), tmp_path / "python.jsonl")
     assert pools == ["CorePool", "EnginePool"]
+    assert seen["serve_group"] == 48 and seen["_hand_back"] > 10  # 16 groups x 3 rounds
     core = (tmp_path / "core.jsonl").read_bytes()
     assert core == (tmp_path / "python.jsonl").read_bytes()
     assert core.count(b'"status":"aborted"') > 30

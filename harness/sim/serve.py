@@ -11,8 +11,10 @@ turns (docs/simulated-core.md, "How a group is served"). Where nothing can wait 
 check or cut it (the verifier's own `_Check` with no reward workers, no adaptive
 timeout for the prompt), the check is that timer alone: its draw, then one heap entry
 that ends it, as `_Check` takes them, with no Wait and no callback of its own. On the
-compiled pool (`serve_group`) the core runs a plain group's returns and checks itself,
-and calls `answered_last` at the K-th response and `all_scored` at the K-th score.
+compiled pool (`serve_group`) the core runs a plain group's returns and checks itself
+(telling `on_response` of each return), and calls `answered_last` at the K-th response
+and `all_scored` at the K-th score; a group with a sample aborted there is handed back
+to `_answered` (`core_checked`: harness/sim/fastcore/inflight.py).
 
 A partial group (`resume`: APRIL's carried groups, slime-async's requeued ones) sends
 only its samples not done, each on from its partial response; an aborted sample ends
