@@ -14,10 +14,15 @@ responses sent again with their tokens) is what these calls serve; the idle-only
 the other systems make are the same calls on idle replicas (the same seqs: a cut of an
 idle replica cancels its replan, an `interrupt` takes one where none is due).
 
+A sample of a group the core serves (`serve_group`, harness/sim/fastcore/groups.py) that
+a call ends is what `group_run` would make of it if it finished in the call's cut (held,
+or the group's K-th return); if it was aborted, its group is handed back to `serve`'s own
+path (`_hand_back`): its samples in flight return to `_answered`, the checks the core
+runs already stay there and the last of them tells the service (`core_checked`).
+
 What stays refused: a drain with requests in flight (`core_run`'s drain answers are not
-taken by the pool), an abort of some requests in flight (no system on the core makes
-one), and any in-flight call while the core runs a served group's returns
-(`serve_group`: its counts would miss an aborted sample).
+taken by the pool) and an abort of some requests in flight (no system on the core makes
+one).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ requests in flight, a drain with requests in flight, lend, resize, pull, reconfi
 chunked request) is refused loudly: the choice should have kept such a run on the Python
 path. A group `serve` hands over whole
 (`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
-groups.py): Python sees its K-th response and its K-th score only.
+groups.py): Python sees its K-th response and its K-th score only, and `on_response`
+of each return (`_tell`, after the core's turn: it must leave the heap alone).
 """
 
 from __future__ import annotations
