@@ -11,6 +11,7 @@ in-process start): these tests lift that for themselves, and run last.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from harness.sim.trace_buffer import BufferedTraceWriter  # noqa: E402
 from systems import checked_names  # noqa: E402
 from tests.test_golden import GOLDEN  # noqa: E402
 
-ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off"}
+ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async"}
 
 
 def golden_config(system: str) -> RunConfig:
@@ -53,15 +54,14 @@ def core_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(FORCE_PYTHON, raising=False)
 
 
-def test_the_goldens_on_the_core_are_the_five_group_systems() -> None:
+def test_the_goldens_on_the_core_are_those_of_the_core_s_systems() -> None:
     eligible = {s for s in checked_names()
                 if config_refusal(resolve_defaults(golden_config(s)), False) is None}
     assert eligible == ON_CORE
 
 
-@pytest.mark.parametrize("system", sorted(ON_CORE))
-def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
-        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _pools(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The engine pool each run builds, by its class's name, in order."""
     pools: list[str] = []
     built = sim_runtime.SimRuntime.__init__
 
@@ -70,6 +70,13 @@ def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
         pools.append(type(self.engine).__name__)
 
     monkeypatch.setattr(sim_runtime.SimRuntime, "__init__", init)
+    return pools
+
+
+@pytest.mark.parametrize("system", sorted(ON_CORE))
+def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pools = _pools(monkeypatch)
     want = (GOLDEN / f"{system}.jsonl").read_bytes()
     execute(golden_config(system), tmp_path / "core.jsonl")
     monkeypatch.setenv(FORCE_PYTHON, "1")
@@ -195,17 +202,75 @@ def test_the_pool_gives_enginepool_s_events_responses_and_loads(tmp_path: Path) 
     assert [r[4] for r in got[:6]] == [False, False, False, True, True, True]
 
 
+def _in_flight(compiled: bool, tmp_path: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    """verl-fully-async's parameter sync on `_script`'s two replicas: six requests, at
+    0.13 s (mid-segment) a pause that aborts those in flight; each
+    aborted response is sent again at once with its tokens (while paused), an install of
+    version 1, resume; at 0.33 s an install of version 2 with recomputation, requests
+    running; each response with its status, tokens and spans, the heap's seq as it came."""
+    heap = Heap()
+    writer = BufferedTraceWriter(tmp_path / f"f{compiled}.jsonl", heap.time, write=False)
+    pool, driver = _pool(heap, writer, compiled), Driver(heap)
+    got: list[Any] = []
+    log: list[Any] = []
+
+    def back(r: Any) -> None:
+        got.append((heap.now, heap._seq, r.request.id, r.status, r.tokens,  # noqa: SLF001
+                    r.version_spans, r.truncated))
+        if r.status == "aborted":
+            pool.submit_then(r.request.continued(r), back)
+
+    async def main() -> None:
+        pool.submit_many([Request(0, 0, s, PROMPT, 30, priority=s % 2) for s in range(6)],
+                         back)
+        await driver.sleep(0.13)
+        await pool.pause("abort")
+        load = pool.load()
+        log.append((heap.now, heap._seq, load.running, load.waiting))  # noqa: SLF001
+        await pool.install(1, 0.05, in_flight=True)
+        await pool.resume()
+        await driver.sleep(0.15)
+        await pool.install(2, 0.02, True, recompute=True)
+        while sum(g[3] == "finished" for g in got) < 6:
+            await driver.sleep(0.05)
+        log.append((pool.version, pool.preemptions))
+
+    driver.run(main())
+    return writer.events(), got, log
+
+
+def test_an_in_flight_pause_abort_install_and_resume_as_enginepool(tmp_path: Path) -> None:
+    events, got, log = _in_flight(True, tmp_path)
+    assert (events, got, log) == _in_flight(False, tmp_path)
+    aborted = [g for g in got if g[3] == "aborted"]
+    finished = [g for g in got if g[3] == "finished"]
+    # sample 0 ended before the pause (a prefill of 0.005 s and 10 steps of 0.01 s); the
+    # other five were in flight: aborted, each returned a turn after the pause
+    assert got[0][0] == 0.005 + 10 * 0.01 and got[0][3:6] == ("finished", 10, [[0, 10]])
+    assert len(aborted) == 5 and {g[0] for g in aborted} == {0.13} and len(finished) == 6
+    assert log[0][2:] == (0, 0)  # the pause emptied both replicas
+    for _, _, _, _, tokens, spans, _ in finished:  # every token in one span, in order
+        assert sum(n for _, n in spans) == tokens
+        assert [v for v, _ in spans] == sorted({v for v, _ in spans})
+    # a response aborted with tokens goes on under 1, and is still running at 2
+    assert any([v for v, _ in g[5]] == [0, 1, 2] for g in finished)
+    # the second install ends at 0.13 + 0.05 (transfer) + 0.15 + 0.02: its recomputations
+    recomputed = [e for e in events if e.get("reason") == "recompute"]
+    assert recomputed and {e["t"] for e in recomputed} == {0.35}
+    assert log[1] == (2, 4)  # version 2; four preemptions by the cache, not recomputations
+
+
 def test_the_pool_refuses_what_the_core_lacks(tmp_path: Path) -> None:
     heap = Heap()
     writer = BufferedTraceWriter(tmp_path / "t.jsonl", heap.time, write=False)
     pool = _pool(heap, writer, True)
     pool.submit_then(Request(0, 0, 0, PROMPT, 30), print)
-    for call in (pool.install(1, 0.5, False), pool.pause("abort"), pool.abort(["0.0"]),
-                 pool.resize(1), pool.lend(0.5), pool.reconfigure(2)):
+    for call in (pool.pause("drain"), pool.abort(["0.0"]), pool.resize(1), pool.lend(0.5),
+                 pool.reconfigure(2)):
         with pytest.raises(RuntimeError, match="the compiled pool cannot .*; this run should "
                                                "have been on the Python path"):
             call.send(None)
-    with pytest.raises(RuntimeError, match="cannot resume a partial response"):
+    with pytest.raises(RuntimeError, match="cannot stop a request at a chunk"):
         pool.submit_then(Request(0, 0, 1, PROMPT, 30, chunk=5), print)
     assert _result(pool.abort(["7.0"])) == []  # not in flight: nothing to do
 
@@ -274,6 +339,53 @@ def test_replicas_routers_and_preemptions_the_same_on_both_paths(
     lines = zstandard.ZstdDecompressor().decompressobj().decompress(core).splitlines()
     assert sum(b'"request_preempt"' in line for line in lines) > 0
     assert {b'"engine":%d' % e in b"".join(lines) for e in range(3)} == {True}
+
+
+def _counting(seen: dict[str, int], name: str, call: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen[name] += 1
+        return call(*args, **kwargs)
+    return counted
+
+
+@pytest.mark.parametrize(("partial", "staleness", "mem", "dispatch"), [
+    (True, 1.0, 0.1, "least-loaded"), (False, 1.0, 0.1, "least-loaded"),
+    (True, 2.0, 0.05, "round-robin")])
+def test_verl_fully_async_s_syncs_in_flight_the_same_on_both_paths(
+        partial: bool, staleness: float, mem: float, dispatch: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stale groups in flight at every sync (a sync a trainer step): each sync aborts
+    them, partial rollout sends them on with their tokens across the install (spans of
+    several versions) or ends them there; a cache small enough to preempt. The core
+    serves every group (`serve_group`, `on_response` told at each return) and hands those
+    with an aborted sample back to `serve`."""
+    def config() -> RunConfig:
+        cfg = RunConfig(system="verl-fully-async", workload="lsat-ar", groups=16,
+                        update_groups=2, rounds=3, group_size=4, seed=5)
+        cfg.sim.rollout_engines, cfg.sim.mem_fraction, cfg.sim.dispatch = 3, mem, dispatch
+        v = cfg.verl_async
+        v.staleness_threshold, v.partial_rollout = staleness, partial
+        v.trigger_parameter_sync_step, v.require_batches = 1, 2
+        return cfg.validate()
+
+    pools = _pools(monkeypatch)
+    from harness.sim.fastcore.inflight import InFlightCalls
+    from harness.sim.fastcore.pool import CorePool
+
+    seen = {"serve_group": 0, "_hand_back": 0}  # the core serves the groups, hands some back
+    for owner, name in ((CorePool, "serve_group"), (InFlightCalls, "_hand_back")):
+        monkeypatch.setattr(owner, name, _counting(seen, name, getattr(owner, name)))
+    execute(config(), tmp_path / "core.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(), tmp_path / "python.jsonl")
+    assert pools == ["CorePool", "EnginePool"]
+    assert seen["serve_group"] == 48 and seen["_hand_back"] > 10  # 16 groups x 3 rounds
+    core = (tmp_path / "core.jsonl").read_bytes()
+    assert core == (tmp_path / "python.jsonl").read_bytes()
+    assert core.count(b'"status":"aborted"') > 30
+    assert (core.count(b'"resumed_tokens":0') < core.count(b'"request_submit"')) == partial
+    several = re.search(rb'"version_spans":\[\[\d+,\d+\],\[', core)  # two versions
+    assert (several is not None) == partial
 
 
 def test_the_runtime_and_the_cli_load_no_numba() -> None:

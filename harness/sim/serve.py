@@ -11,8 +11,10 @@ turns (docs/simulated-core.md, "How a group is served"). Where nothing can wait 
 check or cut it (the verifier's own `_Check` with no reward workers, no adaptive
 timeout for the prompt), the check is that timer alone: its draw, then one heap entry
 that ends it, as `_Check` takes them, with no Wait and no callback of its own. On the
-compiled pool (`serve_group`) the core runs a plain group's returns and checks itself,
-and calls `answered_last` at the K-th response and `all_scored` at the K-th score.
+compiled pool (`serve_group`) the core runs a plain group's returns and checks itself
+(telling `on_response` of each return), and calls `answered_last` at the K-th response
+and `all_scored` at the K-th score; a group with a sample aborted there is handed back
+to `_answered` (`core_checked`: harness/sim/fastcore/inflight.py).
 
 A partial group (`resume`: APRIL's carried groups, slime-async's requeued ones) sends
 only its samples not done, each on from its partial response; an aborted sample ends
@@ -74,7 +76,6 @@ class GroupService(Wait):
                         for sample in todo]
             serve_group = getattr(rt.engine, "serve_group", None)
             if (serve_group is not None and self.timers and timeout is None and materialize
-                    and on_response is None
                     and k <= len(getattr(group.prompt.hidden, "lengths", ()))):
                 serve_group(requests, self)  # the compiled pool runs the returns and checks
             else:  # the K at once (the compiled pool: one call into its core)
@@ -176,6 +177,17 @@ class GroupService(Wait):
         for sample, response in enumerate(self.responses):
             response.verify_s, rewards[sample] = check_outcome(response, None)
         self.left = 1
+        self._ended()
+
+    def core_checked(self, samples: list[int]) -> None:
+        """The compiled pool handed this group back after an abort (harness/sim/fastcore/
+        inflight.py): its checks of `samples` (the responses it held) are over, the
+        others are this service's own; each as `_Check` sets it, then `_ended` for each."""
+        rewards, responses = self.rewards, self.responses
+        for sample in samples:
+            response = responses[sample]
+            response.verify_s, rewards[sample] = check_outcome(response, None)
+        self.left -= len(samples) - 1
         self._ended()
 
     def _checked(self, response: Response, took: float, reward: float) -> None:

@@ -1,19 +1,25 @@
 """Which runs the compiled pool serves (harness/sim/fastcore/pool.py), decided from the
 configuration before the run; every other run keeps `EnginePool` over `SimEngine`s.
 
-The compiled engines have submissions only: admission, segments, preemption by
-recomputation, a request's end (harness/sim/fastcore/timeline.py), and a colocated
-placement's turns on the GPUs with the trainer (`GpuShare`: harness/sim/fastcore/share.py).
-The pool adds what needs no cut of a segment: a weight install, pause or resume while every
-replica is idle. So a run goes on the core only if nothing in it asks for more:
+The compiled engines have submissions (admission, segments, preemption by recomputation,
+a request's end: harness/sim/fastcore/timeline.py), a colocated placement's turns on the
+GPUs with the trainer (`GpuShare`: harness/sim/fastcore/share.py) and the pool-wide calls
+(control.py: pause keep or abort, resume, a weight install with requests in flight, a
+request resumed from its tokens), which the pool makes as `EnginePool` makes them
+(inflight.py). So a run goes on the core only if nothing in it asks for more:
 
-- a system from `CORE_SYSTEMS`: those whose engine calls are `serve`, `submit` and a
-  publish between rollouts (the engine idle; colocated too: no request waits for the GPUs
-  while they publish, so the share never wakes a replica then). Every other system aborts,
-  pauses or installs with requests in flight (pipelinerl, areal, tinker, skyrl-async, nemo-rl-async,
-  verl-fully-async, roll-flash, sortedrl, laminar, april, cgp-april, slime-async, seer's
-  chunks, prime-rl, rollpacker and cgp-tail's resizes, verl-dynamic's lent replicas, tlt's
-  drafting, or a plugin the core knows nothing of);
+- a system from `CORE_SYSTEMS`: those whose engine calls are `serve`, `submit`, a publish
+  between rollouts (slime, cgp, cgp-fgd, verl, verl-one-step-off; colocated too: no
+  request waits for the GPUs while they publish, so the share never wakes a replica then),
+  and verl-fully-async's sync (pause with abort in flight, publish while paused, resume,
+  the aborted responses sent again with their tokens; not colocated: a share's wake while
+  paused is not compared with the Python path). Every other system stays off: the pool
+  lacks an abort of some requests in flight (`engine.abort`: april, laminar, sortedrl,
+  prime-rl, rollpacker, the interrupt systems, serve's spare samples), a drain in flight,
+  seer's chunks, resizes (prime-rl, rollpacker, cgp-tail), lent replicas (verl-dynamic),
+  drafting (tlt); the others that only pause or install in flight (pipelinerl, areal,
+  skyrl-async, ...) are not yet compared with the Python path byte for byte; a plugin the
+  core knows nothing of;
 - no speculative decoding or grouped drafting (`sim.spec_drafter`), no eager steps
   (`sim.engine_eager`), no verifier worker pool (`sim.verifier_workers`: kept for the next
   step, where the core runs the checks), no `would-need` probe (its knobs wrap the step model);
@@ -33,7 +39,8 @@ import os
 from typing import Any
 
 # Systems whose every engine call the compiled pool has (see the module's docstring).
-CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off"})
+CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off",
+                          "verl-fully-async"})
 FORCE_PYTHON = "ROLLOUTBENCH_PYTHON_ENGINES"  # set (not "0"): every run on SimEngines
 
 
@@ -45,7 +52,9 @@ def config_refusal(cfg: Any, probed: bool) -> str | None:
         return f"{FORCE_PYTHON} is set"
     if cfg.system not in CORE_SYSTEMS:
         return f"system {cfg.system} calls what the core does not have"
-    for why, refused in (("speculative decoding", s.spec_drafter != "off"),
+    for why, refused in (("a colocated verl-fully-async",
+                          s.placement == "colocated" and cfg.system == "verl-fully-async"),
+                         ("speculative decoding", s.spec_drafter != "off"),
                          ("eager steps", bool(s.engine_eager)),
                          ("a verifier worker pool", s.verifier_workers != 0),
                          ("a would-need probe", probed)):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.sim.fastcore.control import OPEN_VERSION, REPLICA, VERSION
 from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.stepped import SteppedEngines, _grown, core_run, next_engine
 from harness.sim.fastcore.timeline import (
@@ -56,6 +57,7 @@ def lean_submit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, e
         return ROOM, 0.0, 0, seq
     rq[i, :] = 0  # a grown array's new rows are not cleared
     rq[i, PRIO], rq[i, PROMPT], rq[i, TARGET] = priority, prompt, target
+    rq[i, OPEN_VERSION], rq[i, REPLICA] = st[e, VERSION], e  # control.py's (its calls)
     g[G_SEQ] = seq
     fs[e, NOW] = now
     ne = g[G_NE]
@@ -87,6 +89,7 @@ def lean_submit_many(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: A
         i, e = i0 + k, engine[k]
         rq[i, :] = 0
         rq[i, PRIO], rq[i, PROMPT], rq[i, TARGET] = priority[k], prompt[k], target[k]
+        rq[i, OPEN_VERSION], rq[i, REPLICA] = st[e, VERSION], e
         fs[e, NOW] = now
         submit_to(p, rq, g, st[e], fs[e], wh[e], ev_t, ev, i)
         g[G_NE] = ne

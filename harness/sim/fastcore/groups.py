@@ -246,6 +246,9 @@ class GroupEngines(LeanEngines):
         self._arm_at(int(b), float(t), int(s))
 
     def _fire(self, key: tuple[float, int]) -> None:
+        if not self.groups and self.holds is None:  # no served group yet and no GPU
+            LeanEngines._fire(self, key)  # share: no timers, no share calls, and
+            return  # `lean_run` takes fewer arrays
         del self.queued[key]
         self.entry = None
         if self.holds is not None:

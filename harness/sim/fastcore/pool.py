@@ -8,11 +8,16 @@ asked at each submission and told at each return), each request's target is
 events are handed to the trace writer (`record_at`) after each call into it, in the order
 they were made and at their own times: the core runs ahead of the heap's clock, never
 past the heap's next entry, so no Python event falls between two of its events out of
-order. What the core does not have (a cut of a running segment: abort, pause or install
-with requests in flight, lend, resize, pull, reconfigure) is refused loudly: the choice
-should have kept such a run on the Python path. A group `serve` hands over whole
+order. Pause (keep, abort), resume and a weight install, with requests in flight or not,
+and a request resumed from its partial tokens are control.py's compiled calls
+(harness/sim/fastcore/inflight.py); once one found requests in flight, a response's status
+and version spans are read from the core. What the core does not have (an abort of some
+requests in flight, a drain with requests in flight, lend, resize, pull, reconfigure, a
+chunked request) is refused loudly: the choice should have kept such a run on the Python
+path. A group `serve` hands over whole
 (`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
-groups.py): Python sees its K-th response and its K-th score only.
+groups.py): Python sees its K-th response and its K-th score only, and `on_response`
+of each return (`_tell`, after the core's turn: it must leave the heap alone).
 """
 
 from __future__ import annotations
@@ -22,22 +27,18 @@ from functools import partial
 from heapq import heappush
 from typing import Any, NoReturn
 
-from harness.core.runtime import EngineLoad, PauseMode, Request, Response
-from harness.sim.co import Wait, sleep
+from harness.core.runtime import EngineLoad, Request, Response
+from harness.sim.co import Wait
+from harness.sim.fastcore.control import GOING, PAUSED, RECOMPUTE
 from harness.sim.fastcore.groups import HELD, RETURNED, GroupEngines
+from harness.sim.fastcore.inflight import InFlightCalls
 from harness.sim.fastcore.timeline import (
     ADMIT,
     CTX_BASE,
     FINISH,
     G_NE,
-    NONE,
-    PEND_SEQ,
-    PEND_T,
-    PENDING,
     PREEMPT,
-    REPLAN,
     STEPS,
-    TIMER,
     WSIZE,
     B,
 )
@@ -46,7 +47,7 @@ from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.placement import LeastLoaded
 
 
-class CorePool:
+class CorePool(InFlightCalls):
     """Implements `harness.core.runtime.Engine` over `engines` compiled replicas."""
 
     lender: Any = None  # the runtime sets one; the core lends none (choice.py)
@@ -67,6 +68,8 @@ class CorePool:
         self._core.sink = self._forward
         self._core.scored = self._scored
         self._services: dict[int, Any] = {}  # a served group's row in the core -> its service
+        self._handed: dict[int, Any] = {}  # (inflight.py: groups handed back to `serve`)
+        self._held: dict[int, list[int]] = {}
         self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
         self._record_many = writer.record_many
         self._keep_submit = writer.keeps("request_submit")
@@ -76,8 +79,6 @@ class CorePool:
         # returned
         self._live: list[list[Any] | None] = []
         self._preemptions = 0
-        self._paused = False  # every replica paused (idle when it was)
-        self._installing = False
 
     # -- the contract ------------------------------------------------------
     @property
@@ -94,11 +95,10 @@ class CorePool:
         return outer
 
     def submit_then(self, request: Request, done: Callable[[Response], Any]) -> None:
-        """`EnginePool.submit_then`: routed, then the replica's `submit_then`."""
-        if self._paused or self._installing:
-            self._refuse("take a request while paused or installing weights")
-        if request.resume is not None or request.chunk:
-            self._refuse("resume a partial response or stop a request at a chunk")
+        """`EnginePool.submit_then`: routed, then the replica's `submit_then` (a resumed
+        request: inflight.py's)."""
+        if request.chunk:
+            self._refuse("stop a request at a chunk")
         pinned = request.replica
         router = self._router
         index = router.pin(pinned) if 0 <= pinned < router.active else router.take(request)
@@ -106,28 +106,33 @@ class CorePool:
         if target < 1:
             raise ValueError(f"request {request.id}: nothing left to generate")
         self._live.append([request, done, index, None])
-        prompt = request.prompt
-        self._core.submit(index, request.priority, prompt.tokens, target)
+        prompt, resume = request.prompt, request.resume
+        if resume is None:
+            self._core.submit(index, request.priority, prompt.tokens, target)
+            resumed = 0
+        else:
+            self._submit_resumed(index, request, target)
+            resumed = resume.tokens
         if prompt.index == request.group:  # `SimEngine.submit_then`'s event
             self._record(self._heap.now, "request_submit", round=request.round,
                          group=request.group, sample=request.sample,
-                         prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index)
+                         prompt_tokens=prompt.tokens, resumed_tokens=resumed, engine=index)
         else:
             self._record(self._heap.now, "request_submit", round=request.round,
                          group=request.group, sample=request.sample,
-                         prompt_tokens=prompt.tokens, resumed_tokens=0, engine=index,
+                         prompt_tokens=prompt.tokens, resumed_tokens=resumed, engine=index,
                          prompt=prompt.index)
 
     def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
         """`submit_then` of each request in turn (a group's samples: `serve`), with one
         call into the core and their request_submit events written at once."""
-        if self._paused or self._installing:
-            self._refuse("take a request while paused or installing weights")
+        if any(request.resume is not None or request.chunk for request in requests):
+            for request in requests:  # one at a time (what `submit_then` refuses, refused)
+                self.submit_then(request, done)
+            return
         router, target_of, live = self._router, self._target_tokens, self._live
         engines, targets = [], []
         for request in requests:  # a router reads only its own counts: all routed first
-            if request.resume is not None or request.chunk:
-                self._refuse("resume a partial response or stop a request at a chunk")
             pinned = request.replica
             index = (router.pin(pinned) if 0 <= pinned < router.active
                      else router.take(request))
@@ -169,6 +174,9 @@ class CorePool:
         self._live[i] = None
         self._router.give_back(index)
         heap, core = self._heap, self._core
+        told = self._services[int(core.slot[i])].on_response
+        if told is not None:  # `_answered` tells it first, then starts the check
+            told(response)
         took = float(core.latency[i])
         heap._seq += 1  # noqa: SLF001
         core.add_check(i, heap.now + took if took > 0 else heap.now, heap._seq)  # noqa: SLF001
@@ -178,7 +186,12 @@ class CorePool:
         """Request `i`'s check, at `t`, was its group's last: the service told now, at `t`
         (the core runs ahead of the clock)."""
         self._heap.now = t
-        self._services.pop(int(self._core.slot[i])).all_scored()
+        gs = int(self._core.slot[i])
+        held = self._held.pop(gs, None)  # handed back to `serve` (inflight.py): its own
+        if held is None:
+            self._services.pop(gs).all_scored()
+        else:
+            self._services.pop(gs).core_checked(held)
 
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""
@@ -201,6 +214,7 @@ class CorePool:
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
         live, version, queue, back = self._live, self.version, self._queue, self._returned
         slot_of, last = core.slot, self._last_returned
+        outcome = core.outcome if self._spanned else None  # (inflight.py)
         keep_admit, keep_preempt, keep_finish = self._kept
         kept_t: list[float] = []
         kept: list[dict[str, Any]] = []
@@ -210,22 +224,37 @@ class CorePool:
             if kind == RETURNED:  # a return the core took: the replica back to the router
                 live[i] = None
                 self._router.give_back(slot[2])  # type: ignore[index]
+                service = self._services[int(slot_of[i])]
+                if service.on_response is not None:
+                    self._tell(service, req.sample, t)
             elif kind == ADMIT:  # (request_submit: written by `submit_then`)
                 if keep_admit:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_admit", "group": req.group,
                                  "sample": req.sample, "engine": engine})
             elif kind == PREEMPT:
+                if value == RECOMPUTE:  # an install's requeue: `install_end`'s event
+                    if keep_preempt:
+                        kept_t.append(t)
+                        kept.append({"t": t, "ev": "request_preempt", "group": req.group,
+                                     "sample": req.sample, "reason": "recompute"})
+                    continue
                 self._preemptions += 1
                 if keep_preempt:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_preempt", "group": req.group,
                                  "sample": req.sample})
             elif kind == FINISH or kind == HELD:
-                spans = [[version, value]]  # installs only when idle: one version
-                response = Response(req, value, spans, "finished", value >= req.max_tokens)
+                if outcome is None:  # no call in flight yet, none resumed: one version
+                    status, spans = "finished", [[version, value]]
+                else:  # aborted or not, its spans across installs (`SimEngine._end`'s)
+                    status, value, spans = outcome(i)
+                response = Response(req, value, spans, status,  # type: ignore[arg-type]
+                                    status == "finished" and value >= req.max_tokens)
                 if kind == HELD:  # its return is the core's: the group holds it now
                     self._services[int(slot_of[i])].responses[req.sample] = response
+                elif self._controlling and slot_of[i] >= 0:  # a served sample, in a call
+                    self._member_ended(i, t, seq, response)
                 else:
                     slot[3] = response  # type: ignore[index]
                     heappush(queue, [t, seq, last if slot_of[i] >= 0 else back, (i,)])
@@ -233,10 +262,25 @@ class CorePool:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_finish", "group": req.group,
                                  "sample": req.sample, "response_tokens": value,
-                                 "status": "finished", "versions": [version, version],
+                                 "status": status,
+                                 "versions": [spans[0][0], spans[-1][0]] if spans else [],
                                  "version_spans": spans})
         if kept:
             self._record_many(kept_t, kept)
+
+    def _tell(self, service: Any, sample: int, t: float) -> None:
+        """`serve`'s `on_response` of a return the core took, at its time `t` (the core
+        runs ahead of the clock): as `_answered` calls it first, before its check's seq
+        is taken, so it must leave the heap alone (verl-fully-async's counts a response)."""
+        heap = self._heap
+        now, seq, queued = heap.now, heap._seq, len(self._queue)  # noqa: SLF001
+        heap.now = t
+        service.on_response(service.responses[sample])
+        heap.now = now
+        if heap._seq != seq or len(self._queue) != queued:  # noqa: SLF001
+            raise RuntimeError("a served group's on_response scheduled on the heap: the "
+                               "compiled pool calls it after the core's turn, where that "
+                               "is out of order")
 
     def load(self) -> EngineLoad:
         """`EnginePool.load` from the replicas' arrays (the same sums, in replica order)."""
@@ -247,29 +291,6 @@ class CorePool:
                           sum(ctx / kv for _, _, ctx in loads) / len(loads), self.preemptions,
                           self.tp, self._gpus, kv * len(loads), self.max_len,
                           sum(1 for r, w, _ in loads if r == 0 and w == 0))
-
-    async def install(self, version: int, transfer_s: float, in_flight: bool,
-                      recompute: bool = False, drafter: int | None = None) -> None:
-        """`EnginePool.install` on idle replicas: each pauses (a replan due is
-        cancelled), one transfer, each takes the version and replans (nothing to do)."""
-        self._idle_or_refuse("install weights")
-        self._installing = True
-        self._cancel_replans()
-        await sleep(self._heap, transfer_s)
-        self._installing = False
-        self._idle_or_refuse("install weights")
-        self.version = version  # no sequence runs: no span to close, none to recompute
-        self._replan_all()  # paused before or not, `install_end` replans each replica
-
-    async def pause(self, mode: PauseMode = "keep") -> None:
-        """Every replica idle: each stops (a replan due is cancelled); any mode alike."""
-        self._idle_or_refuse(f"pause ({mode})")
-        self._cancel_replans()
-        self._paused = True
-
-    async def resume(self) -> None:
-        self._paused = False
-        self._replan_all()
 
     async def abort(self, request_ids: Iterable[str]) -> list[Response]:
         """None of them in flight: nothing to do (`EnginePool.abort` calls no replica)."""
@@ -299,35 +320,15 @@ class CorePool:
         taking turns on the GPUs as `SimEngine`s do (harness/sim/fastcore/share.py)."""
         from harness.sim.fastcore.share import CoreShare
 
-        return CoreShare(self._core, self._heap, share,
-                         lambda: self._paused or self._installing, self._refuse).replicas
+        core = self._core  # a replica paused or installing: control.py's PAUSED column
+        return CoreShare(core, self._heap, share,
+                         lambda: bool((core.st[:, PAUSED] != GOING).any()),
+                         self._refuse).replicas
 
     # -- the idle-only controls ----------------------------------------------
     def _refuse(self, what: str) -> NoReturn:
         raise RuntimeError(f"the compiled pool cannot {what}; this run should have been on "
                            f"the Python path (harness/sim/fastcore/choice.py)")
-
-    def _idle_or_refuse(self, what: str) -> None:
-        st = self._core.st
-        if (st[:, B] > 0).any() or (st[:, WSIZE] > 0).any() or (st[:, PENDING] == TIMER).any():
-            self._refuse(f"{what} with requests in flight")
-
-    def _cancel_replans(self) -> None:
-        """`Batching._cut` on idle replicas: a replan due is cancelled."""
-        st = self._core.st
-        st[st[:, PENDING] == REPLAN, PENDING] = NONE
-        self._core._arm()  # noqa: SLF001  (its heap entry moves or goes)
-
-    def _replan_all(self) -> None:
-        """`Batching._interrupt` on each idle replica in turn: a replan now, its seq from
-        the heap's counter (`call_soon`), where none is due already."""
-        core, heap = self._core, self._heap
-        st, fs = core.st, core.fs
-        for e in range(st.shape[0]):
-            if st[e, PENDING] == NONE:
-                heap._seq += 1  # noqa: SLF001  (the heap's counter, as `call_soon` takes it)
-                st[e, PEND_SEQ], st[e, PENDING], fs[e, PEND_T] = heap._seq, REPLAN, heap.now  # noqa: SLF001
-        core._arm()  # noqa: SLF001
 
 
 def _deliver(wait: Wait, response: Response) -> None:

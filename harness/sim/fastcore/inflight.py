@@ -1,0 +1,185 @@
+"""The compiled pool's pool-wide calls with requests in flight (harness/sim/fastcore/
+pool.py's `CorePool` takes them from here): pause (keep, or abort every live request),
+resume, a weight install (begin on every replica, one transfer, end on every replica,
+with or without recomputation) and a request resumed from its partial tokens
+(`Request.resume`). Each is control.py's compiled call on each replica in index order,
+as `EnginePool` calls each `SimEngine` (harness/sim/placement.py), with the heap's seq
+counter taken and given back around it; the events it made go to the trace and the
+returns of the requests it ended to the heap (the pool's `_forward`) before any Python
+runs, each at the seq `SimEngine._end` took for it.
+
+Why here and not in the pool: verl-fully-async's parameter sync (systems/
+verl_fully_async.py: `pause("abort")`, publish while paused, `resume`, the aborted
+responses sent again with their tokens) is what these calls serve; the idle-only calls
+the other systems make are the same calls on idle replicas (the same seqs: a cut of an
+idle replica cancels its replan, an `interrupt` takes one where none is due).
+
+A sample of a group the core serves (`serve_group`, harness/sim/fastcore/groups.py) that
+a call ends is what `group_run` would make of it if it finished in the call's cut (held,
+or the group's K-th return); if it was aborted, its group is handed back to `serve`'s own
+path (`_hand_back`): its samples in flight return to `_answered`, the checks the core
+runs already stay there and the last of them tells the service (`core_checked`).
+
+What stays refused: a drain with requests in flight (`core_run`'s drain answers are not
+taken by the pool) and an abort of some requests in flight (no system on the core makes
+one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from heapq import heappush
+from typing import Any, NoReturn
+
+from harness.core.runtime import PauseMode, Request, Response
+from harness.sim.co import sleep
+from harness.sim.fastcore import control
+from harness.sim.fastcore.control import MODES
+from harness.sim.fastcore.groups import RET, SIZE, UNRETURNED, UNSCORED, t_push
+from harness.sim.fastcore.timeline import G_NE, G_SEQ, PENDING, TIMER, WSIZE, B
+
+
+class InFlightCalls:
+    """`CorePool`'s `pause`, `resume`, `install` and resumed submissions (a mixin: the
+    pool sets the attributes below)."""
+
+    _core: Any  # GroupEngines
+    _heap: Any
+    _services: dict[int, Any]
+    version: int
+    # set once a call found requests in flight or a request was resumed: from then on a
+    # response is read from the core (status, spans), not built as one version's
+    _spanned: bool = False
+    _controlling: bool = False  # `_forward` of a call's events (`_each`)
+    _handed: dict[int, Any]  # served groups handed back to `serve` in this call
+    _held: dict[int, list[int]]  # handed back: the samples whose checks the core runs
+    _returned: Callable[[int], None]
+    _last_returned: Callable[[int], None]
+    _live: list[Any]
+
+    _refuse: Callable[[str], NoReturn]
+    _forward: Callable[[], None]
+
+    # -- the contract's calls --------------------------------------------------
+    async def pause(self, mode: PauseMode = "keep") -> None:
+        """`EnginePool.pause`: each replica's `pause_now` in turn; "abort" ends every
+        live request (its return a turn later); a drain only where nothing runs."""
+        if self._busy():
+            if mode == "drain":
+                self._refuse("drain a replica with requests in flight")
+            self._in_flight("pause")
+        core, ends = self._core, MODES[mode]
+        self._each(lambda e, now: control.pause_now(
+            core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
+            core.ev, e, now, ends))
+
+    async def resume(self) -> None:
+        core = self._core
+        self._each(lambda e, now: control.resume_now(core.p, core.g, core.st, core.fs, e, now))
+
+    async def install(self, version: int, transfer_s: float, in_flight: bool,
+                      recompute: bool = False, drafter: int | None = None) -> None:
+        """`EnginePool.install`: begin on every replica, one transfer, end on every
+        replica (the drafter's weights: none, speculative decoding stays in Python)."""
+        if self._busy():
+            self._in_flight("install weights")
+        core = self._core
+        was = self._each(lambda e, now: control.install_begin(
+            core.p, core.rq, core.g, core.st, core.fs, core.fh, core.ev_t, core.ev, e, now))
+        await sleep(self._heap, transfer_s)
+        if self._busy():
+            self._in_flight("install weights")
+        self.version = version
+        self._each(lambda e, now: control.install_end(
+            core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
+            core.ev, core.sp, e, now, version, int(was[e]), recompute))
+
+    def _submit_resumed(self, index: int, request: Request, target: int) -> None:
+        """`SimEngine.submit_then` of a request going on from its partial response: its
+        prefill is its prompt and those tokens, its spans go on from the response's."""
+        resume = request.resume
+        assert resume is not None
+        if target <= resume.tokens:
+            raise ValueError(f"request {request.id}: nothing left to generate")
+        self._spanned = True
+        core = self._core
+        core._cover(core.n + 1)  # noqa: SLF001  (a request of no served group)
+        ne = int(core.g[G_NE])
+        core.submit_resumed(index, request.priority, request.prompt.tokens, target,
+                            resume.tokens, resume.version_spans)
+        core.g[G_NE] = ne  # its request_submit is the pool's to write (as `lean_submit`)
+
+    # -- helpers ---------------------------------------------------------------
+    def _busy(self) -> bool:
+        """A replica holds a request (waiting or running) or a segment under way."""
+        st = self._core.st
+        return bool((st[:, B] > 0).any() or (st[:, WSIZE] > 0).any()
+                    or (st[:, PENDING] == TIMER).any())
+
+    def _in_flight(self, what: str) -> None:
+        self._spanned = True
+
+    def _each(self, call: Callable[[int, float], Any]) -> list[Any]:
+        """`call(e, now)` on each replica in index order, with room for what it makes and
+        the heap's counter; then its events forwarded and the core's entry moved."""
+        core, heap = self._core, self._heap
+        out = []
+        for e in range(core.st.shape[0]):
+            core._begin(e)  # noqa: SLF001  (room; the heap's counter taken)
+            out.append(call(e, heap.now))
+            heap._seq = int(core.g[G_SEQ])  # noqa: SLF001
+        self._controlling = True  # a served sample's end goes to `_member_ended`
+        try:
+            self._forward()
+        finally:
+            self._controlling = False
+            self._handed.clear()  # every sample in flight of those groups has ended
+        core._arm()  # noqa: SLF001
+        return out
+
+    # -- a served group's sample ended by a call --------------------------------
+    def _member_ended(self, i: int, t: float, seq: int, response: Response) -> None:
+        """Request `i`, a sample of a group the core serves, ended in a call (finished in
+        the cut, or aborted), its return due at (t, seq): what `group_run` does with a
+        finish (held: its return the core's; the K-th: Python's), or, once the group has
+        an aborted sample, `serve`'s own path (`_hand_back`)."""
+        core = self._core
+        gs = int(core.slot[i])
+        service = self._handed.get(gs)
+        if service is None and response.status == "aborted":
+            service = self._hand_back(gs)
+        if service is not None:  # `_answered` a turn later, as `EnginePool` returns it
+            core.slot[i] = -1
+            slot = self._live[i]
+            slot[1], slot[3] = service._answered, response  # noqa: SLF001
+            heappush(self._heap._queue, [t, seq, self._returned, (i,)])  # noqa: SLF001
+            return
+        core.counts[gs, UNRETURNED] -= 1
+        if core.counts[gs, UNRETURNED] > 0:  # held, as `group_run` holds it
+            self._services[gs].responses[response.request.sample] = response
+            t_push(core.tt, core.tq, core.tn, t, seq, RET, i)
+        else:
+            self._live[i][3] = response
+            heappush(self._heap._queue, [t, seq, self._last_returned, (i,)])  # noqa: SLF001
+
+    def _hand_back(self, gs: int) -> Any:
+        """A sample of served group `gs` was aborted (a pause with abort ends every sample
+        in flight): those go back to `serve`'s own path (each return to `_answered`,
+        which sends an aborted one again or checks a finished one by a timer of its
+        own); the checks the core runs already (the samples it held) stay there, and the
+        last of them tells the service (`_scored`: `core_checked`), now if none is left."""
+        core = self._core
+        service = self._services[gs]
+        self._handed[gs] = service  # this call's other samples of the group: the same
+        live = int(core.counts[gs, UNRETURNED])
+        core.counts[gs, UNRETURNED] = 0
+        core.counts[gs, UNSCORED] -= live
+        service.unanswered = live
+        held = [s for s, r in enumerate(service.responses) if r is not None]
+        if core.counts[gs, UNSCORED] == 0:  # every check the core ran is over
+            self._services.pop(gs)
+            core.unscored -= int(core.counts[gs, SIZE])
+            service.core_checked(held)
+        else:
+            self._held[gs] = held
+        return service
