@@ -213,25 +213,47 @@ class CorePool(InFlightCalls):
         rows = core.ev[:ne].tolist()
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
         live, version, queue, back = self._live, self.version, self._queue, self._returned
-        slot_of, last = core.slot, self._last_returned
-        outcome = core.outcome if self._spanned else None  # (inflight.py)
+        slot_of, last, give_back = core.slot, self._last_returned, self._router.give_back
+        services, controlling = self._services, self._controlling
+        ended = self._outcomes(rows) if self._spanned else None  # (inflight.py)
         keep_admit, keep_preempt, keep_finish = self._kept
         kept_t: list[float] = []
         kept: list[dict[str, Any]] = []
         for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
             slot = live[i]
             req = slot[0]  # type: ignore[index]
-            if kind == RETURNED:  # a return the core took: the replica back to the router
-                live[i] = None
-                self._router.give_back(slot[2])  # type: ignore[index]
-                service = self._services[int(slot_of[i])]
-                if service.on_response is not None:
-                    self._tell(service, req.sample, t)
-            elif kind == ADMIT:  # (request_submit: written by `submit_then`)
+            if kind == ADMIT:  # (request_submit: written by `submit_then`)
                 if keep_admit:
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_admit", "group": req.group,
                                  "sample": req.sample, "engine": engine})
+            elif kind == FINISH or kind == HELD:
+                if ended is None:  # no call in flight yet, none resumed: one version
+                    status, spans = "finished", [[version, value]]
+                else:  # aborted or not, its spans across installs (`SimEngine._end`'s)
+                    status, value, spans = ended.pop()
+                response = Response(req, value, spans, status,  # type: ignore[arg-type]
+                                    status == "finished" and value >= req.max_tokens)
+                if kind == HELD:  # its return is the core's: the group holds it now
+                    services[int(slot_of[i])].responses[req.sample] = response
+                elif controlling and slot_of[i] >= 0:  # a served sample, in a call
+                    self._member_ended(i, t, seq, response)
+                else:
+                    slot[3] = response  # type: ignore[index]
+                    heappush(queue, [t, seq, last if slot_of[i] >= 0 else back, (i,)])
+                if keep_finish:
+                    kept_t.append(t)
+                    kept.append({"t": t, "ev": "request_finish", "group": req.group,
+                                 "sample": req.sample, "response_tokens": value,
+                                 "status": status,
+                                 "versions": [spans[0][0], spans[-1][0]] if spans else [],
+                                 "version_spans": spans})
+            elif kind == RETURNED:  # a return the core took: the replica back to the router
+                live[i] = None
+                give_back(slot[2])  # type: ignore[index]
+                service = services[int(slot_of[i])]
+                if service.on_response is not None:
+                    self._tell(service, req.sample, t)
             elif kind == PREEMPT:
                 if value == RECOMPUTE:  # an install's requeue: `install_end`'s event
                     if keep_preempt:
@@ -244,29 +266,20 @@ class CorePool(InFlightCalls):
                     kept_t.append(t)
                     kept.append({"t": t, "ev": "request_preempt", "group": req.group,
                                  "sample": req.sample})
-            elif kind == FINISH or kind == HELD:
-                if outcome is None:  # no call in flight yet, none resumed: one version
-                    status, spans = "finished", [[version, value]]
-                else:  # aborted or not, its spans across installs (`SimEngine._end`'s)
-                    status, value, spans = outcome(i)
-                response = Response(req, value, spans, status,  # type: ignore[arg-type]
-                                    status == "finished" and value >= req.max_tokens)
-                if kind == HELD:  # its return is the core's: the group holds it now
-                    self._services[int(slot_of[i])].responses[req.sample] = response
-                elif self._controlling and slot_of[i] >= 0:  # a served sample, in a call
-                    self._member_ended(i, t, seq, response)
-                else:
-                    slot[3] = response  # type: ignore[index]
-                    heappush(queue, [t, seq, last if slot_of[i] >= 0 else back, (i,)])
-                if keep_finish:
-                    kept_t.append(t)
-                    kept.append({"t": t, "ev": "request_finish", "group": req.group,
-                                 "sample": req.sample, "response_tokens": value,
-                                 "status": status,
-                                 "versions": [spans[0][0], spans[-1][0]] if spans else [],
-                                 "version_spans": spans})
         if kept:
             self._record_many(kept_t, kept)
+
+    def _outcomes(self, rows: list[list[int]]) -> list[tuple[str, int, list[list[int]]]] | None:
+        """The (status, tokens, spans) of each request these events end, read from the
+        core in one call (`SteppedEngines.outcomes`), last first (`_forward` pops them)."""
+        idx = [row[1] for row in rows if row[0] == FINISH or row[0] == HELD]
+        if not idx:
+            return None
+        status, tokens, start, version, count = (a.tolist() for a in self._core.outcomes(idx))
+        spans = [[v, c] for v, c in zip(version, count, strict=True)]
+        out = [("aborted" if status[k] else "finished", tokens[k], spans[start[k]:start[k + 1]])
+               for k in range(len(idx) - 1, -1, -1)]
+        return out
 
     def _tell(self, service: Any, sample: int, t: float) -> None:
         """`serve`'s `on_response` of a return the core took, at its time `t` (the core
