@@ -59,6 +59,23 @@ os.environ.setdefault("ROLLOUTBENCH_PYTHON_ENGINES", "1")
 COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_core_pool.py")
 
 
+@pytest.fixture
+def engine_pools(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The engine pool each simulated run builds meanwhile, by its class's name, in order
+    (`CorePool` or `EnginePool`: which path a run took)."""
+    from harness.sim import runtime as sim_runtime
+
+    pools: list[str] = []
+    built = sim_runtime.SimRuntime.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **kwargs)
+        pools.append(type(self.engine).__name__)
+
+    monkeypatch.setattr(sim_runtime.SimRuntime, "__init__", init)
+    return pools
+
+
 def _compiled(item: Any) -> bool:
     """Listed above, or any file named test_fastcore*.py (a new one needs no entry).
     tests/test_numba_hygiene.py checks that the CLI, a live run and a simulated run off

@@ -24,7 +24,6 @@ from harness.core.config import RunConfig  # noqa: E402
 from harness.core.runtime import Prompt, Request  # noqa: E402
 from harness.run.execute import execute  # noqa: E402
 from harness.shared.defaults import resolve_defaults  # noqa: E402
-from harness.sim import runtime as sim_runtime  # noqa: E402
 from harness.sim.co import Driver  # noqa: E402
 from harness.sim.engine import SimEngine  # noqa: E402
 from harness.sim.fastcore.choice import FORCE_PYTHON, config_refusal, decode_refusal  # noqa: E402
@@ -60,23 +59,11 @@ def test_the_goldens_on_the_core_are_those_of_the_core_s_systems() -> None:
     assert eligible == ON_CORE
 
 
-def _pools(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The engine pool each run builds, by its class's name, in order."""
-    pools: list[str] = []
-    built = sim_runtime.SimRuntime.__init__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        built(self, *args, **kwargs)
-        pools.append(type(self.engine).__name__)
-
-    monkeypatch.setattr(sim_runtime.SimRuntime, "__init__", init)
-    return pools
-
-
 @pytest.mark.parametrize("system", sorted(ON_CORE))
 def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
-        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pools = _pools(monkeypatch)
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        engine_pools: list[str]) -> None:
+    pools = engine_pools
     want = (GOLDEN / f"{system}.jsonl").read_bytes()
     execute(golden_config(system), tmp_path / "core.jsonl")
     monkeypatch.setenv(FORCE_PYTHON, "1")
@@ -353,7 +340,7 @@ def _counting(seen: dict[str, int], name: str, call: Any) -> Any:
     (True, 2.0, 0.05, "round-robin")])
 def test_verl_fully_async_s_syncs_in_flight_the_same_on_both_paths(
         partial: bool, staleness: float, mem: float, dispatch: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, engine_pools: list[str]) -> None:
     """Stale groups in flight at every sync (a sync a trainer step): each sync aborts
     them, partial rollout sends them on with their tokens across the install (spans of
     several versions) or ends them there; a cache small enough to preempt. The core
@@ -368,7 +355,7 @@ def test_verl_fully_async_s_syncs_in_flight_the_same_on_both_paths(
         v.trigger_parameter_sync_step, v.require_batches = 1, 2
         return cfg.validate()
 
-    pools = _pools(monkeypatch)
+    pools = engine_pools
     from harness.sim.fastcore.inflight import InFlightCalls
     from harness.sim.fastcore.pool import CorePool
 

@@ -22,7 +22,6 @@ from harness.core.config import RunConfig  # noqa: E402
 from harness.core.runtime import Prompt, Request  # noqa: E402
 from harness.run.execute import execute  # noqa: E402
 from harness.shared.defaults import resolve_defaults  # noqa: E402
-from harness.sim import runtime as sim_runtime  # noqa: E402
 from harness.sim.co import Driver  # noqa: E402
 from harness.sim.engine import SimEngine  # noqa: E402
 from harness.sim.fastcore.choice import CORE_SYSTEMS, FORCE_PYTHON, config_refusal  # noqa: E402
@@ -55,16 +54,10 @@ def test_a_colocated_verl_fully_async_stays_on_the_python_path() -> None:
 
 @pytest.mark.parametrize("system", sorted(CORE_SYSTEMS - {"verl-fully-async"}))
 def test_a_colocated_run_on_the_core_and_on_the_python_path_byte_for_byte(
-        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        engine_pools: list[str]) -> None:
     assert config_refusal(resolve_defaults(colocated(system)), False) is None
-    pools: list[str] = []
-    built = sim_runtime.SimRuntime.__init__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        built(self, *args, **kwargs)
-        pools.append(type(self.engine).__name__)
-
-    monkeypatch.setattr(sim_runtime.SimRuntime, "__init__", init)
+    pools = engine_pools
     execute(colocated(system), tmp_path / "core.jsonl")
     monkeypatch.setenv(FORCE_PYTHON, "1")
     execute(colocated(system), tmp_path / "python.jsonl")
