@@ -346,11 +346,10 @@ def _load_file(path: Path) -> Profile | Mixture:
     the file and field); a mixture's components are packaged names or profile files,
     a relative path taken from the mixture's folder."""
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-        check_keys(data)  # workloads.profile_schema
+        raw = path.read_bytes()
+        data = _toml(raw)
         if "mixture" not in data:
-            return _checked(Profile.from_toml(data, str(path)), path)
+            return _profile(str(path), raw)
         mix = data["mixture"]
         names = [c if not is_profile_file(c) or Path(c.removeprefix(FILE_PREFIX)).is_absolute()
                  else str(path.parent / c.removeprefix(FILE_PREFIX)) for c in mix["components"]]
@@ -376,6 +375,24 @@ def _load_file(path: Path) -> Profile | Mixture:
                                           max_tokens=round(p.max_tokens * scale))
                       for p in parts)  # type: ignore[misc]
     return Mixture(name, summary, parts, weights, source)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=256)
+def _toml(raw: bytes) -> dict[str, Any]:
+    """A profile file's TOML, its keys checked (workloads.profile_schema); kept by the
+    file's bytes, so a file read again unchanged (each run of a reproduction reads its
+    workload's) is parsed once a process, and an edited one again. Callers only read it."""
+    data = tomllib.loads(raw.decode())
+    check_keys(data)
+    return data
+
+
+@functools.lru_cache(maxsize=256)
+def _profile(where: str, raw: bytes) -> Profile:
+    """The profile (not a mixture) a file of these bytes holds, checked: kept like
+    `_toml` (a Profile is frozen). A mixture is assembled again on each load, so that an
+    edited component is read even where the mixture's own file is unchanged."""
+    return _checked(Profile.from_toml(_toml(raw), where), Path(where))
 
 
 def _checked(p: Profile, path: Path) -> Profile:
