@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.runtime import Prompt
-from workloads.profile_schema import check_keys
+from workloads.profile_schema import check_keys, check_values
 
 
 @dataclass(frozen=True)
@@ -392,24 +392,4 @@ def _profile(where: str, raw: bytes) -> Profile:
     """The profile (not a mixture) a file of these bytes holds, checked: kept like
     `_toml` (a Profile is frozen). A mixture is assembled again on each load, so that an
     edited component is read even where the mixture's own file is unchanged."""
-    return _checked(Profile.from_toml(_toml(raw), where), Path(where))
-
-
-def _checked(p: Profile, path: Path) -> Profile:
-    """`p`, or ValueError naming the first field that no draw can use."""
-    rules = (("prompt.min", 1 <= p.prompt_min <= p.prompt_max, "1 <= min <= max"),
-             ("response.min_tokens", 1 <= p.min_tokens < p.mean_tokens,
-              "at least 1 and below mean_tokens"),
-             ("response.max_tokens", p.max_tokens > p.mean_tokens, "above mean_tokens"),
-             ("response.sigma_between", p.sigma_between >= 0 and p.sigma_within >= 0
-              and p.sigma_between + p.sigma_within > 0, "sigmas >= 0, not both 0"),
-             ("reward.pass_rate", 0 < p.pass_rate < 1, "strictly between 0 and 1"),
-             ("verifier.latency_mean_s", p.verify_mean_s > 0 and p.verify_sigma >= 0,
-              "a mean above 0 and a sigma >= 0"),
-             ("verifier.tail_share", 0 <= p.tail_share < 1 and (
-                 p.tail_share == 0 or p.tail_mean_s > 0), "in [0, 1), with tail_mean_s > 0"))
-    for field_name, ok, want in rules:
-        if not ok:
-            raise ValueError(f"{path}: {field_name}: must be {want}")
-    p.mu_for(p.max_tokens)  # mean_tokens too close to the cap: ValueError naming it
-    return p
+    return check_values(Profile.from_toml(_toml(raw), where), Path(where))

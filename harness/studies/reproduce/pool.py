@@ -45,6 +45,7 @@ from harness.core.notes import keep_notes, say_once
 from harness.core.trace_io import trace_stem
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
+from harness.studies.reproduce import preload
 
 Rows = list[dict[str, Any]]
 
@@ -320,7 +321,7 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
     another's papers draw): each pass's results by paper name, in the passes' order."""
     papers_count = sum(len(one.names) for one in passes)
     if jobs > 1 and sys.platform == "linux":  # before the freeze: frozen with the rest
-        preload()  # imported once here, not once in each forked worker
+        preload.preload()  # imported once here, not once in each forked worker
     with Reporter(console, papers_count) as reporter, _frozen():
         same = SameRuns()
         if jobs <= 1:
@@ -333,33 +334,6 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
             except BaseException:  # Ctrl-C, or a paper failed: drop the queued runs
                 executor.shutdown(wait=False, cancel_futures=True)
                 raise
-
-
-# What every worker imports for its first run (the simulated runtime, the systems, the
-# workload profiles); the compiled core's (numba's) where runs may take it.
-PRELOAD = ("harness.run.execute", "harness.sim.runtime", "systems", "workloads.profile",
-           "workloads.trace_source", "workloads.own_jsonl")
-CORE = "harness.sim.fastcore.pool"
-
-
-def preload() -> list[str]:
-    """Import here, before the workers fork, the modules each would import for its first
-    run: a forked worker inherits them, so they are imported once, not once a worker
-    (numba and the compiled core alone: about 1.1 CPU s a worker). The core only where a
-    run could take it (numba installed, the Python engines not forced: `choice`). Done
-    before `_frozen`, so that the collector's full passes in the workers skip them too.
-    Returns the modules imported."""
-    import importlib
-    import importlib.util
-
-    from harness.sim.fastcore.choice import FORCE_PYTHON
-
-    names = list(PRELOAD)
-    if os.environ.get(FORCE_PYTHON, "0") in ("", "0") and importlib.util.find_spec("numba"):
-        names.append(CORE)
-    for name in names:
-        importlib.import_module(name)
-    return names
 
 
 @contextlib.contextmanager
