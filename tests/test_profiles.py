@@ -245,3 +245,29 @@ def test_a_profile_file_loads_by_path(tmp_path) -> None:
         with pytest.raises(ValueError, match=why) as err:
             load_profile(f"profile:{bad}")
         assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_profile_file_is_parsed_once_until_it_changes(tmp_path) -> None:
+    """Each run of a reproduction loads its workload's profile: a file read again with the
+    same bytes is not parsed again (the same Profile object comes back), an edited one is,
+    and a mixture sees its component's edit though its own file is unchanged."""
+    from pathlib import Path
+
+    from workloads import profile as prof
+
+    text = (Path(__file__).parents[1] / "workloads" / "profiles" / "sci-xw.toml").read_text()
+    mine = tmp_path / "mine.toml"
+    mine.write_text(text)
+    (tmp_path / "mix.toml").write_text('name = "mix"\nsummary = "mine and sci-jl"\n'
+                                       '[mixture]\ncomponents = ["mine.toml", "sci-jl"]\n'
+                                       'weights = [3, 1]\n')
+    first = load_profile(str(mine))
+    misses = prof._toml.cache_info().misses
+    assert load_profile(str(mine)) is first  # kept: no parse
+    assert prof._toml.cache_info().misses == misses
+    mine.write_text(text.replace("mean_tokens = 3350", "mean_tokens = 3000"))
+    assert load_profile(str(mine)).mean_tokens == 3000 and first.mean_tokens == 3350
+    mix = load_profile(str(tmp_path / "mix.toml"))
+    assert isinstance(mix, Mixture) and mix.components[0].mean_tokens == 3000
+    mine.write_text(text)  # back to the first bytes: the first object again
+    assert load_profile(str(tmp_path / "mix.toml")).components[0] is first

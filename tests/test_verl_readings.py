@@ -164,6 +164,68 @@ def test_the_replicas_mean_generation_and_the_longest_lead_are_read_per_window()
     assert runs.replica_times(events, [(100.0, 200.0)]) == (45.0, 15.0)
 
 
+class _Counted(dict):
+    """An event that counts the reads of its time."""
+
+    reads = 0
+
+    def __getitem__(self, key: str) -> object:
+        _Counted.reads += key == "t"
+        return super().__getitem__(key)
+
+
+def _replica_times_by_scan(events: list[dict], windows: list[tuple[float, float]]
+                           ) -> tuple[float, float]:
+    """The loop `runs.replica_times` replaced: every event scanned for every window."""
+    import math
+
+    import numpy as np
+
+    means, leads = [], []
+    for a, b in windows:
+        engine, start, last = {}, math.inf, {}
+        for e in events:
+            if not a <= e["t"] < b:
+                continue
+            if e["ev"] == "request_admit":
+                engine[(e["group"], e["sample"])] = e["engine"]
+                start = min(start, e["t"])
+            elif e["ev"] == "request_finish" and (e["group"], e["sample"]) in engine:
+                r = engine[(e["group"], e["sample"])]
+                last[r] = max(last.get(r, e["t"]), e["t"])
+        if last:
+            mean = float(np.mean(list(last.values()))) - start
+            means.append(mean)
+            leads.append(max(last.values()) - start - mean)
+    return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
+
+
+def test_replica_times_cuts_each_window_and_reads_as_the_scan_did() -> None:
+    """Ten windows of ten seconds over 100 s, a request admitted each second on one of 3
+    replicas and finished 0.5-9.5 s later, among train events: the same floats as a scan of
+    every event per window, in order or not, but each request event's time read at most 4
+    times (once to cut, at most 3 in its window), not once per window (10 x 230)."""
+    import random
+
+    rng = random.Random(7)
+    events = []
+    for i in range(100):
+        events.append(_Counted(t=float(i), ev="request_admit", group=i, sample=0,
+                               engine=i % 3))
+        events.append(_Counted(t=i + rng.randint(1, 19) / 2, ev="request_finish", group=i,
+                               sample=0))
+        events.append(_Counted(t=i + 0.25, ev="train_start"))
+    events.sort(key=lambda e: dict.__getitem__(e, "t"))
+    windows = [(10.0 * w, 10.0 * w + 10) for w in range(10)]
+    want = _replica_times_by_scan(events, windows)
+    _Counted.reads = 0
+    assert runs.replica_times(events, windows) == want
+    assert _Counted.reads <= 4 * 200
+    shuffled = events[:]
+    rng.shuffle(shuffled)  # out of order: scanned, still the same
+    assert runs.replica_times(shuffled, windows) == _replica_times_by_scan(shuffled, windows)
+
+
 def test_a_colocated_runs_switch_is_less_the_lead_the_fit_found() -> None:
     """runs.switch_of takes the lead out of the published seconds: 74 - 20 at 16 H20s."""
     s = runs.switch_of(runs.ONE_STEP_FSDP2, 16, lead_s=20.0)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.runtime import Prompt
-from workloads.profile_schema import check_keys
+from workloads.profile_schema import check_keys, check_values
 
 
 @dataclass(frozen=True)
@@ -346,11 +346,10 @@ def _load_file(path: Path) -> Profile | Mixture:
     the file and field); a mixture's components are packaged names or profile files,
     a relative path taken from the mixture's folder."""
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-        check_keys(data)  # workloads.profile_schema
+        raw = path.read_bytes()
+        data = _toml(raw)
         if "mixture" not in data:
-            return _checked(Profile.from_toml(data, str(path)), path)
+            return _profile(str(path), raw)
         mix = data["mixture"]
         names = [c if not is_profile_file(c) or Path(c.removeprefix(FILE_PREFIX)).is_absolute()
                  else str(path.parent / c.removeprefix(FILE_PREFIX)) for c in mix["components"]]
@@ -378,21 +377,19 @@ def _load_file(path: Path) -> Profile | Mixture:
     return Mixture(name, summary, parts, weights, source)  # type: ignore[arg-type]
 
 
-def _checked(p: Profile, path: Path) -> Profile:
-    """`p`, or ValueError naming the first field that no draw can use."""
-    rules = (("prompt.min", 1 <= p.prompt_min <= p.prompt_max, "1 <= min <= max"),
-             ("response.min_tokens", 1 <= p.min_tokens < p.mean_tokens,
-              "at least 1 and below mean_tokens"),
-             ("response.max_tokens", p.max_tokens > p.mean_tokens, "above mean_tokens"),
-             ("response.sigma_between", p.sigma_between >= 0 and p.sigma_within >= 0
-              and p.sigma_between + p.sigma_within > 0, "sigmas >= 0, not both 0"),
-             ("reward.pass_rate", 0 < p.pass_rate < 1, "strictly between 0 and 1"),
-             ("verifier.latency_mean_s", p.verify_mean_s > 0 and p.verify_sigma >= 0,
-              "a mean above 0 and a sigma >= 0"),
-             ("verifier.tail_share", 0 <= p.tail_share < 1 and (
-                 p.tail_share == 0 or p.tail_mean_s > 0), "in [0, 1), with tail_mean_s > 0"))
-    for field_name, ok, want in rules:
-        if not ok:
-            raise ValueError(f"{path}: {field_name}: must be {want}")
-    p.mu_for(p.max_tokens)  # mean_tokens too close to the cap: ValueError naming it
-    return p
+@functools.lru_cache(maxsize=256)
+def _toml(raw: bytes) -> dict[str, Any]:
+    """A profile file's TOML, its keys checked (workloads.profile_schema); kept by the
+    file's bytes, so a file read again unchanged (each run of a reproduction reads its
+    workload's) is parsed once a process, and an edited one again. Callers only read it."""
+    data = tomllib.loads(raw.decode())
+    check_keys(data)
+    return data
+
+
+@functools.lru_cache(maxsize=256)
+def _profile(where: str, raw: bytes) -> Profile:
+    """The profile (not a mixture) a file of these bytes holds, checked: kept like
+    `_toml` (a Profile is frozen). A mixture is assembled again on each load, so that an
+    edited component is read even where the mixture's own file is unchanged."""
+    return check_values(Profile.from_toml(_toml(raw), where), Path(where))

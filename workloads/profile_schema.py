@@ -8,6 +8,7 @@ the shipped value (the 8,192 cap), and a string where a number belongs failed as
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 # Every key, by table ("": the top level), with the kind of its value.
@@ -55,3 +56,24 @@ def check_keys(data: dict[str, Any]) -> None:
                 raise ValueError(f"{where}: unknown field (known: {', '.join(SCHEMA[table])})")
             if not _is(value, want):
                 raise ValueError(f"{where}: expected {want}, got {value!r}")
+
+
+def check_values(p: Any, path: Path) -> Any:
+    """`p` (a workloads.profile.Profile: not imported, which imports this module), or
+    ValueError naming the first field that no draw can use."""
+    rules = (("prompt.min", 1 <= p.prompt_min <= p.prompt_max, "1 <= min <= max"),
+             ("response.min_tokens", 1 <= p.min_tokens < p.mean_tokens,
+              "at least 1 and below mean_tokens"),
+             ("response.max_tokens", p.max_tokens > p.mean_tokens, "above mean_tokens"),
+             ("response.sigma_between", p.sigma_between >= 0 and p.sigma_within >= 0
+              and p.sigma_between + p.sigma_within > 0, "sigmas >= 0, not both 0"),
+             ("reward.pass_rate", 0 < p.pass_rate < 1, "strictly between 0 and 1"),
+             ("verifier.latency_mean_s", p.verify_mean_s > 0 and p.verify_sigma >= 0,
+              "a mean above 0 and a sigma >= 0"),
+             ("verifier.tail_share", 0 <= p.tail_share < 1 and (
+                 p.tail_share == 0 or p.tail_mean_s > 0), "in [0, 1), with tail_mean_s > 0"))
+    for field_name, ok, want in rules:
+        if not ok:
+            raise ValueError(f"{path}: {field_name}: must be {want}")
+    p.mu_for(p.max_tokens)  # mean_tokens too close to the cap: ValueError naming it
+    return p

@@ -45,6 +45,7 @@ from harness.core.notes import keep_notes, say_once
 from harness.core.trace_io import trace_stem
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
+from harness.studies.reproduce import preload
 
 Rows = list[dict[str, Any]]
 
@@ -319,6 +320,8 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
     """Several passes over papers at once, on one pool (a pass's runs fill the cores while
     another's papers draw): each pass's results by paper name, in the passes' order."""
     papers_count = sum(len(one.names) for one in passes)
+    if jobs > 1 and sys.platform == "linux":  # before the freeze: frozen with the rest
+        preload.preload()  # imported once here, not once in each forked worker
     with Reporter(console, papers_count) as reporter, _frozen():
         same = SameRuns()
         if jobs <= 1:

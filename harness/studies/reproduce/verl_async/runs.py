@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import copy
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -118,8 +119,7 @@ PROFILE_SOURCE = "dapo-math-17k"  # the spreads of the lengths (module docstring
 
 @dataclass(frozen=True)
 class Setup:
-    """One published setup: its model, engine, batch and trainer (each field cited where
-    the setup is defined)."""
+    """One published setup: its model, engine, batch and trainer (cited where defined)."""
 
     name: str
     model: str
@@ -320,12 +320,14 @@ def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float
     finish. verl's `generate_sequences` is that mean (`reduce_timing` averages over ranks,
     verl@503ea75:verl/workers/fsdp_workers.py:748-750); its gen waits for the longest."""
     means, leads = [], []
+    reqs = [e for e in events if e["ev"] in ("request_admit", "request_finish")]
+    times = [e["t"] for e in reqs]
+    ordered = all(x <= y for x, y in zip(times, times[1:], strict=False))  # cut, not scanned
     for a, b in windows:
         engine: dict[tuple[int, int], int] = {}
         start, last = math.inf, {}
-        for e in events:
-            if not a <= e["t"] < b:
-                continue
+        for e in reqs[bisect_left(times, a):bisect_left(times, b)] if ordered else [
+                e for e in reqs if a <= e["t"] < b]:
             if e["ev"] == "request_admit":
                 engine[(e["group"], e["sample"])] = e["engine"]
                 start = min(start, e["t"])
