@@ -25,6 +25,18 @@ one stream), its plain lines otherwise, flushed at once. The frames stay in
 memory too, for `events`, which decodes those of the kinds a reader asks for only.
 Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
+A run whose trace is not written (`write=False`: a reproduction's runs) would pack its
+events only to decompress and decode them again for its reader (about 1 us an event of
+round trip). It holds each pack's dicts instead, as they are once their times are
+rounded, up to HELD events (about 250 B an event; past that its packs are packed as a
+written run's, so memory stays bounded), and `events`/`replay` hand those over. They
+are what decoding their lines gives because every event's fields are JSON's own values
+(str, int, finite float, bool, None, lists and str-keyed dicts of them, never a tuple
+or a NaN) and are never changed once recorded (a resumed request copies its spans):
+true of every `emit` and `record` in harness/ and systems/, and checked by
+tests/test_trace_held.py on every system, against lines encoded as each event comes.
+A reader must not change the dicts it is handed (none does): they are the writer's.
+
 Why each pack is written as it is made rather than all at close: a run killed outright
 (SIGKILL, the OOM killer) never reaches `close`, and would leave an empty file; this
 way it leaves every whole pack, a readable prefix without `run_end` (all but the last
@@ -38,6 +50,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Collection, Iterator
+from itertools import compress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -69,6 +82,7 @@ def round6(times: list[float]) -> list[float]:
 
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
+    HELD = 1 << 20  # a memory-only run's events held as dicts, not packed (about 250 MB)
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True, keep: Collection[str] | None = None) -> None:
@@ -83,7 +97,12 @@ class BufferedTraceWriter(TraceWriter):
         self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
         self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
-        self._frames: list[bytes] = []  # the packed lines, a zstd frame per pack
+        # per pack, in order: its zstd frame of lines, or (a memory-only run's, up to
+        # HELD events) the events themselves; and how many events each holds
+        self._frames: list[bytes | list[dict[str, Any]]] = []
+        self._sizes: list[int] = []
+        self._holding = not write  # packs held as dicts (till HELD events), not packed
+        self._held = self.HELD  # events the packs may still hold
         self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
@@ -149,9 +168,11 @@ class BufferedTraceWriter(TraceWriter):
             event = {"t": now, "ev": ev, **fields}
         else:
             self.record(ev, **fields)
-            if not self._events:  # just packed: the last line of the last frame
-                return _decoder.decode(
-                    self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
+            if not self._events:  # just packed: the last event of the last pack
+                last = self._frames[-1]
+                if isinstance(last, list):  # held: its time rounded already
+                    return _decoder.decode(_encoder.encode(last[-1]))
+                return _decoder.decode(self._decompress(last).rsplit(b"\n", 2)[-2])
             event, now = dict(self._events[-1]), self._times[-1]
         if event["t"] is now:  # not a field named t
             event["t"] = round(now, 6)
@@ -161,7 +182,10 @@ class BufferedTraceWriter(TraceWriter):
         """The tail made into its lines, compressed, appended to the file (the frame, or
         the lines for a plain name) and let go. Its times rounded first (all at once,
         `round6`), but for an event whose field named t overrides it, and a time that is
-        an int (round leaves it one)."""
+        an int (round leaves it one). A memory-only run holds the tail's dicts instead,
+        as they are once their times are rounded (what decoding their lines gives: see
+        the module's docstring), up to HELD events; past that its held packs are packed
+        too, and every pack after them."""
         events, times = self._events, self._times
         if not events:
             return
@@ -173,26 +197,25 @@ class BufferedTraceWriter(TraceWriter):
             self._kind_index[kind] = len(self._kind_names)
             self._kind_names.append(kind)
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
-        lines = _encoder.encode_lines(events)
-        frame = bytes(memoryview(self._compress(lines)))  # its own size: zstd's holds the bound
-        self._frames.append(frame)
         self._times, self._events = [], []
+        self._sizes.append(len(events))
+        if self._holding:
+            if len(events) <= self._held:
+                self._held -= len(events)
+                self._frames.append(events)
+                return
+            self._holding = False  # over HELD: the held packs packed now, and all after
+            self._frames = [self._frame(_encoder.encode_lines(chunk)) if isinstance(
+                chunk, list) else chunk for chunk in self._frames]
+        lines = _encoder.encode_lines(events)
+        self._frames.append(self._frame(lines))
         if self._file is not None:  # in the file, not Python's buffer, once this returns
-            self._file.write(lines if self._plain else frame)
+            self._file.write(lines if self._plain else self._frames[-1])  # type: ignore[arg-type]
             self._file.flush()
 
-    def _lines(self, kinds: Collection[str] | None = None) -> Iterator[list[bytes]]:
-        """The lines of the events (of `kinds`, when given) in the order recorded, a
-        packed frame at a time."""
-        self._pack()
-        wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
-        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
-        start = 0
-        for frame in self._frames:
-            lines = self._decompress(frame).splitlines(keepends=True)
-            keep = wanted[ids[start:start + len(lines)]]
-            start += len(lines)
-            yield lines if keep.all() else np.array(lines, dtype=object)[keep].tolist()
+    def _frame(self, lines: bytes) -> bytes:
+        """`lines` as one zstd frame, of its own size (zstd's holds the bound)."""
+        return bytes(memoryview(self._compress(lines)))
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The events as a reader would decode them from the file (the same JSON,
@@ -204,10 +227,26 @@ class BufferedTraceWriter(TraceWriter):
         return out
 
     def _decoded(self, kinds: Collection[str] | None) -> Iterator[list[dict[str, Any]]]:
-        """The events (of `kinds`) decoded, a frame's list at a time."""
-        for chunk in self._lines(kinds):
-            if chunk:
-                yield _decoder.decode(b"[" + b",".join(chunk) + b"]")
+        """The events (of `kinds`) in the order recorded, a pack's list at a time: held
+        ones as they are, packed ones decoded (a frame with none of `kinds` is not even
+        decompressed; of the others only the lines of `kinds`)."""
+        self._pack()
+        wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
+        start = 0
+        for chunk, size in zip(self._frames, self._sizes, strict=True):
+            keep = wanted[ids[start:start + size]]
+            start += size
+            if not keep.any():
+                continue
+            every = bool(keep.all())
+            if isinstance(chunk, list):
+                yield chunk if every else list(compress(chunk, keep.tolist()))
+                continue
+            lines = self._decompress(chunk)
+            if not every:
+                lines = b"".join(compress(lines.splitlines(keepends=True), keep.tolist()))
+            yield _decoder.decode_lines(lines)
 
     def recorded(self) -> int:
         """Events recorded so far (packed and not yet)."""
