@@ -65,6 +65,17 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
 
+# The kinds whose events are held as recorded: a request's and a group's end, most of a
+# run's events. Their fields are ints, strings and fresh lists of ints that nothing
+# changes once recorded (harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py
+# and the systems' `group_complete`: a resumed request copies its spans), so decoding
+# their lines gives them back equal, of the same types. Any other kind may carry what
+# JSON changes (a tuple in the configuration, a NaN in `optimizer_step`'s ESS): those are
+# encoded and decoded when held (few: one a group at most).
+RAW = frozenset({"request_submit", "request_admit", "request_preempt", "request_finish",
+                 "group_complete"})
+
+
 def round6(times: list[float]) -> list[float]:
     """`round(t, 6)` of each time, the same doubles as Python's round, four times faster:
     numpy's rint(t * 1e6) / 1e6 is that double (the quotient of the same integer k by
@@ -82,7 +93,7 @@ def round6(times: list[float]) -> list[float]:
 
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
-    HELD = 1 << 20  # a memory-only run's events held as dicts, not packed (about 250 MB)
+    HELD = 1 << 20  # events held as dicts a reader takes as they are (about 250 MB)
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True, keep: Collection[str] | None = None) -> None:
@@ -97,15 +108,16 @@ class BufferedTraceWriter(TraceWriter):
         self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
         self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
-        # per pack, in order: its zstd frame of lines, or (a memory-only run's, up to
-        # HELD events) the events themselves; and how many events each holds
-        self._frames: list[bytes | list[dict[str, Any]]] = []
+        # per pack, in order: its zstd frame of lines (None: a memory-only run's pack
+        # not packed), its events held as a reader gets them (None: not held), its size
+        self._frames: list[bytes | None] = []
+        self._dicts: list[list[dict[str, Any]] | None] = []
         self._sizes: list[int] = []
-        self._holding = not write  # packs held as dicts (till HELD events), not packed
-        self._held = self.HELD  # events the packs may still hold
+        self._held = self.HELD  # events the packs may still hold (-1: none held any more)
         self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
+        self._raw = np.zeros(0, dtype=bool)  # per kind id: held as recorded (`RAW`)
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
         self._keep: frozenset[str] | None = None
@@ -169,10 +181,10 @@ class BufferedTraceWriter(TraceWriter):
         else:
             self.record(ev, **fields)
             if not self._events:  # just packed: the last event of the last pack
-                last = self._frames[-1]
-                if isinstance(last, list):  # held: its time rounded already
-                    return _decoder.decode(_encoder.encode(last[-1]))
-                return _decoder.decode(self._decompress(last).rsplit(b"\n", 2)[-2])
+                held, frame = self._dicts[-1], self._frames[-1]
+                if held is not None:  # its time rounded already
+                    return _decoder.decode(_encoder.encode(held[-1]))
+                return _decoder.decode(self._decompress(frame).rsplit(b"\n", 2)[-2])  # type: ignore[arg-type]
             event, now = dict(self._events[-1]), self._times[-1]
         if event["t"] is now:  # not a field named t
             event["t"] = round(now, 6)
@@ -182,10 +194,8 @@ class BufferedTraceWriter(TraceWriter):
         """The tail made into its lines, compressed, appended to the file (the frame, or
         the lines for a plain name) and let go. Its times rounded first (all at once,
         `round6`), but for an event whose field named t overrides it, and a time that is
-        an int (round leaves it one). A memory-only run holds the tail's dicts instead,
-        as they are once their times are rounded (what decoding their lines gives: see
-        the module's docstring), up to HELD events; past that its held packs are packed
-        too, and every pack after them."""
+        an int (round leaves it one). Up to HELD events its events are also held as a
+        reader gets them (`_settle`), and a memory-only run makes no lines of those."""
         events, times = self._events, self._times
         if not events:
             return
@@ -193,25 +203,41 @@ class BufferedTraceWriter(TraceWriter):
             if event["t"] is t and type(t) is float:
                 event["t"] = rounded
         kinds = [event["ev"] for event in events]
-        for kind in set(kinds).difference(self._kind_index):
+        new = set(kinds).difference(self._kind_index)
+        for kind in new:
             self._kind_index[kind] = len(self._kind_names)
             self._kind_names.append(kind)
+        if new:
+            self._raw = np.array([k in RAW for k in self._kind_names], dtype=bool)
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
         self._times, self._events = [], []
         self._sizes.append(len(events))
-        if self._holding:
-            if len(events) <= self._held:
-                self._held -= len(events)
-                self._frames.append(events)
-                return
-            self._holding = False  # over HELD: the held packs packed now, and all after
-            self._frames = [self._frame(_encoder.encode_lines(chunk)) if isinstance(
-                chunk, list) else chunk for chunk in self._frames]
-        lines = _encoder.encode_lines(events)
-        self._frames.append(self._frame(lines))
+        hold = len(events) <= self._held
+        if hold:
+            self._held -= len(events)
+        elif self._held >= 0:  # over HELD: what was held let go, and nothing held after
+            self._held = -1
+            self._frames = [self._frame(_encoder.encode_lines(held)) if frame is None else frame
+                            for frame, held in zip(self._frames, self._dicts, strict=True)]
+            self._dicts = [None] * len(self._dicts)
+        lines = None if hold and self._file is None else _encoder.encode_lines(events)
+        self._frames.append(None if lines is None else self._frame(lines))
+        self._dicts.append(self._settle(events) if hold else None)
         if self._file is not None:  # in the file, not Python's buffer, once this returns
             self._file.write(lines if self._plain else self._frames[-1])  # type: ignore[arg-type]
             self._file.flush()
+
+    def _settle(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`events` (their times rounded) as decoding their lines gives them: those of the
+        `RAW` kinds as they are, the others encoded and decoded (in place)."""
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
+        others = np.flatnonzero(~self._raw[ids]).tolist()
+        del ids  # the array grows again at the next pack
+        if others:
+            decoded = _decoder.decode(_encoder.encode([events[i] for i in others]))
+            for i, event in zip(others, decoded, strict=True):
+                events[i] = event
+        return events
 
     def _frame(self, lines: bytes) -> bytes:
         """`lines` as one zstd frame, of its own size (zstd's holds the bound)."""
@@ -234,16 +260,16 @@ class BufferedTraceWriter(TraceWriter):
         wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
         ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
         start = 0
-        for chunk, size in zip(self._frames, self._sizes, strict=True):
+        for frame, held, size in zip(self._frames, self._dicts, self._sizes, strict=True):
             keep = wanted[ids[start:start + size]]
             start += size
             if not keep.any():
                 continue
             every = bool(keep.all())
-            if isinstance(chunk, list):
-                yield chunk if every else list(compress(chunk, keep.tolist()))
+            if held is not None:
+                yield held if every else list(compress(held, keep.tolist()))
                 continue
-            lines = self._decompress(chunk)
+            lines = self._decompress(frame)  # type: ignore[arg-type]
             if not every:
                 lines = b"".join(compress(lines.splitlines(keepends=True), keep.tolist()))
             yield _decoder.decode_lines(lines)
