@@ -25,16 +25,22 @@ one stream), its plain lines otherwise, flushed at once. The frames stay in
 memory too, for `events`, which decodes those of the kinds a reader asks for only.
 Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
-A run whose trace is not written (`write=False`: a reproduction's runs) would pack its
-events only to decompress and decode them again for its reader (about 1 us an event of
-round trip). It holds each pack's dicts instead, as they are once their times are
-rounded, up to HELD events (about 250 B an event; past that its packs are packed as a
-written run's, so memory stays bounded), and `events`/`replay` hand those over. They
-are what decoding their lines gives because every event's fields are JSON's own values
-(str, int, finite float, bool, None, lists and str-keyed dicts of them, never a tuple
-or a NaN) and are never changed once recorded (a resumed request copies its spans):
-true of every `emit` and `record` in harness/ and systems/, and checked by
-tests/test_trace_held.py on every system, against lines encoded as each event comes.
+Why the first HELD events are also held as dicts: the readers (`events`, `replay`: the
+metrics, a reproduction's reader) would decompress and decode the lines again, about
+0.7 us an event, and a memory-only run (`write=False`: a reproduction's) would make
+lines only for that (1 us an event of encode, compress, decompress, decode). So each
+pack keeps its events as a reader gets them and a memory-only run makes no lines of
+them; past HELD events (262k, about 75 MB) the held packs are let go (a memory-only
+run's packed then) and later packs are only packed, so a large run's memory stays what
+it was (`replay` decodes a frame at a time). A held event must equal its line decoded:
+the same values and types, key order, time rounded. The events of `RAW` kinds (a
+request's four and `group_complete`: 85-90% of a run's) are held as recorded, since
+their fields are ints, strings and fresh lists of ints that nothing changes later (their
+emitters: harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py, the systems'
+`group_complete`; a resumed request copies its spans). Any other kind may carry what
+JSON changes (a tuple, a NaN: `optimizer_step`'s ESS of a step with no tokens), so those
+few are encoded and decoded as they are held. tests/test_trace_held.py checks
+every system's events held, let go and written against lines made as each event comes.
 A reader must not change the dicts it is handed (none does): they are the writer's.
 
 Why each pack is written as it is made rather than all at close: a run killed outright
@@ -65,13 +71,7 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
 
-# The kinds whose events are held as recorded: a request's and a group's end, most of a
-# run's events. Their fields are ints, strings and fresh lists of ints that nothing
-# changes once recorded (harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py
-# and the systems' `group_complete`: a resumed request copies its spans), so decoding
-# their lines gives them back equal, of the same types. Any other kind may carry what
-# JSON changes (a tuple in the configuration, a NaN in `optimizer_step`'s ESS): those are
-# encoded and decoded when held (few: one a group at most).
+# The kinds whose events are held as recorded, not decoded from their lines (see above)
 RAW = frozenset({"request_submit", "request_admit", "request_preempt", "request_finish",
                  "group_complete"})
 
@@ -93,7 +93,7 @@ def round6(times: list[float]) -> list[float]:
 
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
-    HELD = 1 << 20  # events held as dicts a reader takes as they are (about 250 MB)
+    HELD = 1 << 18  # events held as dicts a reader takes as they are (about 75 MB)
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True, keep: Collection[str] | None = None) -> None:
