@@ -55,9 +55,14 @@ def read(system: str, held: int, pack: int, monkeypatch: pytest.MonkeyPatch,
             "held": [d is not None for d in writer._dicts]}  # noqa: SLF001
 
 
+@pytest.mark.parametrize("engines", ["python", "compiled"])
 @pytest.mark.parametrize("system", checked_names())
-def test_held_events_are_the_decoded_lines(system: str, monkeypatch: pytest.MonkeyPatch,
+def test_held_events_are_the_decoded_lines(system: str, engines: str,
+                                           monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
+    """Every system, on the Python engines and where it is eligible on the compiled pool
+    (whose events come through `record_at` and `record_many`)."""
+    monkeypatch.setenv("ROLLOUTBENCH_PYTHON_ENGINES", "1" if engines == "python" else "0")
     packed = read(system, 0, 1, monkeypatch)  # every event encoded as it is recorded
     assert not any(packed.pop("held"))
     n = packed["recorded"]
