@@ -25,15 +25,16 @@ one stream), its plain lines otherwise, flushed at once. The frames stay in
 memory too, for `events`, which decodes those of the kinds a reader asks for only.
 Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
-Why the first HELD events are also held as dicts: the readers (`events`, `replay`: the
-metrics, a reproduction's reader) would decompress and decode the lines again, about
-0.7 us an event, and a memory-only run (`write=False`: a reproduction's) would make
-lines only for that (1 us an event of encode, compress, decompress, decode). So each
-pack keeps its events as a reader gets them and a memory-only run makes no lines of
-them; past HELD events (262k, about 75 MB) the held packs are let go (a memory-only
-run's packed then) and later packs are only packed, so a large run's memory stays what
-it was (`replay` decodes a frame at a time). A held event must equal its line decoded:
-the same values and types, key order, time rounded. The events of `RAW` kinds (a
+Why a memory-only run (`write=False`: a reproduction's) holds its first HELD events as
+dicts: it made lines only for its readers (`events`, `replay`) to decompress and decode
+them again, about 1 us an event of round trip (verl-async's runs in `make bench`: 1.16x
+less CPU without it). So each of its packs keeps its events as a reader gets them and
+makes no lines; past HELD events (262k, about 75 MB of dicts) the held packs are packed
+and later packs are only packed, so a large run's memory stays what it was (`replay`
+decodes a frame at a time). A written run holds nothing: measured on RolloutPipe's grid,
+holding its packs beside their lines cost more (about 10% of the run) than the decode
+it saved, and its readers decode the lines as before. A held event must equal its line
+decoded: the same values and types, key order, time rounded. The events of `RAW` kinds (a
 request's four and `group_complete`: 85-90% of a run's) are held as recorded, since
 their fields are ints, strings and fresh lists of ints that nothing changes later (their
 emitters: harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py, the systems'
@@ -93,7 +94,7 @@ def round6(times: list[float]) -> list[float]:
 
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
-    HELD = 1 << 18  # events held as dicts a reader takes as they are (about 75 MB)
+    HELD = 1 << 18  # a memory-only run's events held as dicts, not packed (about 75 MB)
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True, keep: Collection[str] | None = None) -> None:
@@ -113,7 +114,8 @@ class BufferedTraceWriter(TraceWriter):
         self._frames: list[bytes | None] = []
         self._dicts: list[list[dict[str, Any]] | None] = []
         self._sizes: list[int] = []
-        self._held = self.HELD  # events the packs may still hold (-1: none held any more)
+        # events the packs may still hold: a memory-only run's first HELD (-1: none)
+        self._held = -1 if write else self.HELD
         self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
@@ -194,8 +196,8 @@ class BufferedTraceWriter(TraceWriter):
         """The tail made into its lines, compressed, appended to the file (the frame, or
         the lines for a plain name) and let go. Its times rounded first (all at once,
         `round6`), but for an event whose field named t overrides it, and a time that is
-        an int (round leaves it one). Up to HELD events its events are also held as a
-        reader gets them (`_settle`), and a memory-only run makes no lines of those."""
+        an int (round leaves it one). A memory-only run's first HELD events are held as
+        a reader gets them (`_settle`) instead, and make no lines."""
         events, times = self._events, self._times
         if not events:
             return
