@@ -29,9 +29,9 @@ Why a memory-only run (`write=False`: a reproduction's) holds its first HELD eve
 dicts: it made lines only for its readers (`events`, `replay`) to decompress and decode
 them again, about 1 us an event of round trip (verl-async's runs in `make bench`: 1.16x
 less CPU without it). So each of its packs keeps its events as a reader gets them and
-makes no lines; past HELD events (262k, about 75 MB of dicts) the held packs are packed
-and later packs are only packed, so a large run's memory stays what it was (`replay`
-decodes a frame at a time). A written run holds nothing: measured on RolloutPipe's grid,
+makes no lines, up to HELD events (262k, about 75 MB of dicts); later packs are packed,
+so a large run's memory grows by those 75 MB at most (`replay` decodes a frame at a
+time). A written run holds nothing: measured on RolloutPipe's grid,
 holding its packs beside their lines cost more (about 10% of the run) than the decode
 it saved, and its readers decode the lines as before. A held event must equal its line
 decoded: the same values and types, key order, time rounded. The events of `RAW` kinds (a
@@ -41,7 +41,8 @@ emitters: harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py, the sy
 `group_complete`; a resumed request copies its spans). Any other kind may carry what
 JSON changes (a tuple, a NaN: `optimizer_step`'s ESS of a step with no tokens), so those
 few are encoded and decoded as they are held. tests/test_trace_held.py checks
-every system's events held, let go and written against lines made as each event comes.
+every system's events held, held in part, and written against lines made as each event
+comes.
 A reader must not change the dicts it is handed (none does): they are the writer's.
 
 Why each pack is written as it is made rather than all at close: a run killed outright
@@ -215,16 +216,15 @@ class BufferedTraceWriter(TraceWriter):
         self._times, self._events = [], []
         self._sizes.append(len(events))
         hold = len(events) <= self._held
-        if hold:
+        if hold:  # held, no lines (only a memory-only run holds)
             self._held -= len(events)
-        elif self._held >= 0:  # over HELD: what was held let go, and nothing held after
-            self._held = -1
-            self._frames = [self._frame(_encoder.encode_lines(held)) if frame is None else frame
-                            for frame, held in zip(self._frames, self._dicts, strict=True)]
-            self._dicts = [None] * len(self._dicts)
-        lines = None if hold and self._file is None else _encoder.encode_lines(events)
-        self._frames.append(None if lines is None else self._frame(lines))
-        self._dicts.append(self._settle(events) if hold else None)
+            self._frames.append(None)
+            self._dicts.append(self._settle(events))
+            return
+        self._held = -1  # over HELD: the packs held stay so, the rest are packed
+        lines = _encoder.encode_lines(events)
+        self._frames.append(self._frame(lines))
+        self._dicts.append(None)
         if self._file is not None:  # in the file, not Python's buffer, once this returns
             self._file.write(lines if self._plain else self._frames[-1])  # type: ignore[arg-type]
             self._file.flush()
