@@ -31,18 +31,17 @@ them again, about 1 us an event of round trip (verl-async's runs in `make bench`
 less CPU without it). So each of its packs keeps its events as a reader gets them and
 makes no lines, up to HELD events (262k, about 75 MB of dicts); later packs are packed,
 so a large run's memory grows by those 75 MB at most (`replay` decodes a frame at a
-time). A written run holds nothing: measured on RolloutPipe's grid,
-holding its packs beside their lines cost more (about 10% of the run) than the decode
-it saved, and its readers decode the lines as before. A held event must equal its line
+time). A written run holds nothing: measured on RolloutPipe's grid, holding its packs
+beside their lines cost more (about 10% of the run) than the decode it saved, and its
+readers decode the lines as before. A held event must equal its line
 decoded: the same values and types, key order, time rounded. The events of `RAW` kinds (a
 request's four and `group_complete`: 85-90% of a run's) are held as recorded, since
 their fields are ints, strings and fresh lists of ints that nothing changes later (their
 emitters: harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py, the systems'
 `group_complete`; a resumed request copies its spans). Any other kind may carry what
 JSON changes (a tuple, a NaN: `optimizer_step`'s ESS of a step with no tokens), so those
-few are encoded and decoded as they are held. tests/test_trace_held.py checks
-every system's events held, held in part, and written against lines made as each event
-comes.
+few are encoded and decoded as they are held. tests/test_trace_held.py checks every
+system's events held, held in part, and written against lines made as each event comes.
 A reader must not change the dicts it is handed (none does): they are the writer's.
 
 Why each pack is written as it is made rather than all at close: a run killed outright
@@ -187,7 +186,8 @@ class BufferedTraceWriter(TraceWriter):
                 held, frame = self._dicts[-1], self._frames[-1]
                 if held is not None:  # its time rounded already
                     return _decoder.decode(_encoder.encode(held[-1]))
-                return _decoder.decode(self._decompress(frame).rsplit(b"\n", 2)[-2])  # type: ignore[arg-type]
+                lines = self._decompress(frame)  # type: ignore[arg-type]
+                return _decoder.decode(lines.rsplit(b"\n", 2)[-2])
             event, now = dict(self._events[-1]), self._times[-1]
         if event["t"] is now:  # not a field named t
             event["t"] = round(now, 6)
@@ -223,10 +223,11 @@ class BufferedTraceWriter(TraceWriter):
             return
         self._held = -1  # over HELD: the packs held stay so, the rest are packed
         lines = _encoder.encode_lines(events)
-        self._frames.append(self._frame(lines))
+        frame = self._frame(lines)
+        self._frames.append(frame)
         self._dicts.append(None)
         if self._file is not None:  # in the file, not Python's buffer, once this returns
-            self._file.write(lines if self._plain else self._frames[-1])  # type: ignore[arg-type]
+            self._file.write(lines if self._plain else frame)
             self._file.flush()
 
     def _settle(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
