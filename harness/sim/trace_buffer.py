@@ -27,22 +27,24 @@ Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
 Why a memory-only run (`write=False`: a reproduction's) holds its first HELD events as
 dicts: it made lines only for its readers (`events`, `replay`) to decompress and decode
-them again, about 1 us an event of round trip (verl-async's runs in `make bench`: 1.16x
+them again, about 1 us an event of round trip (verl-async's runs in `make bench`: 1.14x
 less CPU without it). So each of its packs keeps its events as a reader gets them and
-makes no lines, up to HELD events (262k, about 75 MB of dicts); later packs are packed,
-so a large run's memory grows by those 75 MB at most (`replay` decodes a frame at a
-time). A written run holds nothing: measured on RolloutPipe's grid, holding its packs
-beside their lines cost more (about 10% of the run) than the decode it saved, and its
-readers decode the lines as before. A held event must equal its line
-decoded: the same values and types, key order, time rounded. The events of `RAW` kinds (a
-request's four and `group_complete`: 85-90% of a run's) are held as recorded, since
-their fields are ints, strings and fresh lists of ints that nothing changes later (their
-emitters: harness/sim/engine.py, batching.py, fastcore/pool.py, serve.py, the systems'
-`group_complete`; a resumed request copies its spans). Any other kind may carry what
-JSON changes (a tuple, a NaN: `optimizer_step`'s ESS of a step with no tokens), so those
-few are encoded and decoded as they are held. tests/test_trace_held.py checks every
-system's events held, held in part, and written against lines made as each event comes.
-A reader must not change the dicts it is handed (none does): they are the writer's.
+makes no lines, up to HELD events (262k, about 75 MB of dicts). Past that they are
+packed, and every later pack: a large run's memory is what it was (`replay` decodes a
+frame at a time); keeping them held would add 100 MB at 1M requests, for no CPU that
+could be measured. A written run holds nothing: holding its packs beside their lines
+cost RolloutPipe's grid more (about 10% of the run) than the decode it saved.
+
+A held event must equal its line decoded: the same values and types, key order, time
+rounded. The events of `RAW` kinds (a request's four and `group_complete`: 85-90% of a
+run's) are held as recorded, since their fields are ints, strings and fresh lists of
+ints that nothing changes later (their emitters: harness/sim/engine.py, batching.py,
+fastcore/pool.py, serve.py, the systems' `group_complete`; a resumed request copies its
+spans). Any other kind may carry what JSON changes (a tuple, a NaN: `optimizer_step`'s
+ESS of a step with no tokens), so those few are encoded and decoded as they are held.
+tests/test_trace_held.py checks every system's events held, held then packed, and
+written against lines made as each event comes. A reader must not change the dicts it
+is handed (none does): they are the writer's.
 
 Why each pack is written as it is made rather than all at close: a run killed outright
 (SIGKILL, the OOM killer) never reaches `close`, and would leave an empty file; this
@@ -221,7 +223,12 @@ class BufferedTraceWriter(TraceWriter):
             self._frames.append(None)
             self._dicts.append(self._settle(events))
             return
-        self._held = -1  # over HELD: the packs held stay so, the rest are packed
+        if self._held >= 0:  # over HELD: the packs held are packed now, and all after
+            self._held = -1
+            self._frames = [self._frame(_encoder.encode_lines(held)) if frame is None
+                            else frame for frame, held in zip(self._frames, self._dicts,
+                                                              strict=True)]
+            self._dicts = [None] * len(self._dicts)
         lines = _encoder.encode_lines(events)
         frame = self._frame(lines)
         self._frames.append(frame)
