@@ -39,12 +39,13 @@ def golden_config(system: str) -> RunConfig:
 
 
 def read(system: str, held: int, pack: int, monkeypatch: pytest.MonkeyPatch,
-         path: str = os.devnull) -> dict[str, Any]:
-    """One run of `system` with HELD `held` and PACK `pack` (its trace written to `path`
-    unless it is os.devnull): what its readers get of every kind and of SUBSET, from
-    `events` and from `replay` (two passes), and which packs were held."""
+         path: str = os.devnull, let_go: int = 1 << 21) -> dict[str, Any]:
+    """One run of `system` with HELD `held`, PACK `pack` and LET_GO `let_go` (its trace
+    written to `path` unless it is os.devnull): what its readers get of every kind and of
+    SUBSET, from `events` and from `replay` (two passes), and which packs were held."""
     monkeypatch.setattr(BufferedTraceWriter, "HELD", held)
     monkeypatch.setattr(BufferedTraceWriter, "PACK", pack)
+    monkeypatch.setattr(BufferedTraceWriter, "LET_GO", let_go)
     runtime = SimRuntime(resolve_defaults(golden_config(system)), path, path != os.devnull)
     runtime.run(get_system(system))
     replayed = runtime.replay(SUBSET)
@@ -68,11 +69,14 @@ def test_held_events_are_the_decoded_lines(system: str, engines: str,
     n = packed["recorded"]
     assert n == len(packed["all"]) > 200 and packed["first"]["ev"] == "run_start"
     runs = {"held": read(system, 1 << 20, 64, monkeypatch),  # every event held
-            "over": read(system, 200, 64, monkeypatch),  # held till 200 events, then packed
+            "over": read(system, 200, 64, monkeypatch),  # held till 200 events
+            "let go": read(system, 200, 64, monkeypatch, let_go=300),  # packed past 300
             "written": read(system, 1 << 20, 64, monkeypatch, str(tmp_path / "a.jsonl.zst"))}
     # (a written run holds nothing: its readers decode the lines, as before)
     assert all(runs["held"].pop("held")) and not any(runs["written"].pop("held"))
-    assert not any(runs["over"].pop("held"))  # 3 packs held, packed at the 4th (HELD 200)
+    over = runs["over"].pop("held")  # 3 packs (192 events) held, the rest not
+    assert over[:3] == [True] * 3 and not any(over[3:])
+    assert not any(runs["let go"].pop("held"))  # the 3 packed past 300 events
     for name, got in runs.items():
         for what, want in packed.items():
             # repr: the types too (1 vs 1.0, list vs tuple), key order, NaN-safe

@@ -29,11 +29,14 @@ Why a memory-only run (`write=False`: a reproduction's) holds its first HELD eve
 dicts: it made lines only for its readers (`events`, `replay`) to decompress and decode
 them again, about 1 us an event of round trip (verl-async's runs in `make bench`: 1.14x
 less CPU without it). So each of its packs keeps its events as a reader gets them and
-makes no lines, up to HELD events (262k, about 75 MB of dicts). Past that they are
-packed, and every later pack: a large run's memory is what it was (`replay` decodes a
-frame at a time); keeping them held would add 100 MB at 1M requests, for no CPU that
-could be measured. A written run holds nothing: holding its packs beside their lines
-cost RolloutPipe's grid more (about 10% of the run) than the decode it saved.
+makes no lines, up to HELD events (262k, about 75 MB of dicts); later packs are packed.
+A run of fewer than LET_GO events (2M: `execute`'s STREAM_EVENTS) hands its events to
+its reader all at once, so the held ones take less memory than decoding them would
+(131k requests: 40 MB less peak RSS, 1.11x less CPU). Past LET_GO the held packs are
+packed too: the reader then goes over a frame at a time (`replay`), and keeping them
+held added 100 MB at 1M requests, for no CPU that could be measured. A written run holds
+nothing: holding its packs beside their lines cost RolloutPipe's grid more (about 10% of
+the run) than the decode it saved.
 
 A held event must equal its line decoded: the same values and types, key order, time
 rounded. The events of `RAW` kinds (a request's four and `group_complete`: 85-90% of a
@@ -97,6 +100,7 @@ def round6(times: list[float]) -> list[float]:
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
     HELD = 1 << 18  # a memory-only run's events held as dicts, not packed (about 75 MB)
+    LET_GO = 1 << 21  # past this many events those are packed too (execute's STREAM_EVENTS)
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True, keep: Collection[str] | None = None) -> None:
@@ -223,8 +227,8 @@ class BufferedTraceWriter(TraceWriter):
             self._frames.append(None)
             self._dicts.append(self._settle(events))
             return
-        if self._held >= 0:  # over HELD: the packs held are packed now, and all after
-            self._held = -1
+        self._held = -1  # over HELD: no pack after is held (the held ones: a prefix)
+        if len(self._kind_ids) > self.LET_GO and self._dicts and self._dicts[0] is not None:
             self._frames = [self._frame(_encoder.encode_lines(held)) if frame is None
                             else frame for frame, held in zip(self._frames, self._dicts,
                                                               strict=True)]
