@@ -32,7 +32,7 @@ less CPU without it). So each of its packs keeps its events as a reader gets the
 makes no lines, up to HELD events (262k, about 75 MB of dicts); later packs are packed.
 A run of fewer than LET_GO events (2M: `execute`'s STREAM_EVENTS) hands its events to
 its reader all at once, so the held ones take less memory than decoding them would
-(131k requests: 40 MB less peak RSS, 1.11x less CPU). Past LET_GO the held packs are
+(131k requests: 44 MB less peak RSS, 1.09x less CPU). Past LET_GO the held packs are
 packed too: the reader then goes over a frame at a time (`replay`), and keeping them
 held added 100 MB at 1M requests, for no CPU that could be measured. A written run holds
 nothing: holding its packs beside their lines cost RolloutPipe's grid more (about 10% of
