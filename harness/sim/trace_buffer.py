@@ -25,6 +25,30 @@ one stream), its plain lines otherwise, flushed at once. The frames stay in
 memory too, for `events`, which decodes those of the kinds a reader asks for only.
 Event kinds are kept as 2-byte ids: a run may use 65,536 kinds.
 
+Why a memory-only run (`write=False`: a reproduction's) holds its first HELD events as
+dicts: it made lines only for its readers (`events`, `replay`) to decompress and decode
+them again, about 1 us an event of round trip (verl-async's runs in `make bench`: 1.14x
+less CPU without it). So each of its packs keeps its events as a reader gets them and
+makes no lines, up to HELD events (262k, about 75 MB of dicts); later packs are packed.
+A run of fewer than LET_GO events (2M: `execute`'s STREAM_EVENTS) hands its events to
+its reader all at once, so the held ones take less memory than decoding them would
+(131k requests: 44 MB less peak RSS, 1.09x less CPU). Past LET_GO the held packs are
+packed too: the reader then goes over a frame at a time (`replay`), and keeping them
+held added 100 MB at 1M requests, for no CPU that could be measured. A written run holds
+nothing: holding its packs beside their lines cost RolloutPipe's grid more (about 10% of
+the run) than the decode it saved.
+
+A held event must equal its line decoded: the same values and types, key order, time
+rounded. The events of `RAW` kinds (a request's four and `group_complete`: 85-90% of a
+run's) are held as recorded, since their fields are ints, strings and fresh lists of
+ints that nothing changes later (their emitters: harness/sim/engine.py, batching.py,
+fastcore/pool.py, serve.py, the systems' `group_complete`; a resumed request copies its
+spans). Any other kind may carry what JSON changes (a tuple, a NaN: `optimizer_step`'s
+ESS of a step with no tokens), so those few are encoded and decoded as they are held.
+tests/test_trace_held.py checks every system's events held, held then packed, and
+written against lines made as each event comes. A reader must not change the dicts it
+is handed (none does): they are the writer's.
+
 Why each pack is written as it is made rather than all at close: a run killed outright
 (SIGKILL, the OOM killer) never reaches `close`, and would leave an empty file; this
 way it leaves every whole pack, a readable prefix without `run_end` (all but the last
@@ -38,6 +62,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Collection, Iterator
+from itertools import compress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -50,6 +75,11 @@ from harness.core.trace_io import LEVEL, compressed_name
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
+
+
+# The kinds whose events are held as recorded, not decoded from their lines (see above)
+RAW = frozenset({"request_submit", "request_admit", "request_preempt", "request_finish",
+                 "group_complete"})
 
 
 def round6(times: list[float]) -> list[float]:
@@ -69,6 +99,8 @@ def round6(times: list[float]) -> list[float]:
 
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
+    HELD = 1 << 18  # a memory-only run's events held as dicts, not packed (about 75 MB)
+    LET_GO = 1 << 21  # past this many events those are packed too (execute's STREAM_EVENTS)
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float],
                  write: bool = True, keep: Collection[str] | None = None) -> None:
@@ -83,10 +115,17 @@ class BufferedTraceWriter(TraceWriter):
         self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
         self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
-        self._frames: list[bytes] = []  # the packed lines, a zstd frame per pack
+        # per pack, in order: its zstd frame of lines (None: a memory-only run's pack
+        # not packed), its events held as a reader gets them (None: not held), its size
+        self._frames: list[bytes | None] = []
+        self._dicts: list[list[dict[str, Any]] | None] = []
+        self._sizes: list[int] = []
+        # events the packs may still hold: a memory-only run's first HELD (-1: none)
+        self._held = -1 if write else self.HELD
         self._kind_ids = array("H")  # every event's kind, as an index in `_kind_names`
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
+        self._raw = np.zeros(0, dtype=bool)  # per kind id: held as recorded (`RAW`)
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
         self._keep: frozenset[str] | None = None
@@ -149,9 +188,12 @@ class BufferedTraceWriter(TraceWriter):
             event = {"t": now, "ev": ev, **fields}
         else:
             self.record(ev, **fields)
-            if not self._events:  # just packed: the last line of the last frame
-                return _decoder.decode(
-                    self._decompress(self._frames[-1]).rsplit(b"\n", 2)[-2])
+            if not self._events:  # just packed: the last event of the last pack
+                held, frame = self._dicts[-1], self._frames[-1]
+                if held is not None:  # its time rounded already
+                    return _decoder.decode(_encoder.encode(held[-1]))
+                lines = self._decompress(frame)  # type: ignore[arg-type]
+                return _decoder.decode(lines.rsplit(b"\n", 2)[-2])
             event, now = dict(self._events[-1]), self._times[-1]
         if event["t"] is now:  # not a field named t
             event["t"] = round(now, 6)
@@ -161,7 +203,8 @@ class BufferedTraceWriter(TraceWriter):
         """The tail made into its lines, compressed, appended to the file (the frame, or
         the lines for a plain name) and let go. Its times rounded first (all at once,
         `round6`), but for an event whose field named t overrides it, and a time that is
-        an int (round leaves it one)."""
+        an int (round leaves it one). A memory-only run's first HELD events are held as
+        a reader gets them (`_settle`) instead, and make no lines."""
         events, times = self._events, self._times
         if not events:
             return
@@ -169,30 +212,50 @@ class BufferedTraceWriter(TraceWriter):
             if event["t"] is t and type(t) is float:
                 event["t"] = rounded
         kinds = [event["ev"] for event in events]
-        for kind in set(kinds).difference(self._kind_index):
+        new = set(kinds).difference(self._kind_index)
+        for kind in new:
             self._kind_index[kind] = len(self._kind_names)
             self._kind_names.append(kind)
+        if new:
+            self._raw = np.array([k in RAW for k in self._kind_names], dtype=bool)
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
-        lines = _encoder.encode_lines(events)
-        frame = bytes(memoryview(self._compress(lines)))  # its own size: zstd's holds the bound
-        self._frames.append(frame)
         self._times, self._events = [], []
+        self._sizes.append(len(events))
+        hold = len(events) <= self._held
+        if hold:  # held, no lines (only a memory-only run holds)
+            self._held -= len(events)
+            self._frames.append(None)
+            self._dicts.append(self._settle(events))
+            return
+        self._held = -1  # over HELD: no pack after is held (the held ones: a prefix)
+        if len(self._kind_ids) > self.LET_GO and self._dicts and self._dicts[0] is not None:
+            self._frames = [self._frame(_encoder.encode_lines(held)) if frame is None
+                            else frame for frame, held in zip(self._frames, self._dicts,
+                                                              strict=True)]
+            self._dicts = [None] * len(self._dicts)
+        lines = _encoder.encode_lines(events)
+        frame = self._frame(lines)
+        self._frames.append(frame)
+        self._dicts.append(None)
         if self._file is not None:  # in the file, not Python's buffer, once this returns
             self._file.write(lines if self._plain else frame)
             self._file.flush()
 
-    def _lines(self, kinds: Collection[str] | None = None) -> Iterator[list[bytes]]:
-        """The lines of the events (of `kinds`, when given) in the order recorded, a
-        packed frame at a time."""
-        self._pack()
-        wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
-        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
-        start = 0
-        for frame in self._frames:
-            lines = self._decompress(frame).splitlines(keepends=True)
-            keep = wanted[ids[start:start + len(lines)]]
-            start += len(lines)
-            yield lines if keep.all() else np.array(lines, dtype=object)[keep].tolist()
+    def _settle(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`events` (their times rounded) as decoding their lines gives them: those of the
+        `RAW` kinds as they are, the others encoded and decoded (in place)."""
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
+        others = np.flatnonzero(~self._raw[ids]).tolist()
+        del ids  # the array grows again at the next pack
+        if others:
+            decoded = _decoder.decode(_encoder.encode([events[i] for i in others]))
+            for i, event in zip(others, decoded, strict=True):
+                events[i] = event
+        return events
+
+    def _frame(self, lines: bytes) -> bytes:
+        """`lines` as one zstd frame, of its own size (zstd's holds the bound)."""
+        return bytes(memoryview(self._compress(lines)))
 
     def events(self, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The events as a reader would decode them from the file (the same JSON,
@@ -204,10 +267,26 @@ class BufferedTraceWriter(TraceWriter):
         return out
 
     def _decoded(self, kinds: Collection[str] | None) -> Iterator[list[dict[str, Any]]]:
-        """The events (of `kinds`) decoded, a frame's list at a time."""
-        for chunk in self._lines(kinds):
-            if chunk:
-                yield _decoder.decode(b"[" + b",".join(chunk) + b"]")
+        """The events (of `kinds`) in the order recorded, a pack's list at a time: held
+        ones as they are, packed ones decoded (a frame with none of `kinds` is not even
+        decompressed; of the others only the lines of `kinds`)."""
+        self._pack()
+        wanted = np.array([kinds is None or k in kinds for k in self._kind_names], dtype=bool)
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)
+        start = 0
+        for frame, held, size in zip(self._frames, self._dicts, self._sizes, strict=True):
+            keep = wanted[ids[start:start + size]]
+            start += size
+            if not keep.any():
+                continue
+            every = bool(keep.all())
+            if held is not None:
+                yield held if every else list(compress(held, keep.tolist()))
+                continue
+            lines = self._decompress(frame)  # type: ignore[arg-type]
+            if not every:
+                lines = b"".join(compress(lines.splitlines(keepends=True), keep.tolist()))
+            yield _decoder.decode_lines(lines)
 
     def recorded(self) -> int:
         """Events recorded so far (packed and not yet)."""
