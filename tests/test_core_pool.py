@@ -32,20 +32,11 @@ from harness.sim.perf import DecodeModel, TableDecodeModel  # noqa: E402
 from harness.sim.placement import EnginePool, LeastLoaded  # noqa: E402
 from harness.sim.trace_buffer import BufferedTraceWriter  # noqa: E402
 from systems import checked_names  # noqa: E402
-from tests.test_golden import GOLDEN  # noqa: E402
+from tests.test_golden import GOLDEN, golden_config  # noqa: E402
 
 ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async"}
 
 
-def golden_config(system: str) -> RunConfig:
-    """tests/test_golden.py's run of `system`."""
-    cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7)
-    if system == "seer":
-        cfg.seer.chunk_tokens = 2048
-    if system == "tlt":
-        cfg.sim.spec_acceptance_decay, cfg.tlt.training_interval_steps = 0.05, 1
-        cfg.tlt.drafter_steps = 0
-    return cfg.validate()
 
 
 @pytest.fixture(autouse=True)

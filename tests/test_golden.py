@@ -19,17 +19,22 @@ from systems import checked_names
 GOLDEN = Path(__file__).parent / "golden"
 
 
-# The built-in systems, and an installed plugin only when it opts in
-# (ROLLOUTBENCH_CHECK_PLUGINS, systems.plugins): it has no golden trace here otherwise.
-@pytest.mark.parametrize("system", checked_names())
-def test_trace_matches_golden(system: str, tmp_path: Path) -> None:
+def golden_config(system: str) -> RunConfig:
+    """The run whose trace is `system`'s golden (other tests run it too)."""
     cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7)
     if system == "seer":  # chunks shorter than sci-jl's 8192-token cap, so that it has some
         cfg.seer.chunk_tokens = 2048
     if system == "tlt":  # a drifting drafter retrained every step (no step needed: 1 replica)
         cfg.sim.spec_acceptance_decay, cfg.tlt.training_interval_steps = 0.05, 1
         cfg.tlt.drafter_steps = 0
-    cfg.validate()
+    return cfg.validate()
+
+
+# The built-in systems, and an installed plugin only when it opts in
+# (ROLLOUTBENCH_CHECK_PLUGINS, systems.plugins): it has no golden trace here otherwise.
+@pytest.mark.parametrize("system", checked_names())
+def test_trace_matches_golden(system: str, tmp_path: Path) -> None:
+    cfg = golden_config(system)
     trace = tmp_path / "trace.jsonl"
     execute(cfg, trace)
     golden = GOLDEN / f"{system}.jsonl"

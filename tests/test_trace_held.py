@@ -17,25 +17,16 @@ from typing import Any
 
 import pytest
 
-from harness.core.config import RunConfig
 from harness.shared.defaults import resolve_defaults
 from harness.sim.runtime import SimRuntime
 from harness.sim.trace_buffer import BufferedTraceWriter
 from systems import checked_names, get_system
+from tests.test_golden import golden_config
 
 SUBSET = frozenset({"run_start", "request_finish", "group_materialized", "optimizer_step",
                     "decision", "run_end"})
 
 
-def golden_config(system: str) -> RunConfig:
-    """tests/test_golden.py's configuration of `system`."""
-    cfg = RunConfig(system=system, workload="sci-jl", groups=8, rounds=2, seed=7)
-    if system == "seer":
-        cfg.seer.chunk_tokens = 2048
-    if system == "tlt":
-        cfg.sim.spec_acceptance_decay, cfg.tlt.training_interval_steps = 0.05, 1
-        cfg.tlt.drafter_steps = 0
-    return cfg.validate()
 
 
 def read(system: str, held: int, pack: int, monkeypatch: pytest.MonkeyPatch,
