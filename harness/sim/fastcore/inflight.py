@@ -67,7 +67,7 @@ class InFlightCalls:
         if self._busy():
             if mode == "drain":
                 self._refuse("drain a replica with requests in flight")
-            self._in_flight("pause")
+            self._spanned = True
         core, ends = self._core, MODES[mode]
         self._each(lambda e, now: control.pause_now(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
@@ -82,13 +82,13 @@ class InFlightCalls:
         """`EnginePool.install`: begin on every replica, one transfer, end on every
         replica (the drafter's weights: none, speculative decoding stays in Python)."""
         if self._busy():
-            self._in_flight("install weights")
+            self._spanned = True
         core = self._core
         was = self._each(lambda e, now: control.install_begin(
             core.p, core.rq, core.g, core.st, core.fs, core.fh, core.ev_t, core.ev, e, now))
         await sleep(self._heap, transfer_s)
         if self._busy():
-            self._in_flight("install weights")
+            self._spanned = True
         self.version = version
         self._each(lambda e, now: control.install_end(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
@@ -115,9 +115,6 @@ class InFlightCalls:
         st = self._core.st
         return bool((st[:, B] > 0).any() or (st[:, WSIZE] > 0).any()
                     or (st[:, PENDING] == TIMER).any())
-
-    def _in_flight(self, what: str) -> None:
-        self._spanned = True
 
     def _each(self, call: Callable[[int, float], Any]) -> list[Any]:
         """`call(e, now)` on each replica in index order, with room for what it makes and

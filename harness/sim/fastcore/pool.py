@@ -22,14 +22,14 @@ of each return (`_tell`, after the core's turn: it must leave the heap alone).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from heapq import heappush
 from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, Request, Response
 from harness.sim.co import Wait
-from harness.sim.fastcore.control import GOING, PAUSED, RECOMPUTE
+from harness.sim.fastcore.control import RECOMPUTE
 from harness.sim.fastcore.groups import HELD, RETURNED, GroupEngines
 from harness.sim.fastcore.inflight import InFlightCalls
 from harness.sim.fastcore.timeline import (
@@ -231,7 +231,7 @@ class CorePool(InFlightCalls):
                 if ended is None:  # no call in flight yet, none resumed: one version
                     status, spans = "finished", [[version, value]]
                 else:  # aborted or not, its spans across installs (`SimEngine._end`'s)
-                    status, value, spans = ended.pop()
+                    status, value, spans = next(ended)
                 response = Response(req, value, spans, status,  # type: ignore[arg-type]
                                     status == "finished" and value >= req.max_tokens)
                 if kind == HELD:  # its return is the core's: the group holds it now
@@ -269,17 +269,16 @@ class CorePool(InFlightCalls):
         if kept:
             self._record_many(kept_t, kept)
 
-    def _outcomes(self, rows: list[list[int]]) -> list[tuple[str, int, list[list[int]]]] | None:
-        """The (status, tokens, spans) of each request these events end, read from the
-        core in one call (`SteppedEngines.outcomes`), last first (`_forward` pops them)."""
+    def _outcomes(self, rows: list[list[int]]) -> Iterator[tuple[str, int, list[list[int]]]]:
+        """The (status, tokens, spans) of each request these events end, in order, read
+        from the core in one call (`SteppedEngines.outcomes`)."""
         idx = [row[1] for row in rows if row[0] == FINISH or row[0] == HELD]
         if not idx:
-            return None
+            return iter(())
         status, tokens, start, version, count = (a.tolist() for a in self._core.outcomes(idx))
         spans = [[v, c] for v, c in zip(version, count, strict=True)]
-        out = [("aborted" if status[k] else "finished", tokens[k], spans[start[k]:start[k + 1]])
-               for k in range(len(idx) - 1, -1, -1)]
-        return out
+        return (("aborted" if status[k] else "finished", tokens[k], spans[start[k]:start[k + 1]])
+                for k in range(len(idx)))
 
     def _tell(self, service: Any, sample: int, t: float) -> None:
         """`serve`'s `on_response` of a return the core took, at its time `t` (the core
@@ -333,12 +332,9 @@ class CorePool(InFlightCalls):
         taking turns on the GPUs as `SimEngine`s do (harness/sim/fastcore/share.py)."""
         from harness.sim.fastcore.share import CoreShare
 
-        core = self._core  # a replica paused or installing: control.py's PAUSED column
-        return CoreShare(core, self._heap, share,
-                         lambda: bool((core.st[:, PAUSED] != GOING).any()),
-                         self._refuse).replicas
+        return CoreShare(self._core, self._heap, share, self._refuse).replicas
 
-    # -- the idle-only controls ----------------------------------------------
+    # -- what the core does not have -----------------------------------------
     def _refuse(self, what: str) -> NoReturn:
         raise RuntimeError(f"the compiled pool cannot {what}; this run should have been on "
                            f"the Python path (harness/sim/fastcore/choice.py)")

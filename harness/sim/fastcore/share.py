@@ -19,10 +19,10 @@ rules of `Batching` (harness/sim/batching.py), kept in the compiled `_plan` and
 
 `wake()` is `Batching.wake`: the replica's `_interrupt` now (a cut at the step under way,
 or a replan taking its seq from the heap's counter unless one is due), then the core's
-heap entry moved. The compiled pool pauses and installs only on idle replicas and
-without pausing them in the core, so a wake then (which a `SimEngine` would answer with a
-replan that does nothing) is refused loudly; `choice.py` admits colocated runs only of
-systems that never do it.
+heap entry moved. A wake while a replica is paused or installing (control.py's PAUSED
+column; a `SimEngine` answers it with a replan that does nothing) is refused loudly: it
+is not compared with the Python path, and `choice.py` admits colocated runs only of
+systems that never make one.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from harness.sim.fastcore.control import GOING, PAUSED
 from harness.sim.fastcore.groups import GroupEngines
 from harness.sim.fastcore.jit import njit
 from harness.sim.fastcore.timeline import G_SEQ, NOW, WANTS, WSIZE, Arr, B, interrupt
@@ -45,13 +46,12 @@ def wake(p: Arr, g: Arr, st2: Arr, fs2: Arr, e: int, now: float) -> None:
 
 class CoreShare:
     """`share` over the compiled replicas of `core`: `replicas` are what it attaches as
-    its engines; `stopped()` says the pool is paused or installing (a wake is refused);
-    `refuse(what)` raises the pool's refusal."""
+    its engines; `refuse(what)` raises the pool's refusal."""
 
     def __init__(self, core: GroupEngines, heap: Heap, share: Any,
-                 stopped: Callable[[], bool], refuse: Callable[[str], NoReturn]) -> None:
+                 refuse: Callable[[str], NoReturn]) -> None:
         self._core, self._heap, self._share = core, heap, share
-        self._stopped, self._refuse = stopped, refuse
+        self._refuse = refuse
         self.replicas = [Replica(self, e) for e in range(core.st.shape[0])]
         core.holds = share.engine_holds
         core.told = self.told
@@ -69,7 +69,7 @@ class CoreShare:
         return bool(st[e, B] == 0 and st[e, WSIZE] == 0)
 
     def wake(self, e: int) -> None:
-        if self._stopped():
+        if (self._core.st[:, PAUSED] != GOING).any():
             self._refuse("wake a replica for the GPU share while paused or installing")
         core, heap = self._core, self._heap
         core.g[G_SEQ] = heap._seq  # noqa: SLF001  (the heap's counter, taken and given back)
