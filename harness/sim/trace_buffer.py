@@ -16,6 +16,8 @@ event, plus 2 for its kind (what `events(kinds)` filters on). Considered and
 measured slower: one list per schema (kind and field names) of field values, made
 into lines by msgspec Structs at the end (the key tuple and the Struct per event
 cost more than the dict), and plain lines kept per event (today's 231 B an event).
+What did pay: the compiled pool's request events made as Structs in place of their
+dicts (harness/sim/trace_events.py; `record_many`), which encode as the dicts would.
 
 The lines are `TraceWriter`'s bytes for the same events (`t` rounded to 6 decimals,
 then `ev`, then the fields in order; msgspec's encoding, no spaces;
@@ -69,6 +71,7 @@ from typing import Any, BinaryIO
 import msgspec
 import numpy as np
 import zstandard
+from msgspec.structs import asdict
 
 from harness.core.trace import TraceWriter
 from harness.core.trace_io import LEVEL, compressed_name
@@ -114,7 +117,7 @@ class BufferedTraceWriter(TraceWriter):
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
         self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
-        self._events: list[dict[str, Any]] = []  # and its event, as TraceWriter builds it
+        self._events: list[Any] = []  # and its event, as TraceWriter builds it (or a Struct)
         # per pack, in order: its zstd frame of lines (None: a memory-only run's pack
         # not packed), its events held as a reader gets them (None: not held), its size
         self._frames: list[bytes | None] = []
@@ -164,11 +167,16 @@ class BufferedTraceWriter(TraceWriter):
         if len(self._events) >= self.PACK:
             self._pack()
 
-    def record_many(self, times: list[float], events: list[dict[str, Any]]) -> None:
+    def record_many(self, times: list[float], events: list[Any]) -> None:
         """`record_at` of several events at once, each already the dict `record` builds
-        (`{"t": t, "ev": kind, **fields}`, its "t" the same float object as its time),
-        of kinds the caller checked with `keeps`. Packed at the same events as one at a
-        time would be, so the frames (and a .zst file's bytes) are the same."""
+        (`{"t": t, "ev": kind, **fields}`, its "t" the same float object as its time) or
+        a Struct of harness/sim/trace_events.py that encodes as that dict (its t its
+        time), of kinds the caller checked with `keeps`. Packed at the same events as one
+        at a time would be, so the frames (and a .zst file's bytes) are the same."""
+        if len(events) < self.PACK - len(self._events):  # most calls: no pack, no slices
+            self._times += times
+            self._events += events
+            return
         while events:
             room = self.PACK - len(self._events)
             self._times += times[:room]
@@ -209,9 +217,12 @@ class BufferedTraceWriter(TraceWriter):
         if not events:
             return
         for event, t, rounded in zip(events, times, round6(times), strict=True):
-            if event["t"] is t and type(t) is float:
-                event["t"] = rounded
-        kinds = [event["ev"] for event in events]
+            if type(event) is dict:
+                if event["t"] is t and type(t) is float:
+                    event["t"] = rounded
+            elif type(t) is float:  # a Struct's t is its time (harness/sim/trace_events.py)
+                event.t = rounded
+        kinds = [event["ev"] if type(event) is dict else event.ev for event in events]
         new = set(kinds).difference(self._kind_index)
         for kind in new:
             self._kind_index[kind] = len(self._kind_names)
@@ -241,9 +252,11 @@ class BufferedTraceWriter(TraceWriter):
             self._file.write(lines if self._plain else frame)
             self._file.flush()
 
-    def _settle(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _settle(self, events: list[Any]) -> list[dict[str, Any]]:
         """`events` (their times rounded) as decoding their lines gives them: those of the
-        `RAW` kinds as they are, the others encoded and decoded (in place)."""
+        `RAW` kinds as they are (a Struct as its dict), the others encoded and decoded
+        (in place)."""
+        events[:] = [event if type(event) is dict else asdict(event) for event in events]
         ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
         others = np.flatnonzero(~self._raw[ids]).tolist()
         del ids  # the array grows again at the next pack

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from heapq import heappush
+from operator import attrgetter
 from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, Request, Response
@@ -45,6 +46,16 @@ from harness.sim.fastcore.timeline import (
 from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.placement import LeastLoaded
+from harness.sim.trace_events import (
+    RequestAdmit,
+    RequestFinish,
+    RequestPreempt,
+    RequestRequeue,
+    RequestSubmit,
+    RequestSubmitPrompt,
+)
+
+_TIME = attrgetter("t")  # an event's time: the float object `record_many` is handed
 
 
 class CorePool(InFlightCalls):
@@ -78,6 +89,9 @@ class CorePool(InFlightCalls):
         # per core index: [request, done, replica, response (set at its end)]; None once
         # returned
         self._live: list[list[Any] | None] = []
+        # per core index: its request's group and sample (what its events carry)
+        self._groups: list[int] = []
+        self._samples: list[int] = []
         self._preemptions = 0
 
     # -- the contract ------------------------------------------------------
@@ -106,6 +120,8 @@ class CorePool(InFlightCalls):
         if target < 1:
             raise ValueError(f"request {request.id}: nothing left to generate")
         self._live.append([request, done, index, None])
+        self._groups.append(request.group)
+        self._samples.append(request.sample)
         prompt, resume = request.prompt, request.resume
         if resume is None:
             self._core.submit(index, request.priority, prompt.tokens, target)
@@ -131,7 +147,11 @@ class CorePool(InFlightCalls):
                 self.submit_then(request, done)
             return
         router, target_of, live = self._router, self._target_tokens, self._live
-        engines, targets = [], []
+        groups, samples, keep = self._groups, self._samples, self._keep_submit
+        now = self._heap.now
+        engines: list[int] = []
+        targets: list[int] = []
+        events: list[Any] = []  # their request_submit events, made as they are routed
         for request in requests:  # a router reads only its own counts: all routed first
             pinned = request.replica
             index = (router.pin(pinned) if 0 <= pinned < router.active
@@ -142,20 +162,19 @@ class CorePool(InFlightCalls):
             engines.append(index)
             targets.append(target)
             live.append([request, done, index, None])
+            group, sample, prompt = request.group, request.sample, request.prompt
+            groups.append(group)
+            samples.append(sample)
+            if keep:
+                events.append(
+                    RequestSubmit(now, "request_submit", request.round, group, sample,
+                                  prompt.tokens, 0, index) if prompt.index == group
+                    else RequestSubmitPrompt(now, "request_submit", request.round, group,
+                                             sample, prompt.tokens, 0, index, prompt.index))
         self._core.submit_many(engines, [r.priority for r in requests],
                                [r.prompt.tokens for r in requests], targets)
-        if not self._keep_submit:
-            return
-        now, events = self._heap.now, []
-        for request, index in zip(requests, engines, strict=True):
-            prompt = request.prompt
-            event = {"t": now, "ev": "request_submit", "round": request.round,
-                     "group": request.group, "sample": request.sample,
-                     "prompt_tokens": prompt.tokens, "resumed_tokens": 0, "engine": index}
-            if prompt.index != request.group:  # `prompt_field`
-                event["prompt"] = prompt.index
-            events.append(event)
-        self._record_many([now] * len(events), events)
+        if events:
+            self._record_many([now] * len(events), events)
 
     def serve_group(self, requests: list[Request], service: Any) -> None:
         """`submit_many` of a group's samples whose returns and checks the core runs
@@ -204,70 +223,70 @@ class CorePool(InFlightCalls):
         """The core's new events to the trace, in order, each at its own time; each
         finished request's response built as `SimEngine._end` builds it, and its return
         pushed a turn later (the seq the core took for it: `EnginePool._soon`). Events
-        are built as `record` builds them, only of the kinds the trace keeps."""
+        are Structs that encode as `record`'s dicts (harness/sim/trace_events.py), only
+        of the kinds the trace keeps.
+
+        Why the loop is written out as it is (it runs for every event the core makes:
+        5.5 a request in RolloutPipe's grid, 2 of every 3 an admit or a preempt): the
+        kinds in the order of how often they come, a request's group and sample read
+        from flat lists (`_groups`, `_samples`) rather than from its slot's request, and
+        each event's time handed to the writer as its Struct's own t (the same float
+        object), not gathered in a list of its own as the events are made."""
         core = self._core
-        ne = int(core.g[G_NE])
+        ne = core.g.item(G_NE)
         if ne == 0:
             return
         times = core.ev_t[:ne].tolist()
         rows = core.ev[:ne].tolist()
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
-        live, version, queue, back = self._live, self.version, self._queue, self._returned
-        slot_of, last, give_back = core.slot, self._last_returned, self._router.give_back
-        services, controlling = self._services, self._controlling
+        groups, samples, live, version = self._groups, self._samples, self._live, self.version
+        slot_of, last, back, queue = core.slot, self._last_returned, self._returned, self._queue
+        services, controlling, give_back = self._services, self._controlling, self._router.give_back
         ended = self._outcomes(rows) if self._spanned else None  # (inflight.py)
         keep_admit, keep_preempt, keep_finish = self._kept
-        kept_t: list[float] = []
-        kept: list[dict[str, Any]] = []
+        kept: list[Any] = []
+        keep = kept.append
         for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
-            slot = live[i]
-            req = slot[0]  # type: ignore[index]
             if kind == ADMIT:  # (request_submit: written by `submit_then`)
                 if keep_admit:
-                    kept_t.append(t)
-                    kept.append({"t": t, "ev": "request_admit", "group": req.group,
-                                 "sample": req.sample, "engine": engine})
-            elif kind == FINISH or kind == HELD:
+                    keep(RequestAdmit(t, "request_admit", groups[i], samples[i], engine))
+            elif kind == PREEMPT:
+                if value == RECOMPUTE:  # an install's requeue: `install_end`'s event
+                    if keep_preempt:
+                        keep(RequestRequeue(t, "request_preempt", groups[i], samples[i],
+                                            "recompute"))
+                    continue
+                self._preemptions += 1
+                if keep_preempt:
+                    keep(RequestPreempt(t, "request_preempt", groups[i], samples[i]))
+            elif kind == HELD or kind == FINISH:
+                slot = live[i]
+                req = slot[0]  # type: ignore[index]
                 if ended is None:  # no call in flight yet, none resumed: one version
                     status, spans = "finished", [[version, value]]
                 else:  # aborted or not, its spans across installs (`SimEngine._end`'s)
                     status, value, spans = next(ended)
                 response = Response(req, value, spans, status,  # type: ignore[arg-type]
                                     status == "finished" and value >= req.max_tokens)
+                gs = slot_of.item(i)
                 if kind == HELD:  # its return is the core's: the group holds it now
-                    services[int(slot_of[i])].responses[req.sample] = response
-                elif controlling and slot_of[i] >= 0:  # a served sample, in a call
+                    services[gs].responses[samples[i]] = response
+                elif controlling and gs >= 0:  # a served sample, in a call
                     self._member_ended(i, t, seq, response)
                 else:
                     slot[3] = response  # type: ignore[index]
-                    heappush(queue, [t, seq, last if slot_of[i] >= 0 else back, (i,)])
+                    heappush(queue, [t, seq, last if gs >= 0 else back, (i,)])
                 if keep_finish:
-                    kept_t.append(t)
-                    kept.append({"t": t, "ev": "request_finish", "group": req.group,
-                                 "sample": req.sample, "response_tokens": value,
-                                 "status": status,
-                                 "versions": [spans[0][0], spans[-1][0]] if spans else [],
-                                 "version_spans": spans})
+                    keep(RequestFinish(t, "request_finish", groups[i], samples[i], value, status,
+                                       [spans[0][0], spans[-1][0]] if spans else [], spans))
             elif kind == RETURNED:  # a return the core took: the replica back to the router
+                give_back(live[i][2])  # type: ignore[index]
                 live[i] = None
-                give_back(slot[2])  # type: ignore[index]
-                service = services[int(slot_of[i])]
+                service = services[slot_of.item(i)]
                 if service.on_response is not None:
-                    self._tell(service, req.sample, t)
-            elif kind == PREEMPT:
-                if value == RECOMPUTE:  # an install's requeue: `install_end`'s event
-                    if keep_preempt:
-                        kept_t.append(t)
-                        kept.append({"t": t, "ev": "request_preempt", "group": req.group,
-                                     "sample": req.sample, "reason": "recompute"})
-                    continue
-                self._preemptions += 1
-                if keep_preempt:
-                    kept_t.append(t)
-                    kept.append({"t": t, "ev": "request_preempt", "group": req.group,
-                                 "sample": req.sample})
+                    self._tell(service, samples[i], t)
         if kept:
-            self._record_many(kept_t, kept)
+            self._record_many(list(map(_TIME, kept)), kept)
 
     def _outcomes(self, rows: list[list[int]]) -> Iterator[tuple[str, int, list[list[int]]]]:
         """The (status, tokens, spans) of each request these events end, in order, read
