@@ -150,10 +150,9 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     for v, n in vspans:
                         hist[v] = hist.get(v, 0) + n
                     k = len(vspans) if len(vspans) < 2 else len({v for v, _ in vspans})
-                if k > most_of(group, 0):
+                was = most_of(group)
+                if was is None or k > was:
                     most[group] = k
-                elif group not in most:
-                    most[group] = 0
         elif ev == "request_submit":
             submitted[(e["group"], e["sample"])] = (e["round"], e.get("resumed_tokens", 0))
         elif ev == "rollout_start":
