@@ -76,7 +76,7 @@ def lag_stats(hist: dict[int, int]) -> dict[str, float]:
         nan = float("nan")
         return {"tokens": 0, "lag_min": nan, "lag_mean": nan, "lag_max": nan}
     return {"tokens": int(tokens), "lag_min": float(min(hist)),
-            "lag_mean": float(sum(lag * n for lag, n in hist.items())) / tokens,
+            "lag_mean": float(sum([lag * n for lag, n in hist.items()])) / tokens,
             "lag_max": float(max(hist))}
 
 
@@ -125,5 +125,7 @@ def step_stats(hist: dict[int, int], drift: float, clamp: float) -> dict[str, fl
         m1, m2 = lognormal_moments(s2, clamp)
         first_c += n * m1
         second_c += n * m2
-    return {**lag_stats(hist), "ess": round(first * first / (tokens * second), 6),
-            "ess_clamped": round(first_c * first_c / (tokens * second_c), 6)}
+    stats = lag_stats(hist)
+    stats["ess"] = round(first * first / (tokens * second), 6)
+    stats["ess_clamped"] = round(first_c * first_c / (tokens * second_c), 6)
+    return stats
