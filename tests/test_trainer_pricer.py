@@ -200,6 +200,11 @@ def test_a_micro_batch_priced_again_is_read_back_by_trainers_alike_only() -> Non
     other = replace(a, scale=2.0, _cache={})
     assert other.pricer().times is not a.pricer().times
     assert bits(other.micro_time(lens)) == bits(ref_micro_time(other, lens)) != bits(first)
+    groups = [Group(Tokens(100), [Tokens(3996), Tokens(0)]), Group(Tokens(50), [Tokens(7)])]
+    charged = charge(a, groups, 4096)  # a whole call: kept too, by budget and lengths
+    assert a.pricer().calls[(4096, (4096, 100, 57))] == (2, charged[3])
+    assert charge(b, groups, 4096) == charged and charge(a, groups, 8192)[0] == 1
+    assert bits(charged[3]) == bits(ref_micro_time(a, [4096]) + ref_micro_time(a, [100, 57]))
 
 
 def test_a_pricer_keeps_a_bounded_number_of_micro_batches(
@@ -212,6 +217,9 @@ def test_a_pricer_keeps_a_bounded_number_of_micro_batches(
     for n in range(1, 9):
         assert bits(k.micro_time([n * 500, 7])) == bits(ref_micro_time(k, [n * 500, 7]))
         assert len(k.pricer().times) <= 3
+        groups = [Group(Tokens(n * 500), [Tokens(7)])]
+        assert charge(k, groups, 1 << 20)[3] == ref_micro_time(k, [n * 500 + 7])
+        assert len(k.pricer().calls) <= 3
 
 
 def test_an_empty_micro_batch_costs_nothing_and_a_rank_may_be_empty() -> None:

@@ -19,4 +19,5 @@ def advantages(rewards: Sequence[float], eps: float = EPS_STD) -> list[float]:
         return []
     mean = sum(rewards) / k
     std = math.sqrt(sum([(r - mean) ** 2 for r in rewards]) / k)  # a list: no generator
-    return [(r - mean) / (std + eps) for r in rewards]
+    scale = std + eps
+    return [(r - mean) / scale for r in rewards]
