@@ -48,10 +48,8 @@ class Hidden:
     verify_s: tuple[float, ...]  # verifier latency per sample
     kind: str = "local"  # the verifier: local, sandbox or judge
     extra: Any = field(default=None, repr=False, compare=False)
-    # (length, reward, latency) of each of the first K, made once: a sample is asked for
-    # at each stage of its life (its target, its check's time, its check's outcome)
-    drawn: tuple[tuple[int, float, float], ...] = field(init=False, repr=False,
-                                                        compare=False)
+    # each of the first K's (length, reward, latency), made once: asked for at each stage
+    drawn: tuple[tuple[int, float, float], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "drawn", tuple(zip(self.lengths, self.rewards,

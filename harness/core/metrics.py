@@ -120,7 +120,7 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     crosses = False  # a request finished in a later round than its own: a streaming run
     owner: int | None = None  # the round `owning_rounds` gives each event in turn
 
-    sent_of, versions_of, most_of = submitted.get, versions.get, most.get
+    sent_of, most_of = submitted.get, most.get
     for e in events:
         ev = e["ev"]
         if ev == "request_finish":
@@ -139,19 +139,11 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 if vspans is None:  # only [first, last] known: count it all as the first
                     first = e["versions"][:1]
                     vspans = [[first[0], tokens]] if first else []
-                hist = versions_of(group)
-                if hist is None:
-                    hist = versions[group] = {}
-                if len(vspans) == 1:  # one version: the usual case
-                    (v, n), = vspans
+                hist = versions.setdefault(group, {})
+                for v, n in vspans:
                     hist[v] = hist.get(v, 0) + n
-                    k = 1
-                else:
-                    for v, n in vspans:
-                        hist[v] = hist.get(v, 0) + n
-                    k = len(vspans) if len(vspans) < 2 else len({v for v, _ in vspans})
-                was = most_of(group)
-                if was is None or k > was:
+                k = len(vspans) if len(vspans) < 2 else len({v for v, _ in vspans})
+                if k > most_of(group, -1):  # max(k, most.get(group, 0)), set only if more
                     most[group] = k
         elif ev == "request_submit":
             submitted[(e["group"], e["sample"])] = (e["round"], e.get("resumed_tokens", 0))
