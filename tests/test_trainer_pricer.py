@@ -186,6 +186,42 @@ def test_a_process_keeps_the_lookups_of_a_few_trainers_only() -> None:
     assert bits(first.micro_time([4096, 100])) == bits(ref_micro_time(first, [4096, 100]))
 
 
+def test_a_micro_batch_priced_again_is_read_back_by_trainers_alike_only() -> None:
+    """Seconds are kept per pricer constants and lengths (longest first): a second trainer
+    with the same constants reads the first's, in any order of the same lengths; one with
+    another scale keeps its own."""
+    hw, m = load_hardware("h100-sxm"), load_model("qwen3-1.7b")
+    a, b = (KernelTrainModel("h100-sxm", hw, m, Layout(8, tp=2), scale=1.3) for _ in "ab")
+    lens = [4096, 100, 3000, 100]
+    first = a.micro_time(lens)
+    assert a.pricer() is not b.pricer() and a.pricer().times is b.pricer().times
+    assert bits(a.pricer().times[(4096, 3000, 100, 100)]) == bits(first)
+    assert bits(b.micro_time(lens[::-1])) == bits(first) == bits(ref_micro_time(b, lens))
+    other = replace(a, scale=2.0, _cache={})
+    assert other.pricer().times is not a.pricer().times
+    assert bits(other.micro_time(lens)) == bits(ref_micro_time(other, lens)) != bits(first)
+    groups = [Group(Tokens(100), [Tokens(3996), Tokens(0)]), Group(Tokens(50), [Tokens(7)])]
+    charged = charge(a, groups, 4096)  # a whole call: kept too, by budget and lengths
+    assert a.pricer().calls[(4096, (4096, 100, 57))] == (2, charged[3])
+    assert charge(b, groups, 4096) == charged and charge(a, groups, 8192)[0] == 1
+    assert bits(charged[3]) == bits(ref_micro_time(a, [4096]) + ref_micro_time(a, [100, 57]))
+
+
+def test_a_pricer_keeps_a_bounded_number_of_micro_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.sim.trainer import pricer
+
+    monkeypatch.setattr(pricer, "TIMES_MAX", 3)
+    k = KernelTrainModel("h100-sxm", load_hardware("h100-sxm"), load_model("qwen2.5-7b"),
+                         Layout(4), scale=0.7)
+    for n in range(1, 9):
+        assert bits(k.micro_time([n * 500, 7])) == bits(ref_micro_time(k, [n * 500, 7]))
+        assert len(k.pricer().times) <= 3
+        groups = [Group(Tokens(n * 500), [Tokens(7)])]
+        assert charge(k, groups, 1 << 20)[3] == ref_micro_time(k, [n * 500 + 7])
+        assert len(k.pricer().calls) <= 3
+
+
 def test_an_empty_micro_batch_costs_nothing_and_a_rank_may_be_empty() -> None:
     k = KernelTrainModel("h100-sxm", load_hardware("h100-sxm"), load_model("qwen3-1.7b"),
                          Layout(8))

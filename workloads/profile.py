@@ -48,12 +48,19 @@ class Hidden:
     verify_s: tuple[float, ...]  # verifier latency per sample
     kind: str = "local"  # the verifier: local, sandbox or judge
     extra: Any = field(default=None, repr=False, compare=False)
+    # each of the first K's (length, reward, latency), made once: asked for at each stage
+    drawn: tuple[tuple[int, float, float], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "drawn", tuple(zip(self.lengths, self.rewards,
+                                                    self.verify_s, strict=True)))
 
     def sample(self, i: int) -> tuple[int, float, float]:
         """(length, reward, verifier latency) of sample i."""
-        if i < len(self.lengths):
-            return self.lengths[i], self.rewards[i], self.verify_s[i]
-        return self.extra(i)
+        try:
+            return self.drawn[i]
+        except IndexError:  # past the first K
+            return self.extra(i)
 
 
 @dataclass(frozen=True)

@@ -18,5 +18,6 @@ def advantages(rewards: Sequence[float], eps: float = EPS_STD) -> list[float]:
     if k == 0:
         return []
     mean = sum(rewards) / k
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / k)
-    return [(r - mean) / (std + eps) for r in rewards]
+    std = math.sqrt(sum([(r - mean) ** 2 for r in rewards]) / k)  # a list: no generator
+    scale = std + eps
+    return [(r - mean) / scale for r in rewards]

@@ -120,10 +120,12 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     crosses = False  # a request finished in a later round than its own: a streaming run
     owner: int | None = None  # the round `owning_rounds` gives each event in turn
 
+    sent_of, most_of = submitted.get, most.get
     for e in events:
         ev = e["ev"]
         if ev == "request_finish":
-            sent = submitted.get((e["group"], e["sample"]))
+            group = e["group"]
+            sent = sent_of((group, e["sample"]))
             if sent is None:
                 continue
             rnd, resumed = sent
@@ -137,11 +139,12 @@ def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 if vspans is None:  # only [first, last] known: count it all as the first
                     first = e["versions"][:1]
                     vspans = [[first[0], tokens]] if first else []
-                hist = versions.setdefault(e["group"], {})
+                hist = versions.setdefault(group, {})
                 for v, n in vspans:
                     hist[v] = hist.get(v, 0) + n
                 k = len(vspans) if len(vspans) < 2 else len({v for v, _ in vspans})
-                most[e["group"]] = max(k, most.get(e["group"], 0))
+                if k > most_of(group, -1):  # max(k, most.get(group, 0)), set only if more
+                    most[group] = k
         elif ev == "request_submit":
             submitted[(e["group"], e["sample"])] = (e["round"], e.get("resumed_tokens", 0))
         elif ev == "rollout_start":

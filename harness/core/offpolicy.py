@@ -76,7 +76,7 @@ def lag_stats(hist: dict[int, int]) -> dict[str, float]:
         nan = float("nan")
         return {"tokens": 0, "lag_min": nan, "lag_mean": nan, "lag_max": nan}
     return {"tokens": int(tokens), "lag_min": float(min(hist)),
-            "lag_mean": float(sum(lag * n for lag, n in hist.items())) / tokens,
+            "lag_mean": float(sum([lag * n for lag, n in hist.items()])) / tokens,
             "lag_max": float(max(hist))}
 
 
@@ -115,12 +115,17 @@ def step_stats(hist: dict[int, int], drift: float, clamp: float) -> dict[str, fl
     tokens = sum(hist.values())
     if tokens == 0:
         return {**lag_stats(hist), "ess": float("nan"), "ess_clamped": float("nan")}
-    figures = {}
-    for name, c in (("ess", math.inf), ("ess_clamped", clamp)):
-        first = second = 0.0
-        for lag, n in hist.items():
-            m1, m2 = lognormal_moments(drift * lag if lag else 0.0, c)
-            first += n * m1
-            second += n * m2
-        figures[name] = round(first * first / (tokens * second), 6)
-    return {**lag_stats(hist), **figures}
+    first = second = first_c = second_c = 0.0  # each sum in the order of `hist`
+    inf = math.inf
+    for lag, n in hist.items():
+        s2 = drift * lag if lag else 0.0
+        m1, m2 = lognormal_moments(s2, inf)
+        first += n * m1
+        second += n * m2
+        m1, m2 = lognormal_moments(s2, clamp)
+        first_c += n * m1
+        second_c += n * m2
+    stats = lag_stats(hist)
+    stats["ess"] = round(first * first / (tokens * second), 6)
+    stats["ess_clamped"] = round(first_c * first_c / (tokens * second_c), 6)
+    return stats

@@ -55,6 +55,8 @@ class Wait:
     def __await__(self) -> Generator[Wait, None, Any]:
         if self._state == _PENDING:
             yield self
+        if self._state == _DONE:  # `result()`'s usual case, without the call
+            return self._value
         return self.result()
 
     def done(self) -> bool:

@@ -28,7 +28,7 @@ response arrives, not a turn later); the times and events are the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -64,23 +64,25 @@ class GroupService(Wait):
         k = n
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
+        tokens = rt.config.max_response_tokens
+        if gate is None and slots is None and resume is None:  # a plain group: the K at once
+            self.unanswered = self.left = k  # finished responses / samples to end
+            rnd, gid, prompt = group.round, group.id, group.prompt
+            requests = [Request(rnd, gid, sample, prompt, tokens, priority)
+                        for sample in range(k)]
+            serve_group = getattr(rt.engine, "serve_group", None)
+            if (serve_group is not None and self.timers and timeout is None and materialize
+                    and k <= len(getattr(prompt.hidden, "lengths", ()))):
+                serve_group(requests, self)  # the compiled pool runs the returns and checks
+            else:  # one call into the compiled pool's core
+                rt.engine.submit_many(requests, self._answered)
+            return
         todo: Any = range(k)
         if resume is not None:
             for sample, (response, reward) in resume.done.items():
                 self.responses[sample], self.rewards[sample] = response, reward
             todo = [s for s in todo if s not in resume.done]
-        self.unanswered = self.left = len(todo)  # finished responses / samples to end
-        tokens = rt.config.max_response_tokens
-        if gate is None and slots is None and resume is None:
-            requests = [Request(group.round, group.id, sample, group.prompt, tokens, priority)
-                        for sample in todo]
-            serve_group = getattr(rt.engine, "serve_group", None)
-            if (serve_group is not None and self.timers and timeout is None and materialize
-                    and k <= len(getattr(group.prompt.hidden, "lengths", ()))):
-                serve_group(requests, self)  # the compiled pool runs the returns and checks
-            else:  # the K at once (the compiled pool: one call into its core)
-                rt.engine.submit_many(requests, self._answered)
-            return
+        self.unanswered = self.left = len(todo)
         if slots is not None:
             send: Callable[..., None] = self._acquire
         else:
@@ -173,9 +175,8 @@ class GroupService(Wait):
     def all_scored(self) -> None:
         """The compiled pool's K-th check has ended: each check's time and reward as
         `_Check` sets them (the same draw), then the group ends as any other."""
-        rewards = self.rewards
-        for sample, response in enumerate(self.responses):
-            response.verify_s, rewards[sample] = check_outcome(response, None)
+        _outcomes(self.group.prompt.hidden.sample, self.responses, self.rewards,
+                  range(len(self.responses)))
         self.left = 1
         self._ended()
 
@@ -183,10 +184,7 @@ class GroupService(Wait):
         """The compiled pool handed this group back after an abort (harness/sim/fastcore/
         inflight.py): its checks of `samples` (the responses it held) are over, the
         others are this service's own; each as `_Check` sets it, then `_ended` for each."""
-        rewards, responses = self.rewards, self.responses
-        for sample in samples:
-            response = responses[sample]
-            response.verify_s, rewards[sample] = check_outcome(response, None)
+        _outcomes(self.group.prompt.hidden.sample, self.responses, self.rewards, samples)
         self.left -= len(samples) - 1
         self._ended()
 
@@ -227,3 +225,15 @@ class GroupService(Wait):
         self.group.rewards = self.rewards
         self.rt.materialized(self.group)
         self.set_result(self.group)
+
+
+def _outcomes(draw: Callable[[int], tuple[int, float, float]], responses: list[Any],
+              rewards: list[Any], samples: Iterable[int]) -> None:
+    """`check_outcome(response, None)` of each of `samples` (their responses and the
+    group's prompt's draws, `draw`), its time on the response and its reward in `rewards`:
+    a group's K at once, not a call and a tuple each."""
+    for sample in samples:
+        response = responses[sample]
+        _, reward, response.verify_s = draw(sample)
+        rewards[sample] = (reward if response.status == "finished" and not response.truncated
+                           else 0.0)

@@ -16,6 +16,7 @@ priced by the transfer model instead (`harness.sim.weight_sync`), said once.
 from __future__ import annotations
 
 import json
+import pickle
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -43,15 +44,28 @@ def path_of(name: str) -> Path:
     return Path(str(resources.files("harness.sim.calibration") / f"{name}.toml"))
 
 
+# a calibration file as parsed, by its bytes: a run reads its calibration four times as
+# it starts and a reproduction runs many, and parsing the TOML costs 50 times what a copy
+# from pickled bytes does (each caller gets its own copy, free to change it)
+_PARSED: dict[bytes, bytes] = {}
+PARSED_KEPT = 32
+
+
 def load(name: str) -> dict[str, Any]:
     path = path_of(name)
     if not path.exists():
         raise FileNotFoundError(f"no calibration named {name!r} ({path})")
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"calibration {path}: not a TOML file ({err})") from None
+    raw = path.read_bytes()
+    parsed = _PARSED.get(raw)
+    if parsed is None:
+        try:
+            data = tomllib.loads(raw.decode())  # what tomllib.load does with the file
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(f"calibration {path}: not a TOML file ({err})") from None
+        if len(_PARSED) >= PARSED_KEPT:
+            del _PARSED[next(iter(_PARSED))]
+        parsed = _PARSED[raw] = pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
+    return pickle.loads(parsed)  # noqa: S301 - bytes this process pickled itself
 
 
 def resolve(sim: Any) -> dict[str, float]:

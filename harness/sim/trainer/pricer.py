@@ -85,6 +85,13 @@ class Parts(Protocol):
 _PARTS: dict[tuple[Any, ...], tuple[_PerKey, _PerKey]] = {}
 PARTS_KEPT = 8  # trainers whose look-ups a process keeps (a reproduction's worker runs
 # the same few trainers again and again; each keeps up to a few MB)
+# a pricer's constants -> its micro-batches' seconds (by their lengths, longest first) and
+# its train calls' (micro-batches, seconds) (by the budget and the samples' lengths), kept
+# for the process's next runs of the same trainer: runs on the same prompts (a grid's
+# systems side by side) train batches of the same lengths again and again
+_TIMES: dict[tuple[Any, ...], tuple[dict[tuple[int, ...], float],
+                                    dict[tuple[int, tuple[int, ...]], tuple[int, float]]]] = {}
+TIMES_MAX = 1 << 16  # micro-batches, and calls, a pricer keeps (some MB); then it starts over
 
 
 def parts_key(model: Parts) -> tuple[Any, ...]:
@@ -114,6 +121,18 @@ def _parts(model: Parts) -> tuple[_PerKey, _PerKey]:
     return found
 
 
+def _times(key: tuple[Any, ...]) -> tuple[dict[tuple[int, ...], float],
+                                          dict[tuple[int, tuple[int, ...]], tuple[int, float]]]:
+    """The kept seconds of a pricer with these constants (all that `priced` reads, its
+    look-ups named by `parts_key`), for PARTS_KEPT pricers at most (the oldest dropped)."""
+    found = _TIMES.get(key)
+    if found is None:
+        if len(_TIMES) >= PARTS_KEPT:
+            del _TIMES[next(iter(_TIMES))]
+        found = _TIMES[key] = ({}, {})
+    return found
+
+
 class KernelPricer:
     """One kernel trainer's `micro_time`, its constants taken once (see the module)."""
 
@@ -131,12 +150,40 @@ class KernelPricer:
         self.unbubbled = (1.0 - bubble(lay.pp, lay.pipeline_micro_batches, lay.vpp)
                           if lay.pp > 1 else 0.0)
         self.attention, self.dense = _parts(model)
+        self.times, self.calls = _times((parts_key(model), self.dp, self.cp, self.pp,
+                                         self.micro_tokens, self.scale, self.recompute,
+                                         self.forwards, self.shard, self.fixed, self.unbubbled))
 
     def micro_time(self, seq_lens: Sequence[int]) -> float:
-        """The busiest replica's seconds: the sequences longest first, each to the
-        least-loaded replica (the first of equals: a heap of (load, replica) pops the
-        same one as `load.index(min(load))`), packed there in that order."""
+        """`priced`, once per lengths (a function of them alone, longest first): a run
+        on the same prompts as an earlier one trains many of the same micro-batches."""
         order = sorted(seq_lens, reverse=True)
+        key = tuple(order)
+        times = self.times
+        seconds = times.get(key)
+        if seconds is None:
+            if len(times) >= TIMES_MAX:
+                times.clear()
+            seconds = times[key] = self.priced(order)
+        return seconds
+
+    def call(self, lens: list[int], micro_tokens: int) -> tuple[int, float]:
+        """A train call's (micro-batches, seconds): `lens` split by `micro_tokens`, each
+        micro-batch's `micro_time` added in order; once per both (a function of them)."""
+        key = (micro_tokens, tuple(lens))
+        calls = self.calls
+        found = calls.get(key)
+        if found is None:
+            if len(calls) >= TIMES_MAX:
+                calls.clear()
+            micros = split(lens, micro_tokens)
+            found = calls[key] = (len(micros), sum(map(self.micro_time, micros)))
+        return found
+
+    def priced(self, order: list[int]) -> float:
+        """The busiest replica's seconds: the sequences (`order`: longest first), each to
+        the least-loaded replica (the first of equals: a heap of (load, replica) pops the
+        same one as `load.index(min(load))`), packed there in that order."""
         dp = self.dp
         if dp == 1:
             return float(self.rank_time(order, sum(order)))
@@ -233,7 +280,10 @@ def charge(model: TrainPricing, groups: Sequence[_Group], micro_tokens: int
     """One train call's (micro-batches, samples, tokens, seconds): what `SimTrainer.train`
     emits and sleeps (before its slowdown on fewer GPUs)."""
     lens = lengths(groups)
-    micros = split(lens, micro_tokens)
     lean = getattr(model, "pricer", None)  # the kernel trainer's, called without its wrapper
-    seconds = sum(map(lean().micro_time if lean is not None else model.micro_time, micros))
-    return len(micros), len(lens), sum(lens), seconds
+    if lean is not None:
+        micros, seconds = lean().call(lens, micro_tokens)
+    else:
+        batches = split(lens, micro_tokens)
+        micros, seconds = len(batches), sum(map(model.micro_time, batches))
+    return micros, len(lens), sum(lens), seconds
