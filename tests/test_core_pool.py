@@ -243,14 +243,14 @@ def test_the_pool_refuses_what_the_core_lacks(tmp_path: Path) -> None:
     writer = BufferedTraceWriter(tmp_path / "t.jsonl", heap.time, write=False)
     pool = _pool(heap, writer, True)
     pool.submit_then(Request(0, 0, 0, PROMPT, 30), print)
-    for call in (pool.pause("drain"), pool.abort(["0.0"]), pool.resize(1), pool.lend(0.5),
-                 pool.reconfigure(2)):
+    for call in (pool.pause("drain"), pool.resize(1), pool.lend(0.5), pool.reconfigure(2)):
         with pytest.raises(RuntimeError, match="the compiled pool cannot .*; this run should "
                                                "have been on the Python path"):
             call.send(None)
     with pytest.raises(RuntimeError, match="cannot stop a request at a chunk"):
         pool.submit_then(Request(0, 0, 1, PROMPT, 30, chunk=5), print)
     assert _result(pool.abort(["7.0"])) == []  # not in flight: nothing to do
+    # (an abort in flight: tests/test_core_pool_abort.py)
 
 
 def _result(coro: Any) -> Any:
