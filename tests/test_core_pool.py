@@ -34,7 +34,8 @@ from harness.sim.trace_buffer import BufferedTraceWriter  # noqa: E402
 from systems import checked_names  # noqa: E402
 from tests.test_golden import GOLDEN, golden_config  # noqa: E402
 
-ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async"}
+ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async",
+           "april", "cgp-april", "slime-async"}
 
 
 
@@ -70,6 +71,7 @@ def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
     (lambda c: setattr(c.sim, "verifier_workers", 4), "a verifier worker pool"),
     (lambda c: setattr(c, "system", "pipelinerl"),
      "system pipelinerl calls what the core does not have"),
+    (lambda c: setattr(c, "system", "prime-rl"), "system prime-rl is no faster on the core"),
 ])
 def test_the_choice_names_what_keeps_a_run_on_python(change: Any, why: str) -> None:
     cfg = resolve_defaults(golden_config("cgp"))

@@ -167,3 +167,31 @@ def test_a_served_group_aborted_in_part_is_handed_back(
     later = [e for e in events if e["ev"] == "request_finish" and e["group"] in cut
              and e["status"] == "finished" and e["t"] > cut[e["group"]]]
     assert later
+
+
+@pytest.mark.parametrize(("system", "placement", "dispatch"), [
+    ("april", "colocated", "least-loaded"), ("cgp-april", "disaggregated", "round-robin"),
+    ("slime-async", "disaggregated", "least-loaded")])
+def test_the_systems_that_abort_in_flight_the_same_on_both_paths(
+        system: str, placement: str, dispatch: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, engine_pools: list[str]) -> None:
+    """Those of CORE_SYSTEMS that abort some requests in flight (their goldens: test_core_pool)
+    on three replicas, a cache small enough to preempt, three rounds: APRIL's and
+    cgp-april's aborts at a rollout's end, slime-async's at an update, the aborted samples
+    resumed from their tokens."""
+    def config() -> RunConfig:
+        cfg = RunConfig(system=system, workload="lsat-ar", groups=16, update_groups=4,
+                        rounds=3, group_size=4, seed=5, over_sampling_groups=24)
+        s = cfg.sim
+        s.rollout_engines, s.mem_fraction, s.dispatch, s.placement = 3, 0.1, dispatch, placement
+        return cfg.validate()
+
+    execute(config(), tmp_path / "core.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(), tmp_path / "python.jsonl")
+    assert engine_pools == ["CorePool", "EnginePool"]
+    core = (tmp_path / "core.jsonl").read_bytes()
+    assert core == (tmp_path / "python.jsonl").read_bytes()
+    assert core.count(b'"status":"aborted"') > 20
+    assert core.count(b'"resumed_tokens":0') < core.count(b'"request_submit"')
+    assert b'"request_preempt"' in core

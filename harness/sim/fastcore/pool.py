@@ -46,6 +46,8 @@ from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.placement import LeastLoaded
 
+FEW = 4  # `_outcomes` reads this many responses or fewer one by one (`outcome`)
+
 
 class CorePool(InFlightCalls):
     """Implements `harness.core.runtime.Engine` over `engines` compiled replicas."""
@@ -272,10 +274,11 @@ class CorePool(InFlightCalls):
 
     def _outcomes(self, rows: list[list[int]]) -> Iterator[tuple[str, int, list[list[int]]]]:
         """The (status, tokens, spans) of each request these events end, in order, read
-        from the core in one call (`SteppedEngines.outcomes`)."""
+        from the core in one call (`SteppedEngines.outcomes`), or one by one when few."""
         idx = [row[1] for row in rows if row[0] == FINISH or row[0] == HELD]
-        if not idx:
-            return iter(())
+        if len(idx) <= FEW:  # read in Python: a compiled call and its arrays cost more
+            outcome = self._core.outcome
+            return iter([outcome(i) for i in idx])
         status, tokens, start, version, count = (a.tolist() for a in self._core.outcomes(idx))
         spans = [[v, c] for v, c in zip(version, count, strict=True)]
         return (("aborted" if status[k] else "finished", tokens[k], spans[start[k]:start[k + 1]])
