@@ -42,12 +42,12 @@ from typing import Any
 
 # Systems whose every engine call the compiled pool has (see the module's docstring).
 # april, cgp-april and slime-async: CPU per run against `SimEngine`s, R 256 x K 16, 6
-# rounds, dapo-math-17k, one engine: 1.49x, 1.68x, 1.22x (docs/simulated-core.md).
+# rounds, dapo-math-17k, one engine: 1.51x, 1.88x, 1.54x (docs/simulated-core.md).
 CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off",
                           "verl-fully-async", "april", "cgp-april", "slime-async"})
 # Byte for byte the same on the core (goldens, the regress grid's cells, variants with
 # preemption, other routers, colocated), and not faster there, so kept off: the same run
-# 0.65x (areal) to 1.02x (skyrl-async). Measured, not refused: a change that makes them
+# 0.76x (areal) to 1.02x (skyrl-async). Measured, not refused: a change that makes them
 # faster moves them above.
 SAME_NOT_FASTER = frozenset({"sortedrl", "prime-rl", "areal", "roll-flash", "skyrl-async",
                              "nemo-rl-async", "tinker"})

@@ -73,7 +73,8 @@ class InFlightCalls:
     _returned: Callable[[int], None]
     _last_returned: Callable[[int], None]
     _live: list[Any]
-    _low = 0  # `_live`'s rows below this one are all returned (None)
+    _rows: dict[str, int] | None = None  # request id -> its latest row (`_routed`)
+    _scanned = 0  # `_live`'s rows `_rows` has read
 
     _refuse: Callable[[str], NoReturn]
     _forward: Callable[[], None]
@@ -149,19 +150,22 @@ class InFlightCalls:
     # -- helpers ---------------------------------------------------------------
     def _routed(self, request_ids: Iterable[str]) -> dict[int, list[int]]:
         """The core's rows of these ids not yet returned, by replica (`EnginePool`'s
-        `_live` map, keyed by id: the latest row of an id). Only the rows from the
-        oldest not yet returned are read: a run aborts rarely, a map kept per request
-        would cost every request."""
+        `_live` map, keyed by id: the latest row of an id). The map is made at the first
+        abort and each call adds the rows sent since: a run that never aborts keeps
+        none, and a request's id is formatted once."""
         live = self._live
-        low, n = self._low, len(live)
-        while low < n and live[low] is None:
-            low += 1
-        self._low = low
-        row = {slot[0].id: i for i, slot in enumerate(live[low:], low) if slot is not None}
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = {}
+        for i in range(self._scanned, len(live)):
+            slot = live[i]
+            if slot is not None:
+                rows[slot[0].id] = i
+        self._scanned = len(live)
         by_engine: dict[int, list[int]] = {}
         for rid in request_ids:
-            i = row.get(rid)
-            if i is not None:
+            i = rows.get(rid)
+            if i is not None and live[i] is not None:
                 by_engine.setdefault(live[i][2], []).append(i)
         return by_engine
 
