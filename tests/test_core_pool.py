@@ -34,7 +34,8 @@ from harness.sim.trace_buffer import BufferedTraceWriter  # noqa: E402
 from systems import checked_names  # noqa: E402
 from tests.test_golden import GOLDEN, golden_config  # noqa: E402
 
-ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async"}
+ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async",
+           "april", "cgp-april", "slime-async"}
 
 
 
@@ -70,6 +71,7 @@ def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
     (lambda c: setattr(c.sim, "verifier_workers", 4), "a verifier worker pool"),
     (lambda c: setattr(c, "system", "pipelinerl"),
      "system pipelinerl calls what the core does not have"),
+    (lambda c: setattr(c, "system", "prime-rl"), "system prime-rl is no faster on the core"),
 ])
 def test_the_choice_names_what_keeps_a_run_on_python(change: Any, why: str) -> None:
     cfg = resolve_defaults(golden_config("cgp"))
@@ -243,14 +245,14 @@ def test_the_pool_refuses_what_the_core_lacks(tmp_path: Path) -> None:
     writer = BufferedTraceWriter(tmp_path / "t.jsonl", heap.time, write=False)
     pool = _pool(heap, writer, True)
     pool.submit_then(Request(0, 0, 0, PROMPT, 30), print)
-    for call in (pool.pause("drain"), pool.abort(["0.0"]), pool.resize(1), pool.lend(0.5),
-                 pool.reconfigure(2)):
+    for call in (pool.pause("drain"), pool.resize(1), pool.lend(0.5), pool.reconfigure(2)):
         with pytest.raises(RuntimeError, match="the compiled pool cannot .*; this run should "
                                                "have been on the Python path"):
             call.send(None)
     with pytest.raises(RuntimeError, match="cannot stop a request at a chunk"):
         pool.submit_then(Request(0, 0, 1, PROMPT, 30, chunk=5), print)
     assert _result(pool.abort(["7.0"])) == []  # not in flight: nothing to do
+    # (an abort in flight: tests/test_core_pool_abort.py)
 
 
 def _result(coro: Any) -> Any:

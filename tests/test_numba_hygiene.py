@@ -9,8 +9,8 @@ hold numba already) and reads its sys.modules: after `rolloutbench --help` and `
 --help`; after importing the simulated runtime and the core's package (its Stream and
 Events, and the choice of numba's cache folder, harness/sim/fastcore/cachedir.py); at the
 moment a live run would start its engines (`LiveRuntime._setup`, replaced by a stop) and
-after that run's end; after a whole simulated run of prime-rl, which acts per request and
-so stays on the Python path (docs/simulated-core.md, "The compiled core").
+after that run's end; after a whole simulated run of prime-rl, which stays on the Python
+path (harness/sim/fastcore/choice.py: the same bytes on the core, but no faster there).
 """
 
 from __future__ import annotations
@@ -98,5 +98,8 @@ def test_the_cli_and_a_live_run_never_load_numba(model_dir: Path, tmp_path: Path
 
 
 def test_a_simulated_run_off_the_compiled_core_never_loads_numba(tmp_path: Path) -> None:
+    from harness.sim.fastcore.choice import CORE_SYSTEMS
+
+    assert "prime-rl" not in CORE_SYSTEMS  # else the probe needs another system off the core
     seen = probe("sim", tmp_path / "sim")
     assert seen == {"import harness.sim.runtime, fastcore": [None, []], "prime-rl run": [0, []]}

@@ -50,7 +50,7 @@ RET, CHK = 0, 1  # timer kinds
 # `group_run`'s first answer besides GO (done) and e >= 0 (replica e needs room); far from
 # `core_run`'s drain answers (-2 - e), which the compiled pool never makes (no drain)
 GO, SCORED, ROOM_EV, SHARED = -1, -(1 << 40), -(1 << 40) - 1, -(1 << 40) - 2
-UNSCORED, UNRETURNED, SIZE = 0, 1, 2  # a group row's counts
+UNSCORED, UNRETURNED, SIZE, FIRST = 0, 1, 2, 3  # a group row's counts; its first request
 
 
 @njit(cache=True)
@@ -198,7 +198,7 @@ class GroupEngines(LeanEngines):
         super().__init__(*args, **kwargs)
         self.slot = np.full(64, -1, dtype=np.int64)  # per request: its group's row, or -1
         self.latency = np.zeros(64, dtype=np.float64)  # per request: its check's latency
-        self.counts = np.zeros((16, 3), dtype=np.int64)  # per group: unscored, unreturned, K
+        self.counts = np.zeros((16, 4), dtype=np.int64)  # per group: unscored, unreturned, K, first
         self.groups = 0
         self.tt = np.empty(64, dtype=np.float64)
         self.tq = np.empty((64, 3), dtype=np.int64)
@@ -230,7 +230,7 @@ class GroupEngines(LeanEngines):
         self.slot[i:i + k] = gs
         self.latency[i:i + k] = latencies
         self.counts = _grown(self.counts, 0, gs + 1)
-        self.counts[gs] = k, k, k
+        self.counts[gs] = k, k, k, i
         self.groups = gs + 1
         self.unscored += k
         if self.unscored > self.tt.shape[0]:  # a request has one timer at a time at most

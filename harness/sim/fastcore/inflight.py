@@ -20,28 +20,45 @@ or the group's K-th return); if it was aborted, its group is handed back to `ser
 path (`_hand_back`): its samples in flight return to `_answered`, the checks the core
 runs already stay there and the last of them tells the service (`core_checked`).
 
+An abort of some requests (`abort`, `abort_now`: `EnginePool.abort_now`) is control.py's
+`abort` on each replica that holds one of them not yet returned, in index order; the
+aborted responses come back in the order the replicas made them. A served group with a
+sample aborted is handed back as above; its samples still in flight return to
+`_answered` when they end.
+
 What stays refused: a drain with requests in flight (`core_run`'s drain answers are not
-taken by the pool) and an abort of some requests in flight (no system on the core makes
-one).
+taken by the pool).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from heapq import heappush
 from typing import Any, NoReturn
+
+import numpy as np
 
 from harness.core.runtime import PauseMode, Request, Response
 from harness.sim.co import sleep
 from harness.sim.fastcore import control
 from harness.sim.fastcore.control import MODES
-from harness.sim.fastcore.groups import RET, SIZE, UNRETURNED, UNSCORED, t_push
-from harness.sim.fastcore.timeline import G_NE, G_SEQ, PENDING, TIMER, WSIZE, B
+from harness.sim.fastcore.groups import FIRST, RET, SIZE, UNRETURNED, UNSCORED, t_push
+from harness.sim.fastcore.timeline import (
+    DONE,
+    G_NE,
+    G_SEQ,
+    PENDING,
+    STATE,
+    TIMER,
+    WAITING,
+    WSIZE,
+    B,
+)
 
 
 class InFlightCalls:
-    """`CorePool`'s `pause`, `resume`, `install` and resumed submissions (a mixin: the
-    pool sets the attributes below)."""
+    """`CorePool`'s `abort`, `pause`, `resume`, `install` and resumed submissions (a
+    mixin: the pool sets the attributes below)."""
 
     _core: Any  # GroupEngines
     _heap: Any
@@ -56,6 +73,8 @@ class InFlightCalls:
     _returned: Callable[[int], None]
     _last_returned: Callable[[int], None]
     _live: list[Any]
+    _rows: dict[str, int] | None = None  # request id -> its latest row (`_routed`)
+    _scanned = 0  # `_live`'s rows `_rows` has read
 
     _refuse: Callable[[str], NoReturn]
     _forward: Callable[[], None]
@@ -72,6 +91,25 @@ class InFlightCalls:
         self._each(lambda e, now: control.pause_now(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
             core.ev, e, now, ends))
+
+    async def abort(self, request_ids: Iterable[str]) -> list[Response]:
+        return self.abort_now(request_ids)
+
+    def abort_now(self, request_ids: Iterable[str]) -> list[Response]:
+        """`EnginePool.abort_now`: each replica holding one of them not yet returned (a
+        finished one whose return is due still counts: the replica is cut all the same)
+        aborts those still waiting or running, in index order; their responses in the
+        order they were made, each returned a turn later."""
+        by_engine = self._routed(request_ids)
+        if not by_engine:
+            return []
+        core = self._core
+        ids = {e: np.array(rows, dtype=np.int64) for e, rows in by_engine.items()}
+        orders = self._each(lambda e, now: control.abort(
+            core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
+            core.ev, e, now, ids[e]), sorted(ids))
+        live = self._live
+        return [live[i][3] for order in orders for i in order.tolist()]
 
     async def resume(self) -> None:
         core = self._core
@@ -110,18 +148,41 @@ class InFlightCalls:
         core.g[G_NE] = ne  # its request_submit is the pool's to write (as `lean_submit`)
 
     # -- helpers ---------------------------------------------------------------
+    def _routed(self, request_ids: Iterable[str]) -> dict[int, list[int]]:
+        """The core's rows of these ids not yet returned, by replica (`EnginePool`'s
+        `_live` map, keyed by id: the latest row of an id). The map is made at the first
+        abort and each call adds the rows sent since: a run that never aborts keeps
+        none, and a request's id is formatted once."""
+        live = self._live
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = {}
+        for i in range(self._scanned, len(live)):
+            slot = live[i]
+            if slot is not None:
+                rows[slot[0].id] = i
+        self._scanned = len(live)
+        by_engine: dict[int, list[int]] = {}
+        for rid in request_ids:
+            i = rows.get(rid)
+            if i is not None and live[i] is not None:
+                by_engine.setdefault(live[i][2], []).append(i)
+        return by_engine
+
     def _busy(self) -> bool:
         """A replica holds a request (waiting or running) or a segment under way."""
         st = self._core.st
         return bool((st[:, B] > 0).any() or (st[:, WSIZE] > 0).any()
                     or (st[:, PENDING] == TIMER).any())
 
-    def _each(self, call: Callable[[int, float], Any]) -> list[Any]:
-        """`call(e, now)` on each replica in index order, with room for what it makes and
-        the heap's counter; then its events forwarded and the core's entry moved."""
+    def _each(self, call: Callable[[int, float], Any],
+              replicas: Iterable[int] | None = None) -> list[Any]:
+        """`call(e, now)` on each replica (or each of `replicas`) in index order, with
+        room for what it makes and the heap's counter; then its events forwarded and the
+        core's entry moved."""
         core, heap = self._core, self._heap
         out = []
-        for e in range(core.st.shape[0]):
+        for e in range(core.st.shape[0]) if replicas is None else replicas:
             core._begin(e)  # noqa: SLF001  (room; the heap's counter taken)
             out.append(call(e, heap.now))
             heap._seq = int(core.g[G_SEQ])  # noqa: SLF001
@@ -160,14 +221,21 @@ class InFlightCalls:
             heappush(self._heap._queue, [t, seq, self._last_returned, (i,)])  # noqa: SLF001
 
     def _hand_back(self, gs: int) -> Any:
-        """A sample of served group `gs` was aborted (a pause with abort ends every sample
-        in flight): those go back to `serve`'s own path (each return to `_answered`,
-        which sends an aborted one again or checks a finished one by a timer of its
-        own); the checks the core runs already (the samples it held) stay there, and the
-        last of them tells the service (`_scored`: `core_checked`), now if none is left."""
+        """A sample of served group `gs` was aborted (by a pause with abort, or an abort of
+        some requests): its samples in flight go back to `serve`'s own path (each return
+        to `_answered`, which sends an aborted one again or checks a finished one by a
+        timer of its own), those this call ended through `_handed`, those still waiting
+        or running (a partial abort) as requests of no group; the checks the core runs
+        already (the samples it held) stay there, and the last of them tells the service
+        (`_scored`: `core_checked`), now if none is left."""
         core = self._core
         service = self._services[gs]
         self._handed[gs] = service  # this call's other samples of the group: the same
+        first = int(core.counts[gs, FIRST])
+        states = core.rq[first:first + int(core.counts[gs, SIZE]), STATE]
+        for k in np.flatnonzero((states >= WAITING) & (states < DONE)).tolist():
+            core.slot[first + k] = -1
+            self._live[first + k][1] = service._answered  # noqa: SLF001
         live = int(core.counts[gs, UNRETURNED])
         core.counts[gs, UNRETURNED] = 0
         core.counts[gs, UNSCORED] -= live

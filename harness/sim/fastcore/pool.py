@@ -8,13 +8,13 @@ asked at each submission and told at each return), each request's target is
 events are handed to the trace writer (`record_at`) after each call into it, in the order
 they were made and at their own times: the core runs ahead of the heap's clock, never
 past the heap's next entry, so no Python event falls between two of its events out of
-order. Pause (keep, abort), resume and a weight install, with requests in flight or not,
-and a request resumed from its partial tokens are control.py's compiled calls
-(harness/sim/fastcore/inflight.py); once one found requests in flight, a response's status
-and version spans are read from the core. What the core does not have (an abort of some
-requests in flight, a drain with requests in flight, lend, resize, pull, reconfigure, a
-chunked request) is refused loudly: the choice should have kept such a run on the Python
-path. A group `serve` hands over whole
+order. An abort of some requests, pause (keep, abort), resume and a weight install, with
+requests in flight or not, and a request resumed from its partial tokens are control.py's
+compiled calls (harness/sim/fastcore/inflight.py); once one found requests in flight, a
+response's status and version spans are read from the core (in an abort's call only,
+for the responses it ends). What the core does not have (a drain with requests in
+flight, lend, resize, pull, reconfigure, a chunked request) is refused loudly: the choice
+should have kept such a run on the Python path. A group `serve` hands over whole
 (`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
 groups.py): Python sees its K-th response and its K-th score only, and `on_response`
 of each return (`_tell`, after the core's turn: it must leave the heap alone).
@@ -22,7 +22,7 @@ of each return (`_tell`, after the core's turn: it must leave the heap alone).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from heapq import heappush
 from operator import attrgetter
@@ -56,6 +56,8 @@ from harness.sim.trace_events import (
 )
 
 _TIME = attrgetter("t")  # an event's time: the float object `record_many` is handed
+
+FEW = 4  # `_outcomes` reads this many responses or fewer one by one (`outcome`)
 
 
 class CorePool(InFlightCalls):
@@ -242,7 +244,8 @@ class CorePool(InFlightCalls):
         groups, samples, live, version = self._groups, self._samples, self._live, self.version
         slot_of, last, back, queue = core.slot, self._last_returned, self._returned, self._queue
         services, controlling, give_back = self._services, self._controlling, self._router.give_back
-        ended = self._outcomes(rows) if self._spanned else None  # (inflight.py)
+        # (inflight.py) read from the core once spans may differ, and in a call (an abort)
+        ended = self._outcomes(rows) if self._spanned or controlling else None
         keep_admit, keep_preempt, keep_finish = self._kept
         kept: list[Any] = []
         keep = kept.append
@@ -290,10 +293,11 @@ class CorePool(InFlightCalls):
 
     def _outcomes(self, rows: list[list[int]]) -> Iterator[tuple[str, int, list[list[int]]]]:
         """The (status, tokens, spans) of each request these events end, in order, read
-        from the core in one call (`SteppedEngines.outcomes`)."""
+        from the core in one call (`SteppedEngines.outcomes`), or one by one when few."""
         idx = [row[1] for row in rows if row[0] == FINISH or row[0] == HELD]
-        if not idx:
-            return iter(())
+        if len(idx) <= FEW:  # read in Python: a compiled call and its arrays cost more
+            outcome = self._core.outcome
+            return iter([outcome(i) for i in idx])
         status, tokens, start, version, count = (a.tolist() for a in self._core.outcomes(idx))
         spans = [[v, c] for v, c in zip(version, count, strict=True)]
         return (("aborted" if status[k] else "finished", tokens[k], spans[start[k]:start[k + 1]])
@@ -322,13 +326,6 @@ class CorePool(InFlightCalls):
                           sum(ctx / kv for _, _, ctx in loads) / len(loads), self.preemptions,
                           self.tp, self._gpus, kv * len(loads), self.max_len,
                           sum(1 for r, w, _ in loads if r == 0 and w == 0))
-
-    async def abort(self, request_ids: Iterable[str]) -> list[Response]:
-        """None of them in flight: nothing to do (`EnginePool.abort` calls no replica)."""
-        wanted = set(request_ids)
-        if any(slot is not None and slot[0].id in wanted for slot in self._live):
-            self._refuse("abort a request in flight")
-        return []
 
     async def resize(self, replicas: int) -> int:
         self._refuse("resize the pool")
