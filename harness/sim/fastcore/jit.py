@@ -48,8 +48,8 @@ class Direct:
     warm-up and the cache see it as before); then `call` becomes the entry point of the
     signature that call was typed to, if that signature's scalars are those the function
     is annotated with (`int` int64, `float` float64, `bool`) and its arrays C-contiguous
-    and writable. Otherwise (or where numba keeps no such overload) `call` stays the
-    dispatcher.
+    and writable. Otherwise (or where numba keeps no such overload) `call` becomes the
+    dispatcher itself, for good: looking again at each call would cost more than it saves.
 
     The entry point checks nothing: an array of another dtype is read as its raw bytes,
     one of another rank or layout may crash the process, a float where an int is due is
@@ -67,9 +67,7 @@ class Direct:
 
     def _first(self, *args: Any) -> Any:
         out = self.dispatcher(*args)
-        entry = entry_point(self.dispatcher, args)
-        if entry is not None:
-            self.call = entry
+        self.call = entry_point(self.dispatcher, args) or self.dispatcher
         return out
 
 
