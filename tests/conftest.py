@@ -56,9 +56,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # A simulated run on the compiled pool imports numba too (harness/sim/fastcore/choice.py), so
 # the suite keeps its runs on the Python path; test_core_pool.py lifts this for its own.
 os.environ.setdefault("ROLLOUTBENCH_PYTHON_ENGINES", "1")
-COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_core_pool.py",
-                 "test_core_pool_abort.py", "test_core_share.py", "test_trace_held.py",
-                 "test_reproduce_preload.py")
+COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_fastcore_direct.py",
+                 "test_core_pool.py", "test_core_pool_abort.py", "test_core_share.py",
+                 "test_trace_held.py", "test_reproduce_preload.py")
 
 
 @pytest.fixture

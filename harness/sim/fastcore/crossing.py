@@ -11,14 +11,15 @@ docs/simulated-core.md, "Measured figures" (the compiled pool in real runs).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from heapq import heappush
 from typing import Any
 
 import numpy as np
 
-from harness.sim.fastcore.control import OPEN_VERSION, REPLICA, VERSION
-from harness.sim.fastcore.jit import njit
+from harness.sim.fastcore import control
+from harness.sim.fastcore.control import G_NSP, OPEN_VERSION, REPLICA, VERSION
+from harness.sim.fastcore.jit import Direct, njit
 from harness.sim.fastcore.stepped import SteppedEngines, _grown, core_run, next_engine
 from harness.sim.fastcore.timeline import (
     G_NE,
@@ -97,6 +98,33 @@ def lean_submit_many(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: A
 
 
 @njit(cache=True)
+def lean_resumed(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev: Arr,
+                 sp: Arr, i: int, e: int, now: float, priority: int, prompt: int,
+                 target: int, resumed: int, spans: Arr, seq: int) -> tuple[int, float, int, int]:
+    """`lean_submit` of a request going on from `resumed` tokens, made in `spans` ((version,
+    tokens) rows, none or more): they become its linked span rows, copied as they are
+    (`SteppedEngines._spans`), then control.py's `submit`; ROOM (nothing done) unless the
+    request, its queue's row, an event and its spans fit."""
+    n, k = spans.shape[0], g[G_NSP]
+    if (i >= rq.shape[0] or st[e, WSIZE] + st[e, B] + 1 > wh.shape[1]
+            or g[G_NE] + 1 > ev_t.shape[0] or k + n > sp.shape[0]):
+        return ROOM, 0.0, 0, seq
+    first = last = 0  # no span (row 0 is none)
+    if n > 0:
+        for j in range(n):
+            sp[k + j, 0], sp[k + j, 1], sp[k + j, 2] = spans[j, 0], spans[j, 1], k + j + 1
+        sp[k + n - 1, 2] = 0
+        g[G_NSP] = k + n
+        first, last = k, k + n - 1
+    g[G_SEQ] = seq
+    ne = g[G_NE]
+    control.submit(p, rq, g, st, fs, wh, ev_t, ev, i, e, now, priority, prompt, target,
+                   resumed, first, last)
+    g[G_NE] = ne  # its request_submit is the caller's to write, as `lean_submit`'s
+    return _next(st, fs, g[G_SEQ])
+
+
+@njit(cache=True)
 def lean_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr,
              ev: Arr, capacity: int, max_running: int, limit_t: float, limit_seq: int,
              seq: int) -> tuple[int, int, float, int, int]:
@@ -109,6 +137,12 @@ def lean_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Ar
     return e, b, t, s, seq
 
 
+# called through their entry points (harness/sim/fastcore/jit.py's `Direct`: the core's
+# own arrays and new ones of int64, the scalars cast where they could be of another type)
+LEAN_SUBMIT, LEAN_SUBMIT_MANY = Direct(lean_submit), Direct(lean_submit_many)
+LEAN_RUN, LEAN_RESUMED = Direct(lean_run), Direct(lean_resumed)
+
+
 class LeanEngines(SteppedEngines):
     """`SteppedEngines` crossed once a submission and once a turn. A submission leaves
     no event in the arrays (its caller writes request_submit); after a turn `sink()` takes
@@ -119,9 +153,10 @@ class LeanEngines(SteppedEngines):
     def submit(self, engine: int, priority: int, prompt: int, target: int) -> int:
         i, heap = self.n, self.heap
         while True:
-            b, t, s, seq = lean_submit(self.p, self.rq, self.g, self.st, self.fs, self.wh,
-                                       self.ev_t, self.ev, i, engine, heap.now, priority,
-                                       prompt, target, heap._seq)  # noqa: SLF001
+            b, t, s, seq = LEAN_SUBMIT.call(self.p, self.rq, self.g, self.st, self.fs,
+                                            self.wh, self.ev_t, self.ev, i, engine,
+                                            float(heap.now), priority, prompt, target,
+                                            heap._seq)  # noqa: SLF001
             if b != ROOM:
                 break
             self.rq = _grown(self.rq, 0, i + 1)
@@ -129,6 +164,33 @@ class LeanEngines(SteppedEngines):
             self.wh = _grown(self.wh, 1, int(st[engine, WSIZE] + st[engine, B]) + 1)
             need = int(self.g[G_NE]) + 1
             self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
+        heap._seq = seq  # noqa: SLF001
+        self.n = i + 1
+        self._arm_at(b, t, s)
+        return i
+
+    def submit_resumed(self, engine: int, priority: int, prompt: int, target: int,
+                       resumed: int, spans: Sequence[Sequence[int]]) -> int:
+        """`SteppedEngines.submit_resumed` in one compiled call (`lean_resumed`); like
+        `submit`, it leaves no event (the caller writes request_submit)."""
+        if target <= resumed:
+            raise ValueError(f"request {self.n}: nothing left to generate")
+        i, heap = self.n, self.heap
+        rows = np.array(spans, dtype=np.int64).reshape(-1, 2)
+        while True:
+            b, t, s, seq = LEAN_RESUMED.call(self.p, self.rq, self.g, self.st, self.fs,
+                                             self.wh, self.ev_t, self.ev, self.sp, i,
+                                             engine, float(heap.now), priority, prompt,
+                                             target, resumed, rows,
+                                             heap._seq)  # noqa: SLF001
+            if b != ROOM:
+                break
+            self.rq = _grown(self.rq, 0, i + 1)
+            st = self.st
+            self.wh = _grown(self.wh, 1, int(st[engine, WSIZE] + st[engine, B]) + 1)
+            need = int(self.g[G_NE]) + 1
+            self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
+            self.sp = _grown(self.sp, 0, int(self.g[G_NSP]) + len(rows))
         heap._seq = seq  # noqa: SLF001
         self.n = i + 1
         self._arm_at(b, t, s)
@@ -143,9 +205,10 @@ class LeanEngines(SteppedEngines):
         cols = (np.array(priority, dtype=np.int64), np.array(prompt, dtype=np.int64),
                 np.array(target, dtype=np.int64))
         while True:
-            b, t, s, seq = lean_submit_many(self.p, self.rq, self.g, self.st, self.fs,
-                                            self.wh, self.ev_t, self.ev, i, engines,
-                                            heap.now, *cols, heap._seq)  # noqa: SLF001
+            b, t, s, seq = LEAN_SUBMIT_MANY.call(self.p, self.rq, self.g, self.st, self.fs,
+                                                 self.wh, self.ev_t, self.ev, i, engines,
+                                                 float(heap.now), *cols,
+                                                 heap._seq)  # noqa: SLF001
             if b != ROOM:
                 break
             self.rq = _grown(self.rq, 0, i + n)
@@ -184,11 +247,12 @@ class LeanEngines(SteppedEngines):
         heap = self.heap
         queue: list[Any] = heap._queue  # noqa: SLF001
         while True:
-            limit_t, limit_seq = (queue[0][0], queue[0][1]) if queue else (np.inf, 1 << 62)
-            e, b, t, s, seq = lean_run(self.p, self.rq, self.g, self.st, self.fs, self.wh,
-                                       self.fh, self.rs, self.ev_t, self.ev, self.kv,
-                                       self.max_running, limit_t, limit_seq,
-                                       heap._seq)  # noqa: SLF001
+            limit_t, limit_seq = ((float(queue[0][0]), queue[0][1]) if queue
+                                  else (np.inf, 1 << 62))
+            e, b, t, s, seq = LEAN_RUN.call(self.p, self.rq, self.g, self.st, self.fs,
+                                            self.wh, self.fh, self.rs, self.ev_t, self.ev,
+                                            self.kv, self.max_running, limit_t, limit_seq,
+                                            heap._seq)  # noqa: SLF001
             heap._seq = seq  # noqa: SLF001
             self.sink()  # the returns pushed before a retry reads the queue's head
             if e < 0:

@@ -22,13 +22,13 @@ any Python runs: the core never runs past the heap's next entry).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from harness.sim.fastcore.crossing import LeanEngines
-from harness.sim.fastcore.jit import njit
+from harness.sim.fastcore.jit import Direct, njit
 from harness.sim.fastcore.stepped import _grown, core_run, next_engine
 from harness.sim.fastcore.timeline import (
     ENGINE_HOLDS,
@@ -185,6 +185,11 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
     return GO, 0, b, t, s, g[G_SEQ]
 
 
+# called through their entry points (harness/sim/fastcore/jit.py's `Direct`: the core's
+# own arrays, the scalars cast where they could be of another type)
+GROUP_RUN, GROUP_NEXT, ADD_CHECK = Direct(group_run), Direct(group_next), Direct(add_check)
+
+
 class GroupEngines(LeanEngines):
     """`LeanEngines` that also run the returns and checks of served groups (`group`)."""
 
@@ -217,6 +222,11 @@ class GroupEngines(LeanEngines):
         self._cover(self.n + 1)
         return super().submit(engine, priority, prompt, target)
 
+    def submit_resumed(self, engine: int, priority: int, prompt: int, target: int,
+                       resumed: int, spans: Sequence[Sequence[int]]) -> int:
+        self._cover(self.n + 1)  # a request of no served group
+        return super().submit_resumed(engine, priority, prompt, target, resumed, spans)
+
     def submit_many(self, engine: list[int], priority: list[int], prompt: list[int],
                     target: list[int]) -> int:
         self._cover(self.n + len(engine))
@@ -238,11 +248,12 @@ class GroupEngines(LeanEngines):
         return gs
 
     def add_check(self, i: int, t: float, seq: int) -> None:
-        b, t, s = add_check(self.tt, self.tq, self.tn, self.st, self.fs, t, seq, i)
+        b, t, s = ADD_CHECK.call(self.tt, self.tq, self.tn, self.st, self.fs, float(t),
+                                 int(seq), int(i))
         self._arm_at(b, t, s)
 
     def _arm(self) -> None:
-        b, t, s = group_next(self.st, self.fs, self.tt, self.tq, self.tn)
+        b, t, s = GROUP_NEXT.call(self.st, self.fs, self.tt, self.tq, self.tn)
         self._arm_at(int(b), float(t), int(s))
 
     def _fire(self, key: tuple[float, int]) -> None:
@@ -256,8 +267,9 @@ class GroupEngines(LeanEngines):
         heap = self.heap
         queue: list[Any] = heap._queue  # noqa: SLF001
         while True:
-            limit_t, limit_seq = (queue[0][0], queue[0][1]) if queue else (np.inf, 1 << 62)
-            e, i, b, t, s, seq = group_run(
+            limit_t, limit_seq = ((float(queue[0][0]), queue[0][1]) if queue
+                                  else (np.inf, 1 << 62))
+            e, i, b, t, s, seq = GROUP_RUN.call(
                 self.p, self.rq, self.g, self.st, self.fs, self.wh, self.fh, self.rs,
                 self.ev_t, self.ev, self.kv, self.max_running, limit_t, limit_seq,
                 heap._seq, self.slot, self.latency, self.counts, self.tt, self.tq,  # noqa: SLF001

@@ -43,9 +43,9 @@ from harness.sim.co import sleep
 from harness.sim.fastcore import control
 from harness.sim.fastcore.control import MODES
 from harness.sim.fastcore.groups import FIRST, RET, SIZE, UNRETURNED, UNSCORED, t_push
+from harness.sim.fastcore.jit import Direct
 from harness.sim.fastcore.timeline import (
     DONE,
-    G_NE,
     G_SEQ,
     PENDING,
     STATE,
@@ -54,6 +54,12 @@ from harness.sim.fastcore.timeline import (
     WSIZE,
     B,
 )
+
+# control.py's calls, through their entry points (harness/sim/fastcore/jit.py's `Direct`:
+# the core's own arrays and int64 ones made here; `_each` gives the clock as a float)
+PAUSE_NOW, ABORT, RESUME_NOW = (Direct(control.pause_now), Direct(control.abort),
+                                Direct(control.resume_now))
+INSTALL_BEGIN, INSTALL_END = Direct(control.install_begin), Direct(control.install_end)
 
 
 class InFlightCalls:
@@ -87,8 +93,8 @@ class InFlightCalls:
             if mode == "drain":
                 self._refuse("drain a replica with requests in flight")
             self._spanned = True
-        core, ends = self._core, MODES[mode]
-        self._each(lambda e, now: control.pause_now(
+        core, ends = self._core, int(MODES[mode])
+        self._each(lambda e, now: PAUSE_NOW.call(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
             core.ev, e, now, ends))
 
@@ -105,7 +111,7 @@ class InFlightCalls:
             return []
         core = self._core
         ids = {e: np.array(rows, dtype=np.int64) for e, rows in by_engine.items()}
-        orders = self._each(lambda e, now: control.abort(
+        orders = self._each(lambda e, now: ABORT.call(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
             core.ev, e, now, ids[e]), sorted(ids))
         live = self._live
@@ -113,7 +119,7 @@ class InFlightCalls:
 
     async def resume(self) -> None:
         core = self._core
-        self._each(lambda e, now: control.resume_now(core.p, core.g, core.st, core.fs, e, now))
+        self._each(lambda e, now: RESUME_NOW.call(core.p, core.g, core.st, core.fs, e, now))
 
     async def install(self, version: int, transfer_s: float, in_flight: bool,
                       recompute: bool = False, drafter: int | None = None) -> None:
@@ -122,13 +128,14 @@ class InFlightCalls:
         if self._busy():
             self._spanned = True
         core = self._core
-        was = self._each(lambda e, now: control.install_begin(
+        was = self._each(lambda e, now: INSTALL_BEGIN.call(
             core.p, core.rq, core.g, core.st, core.fs, core.fh, core.ev_t, core.ev, e, now))
         await sleep(self._heap, transfer_s)
         if self._busy():
             self._spanned = True
         self.version = version
-        self._each(lambda e, now: control.install_end(
+        version, recompute = int(version), bool(recompute)
+        self._each(lambda e, now: INSTALL_END.call(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
             core.ev, core.sp, e, now, version, int(was[e]), recompute))
 
@@ -139,13 +146,9 @@ class InFlightCalls:
         assert resume is not None
         if target <= resume.tokens:
             raise ValueError(f"request {request.id}: nothing left to generate")
-        self._spanned = True
-        core = self._core
-        core._cover(core.n + 1)  # noqa: SLF001  (a request of no served group)
-        ne = int(core.g[G_NE])
-        core.submit_resumed(index, request.priority, request.prompt.tokens, target,
-                            resume.tokens, resume.version_spans)
-        core.g[G_NE] = ne  # its request_submit is the pool's to write (as `lean_submit`)
+        self._spanned = True  # one compiled call, no event: request_submit is the pool's
+        self._core.submit_resumed(index, request.priority, request.prompt.tokens, target,
+                                  resume.tokens, resume.version_spans)
 
     # -- helpers ---------------------------------------------------------------
     def _routed(self, request_ids: Iterable[str]) -> dict[int, list[int]]:
@@ -184,7 +187,7 @@ class InFlightCalls:
         out = []
         for e in range(core.st.shape[0]) if replicas is None else replicas:
             core._begin(e)  # noqa: SLF001  (room; the heap's counter taken)
-            out.append(call(e, heap.now))
+            out.append(call(e, float(heap.now)))
             heap._seq = int(core.g[G_SEQ])  # noqa: SLF001
         self._controlling = True  # a served sample's end goes to `_member_ended`
         try:

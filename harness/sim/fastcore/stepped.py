@@ -43,7 +43,7 @@ from harness.sim.fastcore.control import (
     STOPPED,
     VERSION,
 )
-from harness.sim.fastcore.jit import njit
+from harness.sim.fastcore.jit import Direct, njit
 from harness.sim.fastcore.stepmodel import step_params
 from harness.sim.fastcore.timeline import (
     CUT_ID,
@@ -74,6 +74,7 @@ from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
 
 MAX_BATCH_TABLE = 1 << 16  # a table's coefficients are kept for every batch up to the cap
+OUTCOMES = Direct(control.outcomes)  # its entry point (jit.py): the core's arrays, int64 rows
 
 
 @njit(cache=True)
@@ -364,7 +365,7 @@ class SteppedEngines:
     def outcomes(self, idx: Sequence[int]) -> tuple[np.ndarray, ...]:
         """Ended requests' responses as columns (`control.outcomes`): status (1:
         aborted), tokens, and span rows start[k]:start[k + 1] of (version, tokens)."""
-        return control.outcomes(self.rq, self.sp, np.asarray(idx, dtype=np.int64))
+        return OUTCOMES.call(self.rq, self.sp, np.array(idx, dtype=np.int64))
 
     def outcome(self, i: int) -> tuple[str, int, list[list[int]]]:
         """One ended request's status, tokens and version spans (`Response`'s): what

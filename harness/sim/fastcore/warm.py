@@ -62,7 +62,8 @@ def run_once() -> None:
 
 def run_one_by_one() -> None:
     """The pool's crossing a request at a time (`engine.submit`, verl's synchronous rollout
-    calls it), which a run of slime, served a group at a time, never reaches."""
+    calls it) and a resumed one, which a run of slime, served a group at a time, never
+    reaches."""
     from harness.sim.fastcore.crossing import LeanEngines
     from harness.sim.heap import Heap
 
@@ -72,6 +73,8 @@ def run_one_by_one() -> None:
         lean.sink = lambda: None
         for _ in range(3):
             lean.submit(0, 0, 8, 4)
+        lean.submit_resumed(0, 0, 8, 6, 2, [[0, 2]])  # a resumed one (verl-fully-async's)
+        lean.submit_resumed(0, 0, 8, 6, 2, [[0, 1], [1, 1]])
         heap.run()
 
 
