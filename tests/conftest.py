@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,4 +88,9 @@ def _compiled(item: Any) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
+    """The compiled core's tests last; and none of them may load numba while collected:
+    the live tests that run before them would find llvmlite in sys.modules and fail."""
+    if "llvmlite" in sys.modules:
+        raise pytest.UsageError("a test module imported numba at collection (import the "
+                                "compiled core inside its tests, not at module level)")
     items.sort(key=_compiled)
