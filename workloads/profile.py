@@ -1,18 +1,16 @@
 """Workload profiles: the statistics the simulator draws prompts and responses from.
 
-A profile is a TOML file in `workloads/profiles/`. Each prompt has a latent
-difficulty z ~ N(0, 1) that sets the median response length of its group,
-exp(mu + sigma_between * z), and its pass rate; the K samples of the group
-spread around that median by exp(sigma_within * e). Verification latency is
-log-normal, optionally mixed with a slow tail (`tail_share` of the samples). The group spread is
-smaller than the spread between prompts, and the tail reaches the response
-cap, as the papers report. `mu` is solved so that the mean response length
-after the profile's own cap `max_tokens` equals its `mean_tokens`; a run with
-a lower cap truncates these lengths rather than reshaping them.
+A profile is a TOML file in `workloads/profiles/`. Each prompt has a latent difficulty z ~ N(0, 1)
+that sets the median response length of its group, exp(mu + sigma_between * z), and its pass rate;
+the K samples of the group spread around that median by exp(sigma_within * e). Verification latency
+is log-normal, optionally mixed with a slow tail (`tail_share` of the samples). The group spread is
+smaller than the spread between prompts, and the tail reaches the response cap, as the papers
+report. `mu` is solved so that the mean response length after the profile's own cap `max_tokens`
+equals its `mean_tokens`; a run's lower cap truncates these lengths, not reshapes them.
 
-Draws depend only on (seed, workload, prompt index), never on the order in which a
-system consumes them, so every system sees the same prompts and lengths for a
-given seed: comparisons between systems use common random numbers.
+Draws depend only on (seed, workload, prompt index), never on the order in which a system consumes
+them, so every system sees the same prompts and lengths for a given seed: comparisons between
+systems use common random numbers.
 """
 
 from __future__ import annotations

@@ -1,28 +1,25 @@
 """Per-round metrics, computed from a trace alone.
 
-Any trace that follows the schema (simulated, live, or converted from another
-system's logs) is analysed by the same code. A batch dispatch or an optimizer
-step belongs to the round whose `rollout_start` is the last one before it in the
-trace (`owning_rounds`): events are appended in order, so that is the round
-under way when it happened, even when it shares its time with the next round's
-`rollout_start` (weight sync that takes no time). A batch's training spans go
-with its dispatch; a request belongs to the round named in its `request_submit`.
+Any trace that follows the schema (simulated, live, or converted from another system's logs) is
+analysed by the same code. A batch dispatch or an optimizer step belongs to the round whose
+`rollout_start` is the last one before it in the trace (`owning_rounds`): events are appended in
+order, so that is the round under way when it happened, even when it shares its time with the next
+round's `rollout_start` (weight sync that takes no time). A batch's training spans go with its
+dispatch; a request belongs to the round named in its `request_submit`.
 
 Lower bound (`lower_bound_s`): no schedule of the round's work can end before
 
     max(t_U + C, t_last + c_last)
 
-where t_U is when the first U groups were materialised (U = the size of the
-round's first batch; the trainer cannot start earlier), C is the round's total
-trainer compute, t_last is when the last group was materialised and c_last the
-compute of the batch that holds it (that batch cannot start earlier). Both
-terms come from the same run, so `efficiency` = bound / actual lies in (0, 1]
-and says how much of the trainer's idle time the schedule could still recover.
+where t_U is when the first U groups were materialised (U = the size of the round's first batch;
+the trainer cannot start earlier), C is the round's total trainer compute, t_last is when the last
+group was materialised and c_last the compute of the batch that holds it (that batch cannot start
+earlier). Both terms come from the same run, so `efficiency` = bound / actual lies in (0, 1] and
+says how much of the trainer's idle time the schedule could still recover.
 
-A trace that stops short (an interrupted run: no `run_end`, or one naming an
-error) is read as far as it goes (`metrics_for_traces`): rounds it shows
-finished (`finished_rounds`) get exactly the figures the whole trace would give;
-the others are flagged `incomplete`, with NaN figures.
+A trace that stops short (an interrupted run: no `run_end`, or one naming an error) is read as far
+as it goes (`metrics_for_traces`): rounds it shows finished (`finished_rounds`) get exactly the
+figures the whole trace would give; the others are flagged `incomplete`, with NaN figures.
 """
 
 from __future__ import annotations
