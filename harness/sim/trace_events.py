@@ -32,17 +32,10 @@ class RequestSubmit(msgspec.Struct, gc=False):
     engine: int
 
 
-class RequestSubmitPrompt(msgspec.Struct, gc=False):
-    """`request_submit` of a prompt whose index is not its group's (`prompt_field`)."""
+class RequestSubmitPrompt(RequestSubmit, gc=False):
+    """`request_submit` of a prompt whose index is not its group's (`prompt_field`): the
+    parent's fields, then `prompt` (msgspec encodes a subclass's new fields last)."""
 
-    t: float
-    ev: str
-    round: int
-    group: int
-    sample: int
-    prompt_tokens: int
-    resumed_tokens: int
-    engine: int
     prompt: int
 
 

@@ -159,15 +159,19 @@ class LeanEngines(SteppedEngines):
                                             heap._seq)  # noqa: SLF001
             if b != ROOM:
                 break
-            self.rq = _grown(self.rq, 0, i + 1)
-            st = self.st
-            self.wh = _grown(self.wh, 1, int(st[engine, WSIZE] + st[engine, B]) + 1)
-            need = int(self.g[G_NE]) + 1
-            self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
+            self._room_for(i, engine)
         heap._seq = seq  # noqa: SLF001
         self.n = i + 1
         self._arm_at(b, t, s)
         return i
+
+    def _room_for(self, i: int, engine: int) -> None:
+        """The arrays grown for request `i` on `engine` (a submission answered ROOM)."""
+        self.rq = _grown(self.rq, 0, i + 1)
+        st = self.st
+        self.wh = _grown(self.wh, 1, int(st[engine, WSIZE] + st[engine, B]) + 1)
+        need = int(self.g[G_NE]) + 1
+        self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
 
     def submit_resumed(self, engine: int, priority: int, prompt: int, target: int,
                        resumed: int, spans: Sequence[Sequence[int]]) -> int:
@@ -185,11 +189,7 @@ class LeanEngines(SteppedEngines):
                                              heap._seq)  # noqa: SLF001
             if b != ROOM:
                 break
-            self.rq = _grown(self.rq, 0, i + 1)
-            st = self.st
-            self.wh = _grown(self.wh, 1, int(st[engine, WSIZE] + st[engine, B]) + 1)
-            need = int(self.g[G_NE]) + 1
-            self.ev_t, self.ev = _grown(self.ev_t, 0, need), _grown(self.ev, 0, need)
+            self._room_for(i, engine)
             self.sp = _grown(self.sp, 0, int(self.g[G_NSP]) + len(rows))
         heap._seq = seq  # noqa: SLF001
         self.n = i + 1
