@@ -62,9 +62,10 @@ def test_weight_sync_part_by_hand(tmp_path: Path) -> None:
     line = sim_parts.weight_sync_part(tmp_path)
     # the transfer model (#35) on the 12 declared fit rows and the 8 held out: medians and
     # worsts as weight_sync.md's table gives them (tests/test_weight_sync_fit.py checks the
-    # split; the per-row values are in weight_sync.md)
+    # split; the per-row values are in weight_sync.md): the worst, skyrl #161 per tensor,
+    # 4.4 s measured for 0.284 s predicted, 4.4 / 0.284261 - 1 = 1448%
     assert line == ("weight_sync.md: transfer model, 12 fit rows median 10% worst 28%; "
-                    "8 held out median 257% worst 1452%\n")
+                    "8 held out median 257% worst 1448%\n")
     assert (tmp_path / "weight_sync.md").read_text().startswith(
         "## Weight synchronisation: the transfer model against published sync times")
 
