@@ -81,6 +81,19 @@ def _aborts(compiled: bool, tmp_path: Path) -> tuple[list[Any], list[Any], list[
     return writer.events(), got, log
 
 
+def _both_paths(config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                engine_pools: list[str]) -> bytes:
+    """The run on the compiled pool, then forced onto the Python one: the same bytes (the
+    core's trace returned)."""
+    execute(config(), tmp_path / "core.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(), tmp_path / "python.jsonl")
+    assert engine_pools == ["CorePool", "EnginePool"]
+    core = (tmp_path / "core.jsonl").read_bytes()
+    assert core == (tmp_path / "python.jsonl").read_bytes()
+    return core
+
+
 def test_an_abort_of_some_requests_in_flight_as_enginepool(tmp_path: Path) -> None:
     events, got, log = _aborts(True, tmp_path)
     assert (events, got, log) == _aborts(False, tmp_path)
@@ -150,12 +163,7 @@ def test_a_served_group_aborted_in_part_is_handed_back(
         cfg.sim.rollout_engines, cfg.sim.mem_fraction = 2, 0.1
         return cfg.validate()
 
-    execute(config(), tmp_path / "core.jsonl")
-    monkeypatch.setenv(FORCE_PYTHON, "1")
-    execute(config(), tmp_path / "python.jsonl")
-    assert engine_pools == ["CorePool", "EnginePool"]
-    core = (tmp_path / "core.jsonl").read_bytes()
-    assert core == (tmp_path / "python.jsonl").read_bytes()
+    core = _both_paths(config, tmp_path, monkeypatch, engine_pools)
     events = [json.loads(line) for line in core.splitlines()]
     aborted = {(e["group"], e["sample"]) for e in events
                if e["ev"] == "request_finish" and e["status"] == "aborted"}
@@ -186,12 +194,7 @@ def test_the_systems_that_abort_in_flight_the_same_on_both_paths(
         s.rollout_engines, s.mem_fraction, s.dispatch, s.placement = 3, 0.1, dispatch, placement
         return cfg.validate()
 
-    execute(config(), tmp_path / "core.jsonl")
-    monkeypatch.setenv(FORCE_PYTHON, "1")
-    execute(config(), tmp_path / "python.jsonl")
-    assert engine_pools == ["CorePool", "EnginePool"]
-    core = (tmp_path / "core.jsonl").read_bytes()
-    assert core == (tmp_path / "python.jsonl").read_bytes()
+    core = _both_paths(config, tmp_path, monkeypatch, engine_pools)
     assert core.count(b'"status":"aborted"') > 20
     assert core.count(b'"resumed_tokens":0') < core.count(b'"request_submit"')
     assert b'"request_preempt"' in core
