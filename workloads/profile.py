@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.runtime import Prompt
+from workloads import streams
 from workloads.profile_schema import check_keys, check_values
 
 
@@ -178,19 +179,14 @@ class SimWorkload:
     def draw(self, index: int) -> Prompt:
         """Prompt `index` drawn from its own random stream (what `prompt` keeps)."""
         pr = self.profile
-        rng = np.random.default_rng([self._seed, self._stream, index])
+        entropy = (self._seed, self._stream, index)
+        rng = streams.rng(*entropy)
         z, zp = rng.standard_normal(2)
         # Clipped with min/max, not np.clip: the same int, without numpy's per-call cost.
         tokens = int(min(max(round(math.exp(pr.prompt_mu_log + pr.prompt_sigma_log * zp)),
                              pr.prompt_min), pr.prompt_max))
         lengths, rewards, verify = self._samples(rng, z, self._k)
-
-        @functools.cache  # asked again at each stage of the sample's life: drawn once
-        def extra(i: int) -> tuple[int, float, float]:
-            more = self._samples(np.random.default_rng([self._seed, self._stream, index, i]),
-                                 z, 1)
-            return more[0][0], more[1][0], more[2][0]
-
+        extra = streams.Extra(self._samples, entropy, z)
         hidden = Hidden(lengths, rewards, verify, pr.verifier_kind, extra)
         return Prompt(index=index, tokens=tokens, hidden=hidden)
 
@@ -211,8 +207,9 @@ class SimWorkload:
             tail = np.exp(mu_t + pr.tail_sigma * rng.standard_normal(k))
             verify = np.where(slow, tail, verify)
             rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
+        # np.round(verify, 6) as numpy computes it (x 1e6, rint, / 1e6), less its dispatch
         return (tuple(lengths.tolist()), tuple(rewards.tolist()),
-                tuple(np.round(verify, 6).tolist()))
+                tuple((np.rint(verify * 1e6) / 1e6).tolist()))
 
 
 @dataclass(frozen=True)
@@ -266,7 +263,7 @@ class MixtureWorkload:
         return _kept((self.identity, self._seed, self._k, index), self._draw, index)
 
     def _draw(self, index: int) -> Prompt:
-        u = np.random.default_rng([self._seed, self._stream, index]).random()
+        u = streams.rng(self._seed, self._stream, index).random()
         part = bisect.bisect_right(self._cum, u)  # numpy's searchsorted, side="right"
         return self._parts[min(part, len(self._parts) - 1)].prompt(index)
 
