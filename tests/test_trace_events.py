@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import asdict
 
 from harness.sim import trace_events as te
 from harness.sim.trace_buffer import BufferedTraceWriter
@@ -71,3 +72,31 @@ def test_held_structs_are_handed_as_dicts(tmp_path: Path) -> None:
     assert [list(e) for e in got] == [list(e) for e in written.events()]  # key order
     assert type(got[0]["t"]) is int
     written.close()
+
+
+@pytest.mark.parametrize("written", [True, False])
+def test_both_makers_make_the_same_events(tmp_path: Path, written: bool) -> None:
+    """`Makers.of(False)` (a memory-only run's dicts) makes, call for call, what the
+    Structs of `Makers.of(True)` encode as: the same keys in the same order and the same
+    lines, held or written."""
+    made: dict[bool, list[Any]] = {}
+    for dicts_or_structs in (True, False):
+        make = te.Makers.of(dicts_or_structs)
+        by_class = {te.RequestSubmit: make.submit, te.RequestSubmitPrompt: make.submit_prompt,
+                    te.RequestAdmit: make.admit, te.RequestPreempt: make.preempt,
+                    te.RequestRequeue: make.requeue, te.RequestFinish: make.finish}
+        made[dicts_or_structs] = [by_class[cls](t, ev, *fields.values())
+                                  for cls, t, ev, fields in EVENTS]
+        assert [make.time(e) for e in made[dicts_or_structs]] == [t for _, t, _, _ in EVENTS]
+    assert all(type(e) is dict for e in made[False])
+    assert [list(e) for e in made[False]] == [list(asdict(s)) for s in made[True]]
+    writers = {}
+    for kind, events in made.items():
+        writer = BufferedTraceWriter(tmp_path / f"{kind}.jsonl", lambda: 0.0, write=written)
+        writer.record_many([te.Makers.of(kind).time(e) for e in events], events)
+        writers[kind] = writer
+    assert writers[True].events() == writers[False].events()
+    if written:
+        for writer in writers.values():
+            writer.close()
+        assert (tmp_path / "True.jsonl").read_bytes() == (tmp_path / "False.jsonl").read_bytes()

@@ -114,6 +114,7 @@ class BufferedTraceWriter(TraceWriter):
         are dropped as they come, neither kept nor encoded (AReaL's readers ask for 2 of
         a run's 20 kinds, and none of the three a request emits)."""
         self.path, self._clock = Path(path), clock
+        self.written = write  # (a memory-only run's callers may hand dicts, not Structs)
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
         self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 from heapq import heappush
-from operator import attrgetter
 from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, Request, Response
@@ -46,16 +45,7 @@ from harness.sim.fastcore.timeline import (
 from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.placement import LeastLoaded
-from harness.sim.trace_events import (
-    RequestAdmit,
-    RequestFinish,
-    RequestPreempt,
-    RequestRequeue,
-    RequestSubmit,
-    RequestSubmitPrompt,
-)
-
-_TIME = attrgetter("t")  # an event's time: the float object `record_many` is handed
+from harness.sim.trace_events import Makers
 
 FEW = 4  # `_outcomes` reads this many responses or fewer one by one (`outcome`)
 
@@ -85,6 +75,8 @@ class CorePool(InFlightCalls):
         self._held: dict[int, list[int]] = {}
         self._queue = heap._queue  # noqa: SLF001  (the returns: entries with their own seq)
         self._record_many = writer.record_many
+        # a request's events as Structs, or as dicts where the run is held in memory
+        self._make = Makers.of(getattr(writer, "written", True))
         self._keep_submit = writer.keeps("request_submit")
         self._kept = tuple(writer.keeps(kind) for kind in (
             "request_admit", "request_preempt", "request_finish"))
@@ -150,6 +142,7 @@ class CorePool(InFlightCalls):
             return
         router, target_of, live = self._router, self._target_tokens, self._live
         groups, samples, keep = self._groups, self._samples, self._keep_submit
+        submit, submit_prompt = self._make.submit, self._make.submit_prompt
         now = self._heap.now
         engines: list[int] = []
         targets: list[int] = []
@@ -169,10 +162,10 @@ class CorePool(InFlightCalls):
             samples.append(sample)
             if keep:
                 events.append(
-                    RequestSubmit(now, "request_submit", request.round, group, sample,
-                                  prompt.tokens, 0, index) if prompt.index == group
-                    else RequestSubmitPrompt(now, "request_submit", request.round, group,
-                                             sample, prompt.tokens, 0, index, prompt.index))
+                    submit(now, "request_submit", request.round, group, sample,
+                           prompt.tokens, 0, index) if prompt.index == group
+                    else submit_prompt(now, "request_submit", request.round, group, sample,
+                                       prompt.tokens, 0, index, prompt.index))
         self._core.submit_many(engines, [r.priority for r in requests],
                                [r.prompt.tokens for r in requests], targets)
         if events:
@@ -247,21 +240,23 @@ class CorePool(InFlightCalls):
         # (inflight.py) read from the core once spans may differ, and in a call (an abort)
         ended = self._outcomes(rows) if self._spanned or controlling else None
         keep_admit, keep_preempt, keep_finish = self._kept
+        make = self._make
+        admit, preempt, requeue, finish = make.admit, make.preempt, make.requeue, make.finish
         kept: list[Any] = []
         keep = kept.append
         for t, (kind, i, engine, value, seq) in zip(times, rows, strict=True):
             if kind == ADMIT:  # (request_submit: written by `submit_then`)
                 if keep_admit:
-                    keep(RequestAdmit(t, "request_admit", groups[i], samples[i], engine))
+                    keep(admit(t, "request_admit", groups[i], samples[i], engine))
             elif kind == PREEMPT:
                 if value == RECOMPUTE:  # an install's requeue: `install_end`'s event
                     if keep_preempt:
-                        keep(RequestRequeue(t, "request_preempt", groups[i], samples[i],
+                        keep(requeue(t, "request_preempt", groups[i], samples[i],
                                             "recompute"))
                     continue
                 self._preemptions += 1
                 if keep_preempt:
-                    keep(RequestPreempt(t, "request_preempt", groups[i], samples[i]))
+                    keep(preempt(t, "request_preempt", groups[i], samples[i]))
             elif kind == HELD or kind == FINISH:
                 slot = live[i]
                 req = slot[0]  # type: ignore[index]
@@ -280,7 +275,7 @@ class CorePool(InFlightCalls):
                     slot[3] = response  # type: ignore[index]
                     heappush(queue, [t, seq, last if gs >= 0 else back, (i,)])
                 if keep_finish:
-                    keep(RequestFinish(t, "request_finish", groups[i], samples[i], value, status,
+                    keep(finish(t, "request_finish", groups[i], samples[i], value, status,
                                        [spans[0][0], spans[-1][0]] if spans else [], spans))
             elif kind == RETURNED:  # a return the core took: the replica back to the router
                 give_back(live[i][2])  # type: ignore[index]
@@ -289,7 +284,7 @@ class CorePool(InFlightCalls):
                 if service.on_response is not None:
                     self._tell(service, samples[i], t)
         if kept:
-            self._record_many(list(map(_TIME, kept)), kept)
+            self._record_many(list(map(make.time, kept)), kept)
 
     def _outcomes(self, rows: list[list[int]]) -> Iterator[tuple[str, int, list[list[int]]]]:
         """The (status, tokens, spans) of each request these events end, in order, read
