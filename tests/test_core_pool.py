@@ -379,3 +379,41 @@ def test_the_runtime_and_the_cli_load_no_numba() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("system", ["slime", "verl-fully-async"])
+def test_a_run_that_keeps_no_admission_has_the_core_write_none(
+        system: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory-only run whose reader names no `request_admit` (a reproduction's) gets the
+    same events of its kinds, preemptions counted alike, while the core writes no
+    admission for Python to skip (`G_QUIET`); a written run's core writes them all."""
+    from harness.sim.fastcore.pool import CorePool
+    from harness.sim.fastcore.timeline import ADMIT, G_NE, PREEMPT
+
+    kinds: list[set[int]] = []
+    forward = CorePool._forward  # noqa: SLF001
+
+    def seen(self: Any) -> None:
+        core = self._core  # noqa: SLF001
+        kinds[-1].update(core.ev[:int(core.g[G_NE]), 0].tolist())
+        forward(self)
+
+    monkeypatch.setattr(CorePool, "_forward", seen)
+    cfg = RunConfig(system=system, workload="lsat-ar", groups=12, update_groups=2, rounds=2,
+                    group_size=4, seed=5)
+    cfg.sim.rollout_engines, cfg.sim.mem_fraction = 3, 0.1
+    cfg = cfg.validate()
+    wanted = frozenset({"request_submit", "request_preempt", "request_finish", "run_end"})
+
+    def reader(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return events
+
+    reader.kinds = wanted  # type: ignore[attr-defined]
+    kinds.append(set())
+    quiet = execute(cfg, tmp_path / "quiet.jsonl", reader, write=False)
+    kinds.append(set())
+    written = [e for e in execute(cfg, tmp_path / "all.jsonl", lambda events: events)
+               if e["ev"] in wanted]
+    assert quiet == written
+    assert ADMIT not in kinds[0] and PREEMPT in kinds[0] and ADMIT in kinds[1]
+    assert quiet[-1]["preemptions"] > 0

@@ -43,7 +43,7 @@ from harness.sim.fastcore.timeline import (
     FINISH,
     FSIZE,
     G0,
-    G_CALLER,
+    G_QUIET,
     G_SEQ,
     GEN0,
     N_ST,
@@ -84,7 +84,7 @@ PAUSED, VERSION, DRAINING = range(N_ST, N_ST + 3)
 ST_COLS = N_ST + 3
 GOING, STOPPED, DRAIN = 0, 1, 2  # PAUSED: `SimEngine._paused` False, True, "drain"
 G_NSP = 2  # the pool's: span rows used (row 0 is none: a zeroed row has none)
-G_COLS = G_CALLER + 1  # and timeline.py's (the GPU share's three after it)
+G_COLS = G_QUIET + 1  # and timeline.py's
 RECOMPUTE = 1  # a preemption's value when `install_end` recomputes (else 0)
 MODES = {"keep": 0, "abort": 1, "drain": 0}  # `pause_now`'s: a drain is paused as a keep
 

@@ -37,6 +37,7 @@ from harness.sim.fastcore.timeline import (
     CTX_BASE,
     FINISH,
     G_NE,
+    G_QUIET,
     PREEMPT,
     STEPS,
     WSIZE,
@@ -80,6 +81,7 @@ class CorePool(InFlightCalls):
         self._keep_submit = writer.keeps("request_submit")
         self._kept = tuple(writer.keeps(kind) for kind in (
             "request_admit", "request_preempt", "request_finish"))
+        self._core.g[G_QUIET] = not self._kept[0]  # the core writes no admission then
         # per core index: [request, done, replica, response (set at its end)]; None once
         # returned
         self._live: list[list[Any] | None] = []

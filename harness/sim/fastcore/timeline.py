@@ -45,6 +45,9 @@ N_ST = 17
 # (control.py's G_NSP is 2) the GPU share: who holds the GPUs, and the call `_plan` left
 # for Python (`GpuShare.engine_wants` or `engine_idle`) and the replica that made it
 G_SEQ, G_NE, G_SHARE, G_CALL, G_CALLER = 0, 1, 3, 4, 5
+# 1: no admission is written to `ev` (the pool's trace keeps none: a memory-only run's,
+# a reproduction's), so Python is handed only events it acts on or keeps
+G_QUIET = 6
 NO_SHARE, ENGINE_HOLDS, TRAINER_HOLDS = 0, 1, 2  # G_SHARE ("switching": the trainer's)
 WANTS, IDLE = 1, 2  # G_CALL (0: none)
 # engine floats (fs)
@@ -92,6 +95,8 @@ def _pop(h: Arr, size: int) -> int:
 
 @njit(cache=True)
 def _emit(g: Arr, st: Arr, fs: Arr, ev_t: Arr, ev: Arr, kind: int, i: int, value: int) -> None:
+    if kind == ADMIT and g[G_QUIET]:
+        return
     ne = g[G_NE]
     ev_t[ne] = fs[NOW]
     ev[ne, 0], ev[ne, 1], ev[ne, 2], ev[ne, 3] = kind, i, st[ENGINE], value
@@ -309,7 +314,7 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
     rs = np.empty((most + 16, 2), dtype=np.int64)
     st = np.zeros(N_ST, dtype=np.int64)
     fs = np.zeros(4, dtype=np.float64)
-    g = np.zeros(G_CALLER + 1, dtype=np.int64)
+    g = np.zeros(G_QUIET + 1, dtype=np.int64)  # (G_QUIET 0: every event written)
     for e in range(bounds.shape[0] - 1):
         lo, hi = bounds[e], bounds[e + 1]
         count = hi - lo
