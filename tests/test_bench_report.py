@@ -5,6 +5,10 @@ form (harness/studies/bench)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -114,3 +118,27 @@ def test_bad_input_is_one_line_before_any_work(argv, env, says, monkeypatch, cap
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {says}") and err.count("\n") == 1
+
+
+def test_the_base_tree_is_warmed_only_where_it_has_a_core(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`trees.warm` compiles a tree's engine core before anything is timed (its module,
+    with the tree on the path); a tree without one is left alone, a failing warm said."""
+    from harness.studies.bench import trees
+
+    calls: list[tuple[list[str], Path, str]] = []
+
+    def run(args: list[str], cwd: Path, env: dict[str, str], **_: Any) -> Any:
+        calls.append((args, cwd, env["PYTHONPATH"]))
+        return subprocess.CompletedProcess(args, 1, "", "Traceback\nSomeError: no")
+
+    monkeypatch.setattr(trees.subprocess, "run", run)
+    trees.warm(tmp_path)  # no harness/sim/fastcore/warm.py
+    assert calls == []
+    (tmp_path / "harness" / "sim" / "fastcore").mkdir(parents=True)
+    (tmp_path / "harness" / "sim" / "fastcore" / "warm.py").write_text("")
+    trees.warm(tmp_path)
+    assert calls == [([sys.executable, "-m", "harness.sim.fastcore.warm"], tmp_path,
+                      str(tmp_path))]
+    assert "warm failed (SomeError: no); timed as it is" in capsys.readouterr().err

@@ -100,9 +100,28 @@ def base_worktree(root: Path) -> Iterator[Tree]:
         path = Path(tmp) / "base"
         _git(root, "worktree", "add", "--detach", "--quiet", str(path), rev)
         try:
+            warm(path)
             yield Tree(path, f"base {rev[:9]}")
         finally:
             _git(root, "worktree", "remove", "--force", str(path))
+
+
+def warm(root: Path) -> None:
+    """Compile a tree's engine core into its own cache before anything is timed, as `make
+    setup` does for this tree: a fresh worktree's cache is empty, and a probe's warm-up
+    run does not reach every compiled function (the base's first verl-async repeat took
+    2-2.5x as long, compiling inside the timed region). A tree without the core (before
+    fastcore) or its warm module has nothing to compile; one whose warm fails is said and
+    timed as it is (its warm-up run then compiles what it reaches)."""
+    if not (root / "harness" / "sim" / "fastcore" / "warm.py").exists():
+        return
+    print("bench: compiling the base tree's engine core (once, untimed)", file=sys.stderr)
+    proc = subprocess.run([sys.executable, "-m", "harness.sim.fastcore.warm"], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"bench: the base tree's warm failed ({last}); timed as it is", file=sys.stderr)
 
 
 def differing_files(a: Path, b: Path, skip: set[str]) -> list[str]:
