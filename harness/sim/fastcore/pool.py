@@ -254,7 +254,7 @@ class CorePool(InFlightCalls):
                 if value == RECOMPUTE:  # an install's requeue: `install_end`'s event
                     if keep_preempt:
                         keep(requeue(t, "request_preempt", groups[i], samples[i],
-                                            "recompute"))
+                                     "recompute"))
                     continue
                 self._preemptions += 1
                 if keep_preempt:
@@ -278,7 +278,7 @@ class CorePool(InFlightCalls):
                     heappush(queue, [t, seq, last if gs >= 0 else back, (i,)])
                 if keep_finish:
                     keep(finish(t, "request_finish", groups[i], samples[i], value, status,
-                                       [spans[0][0], spans[-1][0]] if spans else [], spans))
+                                [spans[0][0], spans[-1][0]] if spans else [], spans))
             elif kind == RETURNED:  # a return the core took: the replica back to the router
                 give_back(live[i][2])  # type: ignore[index]
                 live[i] = None
