@@ -8,7 +8,6 @@ import json
 import math
 
 import pytest
-from scipy.optimize import least_squares
 
 from harness.sim import weight_sync as ws
 from harness.sim.presets import load_model, shipped_config
@@ -46,46 +45,24 @@ def test_the_committed_constants_are_the_fits() -> None:
 def test_the_fit_stops_where_a_tighter_one_does() -> None:
     """The committed digits do not hang on where least_squares chose to stop."""
     rows = wf.split(wf.read())[0]
-    transfers, measured = [r.transfer() for r in rows], [r.seconds for r in rows]
-
-    def residuals(x: object) -> list[float]:
-        k = wf.constants(x)
-        return [math.log(ws.seconds(t, k) / m) for t, m in zip(transfers, measured, strict=True)]
-
-    tight = least_squares(residuals, [wf.START[i] for i in wf.FREE], x_scale="jac",
-                          bounds=([wf.LOWER[i] for i in wf.FREE], [wf.UPPER[i] for i in wf.FREE]),
-                          xtol=1e-15, ftol=1e-15, gtol=1e-15)
-    fitted, best = wf.fit(rows), wf.constants(tight.x)
+    fitted, best = wf.fit(rows), wf.fit(rows, xtol=1e-15, ftol=1e-15, gtol=1e-15)
     for name in wf.NAMES:
         assert getattr(fitted, name) == pytest.approx(getattr(best, name), rel=1e-3), name
+
+
+def _cost(rows: list[wf.Row], k: ws.Constants) -> float:
+    return sum(math.log(ws.seconds(r.transfer(), k) / r.seconds) ** 2 for r in rows)
 
 
 def test_the_pinned_constant_is_one_the_fit_rows_leave_free() -> None:
     """Why eff_ipc is a prior: refitted with it anywhere in its bounds, the fit rows' cost is
     the same, so the rows cannot choose it; a constant they do set (c_tensor) is not free."""
     rows = wf.split(wf.read())[0]
-    transfers, measured = [r.transfer() for r in rows], [r.seconds for r in rows]
-
-    def cost(k: ws.Constants) -> float:
-        return sum(math.log(ws.seconds(t, k) / m) ** 2 for t, m in zip(transfers, measured,
-                                                                     strict=True))
-
-    base = cost(wf.fit(rows))
+    base = _cost(rows, wf.fit(rows))
     for share in (0.05, 0.2, 1.0):
-        pinned = dict(wf.PINNED, eff_ipc=share)
-        free = [i for i, n in enumerate(wf.NAMES) if n not in pinned]
-
-        def residuals(x: object, free: list[int] = free, pinned: dict = pinned) -> list[float]:
-            k = ws.Constants(**{**pinned, **{wf.NAMES[i]: float(v)
-                                             for i, v in zip(free, x, strict=True)}})
-            return [math.log(ws.seconds(t, k) / m)
-                    for t, m in zip(transfers, measured, strict=True)]
-
-        result = least_squares(residuals, [wf.START[i] for i in free], x_scale="jac",
-                               bounds=([wf.LOWER[i] for i in free], [wf.UPPER[i] for i in free]))
-        assert 2 * result.cost == pytest.approx(base, rel=1e-6), share
+        assert _cost(rows, wf.fit(rows, {"eff_ipc": share})) == pytest.approx(base, rel=1e-6)
     moved = dataclasses.replace(ws.FITTED, c_tensor=2 * ws.FITTED.c_tensor)
-    assert cost(moved) > 1.5 * base
+    assert _cost(rows, moved) > 1.5 * base
 
 
 def test_a_missing_declared_row_is_refused() -> None:

@@ -123,29 +123,24 @@ def split(rows: list[Row]) -> tuple[list[Row], list[Row], list[Row]]:
         r for r in rows if r.why_unscored() is not None]
 
 
-FREE = tuple(i for i, n in enumerate(NAMES) if n not in PINNED)
-
-
-def constants(x: Any) -> Constants:
-    """The constants from the free ones' values (`FREE`'s order) and the pinned."""
-    free = dict(zip((NAMES[i] for i in FREE), (float(v) for v in x), strict=True))
-    return Constants(**{n: free.get(n, PINNED.get(n, 0.0)) for n in NAMES})
-
-
-def fit(rows: list[Row]) -> Constants:
-    """Least squares on log(predicted / measured) over `rows` (the declared fit rows)."""
+def fit(rows: list[Row], pinned: dict[str, float] = PINNED, **options: Any) -> Constants:
+    """Least squares on log(predicted / measured) over `rows` (the declared fit rows), the
+    `pinned` constants held at their values; `options` go to least_squares (its
+    tolerances: a test runs it to 1e-15)."""
     transfers = [r.transfer() for r in rows]
     measured = np.log([r.seconds for r in rows])
+    free = [i for i, name in enumerate(NAMES) if name not in pinned]
+
+    def constants(x: Any) -> Constants:
+        return Constants(**pinned, **{NAMES[i]: float(v) for i, v in zip(free, x, strict=True)})
 
     def residuals(x: Any) -> Any:
         k = constants(x)
         return np.log([seconds(t, k) for t in transfers]) - measured
 
-    def free(values: tuple[float, ...]) -> list[float]:
-        return [values[i] for i in FREE]
-
-    result = least_squares(residuals, free(START), bounds=(free(LOWER), free(UPPER)),
-                           x_scale="jac")
+    result = least_squares(residuals, [START[i] for i in free], x_scale="jac",
+                           bounds=([LOWER[i] for i in free], [UPPER[i] for i in free]),
+                           **options)
     return constants(result.x)
 
 
