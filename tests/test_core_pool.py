@@ -263,38 +263,6 @@ def _result(coro: Any) -> Any:
     return stop.value.value
 
 
-def test_record_at_writes_what_record_writes_at_that_clock(tmp_path: Path) -> None:
-    now = [0.0]
-    a = BufferedTraceWriter(tmp_path / "a.jsonl", lambda: now[0])
-    b = BufferedTraceWriter(tmp_path / "b.jsonl", lambda: 0.0)
-    for t in (0.1 + 0.2, 1 / 3, 2.0000005, 1234567.8901234):
-        now[0] = t
-        a.record("request_admit", group=1, sample=2, engine=0)
-        b.record_at(t, "request_admit", group=1, sample=2, engine=0)
-    a.close()
-    b.close()
-    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    assert b"0.3," in (tmp_path / "b.jsonl").read_bytes()  # rounded to 6 decimals
-
-
-def test_record_many_packs_at_the_same_events_as_one_at_a_time(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(BufferedTraceWriter, "PACK", 4)  # a frame every 4 events
-    one = BufferedTraceWriter(tmp_path / "one.jsonl.zst", lambda: 0.0)
-    many = BufferedTraceWriter(tmp_path / "many.jsonl.zst", lambda: 0.0)
-    times = [k / 7 for k in range(11)]
-    for t in times:
-        one.record_at(t, "request_admit", group=1, sample=2, engine=0)
-    for lo in range(0, 11, 3):  # 3, 3, 3, 2: across the frames' edges
-        chunk = times[lo:lo + 3]
-        many.record_many(chunk, [{"t": t, "ev": "request_admit", "group": 1, "sample": 2,
-                                  "engine": 0} for t in chunk])
-    assert len(many._frames) == len(one._frames) == 2  # 4 + 4 packed, 3 in the tail
-    one.close()
-    many.close()
-    assert (tmp_path / "one.jsonl.zst").read_bytes() == (tmp_path / "many.jsonl.zst").read_bytes()
-
-
 @pytest.mark.parametrize(("system", "dispatch"), [
     ("slime", "least-loaded"), ("cgp", "round-robin"), ("verl", "static"),
     ("cgp-fgd", "least-loaded"), ("verl-one-step-off", "round-robin")])
