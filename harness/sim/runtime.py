@@ -206,6 +206,11 @@ class SimRuntime(RunnerBase):
         a time on each pass (a large run's metrics: see `BufferedTraceWriter.replay`)."""
         return self._writer.replay(kinds)  # type: ignore[attr-defined]
 
+    def release(self) -> None:
+        """Let go of the run's kept events once they are read (`BufferedTraceWriter.
+        release`): freed now by reference counting, not later by the cyclic collector."""
+        self._writer.release()  # type: ignore[attr-defined]
+
     def recorded(self) -> int:
         """How many events the run has recorded so far."""
         return self._writer.recorded()  # type: ignore[attr-defined]

@@ -312,6 +312,15 @@ class BufferedTraceWriter(TraceWriter):
         of dicts, not the run's millions (2 GB at 1M requests)."""
         return EventFrames(self, kinds)
 
+    def release(self) -> None:
+        """Let go of the events kept in memory (after the last read of them). The writer
+        sits in the run's cycles (the heap's entries hold its callers), so whatever it
+        holds would wait for the cyclic collector, which walks every object once more
+        before freeing it: dropped here, reference counting frees them at once."""
+        self._frames, self._dicts, self._sizes = [], [], []
+        self._times, self._events = [], []
+        self._kind_ids = array("H")
+
     def close(self) -> None:
         """Write the events not yet written (the tail not packed), then close the file
         (once). An empty run leaves an empty file, as one that never started."""

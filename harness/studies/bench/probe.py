@@ -75,6 +75,8 @@ def counted_runs(counts: list[int], write: bool | None = None) -> Iterator[None]
 
         if kinds is not None:
             counting.kinds = frozenset(kinds) | {"request_submit"}  # type: ignore[attr-defined]
+        if getattr(reader, "also", None) is not None:  # kinds of some runs only (`reads`)
+            counting.also = reader.also  # type: ignore[attr-defined,union-attr]
         if write is not None:
             kwargs["write"] = write
         return original(cfg, path, counting, *args, **kwargs)
