@@ -59,7 +59,8 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 os.environ.setdefault("ROLLOUTBENCH_PYTHON_ENGINES", "1")
 COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_fastcore_direct.py",
                  "test_core_pool.py", "test_core_pool_abort.py", "test_core_share.py",
-                 "test_trace_held.py", "test_reproduce_preload.py")
+                 "test_trace_held.py", "test_reproduce_preload.py",
+                 "test_rounds_tap.py")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.core.config import RunConfig
-from harness.core.metrics import ROUND_METRIC_EVENTS, round_metrics
+from harness.core.metrics import ROUND_METRIC_EVENTS, RoundMetrics, round_metrics
 from harness.core.trace import read_trace
 from harness.shared.defaults import resolve_defaults
 
@@ -59,10 +59,18 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
     collector back on: the collector's first pass walks every young object still alive,
     and with the run's millions alive that pass cost 9% of RolloutPipe's grid. `kinds`:
     what `reader` reads of this run (`reader_kinds`)."""
+    metrics = None
+    if reader is None and runtime.written:  # made as the run goes: no second decode
+        metrics = RoundMetrics()
+        runtime.tap(metrics.feed, ROUND_METRIC_EVENTS)
     runtime.run(system)
+    if metrics is not None:
+        runtime.flush()  # the last events to the metrics
     if reader is not None:
         out = reader(runtime.events(kinds))
-    elif runtime.recorded() < STREAM_EVENTS:
+    elif metrics is not None and not metrics.crosses:
+        out = metrics.rows()
+    elif runtime.recorded() < STREAM_EVENTS:  # (a streaming run's rows need its events)
         out = round_metrics(runtime.events(ROUND_METRIC_EVENTS))
     else:  # a large run: decoded a frame at a time on each of the metrics' passes, not
         # all held at once (2.1 -> about 0.4 GB at 1M requests, for a second decode)

@@ -206,6 +206,20 @@ class SimRuntime(RunnerBase):
         a time on each pass (a large run's metrics: see `BufferedTraceWriter.replay`)."""
         return self._writer.replay(kinds)  # type: ignore[attr-defined]
 
+    @property
+    def written(self) -> bool:
+        """Whether the run writes its trace (else its events are kept in memory only)."""
+        return self._write_trace
+
+    def tap(self, feed: Callable[[list[dict[str, Any]]], None], kinds: Collection[str]
+            ) -> None:
+        """`feed` gets the run's events of `kinds` as they are packed
+        (`BufferedTraceWriter.tap`); `flush` hands it the last of them."""
+        self._writer.tap(feed, kinds)  # type: ignore[attr-defined]
+
+    def flush(self) -> None:
+        self._writer.flush()  # type: ignore[attr-defined]
+
     def release(self) -> None:
         """Let go of the run's kept events once they are read (`BufferedTraceWriter.
         release`): freed now by reference counting, not later by the cyclic collector."""

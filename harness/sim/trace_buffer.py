@@ -130,6 +130,9 @@ class BufferedTraceWriter(TraceWriter):
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
         self._raw = np.zeros(0, dtype=bool)  # per kind id: held as recorded (`RAW`)
+        self._tap: Callable[[list[dict[str, Any]]], None] | None = None  # (`tap`)
+        self._tap_kinds: frozenset[str] = frozenset()
+        self._tapped = np.zeros(0, dtype=bool)  # per kind id: handed to the tap
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
         self._keep: frozenset[str] | None = None
@@ -230,8 +233,12 @@ class BufferedTraceWriter(TraceWriter):
             self._kind_names.append(kind)
         if new:
             self._raw = np.array([k in RAW for k in self._kind_names], dtype=bool)
+            self._tapped = np.array([k in self._tap_kinds for k in self._kind_names],
+                                    dtype=bool)
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
         self._times, self._events = [], []
+        if self._tap is not None:
+            self._feed(events)
         self._sizes.append(len(events))
         hold = len(events) <= self._held
         if hold:  # held, no lines (only a memory-only run holds)
@@ -266,6 +273,39 @@ class BufferedTraceWriter(TraceWriter):
             for i, event in zip(others, decoded, strict=True):
                 events[i] = event
         return events
+
+    def tap(self, feed: Callable[[list[dict[str, Any]]], None], kinds: Collection[str]
+            ) -> None:
+        """Hand `feed` the events of `kinds`, as a reader decodes them, a pack at a time
+        as the packs are made (in order; the last at `close` or `flush`): a run's round
+        metrics made as it goes (harness/core/rounds.py), not from a second decode of
+        its trace. Set before the first pack."""
+        if self._kind_ids:
+            raise RuntimeError("tap the trace before its first pack")
+        self._tap, self._tap_kinds = feed, frozenset(kinds)
+        self._tapped = np.array([k in self._tap_kinds for k in self._kind_names], dtype=bool)
+
+    def _feed(self, events: list[Any]) -> None:
+        """The tap's part of a pack just made (`events`, their times rounded): of the
+        `RAW` kinds as they are (a Struct as its dict), the others encoded and decoded,
+        as `_settle` makes them (neither changes `events`)."""
+        ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
+        picked = np.flatnonzero(self._tapped[ids])
+        cooked = np.flatnonzero(~self._raw[ids[picked]]).tolist()
+        del ids  # the array grows again at the next pack
+        if not len(picked):
+            return
+        read = [event if type(event) is dict else asdict(event)
+                for event in map(events.__getitem__, picked.tolist())]
+        if cooked:
+            decoded = _decoder.decode(_encoder.encode([read[k] for k in cooked]))
+            for k, event in zip(cooked, decoded, strict=True):
+                read[k] = event
+        self._tap(read)
+
+    def flush(self) -> None:
+        """Pack the tail now (the tap fed it), without closing."""
+        self._pack()
 
     def _frame(self, lines: bytes) -> bytes:
         """`lines` as one zstd frame, of its own size (zstd's holds the bound)."""

@@ -7,11 +7,13 @@ runner's `pool.run_one`, `execute`). Imports and a small warm-up run come before
 clock starts: what is timed is the simulation, not loading the code. Each probe prints
 one JSON line (the last line of stdout), which `trees.Tree.probe` returns.
 
-Requests are counted from the runs' own events in memory: every run goes through
-`pool.run_one`, which this file wraps so that the run's reader also counts the
-`request_submit` events it is handed (already among the kinds the grid's metrics
-decode; one kind more for verl-async's summary). No trace file is read, so a tree that
-writes `.jsonl`, `.jsonl.zst` or nothing at all is counted the same way.
+Requests are counted where the runs leave them, after the clock stops: a written run's
+`request_submit` lines in its trace file (plain or zstd, by its first bytes: the grid,
+the R and K table), and a memory-only run's (verl-async's) from its events in memory:
+every such run goes through `pool.run_one`, which this file wraps so that the run's
+reader also counts the `request_submit` events it is handed (one kind more for
+verl-async's summary). Neither changes what a written run's metrics cost: a tree that
+makes them as the run goes decodes nothing of its trace.
 """
 
 from __future__ import annotations
@@ -38,8 +40,7 @@ VERL_LABELS = ("colocate 32", "colocate 64", "colocate 128", "fully async 16:16"
 
 def trace_requests(path: Path) -> int:
     """`request_submit` lines of a trace file, plain jsonl or zstd-compressed (by its
-    first bytes, not its name). Used by the extras' R and K table and kept for a user's
-    own traces; the CPU probes count from memory."""
+    first bytes, not its name): how the written runs' requests are counted."""
     with path.open("rb") as f:
         compressed = f.read(4) == ZSTD_MAGIC
     if compressed:
@@ -110,7 +111,9 @@ def rolloutpipe() -> Any:
 def grid(step_model: str = "") -> dict[str, float]:
     """RolloutPipe's grid (4 workloads x 3 R x 4 systems and readings x 4 rounds) as
     `simulate` runs it outside `reproduce` (its traces written to a temporary folder);
-    `step_model` (extras): every run on that step model."""
+    `step_model` (extras): every run on that step model. Requests are counted from the
+    trace files once the clock has stopped: the runs' own readers go untouched (a tree
+    that makes a written run's metrics as it goes decodes nothing to count from)."""
     rp = rolloutpipe()
     if step_model:
         plain = rp.base_config
@@ -120,13 +123,14 @@ def grid(step_model: str = "") -> dict[str, float]:
             cfg.sim.step_model = step_model
             return cfg
         rp.base_config = config
-    counts: list[int] = []
-    with tempfile.TemporaryDirectory() as tmp, counted_runs(counts):
+    with tempfile.TemporaryDirectory() as tmp:
         rp.simulate(rounds=1, seed=0, traces=Path(tmp) / "warm", progress=False,
                     workloads=("lsat-ar",), groups=(32,), priority=False)
-        counts.clear()
-        out = timed(lambda: rp.simulate(rounds=4, seed=0, traces=Path(tmp), progress=False))
-    return {**out, "requests": sum(counts), "runs": len(counts)}
+        folder = Path(tmp) / "grid"
+        out = timed(lambda: rp.simulate(rounds=4, seed=0, traces=folder, progress=False))
+        traces = [path for path in folder.rglob("*.jsonl*") if path.is_file()]
+        requests = sum(map(trace_requests, traces))
+    return {**out, "requests": requests, "runs": len(traces)}
 
 
 def verl() -> dict[str, float]:
@@ -215,10 +219,9 @@ def scaling() -> list[dict[str, float]]:
                 cfg = rp.base_config(0, 2)
                 cfg.system, cfg.workload, cfg.groups, cfg.group_size = "cgp", "lsat-ar", \
                     groups, k
-                counts: list[int] = []
-                with counted_runs(counts):
-                    took = timed(lambda c=cfg: pool.run_one(c.validate(), Path(tmp) / "r.jsonl"))
-                out.append({"R": groups, "K": k, **took, "requests": sum(counts)})
+                trace = Path(tmp) / "r.jsonl"
+                took = timed(lambda c=cfg, p=trace: pool.run_one(c.validate(), p))
+                out.append({"R": groups, "K": k, **took, "requests": trace_requests(trace)})
     return out
 
 
