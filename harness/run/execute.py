@@ -53,12 +53,16 @@ R = TypeVar("R", bound=Reader)
 
 def _simulate(runtime: Any, system: Any, reader: Reader | None,
               kinds: Collection[str] | None) -> Any:
-    """A simulated run and what `reader` (or the round metrics) makes of its events.
-    A function of its own so that the run's objects (its runtime, trace and requests) are
-    freed by reference counting when it returns, before the caller turns the cyclic
-    collector back on: the collector's first pass walks every young object still alive,
-    and with the run's millions alive that pass cost 9% of RolloutPipe's grid. `kinds`:
-    what `reader` reads of this run (`reader_kinds`)."""
+    """A simulated run and what `reader` (or the round metrics) makes of its events;
+    `kinds`: what `reader` reads of this run (`reader_kinds`). A written run's round
+    metrics are made as its trace is packed (`RoundMetrics`, the writer's tap), not from a
+    second decode of it; a streaming run's rows need its events again (`crosses`).
+
+    A function of its own, its runtime's kept events let go at the end (`release`), so
+    that the run's objects are freed by reference counting when it returns, before the
+    caller turns the cyclic collector back on: its first pass walks every young object
+    still alive, and the runtime sits in cycles (RolloutPipe's grid: 0.90 -> 0.50 CPU s in
+    collections; verl-async's probe 2.3 -> 0.3 s, the freeing then paid as it returns)."""
     metrics = None
     if reader is None and runtime.written:  # made as the run goes: no second decode
         metrics = RoundMetrics()

@@ -357,8 +357,8 @@ def optimizer_spans(events: list[dict[str, Any]]) -> list[TrainSpan]:
 
 
 def replica_kinds(cfg: RunConfig) -> tuple[str, ...]:
-    """What `replica_times` reads, of a colocated run only (`summary`): a run apart makes
-    no admission or finish event (each request's two events, 40% of verl-async's CPU)."""
+    """What `replica_times` reads, of a colocated run only (`summary`): a run apart then
+    keeps no admission or finish event, so its pool makes none (two a request)."""
     return ("request_admit", "request_finish") if cfg.sim.placement == "colocated" else ()
 
 
