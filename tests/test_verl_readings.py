@@ -8,6 +8,7 @@ import pytest
 
 from harness.studies.reproduce.verl_async import claims, runs
 from harness.studies.reproduce.verl_async.claims import first_100_claims
+from harness.studies.reproduce.verl_async.summary import replica_times
 
 SWAPPED = f"lengths from gen, {runs.SWAPPED}"
 
@@ -161,7 +162,7 @@ def test_the_replicas_mean_generation_and_the_longest_lead_are_read_per_window()
               _ev(130, "request_finish", group=0, sample=0),
               _ev(160, "request_finish", group=1, sample=0),
               _ev(170, "request_finish", group=9, sample=0)]
-    assert runs.replica_times(events, [(100.0, 200.0)]) == (45.0, 15.0)
+    assert replica_times(events, [(100.0, 200.0)]) == (45.0, 15.0)
 
 
 class _Counted(dict):
@@ -183,7 +184,7 @@ def test_replica_times_by_hand() -> None:
               {"t": 3.0, "ev": "request_finish", "group": 0, "sample": 0},
               {"t": 5.0, "ev": "request_finish", "group": 1, "sample": 0},
               {"t": 12.0, "ev": "request_finish", "group": 1, "sample": 0}]
-    assert runs.replica_times(events, [(0.0, 10.0)]) == (4.0, 1.0)
+    assert replica_times(events, [(0.0, 10.0)]) == (4.0, 1.0)
 
 
 def test_replica_times_cuts_each_window_and_reads_as_the_scan_did() -> None:
@@ -205,9 +206,9 @@ def test_replica_times_cuts_each_window_and_reads_as_the_scan_did() -> None:
     events.sort(key=lambda e: dict.__getitem__(e, "t"))
     windows = [(10.0 * w, 10.0 * w + 10) for w in range(10)]
     late = _Counted(t=1e3, ev="request_admit", group=-1, sample=0, engine=0)
-    want = runs.replica_times([late, *events], windows)  # out of order: every event scanned
+    want = replica_times([late, *events], windows)  # out of order: every event scanned
     _Counted.reads = 0
-    assert runs.replica_times(events, windows) == want
+    assert replica_times(events, windows) == want
     assert _Counted.reads <= 4 * 200
     assert all(m == m for m in want)  # windows with requests: not NaN
 

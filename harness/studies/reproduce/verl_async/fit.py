@@ -300,7 +300,7 @@ def _one_step_lead(name: str, setup: runs.Setup, log: Callable[[str], None],
                    folder: Path) -> float:
     """A one-step-off baseline's mean, where verl publishes generate_sequences beside gen
     (one_step_off_policy/README.md:64, 66): fitted to generate_sequences (the replicas'
-    mean generation, `runs.replica_times`: the switch out of it); then the slowest
+    mean generation, `summary.replica_times`: the switch out of it); then the slowest
     replica's lead over the mean at that length, which the published gen minus
     generate_sequences also holds, goes to LEADS (and the file). Neither depends on the
     trainer, so they come before every fit of it."""
