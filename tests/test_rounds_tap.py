@@ -39,8 +39,7 @@ def test_the_tap_gets_the_decoded_events(system: str, engines: str,
     runtime = SimRuntime(resolve_defaults(golden_config(system)), path)
     fed: list[dict[str, Any]] = []
     runtime.tap(fed.extend, ROUND_METRIC_EVENTS)
-    runtime.run(get_system(system))
-    runtime.flush()
+    runtime.run(get_system(system))  # its end closes the trace: the last pack fed
     lines = [e for e in read_trace(path) if e["ev"] in ROUND_METRIC_EVENTS]
     assert len(lines) > 100
     # repr: the types too (1 vs 1.0, list vs tuple, None vs NaN), key order aside
@@ -82,7 +81,7 @@ def test_a_streaming_trace_is_restated_from_its_events() -> None:
 def test_a_tap_set_after_the_first_pack_is_refused(tmp_path: Path) -> None:
     writer = BufferedTraceWriter(tmp_path / "a.jsonl", iter([0.5, 1.0]).__next__)
     writer.record("run_start", system="x")
-    writer.flush()
+    writer.close()
     with pytest.raises(RuntimeError, match="before its first pack"):
         writer.tap(list, ROUND_METRIC_EVENTS)
 

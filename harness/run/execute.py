@@ -67,9 +67,7 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
     if reader is None and runtime.written:  # made as the run goes: no second decode
         metrics = RoundMetrics()
         runtime.tap(metrics.feed, ROUND_METRIC_EVENTS)
-    runtime.run(system)
-    if metrics is not None:
-        runtime.flush()  # the last events to the metrics
+    runtime.run(system)  # (its end closes the trace: the metrics have every event)
     if reader is not None:
         out = reader(runtime.events(kinds))
     elif metrics is not None and not metrics.crosses:

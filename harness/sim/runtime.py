@@ -220,11 +220,8 @@ class SimRuntime(RunnerBase):
     def tap(self, feed: Callable[[list[dict[str, Any]]], None], kinds: Collection[str]
             ) -> None:
         """`feed` gets the run's events of `kinds` as they are packed
-        (`BufferedTraceWriter.tap`); `flush` hands it the last of them."""
+        (`BufferedTraceWriter.tap`), the last of them as the run ends (its trace closed)."""
         self._writer.tap(feed, kinds)  # type: ignore[attr-defined]
-
-    def flush(self) -> None:
-        self._writer.flush()  # type: ignore[attr-defined]
 
     def release(self) -> None:
         """Let go of the run's kept events once they are read (`BufferedTraceWriter.

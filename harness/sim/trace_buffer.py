@@ -261,23 +261,30 @@ class BufferedTraceWriter(TraceWriter):
             self._file.flush()
 
     def _settle(self, events: list[Any]) -> list[dict[str, Any]]:
-        """`events` (their times rounded) as decoding their lines gives them: those of the
-        `RAW` kinds as they are (a Struct as its dict), the others encoded and decoded
-        (in place)."""
-        events[:] = [event if type(event) is dict else asdict(event) for event in events]
+        """A held pack's `events` (their times rounded) made as a reader gets them
+        (`_as_read`), in place."""
         ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
-        others = np.flatnonzero(~self._raw[ids]).tolist()
+        events[:] = self._as_read(events, self._raw[ids])
         del ids  # the array grows again at the next pack
-        if others:
-            decoded = _decoder.decode(_encoder.encode([events[i] for i in others]))
-            for i, event in zip(others, decoded, strict=True):
-                events[i] = event
         return events
+
+    @staticmethod
+    def _as_read(events: list[Any], raw: Any) -> list[dict[str, Any]]:
+        """`events` (their times rounded) as decoding their lines gives them: those of the
+        `RAW` kinds (`raw`, per event) as they are (a Struct as its dict), the others
+        encoded and decoded. `events` itself is left as it is."""
+        read = [event if type(event) is dict else asdict(event) for event in events]
+        others = np.flatnonzero(~raw).tolist()
+        if others:
+            decoded = _decoder.decode(_encoder.encode([read[i] for i in others]))
+            for i, event in zip(others, decoded, strict=True):
+                read[i] = event
+        return read
 
     def tap(self, feed: Callable[[list[dict[str, Any]]], None], kinds: Collection[str]
             ) -> None:
         """Hand `feed` the events of `kinds`, as a reader decodes them, a pack at a time
-        as the packs are made (in order; the last at `close` or `flush`): a run's round
+        as the packs are made (in order; the last at `close`, or `events`): a run's round
         metrics made as it goes (harness/core/rounds.py), not from a second decode of
         its trace. Set before the first pack."""
         if self._kind_ids:
@@ -286,26 +293,14 @@ class BufferedTraceWriter(TraceWriter):
         self._tapped = np.array([k in self._tap_kinds for k in self._kind_names], dtype=bool)
 
     def _feed(self, events: list[Any]) -> None:
-        """The tap's part of a pack just made (`events`, their times rounded): of the
-        `RAW` kinds as they are (a Struct as its dict), the others encoded and decoded,
-        as `_settle` makes them (neither changes `events`)."""
+        """The tap's part of a pack just made (`events`, their times rounded), as a reader
+        gets it (`_as_read`)."""
         ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
         picked = np.flatnonzero(self._tapped[ids])
-        cooked = np.flatnonzero(~self._raw[ids[picked]]).tolist()
+        raw = self._raw[ids[picked]]
         del ids  # the array grows again at the next pack
-        if not len(picked):
-            return
-        read = [event if type(event) is dict else asdict(event)
-                for event in map(events.__getitem__, picked.tolist())]
-        if cooked:
-            decoded = _decoder.decode(_encoder.encode([read[k] for k in cooked]))
-            for k, event in zip(cooked, decoded, strict=True):
-                read[k] = event
-        self._tap(read)
-
-    def flush(self) -> None:
-        """Pack the tail now (the tap fed it), without closing."""
-        self._pack()
+        if len(picked):
+            self._tap(self._as_read(list(map(events.__getitem__, picked.tolist())), raw))
 
     def _frame(self, lines: bytes) -> bytes:
         """`lines` as one zstd frame, of its own size (zstd's holds the bound)."""
