@@ -68,7 +68,6 @@ def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
 
 @pytest.mark.parametrize(("change", "why"), [
     (lambda c: setattr(c.sim, "spec_drafter", "ngram"), "speculative decoding"),
-    (lambda c: setattr(c.sim, "engine_eager", True), "eager steps"),
     (lambda c: setattr(c.sim, "verifier_workers", 4), "a verifier worker pool"),
     (lambda c: setattr(c, "system", "pipelinerl"),
      "system pipelinerl calls what the core does not have"),

@@ -165,7 +165,7 @@ class Wrapped(DecodeModel):
 
 def test_what_it_cannot_price_or_run_is_refused() -> None:
     s = stream([0.0], [1], [1])
-    with pytest.raises(TypeError, match="DecodeModel and TableDecodeModel only, not Wrapped"):
+    with pytest.raises(TypeError, match="an EagerStep over one of them only, not Wrapped"):
         simulate(s, Wrapped(0.01, 0, 0, 0, 0, 0), 100, 1)
     with pytest.raises(ValueError, match="target must be >= 1"):
         stream([0.0], [1], [0])

@@ -23,12 +23,13 @@ request resumed from its tokens), which the pool makes as `EnginePool` makes the
   schedules on the heap, which a group the core serves forbids), seer's chunks, resizes
   (rollpacker, cgp-tail), lent replicas (verl-dynamic), drafting (tlt), laminar's relay
   pulls; a plugin the core knows nothing of;
-- no speculative decoding or grouped drafting (`sim.spec_drafter`), no eager steps
-  (`sim.engine_eager`), no verifier worker pool (`sim.verifier_workers`: kept for the next
-  step, where the core runs the checks), no `would-need` probe (its knobs wrap the step model);
-- a step model of exactly `DecodeModel` or `TableDecodeModel` (anything that wraps them:
-  speculation, eager steps, overheads, probes, is priced by its own formula), a table's
-  batches within the core's cap;
+- no speculative decoding or grouped drafting (`sim.spec_drafter`), no verifier worker
+  pool (`sim.verifier_workers`: kept for the next step, where the core runs the checks),
+  no `would-need` probe (its knobs wrap the step model);
+- a step model of exactly `DecodeModel` or `TableDecodeModel`, or an eager step over one
+  (`sim.engine_eager`: `EagerStep`, whose bisection the core takes as it does); anything
+  else that wraps them (speculation, overheads, probes) is priced by its own formula; a
+  table's batches within the core's cap;
 - numba installed, and `ROLLOUTBENCH_PYTHON_ENGINES` unset (or "0"): set, it keeps every
   run on the Python path (the tests and the bench compare the two).
 
@@ -71,7 +72,6 @@ def config_refusal(cfg: Any, probed: bool) -> str | None:
     for why, refused in (("a colocated verl-fully-async",
                           s.placement == "colocated" and cfg.system == "verl-fully-async"),
                          ("speculative decoding", s.spec_drafter != "off"),
-                         ("eager steps", bool(s.engine_eager)),
                          ("a verifier worker pool", s.verifier_workers != 0),
                          ("a would-need probe", probed)):
         if refused:
@@ -81,13 +81,27 @@ def config_refusal(cfg: Any, probed: bool) -> str | None:
     return None
 
 
-def decode_refusal(decode: Any, max_running: int) -> str | None:
-    """Why this step model stays on the Python path (None: the core prices it)."""
+def priced(decode: object) -> bool:
+    """Whether the compiled functions price `decode` (harness/sim/fastcore/stepmodel.py):
+    a `DecodeModel` or a `TableDecodeModel` exactly, or an `EagerStep` over one of them;
+    anything else that wraps or subclasses them (speculation, grouped drafting, a probe's
+    knobs) has a formula of its own."""
+    from harness.sim.kernels.eager import EagerStep
     from harness.sim.perf import DecodeModel, TableDecodeModel
 
     kind = type(decode)
-    if kind is not DecodeModel and kind is not TableDecodeModel:
-        return f"a step model of {kind.__name__}"
-    if kind is TableDecodeModel and max_running > 1 << 16:
+    if kind is EagerStep:
+        kind = type(decode.kernels)  # type: ignore[attr-defined]
+    return kind is DecodeModel or kind is TableDecodeModel
+
+
+def decode_refusal(decode: Any, max_running: int) -> str | None:
+    """Why this step model stays on the Python path (None: the core prices it)."""
+    from harness.sim.perf import TableDecodeModel
+
+    if not priced(decode):
+        return f"a step model of {type(decode).__name__}"
+    table = getattr(decode, "kernels", decode)
+    if type(table) is TableDecodeModel and max_running > 1 << 16:
         return f"max_running {max_running} past the core's table"
     return None

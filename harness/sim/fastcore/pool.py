@@ -32,6 +32,7 @@ from harness.sim.co import Wait
 from harness.sim.fastcore.control import RECOMPUTE
 from harness.sim.fastcore.groups import HELD, RETURNED, GroupEngines
 from harness.sim.fastcore.inflight import InFlightCalls
+from harness.sim.fastcore.stepmodel import Priced
 from harness.sim.fastcore.timeline import (
     ADMIT,
     CTX_BASE,
@@ -44,7 +45,6 @@ from harness.sim.fastcore.timeline import (
     B,
 )
 from harness.sim.heap import Heap
-from harness.sim.perf import DecodeModel, TableDecodeModel
 from harness.sim.placement import LeastLoaded
 from harness.sim.trace_events import Makers
 
@@ -57,7 +57,7 @@ class CorePool(InFlightCalls):
     lender: Any = None  # the runtime sets one; the core lends none (choice.py)
     relay: tuple[int, float] | None = None
 
-    def __init__(self, heap: Heap, decode: DecodeModel | TableDecodeModel, kv: int,
+    def __init__(self, heap: Heap, decode: Priced, kv: int,
                  max_running: int, engines: int, gpus: int, tp: int, writer: Any,
                  max_len: int, route: Callable[[int], LeastLoaded],
                  target_tokens: Callable[[Request], int], room: int = 64) -> None:

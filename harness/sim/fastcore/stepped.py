@@ -44,7 +44,7 @@ from harness.sim.fastcore.control import (
     VERSION,
 )
 from harness.sim.fastcore.jit import Direct, njit
-from harness.sim.fastcore.stepmodel import step_params
+from harness.sim.fastcore.stepmodel import Priced, step_params
 from harness.sim.fastcore.timeline import (
     CUT_ID,
     CUT_NOW,
@@ -71,7 +71,7 @@ from harness.sim.fastcore.timeline import (
     fire,
 )
 from harness.sim.heap import Heap
-from harness.sim.perf import DecodeModel, TableDecodeModel
+from harness.sim.perf import TableDecodeModel
 
 MAX_BATCH_TABLE = 1 << 16  # a table's coefficients are kept for every batch up to the cap
 OUTCOMES = Direct(control.outcomes)  # its entry point (jit.py): the core's arrays, int64 rows
@@ -153,10 +153,11 @@ class SteppedEngines:
     `install_end`) are `SimEngine`'s, made now on the heap's clock; a pool makes them on
     every replica as `EnginePool` does (harness/sim/fastcore/scripts.py's `PinnedPool`)."""
 
-    def __init__(self, heap: Heap, decode: DecodeModel | TableDecodeModel, kv: int,
+    def __init__(self, heap: Heap, decode: Priced, kv: int,
                  max_running: int, engines: int, on_return: Callable[[int], Any],
                  room: int = 64) -> None:
-        if type(decode) is TableDecodeModel and max_running > MAX_BATCH_TABLE:
+        table = getattr(decode, "kernels", decode)  # an eager step's: its kernels'
+        if type(table) is TableDecodeModel and max_running > MAX_BATCH_TABLE:
             raise ValueError(f"the compiled core keeps a table's batches up to "
                              f"{MAX_BATCH_TABLE}, not max_running {max_running}")
         self.heap, self.on_return = heap, on_return
