@@ -10,7 +10,10 @@ from workloads.profile import make_workload
 
 
 def test_rng_is_default_rng_of_the_same_entropy() -> None:
-    for entropy in [(0, 1, 2), (7, 4_000_000_000, 12345), (3, 9, 5, 1)]:
+    # words below 2**32 (handed over as a uint32 array), the last word, and ints of
+    # two and three words (the SeedSequence's own conversion)
+    for entropy in [(0, 1, 2), (7, 4_000_000_000, 12345), (3, 9, 5, 1), (2**32 - 1, 0, 4),
+                    (2**32, 5, 6), (2**70 + 3, 1, 2)]:
         ours, theirs = streams.rng(*entropy), np.random.default_rng(list(entropy))
         assert ours.standard_normal(5).tolist() == theirs.standard_normal(5).tolist()
         assert ours.random(3).tolist() == theirs.random(3).tolist()
