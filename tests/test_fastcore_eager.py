@@ -120,8 +120,8 @@ def test_an_eager_run_is_the_same_trace_on_the_core(
     """verl-fully-async served eagerly (as the verl-async reproduction's eager reading
     runs it): syncs in flight, partial rollouts sent on with their tokens; the core's trace
     and `SimEngine`s' the same bytes."""
-    from harness.run.execute import execute
     from harness.sim.fastcore.choice import FORCE_PYTHON
+    from tests.test_core_pool_abort import _both_paths
 
     def config() -> RunConfig:
         cfg = RunConfig(system="verl-fully-async", workload="lsat-ar", groups=16,
@@ -133,10 +133,5 @@ def test_an_eager_run_is_the_same_trace_on_the_core(
         return cfg.validate()
 
     monkeypatch.delenv(FORCE_PYTHON, raising=False)
-    execute(config(), tmp_path / "core.jsonl")
-    monkeypatch.setenv(FORCE_PYTHON, "1")
-    execute(config(), tmp_path / "python.jsonl")
-    assert engine_pools == ["CorePool", "EnginePool"]
-    core = (tmp_path / "core.jsonl").read_bytes()
-    assert core == (tmp_path / "python.jsonl").read_bytes()
+    core = _both_paths(config, tmp_path, monkeypatch, engine_pools)
     assert core.count(b'"status":"aborted"') > 10
