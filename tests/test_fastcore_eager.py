@@ -103,8 +103,7 @@ def test_same_events_as_the_python_engine(decode: EagerStep) -> None:
 
 def test_what_is_refused_stays_refused() -> None:
     """An eager step over a model the core has no formula for stays on `SimEngine`s."""
-    class Wrapped(DecodeModel):
-        pass
+    from tests.test_fastcore import Wrapped
 
     inner = Wrapped(0.01, 0, 0, 0, 0, 0)
     step = EagerStep(inner, 0.01, 0.001, prefill_per_token_s=0.0, prefill_per_token2_s=0.0,

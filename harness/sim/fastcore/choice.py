@@ -57,6 +57,7 @@ CORE_SYSTEMS = frozenset({"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off"
 # that makes them faster moves them above.
 SAME_NOT_FASTER = frozenset({"prime-rl", "areal", "roll-flash", "tinker"})
 FORCE_PYTHON = "ROLLOUTBENCH_PYTHON_ENGINES"  # set (not "0"): every run on SimEngines
+MAX_BATCH_TABLE = 1 << 16  # a table's coefficients are kept for every batch up to the cap
 
 
 def config_refusal(cfg: Any, probed: bool) -> str | None:
@@ -81,27 +82,36 @@ def config_refusal(cfg: Any, probed: bool) -> str | None:
     return None
 
 
-def priced(decode: object) -> bool:
-    """Whether the compiled functions price `decode` (harness/sim/fastcore/stepmodel.py):
-    a `DecodeModel` or a `TableDecodeModel` exactly, or an `EagerStep` over one of them;
-    anything else that wraps or subclasses them (speculation, grouped drafting, a probe's
-    knobs) has a formula of its own."""
+def kernels_of(decode: Any) -> Any:
+    """The model whose formula the core takes: an eager step's wrapped kernels (the core
+    adds the eager terms around them, harness/sim/fastcore/stepmodel.py), else `decode`."""
     from harness.sim.kernels.eager import EagerStep
+
+    return decode.kernels if type(decode) is EagerStep else decode
+
+
+def priced(decode: object) -> bool:
+    """Whether the compiled functions price `decode`: a `DecodeModel` or a
+    `TableDecodeModel` exactly, or an `EagerStep` over one of them; anything else that
+    wraps or subclasses them (speculation, grouped drafting, a probe's knobs) has a formula
+    of its own."""
     from harness.sim.perf import DecodeModel, TableDecodeModel
 
-    kind = type(decode)
-    if kind is EagerStep:
-        kind = type(decode.kernels)  # type: ignore[attr-defined]
+    kind = type(kernels_of(decode))
     return kind is DecodeModel or kind is TableDecodeModel
+
+
+def past_table(decode: Any, max_running: int) -> bool:
+    """Whether a table's batches up to `max_running` are more than the core keeps."""
+    from harness.sim.perf import TableDecodeModel
+
+    return type(kernels_of(decode)) is TableDecodeModel and max_running > MAX_BATCH_TABLE
 
 
 def decode_refusal(decode: Any, max_running: int) -> str | None:
     """Why this step model stays on the Python path (None: the core prices it)."""
-    from harness.sim.perf import TableDecodeModel
-
     if not priced(decode):
         return f"a step model of {type(decode).__name__}"
-    table = getattr(decode, "kernels", decode)
-    if type(table) is TableDecodeModel and max_running > 1 << 16:
+    if past_table(decode, max_running):
         return f"max_running {max_running} past the core's table"
     return None

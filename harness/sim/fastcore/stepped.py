@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from harness.sim.fastcore import Events, control
+from harness.sim.fastcore.choice import MAX_BATCH_TABLE, past_table
 from harness.sim.fastcore.control import (
     ABORTED,
     DRAIN,
@@ -71,9 +72,7 @@ from harness.sim.fastcore.timeline import (
     fire,
 )
 from harness.sim.heap import Heap
-from harness.sim.perf import TableDecodeModel
 
-MAX_BATCH_TABLE = 1 << 16  # a table's coefficients are kept for every batch up to the cap
 OUTCOMES = Direct(control.outcomes)  # its entry point (jit.py): the core's arrays, int64 rows
 
 
@@ -156,8 +155,7 @@ class SteppedEngines:
     def __init__(self, heap: Heap, decode: Priced, kv: int,
                  max_running: int, engines: int, on_return: Callable[[int], Any],
                  room: int = 64) -> None:
-        table = getattr(decode, "kernels", decode)  # an eager step's: its kernels'
-        if type(table) is TableDecodeModel and max_running > MAX_BATCH_TABLE:
+        if past_table(decode, max_running):
             raise ValueError(f"the compiled core keeps a table's batches up to "
                              f"{MAX_BATCH_TABLE}, not max_running {max_running}")
         self.heap, self.on_return = heap, on_return
