@@ -36,7 +36,7 @@ from tests.test_golden import GOLDEN, golden_config  # noqa: E402
 
 ON_CORE = {"slime", "cgp", "cgp-fgd", "verl", "verl-one-step-off", "verl-fully-async",
            "april", "cgp-april", "slime-async", "skyrl-async", "nemo-rl-async",
-           "sortedrl"}
+           "sortedrl", "areal"}
 
 
 

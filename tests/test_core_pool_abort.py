@@ -198,3 +198,44 @@ def test_the_systems_that_abort_in_flight_the_same_on_both_paths(
     assert core.count(b'"status":"aborted"') > 20
     assert core.count(b'"resumed_tokens":0') < core.count(b'"request_submit"')
     assert b'"request_preempt"' in core
+
+
+@pytest.mark.parametrize(("placement", "dispatch", "offpolicy", "concurrent"), [
+    ("disaggregated", "least-loaded", 2, 16), ("disaggregated", "round-robin", 1, 8),
+    ("colocated", "least-loaded", 4, 64)])
+def test_areal_s_gated_groups_the_same_on_both_paths(
+        placement: str, dispatch: str, offpolicy: int, concurrent: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, engine_pools: list[str]) -> None:
+    """AReaL's groups go through its open gate to the core whole (`serve_group`): the
+    gate told of each sample sent and of each return the core takes, so that each update
+    aborts what is in flight in the same order on both paths; the aborted samples handed
+    back and sent again from their tokens once the gate opens. Three replicas, a cache
+    small enough to preempt where disaggregated."""
+    from harness.sim.fastcore.pool import CorePool
+
+    served: list[int] = []
+    serve_group = CorePool.serve_group
+
+    def counted(self: Any, requests: list[Request], service: Any) -> None:
+        served.append(len(requests))
+        serve_group(self, requests, service)
+
+    monkeypatch.setattr(CorePool, "serve_group", counted)
+
+    def config() -> RunConfig:
+        cfg = RunConfig(system="areal", workload="lsat-ar", groups=16, update_groups=4,
+                        rounds=3, group_size=4, seed=5)
+        cfg.areal.max_head_offpolicyness, cfg.areal.max_concurrent_rollouts = (
+            offpolicy, concurrent)
+        s = cfg.sim
+        s.rollout_engines, s.mem_fraction, s.dispatch, s.placement = 3, 0.1, dispatch, placement
+        return cfg.validate()
+
+    core = _both_paths(config, tmp_path, monkeypatch, engine_pools)
+    assert served and set(served) == {4}  # groups went to the core whole
+    assert core.count(b'"what":"interrupt"') == 12
+    if placement == "colocated":  # the GPUs are the trainer's at an update: none in flight
+        assert b'"status":"aborted"' not in core and b'"request_preempt"' in core
+        return
+    assert core.count(b'"status":"aborted"') > 20
+    assert core.count(b'"resumed_tokens":0') < core.count(b'"request_submit"')

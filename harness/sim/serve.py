@@ -65,11 +65,14 @@ class GroupService(Wait):
         self.responses: list[Any] = [None] * k
         self.rewards: list[Any] = [None] * k
         tokens = rt.config.max_response_tokens
-        if gate is None and slots is None and resume is None:  # a plain group: the K at once
+        if slots is None and resume is None and (gate is None or gate.open.is_set()):
+            # a plain group, or one whose gate is open (AReaL's): the K at once
             self.unanswered = self.left = k  # finished responses / samples to end
             rnd, gid, prompt = group.round, group.id, group.prompt
             requests = [Request(rnd, gid, sample, prompt, tokens, priority)
                         for sample in range(k)]
+            if gate is not None:  # each known to it as in flight, in order (`_send`)
+                requests = [gate.sending(request) for request in requests]
             serve_group = getattr(rt.engine, "serve_group", None)
             if (serve_group is not None and self.timers and timeout is None and materialize
                     and k <= len(getattr(prompt.hidden, "lengths", ()))):

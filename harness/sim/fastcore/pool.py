@@ -190,7 +190,10 @@ class CorePool(InFlightCalls):
         self._live[i] = None
         self._router.give_back(index)
         heap, core = self._heap, self._core
-        told = self._services[int(core.slot[i])].on_response
+        service = self._services[int(core.slot[i])]
+        if service.gate is not None:  # `_answered` tells the gate first, then the rest
+            service.gate.returned(request.id)
+        told = service.on_response
         if told is not None:  # `_answered` tells it first, then starts the check
             told(response)
         took = float(core.latency[i])
@@ -280,9 +283,12 @@ class CorePool(InFlightCalls):
                     keep(finish(t, "request_finish", groups[i], samples[i], value, status,
                                 [spans[0][0], spans[-1][0]] if spans else [], spans))
             elif kind == RETURNED:  # a return the core took: the replica back to the router
-                give_back(live[i][2])  # type: ignore[index]
+                slot = live[i]
+                give_back(slot[2])  # type: ignore[index]
                 live[i] = None
                 service = services[slot_of.item(i)]
+                if service.gate is not None:  # as `_answered` tells it, first
+                    service.gate.returned(slot[0].id)  # type: ignore[index]
                 if service.on_response is not None:
                     self._tell(service, samples[i], t)
         if kept:
