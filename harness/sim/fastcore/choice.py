@@ -20,8 +20,9 @@ request resumed from its tokens), which the pool makes as `EnginePool` makes the
   call), and areal (its groups pass its open gate whole: `serve_group`, the gate told of
   each return the core takes). Every other system stays off: `SAME_NOT_FASTER` (their
   traces are the same bytes on the core, but the runs are not faster: each request they
-  send crosses into the core alone, a turn of the core a return), pipelinerl (its `on_response`
-  schedules on the heap, which a group the core serves forbids), seer's chunks, resizes
+  send crosses into the core alone, a turn of the core a return), pipelinerl (its
+  `on_response` schedules on the heap, which a group the core serves forbids), seer's
+  chunks, resizes
   (rollpacker, cgp-tail), lent replicas (verl-dynamic), drafting (tlt), laminar's relay
   pulls; a plugin the core knows nothing of;
 - no speculative decoding or grouped drafting (`sim.spec_drafter`), no verifier worker
