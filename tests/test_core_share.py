@@ -41,7 +41,7 @@ def colocated(system: str) -> RunConfig:
     return cfg.validate()
 
 
-IN_FLIGHT = {"slime-async", "skyrl-async", "nemo-rl-async", "sortedrl"}
+IN_FLIGHT = {"slime-async", "skyrl-async", "nemo-rl-async", "sortedrl", "areal"}
 
 
 @pytest.fixture(autouse=True)

@@ -88,3 +88,14 @@ def test_a_bad_dispatch_is_one_line_naming_the_field(tmp_path: Path) -> None:
     assert result.output.strip().splitlines() == [
         "error: --set sim.dispatch: must be auto, least-loaded, static or round-robin, "
         "not 'random'"]
+
+
+def test_static_split_without_a_request_is_least_loaded_on_today_s_counts() -> None:
+    # the split keeps no heap of its own: `take()` with no request reads the counts now
+    split = StaticSplit(3, 6)
+    assert [split.take(_req(0, 0, s)) for s in range(6)] == [0, 0, 1, 1, 2, 2]
+    for index in (1, 1, 2):
+        split.give_back(index)
+    assert split.counts == [2, 0, 1]
+    assert split.take() == 1 and split.take() == 1 and split.take() == 2
+    assert split.counts == [2, 2, 2]
