@@ -42,14 +42,26 @@ def dispatch_of(dispatch: str, system: str) -> str:
     return BY_SYSTEM.get(system, "least-loaded")
 
 
-class StaticSplit(LeastLoaded):
+class ByRule(LeastLoaded):
+    """A router that places requests by a rule of its own, not by load: it keeps the
+    counts (`load()` reads them) but not the least-loaded router's heap, which nothing it
+    does reads (its upkeep, a push at every submission and return, was a twentieth of a
+    verl rollout's CPU)."""
+
+    def pin(self, index: int) -> int:
+        self.counts[index] += 1
+        return index
+
+    def give_back(self, index: int) -> None:
+        self.counts[index] -= 1
+
+
+class StaticSplit(ByRule):
     """The n-th request submitted in a round goes to replica n // ceil(N / R) (the chunk
     sizes of `torch.chunk`, which `DataProto.chunk` uses; verl asserts N divides, where the
     two agree). A request dispatched again (moved off a released replica) keeps its replica
-    while that one takes requests, else takes the next position's. Counts are kept as the
-    least-loaded router keeps them, for `load()`, but not its heap, which only `take()`
-    without a request reads: rebuilt then (a verl run routes every request by position,
-    and the heap's upkeep was a twentieth of its rollout's CPU)."""
+    while that one takes requests, else takes the next position's. `take()` without a
+    request is least-loaded's, on a heap rebuilt from the counts then."""
 
     def __init__(self, replicas: int, batch: int) -> None:
         super().__init__(replicas)
@@ -74,15 +86,8 @@ class StaticSplit(LeastLoaded):
         self.counts[index] += 1
         return index
 
-    def pin(self, index: int) -> int:
-        self.counts[index] += 1
-        return index
 
-    def give_back(self, index: int) -> None:
-        self.counts[index] -= 1
-
-
-class RoundRobin(LeastLoaded):
+class RoundRobin(ByRule):
     """Replicas in turn (0, 1, ..., R-1, 0, ...), whatever each still holds: the least
     *assigned* first, ties in a fixed order. Counts are kept for `load()`."""
 
@@ -93,15 +98,8 @@ class RoundRobin(LeastLoaded):
     def take(self, request: Request | None = None) -> int:
         index = self._next % self._active
         self._next = index + 1
-        self.counts[index] += 1  # no heap: this router never reads it
-        return index
-
-    def pin(self, index: int) -> int:
         self.counts[index] += 1
         return index
-
-    def give_back(self, index: int) -> None:
-        self.counts[index] -= 1
 
 
 def router(dispatch: str, replicas: int, batch: int) -> LeastLoaded:
