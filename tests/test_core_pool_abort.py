@@ -141,10 +141,27 @@ class _AbortsSome(Slime):
         await rt.gather(*served)
 
 
+class _AbortsSomeUnchecked(Slime):
+    """`_AbortsSome` with verl's rollout: every group served unchecked (`score=False`),
+    then each response checked and the groups materialised after the whole rollout."""
+
+    async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
+        served = [rt.spawn(rt.serve(g, score=False)) for g in groups]
+        await rt.sleep(8.0)
+        await rt.engine.abort([f"{g.id}.{s}" for g in groups[::2] for s in (0, 2)])
+        await rt.gather(*served)
+        for group in groups:
+            group.rewards = await rt.gather(*(rt.verifier.score(r) for r in group.responses))
+        await rt.gather(*(rt.materialize(g) for g in groups))
+
+
+@pytest.mark.parametrize("system", [_AbortsSome, _AbortsSomeUnchecked])
 def test_a_served_group_aborted_in_part_is_handed_back(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_pools: list[str]) -> None:
+        system: type, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        engine_pools: list[str]) -> None:
     """The core serves every group (`serve_group`); those with a sample aborted go back to
-    `serve` (`_hand_back`): their other samples in flight there return to `_answered`."""
+    `serve` (`_hand_back`): their other samples in flight there return to `_answered`.
+    Served unchecked, a group handed back ends with its last return there."""
     from harness.sim.fastcore.inflight import InFlightCalls
 
     handed: list[int] = []
@@ -155,7 +172,7 @@ def test_a_served_group_aborted_in_part_is_handed_back(
         return hand_back(self, gs)
 
     monkeypatch.setattr(InFlightCalls, "_hand_back", counted)
-    monkeypatch.setitem(systems.SYSTEMS, "slime", _AbortsSome)
+    monkeypatch.setitem(systems.SYSTEMS, "slime", system)
 
     def config() -> RunConfig:
         cfg = RunConfig(system="slime", workload="lsat-ar", groups=8, update_groups=2,
@@ -216,9 +233,10 @@ def test_areal_s_gated_groups_the_same_on_both_paths(
     served: list[int] = []
     serve_group = CorePool.serve_group
 
-    def counted(self: Any, requests: list[Request], service: Any) -> None:
+    def counted(self: Any, requests: list[Request], service: Any, checked: bool = True
+                ) -> None:
         served.append(len(requests))
-        serve_group(self, requests, service)
+        serve_group(self, requests, service, checked)
 
     monkeypatch.setattr(CorePool, "serve_group", counted)
 

@@ -13,8 +13,9 @@ timeout for the prompt), the check is that timer alone: its draw, then one heap 
 that ends it, as `_Check` takes them, with no Wait and no callback of its own. On the
 compiled pool (`serve_group`) the core runs a plain group's returns and checks itself
 (telling `on_response` of each return), and calls `answered_last` at the K-th response
-and `all_scored` at the K-th score; a group with a sample aborted there is handed back
-to `_answered` (`core_checked`: harness/sim/fastcore/inflight.py).
+and `all_scored` at the K-th score (a group served with `score=False`: its returns only,
+`answered_last` its end); a group with a sample aborted there is handed back to
+`_answered` (`core_checked`: harness/sim/fastcore/inflight.py).
 
 A partial group (`resume`: APRIL's carried groups, slime-async's requeued ones) sends
 only its samples not done, each on from its partial response; an aborted sample ends
@@ -74,9 +75,10 @@ class GroupService(Wait):
             if gate is not None:  # each known to it as in flight, in order (`_send`)
                 requests = [gate.sending(request) for request in requests]
             serve_group = getattr(rt.engine, "serve_group", None)
-            if (serve_group is not None and self.timers and timeout is None and materialize
+            if (serve_group is not None and (not score or (self.timers and timeout is None
+                                                           and materialize))
                     and k <= len(getattr(prompt.hidden, "lengths", ()))):
-                serve_group(requests, self)  # the compiled pool runs the returns and checks
+                serve_group(requests, self, score)  # the compiled pool runs the returns
             else:  # one call into the compiled pool's core
                 rt.engine.submit_many(requests, self._answered)
             return

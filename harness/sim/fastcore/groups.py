@@ -12,6 +12,9 @@ stays a Python entry (`serve`'s `_answered`: `group_complete`, `on_complete`), w
 Python puts into the core's timer heap (`add_check`). The group's last check stops the
 core (`SCORED`): Python then reads the rewards (`check_outcome` on each response, as
 `_Check` does) and starts the control node's time per group, taking its seq then.
+A group served with no checks (`serve(score=False)`: verl's rollout, whose reward stage
+comes after the whole rollout) has each request's latency `NO_CHECK`: its returns take no
+seq and start nothing, as `_answered` does for it, and its K-th return ends it.
 
 The core's entry on the heap is at the earliest of its replicas' next entry and the timer
 heap's head; `core_run` runs the replicas up to the earlier of the heap's next entry and
@@ -51,6 +54,7 @@ RET, CHK = 0, 1  # timer kinds
 # `core_run`'s drain answers (-2 - e), which the compiled pool never makes (no drain)
 GO, SCORED, ROOM_EV, SHARED = -1, -(1 << 40), -(1 << 40) - 1, -(1 << 40) - 2
 UNSCORED, UNRETURNED, SIZE, FIRST = 0, 1, 2, 3  # a group row's counts; its first request
+NO_CHECK = -1.0  # a request's latency where its group is served unchecked (`score=False`)
 
 
 @njit(cache=True)
@@ -172,8 +176,10 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
             ev_t[ne] = t0
             ev[ne, 0], ev[ne, 1], ev[ne, 2], ev[ne, 3], ev[ne, 4] = RETURNED, i, 0, 0, s0
             g[G_NE] = ne + 1
-            g[G_SEQ] += 1
             d = latency[i]
+            if d < 0:  # a group served unchecked (NO_CHECK): no check, no seq taken
+                continue
+            g[G_SEQ] += 1
             t_push(tt, tq, tn, t0 + d if d > 0 else t0, g[G_SEQ], CHK, i)
             continue
         gs = slot[i]

@@ -42,7 +42,15 @@ from harness.core.runtime import PauseMode, Request, Response
 from harness.sim.co import sleep
 from harness.sim.fastcore import control
 from harness.sim.fastcore.control import MODES
-from harness.sim.fastcore.groups import FIRST, RET, SIZE, UNRETURNED, UNSCORED, t_push
+from harness.sim.fastcore.groups import (
+    FIRST,
+    NO_CHECK,
+    RET,
+    SIZE,
+    UNRETURNED,
+    UNSCORED,
+    t_push,
+)
 from harness.sim.fastcore.jit import Direct
 from harness.sim.fastcore.timeline import (
     DONE,
@@ -243,6 +251,10 @@ class InFlightCalls:
         core.counts[gs, UNRETURNED] = 0
         core.counts[gs, UNSCORED] -= live
         service.unanswered = live
+        if core.latency[first] == NO_CHECK:  # served unchecked: its held samples are done
+            self._services.pop(gs)
+            core.unscored -= int(core.counts[gs, SIZE])
+            return service
         held = [s for s, r in enumerate(service.responses) if r is not None]
         if core.counts[gs, UNSCORED] == 0:  # every check the core ran is over
             self._services.pop(gs)

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 from harness.core.runtime import EngineLoad, Request, Response
 from harness.sim.co import Wait
 from harness.sim.fastcore.control import RECOMPUTE
-from harness.sim.fastcore.groups import HELD, RETURNED, GroupEngines
+from harness.sim.fastcore.groups import HELD, NO_CHECK, RETURNED, SIZE, GroupEngines
 from harness.sim.fastcore.inflight import InFlightCalls
 from harness.sim.fastcore.stepmodel import Priced
 from harness.sim.fastcore.timeline import (
@@ -173,13 +173,16 @@ class CorePool(InFlightCalls):
         if events:
             self._record_many([now] * len(events), events)
 
-    def serve_group(self, requests: list[Request], service: Any) -> None:
+    def serve_group(self, requests: list[Request], service: Any, checked: bool = True
+                    ) -> None:
         """`submit_many` of a group's samples whose returns and checks the core runs
         (harness/sim/fastcore/groups.py): `service.answered_last(response)` is called at
         the K-th return (as `done`), `service.all_scored()` at the K-th check's end. Each
         check's latency is drawn now as `_Check` draws it (`check_outcome` with no
-        timeout: the sample's latency; `serve` sends only samples whose draws are fixed)."""
-        latencies = [r.prompt.hidden.sample(r.sample)[2] for r in requests]
+        timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
+        `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
+        latencies = ([r.prompt.hidden.sample(r.sample)[2] for r in requests] if checked
+                     else [NO_CHECK] * len(requests))
         self._services[self._core.group(latencies)] = service
         self.submit_many(requests, service.answered_last)
 
@@ -197,6 +200,12 @@ class CorePool(InFlightCalls):
         if told is not None:  # `_answered` tells it first, then starts the check
             told(response)
         took = float(core.latency[i])
+        if took == NO_CHECK:  # served unchecked: the group ends with this response
+            gs = int(core.slot[i])
+            del self._services[gs]
+            core.unscored -= int(core.counts[gs, SIZE])
+            done(response)
+            return
         heap._seq += 1  # noqa: SLF001
         core.add_check(i, heap.now + took if took > 0 else heap.now, heap._seq)  # noqa: SLF001
         done(response)
