@@ -257,3 +257,24 @@ def test_areal_s_gated_groups_the_same_on_both_paths(
         return
     assert core.count(b'"status":"aborted"') > 20
     assert core.count(b'"resumed_tokens":0') < core.count(b'"request_submit"')
+
+
+class _SchedulesOnReturn(Slime):
+    """slime whose `on_response` schedules on the heap (a sleep): what the compiled pool,
+    calling it after the core's turn, cannot run in order."""
+
+    async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
+        await rt.gather(*(rt.serve(g, on_response=lambda _r: rt.sleep(0.0)) for g in groups))
+
+
+def test_an_on_response_that_schedules_is_refused_on_the_core(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core tells a served group's `on_response` of each return after its turn; one
+    that takes a seq (a sleep) fails the run loudly there, and runs on the Python path."""
+    monkeypatch.setitem(systems.SYSTEMS, "slime", _SchedulesOnReturn)
+    cfg = RunConfig(system="slime", workload="lsat-ar", groups=4, update_groups=2,
+                    rounds=1, group_size=4, seed=5).validate()
+    with pytest.raises(RuntimeError, match="on_response scheduled on the heap"):
+        execute(cfg, tmp_path / "core.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(cfg, tmp_path / "python.jsonl")

@@ -79,8 +79,11 @@ class InFlightCalls:
     _services: dict[int, Any]
     version: int
     # set once a call found requests in flight or a request was resumed: from then on a
-    # response is read from the core (status, spans), not built as one version's
+    # response is read from the core (status, spans), not built as one version's, if it
+    # may span more: resumed, or in flight at such a call (sent before `_epoch` was last
+    # moved, `_epochs` per request: `CorePool._outcomes`)
     _spanned: bool = False
+    _epoch = 0
     _controlling: bool = False  # `_forward` of a call's events (`_each`)
     _handed: dict[int, Any]  # served groups handed back to `serve` in this call
     _held: dict[int, list[int]]  # handed back: the samples whose checks the core runs
@@ -100,7 +103,7 @@ class InFlightCalls:
         if self._busy():
             if mode == "drain":
                 self._refuse("drain a replica with requests in flight")
-            self._spanned = True
+            self._spanned, self._epoch = True, self._epoch + 1
         core, ends = self._core, int(MODES[mode])
         self._each(lambda e, now: PAUSE_NOW.call(
             core.p, core.rq, core.g, core.st, core.fs, core.wh, core.fh, core.rs, core.ev_t,
@@ -134,13 +137,13 @@ class InFlightCalls:
         """`EnginePool.install`: begin on every replica, one transfer, end on every
         replica (the drafter's weights: none, speculative decoding stays in Python)."""
         if self._busy():
-            self._spanned = True
+            self._spanned, self._epoch = True, self._epoch + 1
         core = self._core
         was = self._each(lambda e, now: INSTALL_BEGIN.call(
             core.p, core.rq, core.g, core.st, core.fs, core.fh, core.ev_t, core.ev, e, now))
         await sleep(self._heap, transfer_s)
         if self._busy():
-            self._spanned = True
+            self._spanned, self._epoch = True, self._epoch + 1
         self.version = version
         version, recompute = int(version), bool(recompute)
         self._each(lambda e, now: INSTALL_END.call(

@@ -17,7 +17,7 @@ flight, lend, resize, pull, reconfigure, a chunked request) is refused loudly: t
 should have kept such a run on the Python path. A group `serve` hands over whole
 (`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
 groups.py): Python sees its K-th response and its K-th score only, and `on_response`
-of each return (`_tell`, after the core's turn: it must leave the heap alone).
+of each return (in `_forward`, after the core's turn: it must leave the heap alone).
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ class CorePool(InFlightCalls):
         # per core index: its request's group and sample (what its events carry)
         self._groups: list[int] = []
         self._samples: list[int] = []
+        self._epochs: list[int] = []  # per core index: `_epoch` when it was sent
         self._preemptions = 0
 
     # -- the contract ------------------------------------------------------
@@ -116,6 +117,7 @@ class CorePool(InFlightCalls):
         if target < 1:
             raise ValueError(f"request {request.id}: nothing left to generate")
         self._live.append([request, done, index, None])
+        self._epochs.append(self._epoch)
         self._groups.append(request.group)
         self._samples.append(request.sample)
         prompt, resume = request.prompt, request.resume
@@ -168,6 +170,7 @@ class CorePool(InFlightCalls):
                            prompt.tokens, 0, index) if prompt.index == group
                     else submit_prompt(now, "request_submit", request.round, group, sample,
                                        prompt.tokens, 0, index, prompt.index))
+        self._epochs += [self._epoch] * len(requests)
         self._core.submit_many(engines, [r.priority for r in requests],
                                [r.prompt.tokens for r in requests], targets)
         if events:
@@ -248,11 +251,14 @@ class CorePool(InFlightCalls):
         times = core.ev_t[:ne].tolist()
         rows = core.ev[:ne].tolist()
         core.g[G_NE] = 0  # handed over: the core writes its next events from the top
+        heap = self._heap
+        now, seq0 = heap.now, heap._seq  # noqa: SLF001  (what an `on_response` must leave)
         groups, samples, live, version = self._groups, self._samples, self._live, self.version
         slot_of, last, back, queue = core.slot, self._last_returned, self._returned, self._queue
         services, controlling, give_back = self._services, self._controlling, self._router.give_back
-        # (inflight.py) read from the core once spans may differ, and in a call (an abort)
-        ended = self._outcomes(rows) if self._spanned or controlling else None
+        # (inflight.py) read from the core in a call (an abort), and once spans may differ
+        ended = (self._outcomes(rows) if controlling
+                 else self._outcomes(rows, version) if self._spanned else None)
         keep_admit, keep_preempt, keep_finish = self._kept
         make = self._make
         admit, preempt, requeue, finish = make.admit, make.preempt, make.requeue, make.finish
@@ -298,15 +304,37 @@ class CorePool(InFlightCalls):
                 service = services[slot_of.item(i)]
                 if service.gate is not None:  # as `_answered` tells it, first
                     service.gate.returned(slot[0].id)  # type: ignore[index]
-                if service.on_response is not None:
-                    self._tell(service, samples[i], t)
+                told = service.on_response
+                if told is not None:  # at the return's time (the core runs ahead)
+                    heap.now = t
+                    told(service.responses[samples[i]])
+                    heap.now = now
+                    if heap._seq != seq0:  # noqa: SLF001
+                        _scheduled()
         if kept:
             self._record_many(list(map(make.time, kept)), kept)
 
-    def _outcomes(self, rows: list[list[int]]) -> Iterator[tuple[str, int, list[list[int]]]]:
+    def _outcomes(self, rows: list[list[int]], version: int | None = None
+                  ) -> Iterator[tuple[str, int, list[list[int]]]]:
         """The (status, tokens, spans) of each request these events end, in order, read
-        from the core in one call (`SteppedEngines.outcomes`), or one by one when few."""
-        idx = [row[1] for row in rows if row[0] == FINISH or row[0] == HELD]
+        from the core. `version` (no call under way: each finished): only those that may
+        span more than it are read (resumed, or sent before the last call that found
+        requests in flight: `_epoch`); the others ran at `version` alone."""
+        ended = [row for row in rows if row[0] == FINISH or row[0] == HELD]
+        if version is None:
+            return self._read([row[1] for row in ended])
+        live, epochs, epoch = self._live, self._epochs, self._epoch
+        read = [row[1] for row in ended
+                if epochs[row[1]] != epoch or live[row[1]][0].resume is not None]
+        if not read:
+            return iter([("finished", row[3], [[version, row[3]]]) for row in ended])
+        got = dict(zip(read, self._read(read), strict=True))
+        return iter([got.get(row[1]) or ("finished", row[3], [[version, row[3]]])
+                     for row in ended])
+
+    def _read(self, idx: list[int]) -> Iterator[tuple[str, int, list[list[int]]]]:
+        """`_outcomes` of requests `idx`: in one compiled call (`SteppedEngines.outcomes`),
+        or one by one when few."""
         if len(idx) <= FEW:  # read in Python: a compiled call and its arrays cost more
             outcome = self._core.outcome
             return iter([outcome(i) for i in idx])
@@ -314,20 +342,6 @@ class CorePool(InFlightCalls):
         spans = [[v, c] for v, c in zip(version, count, strict=True)]
         return (("aborted" if status[k] else "finished", tokens[k], spans[start[k]:start[k + 1]])
                 for k in range(len(idx)))
-
-    def _tell(self, service: Any, sample: int, t: float) -> None:
-        """`serve`'s `on_response` of a return the core took, at its time `t` (the core
-        runs ahead of the clock): as `_answered` calls it first, before its check's seq
-        is taken, so it must leave the heap alone (verl-fully-async's counts a response)."""
-        heap = self._heap
-        now, seq, queued = heap.now, heap._seq, len(self._queue)  # noqa: SLF001
-        heap.now = t
-        service.on_response(service.responses[sample])
-        heap.now = now
-        if heap._seq != seq or len(self._queue) != queued:  # noqa: SLF001
-            raise RuntimeError("a served group's on_response scheduled on the heap: the "
-                               "compiled pool calls it after the core's turn, where that "
-                               "is out of order")
 
     def load(self) -> EngineLoad:
         """`EnginePool.load` from the replicas' arrays (the same sums, in replica order)."""
@@ -366,6 +380,14 @@ class CorePool(InFlightCalls):
     def _refuse(self, what: str) -> NoReturn:
         raise RuntimeError(f"the compiled pool cannot {what}; this run should have been on "
                            f"the Python path (harness/sim/fastcore/choice.py)")
+
+
+def _scheduled() -> NoReturn:
+    """A served group's `on_response` of a return the core took is called after the
+    core's turn, at the return's time: it must leave the heap alone (verl-fully-async's
+    counts a response); one that scheduled anything (a seq taken) would run out of order."""
+    raise RuntimeError("a served group's on_response scheduled on the heap: the compiled "
+                       "pool calls it after the core's turn, where that is out of order")
 
 
 def _deliver(wait: Wait, response: Response) -> None:
