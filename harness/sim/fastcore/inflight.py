@@ -255,14 +255,19 @@ class InFlightCalls:
         core.counts[gs, UNSCORED] -= live
         service.unanswered = live
         if core.latency[first] == NO_CHECK:  # served unchecked: its held samples are done
-            self._services.pop(gs)
-            core.unscored -= int(core.counts[gs, SIZE])
+            self._let_go(gs)
             return service
         held = [s for s, r in enumerate(service.responses) if r is not None]
         if core.counts[gs, UNSCORED] == 0:  # every check the core ran is over
-            self._services.pop(gs)
-            core.unscored -= int(core.counts[gs, SIZE])
+            self._let_go(gs)
             service.core_checked(held)
         else:
             self._held[gs] = held
         return service
+
+    def _let_go(self, gs: int) -> Any:
+        """Served group `gs` is over in the core (no check of it left there): its service,
+        no longer the core's, and its requests off the timers' bound."""
+        core = self._core
+        core.unscored -= int(core.counts[gs, SIZE])
+        return self._services.pop(gs)

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 from harness.core.runtime import EngineLoad, Request, Response
 from harness.sim.co import Wait
 from harness.sim.fastcore.control import RECOMPUTE
-from harness.sim.fastcore.groups import HELD, NO_CHECK, RETURNED, SIZE, GroupEngines
+from harness.sim.fastcore.groups import HELD, NO_CHECK, RETURNED, GroupEngines
 from harness.sim.fastcore.inflight import InFlightCalls
 from harness.sim.fastcore.stepmodel import Priced
 from harness.sim.fastcore.timeline import (
@@ -204,9 +204,7 @@ class CorePool(InFlightCalls):
             told(response)
         took = float(core.latency[i])
         if took == NO_CHECK:  # served unchecked: the group ends with this response
-            gs = int(core.slot[i])
-            del self._services[gs]
-            core.unscored -= int(core.counts[gs, SIZE])
+            self._let_go(int(core.slot[i]))
             done(response)
             return
         heap._seq += 1  # noqa: SLF001
