@@ -69,7 +69,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.runtime import Group, Response, Runtime
+from harness.core.runtime import Group, Runtime
 from systems.common import BatchCounter
 
 
@@ -92,7 +92,7 @@ class Loop:
     message queue, its counters and the wait for the queue or the rollouter to change."""
 
     queue: deque[Group]
-    state: dict[str, int]  # staleness, round, requests, queued (groups ever queued), ...
+    state: dict[str, int]  # staleness, round, queued (groups ever queued), ...
     wait: Callable[[], Awaitable[None]]
     changed: Any  # the runtime's Event the rollouter waits on
 
@@ -149,20 +149,13 @@ class VerlFullyAsync:
         limit = max_required_samples(cfg)
         queue: deque[Group] = deque()  # the message queue, in arrival order
         active: set[int] = set()  # groups started and not yet queued
-        state = {"staleness": 0, "round": 0, "requests": 0, "queued": 0, "concurrency":
+        state = {"staleness": 0, "round": 0, "queued": 0, "concurrency":
                  min(rt.engine.replicas * v.concurrent_samples_per_replica, limit)}
         changed = rt.event()
 
-        def returned(response: Response) -> None:
-            """A response left the engine; an aborted one goes on at once (partial
-            rollout), so it is still in flight."""
-            if response.status == "finished" or not v.partial_rollout:
-                state["requests"] -= 1
-
         async def produce(group: Group) -> None:
             """One verl sample: K responses, each scored as it ends, then queued."""
-            state["requests"] += cfg.group_size
-            await rt.serve(group, on_response=returned, retry=v.partial_rollout)
+            await rt.serve(group, retry=v.partial_rollout)
             active.discard(group.id)
             queue.append(group)
             state["queued"] += 1
@@ -203,14 +196,14 @@ class VerlFullyAsync:
 
         async def sync() -> None:
             await self.before_sync(rt, loop)
-            in_flight = state["requests"]
+            load = rt.engine.load()  # what the pause aborts: every request it holds
             await rt.engine.pause("abort")
             await rt.trainer.publish()
             await rt.engine.resume()
             await self.after_sync(rt, loop)
             state["staleness"] = len(active) + len(queue)
             rt.emit("decision", what="param_sync", version=rt.trainer.version,
-                    aborted=in_flight, staleness_samples=state["staleness"])
+                    aborted=load.running + load.waiting, staleness_samples=state["staleness"])
             changed.set()
 
         generator = rt.spawn(rollouter())

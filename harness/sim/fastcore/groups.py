@@ -53,7 +53,9 @@ RET, CHK = 0, 1  # timer kinds
 # `group_run`'s first answer besides GO (done) and e >= 0 (replica e needs room); far from
 # `core_run`'s drain answers (-2 - e), which the compiled pool never makes (no drain)
 GO, SCORED, ROOM_EV, SHARED = -1, -(1 << 40), -(1 << 40) - 1, -(1 << 40) - 2
-UNSCORED, UNRETURNED, SIZE, FIRST = 0, 1, 2, 3  # a group row's counts; its first request
+# a group row: its counts, its first request, and whether Python hears of its returns
+UNSCORED, UNRETURNED, SIZE, FIRST, QUIET = 0, 1, 2, 3, 4
+HELD_QUIET, RETURNED_QUIET = 1, 2  # a quiet group's request (`back`): held, its return taken
 NO_CHECK = -1.0  # a request's latency where its group is served unchecked (`score=False`)
 
 
@@ -125,13 +127,15 @@ def add_check(tt: Arr, tq: Arr, tn: Arr, st: Arr, fs: Arr, t: float, seq: int,
 def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr,
               ev_t: Arr, ev: Arr, capacity: int, max_running: int, limit_t: float,
               limit_seq: int, seq: int, slot: Arr, latency: Arr, counts: Arr, tt: Arr,
-              tq: Arr, tn: Arr) -> tuple[int, int, int, float, int, int]:
+              tq: Arr, tn: Arr, back: Arr) -> tuple[int, int, int, float, int, int]:
     """The replicas and the timers in (when, seq) order while they come before the heap's
     next entry and the first return left to Python. Returns (e, i, b, when, seq, counter):
     e GO (done), SCORED (request i's check was its group's last: tell Python now, at the
     timer's when), SHARED (i: the call a replica's `_plan` left for the GPU share, made
     at when), ROOM_EV (the event rows need room) or a replica that needs room; then
-    `group_next`'s three and the heap's counter."""
+    `group_next`'s three and the heap's counter. A quiet group's held finishes and the
+    returns the core takes make no row (`back` marks each request instead): the rows
+    after them move up."""
     g[G_SEQ] = seq
     while True:
         call = g[G_CALL]
@@ -144,19 +148,29 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
             lt, ls = tt[0], tq[0, 0]
         ne0 = g[G_NE]
         e = core_run(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running, lt, ls)
+        w = ne0  # where the next row kept goes
         for k in range(ne0, g[G_NE]):
-            if ev[k, 0] != FINISH:
-                continue
-            i = ev[k, 1]
-            gs = slot[i]
-            if gs >= 0:
-                counts[gs, UNRETURNED] -= 1
-                if counts[gs, UNRETURNED] > 0:  # not the K-th: the core takes its return
-                    ev[k, 0] = HELD
+            if ev[k, 0] == FINISH:
+                i = ev[k, 1]
+                gs = slot[i]
+                held = False
+                if gs >= 0:
+                    counts[gs, UNRETURNED] -= 1
+                    held = counts[gs, UNRETURNED] > 0  # not the K-th: the core's return
+                if held:
                     t_push(tt, tq, tn, ev_t[k], ev[k, 4], RET, i)
-                    continue
-            if _before(ev_t[k], ev[k, 4], limit_t, limit_seq):  # Python's return
-                limit_t, limit_seq = ev_t[k], ev[k, 4]
+                    if counts[gs, QUIET]:  # no row: Python builds it with the K-th's
+                        back[i] = HELD_QUIET
+                        continue
+                    ev[k, 0] = HELD
+                elif _before(ev_t[k], ev[k, 4], limit_t, limit_seq):  # Python's return
+                    limit_t, limit_seq = ev_t[k], ev[k, 4]
+            if w != k:
+                ev_t[w] = ev_t[k]
+                for c in range(5):
+                    ev[w, c] = ev[k, c]
+            w += 1
+        g[G_NE] = w
         if e != -1:
             b, t, s = group_next(st, fs, tt, tq, tn)
             return e, 0, b, t, s, g[G_SEQ]
@@ -172,10 +186,13 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
         t0, s0, kind, i = tt[0], tq[0, 0], tq[0, 1], tq[0, 2]
         _t_pop(tt, tq, tn)
         if kind == RET:  # its replica back to the router; its check starts
-            ne = g[G_NE]
-            ev_t[ne] = t0
-            ev[ne, 0], ev[ne, 1], ev[ne, 2], ev[ne, 3], ev[ne, 4] = RETURNED, i, 0, 0, s0
-            g[G_NE] = ne + 1
+            if counts[slot[i], QUIET]:  # Python need not hear of it
+                back[i] = RETURNED_QUIET
+            else:
+                ne = g[G_NE]
+                ev_t[ne] = t0
+                ev[ne, 0], ev[ne, 1], ev[ne, 2], ev[ne, 3], ev[ne, 4] = RETURNED, i, 0, 0, s0
+                g[G_NE] = ne + 1
             d = latency[i]
             if d < 0:  # a group served unchecked (NO_CHECK): no check, no seq taken
                 continue
@@ -209,7 +226,9 @@ class GroupEngines(LeanEngines):
         super().__init__(*args, **kwargs)
         self.slot = np.full(64, -1, dtype=np.int64)  # per request: its group's row, or -1
         self.latency = np.zeros(64, dtype=np.float64)  # per request: its check's latency
-        self.counts = np.zeros((16, 4), dtype=np.int64)  # per group: unscored, unreturned, K, first
+        self.back = np.zeros(64, dtype=np.int64)  # per request: HELD_QUIET, RETURNED_QUIET
+        # per group: unscored, unreturned, K, first, quiet
+        self.counts = np.zeros((16, 5), dtype=np.int64)
         self.groups = 0
         self.tt = np.empty(64, dtype=np.float64)
         self.tq = np.empty((64, 3), dtype=np.int64)
@@ -222,7 +241,10 @@ class GroupEngines(LeanEngines):
             grown = max(n, 2 * self.slot.shape[0])
             slot = np.full(grown, -1, dtype=np.int64)
             slot[:self.slot.shape[0]] = self.slot
+            back = np.zeros(grown, dtype=np.int64)
+            back[:self.back.shape[0]] = self.back
             self.slot, self.latency = slot, _grown(self.latency, 0, grown)
+            self.back = back
 
     def submit(self, engine: int, priority: int, prompt: int, target: int) -> int:
         self._cover(self.n + 1)
@@ -238,15 +260,16 @@ class GroupEngines(LeanEngines):
         self._cover(self.n + len(engine))
         return super().submit_many(engine, priority, prompt, target)
 
-    def group(self, latencies: list[float]) -> int:
+    def group(self, latencies: list[float], quiet: bool = False) -> int:
         """The next K requests submitted are one group's, with these check latencies;
-        returns the group's row."""
+        returns the group's row. `quiet`: Python is not told of its held finishes and
+        the returns the core takes (no rows), only of its K-th finish."""
         k, i, gs = len(latencies), self.n, self.groups
         self._cover(i + k)
         self.slot[i:i + k] = gs
         self.latency[i:i + k] = latencies
         self.counts = _grown(self.counts, 0, gs + 1)
-        self.counts[gs] = k, k, k, i
+        self.counts[gs] = k, k, k, i, quiet
         self.groups = gs + 1
         self.unscored += k
         if self.unscored > self.tt.shape[0]:  # a request has one timer at a time at most
@@ -279,7 +302,7 @@ class GroupEngines(LeanEngines):
                 self.p, self.rq, self.g, self.st, self.fs, self.wh, self.fh, self.rs,
                 self.ev_t, self.ev, self.kv, self.max_running, limit_t, limit_seq,
                 heap._seq, self.slot, self.latency, self.counts, self.tt, self.tq,  # noqa: SLF001
-                self.tn)
+                self.tn, self.back)
             heap._seq = seq  # noqa: SLF001
             self.sink()  # the returns pushed before a retry reads the queue's head
             if e == GO:  # (b, t, s) stand: the sink changes nothing in the core

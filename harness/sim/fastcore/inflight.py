@@ -45,7 +45,9 @@ from harness.sim.fastcore.control import MODES
 from harness.sim.fastcore.groups import (
     FIRST,
     NO_CHECK,
+    QUIET,
     RET,
+    RETURNED_QUIET,
     SIZE,
     UNRETURNED,
     UNSCORED,
@@ -95,6 +97,8 @@ class InFlightCalls:
 
     _refuse: Callable[[str], NoReturn]
     _forward: Callable[[], None]
+    _fill: Callable[[int], None]
+    _forget: Callable[..., None]
 
     # -- the contract's calls --------------------------------------------------
     async def pause(self, mode: PauseMode = "keep") -> None:
@@ -177,9 +181,10 @@ class InFlightCalls:
                 rows[slot[0].id] = i
         self._scanned = len(live)
         by_engine: dict[int, list[int]] = {}
+        back = self._core.back  # a quiet group's sample the core returned: not live
         for rid in request_ids:
             i = rows.get(rid)
-            if i is not None and live[i] is not None:
+            if i is not None and live[i] is not None and back.item(i) != RETURNED_QUIET:
                 by_engine.setdefault(live[i][2], []).append(i)
         return by_engine
 
@@ -231,6 +236,8 @@ class InFlightCalls:
             self._services[gs].responses[response.request.sample] = response
             t_push(core.tt, core.tq, core.tn, t, seq, RET, i)
         else:
+            if core.counts[gs, QUIET]:  # its K-th: the samples the core held, built now
+                self._fill(gs)
             self._live[i][3] = response
             heappush(self._heap._queue, [t, seq, self._last_returned, (i,)])  # noqa: SLF001
 
@@ -254,6 +261,9 @@ class InFlightCalls:
         core.counts[gs, UNRETURNED] = 0
         core.counts[gs, UNSCORED] -= live
         service.unanswered = live
+        if core.counts[gs, QUIET]:  # the samples the core held and returned, built now
+            self._fill(gs)
+            self._forget(gs, returned=True)
         if core.latency[first] == NO_CHECK:  # served unchecked: its held samples are done
             self._let_go(gs)
             return service

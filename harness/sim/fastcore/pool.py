@@ -15,9 +15,10 @@ response's status and version spans are read from the core (in an abort's call o
 for the responses it ends). What the core does not have (a drain with requests in
 flight, lend, resize, pull, reconfigure, a chunked request) is refused loudly: the choice
 should have kept such a run on the Python path. A group `serve` hands over whole
-(`serve_group`) has its returns and checks run by the core (harness/sim/fastcore/
-groups.py): Python sees its K-th response and its K-th score only, and `on_response`
-of each return (in `_forward`, after the core's turn: it must leave the heap alone).
+(`serve_group`: harness/sim/fastcore/served.py) has its returns and checks run by the
+core (harness/sim/fastcore/groups.py): Python sees its K-th response and its K-th score
+only, and `on_response` of each return (in `_forward`, after the core's turn: it must
+leave the heap alone), or of a quiet group neither its other returns nor their finishes.
 """
 
 from __future__ import annotations
@@ -29,9 +30,16 @@ from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, Request, Response
 from harness.sim.co import Wait
+from harness.sim.dispatch import ByRule
 from harness.sim.fastcore.control import RECOMPUTE
-from harness.sim.fastcore.groups import HELD, NO_CHECK, RETURNED, GroupEngines
+from harness.sim.fastcore.groups import (
+    HELD,
+    QUIET,
+    RETURNED,
+    GroupEngines,
+)
 from harness.sim.fastcore.inflight import InFlightCalls
+from harness.sim.fastcore.served import ServedGroups
 from harness.sim.fastcore.stepmodel import Priced
 from harness.sim.fastcore.timeline import (
     ADMIT,
@@ -51,7 +59,7 @@ from harness.sim.trace_events import Makers
 FEW = 4  # `_outcomes` reads this many responses or fewer one by one (`outcome`)
 
 
-class CorePool(InFlightCalls):
+class CorePool(ServedGroups, InFlightCalls):
     """Implements `harness.core.runtime.Engine` over `engines` compiled replicas."""
 
     lender: Any = None  # the runtime sets one; the core lends none (choice.py)
@@ -82,6 +90,9 @@ class CorePool(InFlightCalls):
         self._kept = tuple(writer.keeps(kind) for kind in (
             "request_admit", "request_preempt", "request_finish"))
         self._core.g[G_QUIET] = not self._kept[0]  # the core writes no admission then
+        # a served group may be quiet (`serve_group`) where no finish is written and
+        # returns do not route (a rule's router: nothing reads its counts here)
+        self._quiet = not self._kept[2] and isinstance(self._router, ByRule)
         # per core index: [request, done, replica, response (set at its end)]; None once
         # returned
         self._live: list[list[Any] | None] = []
@@ -176,52 +187,6 @@ class CorePool(InFlightCalls):
         if events:
             self._record_many([now] * len(events), events)
 
-    def serve_group(self, requests: list[Request], service: Any, checked: bool = True
-                    ) -> None:
-        """`submit_many` of a group's samples whose returns and checks the core runs
-        (harness/sim/fastcore/groups.py): `service.answered_last(response)` is called at
-        the K-th return (as `done`), `service.all_scored()` at the K-th check's end. Each
-        check's latency is drawn now as `_Check` draws it (`check_outcome` with no
-        timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
-        `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
-        latencies = ([r.prompt.hidden.sample(r.sample)[2] for r in requests] if checked
-                     else [NO_CHECK] * len(requests))
-        self._services[self._core.group(latencies)] = service
-        self.submit_many(requests, service.answered_last)
-
-    def _last_returned(self, i: int) -> None:
-        """A turn after a group's K-th finish: `_returned`, its check into the core (its seq
-        taken now, as `call_later` takes it in `serve`), then the service's K-th response."""
-        request, done, index, response = self._live[i]  # type: ignore[misc]
-        self._live[i] = None
-        self._router.give_back(index)
-        heap, core = self._heap, self._core
-        service = self._services[int(core.slot[i])]
-        if service.gate is not None:  # `_answered` tells the gate first, then the rest
-            service.gate.returned(request.id)
-        told = service.on_response
-        if told is not None:  # `_answered` tells it first, then starts the check
-            told(response)
-        took = float(core.latency[i])
-        if took == NO_CHECK:  # served unchecked: the group ends with this response
-            self._let_go(int(core.slot[i]))
-            done(response)
-            return
-        heap._seq += 1  # noqa: SLF001
-        core.add_check(i, heap.now + took if took > 0 else heap.now, heap._seq)  # noqa: SLF001
-        done(response)
-
-    def _scored(self, i: int, t: float) -> None:
-        """Request `i`'s check, at `t`, was its group's last: the service told now, at `t`
-        (the core runs ahead of the clock)."""
-        self._heap.now = t
-        gs = int(self._core.slot[i])
-        held = self._held.pop(gs, None)  # handed back to `serve` (inflight.py): its own
-        if held is None:
-            self._services.pop(gs).all_scored()
-        else:
-            self._services.pop(gs).core_checked(held)
-
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""
         request, done, index, response = self._live[i]  # type: ignore[misc]
@@ -253,6 +218,7 @@ class CorePool(InFlightCalls):
         now, seq0 = heap.now, heap._seq  # noqa: SLF001  (what an `on_response` must leave)
         groups, samples, live, version = self._groups, self._samples, self._live, self.version
         slot_of, last, back, queue = core.slot, self._last_returned, self._returned, self._queue
+        counts = core.counts
         services, controlling, give_back = self._services, self._controlling, self._router.give_back
         # (inflight.py) read from the core in a call (an abort), and once spans may differ
         ended = (self._outcomes(rows) if controlling
@@ -290,6 +256,8 @@ class CorePool(InFlightCalls):
                 elif controlling and gs >= 0:  # a served sample, in a call
                     self._member_ended(i, t, seq, response)
                 else:
+                    if gs >= 0 and counts.item(gs, QUIET):  # its K-th: the others' now
+                        self._fill(gs)
                     slot[3] = response  # type: ignore[index]
                     heappush(queue, [t, seq, last if gs >= 0 else back, (i,)])
                 if keep_finish:

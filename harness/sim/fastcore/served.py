@@ -1,0 +1,137 @@
+"""A group the compiled pool serves whole (`serve_group`, harness/sim/fastcore/groups.py
+runs its returns and checks): its K-th return, its last check, and a quiet group's held
+responses.
+
+Why quiet groups: in a run whose trace keeps no `request_finish` (a reproduction's
+memory-only runs) and whose router places by a rule (verl's static split, verl-fully-
+async's round robin: nothing here reads their counts), a group with no gate and no
+`on_response` needs nothing of its samples' finishes and returns but the responses
+themselves, which the K-th return hands on. So the core makes no row for them (a HELD
+finish, a RETURNED return: two rows a request otherwise built, forwarded and let go of
+one by one in Python), marks each request in `back`, and Python builds the held
+responses in one go with the group's K-th finish (`_fill`), or as an abort hands the
+group back to `serve` (harness/sim/fastcore/inflight.py). A response's spans are one
+version's as a held row's would be, unless it may span more (`_outcomes`: read from the
+core). Measured on verl-async's 20 first verl-fully-async runs: docs/simulated-core.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.core.runtime import Request, Response
+from harness.sim.fastcore.groups import (
+    FIRST,
+    HELD,
+    NO_CHECK,
+    QUIET,
+    RETURNED_QUIET,
+    SIZE,
+)
+from harness.sim.fastcore.timeline import GEN0
+
+
+class ServedGroups:
+    """`CorePool`'s served groups (a mixin: the pool sets what it reads)."""
+
+    _core: Any  # GroupEngines
+    _heap: Any
+    _router: Any
+    _services: dict[int, Any]
+    _held: dict[int, list[int]]
+    _live: list[Any]
+    _samples: list[int]
+    _spanned: bool
+    _quiet: bool
+    version: int
+    submit_many: Any
+    _outcomes: Any
+    _let_go: Any
+
+    def serve_group(self, requests: list[Request], service: Any, checked: bool = True
+                    ) -> None:
+        """`submit_many` of a group's samples whose returns and checks the core runs
+        (harness/sim/fastcore/groups.py): `service.answered_last(response)` is called at
+        the K-th return (as `done`), `service.all_scored()` at the K-th check's end. Each
+        check's latency is drawn now as `_Check` draws it (`check_outcome` with no
+        timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
+        `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
+        latencies = ([r.prompt.hidden.sample(r.sample)[2] for r in requests] if checked
+                     else [NO_CHECK] * len(requests))
+        quiet = self._quiet and service.gate is None and service.on_response is None
+        self._services[self._core.group(latencies, quiet)] = service
+        self.submit_many(requests, service.answered_last)
+
+    def _last_returned(self, i: int) -> None:
+        """A turn after a group's K-th finish: `_returned`, its check into the core (its seq
+        taken now, as `call_later` takes it in `serve`), then the service's K-th response."""
+        request, done, index, response = self._live[i]  # type: ignore[misc]
+        self._live[i] = None
+        self._router.give_back(index)
+        heap, core = self._heap, self._core
+        service = self._services[int(core.slot[i])]
+        if service.gate is not None:  # `_answered` tells the gate first, then the rest
+            service.gate.returned(request.id)
+        told = service.on_response
+        if told is not None:  # `_answered` tells it first, then starts the check
+            told(response)
+        took = float(core.latency[i])
+        if took == NO_CHECK:  # served unchecked: the group ends with this response
+            self._forget(int(core.slot[i]))
+            self._let_go(int(core.slot[i]))
+            done(response)
+            return
+        heap._seq += 1  # noqa: SLF001
+        core.add_check(i, heap.now + took if took > 0 else heap.now, heap._seq)  # noqa: SLF001
+        done(response)
+
+    def _scored(self, i: int, t: float) -> None:
+        """Request `i`'s check, at `t`, was its group's last: the service told now, at `t`
+        (the core runs ahead of the clock)."""
+        self._heap.now = t
+        gs = int(self._core.slot[i])
+        held = self._held.pop(gs, None)  # handed back to `serve` (inflight.py): its own
+        if held is None:
+            self._forget(gs)
+            self._services.pop(gs).all_scored()
+        else:
+            self._services.pop(gs).core_checked(held)
+
+    def _fill(self, gs: int) -> None:
+        """The responses of quiet group `gs`'s samples the core holds (it made no HELD
+        rows for them: harness/sim/fastcore/groups.py), built as `_forward` builds a
+        held one: now, with its K-th finish or as an abort hands it back. None can span
+        another version than its row's would have: a sample finished before its K-th,
+        and an install in between found that one in flight (`_epoch` moved: read)."""
+        core, live, samples = self._core, self._live, self._samples
+        row = core.counts[gs].tolist()
+        first, end = row[FIRST], row[FIRST] + row[SIZE]
+        responses = self._services[gs].responses
+        rows = [[HELD, first + k, 0, n, 0] for k, (b, n) in enumerate(zip(
+            core.back[first:end].tolist(), core.rq[first:end, GEN0].tolist(), strict=True))
+            if b and responses[samples[first + k]] is None]
+        version = self.version
+        ended = self._outcomes(rows, version) if self._spanned else None
+        for _, i, _, value, _ in rows:
+            req = live[i][0]
+            if ended is None:
+                status, spans = "finished", [[version, value]]
+            else:
+                status, value, spans = next(ended)
+            responses[samples[i]] = Response(req, value, spans, status,
+                                             status == "finished" and value >= req.max_tokens)
+
+    def _forget(self, gs: int, returned: bool = False) -> None:
+        """Quiet group `gs`'s samples let go of (their `_live` rows, which no RETURNED row
+        cleared): all of them as it ends (each returned), or those whose returns the core
+        took (`returned`: a group handed back, its others in flight still)."""
+        row = self._core.counts[gs].tolist()
+        if not row[QUIET]:
+            return
+        first, size, live = row[FIRST], row[SIZE], self._live
+        if not returned:
+            live[first:first + size] = [None] * size
+            return
+        for k, back in enumerate(self._core.back[first:first + size].tolist()):
+            if back == RETURNED_QUIET:
+                live[first + k] = None
