@@ -20,7 +20,9 @@ The core's entry on the heap is at the earliest of its replicas' next entry and 
 heap's head; `core_run` runs the replicas up to the earlier of the heap's next entry and
 the timer head (it stops itself at the first return it makes). Each return the core
 takes is handed to Python as a RETURNED row (its replica given back to the router before
-any Python runs: the core never runs past the heap's next entry).
+any Python runs: the core never runs past the heap's next entry), but a quiet group's
+(harness/sim/fastcore/served.py): it makes neither that row nor its HELD finishes, and
+marks each such request in `back` instead.
 """
 
 from __future__ import annotations

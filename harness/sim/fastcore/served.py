@@ -12,7 +12,8 @@ one by one in Python), marks each request in `back`, and Python builds the held
 responses in one go with the group's K-th finish (`_fill`), or as an abort hands the
 group back to `serve` (harness/sim/fastcore/inflight.py). A response's spans are one
 version's as a held row's would be, unless it may span more (`_outcomes`: read from the
-core). Measured on verl-async's 20 first verl-fully-async runs: docs/simulated-core.md.
+core). Measured (verl-async's verl-fully-async runs): docs/bench.md, twenty-second
+session.
 """
 
 from __future__ import annotations
