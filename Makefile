@@ -7,6 +7,15 @@ STAMP := $(VENV)/.installed
 LIVE_STAMP := $(VENV)/.live-installed
 WARM_STAMP := $(VENV)/.fastcore-warm
 
+# pip install, tried three times: a download cut off by the network (it has happened on a
+# 286 MB wheel) is tried again from the start rather than failing the set-up. After the
+# first call has upgraded pip, RESUME lets each try also resume a cut download ten times.
+RESUME := --resume-retries 10
+PIP_INSTALL = for try in 1 2 3; do \
+	$(BIN)/python -m pip install --quiet $(1) && break; \
+	[ $$try = 3 ] && exit 1; echo "pip install failed (try $$try of 3); again in 30 s"; sleep 30; \
+	done
+
 .PHONY: setup setup-live test lint reproduce reproduce-rolloutpipe reproduce-pipelinerl \
 	reproduce-april reproduce-rollpacker reproduce-verl-async reproduce-areal reproduce-skyrl-spec reproduce-spec-papers bench calibrate live-demo whatif validate validate-gpu \
 	notebooks clean
@@ -16,8 +25,8 @@ setup: $(STAMP) $(WARM_STAMP)
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(call PIP_INSTALL,--upgrade pip)
+	$(call PIP_INSTALL,$(RESUME) -e '.[dev]')
 	touch $(STAMP)
 
 # The compiled core (harness/sim/fastcore) compiled once into numba's cache, so that no run
@@ -31,8 +40,8 @@ $(WARM_STAMP): $(STAMP) $(wildcard harness/sim/fastcore/*.py)
 setup-live: $(LIVE_STAMP)
 
 $(LIVE_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[live]'
+	$(call PIP_INSTALL,$(RESUME) torch==2.13.0)
+	$(call PIP_INSTALL,$(RESUME) -e '.[live]')
 	-$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(LIVE_STAMP)
 
