@@ -19,6 +19,15 @@ from harness.sim.heap import Entry, Heap
 from harness.sim.perf import StepJump
 
 
+def simulated_response(req: Request, tokens: int, spans: list[list[int]], status: str
+                       ) -> Response:
+    """A simulated request's response. Truncated when it finished at its `max_tokens`:
+    a simulated sample stops only at its drawn length or that cap. (`SimEngine._end` and
+    the compiled pool, harness/sim/fastcore, build theirs here.)"""
+    return Response(req, tokens, spans, status,  # type: ignore[arg-type]
+                    status == "finished" and tokens >= req.max_tokens)
+
+
 class SimEngine(Batching):
     """Implements `harness.core.runtime.Engine` on the simulator's event heap."""
 
@@ -232,8 +241,7 @@ class SimEngine(Batching):
             else:
                 spans.append([version, tokens])
         req = seq.req
-        resp = Response(req, gen, spans, status,  # type: ignore[arg-type]
-                        status == "finished" and gen >= req.max_tokens)
+        resp = simulated_response(req, gen, spans, status)
         self._emit(  # versions: `Response.versions`
             "request_finish", group=req.group, sample=req.sample, response_tokens=gen,
             status=status, versions=[spans[0][0], spans[-1][0]] if spans else [],

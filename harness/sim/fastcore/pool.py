@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 from harness.core.runtime import EngineLoad, Request, Response
 from harness.sim.co import Wait
 from harness.sim.dispatch import ByRule
+from harness.sim.engine import simulated_response
 from harness.sim.fastcore.control import RECOMPUTE
 from harness.sim.fastcore.groups import (
     HELD,
@@ -248,8 +249,7 @@ class CorePool(ServedGroups, InFlightCalls):
                     status, spans = "finished", [[version, value]]
                 else:  # aborted or not, its spans across installs (`SimEngine._end`'s)
                     status, value, spans = next(ended)
-                response = Response(req, value, spans, status,  # type: ignore[arg-type]
-                                    status == "finished" and value >= req.max_tokens)
+                response = simulated_response(req, value, spans, status)
                 gs = slot_of.item(i)
                 if kind == HELD:  # its return is the core's: the group holds it now
                     services[gs].responses[samples[i]] = response

@@ -24,7 +24,7 @@ import numpy as np
 
 from harness.core.runtime import PauseMode, Prompt, Request, Response
 from harness.sim.co import Driver, Wait, sleep
-from harness.sim.engine import SimEngine
+from harness.sim.engine import SimEngine, simulated_response
 from harness.sim.fastcore import Stream
 from harness.sim.heap import Heap
 from harness.sim.perf import DecodeModel, TableDecodeModel
@@ -69,8 +69,7 @@ class PinnedPool:
         """Request i's response, as `SimEngine._end` builds it."""
         status, tokens, spans = self.core.outcome(i)
         req = self.requests[i]
-        return Response(req, tokens, spans, status,  # type: ignore[arg-type]
-                        status == "finished" and tokens >= req.max_tokens)
+        return simulated_response(req, tokens, spans, status)
 
     def _returned(self, i: int) -> None:
         done, self._done[i] = self._done[i], None

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.runtime import Request, Response
+from harness.core.runtime import Request
+from harness.sim.engine import simulated_response
 from harness.sim.fastcore.groups import (
     FIRST,
     HELD,
@@ -119,13 +120,14 @@ class ServedGroups:
                 status, spans = "finished", [[version, value]]
             else:
                 status, value, spans = next(ended)
-            responses[samples[i]] = Response(req, value, spans, status,
-                                             status == "finished" and value >= req.max_tokens)
+            responses[samples[i]] = simulated_response(req, value, spans, status)
 
     def _forget(self, gs: int, returned: bool = False) -> None:
         """Quiet group `gs`'s samples let go of (their `_live` rows, which no RETURNED row
         cleared): all of them as it ends (each returned), or those whose returns the core
         took (`returned`: a group handed back, its others in flight still)."""
+        if not self._quiet:  # no group of this pool is
+            return
         row = self._core.counts[gs].tolist()
         if not row[QUIET]:
             return
