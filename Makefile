@@ -53,7 +53,7 @@ test: setup setup-live
 lint: setup
 	$(BIN)/ruff check .
 
-# All six reproductions, or one: its rows of results/claims.* are replaced, the others kept.
+# Every reproduction, or one: its rows of results/claims.* are replaced, the others kept.
 # Rounds and seed are explicit so that a change of a CLI default leaves them alone.
 REPRODUCE_OPTS := --out results --figures figures --rounds 4 --seed 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.runtime import Group, Queue, Runtime
-from systems.common import BatchCounter, new_groups
+from systems.common import BatchCounter, emit_when_done, new_groups
 
 
 class CGP:
@@ -45,7 +45,7 @@ class CGP:
             groups = new_groups(rt, rnd, rt.workload.take(cfg.groups))
             ready: Queue[Group] = rt.queue()
             rollout = rt.spawn(self.admit(rt, groups, ready))
-            rollout.add_done_callback(lambda _t, r=rnd: rt.emit("rollout_complete", round=r))
+            emit_when_done(rt, rollout, "rollout_complete", round=rnd)
             for _ in range(cfg.groups // cfg.update_groups):
                 batch = [await ready.get() for _ in range(cfg.update_groups)]
                 await self.batches.train(rt, batch)

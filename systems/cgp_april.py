@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.core.runtime import Group, Queue, Runtime
 from systems.april import APRIL
+from systems.common import emit_when_done
 
 
 class CGPAPRIL(APRIL):
@@ -42,7 +43,7 @@ class CGPAPRIL(APRIL):
             rt.emit("rollout_start", round=rnd, version=rt.engine.version)
             self.handoff = rt.queue()
             rollout = rt.spawn(self._rollout(rt, rnd))
-            rollout.add_done_callback(lambda _t, r=rnd: rt.emit("rollout_complete", round=r))
+            emit_when_done(rt, rollout, "rollout_complete", round=rnd)
             for _ in range(cfg.groups // cfg.update_groups):
                 batch = [await self.handoff.get() for _ in range(cfg.update_groups)]
                 await self.batches.train(rt, batch)

@@ -7,10 +7,24 @@ the runtime's own call, `rt.serve`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from harness.core.runtime import Group, PartialGroup, Prompt, Request, Runtime
+from harness.core.runtime import Group, Handle, PartialGroup, Prompt, Request, Runtime
 
-__all__ = ["BatchCounter", "PartialGroup", "admission_room", "new_groups", "serve_partial"]
+__all__ = ["BatchCounter", "PartialGroup", "admission_room", "emit_when_done", "new_groups",
+           "serve_partial"]
+
+
+def emit_when_done(rt: Runtime, task: Handle[Any], ev: str, **fields: Any) -> None:
+    """`rt.emit(ev, **fields)` once `task` has returned: not when the run's end cancels it
+    (Ctrl-C, a fault elsewhere) nor when it fails, where the event would claim work that
+    never finished (a `rollout_complete` of a round half generated)."""
+
+    def done(task: Handle[Any]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            rt.emit(ev, **fields)
+
+    task.add_done_callback(done)
 
 
 async def serve_partial(rt: Runtime, work: PartialGroup, priority: int = 0) -> bool:

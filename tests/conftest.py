@@ -60,7 +60,7 @@ os.environ.setdefault("ROLLOUTBENCH_PYTHON_ENGINES", "1")
 COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_fastcore_direct.py",
                  "test_core_pool.py", "test_core_pool_abort.py", "test_core_share.py",
                  "test_trace_held.py", "test_reproduce_preload.py",
-                 "test_rounds_tap.py", "test_core_quiet.py")
+                 "test_rounds_tap.py", "test_core_quiet.py", "test_core_interrupt.py")
 
 
 @pytest.fixture

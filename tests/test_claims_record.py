@@ -106,6 +106,21 @@ def test_readings_and_consistency_rows_are_counted_apart() -> None:
         from_csv(to_csv([Claim("p", "c", "m", "cfg", 1, 2, 1.5, kind="guess")]), "x.csv")
 
 
+def test_a_kernel_paper_without_its_twin_says_not_run() -> None:
+    """`reproduce --twin skip` simulates no roofline twin: a paper on measured kernels
+    then says "not run" in the summary's roofline column (once it said "same"); a paper
+    on the roofline itself is the same under both."""
+    kernels, roof = "kernels:h100_sxm:vllm-0.24.0", "roofline (no measured kernels)"
+    claims = [Claim("k", "c", "m", "cfg", 1, 2, 1.5, step_source=kernels),
+              Claim("r", "c", "m", "cfg", 1, 2, 1.5, step_source=roof),
+              Claim("t", "c", "m", "cfg", 1, 2, 1.5, step_source=kernels,
+                    harness_roofline=3.0)]
+    summary = summary_markdown(claims)
+    assert "| k | c |  | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 | not run |" in summary
+    assert "| r | c |  | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 | same |" in summary
+    assert "| t | c |  | prediction | 1 to 2 | 1.5 to 1.5 | 1/1 | 0/1 |" in summary
+
+
 def test_readme_summary_counts_each_paper_and_kind() -> None:
     """Per paper and kind, held / rows; "all" sums them; the step-model line counts only
     the predictions that have a roofline twin (p's first two, not q's)."""

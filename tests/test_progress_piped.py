@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.core import progress
-from harness.core.progress import Bar
+from harness.core.config import RunConfig
+from harness.core.progress import Bar, LateBar
+from harness.run.execute import execute
 
 
 class Clock:
@@ -54,6 +56,34 @@ def test_a_bar_whose_last_line_was_its_end_closes_without_another(
         bar.update(4, total=4)
     assert capfd.readouterr().err.splitlines() == [
         "y: started", "y: 3 done, 10 s, 1 failed", "y: 4/4 (100%), 12 s, 1 failed"]
+
+
+def test_a_late_bar_is_silent_until_its_work_has_run_a_while(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    clock = Clock()
+    with LateBar("q", 10, after=2.0, clock=clock) as quick:  # done within 2 s: no line
+        for now, done in ((0.5, 3), (1.9, 10)):
+            clock.now = now
+            quick.update(done)
+    assert capfd.readouterr().err == ""
+    clock.now = 100.0
+    with LateBar("s", 10, after=2.0, clock=clock) as slow:
+        for now, done in ((101.0, 2), (103.0, 4), (104.5, 7)):
+            clock.now = now
+            slow.update(done)
+        clock.now = 105.0
+    # its first line once 2 s have passed, its times from when the work began
+    assert capfd.readouterr().err.splitlines() == ["s: 10 to go", "s: 7/10 (70%), 4 s"]
+
+
+def test_a_simulated_run_tells_its_rounds_as_it_goes(tmp_path: Path) -> None:
+    told: list[int] = []
+    cfg = RunConfig(system="slime", workload="sci-jl", groups=4, group_size=2, rounds=3)
+    execute(cfg, tmp_path / "t.jsonl", progress=told.append)
+    assert told and told == sorted(told) and told[-1] == 3
+    memory: list[int] = []  # a run kept in memory has no trace to tell from
+    execute(cfg, tmp_path / "m.jsonl", write=False, progress=memory.append)
+    assert memory == []
 
 
 def test_a_piped_sweep_says_its_cells_as_they_finish(

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,27 @@ def test_run_writes_zst_by_default_and_jsonl_when_asked(tmp_path: Path) -> None:
     # either form in OUT is a run already there
     refused = cli("run", "--out", "z", *SMALL, "--trace-format", "jsonl", cwd=tmp_path)
     assert refused.returncode == 2 and "--force" in refused.stderr
+
+
+def test_a_forced_run_stopped_leaves_none_of_the_run_it_replaced(tmp_path: Path) -> None:
+    first = cli("run", "--out", "o", *SMALL, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    long = ["--system", "cgp", "--workload", "sci-jl", "-R", "32", "--rounds", "2000"]
+    run = subprocess.Popen([ROLLOUTBENCH, "run", "--out", "o", *long, "--force"], cwd=tmp_path,
+                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    trace, old = tmp_path / "o" / "trace.jsonl.zst", tmp_path / "o" / "metrics.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (old.exists() or not trace.exists()
+                                           or not trace.stat().st_size):
+        time.sleep(0.05)  # the old run let go of, a first frame written: under way
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert sorted(os.listdir(tmp_path / "o")) == ["trace.jsonl.zst"]  # no stale metrics
+    events = read_trace(trace, strict=True)
+    assert events[0]["config"]["rounds"] == 2000 and events[-1]["error"] == "interrupted"
 
 
 def test_a_bad_trace_format_is_one_line_before_any_work(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from harness.cli.common import (
     workload_file,
 )
 from harness.core.config import ConfigError
+from harness.core.progress import LateBar
 from harness.core.registry import UnknownName
 from harness.shared.ray_connect import HELP as RAY_HELP
 
@@ -205,11 +206,15 @@ def run_cmd(
         typer.echo(textwrap.fill(f"note: {note}", 100, subsequent_indent="  ",
                                  break_on_hyphens=False), err=True)
     made = out_dir(out)
-    for name in TRACE_NAMES:  # a run forced over one of the other form leaves one trace
+    # a forced run lets go of the run it replaces now: stopped or failed, it leaves its
+    # own trace alone, never beside the other run's metrics (or its trace of the other form)
+    for name in (*TRACE_NAMES, "metrics.json", "run.json"):
         (out / name).unlink(missing_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
-    try:
-        rows, line = execute(cfg, trace, reads(*ROUND_METRIC_EVENTS, *EVENTS)(_rows_and_line))
+    try:  # a simulated run that takes a while shows how many rounds are done
+        with LateBar(f"simulating {cfg.system}, rounds", cfg.rounds) as bar:
+            rows, line = execute(cfg, trace, reads(*ROUND_METRIC_EVENTS, *EVENTS)(_rows_and_line),
+                                 progress=bar.update)
     except KeyboardInterrupt:
         said = ("nothing was written" if _never_started(trace, made)
                 else f"the trace {trace} is closed")

@@ -48,7 +48,8 @@ class Bar:
     known yet (`update` may tell it): its lines count what is done."""
 
     def __init__(self, label: str, total: int, enabled: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 started: float | None = None) -> None:
         self.label, self.total, self.enabled = label, total, enabled
         self.done, self.note = 0, ""
         self._progress: Any = None
@@ -57,6 +58,7 @@ class Bar:
         self._piped = False
         self._start = self._last = 0.0
         self._said: tuple[int, int] | None = None  # (done, tenth) of the last line, if any
+        self._began = started  # when the work began, on `clock` (None: as the bar opens)
 
     def __enter__(self) -> Bar:
         if not self.enabled:
@@ -69,7 +71,8 @@ class Bar:
                                                  note="")
         else:
             self._piped = True
-            self._start = self._last = self._clock()
+            self._last = self._clock()
+            self._start = self._last if self._began is None else self._began
             to_go = f"{self.total} to go" if self.total else "started"
             print(f"{self.label}: {to_go}", file=sys.stderr, flush=True)
         return self
@@ -166,3 +169,33 @@ def stage(label: str) -> Iterator[Update]:
             print(text, file=sys.stderr, flush=True)
 
     yield line
+
+
+class LateBar:
+    """A `Bar` that appears only once its work has run `after` seconds: a quick command
+    stays as quiet as it was (a simulated `run` of a few rounds prints its table alone),
+    a long one shows how far it is. `update(done)` as the work goes; closing it closes
+    the bar, if one was shown (before any line said after it: the terminal's is
+    transient)."""
+
+    def __init__(self, label: str, total: int, after: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.total, self.after, self._clock = label, total, after, clock
+        self._start = clock()
+        self._bar: Bar | None = None
+
+    def update(self, done: int) -> None:
+        if self._bar is None:
+            if self._clock() - self._start < self.after:
+                return
+            self._bar = Bar(self.label, self.total, clock=self._clock,
+                            started=self._start).__enter__()
+        self._bar.update(done)
+
+    def __enter__(self) -> LateBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+            self._bar = None

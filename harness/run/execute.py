@@ -48,11 +48,12 @@ def _run_live(cfg: RunConfig, trace_path: str | os.PathLike[str], system: Any) -
 
 
 Reader = Callable[[list[dict[str, Any]]], Any]  # a run's events -> what a study keeps
+Progress = Callable[[int], None]  # told the rounds complete so far
 R = TypeVar("R", bound=Reader)
 
 
 def _simulate(runtime: Any, system: Any, reader: Reader | None,
-              kinds: Collection[str] | None) -> Any:
+              kinds: Collection[str] | None, progress: Progress | None = None) -> Any:
     """A simulated run and what `reader` (or the round metrics) makes of its events;
     `kinds`: what `reader` reads of this run (`reader_kinds`). A written run's round
     metrics are made as its trace is packed (`RoundMetrics`, the writer's tap), not from a
@@ -62,11 +63,20 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
     that the run's objects are freed by reference counting when it returns, before the
     caller turns the cyclic collector back on: its first pass walks every young object
     still alive, and the runtime sits in cycles (RolloutPipe's grid: 0.90 -> 0.50 CPU s in
-    collections; verl-async's probe 2.3 -> 0.3 s, the freeing then paid as it returns)."""
+    collections; verl-async's probe 2.3 -> 0.3 s, the freeing then paid as it returns).
+    `progress(rounds)`: the rounds complete so far, told as the trace is packed."""
     metrics = None
+    feeds: list[Callable[[list[dict[str, Any]]], None]] = []
+    tapped: set[str] = set()
     if reader is None and runtime.written:  # made as the run goes: no second decode
         metrics = RoundMetrics()
-        runtime.tap(metrics.feed, ROUND_METRIC_EVENTS)
+        feeds.append(metrics.feed)
+        tapped |= ROUND_METRIC_EVENTS
+    if progress is not None:
+        feeds.append(_counting_rounds(progress))
+        tapped.add("rollout_complete")
+    if feeds:
+        runtime.tap(feeds[0] if len(feeds) == 1 else _both(*feeds), tapped)
     runtime.run(system)  # (its end closes the trace: the metrics have every event)
     if reader is not None:
         out = reader(runtime.events(kinds))
@@ -79,6 +89,26 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
         out = round_metrics(runtime.replay(ROUND_METRIC_EVENTS))  # type: ignore[arg-type]
     runtime.release()
     return out
+
+
+def _counting_rounds(progress: Progress) -> Callable[[list[dict[str, Any]]], None]:
+    """A tap's feed that tells `progress` how many rounds are complete so far."""
+    done = [0]
+
+    def feed(events: list[dict[str, Any]]) -> None:
+        done[0] += sum(event["ev"] == "rollout_complete" for event in events)
+        progress(done[0])
+
+    return feed
+
+
+def _both(*feeds: Callable[[list[dict[str, Any]]], None]
+          ) -> Callable[[list[dict[str, Any]]], None]:
+    def feed(events: list[dict[str, Any]]) -> None:
+        for each in feeds:
+            each(events)
+
+    return feed
 
 
 def reads(*kinds: str, also: Callable[[RunConfig], Iterable[str]] | None = None
@@ -106,11 +136,13 @@ def reader_kinds(reader: Reader, cfg: RunConfig) -> frozenset[str] | None:
 
 
 def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader | None = None,
-            write: bool = True) -> Any:
+            write: bool = True, progress: Progress | None = None) -> Any:
     """Run one configuration on its runtime, writing the trace; returns its metrics,
     or what `reader` makes of its events (on the simulator, the events it kept in
     memory: decoding them again from the file would cost a tenth of the run).
-    `write=False` (the simulator only): no trace file, the events kept in memory."""
+    `write=False` (the simulator only): no trace file, the events kept in memory.
+    `progress` (a written simulated run): told the rounds complete as it goes (a live
+    run says its own stages)."""
     from systems import get_system
 
     system = get_system(cfg.system)
@@ -125,7 +157,8 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader |
         kinds = ROUND_METRIC_EVENTS if reader is None else reader_kinds(reader, cfg)
         keep = None if write else kinds
         with no_collections():
-            return _simulate(SimRuntime(cfg, trace_path, write, keep), system, reader, kinds)
+            return _simulate(SimRuntime(cfg, trace_path, write, keep), system, reader, kinds,
+                             progress if write else None)
     elif cfg.runtime == "live":
         from harness.live import backends
 

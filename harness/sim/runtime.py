@@ -296,6 +296,9 @@ class SimRuntime(RunnerBase):
         try:
             await main
         finally:
+            # a run stopped early (Ctrl-C, a fault) may be behind the events the compiled
+            # engines wrote ahead of the clock: what it writes now comes after them
+            self.heap.now = max(self.heap.now, self._writer.last_time())  # type: ignore[attr-defined]
             self.driver.cancel_others()
 
     def _loop_run(self, coro: Any) -> None:

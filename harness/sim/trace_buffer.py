@@ -61,6 +61,7 @@ writes the tail not yet packed, so its trace is whole either way.
 
 from __future__ import annotations
 
+import math
 import os
 from array import array
 from collections.abc import Callable, Collection, Iterator
@@ -118,6 +119,7 @@ class BufferedTraceWriter(TraceWriter):
         self._file: BinaryIO | None = open(self.path, "wb") if write else None  # type: ignore[assignment]
         self._plain = not compressed_name(self.path)  # the file takes lines, not frames
         self._times: list[float] = []  # the tail not packed yet: each clock reading,
+        self._last = -math.inf  # (the time of the last event packed: `last_time`)
         self._events: list[Any] = []  # and its event, as TraceWriter builds it (or a Struct)
         # per pack, in order: its zstd frame of lines (None: a memory-only run's pack
         # not packed), its events held as a reader gets them (None: not held), its size
@@ -189,6 +191,12 @@ class BufferedTraceWriter(TraceWriter):
             if len(self._events) >= self.PACK:
                 self._pack()
 
+    def last_time(self) -> float:
+        """The time of the last event recorded (-inf: none yet). The compiled engines
+        record theirs ahead of the clock (`record_at`): a run that ends before the
+        clock reaches them stamps what it writes then no earlier (`SimRuntime._main`)."""
+        return self._times[-1] if self._times else self._last
+
     def keeps(self, ev: str) -> bool:
         """Whether an event of kind `ev` is kept (a caller may skip building it)."""
         return self._keep is None or ev in self._keep
@@ -236,6 +244,7 @@ class BufferedTraceWriter(TraceWriter):
             self._tapped = np.array([k in self._tap_kinds for k in self._kind_names],
                                     dtype=bool)
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
+        self._last = times[-1]
         self._times, self._events = [], []
         if self._tap is not None:
             self._feed(events)

@@ -22,7 +22,7 @@ INTRO = """\
 # Paper claims against the simulator
 
 Each row sets one number a paper reports beside the simulator's value for the
-same configuration. Written by `make reproduce` (all five reproductions) or
+same configuration. Written by `make reproduce` (every reproduction) or
 `make reproduce-<paper>` (that paper's rows only; the others are kept); the
 machine-readable table is [claims.csv](claims.csv), a summary per claim is
 [claims_summary.md](claims_summary.md).
@@ -131,6 +131,12 @@ def _prediction_count(rows: list[Claim]) -> str:
     return text
 
 
+def _on_kernels(rows: list[Claim]) -> bool:
+    """Whether these rows ran on measured kernels, so that a roofline twin would differ
+    (`reproduce --twin skip` runs none: its column says so, not "same")."""
+    return any(c.step_source.startswith("kernels") for c in rows)
+
+
 def summary_markdown(claims: list[Claim]) -> str:
     """One line per claim and reading across its configurations: hits, paper range,
     harness range (the README's table, between its claims markers), then the counts:
@@ -148,7 +154,8 @@ def summary_markdown(claims: list[Claim]) -> str:
         hits = sum(c.within for c in rows)
         paper_txt = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
         twins = [c for c in rows if c.within_roofline is not None]
-        roof = f"{sum(bool(c.within_roofline) for c in twins)}/{len(twins)}" if twins else "same"
+        roof = (f"{sum(bool(c.within_roofline) for c in twins)}/{len(twins)}" if twins
+                else "not run" if _on_kernels(rows) else "same")
         lines.append(f"| {paper} | {claim} | {reading} | {kind} | {paper_txt} | {got} | "
                      f"{hits}/{len(rows)} | {roof} |")
     preds = [c for c in claims if c.kind == "prediction"]
