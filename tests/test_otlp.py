@@ -245,7 +245,8 @@ def test_export_otlp_refuses_what_is_not_a_trace(tmp_path: Path) -> None:
     bad = tmp_path / "t.jsonl"
     bad.write_text('{"t": 0.0, "ev": "rollout_start", "round": 0, "version": 0}\n')
     out = tmp_path / "o.json"
-    for trace, message in ((bad, "t.jsonl:1"), (tmp_path, "is a directory")):
+    # a folder is read as a run folder: here one without a trace
+    for trace, message in ((bad, "t.jsonl:1"), (tmp_path, "trace.jsonl.zst: cannot open")):
         done = CliRunner().invoke(app, ["export-otlp", str(trace), "--out", str(out)])
         assert done.exit_code == 2 and message in done.output, done.output
         assert len(done.output.strip().splitlines()) == 1 and not out.exists()

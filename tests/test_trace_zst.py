@@ -251,3 +251,16 @@ def test_compare_and_check_read_a_folder_of_compressed_traces(both: tuple[Path, 
     assert check.returncode == 0, check.stderr
     assert check.stdout == cli("check", str(plain), cwd=tmp_path).stdout.replace(
         str(plain), str(zst))
+    # every command that reads one trace takes a run folder for its trace, as these two
+    inside = "runs/trace.jsonl.zst"
+    assert cli("check", "runs", cwd=tmp_path).stdout == cli("check", inside,
+                                                             cwd=tmp_path).stdout
+    for command, *rest in (["timeline", "-o", "t.json"], ["gantt", "-o", "g.png"],
+                           ["export-otlp", "--out", "o.json", "--force"],
+                           ["trace-convert", "a.jsonl", "--force"]):
+        for source in ("runs", inside):  # the folder, then its trace: both read
+            done = cli(command, source, *rest, cwd=tmp_path)
+            assert done.returncode == 0, (command, source, done.stderr)
+    assert (tmp_path / "a.jsonl").read_bytes() == plain.read_bytes()
+    same = cli("trace-convert", "runs", inside, cwd=tmp_path)  # its own trace: refused
+    assert same.returncode == 2 and "would overwrite" in same.stderr

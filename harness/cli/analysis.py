@@ -18,6 +18,7 @@ from harness.cli.common import (
     output_format,
     refuse_overwrite,
     shown,
+    trace_of,
     warning,
 )
 from harness.core.trace import TraceError, read_prefix
@@ -28,9 +29,6 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
 def _events(trace: Path) -> list[dict[str, Any]]:
-    if trace.is_dir():
-        fail(f"{trace}: is a directory, expected a trace file "
-             "(trace.jsonl.zst or trace.jsonl)")
     try:  # as far as it goes: a last line cut mid-write left out, said below
         cut = read_prefix(trace, allow_cut=True, strict=False)
     except TraceError as err:
@@ -78,7 +76,8 @@ def _draw(out: Path, make: Any) -> None:
 
 @commands.command("timeline")
 def timeline_cmd(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines).")],
+    trace: Annotated[Path, typer.Argument(help="Trace (JSON lines, plain or .zst), or a "
+                                          "run folder (its trace).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .json (trace-event format).")],
 ) -> None:
     """Chrome/Perfetto trace-event JSON of a trace: engine request slots, groups,
@@ -89,6 +88,7 @@ def timeline_cmd(
     from harness.analysis.timeline import timeline
     from harness.core.files import write_atomic
 
+    trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
     doc = timeline(_timed(_events(trace), trace))
     try:
@@ -104,7 +104,8 @@ def timeline_cmd(
 
 @commands.command("gantt")
 def gantt_cmd(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines).")],
+    trace: Annotated[Path, typer.Argument(help="Trace (JSON lines, plain or .zst), or a "
+                                          "run folder (its trace).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output figure (.png, .pdf, .svg).")],
     round_: Annotated[int | None, typer.Option(
         "--round", help="Which round." + shown("the first"))] = None,
@@ -114,6 +115,7 @@ def gantt_cmd(
     from harness.analysis.gantt import gantt_figure
 
     _figure_path(out)
+    trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
     events = _timed(_events(trace), trace)
     _draw(out, lambda: gantt_figure(events, round_))

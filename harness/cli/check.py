@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import fail, refuse_overwrite, shown
+from harness.cli.common import fail, refuse_overwrite, shown, trace_of
 from harness.core.trace import Trace, TraceError, read_prefix
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -23,9 +23,6 @@ NOTHING_JUDGED = 3  # exit code: no property judged (no bound stated, nothing to
 
 def _read(trace: Path) -> Trace:
     """The trace as far as it goes (a last line cut mid-write left out: `tally` says so)."""
-    if trace.is_dir():
-        fail(f"{trace}: is a directory, expected a trace file "
-             "(trace.jsonl.zst or trace.jsonl)")
     try:
         return read_prefix(trace, allow_cut=True)
     except TraceError as err:
@@ -83,8 +80,8 @@ def tally(results: list[Any], events: list[dict[str, Any]], cut_line: int | None
 
 @commands.command("check")
 def check_cmd(
-    trace: Annotated[Path, typer.Argument(help="Trace file (JSON lines): simulated, "
-                                          "live or imported.")],
+    trace: Annotated[Path, typer.Argument(help="Trace (JSON lines, plain or .zst): "
+                                          "simulated, live or imported; or a run folder.")],
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Write the full report (every field) to this JSON file.")] = None,
     bound: Annotated[int | None, typer.Option(
@@ -106,6 +103,7 @@ def check_cmd(
     from harness.analysis.check import Limits, check_events, report
     from harness.core.files import write_atomic
 
+    trace = trace_of(trace)
     refuse_overwrite("--json", json_out, [("TRACE", trace)])
     read = _read(trace)
     events = read.events

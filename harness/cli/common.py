@@ -46,6 +46,15 @@ def warning(text: str) -> None:
     typer.echo(wrap(f"warning: {text}"), err=True)
 
 
+def trace_of(path: Path) -> Path:
+    """A trace named itself, or a run folder's own (`find_trace`): every command that
+    reads one trace takes either, as `metrics` and `compare` first did. Resolved before
+    `refuse_overwrite`, so that an output checked against it is checked against the file."""
+    from harness.core.trace_io import find_trace
+
+    return find_trace(path) if path.is_dir() else path
+
+
 def fail(message: str) -> None:
     """A one-line error and exit code 2; nothing has been written yet. Plain
     text: no wrapping, no markup, so paths and brackets survive intact."""

@@ -14,14 +14,15 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import console, fail, refuse_overwrite, warning
+from harness.cli.common import console, fail, refuse_overwrite, trace_of, warning
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 
 @commands.command("trace-convert")
 def convert_cmd(
-    src: Annotated[Path, typer.Argument(help="A trace, plain JSON lines or zstd.")],
+    src: Annotated[Path, typer.Argument(help="A trace, plain JSON lines or zstd, or a "
+                                        "run folder (its trace).")],
     dst: Annotated[Path, typer.Argument(
         help="The trace to write: compressed (zstd) when its name ends in .zst, plain "
              "JSON lines otherwise (e.g. trace.jsonl).")],
@@ -33,11 +34,10 @@ def convert_cmd(
     from harness.core.trace import TraceError, TraceReader
     from harness.core.trace_io import ZstdError, convert
 
+    src = trace_of(src)
     refuse_overwrite("DST", dst, [("SRC", src)])
     if dst.exists() and not force:
         fail(f"DST: {dst} exists (--force overwrites it)")
-    if src.is_dir():
-        fail(f"{src}: is a directory, expected a trace file (trace.jsonl.zst or trace.jsonl)")
     try:
         next(iter(TraceReader(src)))  # a trace: its first line is a run_start
     except TraceError as err:
@@ -53,7 +53,8 @@ def convert_cmd(
 
 @commands.command("export-otlp")
 def export_otlp_cmd(
-    trace: Annotated[Path, typer.Argument(help="A trace, plain JSON lines or zstd.")],
+    trace: Annotated[Path, typer.Argument(help="A trace, plain JSON lines or zstd, or a "
+                                          "run folder (its trace).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The OTLP/JSON file to write "
                                       "(.json).")],
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out.")]
@@ -74,9 +75,8 @@ def export_otlp_cmd(
         fail(f"--out: {out}: OTLP/JSON is one JSON document; name it .json")
     if out.exists() and not force:
         fail(f"--out: {out} exists (--force overwrites it)")
+    trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
-    if trace.is_dir():
-        fail(f"{trace}: is a directory, expected a trace file (trace.jsonl.zst or trace.jsonl)")
     try:  # as far as it goes (a run killed, a last line cut mid-write), said once
         read = read_prefix(trace, allow_cut=True)
     except TraceError as err:
