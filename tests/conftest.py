@@ -64,6 +64,15 @@ COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_fastcore_
 
 
 @pytest.fixture
+def core_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's Python path lifted for a test of the compiled core (COMPILED_LAST):
+    `pytestmark = pytest.mark.usefixtures("core_allowed")`."""
+    from harness.sim.fastcore.choice import FORCE_PYTHON  # (it imports no numba)
+
+    monkeypatch.delenv(FORCE_PYTHON, raising=False)
+
+
+@pytest.fixture
 def engine_pools(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The engine pool each simulated run builds meanwhile, by its class's name, in order
     (`CorePool` or `EnginePool`: which path a run took)."""

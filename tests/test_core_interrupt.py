@@ -29,12 +29,8 @@ if importlib.util.find_spec("numba") is None:  # looked for, not imported: see c
 from harness.core.config import RunConfig  # noqa: E402
 from harness.core.trace import read_trace  # noqa: E402
 from harness.run.execute import execute  # noqa: E402
-from harness.sim.fastcore.choice import FORCE_PYTHON  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def core_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(FORCE_PYTHON, raising=False)
+pytestmark = pytest.mark.usefixtures("core_allowed")
 
 
 def _config(system: str) -> RunConfig:
