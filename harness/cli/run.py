@@ -23,6 +23,7 @@ from harness.cli.common import (
     print_rows,
     refuse_overwrite,
     shown,
+    trace_of,
     warning,
     workload_file,
 )
@@ -183,9 +184,10 @@ def run_cmd(
     from harness.run.footprint import check_footprint
     from harness.run.knob_check import cluster_notes
 
+    run_files = (*TRACE_NAMES, "metrics.json", "run.json")  # what a run leaves in OUT
     fmt = output_format(json_out, csv_out)
     refuse_overwrite("--out", out, [("--config", config), ("--workload", workload_file(workload))],
-                     (*TRACE_NAMES, "metrics.json", "run.json"))
+                     run_files)
     try:
         cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,
@@ -208,7 +210,7 @@ def run_cmd(
     made = out_dir(out)
     # a forced run lets go of the run it replaces now: stopped or failed, it leaves its
     # own trace alone, never beside the other run's metrics (or its trace of the other form)
-    for name in (*TRACE_NAMES, "metrics.json", "run.json"):
+    for name in run_files:
         (out / name).unlink(missing_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
     try:  # a simulated run that takes a while shows how many rounds are done
@@ -327,10 +329,9 @@ def metrics_cmd(
     on stderr."""
     from harness.core.metrics import metrics_for_traces, steps_for_traces
     from harness.core.trace import TraceError
-    from harness.core.trace_io import find_trace
 
     fmt = output_format(json_out, csv_out)
-    traces = [find_trace(p) if p.is_dir() else p for p in traces]  # a run folder: as compare
+    traces = [trace_of(p) for p in traces]  # a run folder: its trace
 
     lines: dict[str, str] = {}  # each trace's delivered line, from the one reading
 
