@@ -21,8 +21,7 @@ class VeRL(Slime):
     async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
         await rt.gather(*(rt.serve(g, score=False) for g in groups))
         rt.emit("decision", what="reward_stage", round=groups[0].round)
-        scores = [rt.spawn(rt.gather(*(rt.verifier.score(r) for r in g.responses)))
-                  for g in groups]
+        scores = [rt.spawn(rt.verifier.score_all(g.responses)) for g in groups]
         for group, rewards in zip(groups, scores, strict=True):
             group.rewards = await rewards
         await rt.gather(*(rt.materialize(g) for g in groups))

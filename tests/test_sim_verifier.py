@@ -1,7 +1,8 @@
 """The simulator's reward workers (`sim.verifier_workers`): a check waits for a free
 worker, runs its latency, gives the worker back; a cancelled check gives its worker back
 or never takes one. Each check is a pair of heap entries (`_Queued`), not a coroutine;
-times worked out by hand from the latencies."""
+times worked out by hand from the latencies. A group checked at once (`score_all`,
+verl's reward stage) is one timer where no worker is waited for."""
 
 from __future__ import annotations
 
@@ -52,3 +53,55 @@ def test_a_check_cancelled_while_it_runs_gives_its_worker_back() -> None:
 
     assert clock.run_until_complete(run()) == 1.0
     assert (e.verify_s, f.verify_s, clock.now) == (1.25, 2.0, 3.25)
+
+
+def _rewarded(latency: float, reward: float, status: str = "finished") -> Response:
+    prompt = Prompt(0, 10, hidden=TraceHidden((5,), (reward,), verify_s=(latency,)))
+    return Response(Request(0, 0, 0, prompt, 100), 5, [[0, 5]], status)  # type: ignore[arg-type]
+
+
+def test_a_group_checked_at_once_ends_at_its_longest_check_with_each_reward() -> None:
+    # checks of 2, 5 and 3 s started at 1 s (no workers): all done at 6 s; the aborted
+    # response scores 0 as `score` scores it; each verify_s its own check's time
+    clock = clocks.SimClock()
+    verifier = SimVerifier(clock.driver)
+    group = [_rewarded(2.0, 1.0), _rewarded(5.0, 1.0), _rewarded(3.0, 1.0, "aborted")]
+    ended: list[float] = []
+
+    async def run() -> list[float]:
+        await clocks.sleep(1.0)
+        rewards = verifier.score_all(group)
+        rewards.add_done_callback(lambda _: ended.append(clock.now))
+        return list(await rewards)
+
+    assert clock.run_until_complete(run()) == [1.0, 1.0, 0.0]
+    assert ended == [6.0]
+    assert [r.verify_s for r in group] == [2.0, 5.0, 3.0]
+
+
+def test_a_group_check_cancelled_stops_the_checks_still_running() -> None:
+    # 1 s and 4 s checks cancelled at 2.5 s: the first ran its 1 s, the second 2.5 s
+    clock = clocks.SimClock()
+    verifier = SimVerifier(clock.driver)
+    group = [_rewarded(1.0, 1.0), _rewarded(4.0, 1.0)]
+
+    async def run() -> bool:
+        rewards = verifier.score_all(group)
+        await clocks.sleep(2.5)
+        return rewards.cancel() and rewards.cancelled()
+
+    assert clock.run_until_complete(run())
+    assert [r.verify_s for r in group] == [1.0, 2.5]
+
+
+def test_a_group_with_reward_workers_is_each_check_gathered() -> None:
+    # one worker: 2 s then 3 s, one after another (`_Queued`): rewards at 5 s
+    clock = clocks.SimClock()
+    verifier = SimVerifier(clock.driver, workers=1)
+    group = [_rewarded(2.0, 1.0), _rewarded(3.0, 0.0)]
+
+    async def run() -> list[float]:
+        return list(await verifier.score_all(group))
+
+    assert clock.run_until_complete(run()) == [1.0, 0.0]
+    assert clock.now == 5.0

@@ -210,6 +210,10 @@ class Verifier(Protocol):
         """The reward of one response (asynchronous). A check still running after
         `timeout` seconds is stopped and scores 0."""
 
+    async def score_all(self, responses: Sequence[Response]) -> list[float]:
+        """The rewards of several responses checked at once (a reward stage's group), in
+        order: `score` of each, gathered. Cancelled, every check still running stops."""
+
 
 class Trainer(Protocol):
     """A policy trainer. `version` counts optimizer steps taken."""

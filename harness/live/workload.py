@@ -132,6 +132,9 @@ class LiveVerifier:
         finally:
             response.verify_s = round(loop.time() - start, 6)  # the trace's clock: us
 
+    async def score_all(self, responses: Sequence[Response]) -> list[float]:
+        return list(await asyncio.gather(*(self.score(r) for r in responses)))
+
 
 class ReplayVerifier:
     """Replay (`live.lengths = "replay"`): the workload's reward for each sample,
@@ -139,3 +142,6 @@ class ReplayVerifier:
 
     async def score(self, response: Response, timeout: float | None = None) -> float:
         return await hidden_score(response, timeout)
+
+    async def score_all(self, responses: Sequence[Response]) -> list[float]:
+        return list(await asyncio.gather(*(self.score(r) for r in responses)))

@@ -16,7 +16,7 @@ from harness.sim.co import Driver, Wait
 from harness.sim.heap import Entry, Heap, cancel
 from harness.sim.perf import TrainModel
 from harness.sim.trainer.pricer import charge
-from harness.sim.waits import Slots
+from harness.sim.waits import Slots, gather
 from workloads.replay import check_outcome
 
 
@@ -43,6 +43,43 @@ class _Check(Wait):
         cancel(self.entry)
         self.entry = None
         self.response.verify_s = self.heap.now - self.start
+        return super().cancel()
+
+
+class _GroupCheck(Wait):
+    """Several checks started at once, none waiting for a worker (a reward stage's
+    group): done with their rewards, in order, at the last one's end. One heap entry
+    rather than one a check, where that last check's would be: at the latest end, its
+    seq taken before anything scheduled after these checks, so it runs in the same order
+    against every other entry (the other checks' ends change nothing anyone reads before
+    the last: each sets only its response's `verify_s`, set here with the others).
+    Cancelled, each check ends as `_Check` does: the one done its time, the others how
+    long they ran."""
+
+    __slots__ = ("heap", "responses", "start", "took", "rewards", "entry")
+
+    def __init__(self, heap: Heap, responses: Sequence[Response]) -> None:
+        super().__init__()
+        self.heap, self.responses, self.start = heap, responses, heap.now
+        outcomes = [check_outcome(response, None) for response in responses]
+        self.took = [took for took, _ in outcomes]
+        self.rewards = [reward for _, reward in outcomes]
+        self.entry: Entry | None = heap.call_later(max(self.took), self._done)
+
+    def _done(self) -> None:
+        self.entry = None
+        for response, took in zip(self.responses, self.took, strict=True):
+            response.verify_s = took
+        self.set_result(self.rewards)
+
+    def cancel(self) -> bool:
+        if self.done():
+            return False
+        cancel(self.entry)
+        self.entry = None
+        ran = self.heap.now - self.start
+        for response, took in zip(self.responses, self.took, strict=True):
+            response.verify_s = took if took <= ran else ran
         return super().cancel()
 
 
@@ -122,6 +159,13 @@ class SimVerifier:
         if self._slots is None:
             return _Check(self._heap, response, timeout)
         return _Queued(self._heap, self._slots, response, timeout)
+
+    def score_all(self, responses: Sequence[Response]) -> Wait:
+        """A Wait for the rewards of `responses`, checked at once, in order: `score` of
+        each gathered, as one timer where no worker is waited for (`_GroupCheck`)."""
+        if self._slots is not None or not responses:
+            return gather(self._driver, *(self.score(response) for response in responses))
+        return _GroupCheck(self._heap, responses)
 
 
 class SimTrainer:

@@ -18,9 +18,10 @@ session.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from harness.core.runtime import Request
+from harness.core.runtime import Request, Response
 from harness.sim.engine import simulated_response
 from harness.sim.fastcore.groups import (
     FIRST,
@@ -31,6 +32,7 @@ from harness.sim.fastcore.groups import (
     SIZE,
 )
 from harness.sim.fastcore.timeline import GEN0
+from workloads.replay import target_tokens
 
 
 class ServedGroups:
@@ -47,6 +49,8 @@ class ServedGroups:
     _quiet: bool
     version: int
     submit_many: Any
+    submit_group: Any
+    _target_tokens: Any
     _outcomes: Any
     _let_go: Any
 
@@ -58,11 +62,15 @@ class ServedGroups:
         check's latency is drawn now as `_Check` draws it (`check_outcome` with no
         timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
         `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
-        latencies = ([r.prompt.hidden.sample(r.sample)[2] for r in requests] if checked
-                     else [NO_CHECK] * len(requests))
+        k, grouped = len(requests), self._target_tokens is target_tokens
+        drawn = _drawn(requests) if checked or grouped else ()
+        latencies = [latency for _, _, latency in drawn[:k]] if checked else [NO_CHECK] * k
         quiet = self._quiet and service.gate is None and service.on_response is None
         self._services[self._core.group(latencies, quiet)] = service
-        self.submit_many(requests, service.answered_last)
+        if grouped:  # each target the drawn length within the cap
+            self.submit_group(requests, service.answered_last, drawn)
+        else:
+            self.submit_many(requests, service.answered_last)
 
     def _last_returned(self, i: int) -> None:
         """A turn after a group's K-th finish: `_returned`, its check into the core (its seq
@@ -108,19 +116,21 @@ class ServedGroups:
         core, live, samples = self._core, self._live, self._samples
         row = core.counts[gs].tolist()
         first, end = row[FIRST], row[FIRST] + row[SIZE]
-        responses = self._services[gs].responses
-        rows = [[HELD, first + k, 0, n, 0] for k, (b, n) in enumerate(zip(
-            core.back[first:end].tolist(), core.rq[first:end, GEN0].tolist(), strict=True))
-            if b and responses[samples[first + k]] is None]
-        version = self.version
-        ended = self._outcomes(rows, version) if self._spanned else None
-        for _, i, _, value, _ in rows:
-            req = live[i][0]
-            if ended is None:
-                status, spans = "finished", [[version, value]]
-            else:
-                status, value, spans = next(ended)
-            responses[samples[i]] = simulated_response(req, value, spans, status)
+        responses, version = self._services[gs].responses, self.version
+        held = zip(range(first, end), core.back[first:end].tolist(),
+                   core.rq[first:end, GEN0].tolist(), strict=True)
+        if not self._spanned:  # each finished at one version (`simulated_response`'s)
+            for i, back, n in held:
+                if back and responses[samples[i]] is None:
+                    req = live[i][0]
+                    responses[samples[i]] = Response(req, n, [[version, n]], "finished",
+                                                     n >= req.max_tokens)
+            return
+        rows = [[HELD, i, 0, n, 0] for i, back, n in held
+                if back and responses[samples[i]] is None]
+        ended = self._outcomes(rows, version)
+        for (_, i, _, _, _), (status, value, spans) in zip(rows, ended, strict=True):
+            responses[samples[i]] = simulated_response(live[i][0], value, spans, status)
 
     def _forget(self, gs: int, returned: bool = False) -> None:
         """Quiet group `gs`'s samples let go of (their `_live` rows, which no RETURNED row
@@ -138,3 +148,11 @@ class ServedGroups:
         for k, back in enumerate(self._core.back[first:first + size].tolist()):
             if back == RETURNED_QUIET:
                 live[first + k] = None
+
+
+def _drawn(requests: list[Request]) -> Sequence[tuple[int, float, float]]:
+    """Each request's (length, reward, latency) as its prompt drew it, in order: a
+    profile's prompt keeps its first K's (`Hidden.drawn`), a replayed trace's is asked."""
+    hidden = requests[0].prompt.hidden
+    drawn = getattr(hidden, "drawn", None)
+    return drawn if drawn is not None else [hidden.sample(r.sample) for r in requests]
