@@ -213,14 +213,14 @@ class CorePool(ServedGroups, InFlightCalls):
         self._core.submit_many(engines, [first.priority] * k, [tokens] * k, targets)
         if self._keep_submit:
             now, make = self._heap.now, self._make
+            sent = list(enumerate(zip(requests, engines, strict=True)))
             if prompt.index == group:
                 events = [make.submit(now, "request_submit", request.round, group, sample,
-                                      tokens, 0, index)
-                          for sample, (request, index) in enumerate(zip(requests, engines))]
+                                      tokens, 0, index) for sample, (request, index) in sent]
             else:
                 events = [make.submit_prompt(now, "request_submit", request.round, group,
                                              sample, tokens, 0, index, prompt.index)
-                          for sample, (request, index) in enumerate(zip(requests, engines))]
+                          for sample, (request, index) in sent]
             self._record_many([now] * k, events)
 
     def _returned(self, i: int) -> None:
