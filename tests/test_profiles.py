@@ -192,9 +192,9 @@ def test_a_kept_prompt_is_the_one_drawn_and_the_keep_is_bounded(
     """Prompts are kept per process (runs of the same workload share them): a kept
     prompt equals a fresh draw, another seed or K is another prompt, and past the bound
     the oldest half goes."""
-    import workloads.profile as wp
+    import workloads.draws as wp
 
-    monkeypatch.setattr(wp, "_KEPT", {})
+    monkeypatch.setattr(wp, "KEPT", {})
     monkeypatch.setattr(wp, "KEPT_MAX", 8)
     w = make_workload("dapo-math-17k", 3, 4)
     first = w.take(5)
@@ -212,7 +212,7 @@ def test_a_kept_prompt_is_the_one_drawn_and_the_keep_is_bounded(
     assert other_seed.hidden.lengths != first[0].hidden.lengths
     assert len(other_k.hidden.lengths) == 8
     make_workload("dapo-math-17k", 5, 4).take(8)
-    assert len(wp._KEPT) <= 8
+    assert len(wp.KEPT) <= 8
 
 
 def test_a_profile_file_loads_by_path(tmp_path) -> None:

@@ -21,7 +21,6 @@ import functools
 import math
 import tomllib
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.runtime import Prompt
-from workloads import streams
+from workloads import draws, streams
 from workloads.profile_schema import check_keys, check_values
 
 
@@ -131,28 +130,13 @@ def _normal_cdf(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
-# Prompts this process drew (`SimWorkload.prompt`): (profile, seed, K, index) -> prompt.
-_KEPT: dict[tuple[str, int, int, int], Prompt] = {}
-KEPT_MAX = 1 << 13  # about 32 MB at K = 16; a large run's prompts of one round fit
-
-
-def _kept(key: tuple[str, int, int, int], draw: Callable[[int], Prompt], index: int
-          ) -> Prompt:
-    """The kept prompt of `key`, drawn (`draw(index)`) the first time it is asked for."""
-    kept = _KEPT.get(key)
-    if kept is None:
-        if len(_KEPT) >= KEPT_MAX:
-            for old in list(_KEPT)[: KEPT_MAX // 2]:
-                del _KEPT[old]
-        kept = _KEPT[key] = draw(index)
-    return kept
-
-
 class SimWorkload:
     """The simulated prompt stream of one run (implements runtime.Workload)."""
 
-    def __init__(self, profile: Profile, seed: int, group_size: int):
+    def __init__(self, profile: Profile, seed: int, group_size: int, ahead: bool = True):
+        """`ahead`: a prompt not kept is drawn with the next ones (`prompt`)."""
         self.name = profile.name
+        self._ahead = ahead and 0 <= seed < streams.WORD
         self.profile = profile
         self._seed = seed
         self._k = group_size
@@ -173,8 +157,18 @@ class SimWorkload:
         """A prompt is a pure function of (profile, seed, samples per group, index) and
         frozen, so a process keeps the ones it drew: a reproduction runs many systems, and
         the claims' roofline twin, on the same prompts, and a prompt's random streams cost
-        more to set up than to draw from. The oldest half is dropped past KEPT_MAX."""
-        return _kept((self.identity, self._seed, self._k, index), self.draw, index)
+        more to set up than to draw from (`draws.kept`). One not kept is drawn with the
+        next ones not kept either (`draw_many`: the same prompts, for less than half the
+        CPU), as a run takes its prompts in order."""
+        key = (self.identity, self._seed, self._k, index)
+        if self._ahead and 0 <= index < streams.WORD - draws.AHEAD:
+            return draws.kept(key, self.draw, self.draw_many)
+        return draws.kept(key, self.draw)
+
+    def draw_many(self, indices: list[int]) -> list[Prompt]:
+        """Prompts `indices`, each as `draw` draws it, drawn together (`draws.draw_many`)."""
+        return draws.draw_many(self.profile, self._mu, (self._seed, self._stream), self._k,
+                               indices, self._samples, Hidden)
 
     def draw(self, index: int) -> Prompt:
         """Prompt `index` drawn from its own random stream (what `prompt` keeps)."""
@@ -243,7 +237,9 @@ class MixtureWorkload:
     def __init__(self, mixture: Mixture, seed: int, group_size: int):
         self.name = mixture.name
         self.profile = mixture
-        self._parts = [SimWorkload(p, seed, group_size) for p in mixture.components]
+        # one prompt at a time: a component draws only the indices that pick it
+        self._parts = [SimWorkload(p, seed, group_size, ahead=False)
+                       for p in mixture.components]
         total = sum(mixture.weights)
         self._cum = tuple(np.cumsum([w / total for w in mixture.weights]).tolist())
         self._seed = seed
@@ -260,7 +256,7 @@ class MixtureWorkload:
     def prompt(self, index: int) -> Prompt:
         """Prompt `index` of the component its own random stream picks; kept, as
         `SimWorkload.prompt` keeps its prompts (the pick costs a stream of its own)."""
-        return _kept((self.identity, self._seed, self._k, index), self._draw, index)
+        return draws.kept((self.identity, self._seed, self._k, index), self._draw)
 
     def _draw(self, index: int) -> Prompt:
         u = streams.rng(self._seed, self._stream, index).random()
