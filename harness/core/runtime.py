@@ -211,8 +211,7 @@ class Verifier(Protocol):
         `timeout` seconds is stopped and scores 0."""
 
     async def score_all(self, responses: Sequence[Response]) -> list[float]:
-        """The rewards of several responses checked at once (a reward stage's group), in
-        order: `score` of each, gathered. Cancelled, every check still running stops."""
+        """The rewards of responses checked at once (a reward stage's group), in order."""
 
 
 class Trainer(Protocol):
