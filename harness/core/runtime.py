@@ -29,13 +29,10 @@ PauseMode = Literal["keep", "drain", "abort"]
 
 @dataclass(frozen=True)
 class Prompt:
-    """One problem from the workload's prompt source.
-
-    `index` is the prompt's position in the run's prompt stream, so two systems
-    run with the same seed see the same prompts in the same order. `hidden` is
-    the simulator's ground truth (response lengths, rewards); systems must not
-    read it, exactly as they cannot read the future on a real engine.
-    """
+    """One problem from the workload's prompt source. `index` is the prompt's position in
+    the run's prompt stream, so two systems run with the same seed see the same prompts in
+    the same order. `hidden` is the simulator's ground truth (response lengths, rewards);
+    systems must not read it, exactly as they cannot read the future on a real engine."""
 
     index: int
     tokens: int
@@ -207,8 +204,7 @@ class Engine(Protocol):
 
 class Verifier(Protocol):
     async def score(self, response: Response, timeout: float | None = None) -> float:
-        """The reward of one response (asynchronous). A check still running after
-        `timeout` seconds is stopped and scores 0."""
+        """One response's reward; a check still running after `timeout` s stops, scoring 0."""
 
     async def score_all(self, responses: Sequence[Response]) -> list[float]:
         """The rewards of responses checked at once (a reward stage's group), in order."""
