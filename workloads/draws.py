@@ -16,7 +16,7 @@ every profile). Measured on one idle core at K = 16: 40 -> 17 us a prompt.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,42 +57,18 @@ def draw_many(profile: Any, mu: float, entropy: tuple[int, int], k: int,
               indices: Sequence[int], samples: Callable[..., streams.Samples],
               hidden: Callable[..., Any]) -> list[Prompt]:
     """Prompts `indices` of a profile (`mu`: its log-median, `entropy`: (seed, stream), `k`
-    samples each): as `SimWorkload.draw` draws each. `samples` draws one more sample of a
-    prompt past its first K (`streams.Extra`); `hidden` makes a prompt's ground truth."""
-    pr, n = profile, len(indices)
+    samples each), each from its own stream: its difficulty z and prompt length (two
+    normals), then its K samples' draws (`fill`). Several streams are seeded together
+    where every word fits 32 bits (`streams.pcg64_states`), one alone by numpy
+    (`streams.rng`). `samples` draws one more sample of a prompt past its first K
+    (`streams.Extra`); `hidden` makes a prompt's ground truth."""
+    pr, n, tail = profile, len(indices), profile.tail_share > 0
     seed, stream = entropy
-    if not all(0 <= word < streams.WORD for word in (seed, stream, *indices)):
-        raise ValueError("a prompt's entropy words must each fit 32 bits")
-    tail = pr.tail_share > 0
-    lengths_at, rewards_at, verify_at = 2, 2 + k, 2 + 2 * k
     raw = np.empty((n, 2 + (5 if tail else 3) * k))
-    positioned = streams.Positioned()
-    for row, (state, inc) in zip(raw, streams.pcg64_states(
-            [np.full(n, seed, dtype=np.uint32), np.full(n, stream, dtype=np.uint32),
-             np.array(indices, dtype=np.uint32)]), strict=True):
-        rng = positioned.at(state, inc)
-        rng.standard_normal(out=row[:rewards_at])  # z, the prompt's, then the lengths'
-        rng.random(out=row[rewards_at:verify_at])
-        rng.standard_normal(out=row[verify_at:verify_at + k])
-        if tail:
-            rng.random(out=row[verify_at + k:verify_at + 2 * k])
-            rng.standard_normal(out=row[verify_at + 2 * k:])
+    for row, rng in zip(raw, _streams(seed, stream, indices), strict=True):
+        fill(rng, row, k, tail)
     z = raw[:, 0]
-    median = mu + pr.sigma_between * z
-    lengths = np.exp(median[:, None] + pr.sigma_within * raw[:, lengths_at:rewards_at])
-    lengths = np.maximum(np.rint(lengths), pr.min_tokens).astype(int)
-    base = math.log(pr.pass_rate / (1 - pr.pass_rate))
-    passes = np.array([1 / (1 + math.exp(-(base - pr.pass_slope * d))) for d in z.tolist()])
-    rewards = (raw[:, rewards_at:verify_at] < passes[:, None]).astype(float)
-    mu_v = math.log(pr.verify_mean_s) - pr.verify_sigma**2 / 2
-    verify = np.exp(mu_v + pr.verify_sigma * raw[:, verify_at:verify_at + k])
-    if tail:  # a slow tail, e.g. sandboxed code that runs long or hangs
-        mu_t = math.log(pr.tail_mean_s) - pr.tail_sigma**2 / 2
-        slow = raw[:, verify_at + k:verify_at + 2 * k] < pr.tail_share
-        late = np.exp(mu_t + pr.tail_sigma * raw[:, verify_at + 2 * k:])
-        verify = np.where(slow, late, verify)
-        rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
-    verify = np.rint(verify * 1e6) / 1e6  # np.round(verify, 6) as numpy computes it
+    lengths, rewards, verify = outcomes(pr, mu, z, raw[:, 2:], k)
     out = []
     for index, d, p, n_row, r_row, v_row in zip(
             indices, z, raw[:, 1].tolist(), lengths.tolist(), rewards.tolist(),
@@ -104,3 +80,50 @@ def draw_many(profile: Any, mu: float, entropy: tuple[int, int], k: int,
                           hidden=hidden(tuple(n_row), tuple(r_row), tuple(v_row),
                                         pr.verifier_kind, extra)))
     return out
+
+
+def _streams(seed: int, stream: int, indices: Sequence[int]) -> Iterator[np.random.Generator]:
+    """Each prompt's generator at the start of its stream, in order."""
+    if len(indices) == 1 or not all(0 <= w < streams.WORD for w in (seed, stream, *indices)):
+        for index in indices:
+            yield streams.rng(seed, stream, index)
+        return
+    positioned = streams.Positioned()
+    n = len(indices)
+    for state, inc in streams.pcg64_states([np.full(n, seed, dtype=np.uint32),
+                                            np.full(n, stream, dtype=np.uint32),
+                                            np.array(indices, dtype=np.uint32)]):
+        yield positioned.at(state, inc)
+
+
+def fill(rng: np.random.Generator, row: np.ndarray, k: int, tail: bool) -> None:
+    """`row` filled with a stream's draws in their order: normals up to the end of the k
+    lengths' (a prompt's own two first), then the rewards' k uniforms, the latencies' k
+    normals, and with a slow tail its k uniforms and k normals."""
+    at = len(row) - (4 if tail else 2) * k  # where the rewards' uniforms start
+    rng.standard_normal(out=row[:at])
+    rng.random(out=row[at:at + k])
+    rng.standard_normal(out=row[at + k:at + 2 * k])
+    if tail:
+        rng.random(out=row[at + 2 * k:at + 3 * k])
+        rng.standard_normal(out=row[at + 3 * k:])
+
+
+def outcomes(pr: Any, mu: float, z: np.ndarray, raw: np.ndarray, k: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lengths, rewards and check latencies (rows of k) of prompts of difficulty `z` from
+    their samples' draws (`raw`: rows as `fill` lays them out past a prompt's two)."""
+    lengths = np.exp((mu + pr.sigma_between * z)[:, None] + pr.sigma_within * raw[:, :k])
+    lengths = np.maximum(np.rint(lengths), pr.min_tokens).astype(int)
+    base = math.log(pr.pass_rate / (1 - pr.pass_rate))
+    passes = np.array([1 / (1 + math.exp(-(base - pr.pass_slope * d))) for d in z.tolist()])
+    rewards = (raw[:, k:2 * k] < passes[:, None]).astype(float)
+    mu_v = math.log(pr.verify_mean_s) - pr.verify_sigma**2 / 2
+    verify = np.exp(mu_v + pr.verify_sigma * raw[:, 2 * k:3 * k])
+    if pr.tail_share > 0:  # a slow tail, e.g. sandboxed code that runs long or hangs
+        mu_t = math.log(pr.tail_mean_s) - pr.tail_sigma**2 / 2
+        slow = raw[:, 3 * k:4 * k] < pr.tail_share
+        late = np.exp(mu_t + pr.tail_sigma * raw[:, 4 * k:])
+        verify = np.where(slow, late, verify)
+        rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
+    return lengths, rewards, np.rint(verify * 1e6) / 1e6  # np.round(verify, 6), as numpy

@@ -136,7 +136,7 @@ class SimWorkload:
     def __init__(self, profile: Profile, seed: int, group_size: int, ahead: bool = True):
         """`ahead`: a prompt not kept is drawn with the next ones (`prompt`)."""
         self.name = profile.name
-        self._ahead = ahead and 0 <= seed < streams.WORD
+        self._ahead = ahead
         self.profile = profile
         self._seed = seed
         self._k = group_size
@@ -160,10 +160,8 @@ class SimWorkload:
         more to set up than to draw from (`draws.kept`). One not kept is drawn with the
         next ones not kept either (`draw_many`: the same prompts, for less than half the
         CPU), as a run takes its prompts in order."""
-        key = (self.identity, self._seed, self._k, index)
-        if self._ahead and 0 <= index < streams.WORD - draws.AHEAD:
-            return draws.kept(key, self.draw, self.draw_many)
-        return draws.kept(key, self.draw)
+        return draws.kept((self.identity, self._seed, self._k, index), self.draw,
+                          self.draw_many if self._ahead else None)
 
     def draw_many(self, indices: list[int]) -> list[Prompt]:
         """Prompts `indices`, each as `draw` draws it, drawn together (`draws.draw_many`)."""
@@ -172,38 +170,18 @@ class SimWorkload:
 
     def draw(self, index: int) -> Prompt:
         """Prompt `index` drawn from its own random stream (what `prompt` keeps)."""
-        pr = self.profile
-        entropy = (self._seed, self._stream, index)
-        rng = streams.rng(*entropy)
-        z, zp = rng.standard_normal(2)
-        # Clipped with min/max, not np.clip: the same int, without numpy's per-call cost.
-        tokens = int(min(max(round(math.exp(pr.prompt_mu_log + pr.prompt_sigma_log * zp)),
-                             pr.prompt_min), pr.prompt_max))
-        lengths, rewards, verify = self._samples(rng, z, self._k)
-        extra = streams.Extra(self._samples, entropy, z)
-        hidden = Hidden(lengths, rewards, verify, pr.verifier_kind, extra)
-        return Prompt(index=index, tokens=tokens, hidden=hidden)
+        return self.draw_many([index])[0]
 
     def _samples(self, rng: np.random.Generator, z: float, k: int
                  ) -> tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...]]:
         """k samples of a prompt of difficulty z: lengths, rewards, check latencies."""
-        pr = self.profile
-        median = self._mu + pr.sigma_between * z
-        lengths = np.exp(median + pr.sigma_within * rng.standard_normal(k))
-        lengths = np.maximum(np.rint(lengths), pr.min_tokens).astype(int)
-        logit = math.log(pr.pass_rate / (1 - pr.pass_rate)) - pr.pass_slope * z
-        rewards = (rng.random(k) < 1 / (1 + math.exp(-logit))).astype(float)
-        mu_v = math.log(pr.verify_mean_s) - pr.verify_sigma**2 / 2
-        verify = np.exp(mu_v + pr.verify_sigma * rng.standard_normal(k))
-        if pr.tail_share > 0:  # a slow tail, e.g. sandboxed code that runs long or hangs
-            mu_t = math.log(pr.tail_mean_s) - pr.tail_sigma**2 / 2
-            slow = rng.random(k) < pr.tail_share
-            tail = np.exp(mu_t + pr.tail_sigma * rng.standard_normal(k))
-            verify = np.where(slow, tail, verify)
-            rewards = np.where(slow, 0.0, rewards)  # stragglers time out: no reward
-        # np.round(verify, 6) as numpy computes it (x 1e6, rint, / 1e6), less its dispatch
-        return (tuple(lengths.tolist()), tuple(rewards.tolist()),
-                tuple((np.rint(verify * 1e6) / 1e6).tolist()))
+        tail = self.profile.tail_share > 0
+        row = np.empty((1, (5 if tail else 3) * k))
+        draws.fill(rng, row[0], k, tail)
+        lengths, rewards, verify = draws.outcomes(self.profile, self._mu, np.array([z]),
+                                                  row, k)
+        return (tuple(lengths[0].tolist()), tuple(rewards[0].tolist()),
+                tuple(verify[0].tolist()))
 
 
 @dataclass(frozen=True)

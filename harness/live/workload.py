@@ -109,7 +109,17 @@ class LiveWorkload:
         return out
 
 
-class LiveVerifier:
+class _Gathered:
+    """`Verifier.score_all` as live verifiers have it: each response's `score`, gathered."""
+
+    async def score(self, response: Response, timeout: float | None = None) -> float:
+        raise NotImplementedError
+
+    async def score_all(self, responses: Sequence[Response]) -> list[float]:
+        return list(await asyncio.gather(*(self.score(r) for r in responses)))
+
+
+class LiveVerifier(_Gathered):
     """Scores responses with the workload's verifier, in a worker thread."""
 
     def __init__(self, workload: LiveWorkload) -> None:
@@ -132,16 +142,10 @@ class LiveVerifier:
         finally:
             response.verify_s = round(loop.time() - start, 6)  # the trace's clock: us
 
-    async def score_all(self, responses: Sequence[Response]) -> list[float]:
-        return list(await asyncio.gather(*(self.score(r) for r in responses)))
 
-
-class ReplayVerifier:
+class ReplayVerifier(_Gathered):
     """Replay (`live.lengths = "replay"`): the workload's reward for each sample,
     after its check latency in real seconds, exactly as the simulator scores it."""
 
     async def score(self, response: Response, timeout: float | None = None) -> float:
         return await hidden_score(response, timeout)
-
-    async def score_all(self, responses: Sequence[Response]) -> list[float]:
-        return list(await asyncio.gather(*(self.score(r) for r in responses)))

@@ -23,7 +23,7 @@ leave the heap alone), or of a quiet group neither its other returns nor their f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from functools import partial
 from heapq import heappush
 from typing import Any, NoReturn
@@ -151,77 +151,36 @@ class CorePool(ServedGroups, InFlightCalls):
 
     def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
         """`submit_then` of each request in turn (a group's samples: `serve`), with one
-        call into the core and their request_submit events written at once."""
+        call into the core and their request_submit events written at once. Each step is
+        a list made at once (routing, targets, the pool's lists, the events), in the order
+        `submit_then` would take them one by one: a loop's turn a request was a quarter of
+        this call's time in verl-fully-async's runs."""
         if any(request.resume is not None or request.chunk for request in requests):
             for request in requests:  # one at a time (what `submit_then` refuses, refused)
                 self.submit_then(request, done)
             return
-        router, target_of, live = self._router, self._target_tokens, self._live
-        groups, samples, keep = self._groups, self._samples, self._keep_submit
-        submit, submit_prompt = self._make.submit, self._make.submit_prompt
-        now = self._heap.now
-        engines: list[int] = []
-        targets: list[int] = []
-        events: list[Any] = []  # their request_submit events, made as they are routed
-        for request in requests:  # a router reads only its own counts: all routed first
-            pinned = request.replica
-            index = (router.pin(pinned) if 0 <= pinned < router.active
-                     else router.take(request))
-            target = target_of(request)
+        router = self._router
+        active, pin, take = router.active, router.pin, router.take
+        engines = [pin(r.replica) if 0 <= r.replica < active else take(r) for r in requests]
+        targets = list(map(self._target_tokens, requests))
+        for request, target in zip(requests, targets, strict=True):
             if target < 1:
                 raise ValueError(f"request {request.id}: nothing left to generate")
-            engines.append(index)
-            targets.append(target)
-            live.append([request, done, index, None])
-            group, sample, prompt = request.group, request.sample, request.prompt
-            groups.append(group)
-            samples.append(sample)
-            if keep:
-                events.append(
-                    submit(now, "request_submit", request.round, group, sample,
-                           prompt.tokens, 0, index) if prompt.index == group
-                    else submit_prompt(now, "request_submit", request.round, group, sample,
-                                       prompt.tokens, 0, index, prompt.index))
+        self._live += [[request, done, index, None]
+                       for request, index in zip(requests, engines, strict=True)]
+        self._groups += [request.group for request in requests]
+        self._samples += [request.sample for request in requests]
         self._epochs += [self._epoch] * len(requests)
         self._core.submit_many(engines, [r.priority for r in requests],
                                [r.prompt.tokens for r in requests], targets)
-        if events:
-            self._record_many([now] * len(events), events)
-
-    def submit_group(self, requests: list[Request], done: Callable[[Response], Any],
-                     drawn: Sequence[tuple[int, float, float]]) -> None:
-        """`submit_many` of one group's samples as `serve` makes them (samples 0..K-1 of
-        one prompt, fresh: no resume, chunk or replica named), `drawn` their (length,
-        reward, latency): each step a list made at once rather than a turn of a loop a
-        request (a quarter of `submit_many`'s time in verl-fully-async's runs), with the
-        same routing, targets (`target_tokens`: the drawn length within the cap), lists,
-        events and core call, in the same order."""
-        first = requests[0]
-        group, prompt, cap, k = first.group, first.prompt, first.max_tokens, len(requests)
-        take = self._router.take
-        engines = [take(request) for request in requests]
-        targets = [n if n <= cap else cap for n, _, _ in drawn[:k]]
-        if min(targets) < 1:
-            raise ValueError(f"request {requests[targets.index(min(targets))].id}: "
-                             "nothing left to generate")
-        self._live += [[request, done, index, None]
-                       for request, index in zip(requests, engines, strict=True)]
-        self._groups += [group] * k
-        self._samples += range(k)
-        self._epochs += [self._epoch] * k
-        tokens = prompt.tokens
-        self._core.submit_many(engines, [first.priority] * k, [tokens] * k, targets)
         if self._keep_submit:
-            now, make = self._heap.now, self._make
-            sent = list(enumerate(zip(requests, engines, strict=True)))
-            if prompt.index == group:
-                events = [make.submit(now, "request_submit", request.round, group, sample,
-                                      tokens, 0, index) for sample, (request, index) in sent]
-            else:
-                events = [make.submit_prompt(now, "request_submit", request.round, group,
-                                             sample, tokens, 0, index, prompt.index)
-                          for sample, (request, index) in sent]
-            self._record_many([now] * k, events)
+            now, submit, submit_prompt = self._heap.now, self._make.submit, self._make.submit_prompt
+            events = [submit(now, "request_submit", r.round, r.group, r.sample,
+                             r.prompt.tokens, 0, index) if r.prompt.index == r.group
+                      else submit_prompt(now, "request_submit", r.round, r.group, r.sample,
+                                         r.prompt.tokens, 0, index, r.prompt.index)
+                      for r, index in zip(requests, engines, strict=True)]
+            self._record_many([now] * len(events), events)
 
     def _returned(self, i: int) -> None:
         """A turn after request `i` ended (`EnginePool._returned`)."""

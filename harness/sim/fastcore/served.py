@@ -32,7 +32,6 @@ from harness.sim.fastcore.groups import (
     SIZE,
 )
 from harness.sim.fastcore.timeline import GEN0
-from workloads.replay import target_tokens
 
 
 class ServedGroups:
@@ -49,8 +48,6 @@ class ServedGroups:
     _quiet: bool
     version: int
     submit_many: Any
-    submit_group: Any
-    _target_tokens: Any
     _outcomes: Any
     _let_go: Any
 
@@ -62,15 +59,11 @@ class ServedGroups:
         check's latency is drawn now as `_Check` draws it (`check_outcome` with no
         timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
         `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
-        k, grouped = len(requests), self._target_tokens is target_tokens
-        drawn = _drawn(requests) if checked or grouped else ()
-        latencies = [latency for _, _, latency in drawn[:k]] if checked else [NO_CHECK] * k
+        latencies = ([latency for _, _, latency in _drawn(requests)] if checked
+                     else [NO_CHECK] * len(requests))
         quiet = self._quiet and service.gate is None and service.on_response is None
         self._services[self._core.group(latencies, quiet)] = service
-        if grouped:  # each target the drawn length within the cap
-            self.submit_group(requests, service.answered_last, drawn)
-        else:
-            self.submit_many(requests, service.answered_last)
+        self.submit_many(requests, service.answered_last)
 
     def _last_returned(self, i: int) -> None:
         """A turn after a group's K-th finish: `_returned`, its check into the core (its seq
@@ -155,4 +148,6 @@ def _drawn(requests: list[Request]) -> Sequence[tuple[int, float, float]]:
     profile's prompt keeps its first K's (`Hidden.drawn`), a replayed trace's is asked."""
     hidden = requests[0].prompt.hidden
     drawn = getattr(hidden, "drawn", None)
-    return drawn if drawn is not None else [hidden.sample(r.sample) for r in requests]
+    if drawn is None:
+        return [hidden.sample(r.sample) for r in requests]
+    return [drawn[r.sample] for r in requests]
