@@ -3,9 +3,10 @@
 `execute` taps the simulator's trace writer (`BufferedTraceWriter.tap`): each pack's
 events of the metrics' kinds go to a `RoundMetrics` as the pack is made, so the run's
 rows need no second decode of its trace. What the tap is handed must be what decoding
-the lines gives (the same values and types, times rounded), pack after pack in order,
-and the rows must be `round_metrics` of the file, for every system, on the Python
-engines and on the compiled pool (whose events are Structs until encoded).
+the lines gives (the same values and types, times rounded; a request's events from the
+compiled pool may come as the Structs they were recorded as, with the same fields), pack
+after pack in order, each with its kind, and the rows must be `round_metrics` of the
+file, for every system, on the Python engines and on the compiled pool.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import asdict
 
 from harness.core.metrics import ROUND_METRIC_EVENTS, RoundMetrics, round_metrics
+from harness.core.rounds import AS_RECORDED
 from harness.core.trace import read_trace
 from harness.run import execute as run_execute
 from harness.shared.defaults import resolve_defaults
@@ -32,16 +35,26 @@ def test_the_tap_gets_the_decoded_events(system: str, engines: str,
                                          monkeypatch: pytest.MonkeyPatch,
                                          tmp_path: Path) -> None:
     """Packs of 64 (many per run): the tapped events, in order, are those the written
-    file decodes to, of the metrics' kinds; and `execute`'s rows are the file's."""
+    file decodes to, of the metrics' kinds (those of `AS_RECORDED` handed as recorded:
+    so for every system they hold what their lines decode to), each with its kind; and
+    `execute`'s rows are the file's."""
     monkeypatch.setenv("ROLLOUTBENCH_PYTHON_ENGINES", "1" if engines == "python" else "0")
     monkeypatch.setattr(BufferedTraceWriter, "PACK", 64)
     path = tmp_path / "trace.jsonl.zst"
     runtime = SimRuntime(resolve_defaults(golden_config(system)), path)
-    fed: list[dict[str, Any]] = []
-    runtime.tap(fed.extend, ROUND_METRIC_EVENTS)
+    fed: list[Any] = []
+    kinds: list[str] = []
+
+    def feed(events: list[Any], names: list[str]) -> None:
+        assert len(events) == len(names)
+        fed.extend(e if type(e) is dict else asdict(e) for e in events)
+        kinds.extend(names)
+
+    runtime.tap(feed, ROUND_METRIC_EVENTS, AS_RECORDED)
     runtime.run(get_system(system))  # its end closes the trace: the last pack fed
     lines = [e for e in read_trace(path) if e["ev"] in ROUND_METRIC_EVENTS]
     assert len(lines) > 100
+    assert kinds == [e["ev"] for e in lines]
     # repr: the types too (1 vs 1.0, list vs tuple, None vs NaN), key order aside
     assert [repr(sorted(e.items())) for e in fed] == [repr(sorted(e.items())) for e in lines]
 
@@ -83,18 +96,18 @@ def test_a_tap_set_after_the_first_pack_is_refused(tmp_path: Path) -> None:
     writer.record("run_start", system="x")
     writer.close()
     with pytest.raises(RuntimeError, match="before its first pack"):
-        writer.tap(list, ROUND_METRIC_EVENTS)
+        writer.tap(lambda events, kinds: None, ROUND_METRIC_EVENTS)
 
 
 def test_the_tap_gets_what_json_makes_of_a_field(tmp_path: Path) -> None:
-    """A tuple, a NaN or a time given as a field, of a kind not held as recorded, reach
-    the tap as its line decodes (a list, None, the field); a Struct as its dict."""
+    """A tuple, a NaN or a time given as a field, of a kind not handed as recorded, reach
+    the tap as its line decodes (a list, None, the field); a Struct as itself."""
     from harness.sim.trace_events import Makers
 
     times = iter([0.5, 1.0000004, 2.0, 2.5]).__next__
     writer = BufferedTraceWriter(tmp_path / "a.jsonl", times)
-    fed: list[dict[str, Any]] = []
-    writer.tap(fed.extend, ROUND_METRIC_EVENTS | {"decision"})
+    fed: list[Any] = []
+    writer.tap(lambda events, kinds: fed.extend(events), ROUND_METRIC_EVENTS | {"decision"})
     writer.record("run_start", config={"groups": (32, 64)})
     writer.record("optimizer_step", step=1, ess=float("nan"), spans=[(1, 2)])
     writer.record("decision", t=7, what="x")
@@ -104,8 +117,10 @@ def test_the_tap_gets_what_json_makes_of_a_field(tmp_path: Path) -> None:
                                       [[0, 5]])])
     writer.close()
     lines = (tmp_path / "a.jsonl").read_text().splitlines()
-    assert fed == [e for e in map(json.loads, lines) if e["ev"] != "request_admit"]
+    assert fed[:3] + [asdict(fed[3])] == [e for e in map(json.loads, lines)
+                                          if e["ev"] != "request_admit"]
     assert fed[1]["ess"] is None and fed[1]["spans"] == [[1, 2]] and fed[2]["t"] == 7
-    assert fed[3] == {"t": 3.0, "ev": "request_finish", "group": 1, "sample": 0,
+    assert type(fed[3]) is not dict and fed[3].version_spans == [[0, 5]]
+    assert asdict(fed[3]) == {"t": 3.0, "ev": "request_finish", "group": 1, "sample": 0,
                       "response_tokens": 5, "status": "finished", "versions": [0, 0],
                       "version_spans": [[0, 5]]}

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
+from harness.core.round_requests import RequestColumns
 from harness.core.streaming import restate
 
 KEYS = (
@@ -101,6 +103,15 @@ ROUND_METRIC_EVENTS = frozenset({
     "weights_published",
 })
 
+# Of those, the kinds whose fields `feed` reads are ints, floats, strings and lists of ints,
+# which a line gives back as they were: the simulator's writer may hand them as recorded,
+# not encoded and decoded again (`BufferedTraceWriter.tap`). Not `run_start` (kept whole as
+# `head`) nor `optimizer_step` (kept whole: its ESS may be a NaN a line makes null).
+AS_RECORDED = frozenset({
+    "request_submit", "request_finish", "group_materialized", "batch_dispatch",
+    "train_start", "train_end", "rollout_start", "rollout_complete", "weights_published",
+})
+
 
 class RoundMetrics:
     """`round_metrics`' pass, fed in trace order (`feed`, any number of times) and read
@@ -112,59 +123,53 @@ class RoundMetrics:
         self.head: dict[str, Any] | None = None  # the first event (`run_start`)
         self.starts: dict[int, float] = {}
         self.complete: dict[int, float] = {}
-        self.submitted: dict[tuple[int, int], tuple[int, int]] = {}  # (round, resumed)
         self.materialized: dict[int, float] = {}
-        self.finished_tokens: dict[int, list[int]] = defaultdict(list)
-        self.all_tokens: dict[int, int] = defaultdict(int)
         self.by_round: dict[int, list[tuple[float, int, list[int]]]] = defaultdict(list)
         self.steps: dict[int, list[dict[str, Any]]] = defaultdict(list)
         self.round_version: dict[int, int] = {}
-        self.versions: dict[int, dict[int, int]] = {}  # group -> finished tokens by version
-        self.most: dict[int, int] = {}  # group -> the most versions behind one sample
         self.spans: dict[int, list[float]] = defaultdict(list)  # batch -> [start, end, ...]
         self.span_open = _nan()  # one trainer's spans never overlap: an end closes it
-        self.crosses = False  # a request finished in a later round than its own
         self.owner: int | None = None  # the round `owning_rounds` gives the next event
+        self.requests = RequestColumns()  # the request events, as columns
+        self.started_at: list[tuple[int, int]] = []  # each rollout_start's (position, round)
+        self.fed = 0  # events fed so far
 
-    def feed(self, events: Sequence[dict[str, Any]]) -> None:
-        """The next events of the trace, in order."""
+    @property
+    def crosses(self) -> bool:
+        """A request finished in a later round than its own (a streaming run)."""
+        return self.requests.totals(self.started_at).crosses
+
+    def feed(self, events: Sequence[Any], kinds: Sequence[str] | None = None) -> None:
+        """The next events of the trace, in order; `kinds`, each one's kind where the caller
+        has them (the simulator's writer). The request events may be records with their
+        fields as attributes (round_requests.py); the others are dicts."""
         if self.head is None:
             try:
                 self.head = events[0]
             except IndexError:  # none yet
                 pass
-        submitted, versions, most = self.submitted, self.versions, self.most
-        sent_of, most_of = submitted.get, most.get
-        all_tokens, finished_tokens = self.all_tokens, self.finished_tokens
-        owner, span_open, crosses = self.owner, self.span_open, self.crosses
-        for e in events:
-            ev = e["ev"]
-            if ev == "request_finish":
-                group = e["group"]
-                sent = sent_of((group, e["sample"]))
-                if sent is None:
-                    continue
-                rnd, resumed = sent
-                if owner != rnd and owner is not None:
-                    crosses = True
-                tokens = e["response_tokens"]
-                all_tokens[rnd] += tokens - resumed
-                if e["status"] == "finished":
-                    finished_tokens[rnd].append(tokens)
-                    vspans = e.get("version_spans")
-                    if vspans is None:  # only [first, last] known: count it all as the first
-                        first = e["versions"][:1]
-                        vspans = [[first[0], tokens]] if first else []
-                    hist = versions.setdefault(group, {})
-                    for v, n in vspans:
-                        hist[v] = hist.get(v, 0) + n
-                    k = len(vspans) if len(vspans) < 2 else len({v for v, _ in vspans})
-                    if k > most_of(group, -1):  # max(k, most.get(group, 0)), set if more
-                        most[group] = k
-            elif ev == "request_submit":
-                submitted[(e["group"], e["sample"])] = (e["round"], e.get("resumed_tokens", 0))
-            elif ev == "rollout_start":
+        if kinds is None:
+            kinds = [e["ev"] for e in events]
+        start = self.fed
+        self.fed += len(events)
+        submits, finishes, others = [], [], []
+        for i, kind in enumerate(kinds):
+            if kind == "request_finish":
+                finishes.append(i)
+            elif kind == "request_submit":
+                submits.append(i)
+            else:
+                others.append(i)
+        if submits or finishes:
+            self.requests.add([start + i for i in submits], [events[i] for i in submits],
+                              [start + i for i in finishes], [events[i] for i in finishes])
+        owner, span_open = self.owner, self.span_open
+        for i in others:
+            e = events[i]
+            ev = kinds[i]
+            if ev == "rollout_start":
                 owner = e["round"]
+                self.started_at.append((start + i, owner))
                 self.starts[owner] = e["t"]
                 self.round_version[owner] = e["version"]
             elif ev == "optimizer_step":
@@ -181,7 +186,7 @@ class RoundMetrics:
                 span_open = e["t"]
             elif ev == "train_end":
                 self.spans[e["batch"]] += [span_open, e["t"]]
-        self.owner, self.span_open, self.crosses = owner, span_open, crosses
+        self.owner, self.span_open = owner, span_open
 
     def rows(self, events: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """One dict per round: `system`, `workload`, `round` and the `KEYS`; `events`,
@@ -190,6 +195,7 @@ class RoundMetrics:
         if head is None:
             raise IndexError("no events")
         starts, spans, complete = self.starts, self.spans, self.complete
+        requests = self.requests.totals(self.started_at)
         out = []
         for rnd in sorted(starts):
             t0 = starts[rnd]
@@ -203,7 +209,7 @@ class RoundMetrics:
             end = max(ends) if ends else _nan()
             elapsed = end - t0
             done = complete.get(rnd, _nan()) - t0
-            tokens = self.finished_tokens.get(rnd, [])
+            tokens = requests.finished_tokens.get(rnd, [])
             first_start = min((spans[b][0] for _, b, _ in batches if spans.get(b)),
                               default=_nan())
             row.update(
@@ -214,7 +220,7 @@ class RoundMetrics:
                 trainer_compute_s=_nan() if not batches and head.get("runtime") == "import"
                 else total,
                 mean_response_tokens=sum(tokens) / len(tokens) if tokens else _nan(),
-                rollout_tokens_per_s=self.all_tokens.get(rnd, 0) / done if done > 0
+                rollout_tokens_per_s=requests.all_tokens.get(rnd, 0) / done if done > 0
                 else _nan(),
                 waiting_ratio=(elapsed - total) / elapsed if elapsed > 0 else _nan(),
                 start_wait_ratio=(first_start - t0) / elapsed if elapsed > 0 else _nan(),
@@ -223,28 +229,35 @@ class RoundMetrics:
             row["efficiency"] = row["lower_bound_s"] / elapsed if elapsed > 0 else _nan()
             trained = [g for _, _, gs in batches for g in gs]
             row.update(_offpolicy(self.steps.get(rnd, []),
-                                  [self.versions.get(g, {}) for g in trained],
-                                  max((self.most.get(g, 0) for g in trained), default=0),
+                                  [requests.versions.get(g, {}) for g in trained],
+                                  max((requests.most.get(g, 0) for g in trained), default=0),
                                   self.round_version[rnd]))
             row["batch_tokens_per_s"] = row.pop("tokens") / done if done > 0 else _nan()
             out.append(row)
-        if self.crosses:  # tokens by when they were made, rounds by phase (streaming)
+        if requests.crosses:  # tokens by when they were made, rounds by phase (streaming)
             if events is None:
                 raise ValueError("a streaming trace's rows need its events (`crosses`)")
             restate(events, owning_rounds(events), out, starts, self.round_version)
         if untimed(head):
             for row in out:
                 row.update(dict.fromkeys(TIME_KEYS, _nan()))
-        if head.get("runtime") == "import" and not any(self.all_tokens.values()):
+        if head.get("runtime") == "import" and not any(requests.all_tokens.values()):
             for row in out:
                 row.update(dict.fromkeys(TOKEN_KEYS, _nan()))
         return out
 
 
 def round_metrics(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One dict per round: `system`, `workload`, `round` and the `KEYS`."""
+    """One dict per round: `system`, `workload`, `round` and the `KEYS`. `events` may
+    also be any re-iterable (a large run's frames, decoded anew on each pass): fed a
+    batch at a time."""
     metrics = RoundMetrics()
-    metrics.feed(events)
+    if isinstance(events, list):
+        metrics.feed(events)
+    else:
+        it = iter(events)
+        while batch := list(islice(it, 1 << 16)):
+            metrics.feed(batch)
     return metrics.rows(events)
 
 

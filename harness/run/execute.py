@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from harness.core.config import RunConfig
 from harness.core.metrics import ROUND_METRIC_EVENTS, RoundMetrics, round_metrics
+from harness.core.rounds import AS_RECORDED
 from harness.core.trace import read_trace
 from harness.shared.defaults import resolve_defaults
 
@@ -49,6 +50,8 @@ def _run_live(cfg: RunConfig, trace_path: str | os.PathLike[str], system: Any) -
 
 Reader = Callable[[list[dict[str, Any]]], Any]  # a run's events -> what a study keeps
 Progress = Callable[[int], None]  # told the rounds complete so far
+# a trace writer's tap: each pack's events of the kinds asked for, and their kinds
+Feed = Callable[[list[Any], list[str]], None]
 R = TypeVar("R", bound=Reader)
 
 
@@ -66,7 +69,7 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
     collections; verl-async's probe 2.3 -> 0.3 s, the freeing then paid as it returns).
     `progress(rounds)`: the rounds complete so far, told as the trace is packed."""
     metrics = None
-    feeds: list[Callable[[list[dict[str, Any]]], None]] = []
+    feeds: list[Feed] = []
     tapped: set[str] = set()
     if reader is None and runtime.written:  # made as the run goes: no second decode
         metrics = RoundMetrics()
@@ -76,7 +79,7 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
         feeds.append(_counting_rounds(progress))
         tapped.add("rollout_complete")
     if feeds:
-        runtime.tap(feeds[0] if len(feeds) == 1 else _both(*feeds), tapped)
+        runtime.tap(feeds[0] if len(feeds) == 1 else _both(*feeds), tapped, AS_RECORDED)
     runtime.run(system)  # (its end closes the trace: the metrics have every event)
     if reader is not None:
         out = reader(runtime.events(kinds))
@@ -91,22 +94,21 @@ def _simulate(runtime: Any, system: Any, reader: Reader | None,
     return out
 
 
-def _counting_rounds(progress: Progress) -> Callable[[list[dict[str, Any]]], None]:
+def _counting_rounds(progress: Progress) -> Feed:
     """A tap's feed that tells `progress` how many rounds are complete so far."""
     done = [0]
 
-    def feed(events: list[dict[str, Any]]) -> None:
-        done[0] += sum(event["ev"] == "rollout_complete" for event in events)
+    def feed(events: list[Any], kinds: list[str]) -> None:
+        done[0] += kinds.count("rollout_complete")
         progress(done[0])
 
     return feed
 
 
-def _both(*feeds: Callable[[list[dict[str, Any]]], None]
-          ) -> Callable[[list[dict[str, Any]]], None]:
-    def feed(events: list[dict[str, Any]]) -> None:
+def _both(*feeds: Feed) -> Feed:
+    def feed(events: list[Any], kinds: list[str]) -> None:
         for each in feeds:
-            each(events)
+            each(events, kinds)
 
     return feed
 

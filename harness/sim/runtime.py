@@ -45,7 +45,8 @@ from harness.sim.presets import load_hardware, load_model, user_figures
 from harness.sim.serve import GroupService
 from harness.sim.serve_keep import KeepService
 from harness.sim.spec_engine import with_spec
-from harness.sim.trace_buffer import BufferedTraceWriter, EventFrames
+from harness.sim.trace_buffer import BufferedTraceWriter
+from harness.sim.trace_frames import EventFrames
 from harness.sim.trainer import build as trainer_build
 from harness.sim.trainer import speed as trainer_speed
 from harness.sim.trainer.db import TrainerKernelError
@@ -217,11 +218,12 @@ class SimRuntime(RunnerBase):
         """Whether the run writes its trace (else its events are kept in memory only)."""
         return self._write_trace
 
-    def tap(self, feed: Callable[[list[dict[str, Any]]], None], kinds: Collection[str]
-            ) -> None:
-        """`feed` gets the run's events of `kinds` as they are packed
-        (`BufferedTraceWriter.tap`), the last of them as the run ends (its trace closed)."""
-        self._writer.tap(feed, kinds)  # type: ignore[attr-defined]
+    def tap(self, feed: Callable[[list[Any], list[str]], None], kinds: Collection[str],
+            recorded: Collection[str] = ()) -> None:
+        """`feed` gets the run's events of `kinds`, and their kinds, as they are packed
+        (`BufferedTraceWriter.tap`: those of `recorded` as recorded), the last of them
+        as the run ends (its trace closed)."""
+        self._writer.tap(feed, kinds, recorded)  # type: ignore[attr-defined]
 
     def release(self) -> None:
         """Let go of the run's kept events once they are read (`BufferedTraceWriter.

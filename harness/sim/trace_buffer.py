@@ -1,23 +1,20 @@
 """The simulator's trace writer: events kept in memory, packed, written at the end.
 
-A simulated run emits an event every few microseconds of wall time, and nothing
-reads its trace while it runs (a live run's trace is written line by line: it
-can die at any moment, `TraceWriter`). So `record` only appends: the clock's reading,
-and the event as `TraceWriter` builds it (`{"t", "ev", **fields}`, one dict), with no
-encoding, rounding or write of its own.
+A simulated run emits an event every few microseconds of wall time, and nothing reads its
+trace while it runs (a live run's is written line by line, as it may die at any moment:
+`TraceWriter`). So `record` only appends the clock's reading and the event as
+`TraceWriter` builds it (`{"t", "ev", **fields}`), with no encoding or write of its own.
 
-Why the tail is packed every 16k events rather than kept whole: Python objects cost
-far more than their text (a dict of five fields is 200 bytes, a list of eight
-rewards 300), so a million-request run (3.1M events) would hold gigabytes; its
-encoded lines alone, 370 MB. A full tail is made into its lines at once: the times
-rounded together (`round6`), every event encoded by one msgspec call, the lines
-compressed as one zstd frame (level 1, 14x) and the objects let go: about 9 bytes an
-event, plus 2 for its kind (what `events(kinds)` filters on). Considered and
-measured slower: one list per schema (kind and field names) of field values, made
-into lines by msgspec Structs at the end (the key tuple and the Struct per event
-cost more than the dict), and plain lines kept per event (today's 231 B an event).
-What did pay: the compiled pool's request events made as Structs in place of their
-dicts (harness/sim/trace_events.py; `record_many`), which encode as the dicts would.
+Why the tail is packed every 16k events rather than kept whole: Python objects cost far
+more than their text, so a million-request run (3.1M events) would hold gigabytes. A full
+tail is made into its lines at once: the times rounded together (`round6`), every event
+encoded by one msgspec call, the lines compressed as one zstd frame (level 1, 14x) and
+the objects let go: about 9 bytes an event, plus 2 for its kind (what `events(kinds)`
+filters on). Measured slower: one list per schema of field values made into lines at
+the end, and plain lines kept per event. What did pay: the compiled pool's request
+events made as Structs, not dicts (harness/sim/trace_events.py; `record_many`), which
+encode as the dicts would, and are handed to the tap as they are (round_requests.py in
+harness/core reads their fields as columns).
 
 The lines are `TraceWriter`'s bytes for the same events (`t` rounded to 6 decimals,
 then `ev`, then the fields in order; msgspec's encoding, no spaces;
@@ -76,6 +73,7 @@ from msgspec.structs import asdict
 
 from harness.core.trace import TraceWriter
 from harness.core.trace_io import LEVEL, compressed_name
+from harness.sim.trace_frames import EventFrames
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -132,8 +130,9 @@ class BufferedTraceWriter(TraceWriter):
         self._kind_names: list[str] = []
         self._kind_index: dict[str, int] = {}
         self._raw = np.zeros(0, dtype=bool)  # per kind id: held as recorded (`RAW`)
-        self._tap: Callable[[list[dict[str, Any]]], None] | None = None  # (`tap`)
+        self._tap: Callable[[list[Any], list[str]], None] | None = None  # (`tap`)
         self._tap_kinds: frozenset[str] = frozenset()
+        self._tap_recorded: frozenset[str] = RAW  # (`tap`) kinds handed as recorded
         self._tapped = np.zeros(0, dtype=bool)  # per kind id: handed to the tap
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
@@ -290,26 +289,39 @@ class BufferedTraceWriter(TraceWriter):
                 read[i] = event
         return read
 
-    def tap(self, feed: Callable[[list[dict[str, Any]]], None], kinds: Collection[str]
-            ) -> None:
-        """Hand `feed` the events of `kinds`, as a reader decodes them, a pack at a time
-        as the packs are made (in order; the last at `close`, or `events`): a run's round
-        metrics made as it goes (harness/core/rounds.py), not from a second decode of
-        its trace. Set before the first pack."""
+    def tap(self, feed: Callable[[list[Any], list[str]], None], kinds: Collection[str],
+            recorded: Collection[str] = ()) -> None:
+        """Hand `feed` the events of `kinds` and their kinds, a pack at a time as the packs
+        are made (the last at `close`, or `events`): a run's round metrics made as it goes
+        (harness/core/rounds.py), with no second decode. Events of the `RAW` kinds and of
+        `recorded` (kinds whose fields the feed reads are the same in a line) come as
+        recorded, times rounded: a dict, or a Struct of harness/sim/trace_events.py; the
+        others as a reader decodes them. Set before the first pack."""
         if self._kind_ids:
             raise RuntimeError("tap the trace before its first pack")
         self._tap, self._tap_kinds = feed, frozenset(kinds)
+        self._tap_recorded = RAW | frozenset(recorded)
         self._tapped = np.array([k in self._tap_kinds for k in self._kind_names], dtype=bool)
 
     def _feed(self, events: list[Any]) -> None:
-        """The tap's part of a pack just made (`events`, their times rounded), as a reader
-        gets it (`_as_read`)."""
+        """The tap's part of a pack just made (`events`, their times rounded)."""
         ids = np.frombuffer(self._kind_ids, dtype=np.uint16)[-len(events):]
         picked = np.flatnonzero(self._tapped[ids])
-        raw = self._raw[ids[picked]]
+        tapped = ids[picked]
         del ids  # the array grows again at the next pack
-        if len(picked):
-            self._tap(self._as_read(list(map(events.__getitem__, picked.tolist())), raw))
+        if not len(picked):
+            return
+        names = self._kind_names
+        kinds = list(map(names.__getitem__, tapped.tolist()))
+        handed = list(map(events.__getitem__, picked.tolist()))
+        as_is = np.array([k in self._tap_recorded for k in names], dtype=bool)[tapped]
+        others = np.flatnonzero(~as_is).tolist()
+        if others:
+            decoded = _decoder.decode(_encoder.encode(
+                [e if type(e) is dict else asdict(e) for e in map(handed.__getitem__, others)]))
+            for i, event in zip(others, decoded, strict=True):
+                handed[i] = event
+        self._tap(handed, kinds)
 
     def _frame(self, lines: bytes) -> bytes:
         """`lines` as one zstd frame, of its own size (zstd's holds the bound)."""
@@ -380,21 +392,3 @@ class BufferedTraceWriter(TraceWriter):
             fh, self._file = self._file, None
             fh.close()
 
-
-class EventFrames:
-    """A run's kept events (of `kinds`), re-iterable: each pass decodes a frame at a time.
-    Indexing gives the first event only (what a reader takes its header from)."""
-
-    def __init__(self, writer: BufferedTraceWriter, kinds: Collection[str] | None) -> None:
-        self._writer, self._kinds = writer, kinds
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for frame in self._writer._decoded(self._kinds):
-            yield from frame
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        if index != 0:
-            raise IndexError("EventFrames gives its first event only; iterate for the rest")
-        for event in self:
-            return event
-        raise IndexError("no events")
