@@ -227,13 +227,17 @@ class BufferedTraceWriter(TraceWriter):
         events, times = self._events, self._times
         if not events:
             return
+        kinds: list[str] = []  # each event's kind, gathered in the same pass
+        add_kind = kinds.append
         for event, t, rounded in zip(events, times, round6(times), strict=True):
             if type(event) is dict:
                 if event["t"] is t and type(t) is float:
                     event["t"] = rounded
-            elif type(t) is float:  # a Struct's t is its time (harness/sim/trace_events.py)
-                event.t = rounded
-        kinds = [event["ev"] if type(event) is dict else event.ev for event in events]
+                add_kind(event["ev"])
+            else:  # a Struct's t is its time (harness/sim/trace_events.py)
+                if type(t) is float:
+                    event.t = rounded
+                add_kind(event.ev)
         new = set(kinds).difference(self._kind_index)
         for kind in new:
             self._kind_index[kind] = len(self._kind_names)

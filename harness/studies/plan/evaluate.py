@@ -15,6 +15,9 @@ import time
 from typing import Any
 
 from harness.core.config import RunConfig
+from harness.core.metrics import ROUND_METRIC_EVENTS
+from harness.core.yardstick import EVENTS
+from harness.run.execute import reads
 
 # The yardstick's figures (harness.core.yardstick: what the run delivers over its steady
 # window; what a plan ranks by), the staleness figures, then the papers' per-round
@@ -41,6 +44,15 @@ def simulate(cfg: RunConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     runtime.run(get_system(cfg.system))
     events = runtime.events(kinds)
     return round_metrics(events), events
+
+
+@reads(*sorted(ROUND_METRIC_EVENTS | EVENTS))
+def figures(events: list[dict[str, Any]]) -> dict[str, float]:
+    """`summarise` of a run's events, as a reproduction's pool hands them to a reader (the
+    runs of areal's `dynsched`, plan's figures of two splits)."""
+    from harness.core.metrics import round_metrics
+
+    return summarise(round_metrics(events), events)
 
 
 def _finite(values: list[float], default: float = 0.0) -> list[float]:

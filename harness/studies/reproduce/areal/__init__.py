@@ -73,7 +73,7 @@ def _simulate(seed: int, traces: Path, profiles: Path, progress: bool
 def reproduce(out: Path, figures: Path, rounds: int = 4, seed: int = 0) -> list[Claim]:
     """The runs and their claims; `rounds` is fixed by the setup (`runs`)."""
     scaling, staleness = simulate(seed, out / "runs" / PAPER)
-    points = dynsched.evaluate(seed)
+    points = dynsched.evaluate(seed, out / "runs" / PAPER)
     sched = pd.DataFrame([{"trainer_gpus": t, "rollout_gpus": r, "model": dynsched.STAND_IN,
                            "bound": dynsched.bound(p), **{k: p[k] for k in (
                                "trained_tokens_per_s", "paper_waiting_ratio", "step_s")},
