@@ -50,7 +50,8 @@ def _reference(events: list[dict[str, Any]]) -> dict[str, Any]:
                 for v, n in spans:
                     hist[v] = hist.get(v, 0) + n
                 most[e["group"]] = max(most.get(e["group"], -1), len({v for v, _ in spans}))
-    return {"crosses": crosses, "all_tokens": all_tokens, "finished_tokens": finished,
+    return {"crosses": crosses, "all_tokens": all_tokens,
+            "finished": {r: (sum(n), len(n)) for r, n in finished.items()},
             "versions": {g: h for g, h in versions.items() if h}, "most": most}
 
 
@@ -61,10 +62,9 @@ def _totals(events: list[Any], cuts: list[int]) -> dict[str, Any]:
         batch = events[start:cut]
         metrics.feed(batch, [e["ev"] if type(e) is dict else e.ev for e in batch])
         start = max(start, cut)
-    got = metrics.requests.totals(metrics.started_at)
-    return {"crosses": got.crosses, "all_tokens": got.all_tokens,
-            "finished_tokens": got.finished_tokens, "versions": got.versions,
-            "most": got.most}
+    got = metrics.requests.result()
+    return {"crosses": got.crosses, "all_tokens": got.all_tokens, "finished": got.finished,
+            "versions": {g: h for g, h in got.versions.items() if h}, "most": got.most}
 
 
 def _struct(e: dict[str, Any]) -> Any:
@@ -115,7 +115,7 @@ def test_a_trace_worked_by_hand() -> None:
     # round 0: 7 (aborted) + 4 + (12 - 7) + 0 = 16 new tokens; finished 4, 12, 0
     # round 1: 6; group 1: version 0 4 + 7 + 3 = 14, version 1 2; group 3: version 1 6
     want = {"crosses": True, "all_tokens": {0: 16, 1: 6},
-            "finished_tokens": {0: [4, 12, 0], 1: [6]},
+            "finished": {0: (16, 3), 1: (6, 1)},
             "versions": {1: {0: 14, 1: 2}, 3: {1: 6}},
             "most": {1: 2, 3: 1, 2: 0}}
     assert _reference(events) == want

@@ -67,6 +67,11 @@ def _ints(values: Sequence[int]) -> np.ndarray:
     return np.fromiter(values, dtype=np.int64, count=len(values))
 
 
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[Any]:
+    """`rows` (tuples of `width` fields) as a tuple per field (none: empty ones)."""
+    return list(zip(*rows, strict=True)) if rows else [()] * width
+
+
 def _dense(keys: np.ndarray) -> tuple[int, int] | None:
     """(lowest, range) of `keys` where a table over their range is small next to them
     (ids made in order: groups, samples, rounds, versions); None where it is not."""
@@ -92,23 +97,6 @@ def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
     return ids.tolist(), sums.astype(np.int64).tolist()
 
 
-def _most(keys: np.ndarray, values: np.ndarray) -> dict[int, int]:
-    """Each distinct key's largest value (values >= 0)."""
-    if not len(keys):
-        return {}
-    dense = _dense(keys)
-    if dense is not None:
-        low, span = dense
-        ids = np.flatnonzero(np.bincount(keys - low, minlength=span))
-        top = np.zeros(span, dtype=np.int64)
-        np.maximum.at(top, keys - low, values)
-        return dict(zip((ids + low).tolist(), top[ids].tolist(), strict=True))
-    ids, inverse = np.unique(keys, return_inverse=True)
-    top = np.zeros(len(ids), dtype=np.int64)
-    np.maximum.at(top, inverse, values)
-    return dict(zip(ids.tolist(), top.tolist(), strict=True))
-
-
 def _paired(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Any]:
     """One int key for each (a, b), in their order, and what makes keys back into (a, b):
     a x range(b) + b, on their ranks where that would not fit in 62 bits."""
@@ -126,36 +114,27 @@ def _paired(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Any]:
     return rank_a * len(ids_b) + rank_b, ranked
 
 
-def _latest(sub: np.ndarray, fin: np.ndarray) -> np.ndarray:
-    """For each finish (rows of `fin`: position, group, sample, ...), the index in `sub`
-    (rows: position, group, sample, ...; in position order) of its request's latest
-    submission before it, -1 where there is none. A request's key is its (group, sample)
-    paired; most requests are submitted once, so a table by key answers them, and only
-    those submitted again are searched (a sort by key and position)."""
-    keys = _paired(np.concatenate((sub[:, 1], fin[:, 1])),
-                   np.concatenate((sub[:, 2], fin[:, 2])))[0]
-    key_s, key_f = keys[:len(sub)], keys[len(sub):]
-    dense = _dense(keys)
-    if dense is None:  # ids far apart: ranked
-        key_s, key_f = np.split(np.unique(keys, return_inverse=True)[1], [len(key_s)])
-        low, span = 0, len(keys)
-    else:
-        low, span = dense
-        key_s, key_f = key_s - low, key_f - low
-    count = np.bincount(key_s, minlength=span)
-    last = np.full(span, -1, dtype=np.int64)
-    np.maximum.at(last, key_s, np.arange(len(key_s)))  # the latest submission of each
-    at = last[key_f]
-    at[(at >= 0) & (sub[np.maximum(at, 0), 0] > fin[:, 0])] = -1  # (made after it)
-    again = np.flatnonzero(count[key_f] > 1)
-    if len(again):  # requests submitted more than once: the latest before the finish
-        positions = int(max(sub[:, 0].max(), fin[:, 0].max())) + 1
-        order = np.argsort(key_s, kind="stable")  # (by key, then position)
-        ranked = key_s[order] * positions + sub[order, 0]
-        j = np.searchsorted(ranked, key_f[again] * positions + fin[again, 0]) - 1
-        hit = (j >= 0) & (key_s[order[np.maximum(j, 0)]] == key_f[again])
-        at[again] = np.where(hit, order[np.maximum(j, 0)], -1)
-    return at
+def _latest(key_s: np.ndarray, pos_s: np.ndarray, key_f: np.ndarray, pos_f: np.ndarray
+            ) -> np.ndarray:
+    """For each finish (`key_f`, `pos_f`), the index of the latest submission of the same
+    key before it among (`key_s`, `pos_s`, in position order), -1 where there is none: a
+    search over the submissions sorted by key, then position."""
+    if not len(key_s):
+        return np.full(len(key_f), -1, dtype=np.int64)
+    order = np.argsort(key_s, kind="stable")
+    span = int(max(pos_s.max(), pos_f.max())) + 1
+    at = np.searchsorted(key_s[order] * span + pos_s[order], key_f * span + pos_f) - 1
+    hit = at >= 0
+    hit[hit] = key_s[order[at[hit]]] == key_f[hit]
+    return np.where(hit, order[np.maximum(at, 0)], -1)
+
+
+def _last_of_each(keys: np.ndarray) -> np.ndarray:
+    """The index of the last of each distinct key in `keys` (ascending by key)."""
+    order = np.argsort(keys, kind="stable")
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = keys[order[1:]] != keys[order[:-1]]
+    return order[last]
 
 
 @dataclass
@@ -164,111 +143,152 @@ class Totals:
 
     crosses: bool = False
     all_tokens: dict[int, int] = field(default_factory=dict)  # round -> tokens made in it
-    finished_tokens: dict[int, list[int]] = field(default_factory=dict)  # round -> lengths
+    finished: dict[int, tuple[int, int]] = field(default_factory=dict)  # round -> (sum, n)
     versions: dict[int, dict[int, int]] = field(default_factory=dict)  # group -> v -> tokens
     most: dict[int, int] = field(default_factory=dict)  # group -> most versions of a sample
 
-    @classmethod
-    def of(cls, submits: list[np.ndarray], finishes: list[np.ndarray],
-           pairs: list[np.ndarray], starts: list[tuple[int, int]]) -> Totals:
-        """`submits`: rows of (position, group, sample, round, resumed); `finishes`:
-        (position, group, sample, tokens, finished, spans); `pairs`: (finish index,
-        version, tokens) of each version span of a finished one; `starts`: each
-        `rollout_start`'s (position, round)."""
-        if not finishes or not submits:
-            return cls()
-        sub, fin = np.concatenate(submits), np.concatenate(finishes)
-        at = _latest(sub, fin)
-        which = np.flatnonzero(at >= 0)  # the finishes counted: submitted before
-        sent = sub[at[which]]
-        rnd = sent[:, 3]
-        out = cls()
-        if starts:  # the round of the last rollout_start before each counted finish
-            start_at = np.array(starts, dtype=np.int64).reshape(-1, 2)
-            k = np.searchsorted(start_at[:, 0], fin[which, 0], side="right") - 1
-            owned = k >= 0
-            out.crosses = bool((start_at[k[owned], 1] != rnd[owned]).any())
-        out.all_tokens = dict(zip(*_sums(rnd, fin[which, 3] - sent[:, 4]), strict=True))
-        done = fin[which, 4] == 1
-        counted, done_rounds = which[done], rnd[done]
-        order = np.argsort(done_rounds, kind="stable")  # by round, in trace order
-        rounds, first = np.unique(done_rounds[order], return_index=True)
-        if len(rounds):
-            for r, lengths in zip(rounds.tolist(),
-                                  np.split(fin[counted[order], 3], first[1:]), strict=True):
-                out.finished_tokens[r] = lengths.tolist()
-        out._by_version(fin, counted, pairs)
-        return out
-
-    def _by_version(self, fin: np.ndarray, counted: np.ndarray, pairs: list[np.ndarray]
-                    ) -> None:
-        """`versions` and `most` of the finished finishes `counted` (indices into `fin`)."""
-        if not len(counted):
-            return
-        span = np.concatenate(pairs) if pairs else np.zeros((0, 3), dtype=np.int64)
-        keep = np.zeros(len(fin), dtype=bool)
-        keep[counted] = True
-        span = span[keep[span[:, 0]]]
-        groups = fin[:, 1]
-        # the versions each sample spans: its spans, but for one with several spans, the
-        # distinct versions among them
-        spanned = fin[:, 5].copy()
-        if len(span):  # a group's tokens by version: (group, version) as one key
-            keys, back = _paired(groups[span[:, 0]], span[:, 1])
-            ids, tokens = _sums(keys, span[:, 2])
-            g, v = back(np.array(ids, dtype=np.int64))
-            for group, version, n in zip(g.tolist(), v.tolist(), tokens, strict=True):
-                self.versions.setdefault(group, {})[version] = n
-            several = spanned[span[:, 0]] > 1
-            if several.any():
-                pairs, back = _paired(span[several, 0], span[several, 1])
-                finish = back(np.unique(pairs))[0]  # one a distinct (finish, version)
-                spanned[np.unique(finish)] = np.bincount(finish)[np.unique(finish)]
-        self.most = _most(groups[counted], spanned[counted])
-
 
 class RequestColumns:
-    """A run's request events, fed a batch at a time in trace order (`add`), as columns;
-    `totals` joins them (once, until more come)."""
+    """A run's request events, fed a batch at a time in trace order (`add`), each batch
+    matched at once. A request's latest submission is kept in tables by key (its group's
+    index in order of first sight x the widest sample + its sample): its position, round
+    and resumed tokens; a group's most versions in a table by that index."""
 
     def __init__(self) -> None:
-        self._submits: list[np.ndarray] = []
-        self._finishes: list[np.ndarray] = []
-        self._pairs: list[np.ndarray] = []
-        self._count = 0  # finishes so far
-        self._totals: Totals | None = None  # joined, for `_starts` rollout_starts
-        self._starts = 0
+        self.totals = Totals()
+        self._index: dict[int, int] = {}  # group id -> its index (order of first sight)
+        self._ids: list[int] = []  # index -> group id
+        self._width = 1  # samples a group's keys span (grown, the tables remade)
+        self._pos = np.full(0, -1, dtype=np.int64)  # key -> latest submission's position
+        self._round = np.zeros(0, dtype=np.int64)  # key -> its round
+        self._resumed = np.zeros(0, dtype=np.int64)  # key -> the tokens it resumed from
+        self._most = np.full(0, -1, dtype=np.int64)  # group index -> most versions (-1: none)
 
-    def add(self, submit_at: Sequence[int], submits: Sequence[Any],
-            finish_at: Sequence[int], finishes: Sequence[Any]) -> None:
+    def _indices(self, groups: np.ndarray) -> np.ndarray:
+        """Each group id's index, new ones given the next (a dict look-up a distinct id)."""
+        ids, inverse = np.unique(groups, return_inverse=True)
+        index, known = self._index, self._ids
+        for group in ids.tolist():
+            if group not in index:
+                index[group] = len(known)
+                known.append(group)
+        return np.fromiter(map(index.__getitem__, ids.tolist()), dtype=np.int64,
+                           count=len(ids))[inverse]
+
+    def _keys(self, groups: np.ndarray, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of (`groups`, `samples`) of two batches at once (joined), the tables grown
+        to hold them: a wider sample remakes them at the new width."""
+        index = self._indices(groups)
+        width = max(self._width, int(samples.max()) + 1)
+        if width > self._width:  # keys g x width + s, remade at the new width
+            old = np.flatnonzero(self._pos >= 0)
+            new = old // self._width * width + old % self._width
+            size = len(self._pos) // self._width * width
+            for name in ("_pos", "_round", "_resumed"):
+                table = getattr(self, name)
+                grown = np.full(size, -1, dtype=np.int64)
+                grown[new] = table[old]
+                setattr(self, name, grown)
+            self._width = width
+        need = len(self._ids) * width
+        if need > len(self._pos):  # room for every group seen, doubled
+            more = max(need, 2 * len(self._pos)) - len(self._pos)
+            self._pos = np.concatenate((self._pos, np.full(more, -1, dtype=np.int64)))
+            self._round = np.concatenate((self._round, np.zeros(more, dtype=np.int64)))
+            self._resumed = np.concatenate((self._resumed, np.zeros(more, dtype=np.int64)))
+        if len(self._ids) > len(self._most):
+            more = max(len(self._ids), 2 * len(self._most)) - len(self._most)
+            self._most = np.concatenate((self._most, np.full(more, -1, dtype=np.int64)))
+        return index * width + samples, index
+
+    def add(self, submit_at: Sequence[int], submits: Sequence[Any], finish_at: Sequence[int],
+            finishes: Sequence[Any], starts: list[tuple[int, int]]) -> None:
         """The next `request_submit` and `request_finish` events, each with its position
-        in the trace (`*_at`)."""
-        self._totals = None
-        if submits:
-            rows = _rows(submits, _SUBMIT, _submit_row)
-            cols = [_ints(submit_at), *map(_ints, zip(*rows, strict=True))]
-            self._submits.append(np.stack(cols, axis=1))
-        if not finishes:
+        in the trace (`*_at`); `starts`: every `rollout_start`'s (position, round) so far."""
+        if not submits and not finishes:
             return
-        groups, samples, tokens, status, spans = zip(*_rows(finishes, _FINISH, _finish_row),
-                                                     strict=True)
-        done = np.fromiter(map("finished".__eq__, status), dtype=bool, count=len(status))
-        counts = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
-        counts[~done] = 0  # (only a finished one's spans are counted)
-        self._finishes.append(np.stack((_ints(finish_at), _ints(groups), _ints(samples),
-                                        _ints(tokens), done.astype(np.int64), counts), axis=1))
-        kept = np.flatnonzero(done)
-        if len(kept):
-            spans = [spans[i] for i in kept.tolist()] if len(kept) < len(spans) else spans
-            flat = np.fromiter(chain.from_iterable(chain.from_iterable(spans)),
-                               dtype=np.int64, count=2 * int(counts.sum())).reshape(-1, 2)
-            index = np.repeat(kept + self._count, counts[kept])
-            self._pairs.append(np.concatenate((index[:, None], flat), axis=1))
-        self._count += len(finishes)
+        sub = np.stack([_ints(c) for c in _columns(_rows(submits, _SUBMIT, _submit_row), 4)],
+                       axis=1)
+        pos_s = _ints(submit_at)
+        groups, samples, tokens, status, spans = _columns(
+            _rows(finishes, _FINISH, _finish_row), 5)
+        fin = np.stack((_ints(groups), _ints(samples), _ints(tokens)), axis=1)
+        keys, index = self._keys(np.concatenate((sub[:, 0], fin[:, 0])),
+                                 np.concatenate((sub[:, 1], fin[:, 1])))
+        key_s, key_f = keys[:len(sub)], keys[len(sub):]
+        if len(fin):
+            self._finished(sub, pos_s, key_s, fin, _ints(finish_at), key_f,
+                           index[len(sub):], status, spans, starts)
+        if len(sub):  # each key's latest submission in this batch, into the tables
+            last = _last_of_each(key_s)
+            self._pos[key_s[last]] = pos_s[last]
+            self._round[key_s[last]] = sub[last, 2]
+            self._resumed[key_s[last]] = sub[last, 3]
 
-    def totals(self, starts: list[tuple[int, int]]) -> Totals:
-        """The requests' `Totals`, given each `rollout_start`'s (position, round)."""
-        if self._totals is None or self._starts != len(starts):
-            self._totals = Totals.of(self._submits, self._finishes, self._pairs, starts)
-            self._starts = len(starts)
-        return self._totals
+    def _finished(self, sub: np.ndarray, pos_s: np.ndarray, key_s: np.ndarray,
+                  fin: np.ndarray, pos_f: np.ndarray, key_f: np.ndarray, index: np.ndarray,
+                  status: Sequence[str], spans: Sequence[Any],
+                  starts: list[tuple[int, int]]) -> None:
+        """A batch's finishes, each matched to its latest submission before it: in the
+        batch, else the tables' (an earlier batch's, -1 position: none)."""
+        at = _latest(key_s, pos_s, key_f, pos_f)
+        mine = at >= 0
+        rnd, resumed = self._round[key_f], self._resumed[key_f]
+        if mine.any():
+            rnd[mine], resumed[mine] = sub[at[mine], 2], sub[at[mine], 3]
+        counted = mine | (self._pos[key_f] >= 0)
+        which = np.flatnonzero(counted)
+        if not len(which):
+            return
+        rnd, out = rnd[which], self.totals
+        if starts and not out.crosses:  # the round of the last rollout_start before each
+            start_at = np.array(starts, dtype=np.int64).reshape(-1, 2)
+            k = np.searchsorted(start_at[:, 0], pos_f[which], side="right") - 1
+            owned = k >= 0
+            out.crosses = bool((start_at[k[owned], 1] != rnd[owned]).any())
+        for r, n in zip(*_sums(rnd, fin[which, 2] - resumed[which]), strict=True):
+            out.all_tokens[r] = out.all_tokens.get(r, 0) + n
+        done = np.fromiter(map("finished".__eq__, status), dtype=bool, count=len(status))
+        done = which[done[which]]
+        if not len(done):
+            return
+        done_rounds = rnd[np.searchsorted(which, done)]
+        sums, counts = _sums(done_rounds, fin[done, 2]), _sums(done_rounds,
+                                                               np.ones(len(done)))
+        for r, total, n in zip(*sums, counts[1], strict=True):
+            was = out.finished.get(r, (0, 0))
+            out.finished[r] = (was[0] + total, was[1] + n)
+        self._by_version(fin[done, 0], index[done], [spans[i] for i in done.tolist()])
+
+    def _by_version(self, groups: np.ndarray, index: np.ndarray, spans: list[Any]) -> None:
+        """Finished, counted finishes of `groups` (their indices `index`): each one's
+        tokens by version into its group's, and the most versions one spans."""
+        counts = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
+        spanned = counts.copy()  # versions a sample spans: its spans', distinct if several
+        total = int(counts.sum())
+        if total:
+            flat = np.fromiter(chain.from_iterable(chain.from_iterable(spans)),
+                               dtype=np.int64, count=2 * total).reshape(-1, 2)
+            owner = np.repeat(np.arange(len(spans)), counts)
+            keys, back = _paired(groups[owner], flat[:, 0])
+            ids, tokens = _sums(keys, flat[:, 1])
+            g, v = back(np.array(ids, dtype=np.int64))
+            versions = self.totals.versions
+            for group, version, n in zip(g.tolist(), v.tolist(), tokens, strict=True):
+                hist = versions.setdefault(group, {})
+                hist[version] = hist.get(version, 0) + n
+            several = counts[owner] > 1
+            if several.any():
+                pairs, back = _paired(owner[several], flat[several, 0])
+                finish = back(np.unique(pairs))[0]  # one a distinct (finish, version)
+                seen = np.unique(finish)
+                spanned[seen] = np.bincount(finish)[seen]
+        np.maximum.at(self._most, index, spanned)
+
+    def result(self) -> Totals:
+        """The totals so far, `most` by group id."""
+        most = self._most[:len(self._ids)]
+        seen = np.flatnonzero(most >= 0)
+        self.totals.most = dict(zip(np.array(self._ids, dtype=np.int64)[seen].tolist(),
+                                    most[seen].tolist(), strict=True))
+        return self.totals

@@ -137,7 +137,7 @@ class RoundMetrics:
     @property
     def crosses(self) -> bool:
         """A request finished in a later round than its own (a streaming run)."""
-        return self.requests.totals(self.started_at).crosses
+        return self.requests.totals.crosses
 
     def feed(self, events: Sequence[Any], kinds: Sequence[str] | None = None) -> None:
         """The next events of the trace, in order; `kinds`, each one's kind where the caller
@@ -160,9 +160,6 @@ class RoundMetrics:
                 submits.append(i)
             else:
                 others.append(i)
-        if submits or finishes:
-            self.requests.add([start + i for i in submits], [events[i] for i in submits],
-                              [start + i for i in finishes], [events[i] for i in finishes])
         owner, span_open = self.owner, self.span_open
         for i in others:
             e = events[i]
@@ -186,6 +183,10 @@ class RoundMetrics:
                 span_open = e["t"]
             elif ev == "train_end":
                 self.spans[e["batch"]] += [span_open, e["t"]]
+        if submits or finishes:  # (the rollout_starts before them known)
+            self.requests.add([start + i for i in submits], [events[i] for i in submits],
+                              [start + i for i in finishes], [events[i] for i in finishes],
+                              self.started_at)
         self.owner, self.span_open = owner, span_open
 
     def rows(self, events: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -195,7 +196,7 @@ class RoundMetrics:
         if head is None:
             raise IndexError("no events")
         starts, spans, complete = self.starts, self.spans, self.complete
-        requests = self.requests.totals(self.started_at)
+        requests = self.requests.result()
         out = []
         for rnd in sorted(starts):
             t0 = starts[rnd]
@@ -209,7 +210,7 @@ class RoundMetrics:
             end = max(ends) if ends else _nan()
             elapsed = end - t0
             done = complete.get(rnd, _nan()) - t0
-            tokens = requests.finished_tokens.get(rnd, [])
+            finished, count = requests.finished.get(rnd, (0, 0))
             first_start = min((spans[b][0] for _, b, _ in batches if spans.get(b)),
                               default=_nan())
             row.update(
@@ -219,7 +220,7 @@ class RoundMetrics:
                 # an imported run's logs hold no trainer spans: unknown, not zero
                 trainer_compute_s=_nan() if not batches and head.get("runtime") == "import"
                 else total,
-                mean_response_tokens=sum(tokens) / len(tokens) if tokens else _nan(),
+                mean_response_tokens=finished / count if count else _nan(),
                 rollout_tokens_per_s=requests.all_tokens.get(rnd, 0) / done if done > 0
                 else _nan(),
                 waiting_ratio=(elapsed - total) / elapsed if elapsed > 0 else _nan(),
