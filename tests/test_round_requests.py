@@ -136,7 +136,7 @@ def _traces(draw: Any) -> tuple[list[dict[str, Any]], list[int], bool]:
     apart = draw(st.sampled_from([1, 10**9 + 7]))  # ids far apart: counted by a sort
     for _ in range(draw(st.integers(0, 60))):
         kind = draw(st.sampled_from(["start", "submit", "submit", "finish", "finish"]))
-        group, sample = draw(st.integers(0, 4)) * apart, draw(st.integers(0, 3))
+        group, sample = draw(st.integers(0, 4)) * apart, draw(st.integers(-1, 3)) * apart
         if kind == "start":
             rnd += 1
             events.append(_start(rnd))
