@@ -210,15 +210,18 @@ class RequestColumns:
             self._most = np.concatenate((self._most, np.full(more, -1, dtype=np.int64)))
         return index * width + samples, index
 
-    def add(self, submit_at: Sequence[int], submits: Sequence[Any], finish_at: Sequence[int],
-            finishes: Sequence[Any], starts: list[tuple[int, int]]) -> None:
-        """The next `request_submit` and `request_finish` events, each with its position
-        in the trace (`*_at`); `starts`: every `rollout_start`'s (position, round) so far."""
-        if not submits and not finishes:
+    def add(self, events: Sequence[Any], start: int, submit_at: list[int],
+            finish_at: list[int], starts: list[tuple[int, int]]) -> None:
+        """The next events of the trace (`events`, the first at position `start`): those at
+        `submit_at` are `request_submit`s, at `finish_at` `request_finish`es; `starts`:
+        every `rollout_start`'s (position, round) so far."""
+        if not submit_at and not finish_at:
             return
+        submits = list(map(events.__getitem__, submit_at))
+        finishes = list(map(events.__getitem__, finish_at))
         sub = np.stack([_ints(c) for c in _columns(_rows(submits, _SUBMIT, _submit_row), 4)],
                        axis=1)
-        pos_s = _ints(submit_at)
+        pos_s = _ints(submit_at) + start
         groups, samples, tokens, status, spans = _columns(
             _rows(finishes, _FINISH, _finish_row), 5)
         fin = np.stack((_ints(groups), _ints(samples), _ints(tokens)), axis=1)
@@ -226,7 +229,7 @@ class RequestColumns:
                                  np.concatenate((sub[:, 1], fin[:, 1])))
         key_s, key_f = keys[:len(sub)], keys[len(sub):]
         if len(fin):
-            self._finished(sub, pos_s, key_s, fin, _ints(finish_at), key_f,
+            self._finished(sub, pos_s, key_s, fin, _ints(finish_at) + start, key_f,
                            index[len(sub):], status, spans, starts)
         if len(sub):  # each key's latest submission in this batch, into the tables
             last = _last_of_each(key_s)

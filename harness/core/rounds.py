@@ -183,10 +183,8 @@ class RoundMetrics:
                 span_open = e["t"]
             elif ev == "train_end":
                 self.spans[e["batch"]] += [span_open, e["t"]]
-        if submits or finishes:  # (the rollout_starts before them known)
-            self.requests.add([start + i for i in submits], [events[i] for i in submits],
-                              [start + i for i in finishes], [events[i] for i in finishes],
-                              self.started_at)
+        # (after the others: the rollout_starts before them known)
+        self.requests.add(events, start, submits, finishes, self.started_at)
         self.owner, self.span_open = owner, span_open
 
     def rows(self, events: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:

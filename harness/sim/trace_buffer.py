@@ -99,6 +99,14 @@ def round6(times: list[float]) -> list[float]:
     return out
 
 
+def _decoded_again(events: list[Any], which: list[int]) -> None:
+    """`events[i]` for i in `which` made what its line decodes to, in place (all at once)."""
+    if which:
+        lines = [e if type(e) is dict else asdict(e) for e in map(events.__getitem__, which)]
+        for i, event in zip(which, _decoder.decode(_encoder.encode(lines)), strict=True):
+            events[i] = event
+
+
 class BufferedTraceWriter(TraceWriter):
     PACK = 1 << 14  # events kept as objects before they are packed into lines
     HELD = 1 << 18  # a memory-only run's events held as dicts, not packed (about 75 MB)
@@ -134,6 +142,7 @@ class BufferedTraceWriter(TraceWriter):
         self._tap_kinds: frozenset[str] = frozenset()
         self._tap_recorded: frozenset[str] = RAW  # (`tap`) kinds handed as recorded
         self._tapped = np.zeros(0, dtype=bool)  # per kind id: handed to the tap
+        self._recorded = np.zeros(0, dtype=bool)  # per kind id: to the tap as recorded
         self._compress = zstandard.ZstdCompressor(level=LEVEL).compress
         self._decompress = zstandard.ZstdDecompressor().decompress
         self._keep: frozenset[str] | None = None
@@ -244,8 +253,7 @@ class BufferedTraceWriter(TraceWriter):
             self._kind_names.append(kind)
         if new:
             self._raw = np.array([k in RAW for k in self._kind_names], dtype=bool)
-            self._tapped = np.array([k in self._tap_kinds for k in self._kind_names],
-                                    dtype=bool)
+            self._tap_arrays()
         self._kind_ids.extend(map(self._kind_index.__getitem__, kinds))
         self._last = times[-1]
         self._times, self._events = [], []
@@ -282,15 +290,10 @@ class BufferedTraceWriter(TraceWriter):
 
     @staticmethod
     def _as_read(events: list[Any], raw: Any) -> list[dict[str, Any]]:
-        """`events` (their times rounded) as decoding their lines gives them: those of the
-        `RAW` kinds (`raw`, per event) as they are (a Struct as its dict), the others
-        encoded and decoded. `events` itself is left as it is."""
+        """`events` (times rounded) as their lines decode, in a new list: those of `RAW`
+        kinds (`raw`, per event) as they are (a Struct as its dict), the others decoded."""
         read = [event if type(event) is dict else asdict(event) for event in events]
-        others = np.flatnonzero(~raw).tolist()
-        if others:
-            decoded = _decoder.decode(_encoder.encode([read[i] for i in others]))
-            for i, event in zip(others, decoded, strict=True):
-                read[i] = event
+        _decoded_again(read, np.flatnonzero(~raw).tolist())
         return read
 
     def tap(self, feed: Callable[[list[Any], list[str]], None], kinds: Collection[str],
@@ -305,7 +308,13 @@ class BufferedTraceWriter(TraceWriter):
             raise RuntimeError("tap the trace before its first pack")
         self._tap, self._tap_kinds = feed, frozenset(kinds)
         self._tap_recorded = RAW | frozenset(recorded)
-        self._tapped = np.array([k in self._tap_kinds for k in self._kind_names], dtype=bool)
+        self._tap_arrays()
+
+    def _tap_arrays(self) -> None:
+        """Per kind id (the kinds seen so far): handed to the tap, and handed as recorded."""
+        names = self._kind_names
+        self._tapped = np.array([k in self._tap_kinds for k in names], dtype=bool)
+        self._recorded = np.array([k in self._tap_recorded for k in names], dtype=bool)
 
     def _feed(self, events: list[Any]) -> None:
         """The tap's part of a pack just made (`events`, their times rounded)."""
@@ -315,16 +324,9 @@ class BufferedTraceWriter(TraceWriter):
         del ids  # the array grows again at the next pack
         if not len(picked):
             return
-        names = self._kind_names
-        kinds = list(map(names.__getitem__, tapped.tolist()))
+        kinds = list(map(self._kind_names.__getitem__, tapped.tolist()))
         handed = list(map(events.__getitem__, picked.tolist()))
-        as_is = np.array([k in self._tap_recorded for k in names], dtype=bool)[tapped]
-        others = np.flatnonzero(~as_is).tolist()
-        if others:
-            decoded = _decoder.decode(_encoder.encode(
-                [e if type(e) is dict else asdict(e) for e in map(handed.__getitem__, others)]))
-            for i, event in zip(others, decoded, strict=True):
-                handed[i] = event
+        _decoded_again(handed, np.flatnonzero(~self._recorded[tapped]).tolist())
         self._tap(handed, kinds)
 
     def _frame(self, lines: bytes) -> bytes:
