@@ -68,7 +68,6 @@ def test_a_golden_on_the_core_and_on_the_python_path_byte_for_byte(
 
 @pytest.mark.parametrize(("change", "why"), [
     (lambda c: setattr(c.sim, "spec_drafter", "ngram"), "speculative decoding"),
-    (lambda c: setattr(c.sim, "verifier_workers", 4), "a verifier worker pool"),
     (lambda c: setattr(c, "system", "pipelinerl"),
      "system pipelinerl calls what the core does not have"),
     (lambda c: setattr(c, "system", "prime-rl"), "system prime-rl is no faster on the core"),
@@ -260,6 +259,30 @@ def _result(coro: Any) -> Any:
     with pytest.raises(StopIteration) as stop:
         coro.send(None)
     return stop.value.value
+
+
+@pytest.mark.parametrize(("system", "workers"), [
+    ("slime", 1), ("verl", 3), ("verl-fully-async", 1), ("april", 1), ("areal", 3)])
+def test_reward_workers_the_same_on_both_paths(
+        system: str, workers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        engine_pools: list[str]) -> None:
+    """A verifier worker pool keeps the checks in Python (`_Queued`): each group goes to
+    the core with one `submit_many`, its returns Python's; the same bytes as `EnginePool`,
+    and other bytes than with no pool (the workers are waited for)."""
+    def config(n: int) -> RunConfig:
+        cfg = golden_config(system)
+        cfg.sim.verifier_workers = n
+        return cfg
+
+    pools = engine_pools
+    execute(config(workers), tmp_path / "core.jsonl")
+    execute(config(0), tmp_path / "unbounded.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(workers), tmp_path / "python.jsonl")
+    assert pools == ["CorePool", "CorePool", "EnginePool"]
+    core = (tmp_path / "core.jsonl").read_bytes()
+    assert core == (tmp_path / "python.jsonl").read_bytes()
+    assert core != (tmp_path / "unbounded.jsonl").read_bytes()
 
 
 @pytest.mark.parametrize(("system", "dispatch"), [
