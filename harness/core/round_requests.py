@@ -15,8 +15,9 @@ events become a few integer columns (an attribute getter a field over them, no P
 turn an event); its finishes are matched at once (to a submission in the batch by a
 sort, else to the latest of an earlier batch, kept in tables by key: a group's index x
 the samples seen + its sample's index, each index in order of first sight, so any ints
-serve as ids), and what they add is summed with numpy. Kept whole until the end, the columns and their join cost 200 MB more at 1M requests than
-the dict; the tables cost 24 B a request. Measured (the 1M-request run's structure,
+serve as ids), and what they add is summed with numpy. Kept whole until the end, the
+columns and their join cost 200 MB more at 1M requests than the dict; the tables cost
+24 B a request. Measured (the 1M-request run's structure,
 verl-fully-async, 128 engines, 2 pairs a size): 262k requests 21.8 -> 18.7 us a request
 and 610 -> 568 MB peak; 1M requests 22.7 -> 21.3 us and 1.04 -> 0.86 GB (docs/bench.md,
 twenty-fifth session).
@@ -267,7 +268,9 @@ class RequestColumns:
         for r, total, n in zip(*sums, counts[1], strict=True):
             was = out.finished.get(r, (0, 0))
             out.finished[r] = (was[0] + total, was[1] + n)
-        self._by_version(fin[done, 0], index[done], [spans[i] for i in done.tolist()])
+        if len(done) < len(spans):  # (most batches: every finish counted and finished)
+            spans = list(map(spans.__getitem__, done.tolist()))
+        self._by_version(fin[done, 0], index[done], spans)
 
     def _by_version(self, groups: np.ndarray, index: np.ndarray, spans: list[Any]) -> None:
         """Finished, counted finishes of `groups` (their indices `index`): each one's
