@@ -21,8 +21,8 @@ heap's head; `core_run` runs the replicas up to the earlier of the heap's next e
 the timer head (it stops itself at the first return it makes). Each return the core
 takes is handed to Python as a RETURNED row (its replica given back to the router before
 any Python runs: the core never runs past the heap's next entry), but a quiet group's
-(harness/sim/fastcore/served.py): it makes neither that row nor its HELD finishes, and
-marks each such request in `back` instead.
+(harness/sim/fastcore/served.py): it makes no such row (and, QUIET_ALL, no HELD finish
+either), and marks each such request in `back` instead.
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ GO, SCORED, ROOM_EV, SHARED = -1, -(1 << 40), -(1 << 40) - 1, -(1 << 40) - 2
 # a group row: its counts, its first request, and whether Python hears of its returns
 UNSCORED, UNRETURNED, SIZE, FIRST, QUIET = 0, 1, 2, 3, 4
 HELD_QUIET, RETURNED_QUIET = 1, 2  # a quiet group's request (`back`): held, its return taken
+# a group's QUIET: Python hears of every row (0), of neither its held finishes nor the
+# returns the core takes (QUIET_ALL), or of its held finishes only (QUIET_RETURNS)
+QUIET_ALL, QUIET_RETURNS = 1, 2
 NO_CHECK = -1.0  # a request's latency where its group is served unchecked (`score=False`)
 
 
@@ -161,7 +164,7 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
                     held = counts[gs, UNRETURNED] > 0  # not the K-th: the core's return
                 if held:
                     t_push(tt, tq, tn, ev_t[k], ev[k, 4], RET, i)
-                    if counts[gs, QUIET]:  # no row: Python builds it with the K-th's
+                    if counts[gs, QUIET] == QUIET_ALL:  # no row: built with the K-th's
                         back[i] = HELD_QUIET
                         continue
                     ev[k, 0] = HELD
@@ -188,7 +191,7 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
         t0, s0, kind, i = tt[0], tq[0, 0], tq[0, 1], tq[0, 2]
         _t_pop(tt, tq, tn)
         if kind == RET:  # its replica back to the router; its check starts
-            if counts[slot[i], QUIET]:  # Python need not hear of it
+            if counts[slot[i], QUIET]:  # Python need not hear of it (either quiet)
                 back[i] = RETURNED_QUIET
             else:
                 ne = g[G_NE]
@@ -262,10 +265,11 @@ class GroupEngines(LeanEngines):
         self._cover(self.n + len(engine))
         return super().submit_many(engine, priority, prompt, target)
 
-    def group(self, latencies: list[float], quiet: bool = False) -> int:
+    def group(self, latencies: list[float], quiet: int = 0) -> int:
         """The next K requests submitted are one group's, with these check latencies;
-        returns the group's row. `quiet`: Python is not told of its held finishes and
-        the returns the core takes (no rows), only of its K-th finish."""
+        returns the group's row. `quiet` QUIET_ALL: Python is not told of its held
+        finishes and the returns the core takes (no rows), only of its K-th finish;
+        QUIET_RETURNS: not of the returns the core takes."""
         k, i, gs = len(latencies), self.n, self.groups
         self._cover(i + k)
         self.slot[i:i + k] = gs

@@ -46,6 +46,7 @@ from harness.sim.fastcore.groups import (
     FIRST,
     NO_CHECK,
     QUIET,
+    QUIET_ALL,
     RET,
     RETURNED_QUIET,
     SIZE,
@@ -236,8 +237,8 @@ class InFlightCalls:
             self._services[gs].responses[response.request.sample] = response
             t_push(core.tt, core.tq, core.tn, t, seq, RET, i)
         else:
-            if core.counts[gs, QUIET]:  # its K-th: the samples the core held, built now
-                self._fill(gs)
+            if core.counts[gs, QUIET] == QUIET_ALL:  # its K-th: the samples the core
+                self._fill(gs)  # held, built now
             self._live[i][3] = response
             heappush(self._heap._queue, [t, seq, self._last_returned, (i,)])  # noqa: SLF001
 
@@ -261,8 +262,9 @@ class InFlightCalls:
         core.counts[gs, UNRETURNED] = 0
         core.counts[gs, UNSCORED] -= live
         service.unanswered = live
-        if core.counts[gs, QUIET]:  # the samples the core held and returned, built now
-            self._fill(gs)
+        if core.counts[gs, QUIET]:  # the samples the core held (built now) and returned
+            if core.counts[gs, QUIET] == QUIET_ALL:
+                self._fill(gs)
             self._forget(gs, returned=True)
         if core.latency[first] == NO_CHECK:  # served unchecked: its held samples are done
             self._let_go(gs)

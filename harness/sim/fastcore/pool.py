@@ -36,6 +36,8 @@ from harness.sim.fastcore.control import RECOMPUTE
 from harness.sim.fastcore.groups import (
     HELD,
     QUIET,
+    QUIET_ALL,
+    QUIET_RETURNS,
     RETURNED,
     GroupEngines,
 )
@@ -91,9 +93,11 @@ class CorePool(ServedGroups, InFlightCalls):
         self._kept = tuple(writer.keeps(kind) for kind in (
             "request_admit", "request_preempt", "request_finish"))
         self._core.g[G_QUIET] = not self._kept[0]  # the core writes no admission then
-        # a served group may be quiet (`serve_group`) where no finish is written and
-        # returns do not route (a rule's router: nothing reads its counts here)
-        self._quiet = not self._kept[2] and isinstance(self._router, ByRule)
+        # a served group may be quiet (`serve_group`) where returns do not route (a
+        # rule's router: nothing reads its counts here): of its held finishes too where
+        # no finish is written
+        self._quiet = (0 if not isinstance(self._router, ByRule)
+                       else QUIET_RETURNS if self._kept[2] else QUIET_ALL)
         # per core index: [request, done, replica, response (set at its end)]; None once
         # returned
         self._live: list[list[Any] | None] = []
@@ -250,7 +254,7 @@ class CorePool(ServedGroups, InFlightCalls):
                 elif controlling and gs >= 0:  # a served sample, in a call
                     self._member_ended(i, t, seq, response)
                 else:
-                    if gs >= 0 and counts.item(gs, QUIET):  # its K-th: the others' now
+                    if gs >= 0 and counts.item(gs, QUIET) == QUIET_ALL:  # the others' now
                         self._fill(gs)
                     slot[3] = response  # type: ignore[index]
                     heappush(queue, [t, seq, last if gs >= 0 else back, (i,)])
