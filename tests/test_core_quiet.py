@@ -4,6 +4,8 @@ async's round robin), a group with no gate and no `on_response` makes no HELD an
 RETURNED rows; Python builds its held responses with its K-th finish (`_fill`), or as an
 abort hands it back. Checked against the Python path: the same events of the kinds kept,
 and every materialised group's responses the same (tokens, status, version spans, cut).
+A written run keeps every finish: its groups are quiet of their returns only (no
+RETURNED row), and its trace is the Python path's byte for byte.
 
 conftest.py keeps the rest of the suite on the Python path: these tests lift that for
 themselves, and run last (COMPILED_LAST).
@@ -230,3 +232,54 @@ def test_a_quiet_return_is_not_cut_by_an_abort_of_its_id(tmp_path: Path) -> None
         (10, "finished", [[0, 10]]), (17, "finished", [[0, 17]]),
         (24, "finished", [[0, 24]]), (30, "finished", [[0, 30]])]
     assert pool._live == [None] * 4  # noqa: SLF001  (let go of as the group ended)
+
+
+@pytest.mark.parametrize("dispatch", ["round-robin", "least-loaded"])
+def test_a_written_run_s_groups_are_quiet_of_their_returns_only(
+        dispatch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        engine_pools: list[str]) -> None:
+    """A written trace keeps every finish: routed by a rule, each group makes its HELD
+    rows (their responses and `request_finish` events) but no RETURNED row, and the trace
+    is the Python path's byte for byte, syncs aborting and resuming groups in flight;
+    routed by load, every return is told."""
+    from harness.sim.fastcore.groups import HELD, QUIET_RETURNS, RETURNED, GroupEngines
+    from harness.sim.fastcore.pool import CorePool
+    from harness.sim.fastcore.timeline import G_NE
+
+    def config() -> RunConfig:
+        cfg = RunConfig(system="verl-fully-async", workload="lsat-ar", groups=16,
+                        update_groups=2, rounds=3, group_size=4, seed=5)
+        cfg.sim.rollout_engines, cfg.sim.mem_fraction, cfg.sim.dispatch = 3, 0.1, dispatch
+        v = cfg.verl_async
+        v.staleness_threshold, v.partial_rollout = 1.0, True
+        v.trigger_parameter_sync_step, v.require_batches = 1, 2
+        return cfg.validate()
+
+    quiet: list[int] = []
+    rows = {HELD: 0, RETURNED: 0}
+    group, forward = GroupEngines.group, CorePool._forward  # noqa: SLF001
+
+    def grouped(self: Any, latencies: list[float], how: int = 0) -> int:
+        quiet.append(how)
+        return group(self, latencies, how)
+
+    def forwarded(self: Any) -> None:
+        kinds = self._core.ev[:int(self._core.g[G_NE]), 0].tolist()  # noqa: SLF001
+        rows[HELD] += kinds.count(HELD)
+        rows[RETURNED] += kinds.count(RETURNED)
+        forward(self)
+
+    monkeypatch.setattr(GroupEngines, "group", grouped)
+    monkeypatch.setattr(CorePool, "_forward", forwarded)
+    execute(config(), tmp_path / "core.jsonl")
+    monkeypatch.setenv(FORCE_PYTHON, "1")
+    execute(config(), tmp_path / "python.jsonl")
+    assert engine_pools == ["CorePool", "EnginePool"]
+    trace = (tmp_path / "core.jsonl").read_bytes()
+    assert trace == (tmp_path / "python.jsonl").read_bytes()
+    assert b'"status":"aborted"' in trace and len(quiet) == 48
+    assert rows[HELD] > 100
+    if dispatch == "round-robin":
+        assert set(quiet) == {QUIET_RETURNS} and rows[RETURNED] == 0
+    else:
+        assert set(quiet) == {0} and rows[RETURNED] > 100

@@ -58,9 +58,9 @@ class KeepService(Wait):
     def _send(self) -> None:
         group, rt = self.group, self.rt
         tokens = rt.config.max_response_tokens
-        for sample in range(self.n):
-            rt.engine.submit_then(Request(group.round, group.id, sample, group.prompt, tokens,
-                                          self.priority), self._answered)
+        rt.engine.submit_many([Request(group.round, group.id, sample, group.prompt, tokens,
+                                       self.priority) for sample in range(self.n)],
+                              self._answered)
 
     def _answered(self, response: Response) -> None:
         if self.on_response is not None:
