@@ -28,7 +28,6 @@ from harness.core.runtime import Request, Response
 from harness.sim.engine import simulated_response
 from harness.sim.fastcore.groups import (
     FIRST,
-    HELD,
     NO_CHECK,
     QUIET,
     RETURNED_QUIET,
@@ -48,10 +47,12 @@ class ServedGroups:
     _live: list[Any]
     _samples: list[int]
     _spanned: bool
+    _epochs: list[int]
+    _epoch: int
+    _read: Any
     _quiet: int  # a group's QUIET where it has no gate and no `on_response`
     version: int
     submit_many: Any
-    _outcomes: Any
     _let_go: Any
 
     def serve_group(self, requests: list[Request], service: Any, checked: bool = True
@@ -115,18 +116,19 @@ class ServedGroups:
         responses, version = self._services[gs].responses, self.version
         held = zip(range(first, end), core.back[first:end].tolist(),
                    core.rq[first:end, GEN0].tolist(), strict=True)
-        if not self._spanned:  # each finished at one version (`simulated_response`'s)
-            for i, back, n in held:
-                if back and responses[samples[i]] is None:
-                    req = live[i][0]
+        spanned, epochs, epoch = self._spanned, self._epochs, self._epoch
+        read = []  # those that may span more than one version: read from the core
+        for i, back, n in held:
+            if back and responses[samples[i]] is None:
+                req = live[i][0]
+                if spanned and (epochs[i] != epoch or req.resume is not None):
+                    read.append(i)
+                else:  # finished at one version (`simulated_response`'s)
                     responses[samples[i]] = Response(req, n, [[version, n]], "finished",
                                                      n >= req.max_tokens)
-            return
-        rows = [[HELD, i, 0, n, 0] for i, back, n in held
-                if back and responses[samples[i]] is None]
-        ended = self._outcomes(rows, version)
-        for (_, i, _, _, _), (status, value, spans) in zip(rows, ended, strict=True):
-            responses[samples[i]] = simulated_response(live[i][0], value, spans, status)
+        if read:  # as `_outcomes` reads them, in order
+            for i, (status, value, spans) in zip(read, self._read(read), strict=True):
+                responses[samples[i]] = simulated_response(live[i][0], value, spans, status)
 
     def _forget(self, gs: int, returned: bool = False) -> None:
         """Quiet group `gs`'s samples let go of (their `_live` rows, which no RETURNED row
