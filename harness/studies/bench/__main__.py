@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
                    default=env_int("BENCH_MILLION_ROUNDS", measures.MILLION_ROUNDS),
                    help="sync windows of the big run, 8,192 requests each "
                    "(BENCH_MILLION_ROUNDS)")
+    p.add_argument("--million-repeats", type=int,
+                   default=env_int("BENCH_MILLION_REPEATS", measures.MILLION_REPEATS),
+                   help="runs of the big run a tree, interleaved (BENCH_MILLION_REPEATS)")
     p.add_argument("--out", type=Path, default=Path(os.environ.get(
         "BENCH_OUT", "runs/bench/bench.md")), help="the table as markdown, the CSV beside "
         "it with the suffix .csv (BENCH_OUT)")
@@ -77,6 +80,9 @@ def checked(args: argparse.Namespace) -> set[str]:
                        f"(one of {', '.join(PARTS)})")
     if args.repeats < 1:
         raise BadInput(f"--repeats/BENCH_REPEATS: {args.repeats} (at least 1)")
+    if args.million_repeats < 1:
+        raise BadInput(f"--million-repeats/BENCH_MILLION_REPEATS: {args.million_repeats} "
+                       "(at least 1)")
     if args.million_rounds < 1:
         raise BadInput(f"--million-rounds/BENCH_MILLION_ROUNDS: {args.million_rounds} "
                        "(at least 1)")
@@ -105,7 +111,8 @@ def bench(args: argparse.Namespace, skip: set[str]) -> tuple[list[report.Row], l
                 rows.append(measures.cpu_row(part, what, head, base, args.repeats, notes))
         if "million" not in skip:
             rows += measures.million_rows(head, None if "million-base" in skip else base,
-                                          args.million_rounds, notes)
+                                          args.million_rounds, notes,
+                                          args.million_repeats)
         per_core = None
         if "reproduce" not in skip:
             found, per_core = measures.reproduce_rows(

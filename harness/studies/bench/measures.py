@@ -10,8 +10,10 @@
   results/roofline_twin.csv where its fingerprint matches, as on a fresh clone): its
   wall seconds, start-up included, and the bytes it wrote (every file it created or
   rewrote: runs/, results/, figures/). Once a tree: 4-6 minutes each at fdfe2fa.
-- One run of about a million requests (`probe.million`): wall seconds of the run and
-  the child's peak RSS. Once a tree.
+- A run of about a million requests (`probe.million`): wall seconds of the run and the
+  child's peak RSS, MILLION_REPEATS times a tree, the trees alternating as above: a
+  single run a tree moved by 10% between two benches an hour apart on the same machine
+  (21.9 / 20.7 s, the same tree), more than a session's changes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from harness.studies.bench.trees import Tree, differing_files
 MB, GB = 1e6, 1e9
 CORES = 2  # `make reproduce` on two cores (the issue's target)
 MILLION_ROUNDS = 128  # R 512 x K 16 = 8,192 requests a window: 1,048,576
+MILLION_REPEATS = 2  # runs of it a tree
 
 
 def say(line: str) -> None:
@@ -133,20 +136,28 @@ def reproduce_rows(head: Tree, base: Tree | None, tmp: Path, notes: list[str]
     return [wall, disk], tmp / "head"
 
 
-def million_rows(head: Tree, base: Tree | None, rounds: int, notes: list[str]) -> list[Row]:
-    """Wall seconds and peak RSS of one run of `rounds` sync windows (128: 1M requests)."""
+def million_rows(head: Tree, base: Tree | None, rounds: int, notes: list[str],
+                 repeats: int = MILLION_REPEATS) -> list[Row]:
+    """Wall seconds and peak RSS of `repeats` runs a tree of `rounds` sync windows (128:
+    1M requests), the trees alternating (the order flipped every repeat)."""
     size = "1M-request" if rounds == MILLION_ROUNDS else f"{rounds * 8192:,}-request"
     wall = Row(f"{size} run wall", "s", Target("most", 20))
     rss = Row(f"{size} run peak RSS", "GB", Target("most", 1.5))
-    for side, tree in (("base", base), ("head", head)):
-        if tree is None:
-            continue
-        say(f"one run of {rounds} windows in {tree.label} (minutes at 128)")
-        r = tree.probe("million", str(rounds))
-        getattr(wall, side).append(r["wall"])
-        getattr(rss, side).append(r["rss"] / GB)
-        say(f"{tree.label}: {r['wall']:.1f} s wall, {r['rss'] / GB:.2f} GB peak RSS")
-        notes.append(f"{size} run in {tree.label}: verl-fully-async, {r['engines']} "
-                     f"engines, {r['requests']:,} requests (R 512 x K 16 x {rounds}), "
-                     f"{r['cpu']:.1f} CPU s, trace {r['trace_bytes'] / MB:,.0f} MB")
+    sides = [(side, tree) for side, tree in (("base", base), ("head", head)) if tree]
+    for i in range(repeats):
+        for side, tree in sides if i % 2 == 0 else sides[::-1]:
+            say(f"run {i + 1}/{repeats} of {rounds} windows in {tree.label} "
+                "(minutes at 128)")
+            r = tree.probe("million", str(rounds))
+            getattr(wall, side).append(r["wall"])
+            getattr(rss, side).append(r["rss"] / GB)
+            say(f"{tree.label}: {r['wall']:.1f} s wall, {r['rss'] / GB:.2f} GB peak RSS")
+            if i == 0:
+                notes.append(f"{size} run in {tree.label}: verl-fully-async, "
+                             f"{r['engines']} engines, {r['requests']:,} requests (R 512 x "
+                             f"K 16 x {rounds}), {r['cpu']:.1f} CPU s, trace "
+                             f"{r['trace_bytes'] / MB:,.0f} MB")
+    if len(sides) == 2:  # paired, as the CPU rows
+        wall.ratios = [b / h for b, h in zip(wall.base, wall.head, strict=True)]
+        rss.ratios = [b / h for b, h in zip(rss.base, rss.head, strict=True)]
     return [wall, rss]
