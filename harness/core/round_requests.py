@@ -63,8 +63,8 @@ def _fields(events: Sequence[Any], names: tuple[str, ...], row: Any) -> list[Seq
     """A column of each field in `names` over `events`: one attribute getter a field at C
     speed where all are records; where any is a dict (a decoded trace, or a batch that
     mixes them), `row` of each event, taken apart. A column a field, not a tuple an event
-    transposed (`zip(*rows)`): that was three quarters of the round metrics' time in the
-    1M-request run's structure (12 of 16 ms a pack of 65k)."""
+    transposed (`zip(*rows)`): 32,768 finishes' five fields 7.7-8.0 -> 4.3 ms (the
+    collector off, as in a run)."""
     try:
         return [list(map(_GETTERS[name], events)) for name in names]
     except AttributeError:  # a dict has no such attribute
