@@ -28,7 +28,11 @@ from harness.run.execute import execute  # noqa: E402
 from harness.shared.runner import RunnerBase  # noqa: E402
 from harness.sim.fastcore.choice import FORCE_PYTHON  # noqa: E402
 from harness.sim.runtime import SimRuntime  # noqa: E402
-from tests.test_core_pool_abort import _AbortsSome, _AbortsSomeUnchecked  # noqa: E402
+from tests.test_core_pool_abort import (  # noqa: E402
+    _AbortsSome,
+    _AbortsSomeUnchecked,
+    _both_paths,
+)
 
 # what a reproduction's reader of such runs keeps: no request event
 KEPT = frozenset({"decision", "group_complete", "rollout_start", "rollout_complete",
@@ -271,12 +275,7 @@ def test_a_written_run_s_groups_are_quiet_of_their_returns_only(
 
     monkeypatch.setattr(GroupEngines, "group", grouped)
     monkeypatch.setattr(CorePool, "_forward", forwarded)
-    execute(config(), tmp_path / "core.jsonl")
-    monkeypatch.setenv(FORCE_PYTHON, "1")
-    execute(config(), tmp_path / "python.jsonl")
-    assert engine_pools == ["CorePool", "EnginePool"]
-    trace = (tmp_path / "core.jsonl").read_bytes()
-    assert trace == (tmp_path / "python.jsonl").read_bytes()
+    trace = _both_paths(config, tmp_path, monkeypatch, engine_pools)  # the same bytes
     assert b'"status":"aborted"' in trace and len(quiet) == 48
     assert rows[HELD] > 100
     if dispatch == "round-robin":
