@@ -23,8 +23,9 @@ request resumed from its tokens), which the pool makes as `EnginePool` makes the
   send crosses into the core alone, a turn of the core a return), pipelinerl (its
   `on_response` schedules on the heap, which a group the core serves forbids), seer's
   chunks, resizes (rollpacker, cgp-tail: RollPacker's runs that resize nothing are the
-  same bytes on the core but slower there, four of its eta runs 2.0 against 1.5 CPU s,
-  since `keep` sends each sample alone and each return is a turn), lent replicas
+  same bytes on the core but no faster there, four of its eta runs held in memory
+  1.57-1.66 against 1.39-1.69 CPU s: its `keep` serve and its queued checks cost the
+  time, each return and check Python's), lent replicas
   (verl-dynamic), drafting (tlt), laminar's relay pulls; a plugin the core knows nothing
   of;
 - no speculative decoding or grouped drafting (`sim.spec_drafter`), no `would-need` probe
