@@ -34,15 +34,17 @@ class Tree:
     root: Path
     label: str
 
-    def probe(self, *args: str, cwd: Path | None = None, cpus: int = 0) -> Any:
+    def probe(self, *args: str, cwd: Path | None = None, cpus: int = 0,
+              env: dict[str, str] | None = None) -> Any:
         """Run `probe.py ARGS` in a child Python on this tree; returns its last line's
         JSON, with the child's whole wall seconds (start-up included) as "child_wall".
-        `cpus`: pin the child to that many of this process's CPUs (0: all of them)."""
+        `cpus`: pin the child to that many of this process's CPUs (0: all of them);
+        `env`: variables set in the child's environment besides this one's."""
         check = ("import harness, runpy, sys; from pathlib import Path; "
                  f"assert Path(harness.__file__).resolve().is_relative_to({str(self.root)!r}),"
                  f" harness.__file__; "
                  f"runpy.run_path({str(PROBE)!r}, run_name='__main__')")
-        env = {**os.environ, "PYTHONPATH": str(self.root)}
+        env = {**os.environ, **(env or {}), "PYTHONPATH": str(self.root)}
         mask = sorted(allowed_cpus())[:cpus] if cpus else None
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
