@@ -89,3 +89,30 @@ def test_same_order_on_any_closed_loop(rows_: list[tuple[int, int, int, int, int
     decode = DecodeModel(0.125, 0.0, 0.0, 1 / 1024, 0.0, 1 / 64, prefill_fixed_s=0.25)
     assert rows(closed_loop(s, roots, decode, capacity, max_running, True, room=1)) == rows(
         closed_loop(s, roots, decode, capacity, max_running, False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(engines=st.integers(1, 40), steps=st.lists(
+    st.tuples(st.integers(0, 39), st.integers(0, 2), st.integers(0, 4), st.booleans()),
+    min_size=1, max_size=200))
+def test_the_tree_of_next_entries_finds_what_a_scan_finds(
+        engines: int, steps: list[tuple[int, int, int, bool]]) -> None:
+    """`next_engine` from its tree, its replicas marked as their entries are set
+    (`_dirty`), whether read after each change, after many, or after more changes than
+    its stack holds, names the replica a scan of all of them names (ties in time broken
+    by seq, the first of equal entries)."""
+    from harness.sim.fastcore.control import ST_COLS
+    from harness.sim.fastcore.stepped import SteppedEngines, _scan, next_engine
+    from harness.sim.fastcore.timeline import PEND_SEQ, PEND_T, PENDING, _dirty
+
+    core = SteppedEngines(Heap(), GRID, 1 << 20, 8, engines, lambda i: None)
+    g, stt, fs = core.g, np.zeros((engines, ST_COLS), dtype=np.int64), core.fs
+    seq = 0
+    for e, kind, when, read in steps:
+        e %= engines
+        seq += 1
+        stt[e, PENDING], stt[e, PEND_SEQ], fs[e, PEND_T] = kind, seq, float(when)
+        _dirty(g, e)
+        if read:
+            assert next_engine(stt, fs, g) == _scan(stt, fs)
+    assert next_engine(stt, fs, g) == _scan(stt, fs)

@@ -40,10 +40,11 @@ from harness.sim.fastcore.timeline import (
     CTX0,
     CTX_BASE,
     DONE,
+    ENGINE,
     FINISH,
     FSIZE,
     G0,
-    G_QUIET,
+    G_P,
     G_SEQ,
     GEN0,
     N_ST,
@@ -67,6 +68,7 @@ from harness.sim.fastcore.timeline import (
     WSIZE,
     Arr,
     B,
+    _dirty,
     _emit,
     _pop,
     _push,
@@ -84,7 +86,7 @@ PAUSED, VERSION, DRAINING = range(N_ST, N_ST + 3)
 ST_COLS = N_ST + 3
 GOING, STOPPED, DRAIN = 0, 1, 2  # PAUSED: `SimEngine._paused` False, True, "drain"
 G_NSP = 2  # the pool's: span rows used (row 0 is none: a zeroed row has none)
-G_COLS = G_QUIET + 1  # and timeline.py's
+G_COLS = G_P + 1  # and timeline.py's (the tree's nodes follow)
 RECOMPUTE = 1  # a preemption's value when `install_end` recomputes (else 0)
 MODES = {"keep": 0, "abort": 1, "drain": 0}  # `pause_now`'s: a drain is paused as a keep
 
@@ -119,6 +121,7 @@ def _cut(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, fh: Arr, ev_t: Arr, ev: Arr)
     if st[PENDING] == TIMER:
         k = steps_completed(p, fs[NOW] - fs[SEG_START], st[SEG_B], st[SEG_CTX], st[SEG_N])
         st[PENDING] = NONE
+        _dirty(g, st[ENGINE])
         steps = st[STEPS] + k  # `_advance`
         st[STEPS] = steps
         while st[FSIZE] > 0 and fh[0, 0] <= steps:
@@ -127,6 +130,7 @@ def _cut(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, fh: Arr, ev_t: Arr, ev: Arr)
             if rq[i, STATE] == RUNNING and rq[i, G0] + rq[i, TARGET] - rq[i, GEN0] <= steps:
                 _end(rq, g, st, fs, ev_t, ev, i, DONE)
     st[PENDING] = NONE
+    _dirty(g, st[ENGINE])
 
 
 @njit(cache=True)

@@ -40,8 +40,8 @@ ROOM = -2  # a call's answer: the arrays need to grow first (nothing was done)
 
 
 @njit(cache=True)
-def _next(st: Arr, fs: Arr, seq: int) -> tuple[int, float, int, int]:
-    b = next_engine(st, fs)
+def _next(st: Arr, fs: Arr, g: Arr, seq: int) -> tuple[int, float, int, int]:
+    b = next_engine(st, fs, g)
     if b < 0:
         return -1, 0.0, 0, seq
     return b, fs[b, PEND_T], st[b, PEND_SEQ], seq
@@ -64,7 +64,7 @@ def lean_submit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, e
     ne = g[G_NE]
     submit_to(p, rq, g, st[e], fs[e], wh[e], ev_t, ev, i)
     g[G_NE] = ne  # its one event, request_submit, is the caller's to write: it knows it
-    return _next(st, fs, g[G_SEQ])
+    return _next(st, fs, g, g[G_SEQ])
 
 
 @njit(cache=True)
@@ -94,7 +94,7 @@ def lean_submit_many(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: A
         fs[e, NOW] = now
         submit_to(p, rq, g, st[e], fs[e], wh[e], ev_t, ev, i)
         g[G_NE] = ne
-    return _next(st, fs, g[G_SEQ])
+    return _next(st, fs, g, g[G_SEQ])
 
 
 @njit(cache=True)
@@ -121,7 +121,7 @@ def lean_resumed(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, 
     control.submit(p, rq, g, st, fs, wh, ev_t, ev, i, e, now, priority, prompt, target,
                    resumed, first, last)
     g[G_NE] = ne  # its request_submit is the caller's to write, as `lean_submit`'s
-    return _next(st, fs, g[G_SEQ])
+    return _next(st, fs, g, g[G_SEQ])
 
 
 @njit(cache=True)
@@ -133,7 +133,7 @@ def lean_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Ar
     g[G_SEQ] = seq
     e = core_run(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running, limit_t,
                  limit_seq)
-    b, t, s, seq = _next(st, fs, g[G_SEQ])
+    b, t, s, seq = _next(st, fs, g, g[G_SEQ])
     return e, b, t, s, seq
 
 

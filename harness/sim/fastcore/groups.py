@@ -109,9 +109,9 @@ def _t_pop(tt: Arr, tq: Arr, tn: Arr) -> None:
 
 
 @njit(cache=True)
-def group_next(st: Arr, fs: Arr, tt: Arr, tq: Arr, tn: Arr) -> tuple[int, float, int]:
+def group_next(st: Arr, fs: Arr, tt: Arr, tq: Arr, tn: Arr, g: Arr) -> tuple[int, float, int]:
     """The core's next entry: (>= 0, when, seq), or (-1, 0, 0) when it has none."""
-    b = next_engine(st, fs)
+    b = next_engine(st, fs, g)
     if tn[0] > 0 and (b < 0 or _before(tt[0], tq[0, 0], fs[b, PEND_T], st[b, PEND_SEQ])):
         return 0, tt[0], tq[0, 0]
     if b < 0:
@@ -121,11 +121,11 @@ def group_next(st: Arr, fs: Arr, tt: Arr, tq: Arr, tn: Arr) -> tuple[int, float,
 
 @njit(cache=True)
 def add_check(tt: Arr, tq: Arr, tn: Arr, st: Arr, fs: Arr, t: float, seq: int,
-              i: int) -> tuple[int, float, int]:
+              i: int, g: Arr) -> tuple[int, float, int]:
     """Request `i`'s check ends at (t, seq) (the K-th return's, set by Python); returns
     `group_next`."""
     t_push(tt, tq, tn, t, seq, CHK, i)
-    return group_next(st, fs, tt, tq, tn)
+    return group_next(st, fs, tt, tq, tn, g)
 
 
 @njit(cache=True)
@@ -146,7 +146,7 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
         call = g[G_CALL]
         if call != 0:  # a replica's `_plan` left a call for the GPU share: Python's now
             g[G_CALL] = 0
-            b, t, s = group_next(st, fs, tt, tq, tn)
+            b, t, s = group_next(st, fs, tt, tq, tn, g)
             return SHARED, call, b, fs[g[G_CALLER], NOW], s, g[G_SEQ]
         lt, ls = limit_t, limit_seq
         if tn[0] > 0 and _before(tt[0], tq[0, 0], lt, ls):
@@ -177,16 +177,16 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
             w += 1
         g[G_NE] = w
         if e != -1:
-            b, t, s = group_next(st, fs, tt, tq, tn)
+            b, t, s = group_next(st, fs, tt, tq, tn, g)
             return e, 0, b, t, s, g[G_SEQ]
         if g[G_CALL] != 0:  # `core_run` stopped for it: told before any timer
             continue
-        b = next_engine(st, fs)
+        b = next_engine(st, fs, g)
         if tn[0] == 0 or not _before(tt[0], tq[0, 0], limit_t, limit_seq) or (
                 b >= 0 and _before(fs[b, PEND_T], st[b, PEND_SEQ], tt[0], tq[0, 0])):
             break
         if g[G_NE] + 1 > ev_t.shape[0]:
-            b, t, s = group_next(st, fs, tt, tq, tn)
+            b, t, s = group_next(st, fs, tt, tq, tn, g)
             return ROOM_EV, 0, b, t, s, g[G_SEQ]
         t0, s0, kind, i = tt[0], tq[0, 0], tq[0, 1], tq[0, 2]
         _t_pop(tt, tq, tn)
@@ -207,9 +207,9 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
         gs = slot[i]
         counts[gs, UNSCORED] -= 1
         if counts[gs, UNSCORED] == 0:
-            b, t, s = group_next(st, fs, tt, tq, tn)
+            b, t, s = group_next(st, fs, tt, tq, tn, g)
             return SCORED, i, b, t0, s, g[G_SEQ]
-    b, t, s = group_next(st, fs, tt, tq, tn)
+    b, t, s = group_next(st, fs, tt, tq, tn, g)
     return GO, 0, b, t, s, g[G_SEQ]
 
 
@@ -284,11 +284,11 @@ class GroupEngines(LeanEngines):
 
     def add_check(self, i: int, t: float, seq: int) -> None:
         b, t, s = ADD_CHECK.call(self.tt, self.tq, self.tn, self.st, self.fs, float(t),
-                                 int(seq), int(i))
+                                 int(seq), int(i), self.g)
         self._arm_at(b, t, s)
 
     def _arm(self) -> None:
-        b, t, s = GROUP_NEXT.call(self.st, self.fs, self.tt, self.tq, self.tn)
+        b, t, s = GROUP_NEXT.call(self.st, self.fs, self.tt, self.tq, self.tn, self.g)
         self._arm_at(int(b), float(t), int(s))
 
     def _fire(self, key: tuple[float, int]) -> None:

@@ -48,6 +48,11 @@ G_SEQ, G_NE, G_SHARE, G_CALL, G_CALLER = 0, 1, 3, 4, 5
 # 1: no admission is written to `ev` (the pool's trace keeps none: a memory-only run's,
 # a reproduction's), so Python is handed only events it acts on or keeps
 G_QUIET = 6
+# the replicas' next entries as a tree (stepped.py `next_engine`), where g holds one: the
+# replicas set since the tree was last read (their count; a stack of at most G_CAP from
+# g[G_AT]), then the tree's 2 x G_P nodes (each the replica whose entry comes first
+# below it, -1: none)
+G_ND, G_AT, G_CAP, G_P = 7, 8, 9, 10
 NO_SHARE, ENGINE_HOLDS, TRAINER_HOLDS = 0, 1, 2  # G_SHARE ("switching": the trainer's)
 WANTS, IDLE = 1, 2  # G_CALL (0: none)
 # engine floats (fs)
@@ -105,6 +110,17 @@ def _emit(g: Arr, st: Arr, fs: Arr, ev_t: Arr, ev: Arr, kind: int, i: int, value
 
 
 @njit(cache=True)
+def _dirty(g: Arr, e: int) -> None:
+    """Replica `e`'s entry was set: the tree's path from it is redone when next read."""
+    if g.shape[0] <= G_P:  # a g with no tree (`simulate`'s)
+        return
+    n = g[G_ND]
+    if n < g[G_CAP]:
+        g[g[G_AT] + n] = e
+    g[G_ND] = n + 1
+
+
+@njit(cache=True)
 def _schedule(g: Arr, st: Arr, fs: Arr, kind: int, when: float) -> None:
     """The engine's one heap entry (`call_at`, `call_soon`): a new seq from the heap's
     counter, and `when` never before now."""
@@ -112,6 +128,7 @@ def _schedule(g: Arr, st: Arr, fs: Arr, kind: int, when: float) -> None:
     st[PEND_SEQ] = g[G_SEQ]
     st[PENDING] = kind
     fs[PEND_T] = when if when > fs[NOW] else fs[NOW]
+    _dirty(g, st[ENGINE])
 
 
 @njit(cache=True)
@@ -236,6 +253,7 @@ def _segment_end(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs
     steps = st[STEPS] + st[SEG_N]
     st[STEPS] = steps
     st[PENDING] = NONE
+    _dirty(g, st[ENGINE])
     while st[FSIZE] > 0 and fh[0, 0] <= steps:
         i = fh[0, 2]
         st[FSIZE] = _pop(fh, st[FSIZE])
@@ -359,6 +377,7 @@ def fire(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, e
         _segment_end(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
     else:
         st[PENDING] = NONE
+        _dirty(g, st[ENGINE])
         _plan(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
 
 
