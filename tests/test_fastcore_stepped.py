@@ -102,7 +102,8 @@ def test_the_tree_of_next_entries_finds_what_a_scan_finds(
     its stack holds, names the replica a scan of all of them names (ties in time broken
     by seq, the first of equal entries)."""
     from harness.sim.fastcore.control import ST_COLS
-    from harness.sim.fastcore.stepped import SteppedEngines, _scan, next_engine
+    from harness.sim.fastcore.next_entry import _scan, next_engine
+    from harness.sim.fastcore.stepped import SteppedEngines
     from harness.sim.fastcore.timeline import PEND_SEQ, PEND_T, PENDING, _dirty
 
     core = SteppedEngines(Heap(), GRID, 1 << 20, 8, engines, lambda i: None)

@@ -20,7 +20,8 @@ import numpy as np
 from harness.sim.fastcore import control
 from harness.sim.fastcore.control import G_NSP, OPEN_VERSION, REPLICA, VERSION
 from harness.sim.fastcore.jit import Direct, njit
-from harness.sim.fastcore.stepped import SteppedEngines, _grown, core_run, next_engine
+from harness.sim.fastcore.next_entry import next_engine
+from harness.sim.fastcore.stepped import SteppedEngines, _grown, core_run
 from harness.sim.fastcore.timeline import (
     G_NE,
     G_SEQ,

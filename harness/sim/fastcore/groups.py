@@ -34,7 +34,8 @@ import numpy as np
 
 from harness.sim.fastcore.crossing import LeanEngines
 from harness.sim.fastcore.jit import Direct, njit
-from harness.sim.fastcore.stepped import _grown, core_run, next_engine
+from harness.sim.fastcore.next_entry import next_engine
+from harness.sim.fastcore.stepped import _grown, core_run
 from harness.sim.fastcore.timeline import (
     ENGINE_HOLDS,
     FINISH,

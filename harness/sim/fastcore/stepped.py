@@ -45,6 +45,7 @@ from harness.sim.fastcore.control import (
     VERSION,
 )
 from harness.sim.fastcore.jit import Direct, njit
+from harness.sim.fastcore.next_entry import next_engine, with_tree
 from harness.sim.fastcore.stepmodel import Priced, step_params
 from harness.sim.fastcore.timeline import (
     CUT_ID,
@@ -52,12 +53,8 @@ from harness.sim.fastcore.timeline import (
     ENGINE,
     FINISH,
     FSIZE,
-    G_AT,
     G_CALL,
-    G_CAP,
-    G_ND,
     G_NE,
-    G_P,
     G_SEQ,
     GEN0,
     NONE,
@@ -79,66 +76,6 @@ from harness.sim.fastcore.timeline import (
 from harness.sim.heap import Heap
 
 OUTCOMES = Direct(control.outcomes)  # its entry point (jit.py): the core's arrays, int64 rows
-
-
-@njit(cache=True)
-def next_engine(st2: Arr, fs2: Arr, g: Arr) -> int:
-    """The replica whose heap entry comes first by (when, seq); -1: none has one. From the
-    tree in `g` (the paths of the replicas set since its last read redone first; all of
-    it past G_CAP of them), or by a scan where `g` holds none.
-
-    Why a tree: the core asks this at every turn, about three times a request, and a
-    scan of 128 replicas cost 181 ns; each turn sets one or two replicas' entries, and a
-    path is 7 nodes. In the 1M-request run's structure (verl-fully-async, 128 replicas,
-    65,536 requests) the compiled calls' time went from 3.31-3.44 to 2.16-2.53 us a
-    request (4 runs each, interleaved), about 4% of the run."""
-    if g.shape[0] <= G_P:
-        return _scan(st2, fs2)
-    n, at, cap, p = g[G_ND], g[G_AT], g[G_CAP], g[G_P]
-    tree = at + cap
-    if n > cap:
-        for e in range(p):
-            g[tree + p + e] = e if e < st2.shape[0] and st2[e, PENDING] != NONE else -1
-        for node in range(p - 1, 0, -1):
-            g[tree + node] = _first(st2, fs2, g[tree + 2 * node], g[tree + 2 * node + 1])
-    else:
-        for k in range(n):
-            e = g[at + k]
-            node = p + e
-            g[tree + node] = e if st2[e, PENDING] != NONE else -1
-            node //= 2
-            while node >= 1:
-                g[tree + node] = _first(st2, fs2, g[tree + 2 * node],
-                                        g[tree + 2 * node + 1])
-                node //= 2
-    g[G_ND] = 0
-    return g[tree + 1]
-
-
-@njit(cache=True)
-def _first(st2: Arr, fs2: Arr, a: int, b: int) -> int:
-    """Of replicas `a` and `b` (-1: none), the one whose entry comes first."""
-    if a < 0:
-        return b
-    if b < 0:
-        return a
-    if fs2[b, PEND_T] < fs2[a, PEND_T] or (
-            fs2[b, PEND_T] == fs2[a, PEND_T] and st2[b, PEND_SEQ] < st2[a, PEND_SEQ]):
-        return b
-    return a
-
-
-@njit(cache=True)
-def _scan(st2: Arr, fs2: Arr) -> int:
-    """`next_engine` by looking at every replica (a `g` with no tree: `simulate`'s)."""
-    best = -1
-    for e in range(st2.shape[0]):
-        if st2[e, PENDING] == NONE:
-            continue
-        if best < 0 or fs2[e, PEND_T] < fs2[best, PEND_T] or (
-                fs2[e, PEND_T] == fs2[best, PEND_T] and st2[e, PEND_SEQ] < st2[best, PEND_SEQ]):
-            best = e
-    return best
 
 
 @njit(cache=True)
@@ -216,10 +153,7 @@ class SteppedEngines:
         self.p = step_params(decode, min(self.max_running, MAX_BATCH_TABLE))
         self.n = 0
         self.rq = np.zeros((16 * room, RQ_COLS), dtype=np.int64)
-        p = 1 << max(0, (engines - 1).bit_length())  # the tree's leaves: a power of 2
-        self.g = np.zeros(G_COLS + 2 * engines + 2 * p, dtype=np.int64)
-        self.g[G_AT], self.g[G_CAP], self.g[G_P] = G_COLS, 2 * engines, p
-        self.g[G_ND] = 2 * engines + 1  # the whole tree made at its first read
+        self.g = with_tree(G_COLS, engines)
         self.g[G_NSP] = 1  # span row 0 means none: a request row zeroed has no span
         self.st = np.zeros((engines, ST_COLS), dtype=np.int64)
         self.st[:, ENGINE] = np.arange(engines)

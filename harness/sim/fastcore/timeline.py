@@ -48,7 +48,7 @@ G_SEQ, G_NE, G_SHARE, G_CALL, G_CALLER = 0, 1, 3, 4, 5
 # 1: no admission is written to `ev` (the pool's trace keeps none: a memory-only run's,
 # a reproduction's), so Python is handed only events it acts on or keeps
 G_QUIET = 6
-# the replicas' next entries as a tree (stepped.py `next_engine`), where g holds one: the
+# the replicas' next entries as a tree (next_entry.py `next_engine`), where g holds one: the
 # replicas set since the tree was last read (their count; a stack of at most G_CAP from
 # g[G_AT]), then the tree's 2 x G_P nodes (each the replica whose entry comes first
 # below it, -1: none)
