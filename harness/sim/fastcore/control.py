@@ -40,7 +40,6 @@ from harness.sim.fastcore.timeline import (
     CTX0,
     CTX_BASE,
     DONE,
-    ENGINE,
     FINISH,
     FSIZE,
     G0,
@@ -68,11 +67,11 @@ from harness.sim.fastcore.timeline import (
     WSIZE,
     Arr,
     B,
-    _dirty,
     _emit,
     _pop,
     _push,
     _requeue,
+    _unschedule,
     interrupt,
     submit_to,
 )
@@ -120,8 +119,7 @@ def _cut(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, fh: Arr, ev_t: Arr, ev: Arr)
     finish ends; the segment's timer or the replan is cancelled."""
     if st[PENDING] == TIMER:
         k = steps_completed(p, fs[NOW] - fs[SEG_START], st[SEG_B], st[SEG_CTX], st[SEG_N])
-        st[PENDING] = NONE
-        _dirty(g, st[ENGINE])
+        st[PENDING] = NONE  # (marked for the tree below, once)
         steps = st[STEPS] + k  # `_advance`
         st[STEPS] = steps
         while st[FSIZE] > 0 and fh[0, 0] <= steps:
@@ -129,8 +127,7 @@ def _cut(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, fh: Arr, ev_t: Arr, ev: Arr)
             st[FSIZE] = _pop(fh, st[FSIZE])
             if rq[i, STATE] == RUNNING and rq[i, G0] + rq[i, TARGET] - rq[i, GEN0] <= steps:
                 _end(rq, g, st, fs, ev_t, ev, i, DONE)
-    st[PENDING] = NONE
-    _dirty(g, st[ENGINE])
+    _unschedule(g, st)
 
 
 @njit(cache=True)

@@ -4,9 +4,10 @@ Each replica of the compiled engines (stepped.py) keeps at most one entry on the
 simulator's heap, a (when, seq) in its row (`PEND_T`, `PEND_SEQ`, `PENDING`); the core runs
 the earliest of them next. The replicas' entries are kept as a tree in the core's `g`
 (timeline.py: `G_ND`, `G_AT`, `G_CAP`, `G_P`): each node the replica whose entry comes
-first below it. Every place that sets an entry marks its replica (`timeline._dirty`), and
-a read redoes the marked replicas' paths to the root (or the whole tree, past `G_CAP`
-marks). A `g` with no tree (`timeline.simulate`'s) is answered by a scan.
+first below it. The two places that set or drop an entry (`timeline._schedule`,
+`_unschedule`) mark its replica, and a read redoes the marked replicas' paths to the root
+(or the whole tree, past `G_CAP` marks). A `g` with no tree (`timeline.simulate`'s) is
+answered by a scan.
 """
 
 from __future__ import annotations

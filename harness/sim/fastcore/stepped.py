@@ -57,7 +57,6 @@ from harness.sim.fastcore.timeline import (
     G_NE,
     G_SEQ,
     GEN0,
-    NONE,
     NOW,
     PEND_SEQ,
     PEND_T,
@@ -69,7 +68,7 @@ from harness.sim.fastcore.timeline import (
     WSIZE,
     Arr,
     B,
-    _dirty,
+    _unschedule,
     compact,
     fire,
 )
@@ -104,8 +103,7 @@ def core_run(p: Arr, rq: Arr, g: Arr, st2: Arr, fs2: Arr, wh3: Arr, fh3: Arr, rs
         ne = g[G_NE]
         if st[PENDING] == REPLAN and st[PAUSED] == STOPPED:
             fs[NOW] = t
-            st[PENDING] = NONE
-            _dirty(g, e)
+            _unschedule(g, st)
             continue
         fire(p, rq, g, st, fs, wh3[e], fh3[e], rs3[e], ev_t, ev, capacity,
              max_running if st[PAUSED] == GOING else 0)

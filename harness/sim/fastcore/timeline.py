@@ -121,6 +121,14 @@ def _dirty(g: Arr, e: int) -> None:
 
 
 @njit(cache=True)
+def _unschedule(g: Arr, st: Arr) -> None:
+    """The engine's heap entry dropped (none pending): with `_schedule`, the only places
+    an entry is set, so the tree of next entries is told of each."""
+    st[PENDING] = NONE
+    _dirty(g, st[ENGINE])
+
+
+@njit(cache=True)
 def _schedule(g: Arr, st: Arr, fs: Arr, kind: int, when: float) -> None:
     """The engine's one heap entry (`call_at`, `call_soon`): a new seq from the heap's
     counter, and `when` never before now."""
@@ -252,8 +260,7 @@ def _segment_end(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs
     """`Batching._on_segment_end`: the steps are done; end what is due, plan again."""
     steps = st[STEPS] + st[SEG_N]
     st[STEPS] = steps
-    st[PENDING] = NONE
-    _dirty(g, st[ENGINE])
+    _unschedule(g, st)
     while st[FSIZE] > 0 and fh[0, 0] <= steps:
         i = fh[0, 2]
         st[FSIZE] = _pop(fh, st[FSIZE])
@@ -376,8 +383,7 @@ def fire(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, e
     if st[PENDING] == TIMER:
         _segment_end(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
     else:
-        st[PENDING] = NONE
-        _dirty(g, st[ENGINE])
+        _unschedule(g, st)
         _plan(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running)
 
 
