@@ -58,8 +58,8 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # the suite keeps its runs on the Python path; test_core_pool.py lifts this for its own.
 os.environ.setdefault("ROLLOUTBENCH_PYTHON_ENGINES", "1")
 COMPILED_LAST = ("test_fastcore.py", "test_fastcore_stepped.py", "test_fastcore_direct.py",
-                 "test_core_pool.py", "test_core_pool_abort.py", "test_core_share.py",
-                 "test_trace_held.py", "test_reproduce_preload.py",
+                 "test_core_pool.py", "test_core_runs.py", "test_core_pool_abort.py",
+                 "test_core_share.py", "test_trace_held.py", "test_reproduce_preload.py",
                  "test_rounds_tap.py", "test_core_quiet.py", "test_core_interrupt.py")
 
 
