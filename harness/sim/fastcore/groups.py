@@ -34,7 +34,7 @@ import numpy as np
 
 from harness.sim.fastcore.crossing import LeanEngines
 from harness.sim.fastcore.jit import Direct, njit
-from harness.sim.fastcore.next_entry import next_engine
+from harness.sim.fastcore.next_entry import before, next_engine
 from harness.sim.fastcore.stepped import _grown, core_run
 from harness.sim.fastcore.timeline import (
     ENGINE_HOLDS,
@@ -66,18 +66,13 @@ NO_CHECK = -1.0  # a request's latency where its group is served unchecked (`sco
 
 
 @njit(cache=True)
-def _before(t1: float, s1: int, t2: float, s2: int) -> bool:
-    return t1 < t2 or (t1 == t2 and s1 < s2)
-
-
-@njit(cache=True)
 def t_push(tt: Arr, tq: Arr, tn: Arr, t: float, seq: int, kind: int, i: int) -> None:
     """A timer row into the heap (the caller made room)."""
     k = tn[0]
     tn[0] = k + 1
     while k > 0:
         up = (k - 1) // 2
-        if not _before(t, seq, tt[up], tq[up, 0]):
+        if not before(t, seq, tt[up], tq[up, 0]):
             break
         tt[k] = tt[up]
         tq[k, 0], tq[k, 1], tq[k, 2] = tq[up, 0], tq[up, 1], tq[up, 2]
@@ -97,9 +92,9 @@ def _t_pop(tt: Arr, tq: Arr, tn: Arr) -> None:
         c = 2 * k + 1
         if c >= n:
             break
-        if c + 1 < n and _before(tt[c + 1], tq[c + 1, 0], tt[c], tq[c, 0]):
+        if c + 1 < n and before(tt[c + 1], tq[c + 1, 0], tt[c], tq[c, 0]):
             c += 1
-        if not _before(tt[c], tq[c, 0], t, seq):
+        if not before(tt[c], tq[c, 0], t, seq):
             break
         tt[k] = tt[c]
         tq[k, 0], tq[k, 1], tq[k, 2] = tq[c, 0], tq[c, 1], tq[c, 2]
@@ -113,7 +108,7 @@ def _t_pop(tt: Arr, tq: Arr, tn: Arr) -> None:
 def group_next(st: Arr, fs: Arr, tt: Arr, tq: Arr, tn: Arr, g: Arr) -> tuple[int, float, int]:
     """The core's next entry: (>= 0, when, seq), or (-1, 0, 0) when it has none."""
     b = next_engine(st, fs, g)
-    if tn[0] > 0 and (b < 0 or _before(tt[0], tq[0, 0], fs[b, PEND_T], st[b, PEND_SEQ])):
+    if tn[0] > 0 and (b < 0 or before(tt[0], tq[0, 0], fs[b, PEND_T], st[b, PEND_SEQ])):
         return 0, tt[0], tq[0, 0]
     if b < 0:
         return -1, 0.0, 0
@@ -150,7 +145,7 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
             b, t, s = group_next(st, fs, tt, tq, tn, g)
             return SHARED, call, b, fs[g[G_CALLER], NOW], s, g[G_SEQ]
         lt, ls = limit_t, limit_seq
-        if tn[0] > 0 and _before(tt[0], tq[0, 0], lt, ls):
+        if tn[0] > 0 and before(tt[0], tq[0, 0], lt, ls):
             lt, ls = tt[0], tq[0, 0]
         ne0 = g[G_NE]
         e = core_run(p, rq, g, st, fs, wh, fh, rs, ev_t, ev, capacity, max_running, lt, ls)
@@ -169,7 +164,7 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
                         back[i] = HELD_QUIET
                         continue
                     ev[k, 0] = HELD
-                elif _before(ev_t[k], ev[k, 4], limit_t, limit_seq):  # Python's return
+                elif before(ev_t[k], ev[k, 4], limit_t, limit_seq):  # Python's return
                     limit_t, limit_seq = ev_t[k], ev[k, 4]
             if w != k:
                 ev_t[w] = ev_t[k]
@@ -183,8 +178,8 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
         if g[G_CALL] != 0:  # `core_run` stopped for it: told before any timer
             continue
         b = next_engine(st, fs, g)
-        if tn[0] == 0 or not _before(tt[0], tq[0, 0], limit_t, limit_seq) or (
-                b >= 0 and _before(fs[b, PEND_T], st[b, PEND_SEQ], tt[0], tq[0, 0])):
+        if tn[0] == 0 or not before(tt[0], tq[0, 0], limit_t, limit_seq) or (
+                b >= 0 and before(fs[b, PEND_T], st[b, PEND_SEQ], tt[0], tq[0, 0])):
             break
         if g[G_NE] + 1 > ev_t.shape[0]:
             b, t, s = group_next(st, fs, tt, tq, tn, g)

@@ -74,16 +74,20 @@ def next_engine(st2: Arr, fs2: Arr, g: Arr) -> int:
 
 
 @njit(cache=True)
+def before(t1: float, s1: int, t2: float, s2: int) -> bool:
+    """Whether an entry at (`t1`, `s1`) comes before one at (`t2`, `s2`): the heap's order,
+    earlier time first, then the earlier seq (every entry of the core is ordered so)."""
+    return t1 < t2 or (t1 == t2 and s1 < s2)
+
+
+@njit(cache=True)
 def _first(st2: Arr, fs2: Arr, a: int, b: int) -> int:
-    """Of replicas `a` and `b` (-1: none), the one whose entry comes first."""
+    """Of replicas `a` and `b` (-1: none), the one whose entry comes first (`a` of equals)."""
     if a < 0:
         return b
     if b < 0:
         return a
-    if fs2[b, PEND_T] < fs2[a, PEND_T] or (
-            fs2[b, PEND_T] == fs2[a, PEND_T] and st2[b, PEND_SEQ] < st2[a, PEND_SEQ]):
-        return b
-    return a
+    return b if before(fs2[b, PEND_T], st2[b, PEND_SEQ], fs2[a, PEND_T], st2[a, PEND_SEQ]) else a
 
 
 @njit(cache=True)
@@ -91,9 +95,6 @@ def _scan(st2: Arr, fs2: Arr) -> int:
     """`next_engine` by looking at every replica (a `g` with no tree: `simulate`'s)."""
     best = -1
     for e in range(st2.shape[0]):
-        if st2[e, PENDING] == NONE:
-            continue
-        if best < 0 or fs2[e, PEND_T] < fs2[best, PEND_T] or (
-                fs2[e, PEND_T] == fs2[best, PEND_T] and st2[e, PEND_SEQ] < st2[best, PEND_SEQ]):
-            best = e
+        if st2[e, PENDING] != NONE:
+            best = _first(st2, fs2, best, e)
     return best
