@@ -9,6 +9,7 @@ progress is one line per run when the output is not a terminal.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,45 @@ def test_a_repeated_run_is_simulated_once_and_copied(tmp_path: Path, jobs: int) 
         ["[1/1] sweep: cgp (a copy of cgp) (0.0 s)"]  # its batch: the sweep's one run
     sweep[0]["system"] = "changed"  # each asker has its own rows
     assert grid[2]["system"] == "cgp"
+
+
+def _sleep(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+def test_stopping_the_pool_ends_the_runs_already_sent() -> None:
+    """A Ctrl-C during `reproduce` (`pool._stop`) ends the runs the workers hold, not only
+    the queued ones: a run of 60 s sent to a worker ends within seconds, its worker gone
+    (its pid reaped by the pool's own thread, so it is looked up, not joined)."""
+    import concurrent.futures as cf
+    import multiprocessing
+    import time
+
+    executor = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    running = executor.submit(_sleep, 60.0)
+    queued = executor.submit(_sleep, 60.0)
+    while not running.running():
+        time.sleep(0.01)
+    pids = list(executor._processes)  # noqa: SLF001
+    start = time.monotonic()
+    pool._stop(executor)  # noqa: SLF001
+    assert isinstance(running.exception(timeout=20), cf.process.BrokenProcessPool)
+    # a queued run is cancelled (a state `cf.wait` never counts as done), or broken with
+    # its worker where the pool had handed it over already
+    assert queued.cancelled() or isinstance(queued.exception(timeout=20),
+                                            cf.process.BrokenProcessPool)
+    while pids and time.monotonic() - start < 20:
+        pids = [pid for pid in pids if _alive(pid)]
+        time.sleep(0.05)
+    assert not pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
