@@ -81,7 +81,7 @@ def test_piped_progress_is_one_line_per_run(tmp_path: Path) -> None:
     assert len(runs) == 4  # 2 systems x 2 workloads
     assert sorted(line.split("]")[0] for line in runs) == ["[1/4", "[2/4", "[3/4", "[4/4"]
     assert all(line.split("] ")[1].startswith("one: ") for line in runs)
-    assert lines[-1].startswith("one done (") and lines[-1].endswith(" s, paper 1 of 1)")
+    assert lines[-1].startswith("one done (") and lines[-1].endswith(" s, 1 of 1 papers done)")
 
 
 def test_negative_jobs_is_refused() -> None:

@@ -185,7 +185,7 @@ def test_reproduce_progress_totals_never_grow(tmp_path: Path) -> None:
                     "q first": [(1, 1)], "q second": [(1, 2), (2, 2)]}
     papers = [line for line in lines if " done" in line]
     assert [re.sub(r"\(\S+ s, ", "(", p) for p in papers] == \
-        ["p done (paper 1 of 2)", "q done (paper 2 of 2)"]
+        ["p done (1 of 2 papers done)", "q done (2 of 2 papers done)"]
 
 
 def test_counts_are_said_in_the_singular_for_one(tmp_path: Path) -> None:

@@ -14,9 +14,7 @@ A configuration asked for twice in one reproduction (a sweep's point that is als
 table's, as RolloutPipe's F_w = 2 is) is simulated once (`SameRuns`): the simulator is
 deterministic, so the second trace is a copy of the first and its result the same.
 
-Progress goes to stderr: a bar over the papers on a terminal, one line per finished run
-(counted within its batch, whose size is known when it is queued) and per finished paper
-(counted over the papers, known before the first starts) otherwise. No count grows.
+Progress goes to stderr (progress.py's `Reporter`).
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.config import RunConfig
 from harness.core.notes import keep_notes, say_once
@@ -46,6 +43,7 @@ from harness.core.trace_io import trace_stem
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
 from harness.studies.reproduce import preload
+from harness.studies.reproduce.progress import Batch, Reporter
 
 Rows = list[dict[str, Any]]
 
@@ -75,69 +73,6 @@ def run_kept(cfg: RunConfig, path: Path, reader: Reader | None, write: bool
     with keep_notes() as notes:
         out, took = run_one(cfg, path, reader, write)
     return out, took, notes
-
-
-class Batch:
-    """The runs of one `run_configs` call: how many, known when they are queued, and how
-    many are done. A reproduction's papers queue their runs batch by batch, each after
-    reading the last one's results, so no total over all runs is known before the end:
-    a line counts within its batch, and its total never grows."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.done = label, total, 0
-
-
-class Reporter:
-    """Counts finished runs and papers; a bar over the papers on a terminal, a line per
-    run (`[k/n] batch: run`, k of the n runs of its batch) and per paper
-    (`name done (s, paper i of m)`) when piped. The number of papers is known up front."""
-
-    def __init__(self, console: Console | None = None, papers: int = 0) -> None:
-        self.console = console or Console(stderr=True)
-        self._lock = threading.Lock()
-        self._papers, self._papers_done = papers, 0
-        self._bar: Progress | None = None
-        if self.console.is_terminal:
-            self._bar = Progress(TextColumn("{task.description}", style="bold"), BarColumn(),
-                                 MofNCompleteColumn(), TextColumn("papers"),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
-                                 console=self.console, transient=True)
-            self._task = self._bar.add_task("reproducing", total=papers, last="")
-
-    def __enter__(self) -> Reporter:
-        if self._bar is not None:
-            self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def batch(self, label: str, n: int) -> Batch:
-        """`n` runs were queued under `label`."""
-        return Batch(label, n)
-
-    def finished(self, batch: Batch, what: str, seconds: float) -> None:
-        """Run `what` of `batch` is done."""
-        with self._lock:
-            batch.done += 1
-            line = f"[{batch.done}/{batch.total}] {batch.label}: {what} ({seconds:.1f} s)"
-            if self._bar is not None:
-                self._bar.update(self._task, last=line[:60])
-            else:
-                self.console.print(line, highlight=False, soft_wrap=True, markup=False)
-
-    def paper_done(self, name: str, seconds: float) -> None:
-        """A whole paper is done."""
-        with self._lock:
-            self._papers_done += 1
-            line = (f"{name} done ({seconds:.1f} s, paper {self._papers_done} of "
-                    f"{self._papers})")
-            if self._bar is not None:
-                self._bar.update(self._task, completed=self._papers_done)
-                self._bar.console.print(line, highlight=False, markup=False)
-            else:
-                self.console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 class SameRuns:
@@ -337,11 +272,9 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
 
 
 def _stop(executor: cf.ProcessPoolExecutor) -> None:
-    """The queued runs dropped and the running ones ended with their workers, so that a
-    Ctrl-C ends the command in a moment: dropping the queue alone let the runs already
-    handed to the workers finish, and a paper's thread went on sending runs until the
-    interpreter's exit waited for them all (the roofline twin's 124 runs of verl-async,
-    30 s after the Ctrl-C). The workers are read before `shutdown`, which forgets them."""
+    """The queued runs dropped and the running ones ended with their workers: dropping the
+    queue alone let verl-async's twin run on for 30 s after a Ctrl-C. (The workers are
+    read before `shutdown`, which forgets them.)"""
     workers = list((getattr(executor, "_processes", None) or {}).values())
     executor.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
