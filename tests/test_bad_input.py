@@ -280,3 +280,22 @@ def test_a_trace_too_short_for_an_over_sampling_system_is_refused_up_front(
                                "-U", "4", "--workload", f"trace-cycle:{source}", "--json"])
     assert done.exit_code == 0, done.output
     assert "trace-cycle:PATH" in runner.invoke(app, ["workloads"]).stdout
+
+
+@pytest.mark.parametrize("argv", [["model", "init", "m"], ["model", "warmup", "m"]])
+def test_the_model_commands_say_which_live_package_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """Without torch (no `make setup-live`) `model init` ended in a traceback from deep in
+    the model code; it is one line naming the package, before any work."""
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else found(name, *a))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"error: {' '.join(argv[:2])} needs torch")  # (and any other
+    assert line.endswith(": run make setup-live")  # missing here: this venv's own)
+    assert not (tmp_path / "m").exists()

@@ -90,6 +90,16 @@ model_app = typer.Typer(help="The tiny live model, built locally (no downloads).
 commands.add_typer(model_app, name="model")
 
 
+def _needs(command: str, *packages: str) -> None:
+    """One line and exit 2 where `command`'s packages are missing, before any work (they
+    are imported late: a traceback from deep in the model code said so instead)."""
+    import importlib.util
+
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
+    if missing:
+        fail(f"{command} needs {', '.join(missing)}: run make setup-live")
+
+
 @model_app.command("init")
 def model_init_cmd(
     out: Annotated[Path, typer.Argument(help="Folder for the model and its tokenizer.")],
@@ -98,12 +108,10 @@ def model_init_cmd(
     = False,
 ) -> None:
     """Build a tiny Qwen3-architecture model and train its tokenizer (cached)."""
-    try:
-        from harness.live.logs import quiet_bars
-        from harness.live.model import init_model
-    except ImportError as err:
-        fail(f"model init needs the live extras (make setup-live): {err}")
+    _needs("model init", "torch", "transformers", "tokenizers")
     from harness.core.progress import stage
+    from harness.live.logs import quiet_bars
+    from harness.live.model import init_model
     from harness.run.checks import check_out
 
     check_out(out, "OUT")  # a file or an unmakeable folder: one line before any work
@@ -127,12 +135,10 @@ def model_warmup_cmd(
     """A short supervised warm-up on the task format, so live rewards are not all zero."""
     if workload != "arith":
         fail(f"--workload: warm-up knows the arith format only, not {workload!r}")
-    try:
-        from harness.live.logs import quiet_bars
-        from harness.live.model import arith_examples, warmup
-    except ImportError as err:
-        fail(f"model warmup needs the live extras (make setup-live): {err}")
+    _needs("model warmup", "torch", "transformers")
     from harness.core.progress import Bar
+    from harness.live.logs import quiet_bars
+    from harness.live.model import arith_examples, warmup
     from harness.run.checks import check_model_dir
 
     check_model_dir(model_dir, "MODEL_DIR")  # not a model: one line before any work
