@@ -4,7 +4,9 @@ Synthetic, and said so: 4 rollouts of 16 prompts x 8 responses, lengths drawn fr
 a log-normal, every request generating at 60 tokens/s after a 0.2 s queue, a
 0.3 s reward check, each rollout starting when the previous one's last check ends
 plus 20 s of training. It is there to show `import` and `counterfactual` end to
-end; a real run's `--dump-details DIR` goes in its place.
+end; a real run's `--dump-details DIR` goes in its place. slime's dumps are torch's
+`.pt` files, so writing them (and `import slime` reading them) needs torch: `make
+setup-live` (or `make test`) installs it.
 
     .venv/bin/python examples/slime_run.py runs/slime-example
 """
@@ -47,4 +49,10 @@ def main(out: Path, rollouts: int = 4, prompts: int = 16, k: int = 8, seed: int 
 
 
 if __name__ == "__main__":
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # one line, before any file is made
+        print("error: slime's dumps are torch .pt files and this environment has no torch: "
+              "run make setup-live", file=sys.stderr)
+        sys.exit(2)
     main(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/slime-example"))
