@@ -257,7 +257,8 @@ def test_compare_and_check_read_a_folder_of_compressed_traces(both: tuple[Path, 
                                                              cwd=tmp_path).stdout
     for command, *rest in (["timeline", "-o", "t.json"], ["gantt", "-o", "g.png"],
                            ["export-otlp", "--out", "o.json", "--force"],
-                           ["trace-convert", "a.jsonl", "--force"]):
+                           ["trace-convert", "a.jsonl", "--force"],
+                           ["counterfactual", "--out", "cf", "--systems", "cgp", "--force"]):
         for source in ("runs", inside):  # the folder, then its trace: both read
             done = cli(command, source, *rest, cwd=tmp_path)
             assert done.returncode == 0, (command, source, done.stderr)

@@ -17,6 +17,7 @@ from harness.cli.common import (
     fail,
     output_format,
     refuse_overwrite,
+    trace_of,
     wrap,
 )
 
@@ -32,7 +33,7 @@ WRITES = ("counterfactual.csv", "counterfactual.png", "twin-engine.toml", "runs/
 @commands.command("counterfactual")
 def counterfactual_cmd(
     trace: Annotated[Path, typer.Argument(help="A trace: `rolloutbench import`'s, or any "
-                                          "run's.")],
+                                          "run's (its file or its run folder).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for counterfactual.csv, "
                                       "counterfactual.png and the runs' traces.")],
     systems: Annotated[str, typer.Option(
@@ -80,6 +81,7 @@ def counterfactual_cmd(
     if unknown or not names:
         fail(f"--systems: unknown system {', '.join(unknown) or '(none)'}; `rolloutbench "
              f"systems` lists the {len(SYSTEMS)} known")
+    trace = trace_of(trace)  # a run folder: its own trace
     if not trace.is_file():
         fail(f"TRACE: {trace}: no such file")
     if update_groups is not None and update_groups < 1:
