@@ -17,6 +17,7 @@ import pytest
 from harness.core.files import dump_json
 from harness.core.metrics import KEYS, round_metrics
 from harness.core.trace import read_trace
+from harness.core.yardstick import delivered
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
 SMALL = ["--system", "cgp", "--workload", "sci-jl", "--groups", "4", "--update-groups", "2",
@@ -60,8 +61,9 @@ def test_run_writes_trace_and_metrics(tmp_path: Path) -> None:
     # metrics.json is exactly what the trace says, with where its step times came from
     source = head["step_source"]
     assert source.startswith("kernels:") and all(r["step_source"] == source for r in rows)
-    assert rows == [{**r, "step_source": source}
-                    for r in json.loads(dump_json(round_metrics(events)))]
+    fig = delivered(events)  # and what the run delivered, on each round's row
+    assert rows == json.loads(dump_json([{**r, **fig, "step_source": source}
+                                         for r in round_metrics(events)]))
     assert not list((tmp_path / "out").glob(".*.tmp"))  # no leftovers of atomic writes
 
 

@@ -34,6 +34,7 @@ from harness.core.metrics import (
     steps_for_traces,
 )
 from harness.core.trace import SCHEMA, CutLine, Trace, TraceError, read_prefix, read_trace
+from harness.core.yardstick import delivered
 from systems import system_names
 
 ROLLOUTBENCH = str(Path(sys.executable).parent / "rolloutbench")
@@ -286,7 +287,10 @@ def test_cli_metrics_of_an_interrupted_run(tmp_path: Path) -> None:
     rows = json.loads(out.stdout)
     assert [(r["round"], r["incomplete"]) for r in rows] == [(0, False), (1, True)]
     full = json.loads(dump_json(round_metrics(events)))
-    assert {k: v for k, v in rows[0].items() if k != "incomplete"} == full[0]
+    # each row: the round's fields, then the run's delivered figures (as far as it went)
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    fig = json.loads(dump_json(delivered(kept)))
+    assert {k: v for k, v in rows[0].items() if k != "incomplete"} == {**full[0], **fig}
     assert all(rows[1][k] is None for k in KEYS)
     # the table form reads it too
     table = cli("metrics", path.name, cwd=tmp_path)

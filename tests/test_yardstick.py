@@ -186,3 +186,35 @@ def test_run_prints_what_it_delivered(tmp_path) -> None:  # noqa: ANN001
     assert f"{fig['trained_tokens_per_s']:,.0f} trained tok/s" in text
     assert f"mean lag {fig['window_lag_mean']:.2f} steps (max {fig['window_lag_max']:.0f})" \
         in text  # which lag, said
+
+
+def test_every_field_output_carries_what_the_run_delivered(tmp_path) -> None:  # noqa: ANN001
+    """metrics.json, `run --json` and `metrics --csv` give each round's row its run's
+    delivered figures (the yardstick's), as the table's line does: they had every
+    per-round field but not the figures systems are ranked by."""
+    import csv
+    import io
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+    from harness.core.trace import read_trace
+    from harness.core.yardstick import KEYS, WINDOW_KEYS
+
+    out = tmp_path / "r"
+    done = CliRunner().invoke(app, ["run", "--system", "cgp", "--workload", "lsat-ar", "-R",
+                                    "8", "-U", "2", "--rounds", "3", "--out", str(out),
+                                    "--json"])
+    assert done.exit_code == 0, done.output
+    fig = delivered(read_trace(out / "trace.jsonl.zst"))
+    assert fig["trained_tokens_per_s"] > 0
+    printed = json.loads(done.stdout)
+    kept = json.loads((out / "metrics.json").read_text())
+    table = CliRunner().invoke(app, ["metrics", str(out), "--csv"])
+    assert table.exit_code == 0, table.output
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert len(printed) == len(kept) == len(rows) == 3
+    for key in (*KEYS, *WINDOW_KEYS):
+        assert [r[key] for r in printed] == [r[key] for r in kept] == [fig[key]] * 3
+        assert [float(r[key]) for r in rows] == [fig[key]] * 3

@@ -244,8 +244,18 @@ def _rows_and_line(events: list[dict]) -> tuple[list[dict], str]:
     the simulator, only the kinds these read are decoded; the trace is not read back:
     at 262k requests that took 288 MB more than the run itself)."""
     from harness.core.metrics import round_metrics
+    from harness.core.yardstick import delivered
 
-    return round_metrics(events), steady_line(events)
+    fig = delivered(events)
+    return with_delivered(round_metrics(events), fig), delivered_line(fig)
+
+
+def with_delivered(rows: list[dict], fig: dict[str, Any]) -> list[dict]:
+    """Each round's row with its run's delivered figures (harness.core.yardstick: the
+    trained tokens a second systems are ranked by, their window, its lag and ESS), as
+    `compare` has them: metrics.json, `--json` and `--csv` print every field, and the
+    table's line alone said these."""
+    return [{**row, **fig} for row in rows]
 
 
 
@@ -277,12 +287,11 @@ def no_steps(path: Path) -> str:
     return f"{path}: no optimizer steps: {why}; `rolloutbench metrics {path}` gives its rounds"
 
 
-def steady_line(events: list[dict]) -> str:
-    """What the run delivered over its steady window (harness.core.yardstick), in one
-    line: the figures systems are ranked by, the same for every kind of system."""
-    from harness.core.yardstick import delivered, describe
+def delivered_line(fig: dict[str, Any]) -> str:
+    """What a run delivered over its steady window (harness.core.yardstick's figures), in
+    one line: the figures systems are ranked by, the same for every kind of system."""
+    from harness.core.yardstick import describe
 
-    fig = delivered(events)
     if fig["no_window"]:
         return f"delivered: {fig['no_window']}"
     lag = fig["window_lag_mean"]
@@ -294,7 +303,7 @@ def steady_line(events: list[dict]) -> str:
         tokens = (f"{fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} "
                   f"s/step; token counts not recorded")
     policy = ("policy versions not recorded" if lag != lag else
-              f"mean lag {lag:.2f} steps (max {fig['window_lag_max']:.0f}), ESS "
+              f"token-weighted mean lag {lag:.2f} steps (max {fig['window_lag_max']:.0f}), ESS "
               f"{fig['window_ess']:.3f}")
     return f"delivered over {describe(fig)}: {tokens}; {policy} (docs/plan.md#the-yardstick)"
 
@@ -333,11 +342,12 @@ def metrics_cmd(
     fmt = output_format(json_out, csv_out)
     traces = [trace_of(p) for p in traces]  # a run folder: its trace
 
-    lines: dict[str, str] = {}  # each trace's delivered line, from the one reading
+    figs: dict[str, dict[str, Any]] = {}  # each trace's delivered figures, one reading
 
     def seen(path: str, trace: Any) -> None:
-        if fmt == "table":
-            lines[path] = steady_line(trace.events)
+        from harness.core.yardstick import delivered
+
+        figs[path] = delivered(trace.events)
 
     try:
         # a last line cut mid-write is left out, said in the warning (--partial or not)
@@ -352,6 +362,9 @@ def metrics_cmd(
             fail(gaps[0])
         for gap in gaps:
             warning(gap)
+    if fmt != "table" and not steps:  # every field: the run's delivered figures too
+        per_trace = [with_delivered(trace_rows, figs[str(path)])
+                     for path, trace_rows in zip(traces, per_trace, strict=True)]
     if fmt != "table" and len(traces) > 1:  # every field: which trace and seed, each row
         for path, trace_rows in zip(traces, per_trace, strict=True):
             seed = _seed(path)
@@ -361,4 +374,4 @@ def metrics_cmd(
     (print_rows if steps else print_metrics)(rows, fmt)
     if fmt == "table" and not steps:
         for path in traces:
-            _print_delivered(path, lines[str(path)])
+            _print_delivered(path, delivered_line(figs[str(path)]))
