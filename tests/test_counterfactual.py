@@ -201,3 +201,22 @@ def test_a_speculative_run_says_its_fit_holds_the_speculation(tmp_path: Path) ->
         assert (note in said) == (system == "tlt"), done.stderr
         mine = [ln for ln in done.stderr.splitlines() if "speculate" in ln or "overstate" in ln]
         assert all(len(ln) <= 100 for ln in mine), mine
+
+
+def test_the_twin_keeps_the_runs_own_u_whatever_u_the_systems_get(tmp_path: Path) -> None:
+    """`-U` sets the systems' U, not the twin's: the twin is the run's own schedule (a
+    twin at U 2 of a U 4 run was another schedule, its "errors" none of the fit's)."""
+    source = RunConfig(system="slime", workload=f"trace:{pipelinerl_trace(tmp_path)}",
+                       groups=8, group_size=2, update_groups=4, rounds=2).validate()
+    run = tmp_path / "slime-run.jsonl"
+    execute(source, run)
+    same = f"sim.rollout_gpu={source.sim.rollout_gpu}"  # the run's cluster, stated
+    done = cli("counterfactual", run, "--out", tmp_path / "cf", "--systems", "cgp", "-U", "2",
+               "--no-fit", "--set", same, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["system"], r["source"]) for r in rows][1:] == [
+        ("slime as run (slime)", "simulated twin"), ("cgp", "simulated")]
+    twin = rows[1]
+    assert all(v == 0.0 for k, v in twin.items() if k.endswith("_error"))
+    assert twin["steps"] == rows[0]["steps"]  # 4 steps of U 4, not the 8 of U 2's
