@@ -220,3 +220,17 @@ def test_the_twin_keeps_the_runs_own_u_whatever_u_the_systems_get(tmp_path: Path
     twin = rows[1]
     assert all(v == 0.0 for k, v in twin.items() if k.endswith("_error"))
     assert twin["steps"] == rows[0]["steps"]  # 4 steps of U 4, not the 8 of U 2's
+
+
+def test_the_lines_that_say_what_prices_the_runs_fit_100_columns(tmp_path: Path) -> None:
+    """The fitted trainer's line ran to 111 columns; every line is wrapped now."""
+    source = RunConfig(system="cgp", workload=f"trace:{pipelinerl_trace(tmp_path)}",
+                       groups=8, group_size=2, update_groups=2, rounds=2).validate()
+    run = tmp_path / "run.jsonl"
+    execute(source, run)
+    done = cli("counterfactual", run, "--out", tmp_path / "cf", "--systems", "cgp")
+    assert done.returncode == 0, done.stderr
+    assert "trainer: fitted to the run's" in " ".join(done.stderr.split())
+    for line in done.stderr.splitlines():
+        words = line.split()
+        assert len(line) <= 100 or (len(words) <= 2 and words[-1].startswith("/")), line

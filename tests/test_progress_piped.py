@@ -138,6 +138,12 @@ def test_a_piped_whatif_says_its_cells_with_json_on_stdout(
     said = [line.rsplit(", ", 1)[0] for line in result.stderr.splitlines()
             if line.startswith(label)]
     assert said == [f"{label}: 2 to go", f"{label}: 1/2 (50%)", f"{label}: 2/2 (100%)"]
+    # its closing line (cells, figure, summary: 158 columns with a /tmp folder) wrapped,
+    # but for a path longer than a line itself, left whole
+    for line in result.stderr.splitlines():
+        words = line.split()
+        assert len(line) <= 100 or (len(words) <= 2 and words[-1].startswith("/")), line
+    assert f"{name}: 2 cells (2 cells in " in result.stderr
 
 
 def test_a_fit_says_its_steps_on_stderr_and_leaves_stdout_its_json(

@@ -144,7 +144,7 @@ def counterfactual_cmd(
         fail(f"{err}{hint}")
     runs = [*cfgs, *([twin_cfg] if twin_cfg is not None else [])]
     for line in _price(trace, out, runs, fitted, stated, set_ or [], work.timed):
-        typer.echo(line, err=True)
+        typer.echo(wrap(line), err=True)  # within 100 columns (the trainer's ran to 111)
     if twin_cfg is not None:
         typer.echo(f"twin: {schedule.said}", err=True)
     if fitted is not None and fitted.engine is not None:

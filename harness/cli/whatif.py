@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import console, fail, output_format, shown
+from harness.cli.common import console, fail, output_format, shown, wrap
 from harness.core.config import ConfigError
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -80,8 +80,9 @@ def whatif_cmd(
             show(console, rows_table(rows))
         timing = (f"{res.ran} cells in {res.wall_s:.1f} s wall on {jobs} jobs" if res.ran
                   else "all cells were done already")
-        say.print(f"{study}: {res.cells} cells ({timing}, {res.failed} failed); "
-                  f"figure {res.figure}; summary {res.out / 'summary.csv'}", highlight=False)
+        say.print(wrap(f"{study}: {res.cells} cells ({timing}, {res.failed} failed); "
+                       f"figure {res.figure}; summary {res.out / 'summary.csv'}"),
+                  highlight=False, markup=False, soft_wrap=True)  # 100 columns, paths whole
         if res.failed:
             raise typer.Exit(1)
     if fmt != "table":
