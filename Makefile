@@ -100,7 +100,7 @@ validate: setup setup-live
 
 # The simulated GPU step against measured serving latencies and kernels, and PipelineRL's
 # Appendix A with a measured U(h), and the GPU timings in measurements/ (no GPU, no live
-# engine; about 20 s, a minute on a fresh clone); then every external GPU measurement in one
+# engine; about a minute, 3-4 on a fresh clone); then every external GPU measurement in one
 # table (validate scale: results/validation/scale/, a few seconds).
 validate-gpu: setup
 	$(BIN)/rolloutbench validate gpu --out results/validation/gpu --force
