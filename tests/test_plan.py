@@ -122,6 +122,32 @@ def test_the_new_systems_knobs_have_short_labels() -> None:
     tlt = Point("tlt", lay, (("tlt.bs_threshold", 32), ("tlt.training_interval_steps", 10)))
     seer = Point("seer", lay, (("seer.chunk_tokens", 8192), ("seer.context_aware", False)))
     assert (tlt.knob_text(), seer.knob_text()) == ("bs=32 interval=10", "chunk=8192 ctx=n")
+    dyn = Point("verl-dynamic", lay, (("verl_dynamic.policy", "default"),
+                                      ("verl_dynamic.deactivate_ratio", 0.3)))
+    assert dyn.knob_text() == "pol=default deact=0.3"  # "deactivate_ra" / "tio=0.3" before
+
+
+def test_a_speculating_system_is_ranked_apart() -> None:
+    """tlt's engine drafts (an option every system has), so its lead is the engine's: on
+    the front of plain engines it pushed every other schedule off (a user's plan of
+    Qwen3-8B on 16 H100s showed tlt's 37.7k first, then others from 20.7k). It is on a
+    front of its own: the plain one is what the others dominate among themselves."""
+    import pandas as pd
+
+    from harness.studies.plan.output import pareto_table, speculates
+
+    assert speculates("tlt") and not speculates("cgp") and not speculates("nope")
+    space = build_space(plan_of(), ["cgp", "tlt", "verl-fully-async"])
+    table = pd.DataFrame({
+        "trial": [0, 1, 2, 3], "system": ["tlt", "cgp", "verl-fully-async", "tlt"],
+        "trained_tokens_per_s": [40e3, 20e3, 30e3, 35e3],
+        "offpolicy_token_frac": [0.0, 0.0, 0.4, 0.1], "lag_max": [3.0, 3.0, 7.0, 4.0],
+        "step_s": [1.0] * 4, "feasible": [True] * 4, "key": list("abcd"),
+    })
+    front = pareto_table(space, table)
+    # plain: cgp and verl-fully-async (neither beats the other); apart: tlt's 0 beats its 3
+    assert list(zip(front["trial"], front["engine"], strict=True)) == [
+        (2, "plain"), (1, "plain"), (0, "speculative")]
 
 
 def test_point_config_sets_layout_and_knobs() -> None:

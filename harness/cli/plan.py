@@ -256,15 +256,21 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
         _stage("no feasible configuration: see plan.csv (feasible, error)")
         return
     main = "trained tok/s" if space.plan.limits.objective == "throughput" else "s/step"
-    table = Table(title="top of the Pareto front (best first)", header_style="bold")
-    for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
-                      ("trained tok/s", "right"), ("s/step", "right"), ("off-pol %", "right"),
-                      ("lag", "right"), ("resp tok", "right")):
-        table.add_column(col + (" *" if col == main else ""), justify=just,
-                         overflow="fold")
-    for cells in front_rows(front):
-        table.add_row(*cells)
-    Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)
+    apart = front["engine"] == "speculative"  # tlt's (harness/studies/plan/output.py)
+    for rows, title in ((front[~apart], "top of the Pareto front (best first)"),
+                        (front[apart], "on a speculating engine, ranked apart (drafting is an "
+                                       "option every system has: --set sim.spec_drafter)")):
+        if not len(rows):
+            continue
+        table = Table(title=title, header_style="bold")
+        for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
+                          ("trained tok/s", "right"), ("s/step", "right"),
+                          ("off-pol %", "right"), ("lag", "right"), ("resp tok", "right")):
+            table.add_column(col + (" *" if col == main else ""), justify=just,
+                             overflow="fold")
+        for cells in front_rows(rows, 10 if title.startswith("top") else 3):
+            table.add_row(*cells)
+        Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)
     made = workload_response_tokens(space.plan)
     _stage("* the objective. trained tok/s and s/step: response tokens trained per second "
            "and\nseconds per optimizer step over each run's steady window (its warm-up and "

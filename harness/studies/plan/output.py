@@ -7,7 +7,10 @@ best/<system>.toml, excluded.csv, pareto.png, and the top of the front as a tabl
 - pareto.csv: the feasible configurations no other one beats on the objective
   and both staleness figures at once (the Pareto front of what was tried);
   configurations with the same figures (a knob that changed nothing) are one
-  row, the first tried, with `same` counting the others;
+  row, the first tried, with `same` counting the others. A system whose engine
+  speculates (tlt) is ranked apart, on a front of its own (`engine` speculative):
+  drafting is an engine option every system has (`sim.spec_drafter`), so a lead
+  from it is the engine's, not the schedule's (the staleness study ranks it so);
 - best/<system>.toml: each system's best feasible configuration by the
   objective (ties: less off-policy, then lower lag), a complete run config;
 - excluded.csv: the systems left out, and restrictions on those kept.
@@ -78,8 +81,27 @@ def _rank(space: Space, frame: pd.DataFrame) -> pd.DataFrame:
 def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
     """The feasible configurations that no other feasible one matches or beats on
     the objective, the off-policy token share and the max lag at once (and beats
-    on one), best first. A filter of what was tried, not a search."""
+    on one), best first. A filter of what was tried, not a search. Those on a plain
+    engine first, then those of systems whose engine speculates, each their own
+    front (`engine`)."""
     ok = _merge_equal(table[table["feasible"]])
+    kind = (ok["system"].map(lambda s: "speculative" if speculates(s) else "plain")
+            if "system" in ok else pd.Series("plain", index=ok.index))
+    ok = ok.assign(engine=kind.to_numpy())
+    fronts = [_front(space, ok[ok["engine"] == k]) for k in ("plain", "speculative")]
+    kept = [f for f in fronts if len(f)]
+    return pd.concat(kept, ignore_index=True) if len(kept) > 1 else (kept or fronts)[0]
+
+
+def speculates(system: str) -> bool:
+    """Whether `system`'s engine speculates (its `speculates`: tlt's drafter)."""
+    from systems import SYSTEMS
+
+    return bool(getattr(SYSTEMS.get(system), "speculates", False))
+
+
+def _front(space: Space, ok: pd.DataFrame) -> pd.DataFrame:
+    """The configurations of `ok` none of the others dominates, best first."""
     sign = -1.0 if space.plan.limits.objective == "throughput" else 1.0
     main = main_metric(space)
     loss = np.column_stack([sign * ok[main].to_numpy(float),
