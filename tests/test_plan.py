@@ -418,3 +418,23 @@ def test_a_set_reaches_every_configuration_and_its_best_toml(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     best = next((tmp_path / "p" / "best").glob("*.toml")).read_text()
     assert 'spec_drafter = "mtp"' in best
+
+
+def test_where_every_engine_drafts_every_system_is_on_one_front() -> None:
+    """`plan --set sim.spec_drafter=mtp` plans speculative rollouts for every system: none
+    is apart then, and tlt is ranked with the rest."""
+    import dataclasses
+
+    import pandas as pd
+
+    from harness.studies.plan.output import pareto_table
+
+    plan = dataclasses.replace(plan_of(), sets=("sim.spec_drafter=mtp",))
+    space = build_space(plan, ["cgp", "tlt"])
+    table = pd.DataFrame({
+        "trial": [0, 1], "system": ["tlt", "cgp"], "trained_tokens_per_s": [40e3, 20e3],
+        "offpolicy_token_frac": [0.0, 0.0], "lag_max": [3.0, 3.0], "step_s": [1.0] * 2,
+        "feasible": [True] * 2, "key": list("ab"),
+    })
+    front = pareto_table(space, table)
+    assert list(front["trial"]) == [0] and set(front["engine"]) == {"speculative"}

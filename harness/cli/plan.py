@@ -257,6 +257,8 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
         return
     main = "trained tok/s" if space.plan.limits.objective == "throughput" else "s/step"
     apart = front["engine"] == "speculative"  # tlt's (harness/studies/plan/output.py)
+    if apart.all():  # every engine drafts (--set sim.spec_drafter=...): one front
+        apart = ~apart
     for rows, title in ((front[~apart], "top of the Pareto front (best first)"),
                         (front[apart], "on a speculating engine, ranked apart (drafting is an "
                                        "option every system has: --set sim.spec_drafter)")):

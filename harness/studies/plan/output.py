@@ -83,9 +83,10 @@ def pareto_table(space: Space, table: pd.DataFrame) -> pd.DataFrame:
     the objective, the off-policy token share and the max lag at once (and beats
     on one), best first. A filter of what was tried, not a search. Those on a plain
     engine first, then those of systems whose engine speculates, each their own
-    front (`engine`)."""
+    front (`engine`); where the plan sets every engine drafting, all are one front."""
     ok = _merge_equal(table[table["feasible"]])
-    kind = (ok["system"].map(lambda s: "speculative" if speculates(s) else "plain")
+    every = space.plan.base_config().sim.spec_drafter != "off"  # --set: every one drafts
+    kind = (ok["system"].map(lambda s: "speculative" if every or speculates(s) else "plain")
             if "system" in ok else pd.Series("plain", index=ok.index))
     ok = ok.assign(engine=kind.to_numpy())
     fronts = [_front(space, ok[ok["engine"] == k]) for k in ("plain", "speculative")]
