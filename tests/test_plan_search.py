@@ -163,3 +163,18 @@ def test_every_system_gets_its_share_of_the_budget(tmp_path: Path) -> None:
     assert search.distinct(study) == 40
     assert all(len(tried.get(s, ())) >= n for s, n in floor.items()), \
         {s: len(k) for s, k in tried.items()}
+
+
+def test_a_speculating_system_is_printed_and_written_apart(tmp_path: Path) -> None:
+    """tlt's engine drafts: its configurations are a front of their own, under the main
+    table and marked in pareto.csv (tests/test_plan.py works the fronts by hand)."""
+    out = tmp_path / "plan"
+    result = plan_cli(*ROLLOUTPIPE, "-R", "8", "-U", "2", "--budget", "8", "--jobs", "1",
+                      "--systems", "cgp,tlt", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    front = read_csv(out / "pareto.csv")
+    engines = {(r["system"], r["engine"]) for r in front}
+    assert ("cgp", "plain") in engines and ("tlt", "speculative") in engines
+    assert {e for s, e in engines if s == "tlt"} == {"speculative"}
+    text = " ".join(result.output.split())
+    assert text.index("top of the Pareto front") < text.index("ranked apart")
