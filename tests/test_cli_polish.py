@@ -72,3 +72,25 @@ def test_a_zstd_trace_cut_in_its_first_block_is_not_called_empty(tmp_path: Path)
     assert code == 2
     assert err == (f"error: {path}: nothing decodable: a zstd trace cut inside its first "
                    f"block (a run killed before it flushed one?)\n")
+
+
+@pytest.mark.parametrize(("args", "file", "opening"), [
+    # a default nobody set: named as the default, not as a --set never typed
+    ([], '[sim]\nmodel = "qwen3-235b-a22b"\nrollout_gpu = "a100-40gb-pcie"\n',
+     "error: sim.rollout_tp=2 (the default): qwen3-235b-a22b's bf16 weights take"),
+    # the file's own field, also where the check says --set FIELD=VALUE
+    ([], '[sim]\nrollout_tp = 2\nmodel = "qwen3-235b-a22b"\n',
+     "error: --config c.toml: sim.rollout_tp = 2: qwen3-235b-a22b's"),
+    (["--gpu", "h100"], None, "error: --gpu h100: unknown hardware preset 'h100'"),
+])
+def test_an_error_names_what_the_user_gave_for_its_field(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], file: str | None,
+        opening: str) -> None:
+    """`[sim] model = ...` in a file said `--set sim.rollout_tp=2`, an option never typed,
+    and `--gpu h100` said `sim.rollout_gpu`."""
+    monkeypatch.chdir(tmp_path)
+    if file is not None:
+        (tmp_path / "c.toml").write_text(file)
+        args = [*args, "--config", "c.toml"]
+    code, _, err = invoke("run", *args, "--out", "o")
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith(opening), err

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from harness.core.config import ConfigError, RunConfig
-from harness.core.config_io import apply, load_toml, set_path
+from harness.core.config_io import apply, config_fields, load_toml, set_path
 
 console = Console()
 
@@ -169,8 +169,11 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
             steps_to_groups(cfg, steps, options.get("groups"), sets)
         check_run(cfg)
     except ConfigError as err:
-        raise _blame_file(err, config, {k: v for k, v in from_file.items()
-                                        if k not in typed}) from None
+        named = {k: (f"--{k.replace('_', '-')}", v) for k, v in options.items() if v is not None}
+        named |= {f"sim.{k}": ("--gpu" if k == "rollout_gpu" else f"--{k}", v)
+                  for k, v in sim.items() if v is not None}
+        raise _as_typed(err, cfg, config, {k: v for k, v in from_file.items()
+                                           if k not in typed}, named, typed) from None
     if "update_groups" in options and not shared:  # `run`: an option its system does not read
         from harness.run.knob_check import check_knobs
 
@@ -212,25 +215,48 @@ def _leaves(table: dict, prefix: str = "") -> list[tuple[str, object]]:
 
 # A check's message opens with the option that sets the field: `--groups: ...`,
 # `--set sim.mem_fraction: ...`, or the bare field `sim.rollout_gpu: ...`.
-_OPENING = re.compile(r"^(?:--set |--)?([A-Za-z][\w.-]*)(?: [^:]*)?: (.*)$", re.S)
+# an error's opening: `--set FIELD=VALUE: `, `--FIELD VALUE: `, `FIELD: ` (the field, the rest)
+_OPENING = re.compile(r"^(?:--set )?(?:--)?([A-Za-z][\w.-]*)(?:=[^:\s]*| [^:]*)?: (.*)$", re.S)
 
 
-def _blame_file(err: ConfigError, config: Path | None,
-                from_file: dict[str, object]) -> ConfigError:
-    """`err` reworded to name the config file and its field when the file set that
-    field; `err` itself otherwise."""
+def _as_typed(err: ConfigError, cfg: RunConfig, config: Path | None,
+              from_file: dict[str, object], named: dict[str, tuple[str, object]],
+              typed: set[str]) -> ConfigError:
+    """`err` reworded to name what the user gave for the field it opens with: the config
+    file and its field (`--config c.toml: groups = 0: ...`), the option as typed (`--gpu
+    h100: ...`, not `sim.rollout_gpu: ...`; `--runtime live`, not `--set runtime=live`),
+    or, for a field nobody set, its default (`sim.rollout_tp=2 (the default): ...`, not
+    `--set sim.rollout_tp=2`, which the user never typed); `err` itself otherwise."""
     found = _OPENING.match(str(err))
-    if config is None or found is None:
+    if found is None:
         return err
     field = found[1] if "." in found[1] else found[1].replace("-", "_")
-    if field not in from_file:
+    if config is not None and field in from_file:
+        said = f"--config {config}: {field} = {_toml(from_file[field])}"
+    elif field in named:
+        option, value = named[field]
+        if str(err).startswith((f"{option} ", f"{option}:")):  # named as typed already
+            return err
+        said = f"{option} {value}"
+    elif field not in typed and field in _FIELDS:
+        value = cfg
+        for part in field.split("."):
+            value = getattr(value, part)
+        said = f"{field}={_toml(value)} (the default)"
+    else:
         return err
-    value = from_file[field]
-    shown = json.dumps(value) if isinstance(value, str) else str(value).lower() \
-        if isinstance(value, bool) else str(value)
-    blamed = type(err)(f"--config {config}: {field} = {shown}: {found[2]}")
+    blamed = type(err)(f"{said}: {found[2]}")
     blamed.__dict__.update(err.__dict__)  # its kind and fields kept (a PlacementError's reason)
     return blamed
+
+
+def _toml(value: object) -> str:
+    """A value as a TOML file writes it."""
+    return json.dumps(value) if isinstance(value, str) else str(value).lower() \
+        if isinstance(value, bool) else str(value)
+
+
+_FIELDS = frozenset(name for name, _, _ in config_fields(RunConfig()))
 
 
 def _interrupt(signum: int, frame: object) -> None:
