@@ -200,6 +200,12 @@ def test_metrics_of_several_traces_names_each_rows_trace_and_seed(tmp_path: Path
     rows = json.loads(done.stdout)
     assert [(r["trace"], r["seed"]) for r in rows] == [("s3/trace.jsonl.zst", 3),
                                                        ("s4/trace.jsonl.zst", 4)]
+    # the table: one a trace, under its name (one system's two runs' rows were alike)
+    table = cli("metrics", "s3", "s4", cwd=tmp_path).stdout.splitlines()
+    heads = [i for i, line in enumerate(table) if line in ("s3/trace.jsonl.zst",
+                                                           "s4/trace.jsonl.zst")]
+    assert [table[i] for i in heads] == ["s3/trace.jsonl.zst", "s4/trace.jsonl.zst"]
+    assert sum(line.rstrip().endswith(" · sci-jl") for line in table) == 2
 
 
 def test_the_command_list_gives_each_commands_first_sentence_on_one_line() -> None:

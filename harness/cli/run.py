@@ -370,8 +370,16 @@ def metrics_cmd(
             seed = _seed(path)
             for row in trace_rows:
                 row.update(trace=str(path), seed=seed)
-    rows = [row for trace_rows in per_trace for row in trace_rows]
-    (print_rows if steps else print_metrics)(rows, fmt)
+    show = print_rows if steps else print_metrics
+    if fmt == "table" and len(traces) > 1:  # a table a trace, under its name: two runs of
+        for path, trace_rows in zip(traces, per_trace, strict=True):  # one system were
+            console.print(f"{path}", style="bold", highlight=False)  # rows alike before
+            if trace_rows:
+                show(trace_rows, fmt)
+            if not steps:
+                _print_delivered(path, delivered_line(figs[str(path)]))
+        return
+    show([row for trace_rows in per_trace for row in trace_rows], fmt)
     if fmt == "table" and not steps:
         for path in traces:
             _print_delivered(path, delivered_line(figs[str(path)]))
