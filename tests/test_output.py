@@ -294,3 +294,33 @@ def test_a_wide_summary_goes_on_in_further_tables_and_never_cuts_a_name_or_numbe
     for i in range(9):
         assert f"{20567 + i}" in text  # every number whole
     assert "160" in text and "0.85" in text
+
+
+def _laid_out(renderable: Any) -> list[str]:
+    """`renderable` as `show` prints it on a wide (piped) console."""
+    from harness.cli.tables import show
+
+    out = io.StringIO()
+    show(Console(width=200, file=out), renderable)
+    return out.getvalue().splitlines()
+
+
+def test_a_tables_names_stay_whole_where_they_fit_and_it_keeps_to_100_columns() -> None:
+    """counterfactual's table cut "verl-fully-asy" / "nc" and "verl-one-step-" / "off":
+    a text column is as wide as its longest word where the table still fits 100."""
+    from harness.cli.tables import COUNTERFACTUAL_COLUMNS, build, counterfactual_table
+
+    figures = {"trained_tokens_per_s": 2938.2, "trained_samples_per_s": 0.73, "step_s": 22.0,
+               "generated_tokens_per_s": 3139.0, "lag_mean": 4.07, "ess": 0.992,
+               "rollout_complete_s": 161.0, "steps": "6-12/16"}
+    rows = [{"system": "cgp (measured)", "source": "trace", **figures},
+            {"system": "cgp", "source": "simulated twin", **figures},
+            *({"system": s, "source": "simulated", **figures}
+              for s in ("verl-fully-async", "verl-one-step-off"))]
+    lines = _laid_out(counterfactual_table(rows))
+    assert max(map(len, lines)) <= 100
+    names = [line.split()[0] for line in lines if line.startswith(" verl")]
+    assert names == ["verl-fully-async", "verl-one-step-off"]
+    # too wide with every word whole (each text cell one long word): cut, still 100 wide
+    wide = [{**r, "source": "x" * 40, "steps": "y" * 40} for r in rows]
+    assert max(map(len, _laid_out(build(wide, COUNTERFACTUAL_COLUMNS, lift=())))) <= 100

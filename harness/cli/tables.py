@@ -89,17 +89,22 @@ def cell(value: Any, kind: str = "num") -> str:
 
 
 def _table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None,
-           caption: str | None) -> Table:
+           caption: str | None, whole_words: bool = True) -> Table:
     # two spaces between columns: a left pad and the box's blank separator
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), show_edge=False,
                   header_style="bold", title=title, title_justify="left", caption=caption,
                   caption_justify="left")
-    for col in columns:
+    cells = [[cell(row.get(c.key), c.kind) for c in columns] for row in rows]
+    for at, col in enumerate(columns):
         text = col.kind == "text"
+        # a text column as wide as its longest word (up to 20): a name is wrapped at its
+        # spaces, never cut mid-word ("verl-fully-asy" / "nc" in counterfactual's table)
+        word = (max((len(w) for r in cells for w in r[at].split()), default=0)
+                if text and whole_words else 0)
         table.add_column(col.header, justify="left" if text else "right",
-                         no_wrap=not text, overflow="fold")
-    for row in rows:
-        table.add_row(*[Text(cell(row.get(c.key), c.kind)) for c in columns])
+                         no_wrap=not text, overflow="fold", min_width=min(word, 20) or None)
+    for row in cells:
+        table.add_row(*map(Text, row))
     return table
 
 
@@ -130,7 +135,17 @@ def build(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str 
         shown = [c for c in shown if c.key != key]
         note = f"not shown for width: {', '.join(c.header.replace(chr(10), ' ') for c in dropped)}"
         table = _table(rows, shown, full_title, " · ".join(x for x in (caption, note) if x))
+    if _laid_out_width(table) > WIDTH:  # its words whole would not fit: cut where they must
+        table = _table(rows, shown, table.title, table.caption, whole_words=False)
     return table
+
+
+def _laid_out_width(table: Table) -> int:
+    """The widest line of `table` laid out in WIDTH columns (wider where its columns'
+    least widths add up to more: rich's own measure of that least says less)."""
+    out = io.StringIO()
+    Console(width=10_000, file=out).print(table, width=WIDTH)
+    return max((len(line) for line in out.getvalue().splitlines()), default=0)
 
 
 def show(console: Console, renderable: Any) -> None:
@@ -333,4 +348,8 @@ def counterfactual_table(rows: Sequence[dict[str, Any]]) -> Table:
                   for key, value in twin.items() if key.endswith("_error")]
         if errors:
             caption += "\nsimulated twin vs measured: " + ", ".join(errors)
-    return build(rows, COUNTERFACTUAL_COLUMNS, caption=caption, lift=())
+    short = {"simulated": "sim", "simulated twin": "twin"}  # the CSV says them whole
+    shown = [{**r, "source": short.get(str(r.get("source")), r.get("source"))} for r in rows]
+    caption = ("source: trace (the run itself), twin (its own schedule simulated), sim "
+               "(simulated) · " + caption)
+    return build(shown, COUNTERFACTUAL_COLUMNS, caption=caption, lift=())
