@@ -7,7 +7,6 @@ closes the trace with `run_end` and leaves no process behind.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -23,16 +22,9 @@ from harness.core.config import RunConfig  # noqa: E402
 from harness.core.metrics import round_metrics  # noqa: E402
 from harness.core.trace import read_trace  # noqa: E402
 from harness.run.execute import execute  # noqa: E402
+from tests.processes import all_gone  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_cgp_runs_on_ray_actors(model_dir: Path, tmp_path: Path) -> None:
@@ -84,7 +76,7 @@ def test_a_killed_engine_actor_ends_the_run_with_an_error(model_dir: Path,
     after = [e["status"] for e in events[faults[0]:]
              if e["ev"] == "request_finish" and e.get("group") == KillsTheEngine.requests]
     assert "finished" not in after, after
-    assert _all_gone(fault["pids"], within_s=60.0)  # a busy machine reaps more slowly
+    assert all_gone(fault["pids"], within_s=60.0)  # a busy machine reaps more slowly
 
 
 def test_ctrl_c_closes_the_trace_and_leaves_no_process(model_dir: Path, tmp_path: Path) -> None:
@@ -110,18 +102,7 @@ def test_ctrl_c_closes_the_trace_and_leaves_no_process(model_dir: Path, tmp_path
     assert "interrupted" in err.strip().splitlines()[-1]
     last = read_trace(trace)[-1]
     assert last["ev"] == "run_end" and last["error"] == "interrupted"
-    assert children and _all_gone(children)
-
-
-def _all_gone(pids: list[int], within_s: float = 15.0) -> bool:
-    """Children exit on their own once the parent has gone (the engine core at
-    shutdown, Python's resource tracker when its pipe closes): give them a moment."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if all(_gone(pid) for pid in pids):
-            return True
-        time.sleep(0.5)
-    return False
+    assert children and all_gone(children)
 
 
 def _children(pid: int) -> list[int]:

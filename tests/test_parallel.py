@@ -9,7 +9,6 @@ progress is one line per run when the output is not a terminal.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from harness.core.config import RunConfig
 from harness.core.plots import save_figure
 from harness.studies.reproduce import pool
 from harness.studies.reproduce.grid import run_grid
+from tests.processes import all_gone
 
 
 def small_paper(name: str, systems: tuple[str, ...]):  # type: ignore[no-untyped-def]
@@ -145,15 +145,4 @@ def test_stopping_the_pool_ends_the_runs_already_sent() -> None:
     # its worker where the pool had handed it over already
     assert queued.cancelled() or isinstance(queued.exception(timeout=20),
                                             cf.process.BrokenProcessPool)
-    while pids and time.monotonic() - start < 20:
-        pids = [pid for pid in pids if _alive(pid)]
-        time.sleep(0.05)
-    assert not pids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    assert all_gone(pids, within_s=20.0 - (time.monotonic() - start), every_s=0.05)
