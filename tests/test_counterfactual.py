@@ -234,3 +234,36 @@ def test_the_lines_that_say_what_prices_the_runs_fit_100_columns(tmp_path: Path)
     for line in done.stderr.splitlines():
         words = line.split()
         assert len(line) <= 100 or (len(words) <= 2 and words[-1].startswith("/")), line
+
+
+def test_a_stopped_counterfactual_leaves_none_of_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C left the twin's engine file and some runs' traces with no table, and a
+    rerun without --force wrote beside them; now the folder it made goes with them, and a
+    forced rerun lets go of the counterfactual it replaces before it starts."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    source = RunConfig(system="cgp", workload=f"trace:{pipelinerl_trace(tmp_path)}",
+                       groups=8, group_size=2, update_groups=2, rounds=2).validate()
+    run = tmp_path / "run.jsonl"
+    execute(source, run)
+
+    def stopped(trace: Path, cfgs: list, out: Path, twin: object = None) -> list:
+        (out / "runs").mkdir(parents=True, exist_ok=True)
+        (out / "runs" / "cgp.jsonl.zst").write_bytes(b"half")  # a run done before the stop
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cf, "run", stopped)
+    out = tmp_path / "cf"
+    done = CliRunner().invoke(app, ["counterfactual", str(run), "--out", str(out),
+                                    "--systems", "cgp"])
+    assert done.exit_code == 130 and not out.exists()
+    out.mkdir()  # a folder of the user's, with a counterfactual in it: kept, emptied of it
+    (out / "counterfactual.csv").write_text("old")
+    (out / "mine.txt").write_text("the user's")
+    done = CliRunner().invoke(app, ["counterfactual", str(run), "--out", str(out),
+                                    "--systems", "cgp", "--force"])
+    assert done.exit_code == 130
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]

@@ -143,28 +143,51 @@ def counterfactual_cmd(
                 "logs)") if "missing field 'ev'" in str(err) else ""
         fail(f"{err}{hint}")
     runs = [*cfgs, *([twin_cfg] if twin_cfg is not None else [])]
-    for line in _price(trace, out, runs, fitted, stated, set_ or [], work.timed):
-        typer.echo(wrap(line), err=True)  # within 100 columns (the trainer's ran to 111)
-    if twin_cfg is not None:
-        typer.echo(f"twin: {schedule.said}", err=True)
-    if fitted is not None and fitted.engine is not None:
-        for line in _speculated_twice(work.header, runs):
-            typer.echo(line, err=True)
-    typer.echo(notes.getvalue(), err=True, nl=False)
-    if left_out:
-        typer.echo(wrap(f"note: left out, as their sources do not run on this cluster: "
-                        f"{'; '.join(left_out)}"), err=True)
-    given = _given(config, set_ or [], update_groups)
-    ignored = ignored_line(cfgs, given, given, {"update_groups": "--update-groups"})
-    if ignored:  # the shared options apply where read; said once, not refused
-        typer.echo(f"note: {ignored}", err=True)
-    rows = cf.run(trace, cfgs, out, twin_cfg)
-    write_atomic(out / "counterfactual.csv", to_csv(rows))
-    cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")
+    existed = out.exists()
+    if force:  # the counterfactual it replaces, let go of now: never its runs beside these
+        _let_go(out)
+    try:
+        for line in _price(trace, out, runs, fitted, stated, set_ or [], work.timed):
+            typer.echo(wrap(line), err=True)  # within 100 columns (the trainer's ran to 111)
+        if twin_cfg is not None:
+            typer.echo(f"twin: {schedule.said}", err=True)
+        if fitted is not None and fitted.engine is not None:
+            for line in _speculated_twice(work.header, runs):
+                typer.echo(line, err=True)
+        typer.echo(notes.getvalue(), err=True, nl=False)
+        if left_out:
+            typer.echo(wrap(f"note: left out, as their sources do not run on this cluster: "
+                            f"{'; '.join(left_out)}"), err=True)
+        given = _given(config, set_ or [], update_groups)
+        ignored = ignored_line(cfgs, given, given, {"update_groups": "--update-groups"})
+        if ignored:  # the shared options apply where read; said once, not refused
+            typer.echo(f"note: {ignored}", err=True)
+        rows = cf.run(trace, cfgs, out, twin_cfg)
+        write_atomic(out / "counterfactual.csv", to_csv(rows))
+        cf.figure(rows, out / "counterfactual.png", f"{trace.name}: every system on its work")
+    except KeyboardInterrupt:  # stopped before its table: none of its files left behind
+        _let_go(out)
+        if not existed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
     emit(console, rows, fmt, counterfactual_table)
     if fmt == "table":
         console.print(f"wrote {out / 'counterfactual.csv'} and {out / 'counterfactual.png'}",
                       highlight=False)
+
+
+def _let_go(out: Path) -> None:
+    """What a counterfactual writes in OUT (`WRITES`), removed: a Ctrl-C left the twin's
+    engine file and a third of the runs' traces without a table, which a rerun without
+    --force then wrote beside."""
+    import shutil
+
+    for name in WRITES:
+        path = out / name.rstrip("/")
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _speculated_twice(header: dict, runs: list[RunConfig]) -> list[str]:
