@@ -324,3 +324,10 @@ def test_a_tables_names_stay_whole_where_they_fit_and_it_keeps_to_100_columns() 
     # too wide with every word whole (each text cell one long word): cut, still 100 wide
     wide = [{**r, "source": "x" * 40, "steps": "y" * 40} for r in rows]
     assert max(map(len, _laid_out(build(wide, COUNTERFACTUAL_COLUMNS, lift=())))) <= 100
+
+
+def test_every_default_in_help_reads_as_run_shows_it() -> None:
+    """`plan --help` said `[default: (32)]` where `run --help` says `[default: 32]` (click
+    brackets a default given as text); every command says a default one way."""
+    odd = [" ".join(path) for path, cmd in commands() if "[default: (" in help_text(*path)]
+    assert odd == []

@@ -15,7 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli.common import _interrupt, console, fail, refuse_overwrite, workload_file
+from harness.cli.common import (
+    _interrupt,
+    console,
+    fail,
+    refuse_overwrite,
+    shown,
+    workload_file,
+)
 from harness.core.config import ConfigError
 from harness.core.progress import Bar, counted
 from harness.core.registry import UnknownName
@@ -40,14 +47,14 @@ def plan_cmd(
     gpus: Annotated[int, _opt(help="GPUs in the cluster, N.")],
     gpu: Annotated[str, _opt(help="GPU preset (`rolloutbench presets` lists them).")],
     workload: Annotated[str, _opt(help="Workload profile, or trace:PATH (see `workloads`).")],
-    groups: Annotated[int | None, _opt("--groups", "-R", help="Groups per rollout R.",
-                                       show_default="32")] = None,
-    group_size: Annotated[int | None, _opt("--group-size", "-K", help="Samples per prompt K.",
-                                           show_default="8")] = None,
+    groups: Annotated[int | None, _opt("--groups", "-R",
+                                       help="Groups per rollout R." + shown(32))] = None,
+    group_size: Annotated[int | None, _opt("--group-size", "-K",
+                                           help="Samples per prompt K." + shown(8))] = None,
     update_groups: Annotated[int | None, _opt("--update-groups", "-U", help="Groups per "
-                                              "optimizer update U.", show_default="2")] = None,
+                                              "optimizer update U." + shown(2))] = None,
     max_response_tokens: Annotated[int | None, _opt(
-        "--max-response-tokens", help="Response cap.", show_default="the workload's cap")] = None,
+        "--max-response-tokens", help="Response cap." + shown("the workload's cap"))] = None,
     rollout_batch_size: Annotated[int | None, _opt(help="slime's name for R.")] = None,
     n_samples_per_prompt: Annotated[int | None, _opt(help="slime's name for K.")] = None,
     global_batch_size: Annotated[int | None, _opt(help="slime's: samples per update, U x K."
@@ -60,7 +67,7 @@ def plan_cmd(
                                    "optimizer steps (docs/plan.md#the-yardstick).")]
     = "throughput",
     max_lag: Annotated[int | None, _opt(help="Most optimizer steps between a token's "
-                                        "generation and its training.", show_default="no limit")]
+                                        "generation and its training." + shown("no limit"))]
     = None,
     on_policy: Annotated[bool, _opt("--on-policy", help="Every trained token from its "
                                     "round's starting weights: no carried tokens, no in-flight "
@@ -73,8 +80,8 @@ def plan_cmd(
                                 "between fill and drain; tail batching at least one "
                                 "short-long period.")] = 4,
     seed: Annotated[int, _opt(help="Seed of the workload and the sampler.")] = 0,
-    jobs: Annotated[int | None, _opt("--jobs", "-j", help="Configurations at a time.",
-                                     show_default="the CPU count")] = None,
+    jobs: Annotated[int | None, _opt("--jobs", "-j", help="Configurations at a time."
+                                     + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, _opt(help="Run configurations as Ray tasks on this "
                                             "cluster ('local': a private Ray).")] = None,
     sampler: Annotated[str, _opt(help="auto (exhaustive when the space fits the budget, "
@@ -90,8 +97,8 @@ def plan_cmd(
                                           "split over them.")] = False,
     calibration: Annotated[str, _opt(help="Simulator calibration: "
                                      f"{', '.join(calibration_names())}.")] = "rolloutpipe",
-    systems: Annotated[str | None, _opt(help="Comma-separated systems to consider.",
-                                        show_default="every registered one")] = None,
+    systems: Annotated[str | None, _opt(help="Comma-separated systems to consider."
+                                        + shown("every registered one"))] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", metavar="<str>",
         help="Override for every configuration: section.field=value (e.g. "

@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli.common import console, fail, output_format
+from harness.cli.common import console, fail, output_format, shown
 from harness.cli.tables import machine, show
 from harness.core.config import ConfigError
 from harness.core.registry import UnknownName
@@ -66,8 +66,8 @@ def print_report(report: Report, console: Console = console) -> None:
 def regress_cmd(
     baselines: Annotated[Path, typer.Option(
         help="Directory with grid.toml, tolerances.toml and metrics.csv (grid and "
-             "tolerances default to the committed ones when absent).",
-        show_default="results/baselines of the checkout")] = DEFAULT_DIR,
+             "tolerances default to the committed ones when absent)."
+             + shown("results/baselines of the checkout"), show_default=False)] = DEFAULT_DIR,
     update_: Annotated[bool, typer.Option(
         "--update", help="Rewrite metrics.csv from this run (after an intended change).")]
     = False,
