@@ -371,9 +371,10 @@ def metrics_cmd(
             for row in trace_rows:
                 row.update(trace=str(path), seed=seed)
     show = print_rows if steps else print_metrics
-    if fmt == "table" and len(traces) > 1:  # a table a trace, under its name: two runs of
-        for path, trace_rows in zip(traces, per_trace, strict=True):  # one system were
-            console.print(f"{path}", style="bold", highlight=False)  # rows alike before
+    if fmt == "table" and len(traces) > 1:
+        # a table a trace, under its name: two runs of one system printed rows alike
+        for path, trace_rows in zip(traces, per_trace, strict=True):
+            console.print(f"{path}", style="bold", highlight=False)
             if trace_rows:
                 show(trace_rows, fmt)
             if not steps:
