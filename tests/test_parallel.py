@@ -130,13 +130,20 @@ def test_stopping_the_pool_ends_the_runs_already_sent() -> None:
     (its pid reaped by the pool's own thread, so it is looked up, not joined)."""
     import concurrent.futures as cf
     import multiprocessing
+    import signal
     import time
 
-    executor = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
-    running = executor.submit(_sleep, 60.0)
-    queued = executor.submit(_sleep, 60.0)
-    while not running.running():
-        time.sleep(0.01)
+    # workers forked while SIGTERM is caught, as after `run` or `plan` in one process (the
+    # full suite's CLI tests): terminating them let the run go on
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        executor = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+        running = executor.submit(_sleep, 60.0)
+        queued = executor.submit(_sleep, 60.0)
+        while not running.running():
+            time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, before)
     pids = list(executor._processes)  # noqa: SLF001
     start = time.monotonic()
     pool._stop(executor)  # noqa: SLF001

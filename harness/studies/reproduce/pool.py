@@ -273,12 +273,14 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
 
 def _stop(executor: cf.ProcessPoolExecutor) -> None:
     """The queued runs dropped and the running ones ended with their workers: dropping the
-    queue alone let verl-async's twin run on for 30 s after a Ctrl-C. (The workers are
-    read before `shutdown`, which forgets them.)"""
+    queue alone let verl-async's twin run on for 30 s after a Ctrl-C. Killed, not asked
+    to end: a worker is forked with its parent's handlers, and one that caught SIGTERM
+    (`run` and `plan` set one) went on. (The workers are read before `shutdown`, which
+    forgets them.)"""
     workers = list((getattr(executor, "_processes", None) or {}).values())
     executor.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
-        worker.terminate()
+        worker.kill()
 
 
 @contextlib.contextmanager
