@@ -127,29 +127,6 @@ def test_the_new_systems_knobs_have_short_labels() -> None:
     assert dyn.knob_text() == "pol=default deact=0.3"  # "deactivate_ra" / "tio=0.3" before
 
 
-def test_a_speculating_system_is_ranked_apart() -> None:
-    """tlt's engine drafts (an option every system has), so its lead is the engine's: on
-    the front of plain engines it pushed every other schedule off (a user's plan of
-    Qwen3-8B on 16 H100s showed tlt's 37.7k first, then others from 20.7k). It is on a
-    front of its own: the plain one is what the others dominate among themselves."""
-    import pandas as pd
-
-    from harness.studies.plan.output import pareto_table, speculates
-
-    assert speculates("tlt") and not speculates("cgp") and not speculates("nope")
-    space = build_space(plan_of(), ["cgp", "tlt", "verl-fully-async"])
-    table = pd.DataFrame({
-        "trial": [0, 1, 2, 3], "system": ["tlt", "cgp", "verl-fully-async", "tlt"],
-        "trained_tokens_per_s": [40e3, 20e3, 30e3, 35e3],
-        "offpolicy_token_frac": [0.0, 0.0, 0.4, 0.1], "lag_max": [3.0, 3.0, 7.0, 4.0],
-        "step_s": [1.0] * 4, "feasible": [True] * 4, "key": list("abcd"),
-    })
-    front = pareto_table(space, table)
-    # plain: cgp and verl-fully-async (neither beats the other); apart: tlt's 0 beats its 3
-    assert list(zip(front["trial"], front["engine"], strict=True)) == [
-        (2, "plain"), (1, "plain"), (0, "speculative")]
-
-
 def test_point_config_sets_layout_and_knobs() -> None:
     plan = plan_of(Cluster("qwen2.5-7b", 16, "h800-sxm"), r=16, u=16, workload="rp-mix")
     point = Point("rollpacker", Layout(DISAGGREGATED, 2, 3, 10),
@@ -214,51 +191,6 @@ def test_summarise_by_hand() -> None:
     assert got["lag_max"] == 3.0 and got["rollout_s"] == 140.0
 
 
-def test_pareto_front_by_hand() -> None:
-    import pandas as pd
-
-    from harness.studies.plan.output import pareto_table
-    from harness.studies.plan.space import build_space
-
-    space = build_space(plan_of(), ["cgp"])
-    table = pd.DataFrame({
-        "trial": [0, 1, 2, 3, 4, 5],
-        "trained_tokens_per_s": [1e3 / s for s in (100.0, 90.0, 120.0, 100.0, 80.0, 95.0)],
-        "offpolicy_token_frac": [0.0, 0.1, 0.0, 0.0, 0.3, 0.1],
-        "lag_max": [7.0, 3.0, 7.0, 7.0, 9.0, 3.0],
-        "step_s": [1.0] * 6,
-        "feasible": [True, True, True, True, True, False],
-        "key": list("abcdef"),
-    })
-    # 2 is beaten by 0; 3 ties 0 everywhere (neither beats the other: one point, the
-    # first tried, with "1 same"); 5 is infeasible.
-    front = pareto_table(space, table)
-    assert list(front["trial"]) == [4, 1, 0] and list(front["same"]) == [0, 0, 1]
-
-
-def test_front_keeps_one_of_the_configurations_that_simulate_alike() -> None:
-    import pandas as pd
-
-    from harness.studies.plan.output import front_rows, pareto_table
-
-    space = build_space(plan_of(), ["cgp"])
-    table = pd.DataFrame({
-        "trial": [0, 1, 2, 3], "system": ["cgp", "cgp", "cgp", "cgp"],
-        "layout": ["a", "b", "c", "d"], "knobs": ["k=1", "k=2", "k=3", ""],
-        "trained_tokens_per_s": [1e3 / s for s in (100.0, 100.0, 90.0, 100.0000004)],
-        "offpolicy_token_frac": [0.0, 0.0, 0.1, 0.0], "lag_max": [7.0, 7.0, 3.0, 7.0],
-        "step_s": [1.0] * 4, "feasible": [True] * 4, "key": list("abcd"),
-        "response_tokens": [900.0, 900.0, 600.0, 900.0],
-        "response_share": [1.0, 1.0, 600 / 900, 1.0],
-    })
-    # 0, 1 and 3 agree to 6 significant digits: one point, the first tried, "+2"
-    front = pareto_table(space, table)
-    assert list(front["trial"]) == [2, 0] and list(front["same"]) == [0, 2]
-    rows = front_rows(front)
-    assert rows[1][2] == "k=1 +2" and rows[1][-1] == "900"
-    assert rows[0][-1] == "600 !"  # a third shorter than the workload's: flagged
-
-
 def test_biased_is_beyond_ten_percent_either_way() -> None:
     from harness.studies.plan.bias import biased
 
@@ -283,17 +215,6 @@ def test_workload_response_length_of_a_trace_by_hand(tmp_path: Path) -> None:
                   Limits())
     assert workload_response_tokens(capped) == pytest.approx(
         sum(min(n, 100) for n in lengths) / 8)
-
-
-def test_pareto_axis_shows_the_front_not_the_outlier() -> None:
-    import numpy as np
-
-    from harness.studies.plan.figure import x_window
-
-    values = np.array([100.0, 110, 120, 130, 140, 150, 160, 170, 180, 190, 5000])
-    lo, hi = x_window(values, np.array([100.0, 130.0]))
-    # q10 = 110, q90 = 190 by linear interpolation: [100, 190] padded by 7.2 each side
-    assert lo == pytest.approx(92.8) and hi == pytest.approx(197.2)
 
 
 def test_a_plan_counts_the_configurations_that_failed(tmp_path: Path) -> None:
@@ -418,23 +339,3 @@ def test_a_set_reaches_every_configuration_and_its_best_toml(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     best = next((tmp_path / "p" / "best").glob("*.toml")).read_text()
     assert 'spec_drafter = "mtp"' in best
-
-
-def test_where_every_engine_drafts_every_system_is_on_one_front() -> None:
-    """`plan --set sim.spec_drafter=mtp` plans speculative rollouts for every system: none
-    is apart then, and tlt is ranked with the rest."""
-    import dataclasses
-
-    import pandas as pd
-
-    from harness.studies.plan.output import pareto_table
-
-    plan = dataclasses.replace(plan_of(), sets=("sim.spec_drafter=mtp",))
-    space = build_space(plan, ["cgp", "tlt"])
-    table = pd.DataFrame({
-        "trial": [0, 1], "system": ["tlt", "cgp"], "trained_tokens_per_s": [40e3, 20e3],
-        "offpolicy_token_frac": [0.0, 0.0], "lag_max": [3.0, 3.0], "step_s": [1.0] * 2,
-        "feasible": [True] * 2, "key": list("ab"),
-    })
-    front = pareto_table(space, table)
-    assert list(front["trial"]) == [0] and set(front["engine"]) == {"speculative"}
