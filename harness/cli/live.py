@@ -93,11 +93,11 @@ commands.add_typer(model_app, name="model")
 def _needs(command: str, *packages: str) -> None:
     """One line and exit 2 where `command`'s packages are missing, before any work (they
     are imported late: a traceback from deep in the model code said so instead)."""
-    import importlib.util
+    from harness.live.runtime import missing
 
-    missing = [name for name in packages if importlib.util.find_spec(name) is None]
-    if missing:
-        fail(f"{command} needs {', '.join(missing)}: run make setup-live")
+    lacking = missing(*packages)
+    if lacking:
+        fail(f"{command} needs {', '.join(lacking)}: run make setup-live")
 
 
 @model_app.command("init")

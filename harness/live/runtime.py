@@ -33,17 +33,22 @@ from workloads.profile import make_workload
 from workloads.replay import synthetic_prompt_ids, target_tokens
 
 
-def available() -> dict[str, bool]:
-    """Which live components can be imported on this machine."""
+def missing(*names: str) -> list[str]:
+    """Which of these packages this machine lacks (looked for, not imported)."""
     import importlib.util
 
-    return {name: importlib.util.find_spec(name) is not None
-            for name in ("vllm", "torch", "transformers", "ray")}
+    return [name for name in names if importlib.util.find_spec(name) is None]
+
+
+def available() -> dict[str, bool]:
+    """Which live components can be imported on this machine."""
+    lacking = missing("vllm", "torch", "transformers", "ray")
+    return {name: name not in lacking for name in ("vllm", "torch", "transformers", "ray")}
 
 
 def missing_live() -> list[str]:
     """The packages a live run needs and this machine lacks (Ray is optional)."""
-    return [name for name, ok in available().items() if not ok and name != "ray"]
+    return missing("vllm", "torch", "transformers")
 
 
 def _cores(trainer_cores: int) -> dict[str, list[int]]:
