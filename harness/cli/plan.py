@@ -266,9 +266,9 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
     apart = front["engine"] == "speculative"  # tlt's (harness/studies/plan/output.py)
     if apart.all():  # every engine drafts (--set sim.spec_drafter=...): one front
         apart = ~apart
-    for rows, title in ((front[~apart], "top of the Pareto front (best first)"),
-                        (front[apart], "on a speculating engine, ranked apart (drafting is an "
-                                       "option every system has: --set sim.spec_drafter)")):
+    for rows, title, top in ((front[~apart], "top of the Pareto front (best first)", 10),
+                             (front[apart], "on a speculating engine, ranked apart (drafting "
+                              "is an option every system has: --set sim.spec_drafter)", 3)):
         if not len(rows):
             continue
         table = Table(title=title, header_style="bold")
@@ -277,7 +277,7 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
                           ("off-pol %", "right"), ("lag", "right"), ("resp tok", "right")):
             table.add_column(col + (" *" if col == main else ""), justify=just,
                              overflow="fold")
-        for cells in front_rows(rows, 10 if title.startswith("top") else 3):
+        for cells in front_rows(rows, top):
             table.add_row(*cells)
         Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)
     made = workload_response_tokens(space.plan)

@@ -135,7 +135,8 @@ def build(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str 
         shown = [c for c in shown if c.key != key]
         note = f"not shown for width: {', '.join(c.header.replace(chr(10), ' ') for c in dropped)}"
         table = _table(rows, shown, full_title, " · ".join(x for x in (caption, note) if x))
-    if _laid_out_width(table) > WIDTH:  # its words whole would not fit: cut where they must
+    # its words whole would not fit (laid out only where it must wrap): cut where they must
+    if natural_width(table) > WIDTH and _laid_out_width(table) > WIDTH:
         table = _table(rows, shown, table.title, table.caption, whole_words=False)
     return table
 
