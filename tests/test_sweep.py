@@ -320,3 +320,34 @@ def test_a_field_the_header_leaves_out_at_its_default_keeps_its_column(tmp_path:
     assert code == 0, output
     frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
     assert sorted(frame["sim.spec_drafter"].unique()) == ["mtp", "off"]
+
+
+def test_the_table_carries_the_yardstick_each_cell_is_ranked_by(tmp_path: Path) -> None:
+    """Each cell's rows carry its run's delivered figures (trained tokens a second over
+    the steady window), worked out again here from the trace on disk: the window's
+    optimizer steps' tokens over its span."""
+    import math
+
+    from harness.core.trace import read_trace
+
+    base = {**TINY, "rounds": 6}  # 6 steps: a window of at least MIN_STEPS
+    sweep = parse_spec({"base": base, "grid": {"system": ["slime", "cgp"]}})
+    out = tmp_path / "out"
+    run_sweep(sweep, out, jobs=1)
+    frame = pd.read_csv(out / "results.csv")
+    cols = list(frame.columns)
+    assert cols.index("trained_tokens_per_s") < cols.index(KEYS[0])  # the rank first
+    for cell in sweep.cells:
+        rows = frame[frame["cell"] == cell.key]
+        assert len(rows) == 6 and rows["trained_tokens_per_s"].nunique() == 1
+        got = rows.iloc[0]
+        assert got["window_steps"] >= 4 and pd.isna(got["no_window"])
+        events = read_trace(out / "cells" / cell.key / "trace.jsonl.zst")
+        steps = [e for e in events if e["ev"] == "optimizer_step"]
+        first, last = int(got["warmup_steps"]), len(steps) - int(got["drain_steps"])
+        start = steps[first - 1]["t"] if first else 0.0
+        assert math.isclose(got["window_start_s"], start)
+        assert math.isclose(got["window_end_s"], steps[last - 1]["t"])
+        tokens = sum(s["tokens"] for s in steps[first:last])
+        assert math.isclose(got["trained_tokens_per_s"], tokens / (steps[last - 1]["t"] - start),
+                            rel_tol=1e-9)

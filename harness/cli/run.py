@@ -244,19 +244,10 @@ def _rows_and_line(events: list[dict]) -> tuple[list[dict], str]:
     the simulator, only the kinds these read are decoded; the trace is not read back:
     at 262k requests that took 288 MB more than the run itself)."""
     from harness.core.metrics import round_metrics
-    from harness.core.yardstick import delivered
+    from harness.core.yardstick import delivered, with_delivered
 
     fig = delivered(events)
     return with_delivered(round_metrics(events), fig), delivered_line(fig)
-
-
-def with_delivered(rows: list[dict], fig: dict[str, Any]) -> list[dict]:
-    """Each round's row with its run's delivered figures (harness.core.yardstick: the
-    trained tokens a second systems are ranked by, their window, its lag and ESS), as
-    `compare` has them: metrics.json, `--json` and `--csv` print every field, and the
-    table's line alone said these."""
-    return [{**row, **fig} for row in rows]
-
 
 
 def _print_delivered(path: Path, line: str) -> None:
@@ -363,6 +354,8 @@ def metrics_cmd(
         for gap in gaps:
             warning(gap)
     if fmt != "table" and not steps:  # every field: the run's delivered figures too
+        from harness.core.yardstick import with_delivered
+
         per_trace = [with_delivered(trace_rows, figs[str(path)])
                      for path, trace_rows in zip(traces, per_trace, strict=True)]
     if fmt != "table" and len(traces) > 1:  # every field: which trace and seed, each row

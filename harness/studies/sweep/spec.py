@@ -1,0 +1,183 @@
+"""A sweep spec (TOML) expanded to its cells: one resolved RunConfig each, keyed by a hash
+of it, every cell checked as `run` checks its options before any runs."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import itertools
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.config import ConfigError, RunConfig
+from harness.core.config_io import apply
+
+SPEC_KEYS = ("base", "grid", "zip", "repeats")
+RANGE_KEYS = {"start", "stop", "step"}
+
+
+@dataclass
+class Cell:
+    """One point: its key (the directory name), varied values by dotted name, config."""
+
+    key: str
+    varied: dict[str, Any]
+    config: RunConfig
+
+
+@dataclass
+class Sweep:
+    cells: list[Cell]
+    columns: list[str]  # the varied (grid and zip) keys, in spec order
+
+
+def _nest(key: str, value: Any) -> dict[str, Any]:
+    """'sim.rollout_tp', 2 -> {'sim': {'rollout_tp': 2}}: the shape `apply` takes."""
+    *parents, leaf = key.split(".")
+    tree: dict[str, Any] = {leaf: value}
+    for parent in reversed(parents):
+        tree = {parent: tree}
+    return tree
+
+
+def _is_range(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value) and set(value) <= RANGE_KEYS
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested tables ([grid.sim]) to dotted keys; a range table is a value, not a table."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict) and not _is_range(value):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _values(where: str, value: Any) -> list[Any]:
+    """A list of values, or {start, stop, step} expanded like Python's range."""
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"{where}: empty list of values")
+        return value
+    if not _is_range(value):
+        raise ConfigError(f"{where}: expected a list of values or {{start=, stop=, step=}}, "
+                          f"got {value!r}")
+    bounds = {"start": 0, "step": 1, **value}
+    for name in ("stop", "start", "step"):
+        v = bounds.get(name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or (name == "step" and v == 0):
+            raise ConfigError(f"{where}.{name}: expected a number (step: not 0), got {v!r}")
+    start, stop, step = bounds["start"], bounds["stop"], bounds["step"]
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        out: list[Any] = list(range(start, stop, step))
+    else:  # count first, then multiply: no drift from repeated float addition
+        n = max(0, math.ceil((stop - start) / step - 1e-9))
+        out = [round(start + i * step, 12) for i in range(n)]
+    if not out:
+        raise ConfigError(f"{where}: empty range {value!r}")
+    return out
+
+
+def parse_spec(spec: dict[str, Any]) -> Sweep:
+    """Expand a spec (a TOML table) into cells; raises ConfigError naming the bad key."""
+    for key in spec:
+        if key not in SPEC_KEYS:
+            raise ConfigError(f"{key}: unknown spec key (known: {', '.join(SPEC_KEYS)})")
+        if key != "repeats" and not isinstance(spec[key], dict):
+            raise ConfigError(f"{key}: expected a table")
+    base = spec.get("base", {})
+    for key in set(SPEC_KEYS) & set(base):  # TOML puts keys written after [base] inside it
+        raise ConfigError(f"base.{key}: not a run field; write top-level keys such as "
+                          "repeats before the first [table]")
+    template = RunConfig()
+    apply(template, base, "base.")
+    grid = {k: _values(f"grid.{k}", v) for k, v in _flatten(spec.get("grid", {})).items()}
+    zipped = {k: _values(f"zip.{k}", v) for k, v in _flatten(spec.get("zip", {})).items()}
+    for key in grid.keys() & zipped.keys():
+        raise ConfigError(f"zip.{key}: also in [grid]; vary a field in one place")
+    for section, table in (("grid.", grid), ("zip.", zipped)):
+        for key, values in table.items():  # type-check each value once, naming its key
+            for value in values:
+                apply(copy.deepcopy(template), _nest(key, value), section)
+    if len({len(v) for v in zipped.values()}) > 1:
+        sizes = ", ".join(f"{k}={len(v)}" for k, v in zipped.items())
+        raise ConfigError(f"zip: lists must have equal lengths ({sizes})")
+    repeats = spec.get("repeats")
+    if repeats is not None:
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ConfigError(f"repeats: expected a positive integer, got {repeats!r}")
+        if "seed" in grid or "seed" in zipped:
+            raise ConfigError("repeats: sets the seeds; do not also vary seed")
+    seeds: list[int | None] = list(range(repeats)) if repeats is not None else [None]
+    rows = zip(*zipped.values(), strict=True)
+    zip_rows = [dict(zip(zipped, row, strict=True)) for row in rows] or [{}]
+    cells: dict[str, Cell] = {}
+    for combo in itertools.product(*grid.values()):
+        for zrow in zip_rows:
+            varied = {**dict(zip(grid, combo, strict=True)), **zrow}
+            for seed in seeds:
+                cell = make_cell(template, varied, seed)
+                cells.setdefault(cell.key, cell)  # a duplicate point runs once
+    sweep = Sweep(list(cells.values()), [*grid, *zipped])
+    check_cells(sweep, template)
+    return sweep
+
+
+def _problem(cfg: RunConfig) -> str | None:
+    """What `run` would refuse in this config, or None."""
+    from harness.core.registry import UnknownName
+    from harness.run.checks import check_run
+
+    try:
+        check_run(copy.deepcopy(cfg))
+    except (ConfigError, UnknownName) as err:
+        return str(err)
+    return None
+
+
+def check_cells(sweep: Sweep, base: RunConfig) -> None:
+    """Every cell checked as `run` checks its options (system, workload, presets,
+    calibration, U divides R, ...) before any runs; the first bad one is a
+    ConfigError naming its varied values, or `base` when the base alone is bad."""
+    for cell in sweep.cells:
+        problem = _problem(cell.config)
+        if problem is None:
+            continue
+        if not cell.varied or _problem(base) == problem:
+            raise ConfigError(f"base: {problem}")
+        values = ", ".join(f"{k}={v!r}" for k, v in cell.varied.items())
+        raise ConfigError(f"cell {values}: {problem}")
+
+
+def make_cell(template: RunConfig, varied: dict[str, Any], seed: int | None) -> Cell:
+    """The point's config, keyed by its resolved form. Types were checked in parse_spec
+    and values are checked by `check_cells`, before any cell runs."""
+    from harness.shared.defaults import resolve_defaults
+
+    cfg = copy.deepcopy(template)
+    for key, value in varied.items():
+        apply(cfg, _nest(key, value))
+    if seed is not None:  # from repeats; else the base's (or a varied) seed
+        cfg.seed = seed
+    with contextlib.suppress(Exception):  # an unknown workload fails later, in its cell
+        resolve_defaults(cfg)
+    canon = json.dumps(cfg.to_dict(), sort_keys=True, separators=(",", ":"))
+    return Cell(hashlib.sha256(canon.encode()).hexdigest()[:12], dict(varied), cfg)
+
+
+def load_spec(path: str | os.PathLike[str]) -> Sweep:
+    """Read and expand a spec file; errors do not repeat the path (the caller adds it)."""
+    try:
+        with open(path, "rb") as fh:
+            return parse_spec(tomllib.load(fh))
+    except OSError as err:
+        raise ConfigError(str(err.strerror)) from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"not valid TOML: {err}") from None
