@@ -14,7 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
-from harness.studies.whatif import run_study, spec_path, study_names, study_sweep
+from harness.studies.whatif import (
+    run_study,
+    spec_path,
+    study_names,
+    study_sweep,
+    with_yardstick,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,11 +98,18 @@ def test_combos_ranks_by_each_runs_own_yardstick(tmp_path: Path) -> None:
     spec["repeats"] = 2
     res = run_study("combos", tmp_path, jobs=1, figures=tmp_path / "fig", spec=spec)
     rows = pd.read_parquet(tmp_path / "combos" / "results.parquet")
+    # a sweep's rows carry each run's figures: no trace read again, none cached
+    assert not list((tmp_path / "combos" / "cells").glob("*/yardstick.json"))
+    older = rows.drop(columns=["no_window", "trained_tokens_per_s"])  # as recorded before
+    again = with_yardstick(older, tmp_path / "combos")
     for cell in rows["cell"].unique():
         fig = delivered(read_trace(tmp_path / "combos" / "cells" / cell / "trace.jsonl.zst"))
-        assert (tmp_path / "combos" / "cells" / cell / "yardstick.json").exists()
+        assert rows[rows["cell"] == cell]["trained_tokens_per_s"].eq(
+            fig["trained_tokens_per_s"]).all()
         shown = json.loads((tmp_path / "combos" / "cells" / cell / "yardstick.json").read_text())
         assert shown["value"]["trained_tokens_per_s"] == fig["trained_tokens_per_s"]
+        assert again[again["cell"] == cell]["trained_tokens_per_s"].eq(
+            fig["trained_tokens_per_s"]).all()
     first = rows.drop_duplicates("cell").iloc[0]
     same = rows.drop_duplicates("cell")
     same = same[(same["system"] == first["system"]) & (same["workload"] == first["workload"])
@@ -106,3 +119,25 @@ def test_combos_ranks_by_each_runs_own_yardstick(tmp_path: Path) -> None:
     assert len(seeds) == 2
     row = res.summary[res.summary["workload"] == first["workload"]].iloc[0]
     assert row["trained_tokens_per_s"] == pytest.approx(sum(seeds) / 2)
+
+
+@pytest.mark.slow
+def test_the_bar_counts_the_cells_left_and_names_those_done_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first run's bar counts every cell and says nothing of cells done before; a
+    rerun's counts only those left, and says how many were kept."""
+    from harness.studies import whatif
+
+    spec = tiny("heavy-tails")
+    monkeypatch.setattr(whatif, "read_spec", lambda name: copy.deepcopy(spec))
+    cells = len(study_sweep("heavy-tails", spec).cells)
+    first = CliRunner().invoke(app, ["whatif", "heavy-tails", "--out", str(tmp_path),
+                                     "--jobs", "1"])
+    assert first.exit_code == 0, first.output
+    assert f"heavy-tails: {cells} to go" in first.output and "done before" not in first.output
+    gone = next((tmp_path / "heavy-tails" / "cells").glob("*/result.json"))
+    gone.unlink()
+    again = CliRunner().invoke(app, ["whatif", "heavy-tails", "--out", str(tmp_path),
+                                     "--jobs", "1"])
+    assert again.exit_code == 0, again.output
+    assert f"heavy-tails ({cells - 1} of {cells} cells done before): 1 to go" in again.output

@@ -51,17 +51,20 @@ def whatif_cmd(
             check_out(folder, option)  # a file, or unmakeable: one line before any work
     from harness.core.progress import Bar
     from harness.run.knob_check import ignored_line
+    from harness.studies.sweep import pending
     from harness.studies.whatif import study_sweep
 
     for study in names:
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
         try:
             spec = study_sweep(study)
-            cells = len(spec.cells)
+            todo = len(pending(spec, out / study))  # those done before are kept, not run
             ignored = ignored_line((c.config for c in spec.cells), named={}, setter="")
             if ignored:  # as `sweep` says it: once, on stderr
                 typer.echo(f"note: {ignored}", err=True)
-            with Bar(f"{study} (cells done before are skipped)", cells) as bar:  # stderr
+            kept = len(spec.cells) - todo
+            label = f"{study} ({kept} of {len(spec.cells)} cells done before)" if kept else study
+            with Bar(label, todo) as bar:  # stderr
 
                 def tick(_cell: Any, result: dict[str, Any], bar: Bar = bar) -> None:
                     bar.advance()

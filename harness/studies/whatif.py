@@ -90,14 +90,18 @@ def _delivered(cell: Path) -> dict[str, Any]:
 def with_yardstick(df: pd.DataFrame, out: Path) -> pd.DataFrame:
     """Each round's row with what its run delivered over its steady window
     (harness.core.yardstick: the figure systems of every kind are ranked by), the same
-    on every row of a cell."""
+    on every row of a cell. A sweep's rows carry them (`no_window` '' or why there is
+    none); only a cell recorded before they did has its trace read again."""
     from harness.core.yardstick import KEYS
 
     if "cell" not in df or df.empty:
         return df
-    figures = {c: _delivered(out / "cells" / c) for c in df["cell"].unique()}
-    return df.assign(**{k: df["cell"].map({c: f[k] for c, f in figures.items()})
-                        for k in KEYS})
+    old = df["no_window"].isna() if "no_window" in df else pd.Series(True, index=df.index)
+    if not old.any():
+        return df
+    figures = {c: _delivered(out / "cells" / c) for c in df.loc[old, "cell"].unique()}
+    read = {k: df["cell"].map({c: f[k] for c, f in figures.items()}) for k in KEYS}
+    return df.assign(**{k: df[k].where(~old, read[k]) if k in df else read[k] for k in KEYS})
 
 
 def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
