@@ -46,9 +46,9 @@ class VerlDynamic(VerlFullyAsync):
                               "verl_dynamic.deactivate_ratio", "verl_dynamic.enable_rebalance",
                               "verl_dynamic.hybrid_memory_fraction")
     placements = ("disaggregated",)
-    placement_why = ("hybrid replicas run on the trainer's own GPUs beside standalone ones "
-                     "(verl@1dda039:verl/experimental/fully_async_policy/dynamic_schedule/"
-                     "README.md:27-28)")
+    placement_why = ("hybrid replicas run on the trainer's own GPUs beside standalone ones, "
+                     "verl@1dda039:verl/experimental/fully_async_policy/dynamic_schedule/"
+                     "README.md:27-28")
 
     @staticmethod
     def plan_knobs(plan: Any) -> dict[str, list[Any]]:

@@ -25,10 +25,15 @@ def test_systems_fits_100_columns_and_every_summary_starts_in_one_column() -> No
     assert all(line[column - 1] == " " and line[column] != " " for line in lines)
     # every summary whole, in order, once the wrapped lines are joined
     said = "".join(line[column:] for line in lines).replace(" ", "")
-    # and where its source runs, with the reason (a citation longer than a line is cut)
+    # and where its source runs, with the reason
     assert said == "".join(cls.summary + (
         f" only {' or '.join(cls.placements)}: {cls.placement_why}"
         if getattr(cls, "placements", None) else "") for cls in SYSTEMS.values()).replace(" ", "")
+    # each cited source whole on a line, where a person can copy it (repo@commit:path:line)
+    cited = [word for cls in SYSTEMS.values() for word in getattr(cls, "placement_why", "")
+             .split() if "@" in word]
+    assert len(cited) >= 4
+    assert all(any(word in line for line in lines) for word in cited)
 
 
 def test_named_lines_wrap_a_long_text_and_put_a_long_name_on_its_own_line() -> None:
