@@ -299,3 +299,31 @@ def test_the_model_commands_say_which_live_package_is_missing(
     assert line.startswith(f"error: {' '.join(argv[:2])} needs torch")  # (and any other
     assert line.endswith(": run make setup-live")  # missing here: this venv's own)
     assert not (tmp_path / "m").exists()
+
+
+# a file that is not UTF-8 text where TOML (or JSON lines) is asked for: a UTF-16 file (what
+# PowerShell's `>` writes) or a compressed trace; each raised UnicodeDecodeError, exit 1
+NOT_TEXT: list[list[str]] = [
+    ["run", "--config", "{bad}", "--out", "{tmp}/o"],
+    ["config", "show", "--config", "{bad}"],
+    ["sweep", "{bad}", "--out", "{tmp}/o"],
+    ["--presets", "{bad}", "presets"],
+    ["regress", "--baselines", "{tmp}/baselines"],
+    ["import", "polytrace", "{bad}", "--out", "{tmp}/o.jsonl.zst"],
+]
+
+
+@pytest.mark.parametrize("argv", NOT_TEXT, ids=lambda a: " ".join(a[:2]))
+def test_a_file_that_is_not_utf8_text_is_one_line_naming_it(tmp_path: Path,
+                                                            argv: list[str]) -> None:
+    bad = tmp_path / "u16.toml"
+    bad.write_bytes('system = "cgp"\n'.encode("utf-16"))  # starts with the BOM ff fe
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "grid.toml").write_bytes(bad.read_bytes())
+    args = [a.format(bad=bad, tmp=tmp_path) for a in argv]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error:") and "not UTF-8 text (byte 0xff at offset 0)" in line
+    assert "u16.toml" in line or "grid.toml" in line
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.jsonl.zst").exists()

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core.files import not_utf8
 from workloads.profile import load_profile
 from workloads.prompt_stats import PromptStats, summarize
 
@@ -87,9 +88,11 @@ def _whole(row: dict[str, Any], key: str, where: str, least: int = 1) -> int:
 def _lines(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(where, row) of each non-blank line of a JSON-lines file."""
     try:
-        text = path.read_text()
+        text = path.read_text("utf-8")
     except OSError as err:
         raise PolyTraceError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise PolyTraceError(f"{path}: cannot read ({not_utf8(err)})") from None
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
+from harness.core.files import not_utf8
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).
 TYPES: dict[str, tuple[type, str]] = {
@@ -143,6 +144,8 @@ def load_toml(path: str | Path) -> ConfigFile:
         raise ConfigError(f"--config {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--config {path}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"--config {path}: not valid TOML: {not_utf8(err)}") from None
 
 
 def get_path(cfg: Any, dotted: str) -> Any:

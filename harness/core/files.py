@@ -49,6 +49,12 @@ def provenance(**extra: Any) -> dict[str, Any]:
     return {"version": __version__, "commit": git_commit(), **extra}
 
 
+def not_utf8(err: UnicodeDecodeError) -> str:
+    """Why a file meant as text is not: where a TOML, JSON or CSV file was asked for, a
+    compressed trace given by mistake, or a UTF-16 file (what PowerShell's `>` writes)."""
+    return f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
+
+
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A TOML file as a table; ConfigError naming the file when it cannot be read."""
     from harness.core.fields import ConfigError
@@ -60,6 +66,8 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {not_utf8(err)}") from None
 
 
 def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:

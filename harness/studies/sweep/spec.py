@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
 from harness.core.config_io import apply
+from harness.core.files import not_utf8
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
 RANGE_KEYS = {"start", "stop", "step"}
@@ -181,3 +182,5 @@ def load_spec(path: str | os.PathLike[str]) -> Sweep:
         raise ConfigError(str(err.strerror)) from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"not valid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"not valid TOML: {not_utf8(err)}") from None

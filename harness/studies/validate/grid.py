@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
 from harness.core.config_io import apply
+from harness.core.files import not_utf8
 
 
 @dataclass
@@ -94,6 +95,8 @@ def load_grid(path: Path) -> list[Cell]:
         raise ConfigError(f"--grid {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--grid {path}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"--grid {path}: not valid TOML: {not_utf8(err)}") from None
     unknown = set(spec) - {"base", "shape", "variant", "extra"}
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(sorted(unknown))} "
