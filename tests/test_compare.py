@@ -168,3 +168,20 @@ def test_compare_refuses_bad_inputs_in_one_line(bad: str, message: str,
     err = result.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err
     assert bad in err and message in err
+
+
+def test_a_run_folder_with_its_trace_in_both_forms_is_read_once(tmp_path: Path) -> None:
+    """`trace-convert` into a run's folder (docs/running.md) leaves trace.jsonl beside
+    trace.jsonl.zst: the same run, read once, not its rounds twice."""
+    from harness.analysis.compare import load_rows
+    from harness.core.trace_io import convert
+
+    run = tmp_path / "run"
+    run.mkdir()
+    execute(RunConfig(system="cgp", workload="sci-jl", groups=4, update_groups=2,
+                      group_size=2, rounds=3), run / "trace.jsonl.zst")
+    once = load_rows(run)
+    convert(run / "trace.jsonl.zst", run / "trace.jsonl")
+    assert len(once) == 3 and load_rows(run) == once
+    (run / "trace.jsonl.zst").unlink()  # the plain form alone still counts
+    assert load_rows(run) == once

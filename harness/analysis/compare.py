@@ -62,6 +62,15 @@ def _is_trace(path: Path) -> bool:
     return path.name.lower().endswith(TRACE_SUFFIXES)
 
 
+def _one_form_each(traces: list[Path]) -> list[Path]:
+    """The traces, a run's compressed and plain forms side by side (`trace-convert`
+    into its folder) read once: the compressed one, as `find_trace` takes it. Both read,
+    the run's rows counted twice."""
+    have = set(traces)
+    return [p for p in traces if not (p.suffix == ".jsonl" and p.with_name(p.name + ".zst")
+                                      in have)]
+
+
 def load_rows(source: str | os.PathLike[str], warn: Callable[[str], None] | None = None
               ) -> list[dict[str, Any]]:
     """Per-round metric rows from a trace (.jsonl or .jsonl.zst), a result set (CSV, Parquet,
@@ -72,7 +81,8 @@ def load_rows(source: str | os.PathLike[str], warn: Callable[[str], None] | None
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if path.is_dir():
-        traces = sorted(p for p in path.rglob("*.jsonl*") if p.is_file() and _is_trace(p))
+        traces = _one_form_each(sorted(p for p in path.rglob("*.jsonl*")
+                                       if p.is_file() and _is_trace(p)))
         if traces:
             return _trace_rows(traces, warn)
         for name in DIR_TABLES:
