@@ -89,3 +89,26 @@ def test_tolerance_rule() -> None:
     assert within(100.0, 100.00009, 1e-6, 0.0) and not within(100.0, 100.001, 1e-6, 0.0)
     assert within(0.0, 1e-9, 0.0, 1e-8) and not within(0.0, 1e-9, 1.0, 0.0)
     assert within(math.nan, math.nan, 0.0, 0.0) and not within(math.nan, 1.0, 1.0, 1.0)
+
+
+def test_a_baselines_folder_that_is_not_there_is_bad_input_not_a_regression(
+        tmp_path: Path) -> None:
+    """A typo in --baselines ran the whole grid, then failed as a regression (exit 1,
+    every cell 'added'); a file there failed only after the grid. One line, exit 2, at once."""
+    code, out = regress_cli("--baselines", str(tmp_path / "nonexist"))
+    assert code == 2 and out.strip() == (
+        f"error: --baselines: no folder {tmp_path / 'nonexist'} (--update makes one from this run)")
+    (tmp_path / "afile").write_text("x")
+    for update in ((), ("--update",)):
+        code, out = regress_cli("--baselines", str(tmp_path / "afile"), *update)
+        assert code == 2 and out.strip() == (
+            f"error: --baselines: {tmp_path / 'afile'} is a file; it names a folder of baselines")
+
+
+def test_a_grid_of_ones_own_is_named_in_its_errors(tmp_path: Path) -> None:
+    out_dir = perturbed(tmp_path, 1.0)
+    grid = out_dir / "grid.toml"
+    grid.write_text(grid.read_text().replace('systems = "all"', 'systems = ["nosuch"]'))
+    assert '"nosuch"' in grid.read_text()
+    code, out = regress_cli("--baselines", str(out_dir))
+    assert code == 2 and out.startswith(f"error: {grid}: unknown system 'nosuch'"), out

@@ -83,6 +83,10 @@ def regress_cmd(
     fmt = output_format(json_out, csv_out)
     if jobs < 1:
         fail("--jobs: must be a positive integer")
+    if baselines.exists() and not baselines.is_dir():
+        fail(f"--baselines: {baselines} is a file; it names a folder of baselines")
+    if not baselines.is_dir() and not update_:  # a typo ran the grid and failed as a regression
+        fail(f"--baselines: no folder {baselines} (--update makes one from this run)")
     start = time.perf_counter()
     try:
         report, rows = regress(baselines, jobs)

@@ -85,11 +85,24 @@ def spec_file(directory: Path, name: str) -> Path:
 
 
 def load_grid(path: Path) -> list[Cell]:
-    """Expand grid.toml into cells; every config is validated before anything runs."""
+    """Expand grid.toml into cells; every config is validated before anything runs.
+    A grid of one's own (--baselines DIR) is named in its errors: an unknown system
+    there said only which system."""
+    from harness.core.registry import UnknownName
+
+    spec = read_toml(path)
+    try:
+        return _cells(spec, path)
+    except (ConfigError, UnknownName) as err:
+        if str(err).startswith(str(path)):
+            raise
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def _cells(spec: dict[str, Any], path: Path) -> list[Cell]:
     from systems import checked_names, get_system
     from workloads.profile import load_profile
 
-    spec = read_toml(path)
     for key in spec:
         if key not in GRID_KEYS:
             raise ConfigError(f"{path}: {key}: unknown key (known: {', '.join(GRID_KEYS)})")
