@@ -132,3 +132,24 @@ def test_check_gives_why_a_property_was_not_checked_whole(tmp_path: Path) -> Non
     out = CliRunner().invoke(app, ["check", str(trace)]).output
     assert "..." not in out and max(map(len, out.splitlines())) <= 100
     assert "(the import assumed the round's)" in " ".join(out.split())
+
+
+def test_a_trace_without_token_counts_ranks_by_none_not_zero(tmp_path: Path) -> None:
+    """The trace carries no token counts (every response written as 0): the figures
+    systems are ranked by are not recorded (null, '-'), not 0 tok/s beside a run that
+    counts them. Its samples a second are its own: 3 samples over 0.0-19.9 s (2 steps)."""
+    from harness.core.yardstick import delivered
+
+    fig = delivered(to_trace(read("tinker", [FIXTURE])))
+    assert fig["trained_tokens_per_s"] != fig["trained_tokens_per_s"]  # NaN
+    assert fig["generated_tokens_per_s"] != fig["generated_tokens_per_s"]
+    assert fig["trained_samples_per_s"] == pytest.approx(3 / 19.9)
+    trace = tmp_path / "tinker.jsonl.zst"
+    assert CliRunner().invoke(app, ["import", "tinker", str(FIXTURE), "--out",
+                                    str(trace)]).exit_code == 0
+    rows = json.loads(CliRunner().invoke(app, ["metrics", str(trace), "--json"]).stdout)
+    assert all(r["trained_tokens_per_s"] is None and r["generated_tokens_per_s"] is None
+               for r in rows)
+    table = CliRunner().invoke(app, ["compare", str(trace), str(trace)]).stdout
+    (line,) = [ln for ln in table.splitlines() if "trained_tokens_per_s" in ln]
+    assert line.split()[1:] == ["-", "-", "-", "-"]

@@ -3,6 +3,7 @@ metrics from traces."""
 
 from __future__ import annotations
 
+import math
 import signal
 import textwrap
 from pathlib import Path
@@ -286,7 +287,7 @@ def delivered_line(fig: dict[str, Any]) -> str:
     if fig["no_window"]:
         return f"delivered: {fig['no_window']}"
     lag = fig["window_lag_mean"]
-    if fig["trained_tokens_per_s"] or fig["generated_tokens_per_s"]:
+    if not (math.isnan(fig["trained_tokens_per_s"]) and math.isnan(fig["generated_tokens_per_s"])):
         tokens = (f"{fig['trained_tokens_per_s']:,.0f} trained tok/s, "
                   f"{fig['trained_samples_per_s']:.3g} samples/s, {fig['step_s']:.3g} s/step;"
                   f" generated {fig['generated_tokens_per_s']:,.0f} tok/s")

@@ -85,7 +85,10 @@ def _trainer(add: Any, at: Any, phase: dict[str, float], rnd: int, version: int,
     add(at(phase["train_start"]), "train_start", batch=rnd,
         samples=sum(1 for s in items if s.status == "finished"))
     add(at(phase["train_end"]), "train_end", batch=rnd)
-    add(at(phase["train_end"]), "optimizer_step", step=rnd + 1, version=version + 1)
+    # the step's trained tokens, as the simulator's step counts them (its finished
+    # responses'): the yardstick's trained tokens a second read them
+    add(at(phase["train_end"]), "optimizer_step", step=rnd + 1, version=version + 1,
+        tokens=sum(s.response_tokens for s in items if s.status == "finished"))
     add(at(phase["published"]), "weights_published", version=version + 1)
 
 
