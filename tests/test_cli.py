@@ -216,3 +216,38 @@ def test_the_command_list_gives_each_commands_first_sentence_on_one_line() -> No
         assert info.short_help.endswith("."), (info.name, info.short_help)
     gantt = next(i for i in app.registered_commands if i.name == "gantt")
     assert "Fig. 1(b)/3)" in gantt.short_help  # an abbreviation is no sentence's end
+
+
+class _Raises:
+    """A system of one's own with a bug in it."""
+
+    name, summary, knobs = "slime", "raises", ()
+
+    async def run(self, rt: object) -> None:
+        raise ValueError("my bug")  # the line the error must name
+
+
+def test_a_system_that_raises_is_named_by_its_file_and_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`error: run failed: ValueError: my bug` alone left a system's author no file or
+    line; ROLLOUTBENCH_TRACEBACK=1 prints the whole traceback."""
+    import inspect
+
+    from typer.testing import CliRunner
+
+    import systems
+    from harness.cli.app import app
+
+    monkeypatch.setitem(systems.SYSTEMS, "slime", _Raises)
+    line = inspect.getsourcelines(_Raises.run)[1] + 1
+    argv = ["run", "--system", "slime", "-R", "4", "-K", "2", "--rounds", "1"]
+    result = CliRunner().invoke(app, [*argv, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 1
+    (said,) = result.stderr.strip().splitlines()
+    assert said.startswith("error: run failed: ValueError: my bug, raised at ")
+    assert f"tests/test_cli.py:{line} (trace: " in said
+    monkeypatch.setenv("ROLLOUTBENCH_TRACEBACK", "1")
+    result = CliRunner().invoke(app, [*argv, "--out", str(tmp_path / "b")])
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last)" in result.stderr
+    assert 'raise ValueError("my bug")' in result.stderr

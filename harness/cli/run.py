@@ -224,13 +224,9 @@ def run_cmd(
         typer.echo(f"error: interrupted; {said}", err=True)
         raise typer.Exit(130) from None
     except Exception as err:  # the run failed; its trace names the error too
-        if _never_started(trace, made):  # it failed to start: say why, leave nothing
-            if isinstance(err, ConfigError):
-                fail(str(err))
-            typer.echo(f"error: run failed to start: {type(err).__name__}: {err}", err=True)
-            raise typer.Exit(1) from None
-        typer.echo(f"error: run failed: {type(err).__name__}: {err} "
-                   f"(trace: {trace})", err=True)
+        if _never_started(trace, made) and isinstance(err, ConfigError):
+            fail(str(err))  # bad input found as it started: one line, nothing left
+        _say_failed(err, trace, started=not _never_started(trace, made))
         raise typer.Exit(1) from None
     rows = with_step_source(rows, trace)
     write_atomic(out / "metrics.json", dump_json(rows))
@@ -238,6 +234,23 @@ def run_cmd(
     print_metrics(rows, fmt)
     if fmt == "table":  # what the run delivered, the figure systems are ranked by
         _print_delivered(trace, line)
+
+
+def _say_failed(err: Exception, trace: Path, started: bool) -> None:
+    """A run that failed, in one line naming where it was raised (a system of one's own
+    that raises is found there); ROLLOUTBENCH_TRACEBACK=1 prints the whole traceback
+    first. One that failed to start left nothing; one that started, its closed trace."""
+    import os
+    import traceback
+
+    from harness.core.notes import raised_at
+
+    if os.environ.get("ROLLOUTBENCH_TRACEBACK"):
+        traceback.print_exception(err)
+    where = raised_at(err)
+    said = f"{type(err).__name__}: {err}" + (f", raised at {where}" if where else "")
+    typer.echo(f"error: run failed: {said} (trace: {trace})" if started
+               else f"error: run failed to start: {said}", err=True)
 
 
 def _rows_and_line(events: list[dict]) -> tuple[list[dict], str]:

@@ -74,6 +74,21 @@ def say_all(notes: Iterable[str]) -> None:
         say_once(note)
 
 
+def raised_at(err: BaseException) -> str:
+    """Where `err` was raised, as FILE:LINE (the path from the working folder where it
+    lies under it): a system of one's own that fails is found without a traceback."""
+    import os
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    path = os.path.relpath(last.filename) if last.filename.startswith(os.getcwd()) else \
+        last.filename
+    return f"{path}:{last.lineno}"
+
+
 def error_line(err: BaseException) -> str:
     """An error as one line a table or a message can carry: its type and the first
     non-empty line of its text, at most 500 characters (a worker's traceback stays in
