@@ -178,3 +178,28 @@ def test_a_speculating_system_is_printed_and_written_apart(tmp_path: Path) -> No
     assert {e for s, e in engines if s == "tlt"} == {"speculative"}
     text = " ".join(result.output.split())
     assert text.index("top of the Pareto front") < text.index("ranked apart")
+
+
+def test_an_interrupted_plans_files_say_they_hold_part_of_the_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after two of four configurations: the files are written (the same command
+    resumes), each best configuration's header says it is of part of the search, and
+    the interruption is said before the front is printed, not after it."""
+    real = search.run
+
+    def two_then_ctrl_c(study, space, budget, *args, **kwargs):  # noqa: ANN001, ANN202
+        real(study, space, 2, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search, "run", two_then_ctrl_c)
+    out = tmp_path / "p"
+    result = plan_cli(*ROLLOUTPIPE, "-R", "16", "--systems", "cgp-fgd", "--budget", "4",
+                      "--jobs", "1", "--out", str(out))
+    assert result.exit_code == 130, result.output
+    said = result.output.splitlines()
+    (stop,) = [i for i, line in enumerate(said) if line.startswith("interrupted after 2 of 4")]
+    assert stop < min(i for i, line in enumerate(said) if line.startswith("wrote "))
+    assert max(len(line) for line in said) <= 100
+    header = (out / "best" / "cgp-fgd.toml").read_text().splitlines()[1]
+    assert header == ("# of 2 of 4 configurations: the search was interrupted (the same "
+                      "command resumes it)")

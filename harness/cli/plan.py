@@ -191,7 +191,13 @@ def _one_of(ours: int | None, theirs: int | None) -> int:
 
 
 def _stage(text: str) -> None:
-    console.print(text, highlight=False, markup=False)
+    """A status line, wrapped at 100 columns (they ran to 124), its words and paths whole."""
+    import textwrap
+
+    indent = " " * (len(text) - len(text.lstrip()) + 2)
+    console.print(textwrap.fill(text, 100, subsequent_indent=indent, break_long_words=False,
+                                break_on_hyphens=False), highlight=False, markup=False,
+                  soft_wrap=True)
 
 
 def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None, seed: int,
@@ -228,10 +234,7 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
            "at a time)")
     if failed:  # the most common cause, once: plan.csv's error column holds every one
         common = max(set(failed), key=failed.count)
-        import textwrap
-
-        _stage(textwrap.fill(f"  {failed.count(common)} failed with: {common} (plan.csv: "
-                             "error)", 100, subsequent_indent="    "))
+        _stage(f"  {failed.count(common)} failed with: {common} (plan.csv: error)")
     if n < budget and not interrupted:
         _stage(f"  the sampler kept proposing configurations already simulated: stopped "
                f"after {search.ASK_LIMIT} x {budget} proposals")
@@ -239,14 +242,21 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
         typer.echo("interrupted before any configuration finished", err=True)
         raise typer.Exit(130)
     command = "rolloutbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = output.write_all(study, space, out, command)
+    # an interrupted search's files say they hold part of it (best/*.toml's headers)
+    result = output.write_all(study, space, out, command, (n, budget) if interrupted else None)
+    if interrupted:  # before the tables: what follows is of part of the search
+        import textwrap
+
+        typer.echo(textwrap.fill(
+            f"interrupted after {n} of {budget} configurations: the files and the front "
+            f"below hold those; the same command resumes the search ({out}/study.journal)",
+            100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False),
+            err=True)
     _stage(f"wrote {out}/plan.csv ({len(result['table'])} configurations), pareto.csv "
            f"({len(result['front'])} on the front), best/ ({len(result['best'])} systems), "
            "excluded.csv, pareto.png")
     _print_front(space, result["front"])
     if interrupted:
-        typer.echo(f"interrupted: finished configurations are kept in {out}/study.journal; "
-                   "rerun the same command to resume", err=True)
         raise typer.Exit(130)
 
 

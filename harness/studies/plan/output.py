@@ -202,8 +202,10 @@ def _fmt_metrics(row: pd.Series) -> str:
             f"off-policy {100 * row['offpolicy_token_frac']:.1f}%, lag {row['lag_max']:.0f}")
 
 
-def write_all(study: Any, space: Space, out: Path, command: str) -> dict[str, Any]:
-    """Every output file; returns the tables for printing."""
+def write_all(study: Any, space: Space, out: Path, command: str,
+              part: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Every output file; returns the tables for printing. `part` (done, budget): an
+    interrupted search's, which each best configuration's header says."""
     table = plan_table(study, space)
     write_atomic(out / "plan.csv", table.to_csv(index=False))
     front = pareto_table(space, table)
@@ -220,6 +222,8 @@ def write_all(study: Any, space: Space, out: Path, command: str) -> dict[str, An
     for system, row in best.items():
         cfg = point_of(space, row, study).config(space.plan)
         header = [f"best {system} configuration of: {command}",
+                  *([f"of {part[0]} of {part[1]} configurations: the search was interrupted "
+                     "(the same command resumes it)"] if part else []),
                   f"layout {row['layout']} {row['knobs']}".rstrip(),
                   f"simulated: {_fmt_metrics(row)}",
                   "run it: rolloutbench run --config THIS_FILE --out DIR"]
