@@ -314,8 +314,9 @@ NOT_TEXT: list[list[str]] = [
 
 
 @pytest.mark.parametrize("argv", NOT_TEXT, ids=lambda a: " ".join(a[:2]))
-def test_a_file_that_is_not_utf8_text_is_one_line_naming_it(tmp_path: Path,
-                                                            argv: list[str]) -> None:
+def test_a_file_that_is_not_utf8_text_is_one_line_naming_it(
+        tmp_path: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROLLOUTBENCH_PRESETS", raising=False)  # --presets sets it: put back
     bad = tmp_path / "u16.toml"
     bad.write_bytes('system = "cgp"\n'.encode("utf-16"))  # starts with the BOM ff fe
     (tmp_path / "baselines").mkdir()

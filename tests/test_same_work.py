@@ -248,3 +248,37 @@ def test_strict_reading_type_checks_prompt_and_verify_s(tmp_path: Path, line: di
     assert len(read_trace(path)) == 2  # the general reader checks presence only
     with pytest.raises(TraceError, match=f"^{path}:2: {field} must be {kind}"):
         read_trace(path, strict=True)
+
+
+def test_run_on_a_trace_replays_its_shape_unless_told_another(tmp_path: Path) -> None:
+    """`run --workload trace:PATH` with no -R took RunConfig's R 32 and replayed a third
+    of an R 96 run's groups, then compared as the same work (docs/running.md's "same
+    work"). With none of R, K, U and rounds given, they are the trace's, said in a note,
+    and the replay under its own system gives the run's own figures; one given is kept."""
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    runner = CliRunner()
+    source = tmp_path / "x"
+    done = runner.invoke(app, ["run", "--system", "cgp", "--workload", "sci-xw", "-R", "12",
+                               "-K", "4", "-U", "3", "--rounds", "3", "--out", str(source)])
+    assert done.exit_code == 0, done.output
+    trace = f"trace:{source / 'trace.jsonl.zst'}"
+    done = runner.invoke(app, ["run", "--system", "cgp", "--workload", trace,
+                               "--out", str(tmp_path / "z")])
+    assert done.exit_code == 0, done.output
+    assert "note: -R 12, -K 4, -U 3, --rounds 3: the trace's own" in done.stderr
+    config = json.loads((tmp_path / "z" / "run.json").read_text())["config"]
+    assert (config["groups"], config["group_size"], config["update_groups"],
+            config["rounds"]) == (12, 4, 3, 3)
+    replayed = json.loads((tmp_path / "z" / "metrics.json").read_text())
+    ran = json.loads((source / "metrics.json").read_text())
+    for key in FIGURES:
+        assert [r[key] for r in replayed] == pytest.approx([r[key] for r in ran], rel=1e-9)
+    done = runner.invoke(app, ["run", "--system", "cgp", "--workload", trace, "-R", "6",
+                               "--out", str(tmp_path / "six")])
+    assert done.exit_code == 0, done.output
+    config = json.loads((tmp_path / "six" / "run.json").read_text())["config"]
+    assert (config["groups"], config["group_size"], config["update_groups"],
+            config["rounds"]) == (6, 4, 3, 3)  # U 3 divides R 6: the trace's kept

@@ -124,7 +124,7 @@ CSV_HELP = "Print the rows as CSV (every field, full precision)."
 
 
 def build_config(config: Path | None, sets: list[str], start: RunConfig | None = None,
-                 ignore: tuple[str, ...] = (), shared: bool = False,
+                 ignore: tuple[str, ...] = (), shared: bool = False, trace_shape: bool = False,
                  **options: object) -> RunConfig:
     """Defaults (`start`'s, or RunConfig's), then the TOML file, then named options,
     then --set overrides; then the whole config is checked (`harness.run.checks`).
@@ -135,7 +135,9 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
 
     An option the system does not read is refused for `run` (its one system); `shared`:
     the config is one of several systems' runs, where the command says once which
-    systems ignore which option (`knob_check.ignored_line`)."""
+    systems ignore which option (`knob_check.ignored_line`). `trace_shape` (`run`): a
+    `trace:` workload's R, K, U and rounds are the trace's own where neither an option
+    nor the file gives them (`_trace_shape`)."""
     cfg = start if start is not None else RunConfig()
     from_file: dict[str, object] = {}
     if config is not None:
@@ -162,6 +164,8 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
     typed |= {"groups"} if steps is not None else set()
     from harness.run.checks import check_run
 
+    if trace_shape:
+        _trace_shape(cfg, typed | set(from_file))
     try:
         if steps is not None:  # R = G x U; an R given beside it must agree
             from harness.run.knob_check import steps_to_groups
@@ -180,6 +184,38 @@ def build_config(config: Path | None, sets: list[str], start: RunConfig | None =
         shown = {k.strip(): v.strip() for k, _, v in (a.partition("=") for a in sets)}
         check_knobs(cfg.system, cfg, typed, shown)
     return cfg
+
+
+def _trace_shape(cfg: RunConfig, given: set[str]) -> None:
+    """A `trace:` (or `trace-cycle:`) workload replays the trace's work: its R, K, U and
+    rounds where the user gave none of them (`given`), said once on stderr. With
+    RunConfig's defaults (R 32) a replay of an R 96 run replayed a third of its groups
+    and compared as the same work."""
+    from workloads.trace_source import CYCLE_PREFIX, PREFIX
+
+    workload = cfg.workload
+    if not workload.startswith((PREFIX, CYCLE_PREFIX)):
+        return
+    from harness.studies.counterfactual import shape
+
+    path = Path(workload.removeprefix(CYCLE_PREFIX).removeprefix(PREFIX))
+    try:
+        work = shape(path)
+    except (OSError, ValueError):  # the workload's own check says what is wrong with it
+        return
+    took = []
+    for name, value, option in (("groups", work.groups, "-R"), ("group_size", work.group_size,
+                                                                  "-K"),
+                                ("update_groups", work.update_groups, "-U"),
+                                ("rounds", work.rounds, "--rounds")):
+        if name not in given and getattr(cfg, name) != value:
+            if name == "update_groups" and cfg.groups % value:
+                continue  # a U of its own that does not divide the R given: the default's
+            setattr(cfg, name, value)
+            took.append(f"{option} {value}")
+    if took:
+        typer.echo(f"note: {', '.join(took)}: the trace's own (replaying its work; give "
+                   f"them to replay another shape)", err=True)
 
 
 def _carries_presets(table: dict) -> bool:

@@ -190,7 +190,8 @@ def run_cmd(
     refuse_overwrite("--out", out, [("--config", config), ("--workload", workload_file(workload))],
                      run_files)
     try:
-        cfg = build_config(config, set_ or [], system=system, workload=workload, groups=groups,
+        cfg = build_config(config, set_ or [], trace_shape=True, system=system,
+                           workload=workload, groups=groups,
                            group_size=group_size, update_groups=update_groups,
                            frontier=frontier, rounds=rounds, seed=seed,
                            concurrency=concurrency, max_lag=max_lag,
