@@ -85,11 +85,31 @@ def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
                 result = {"rounds": [], "error": error_line(err)}
             done(futures[fut], result)
     except BaseException:  # Ctrl-C: drop queued cells, stop running ones, keep the rest
+        # the workers taken first: shutdown() lets go of the pool's own list of them
+        procs = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        for proc in procs:
             proc.terminate()
+        for proc in procs:  # gone before their cells' folders are
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        _drop_unfinished(cells, out)
         raise
     pool.shutdown()
+
+
+def _drop_unfinished(cells: list[Cell], out: Path) -> None:
+    """The folders of cells stopped before their result was recorded: a trace there
+    (whole or cut) is of no cell of the table, and `metrics OUT/cells/*/trace*` would
+    count it; the rerun simulates them again."""
+    import shutil
+
+    for cell in cells:
+        folder = out / "cells" / cell.key
+        if folder.is_dir() and not (folder / "result.json").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_ray(cells: list[Cell], done: Done) -> None:
