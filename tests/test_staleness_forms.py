@@ -235,3 +235,16 @@ def test_help_shows_every_default() -> None:
     done = CliRunner().invoke(app, ["staleness-forms", "--help"], env={"COLUMNS": "200"})
     text = " ".join(done.output.replace("\u2502", " ").split())
     assert "(engine + trainer GPUs). [default: every split]" in text, text
+
+
+def test_another_studys_folder_is_named_as_such(tmp_path: Path) -> None:
+    """heavy-tails' folder said "no run of the 11 systems has a steady window"."""
+    (study(tmp_path) / "study.json").write_text(json.dumps({"study": "heavy-tails"}))
+    done = CliRunner().invoke(app, ["staleness-forms", str(tmp_path)])
+    assert done.exit_code == 2
+    assert done.output.strip() == (f"error: {tmp_path}: the heavy-tails study's folder, not the "
+                                   "staleness study's; pass OUT/staleness of `rolloutbench "
+                                   "whatif staleness --out OUT`")
+    (tmp_path / "study.json").write_text(json.dumps({"study": "staleness"}))
+    assert CliRunner().invoke(app, ["staleness-forms", str(tmp_path), "--errors",
+                                    "--json"]).exit_code == 0

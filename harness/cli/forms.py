@@ -31,6 +31,17 @@ def _shown(rows: list[dict[str, Any]], keys: tuple[tuple[str, str], ...]) -> lis
                     else r[key]) for key, name in keys} for r in rows]
 
 
+def _study_of(runs: Path) -> str | None:
+    """The what-if study whose folder `runs` is, as its study.json says; None when it
+    has none (a sweep of the staleness spec run by `sweep`) or cannot be read."""
+    import json
+
+    try:
+        return str(json.loads((runs / "study.json").read_text())["study"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @commands.command("staleness-forms")
 def staleness_forms_cmd(
     runs: Annotated[Path, typer.Argument(
@@ -90,6 +101,10 @@ def staleness_forms_cmd(
     if not any((runs / "cells").glob("*/result.json")):
         fail(f"{runs}: no staleness study here (no cells/*/result.json); run "
              f"`rolloutbench whatif staleness --out DIR` and pass DIR/staleness")
+    study = _study_of(runs)
+    if study not in (None, "staleness"):  # another what-if study's folder
+        fail(f"{runs}: the {study} study's folder, not the staleness study's; pass "
+             f"OUT/staleness of `rolloutbench whatif staleness --out OUT`")
     if roll_flash:
         _roll_flash(runs, split, jobs, fmt)
         return
