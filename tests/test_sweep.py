@@ -353,3 +353,16 @@ def test_the_table_carries_the_yardstick_each_cell_is_ranked_by(tmp_path: Path) 
         tokens = sum(s["tokens"] for s in steps[first:last])
         assert math.isclose(got["trained_tokens_per_s"], tokens / (steps[last - 1]["t"] - start),
                             rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(("tp", "named"), [("", "sim.rollout_tp=2 (the default)"),
+                                          ("rollout_tp = 2\n", "sim.rollout_tp = 2")])
+def test_a_refusal_names_a_field_as_the_spec_gave_it_or_as_its_default(
+        tmp_path: Path, tp: str, named: str) -> None:
+    """A sweep has no --set: `run`'s `--set sim.rollout_tp=2: ...` named an option the
+    spec's author never typed."""
+    (tmp_path / "s.toml").write_text(TINY_TOML + f'[base.sim]\nmodel = "qwen3-235b-a22b"\n{tp}')
+    code, output = sweep_cli(str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert output.startswith(f"error: {tmp_path / 's.toml'}: base: {named}: qwen3-235b-a22b's "
+                             "bf16 weights take"), output

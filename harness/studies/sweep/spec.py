@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from typing import Any
@@ -127,7 +128,7 @@ def parse_spec(spec: dict[str, Any]) -> Sweep:
                 cell = make_cell(template, varied, seed)
                 cells.setdefault(cell.key, cell)  # a duplicate point runs once
     sweep = Sweep(list(cells.values()), [*grid, *zipped])
-    check_cells(sweep, template)
+    check_cells(sweep, template, set(_flatten(base)))
     return sweep
 
 
@@ -143,18 +144,36 @@ def _problem(cfg: RunConfig) -> str | None:
     return None
 
 
-def check_cells(sweep: Sweep, base: RunConfig) -> None:
+def check_cells(sweep: Sweep, base: RunConfig, given: set[str] = frozenset()) -> None:
     """Every cell checked as `run` checks its options (system, workload, presets,
     calibration, U divides R, ...) before any runs; the first bad one is a
-    ConfigError naming its varied values, or `base` when the base alone is bad."""
+    ConfigError naming its varied values, or `base` when the base alone is bad. A
+    check that names a field as `run` would (`--set FIELD=VALUE`) names it as the spec
+    gave it, or as its default where `given` (the base's fields) and the cell's do not."""
     for cell in sweep.cells:
         problem = _problem(cell.config)
         if problem is None:
             continue
+        said = _as_given(problem, given | set(cell.varied))
         if not cell.varied or _problem(base) == problem:
-            raise ConfigError(f"base: {problem}")
+            raise ConfigError(f"base: {said}")
         values = ", ".join(f"{k}={v!r}" for k, v in cell.varied.items())
-        raise ConfigError(f"cell {values}: {problem}")
+        raise ConfigError(f"cell {values}: {said}")
+
+
+_SET = re.compile(r"^--set ([\w.]+)=([^:\s]*): (.*)$", re.S)
+
+
+def _as_given(problem: str, given: set[str]) -> str:
+    """`--set sim.rollout_tp=2: ...` (what `run` says) as the spec has it: `sim.rollout_tp
+    = 2: ...` where it gave the field, `sim.rollout_tp=2 (the default): ...` where not;
+    a sweep has no --set."""
+    found = _SET.match(problem)
+    if found is None:
+        return problem
+    field, value, rest = found.groups()
+    return (f"{field} = {value}: {rest}" if field in given
+            else f"{field}={value} (the default): {rest}")
 
 
 def make_cell(template: RunConfig, varied: dict[str, Any], seed: int | None) -> Cell:
