@@ -263,9 +263,14 @@ def test_a_knob_that_a_crossed_system_does_not_read_is_said_once() -> None:
     sweep = parse_spec({"base": {"workload": "lsat-ar", "groups": 8, "group_size": 4,
                                  "rounds": 1},
                         "grid": {"system": ["cgp", "cgp-fgd"], "frontier": [2, 4, 8]}})
-    # frontier 2 is cgp's default (not a setting it ignores); 4 and 8 are said once
-    said = ignored_line((c.config for c in sweep.cells), named={}, setter="")
-    assert said == "cgp (2 cells) ignores frontier (each runs as if it were unset)"
+    # frontier 2 is cgp's default (not a setting it ignores); 4 and 8 are said once, and
+    # cgp's three points are one cell, run once, its frontier no value in the table
+    from harness.studies.sweep import ignored_by_cells
+
+    assert ignored_line((c.config for c in sweep.cells), named={}, setter="") == ""
+    assert ignored_by_cells(sweep) == "cgp ignores frontier (each runs as if it were unset, once)"
+    cgp = [c for c in sweep.cells if c.config.system == "cgp"]
+    assert len(sweep.cells) == 4 and len(cgp) == 1 and cgp[0].config.frontier == 2
 
 
 def test_a_set_knob_is_named_by_its_field() -> None:
@@ -276,7 +281,15 @@ def test_a_set_knob_is_named_by_its_field() -> None:
                                  "rounds": 1},
                         "grid": {"system": ["slime", "april"],
                                  "dynamic_sampling": [True]}})
-    assert ignored_line((c.config for c in sweep.cells), named={}, setter="") == (
+    from harness.studies.sweep import ignored_by_cells
+
+    assert ignored_by_cells(sweep) == (
+        "slime ignores dynamic_sampling (each runs as if it were unset, once)")
+    # a base's knob its system does not read: the configs say it, with its value
+    base = parse_spec({"base": {"workload": "lsat-ar", "groups": 8, "group_size": 4,
+                                "rounds": 1, "dynamic_sampling": True},
+                       "grid": {"system": ["slime", "april"]}})
+    assert ignored_line((c.config for c in base.cells), named={}, setter="") == (
         "slime ignores dynamic_sampling=true (each runs as if it were unset)")
 
 

@@ -44,10 +44,10 @@ def sweep_cmd(
 ) -> None:
     """Run every cell of a sweep spec not done yet in OUT; write one table of all
     cells' per-round metrics."""  # the command's help is HELP: it names the Ray timeout
-    from harness.run.knob_check import ignored_line
     from harness.studies.sweep import (
         check_footprints,
         foreign_cells,
+        ignored_by_cells,
         load_spec,
         pending,
         read_result,
@@ -73,7 +73,7 @@ def sweep_cmd(
     if others and not force:
         fail(f"--out: {out} holds {others} cells of another sweep that {spec.name} does not "
              f"have; its results table would leave them out (another --out, or --force)")
-    ignored = ignored_line((cell.config for cell in sweep.cells), named={}, setter="")
+    ignored = ignored_by_cells(sweep)
     if ignored:  # one line: which systems ignore which option
         typer.echo(f"note: {ignored}", err=True)
     cells = pending(sweep, out, retry_failed)

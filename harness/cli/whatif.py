@@ -50,8 +50,7 @@ def whatif_cmd(
         if folder is not None:
             check_out(folder, option)  # a file, or unmakeable: one line before any work
     from harness.core.progress import Bar
-    from harness.run.knob_check import ignored_line
-    from harness.studies.sweep import pending
+    from harness.studies.sweep import ignored_by_cells, pending
     from harness.studies.whatif import study_sweep
 
     for study in names:
@@ -59,7 +58,7 @@ def whatif_cmd(
         try:
             spec = study_sweep(study)
             todo = len(pending(spec, out / study))  # those done before are kept, not run
-            ignored = ignored_line((c.config for c in spec.cells), named={}, setter="")
+            ignored = ignored_by_cells(spec)
             if ignored:  # as `sweep` says it: once, on stderr
                 typer.echo(f"note: {ignored}", err=True)
             kept = len(spec.cells) - todo

@@ -22,8 +22,15 @@ from harness.studies.sweep.results import (
     write_tables,
 )
 from harness.studies.sweep.running import check_footprints, rows_delivered, run_cell, run_sweep
-from harness.studies.sweep.spec import Cell, Sweep, load_spec, make_cell, parse_spec
+from harness.studies.sweep.spec import (
+    Cell,
+    Sweep,
+    ignored_by_cells,
+    load_spec,
+    make_cell,
+    parse_spec,
+)
 
-__all__ = ["Cell", "Sweep", "check_footprints", "foreign_cells", "load_spec", "make_cell",
-           "parse_spec", "pending", "read_result", "record", "rows_delivered", "run_cell",
-           "run_sweep", "table_rows", "write_tables"]
+__all__ = ["Cell", "Sweep", "check_footprints", "foreign_cells", "ignored_by_cells",
+           "load_spec", "make_cell", "parse_spec", "pending", "read_result", "record",
+           "rows_delivered", "run_cell", "run_sweep", "table_rows", "write_tables"]

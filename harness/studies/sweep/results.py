@@ -68,7 +68,9 @@ def table_rows(sweep: Sweep, out: Path) -> tuple[list[dict[str, Any]], list[str]
         # a field the run's header leaves out while at its default (`RunConfig.to_dict`:
         # speculative decoding off, another system's table) is read from the cell's own
         flat = {**_flatten(dataclasses.asdict(cell.config)), **_flatten(res["config"])}
-        head = {"cell": cell.key, **{k: flat.get(k) for k in config_cols[1:]}}
+        # a varied knob the cell's system does not read: no value (`make_cell`)
+        head = {"cell": cell.key, **{k: None if k in cell.varied and cell.varied[k] is None
+                                     else flat.get(k) for k in config_cols[1:]}}
         if res.get("error"):
             rows.append({**head, "error": res["error"]})
         for r in res.get("rounds") or []:

@@ -12,11 +12,11 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
-from harness.core.config_io import apply
+from harness.core.config_io import apply, get_path
 from harness.core.files import not_utf8
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
@@ -36,6 +36,8 @@ class Cell:
 class Sweep:
     cells: list[Cell]
     columns: list[str]  # the varied (grid and zip) keys, in spec order
+    # varied knob -> the systems that do not read it (their points one cell each)
+    unread: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _nest(key: str, value: Any) -> dict[str, Any]:
@@ -121,13 +123,18 @@ def parse_spec(spec: dict[str, Any]) -> Sweep:
     rows = zip(*zipped.values(), strict=True)
     zip_rows = [dict(zip(zipped, row, strict=True)) for row in rows] or [{}]
     cells: dict[str, Cell] = {}
+    unread: dict[str, list[str]] = {}
     for combo in itertools.product(*grid.values()):
         for zrow in zip_rows:
             varied = {**dict(zip(grid, combo, strict=True)), **zrow}
             for seed in seeds:
                 cell = make_cell(template, varied, seed)
                 cells.setdefault(cell.key, cell)  # a duplicate point runs once
-    sweep = Sweep(list(cells.values()), [*grid, *zipped])
+                for key in (k for k, v in cell.varied.items() if v is None):
+                    systems = unread.setdefault(key, [])
+                    if cell.config.system not in systems:
+                        systems.append(cell.config.system)
+    sweep = Sweep(list(cells.values()), [*grid, *zipped], unread)
     check_cells(sweep, template, set(_flatten(base)))
     return sweep
 
@@ -178,18 +185,52 @@ def _as_given(problem: str, given: set[str]) -> str:
 
 def make_cell(template: RunConfig, varied: dict[str, Any], seed: int | None) -> Cell:
     """The point's config, keyed by its resolved form. Types were checked in parse_spec
-    and values are checked by `check_cells`, before any cell runs."""
+    and values are checked by `check_cells`, before any cell runs. A varied knob its
+    system does not read (cgp crossed with frontier = [4, 8]) keeps the base's value and
+    is None among the cell's values: the points are one cell, run once, and the table
+    does not label one run as two settings."""
     from harness.shared.defaults import resolve_defaults
 
     cfg = copy.deepcopy(template)
     for key, value in varied.items():
         apply(cfg, _nest(key, value))
+    unread = _unread(cfg, varied)
+    for key in unread:
+        apply(cfg, _nest(key, get_path(template, key)))
+    varied = {k: None if k in unread else v for k, v in varied.items()}
     if seed is not None:  # from repeats; else the base's (or a varied) seed
         cfg.seed = seed
     with contextlib.suppress(Exception):  # an unknown workload fails later, in its cell
         resolve_defaults(cfg)
     canon = json.dumps(cfg.to_dict(), sort_keys=True, separators=(",", ":"))
     return Cell(hashlib.sha256(canon.encode()).hexdigest()[:12], dict(varied), cfg)
+
+
+def _unread(cfg: RunConfig, varied: dict[str, Any]) -> set[str]:
+    """The varied fields `cfg.system` does not read (harness.run.knob_check); none for a
+    system the checks will refuse by name."""
+    from harness.core.registry import UnknownName
+    from harness.run.knob_check import ignored_fields
+
+    try:
+        return {f for f, _ in ignored_fields(cfg.system, cfg, varied)} & set(varied)
+    except UnknownName:
+        return set()
+
+
+def ignored_by_cells(sweep: Sweep) -> str:
+    """Which systems ignore which knobs in one line ('' when none), for a sweep's note:
+    the base's (`knob_check.ignored_line` over the cells' configs) and the varied ones,
+    which `make_cell` took out of the cells of systems that do not read them."""
+    from harness.run.knob_check import ignored_line
+
+    said = ignored_line((cell.config for cell in sweep.cells), named={}, setter="")
+    parts = [f"{' and '.join(systems)} {'ignores' if len(systems) == 1 else 'ignore'} {key}"
+             for key, systems in sweep.unread.items()]
+    if parts:
+        said = "; ".join(filter(None, [said.removesuffix(" (each runs as if it were unset)"),
+                                       *parts])) + " (each runs as if it were unset, once)"
+    return said
 
 
 def load_spec(path: str | os.PathLike[str]) -> Sweep:
