@@ -218,3 +218,17 @@ def test_a_piped_plan_says_how_far_its_space_and_search_are(
                          "space: layouts: 2/2 (100%)", "search: configurations: 2 to go",
                          "search: configurations: 1/2 (50%)",
                          "search: configurations: 2/2 (100%)"]
+
+
+def test_a_late_stage_says_its_label_only_once_it_runs_long(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Reading a large trace (timeline: 29 s at 65,536 requests) said nothing; a small
+    one's commands stay as quiet as they were."""
+    import time
+
+    with progress.late_stage("reading a small trace", after=0.5):
+        pass
+    with progress.late_stage("reading a large trace", after=0.05):
+        time.sleep(0.3)
+    time.sleep(0.1)  # a timer that would fire late: cancelled, it says nothing
+    assert capsys.readouterr().err.splitlines() == ["reading a large trace"]

@@ -21,6 +21,7 @@ from harness.cli.common import (
     trace_of,
     warning,
 )
+from harness.core.progress import late_stage
 from harness.core.trace import TraceError, read_prefix
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -30,7 +31,8 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 def _events(trace: Path) -> list[dict[str, Any]]:
     try:  # as far as it goes: a last line cut mid-write left out, said below
-        cut = read_prefix(trace, allow_cut=True, strict=False)
+        with late_stage(f"reading {trace}"):
+            cut = read_prefix(trace, allow_cut=True, strict=False)
     except TraceError as err:
         fail(str(err))
     events = cut.events
@@ -64,11 +66,13 @@ def _draw(out: Path, make: Any) -> None:
 
     _figure_path(out)
     try:
-        fig = make()
+        with late_stage(f"drawing {out}"):
+            fig = make()
     except InputError as err:
         fail(str(err))
     try:
-        save_figure(fig, out)
+        with late_stage(f"writing {out}"):
+            save_figure(fig, out)
     except OSError as err:
         fail(f"--out: {out}: cannot write ({err.strerror})")
     console.print(f"wrote {out}", highlight=False)
@@ -90,9 +94,12 @@ def timeline_cmd(
 
     trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
-    doc = timeline(_timed(_events(trace), trace))
+    events = _timed(_events(trace), trace)
+    with late_stage(f"timeline: the slices and counters of {len(events):,} events"):
+        doc = timeline(events)
     try:
-        write_atomic(out, json.dumps(doc, separators=(",", ":")) + "\n")
+        with late_stage(f"writing {out}"):
+            write_atomic(out, json.dumps(doc, separators=(",", ":")) + "\n")
     except OSError as err:
         fail(f"--out: {out}: cannot write ({err.strerror})")
     events = doc["traceEvents"]
@@ -141,7 +148,8 @@ def compare_cmd(
     fmt = output_format(json_out, csv_out)
     cut: list[str] = []  # a trace that stops short, said once each
     try:
-        rows_a, rows_b = load_rows(a, cut.append), load_rows(b, cut.append)
+        with late_stage(f"reading {a} and {b}"):
+            rows_a, rows_b = load_rows(a, cut.append), load_rows(b, cut.append)
         rows = compare(rows_a, rows_b, per_round=per_round)
     except InputError as err:
         fail(str(err))

@@ -23,8 +23,11 @@ NOTHING_JUDGED = 3  # exit code: no property judged (no bound stated, nothing to
 
 def _read(trace: Path) -> Trace:
     """The trace as far as it goes (a last line cut mid-write left out: `tally` says so)."""
+    from harness.core.progress import late_stage
+
     try:
-        return read_prefix(trace, allow_cut=True)
+        with late_stage(f"reading {trace}"):
+            return read_prefix(trace, allow_cut=True)
     except TraceError as err:
         fail(str(err))
     raise AssertionError  # unreachable: fail() exits

@@ -355,11 +355,15 @@ def metrics_cmd(
 
         figs[path] = delivered(trace.events)
 
+    from harness.core.progress import late_stage
+
     try:
         # a last line cut mid-write is left out, said in the warning (--partial or not)
-        per_trace = [steps_for_traces([str(p)], partial=True, warn=warning) if steps else
-                     metrics_for_traces([str(p)], partial=True, warn=warning, seen=seen)
-                     for p in traces]
+        with late_stage(f"reading {traces[0]}" if len(traces) == 1
+                        else f"reading {len(traces)} traces"):
+            per_trace = [steps_for_traces([str(p)], partial=True, warn=warning) if steps else
+                         metrics_for_traces([str(p)], partial=True, warn=warning, seen=seen)
+                         for p in traces]
     except TraceError as err:
         fail(str(err))
     if steps:  # a trace without steps printed nothing and exited 0

@@ -69,6 +69,7 @@ def export_otlp_cmd(
 
     from harness.analysis.otlp import export
     from harness.core.files import write_atomic
+    from harness.core.progress import late_stage
     from harness.core.trace import TraceError, read_prefix
 
     if out.suffix != ".json":
@@ -78,15 +79,18 @@ def export_otlp_cmd(
     trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
     try:  # as far as it goes (a run killed, a last line cut mid-write), said once
-        read = read_prefix(trace, allow_cut=True)
+        with late_stage(f"reading {trace}"):
+            read = read_prefix(trace, allow_cut=True)
     except TraceError as err:
         fail(str(err))
     events = read.events
     if not read.complete:
         warning(f"{trace}: incomplete trace ({read.problem()}); exported as far as it goes")
-    doc = export(events)
+    with late_stage(f"export-otlp: the spans of {len(events):,} events"):
+        doc = export(events)
     try:
-        write_atomic(out, msgspec.json.encode(doc).decode() + "\n")
+        with late_stage(f"writing {out}"):
+            write_atomic(out, msgspec.json.encode(doc).decode() + "\n")
     except OSError as err:
         fail(f"--out: {out}: cannot write ({err.strerror})")
     spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]

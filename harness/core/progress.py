@@ -171,6 +171,43 @@ def stage(label: str) -> Iterator[Update]:
     yield line
 
 
+@contextmanager
+def late_stage(label: str, after: float = 3.0) -> Iterator[None]:
+    """`stage` for work that is often quick: nothing unless it runs `after` seconds, then
+    `label` (a spinner on a terminal, one line piped) until it ends. A command reading a
+    large trace (65,536 requests: `timeline` 29 s, `export-otlp` 31 s) said nothing the
+    whole time; one reading a small trace stays as quiet as it was. A timer thread says
+    it: the work itself holds the interpreter and cannot."""
+    import threading
+
+    out, lock = console(), threading.Lock()
+    shown: list[Any] = []
+    over = [False]
+
+    def show() -> None:
+        with lock:
+            if over[0]:
+                return
+            if out.is_terminal:
+                status = out.status(label)
+                status.start()
+                shown.append(status)
+            else:
+                print(label, file=sys.stderr, flush=True)
+
+    timer = threading.Timer(after, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            over[0] = True
+        timer.cancel()
+        for status in shown:
+            status.stop()
+
+
 class LateBar:
     """A `Bar` that appears only once its work has run `after` seconds: a quick command
     stays as quiet as it was (a simulated `run` of a few rounds prints its table alone),
