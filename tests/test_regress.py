@@ -112,3 +112,10 @@ def test_a_grid_of_ones_own_is_named_in_its_errors(tmp_path: Path) -> None:
     assert '"nosuch"' in grid.read_text()
     code, out = regress_cli("--baselines", str(out_dir))
     assert code == 2 and out.startswith(f"error: {grid}: unknown system 'nosuch'"), out
+
+
+def test_csv_with_nothing_moved_is_its_header() -> None:
+    """`--csv` with nothing moved printed nothing at all; a reader of it got no columns."""
+    result = CliRunner().invoke(app, ["regress", "--csv"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "cell,round,metric,baseline,now,change_pct\n"

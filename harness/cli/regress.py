@@ -62,6 +62,9 @@ def print_report(report: Report, console: Console = console) -> None:
     console.print(line, highlight=False)
 
 
+MOVED_COLUMNS = ("cell", "round", "metric", "baseline", "now", "change_pct")
+
+
 @commands.command("regress")
 def regress_cmd(
     baselines: Annotated[Path, typer.Option(
@@ -97,7 +100,10 @@ def regress_cmd(
         moved = [{"cell": m.cell, "round": m.round, "metric": m.metric,
                   "baseline": m.baseline, "now": m.now, "change_pct": m.change_pct}
                  for m in report.moved]
-        machine(moved, fmt)
+        if moved or fmt == "json":
+            machine(moved, fmt)
+        else:  # nothing moved: the header alone, a table with no rows (it printed nothing)
+            typer.echo(",".join(MOVED_COLUMNS))
     say = console if fmt == "table" else Console(stderr=True, width=200)
     print_report(report, say)
     if update_:
