@@ -204,3 +204,25 @@ def test_an_untimed_trace_needs_the_cluster_stated(tmp_path: Path,
                  "--set", "sim.rollout_gpu=h100-sxm")
     assert stated.returncode == 0
     assert stated.stderr.startswith("cluster (stated): qwen3-1.7b on 1 x TP2 h100-sxm")
+
+
+def test_the_trainer_fit_keeps_the_optimizers_time_between_a_batch_and_its_step(
+        runs: dict[str, Path]) -> None:
+    """The simulated and the live trainer step the optimizer after a batch's span ends
+    (train_end, then optimizer_step): a fit of the spans alone found 0 s a step, and a
+    run's own twin stepped faster than the run. A step's time is the spans' constant
+    plus the median gap from a step's last batch to the step, worked out here."""
+    from harness.core.trace import read_trace
+    from harness.studies.twin.trainer_fit import fit_trainer
+
+    ended, gaps = None, []
+    for e in read_trace(runs["slime"]):
+        if e["ev"] == "train_end":
+            ended = e["t"]
+        elif e["ev"] == "optimizer_step" and ended is not None:
+            gaps.append(e["t"] - ended)
+            ended = None
+    fit = fit_trainer(runs["slime"])
+    assert fit is not None and len(gaps) == 8 and float(np.median(gaps)) > 0.1
+    assert fit.optimizer_s >= float(np.median(gaps))
+    assert fit.optimizer_s == pytest.approx(float(np.median(gaps)), abs=0.05)  # spans': ~0
