@@ -148,8 +148,10 @@ class SimRuntime(RunnerBase):
         train: Any
         if "train" in measured:  # seconds per token, measured: FLOPs become seconds
             t = measured["train"]
-            train = TrainModel(1.0, t["seconds_per_token"], 0.0, self.params["micro_overhead_s"],
-                               t.get("optimizer_s", 0.0), t.get("per_sequence_s", 0.0))
+            # attention's share where measured (a counterfactual's fit): s per length^2
+            train = TrainModel(1.0, t["seconds_per_token"], t.get("per_token_squared_s", 0.0),
+                               self.params["micro_overhead_s"], t.get("optimizer_s", 0.0),
+                               t.get("per_sequence_s", 0.0))
         elif kernels_trainer:  # an explicit sim.train_mfu overrides it: the MFU line
             speed = trainer_speed.Speed(self.params["train_scale"],
                                         self.params["train_step_fixed_s"])  # knobs applied
