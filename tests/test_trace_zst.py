@@ -238,6 +238,15 @@ def test_trace_convert_both_ways(both: tuple[Path, Path], tmp_path: Path) -> Non
     assert (tmp_path / "y.jsonl.zst").read_bytes() == before
     assert cli("trace-convert", "x.jsonl", "y.jsonl.zst", "--force",
                cwd=tmp_path).returncode == 0
+    # a name that is neither form (plain lines went under a gzip name), refused; a new
+    # folder made, as other commands make theirs; nothing half-written left beside DST
+    gz = cli("trace-convert", "x.jsonl", "x.gz", cwd=tmp_path)
+    assert gz.returncode == 2 and gz.stderr.strip() == (
+        "error: DST: x.gz: a trace is JSON lines; name it .jsonl.zst (compressed) or .jsonl "
+        "(plain)") and not (tmp_path / "x.gz").exists()
+    assert cli("trace-convert", "x.jsonl", "new/z.jsonl.zst", cwd=tmp_path).returncode == 0
+    assert read_bytes(tmp_path / "new" / "z.jsonl.zst") == plain.read_bytes()
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["z.jsonl.zst"]
 
 
 def test_compare_and_check_read_a_folder_of_compressed_traces(both: tuple[Path, Path],

@@ -31,10 +31,15 @@ def convert_cmd(
 ) -> None:
     """Write a trace in the other form: DST ending in .zst is zstd, any other name plain
     JSON lines; the lines are the same, byte for byte (`zstd -d` reads DST too)."""
+    import os
+
     from harness.core.trace import TraceError, TraceReader
-    from harness.core.trace_io import ZstdError, convert
+    from harness.core.trace_io import SUFFIXES, ZstdError, convert
 
     src = trace_of(src)
+    if not dst.name.endswith(SUFFIXES):  # trace.gz got plain lines under a gzip name
+        fail(f"DST: {dst}: a trace is JSON lines; name it .jsonl.zst (compressed) or "
+             ".jsonl (plain)")
     refuse_overwrite("DST", dst, [("SRC", src)])
     if dst.exists() and not force:
         fail(f"DST: {dst} exists (--force overwrites it)")
@@ -42,13 +47,19 @@ def convert_cmd(
         next(iter(TraceReader(src)))  # a trace: its first line is a run_start
     except TraceError as err:
         fail(str(err))
+    # written beside DST under another name, then renamed: stopped or failed, no half a
+    # trace is left; its folder made as every other command makes its output's
+    part = dst.with_name(f".{os.getpid()}.{dst.name}")  # the same ending: the same form
     try:
-        convert(src, dst)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        convert(src, part)
+        os.replace(part, dst)
     except OSError as err:
         fail(f"{dst}: cannot write ({err.strerror})")
     except ZstdError as err:
-        dst.unlink(missing_ok=True)
         fail(f"{src}: not a readable zstd stream ({err})")
+    finally:
+        part.unlink(missing_ok=True)
 
 
 @commands.command("export-otlp")
