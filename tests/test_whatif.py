@@ -141,3 +141,25 @@ def test_the_bar_counts_the_cells_left_and_names_those_done_before(
                                      "--jobs", "1"])
     assert again.exit_code == 0, again.output
     assert f"heavy-tails ({cells - 1} of {cells} cells done before): 1 to go" in again.output
+
+
+@pytest.mark.slow
+def test_a_summary_too_long_for_a_table_is_pointed_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """staleness' 222 summary rows printed 4,770 lines of table; past MOST_ROWS_SHOWN
+    rows the command names the files that hold them."""
+    import pandas as pd
+
+    from harness.cli import whatif as cli_whatif
+    from harness.studies import whatif
+
+    spec = tiny("heavy-tails")
+    monkeypatch.setattr(whatif, "read_spec", lambda name: copy.deepcopy(spec))
+    monkeypatch.setattr(cli_whatif, "MOST_ROWS_SHOWN", 2)
+    done = CliRunner().invoke(app, ["whatif", "heavy-tails", "--out", str(tmp_path),
+                                    "--jobs", "1"])
+    assert done.exit_code == 0, done.output
+    rows = len(pd.read_csv(tmp_path / "heavy-tails" / "summary.csv"))
+    flat = " ".join(done.stdout.split())
+    assert rows > 2 and f"heavy-tails: {rows} rows, too many to print here: " in flat
+    assert "┃" not in done.stdout and "r2te_s" not in done.stdout  # no table

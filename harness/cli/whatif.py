@@ -12,6 +12,8 @@ from harness.core.config import ConfigError
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
+MOST_ROWS_SHOWN = 40  # a study's summary printed as a table up to this many rows
+
 
 @commands.command("whatif")
 def whatif_cmd(
@@ -78,8 +80,14 @@ def whatif_cmd(
             raise typer.Exit(130) from None
         rows = res.summary.to_dict("records")
         every += [{"study": study, **r} for r in rows]
-        if fmt == "table" and rows:
+        if fmt == "table" and 0 < len(rows) <= MOST_ROWS_SHOWN:
             show(console, rows_table(rows))
+        elif fmt == "table" and rows:  # staleness' 222 rows ran to 4,770 lines of table
+            say.print(wrap(f"{study}: {len(rows)} rows, too many to print here: "
+                           f"{res.out / 'summary.csv'}" + (f" (tables: {res.out / 'summary.md'})"
+                                                           if (res.out / "summary.md").exists()
+                                                           else "")),
+                      highlight=False, markup=False, soft_wrap=True)
         timing = (f"{res.ran} cells in {res.wall_s:.1f} s wall on {jobs} jobs" if res.ran
                   else "all cells were done already")
         say.print(wrap(f"{study}: {res.cells} cells ({timing}, {res.failed} failed); "
