@@ -11,6 +11,7 @@ import math
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
@@ -119,3 +120,16 @@ def test_csv_with_nothing_moved_is_its_header() -> None:
     result = CliRunner().invoke(app, ["regress", "--csv"])
     assert result.exit_code == 0, result.output
     assert result.stdout == "cell,round,metric,baseline,now,change_pct\n"
+
+
+def test_a_passing_regress_says_no_calibration_notes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five `note:` lines (weight sync, train scale, hand-overs) on every CI run; said
+    only where something moved."""
+    from harness.core import notes
+
+    monkeypatch.setattr(notes, "_said", set())  # as a fresh process: none said yet
+    ok = CliRunner().invoke(app, ["regress"])
+    assert ok.exit_code == 0 and "note:" not in ok.stderr
+    code, out = regress_cli("--baselines", str(perturbed(tmp_path, 1.01)))
+    assert code == 1 and "note:" in out

@@ -90,11 +90,16 @@ def regress_cmd(
         fail(f"--baselines: {baselines} is a file; it names a folder of baselines")
     if not baselines.is_dir() and not update_:  # a typo ran the grid and failed as a regression
         fail(f"--baselines: no folder {baselines} (--update makes one from this run)")
+    from harness.core.notes import keep_notes, say_all
+
     start = time.perf_counter()
     try:
-        report, rows = regress(baselines, jobs)
+        with keep_notes() as notes:  # the grid's calibration notes, the same every run
+            report, rows = regress(baselines, jobs)
     except (ConfigError, UnknownName) as err:
         fail(str(err))
+    if not report.ok:  # said where a change moved something: they may be why
+        say_all(notes)
     seconds = time.perf_counter() - start
     if fmt != "table":  # the rows for a program on stdout, the words for a person on stderr
         moved = [{"cell": m.cell, "round": m.round, "metric": m.metric,
