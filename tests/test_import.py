@@ -348,3 +348,15 @@ def test_an_imported_runs_rejected_groups_are_drops_with_a_reason(tmp_path: Path
     assert [e["group"] for e in drops] == [1] and all(e.get("reason") for e in drops)
     starved = {r.name: r for r in check_events(events)}["starvation"]
     assert starved.passed is not False
+
+
+def test_an_untimed_trace_exported_says_its_spans_are_at_zero(tmp_path: Path) -> None:
+    """timeline and gantt refuse a trace without times; export-otlp keeps its structure
+    and token counts, and says once that every span is at t = 0 (it said nothing)."""
+    pipelinerl_run(tmp_path)
+    trace = tmp_path / "t.jsonl"
+    write(to_trace(read("pipelinerl", [tmp_path])), trace)
+    done = cli("export-otlp", trace, "--out", tmp_path / "o.json")
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "imported from pipelinerl logs without times: every span is at t = 0" in said

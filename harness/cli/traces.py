@@ -97,6 +97,12 @@ def export_otlp_cmd(
     events = read.events
     if not read.complete:
         warning(f"{trace}: incomplete trace ({read.problem()}); exported as far as it goes")
+    from harness.core.metrics import untimed
+
+    if events and untimed(events[0]):  # timeline and gantt refuse it; its spans keep order
+        fmt = events[0]["import"].get("format", "another system's")
+        warning(f"{trace}: imported from {fmt} logs without times: every span is at t = 0 "
+                f"(exported for its structure and token counts)")
     with late_stage(f"export-otlp: the spans of {len(events):,} events"):
         doc = export(events)
     try:
