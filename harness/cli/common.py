@@ -204,10 +204,9 @@ def _trace_shape(cfg: RunConfig, given: set[str]) -> None:
     except (OSError, ValueError):  # the workload's own check says what is wrong with it
         return
     took = []
-    for name, value, option in (("groups", work.groups, "-R"), ("group_size", work.group_size,
-                                                                  "-K"),
-                                ("update_groups", work.update_groups, "-U"),
-                                ("rounds", work.rounds, "--rounds")):
+    own = {"groups": (work.groups, "-R"), "group_size": (work.group_size, "-K"),
+           "update_groups": (work.update_groups, "-U"), "rounds": (work.rounds, "--rounds")}
+    for name, (value, option) in own.items():
         if name not in given and getattr(cfg, name) != value:
             if name == "update_groups" and cfg.groups % value:
                 continue  # a U of its own that does not divide the R given: the default's
