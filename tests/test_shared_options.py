@@ -78,8 +78,10 @@ def test_validate_applies_u_where_read_and_says_april_ignores_it(tmp_path: Path,
 
 
 def test_whatifs_frontier_study_says_cgp_ignores_its_frontier() -> None:
+    from harness.studies.sweep import ignored_by_cells
     from harness.studies.whatif import study_sweep
 
-    cells = study_sweep("fgd-frontier").cells
-    assert ignored_line((c.config for c in cells), named={}, setter="") == (
-        "cgp (45 cells) ignores frontier (each runs as if it were unset)")
+    sweep = study_sweep("fgd-frontier")  # cgp's points are one cell a KV size: said once
+    assert ignored_by_cells(sweep) == "cgp ignores frontier (each runs as if it were unset, once)"
+    assert sum(c.config.system == "cgp" for c in sweep.cells) == 15 and len(sweep.cells) == 75
+    assert ignored_line((c.config for c in sweep.cells), named={}, setter="") == ""

@@ -44,11 +44,21 @@ def test_a_two_worker_reproduction_says_each_note_once(tmp_path: Path) -> None:
     assert len(notes) == len(set(notes)) == 5, out.stderr
 
 
-def test_regress_on_two_workers_says_each_note_once() -> None:
-    # the 68 cells on two workers: before, four of the five notes came twice (the
-    # colocated APRIL and RollPacker cells ran on both workers)
-    out = subprocess.run([ROLLOUTBENCH, "regress", "--jobs", "2"], capture_output=True,
-                         text=True, timeout=300)
+def test_regress_on_two_workers_says_each_note_once(tmp_path: Path) -> None:
+    # the grid's cells on two workers: before, four of the five notes came twice (the
+    # colocated APRIL and RollPacker cells ran on both workers). A regress says them
+    # where something moved: here a baseline row taken out (its cell-round "added")
+    import shutil
+
+    from harness.studies.regress import DEFAULT_DIR
+
+    baselines = tmp_path / "baselines"
+    shutil.copytree(DEFAULT_DIR, baselines)
+    rows = (baselines / "metrics.csv").read_text().splitlines(keepends=True)
+    (baselines / "metrics.csv").write_text("".join(rows[:-1]))
+    out = subprocess.run([ROLLOUTBENCH, "regress", "--jobs", "2", "--baselines",
+                          str(baselines)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr
     notes = [" ".join(n.split()) for n in out.stderr.split("note: ")[1:]]
     assert notes and len(notes) == len(set(notes)), out.stderr
     assert sum(n.startswith("colocated: ") for n in notes) == 3, out.stderr
