@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.notes import say_once
+from harness.core.workers import stop_workers
 from harness.sim import calibration
 from harness.studies.plan.evaluate import METRICS, evaluate
 from harness.studies.plan.recipe import PlanError
@@ -300,10 +301,8 @@ def run(study: Any, space: Space, budget: int, jobs: int = 1, ray_address: str |
             progress(done, budget)
     finally:
         close()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.terminate()
+        if pool is not None:  # its workers read before shutdown (none were ended before)
+            stop_workers(pool)
 
 
 def floors(points: list[Point], systems: list[str], budget: int) -> dict[str, int]:

@@ -40,6 +40,7 @@ from rich.console import Console
 from harness.core.config import RunConfig
 from harness.core.notes import keep_notes, say_once
 from harness.core.trace_io import trace_stem
+from harness.core.workers import stop_workers
 from harness.run.execute import Reader, execute
 from harness.sim import knobs
 from harness.studies.reproduce import preload
@@ -272,15 +273,10 @@ def reproduce_passes(papers: dict[str, Callable[..., list[Any]]], passes: list[P
 
 
 def _stop(executor: cf.ProcessPoolExecutor) -> None:
-    """The queued runs dropped and the running ones ended with their workers: dropping the
-    queue alone let verl-async's twin run on for 30 s after a Ctrl-C. Killed, not asked
-    to end: a worker is forked with its parent's handlers, and one that caught SIGTERM
-    (`run` and `plan` set one) went on. (The workers are read before `shutdown`, which
-    forgets them.)"""
-    workers = list((getattr(executor, "_processes", None) or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        worker.kill()
+    """The queued runs dropped and the running ones ended with their workers
+    (`stop_workers`): dropping the queue alone let verl-async's twin run on for 30 s
+    after a Ctrl-C."""
+    stop_workers(executor)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from harness.core.config import RunConfig
 from harness.core.files import provenance
 from harness.core.metrics import ROUND_METRIC_EVENTS, round_metrics
 from harness.core.notes import error_line, kept, say_all
+from harness.core.workers import stop_workers
 from harness.core.yardstick import EVENTS as DELIVERED_EVENTS
 from harness.core.yardstick import delivered, with_delivered
 from harness.run.execute import reads
@@ -85,16 +86,7 @@ def run_local(cells: list[Cell], out: Path, jobs: int, done: Done) -> None:
                 result = {"rounds": [], "error": error_line(err)}
             done(futures[fut], result)
     except BaseException:  # Ctrl-C: drop queued cells, stop running ones, keep the rest
-        # the workers taken first: shutdown() lets go of the pool's own list of them
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:  # gone before their cells' folders are
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        stop_workers(pool)  # gone before their cells' folders are
         _drop_unfinished(cells, out)
         raise
     pool.shutdown()
