@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
-from harness.core.files import not_utf8
+from harness.core.files import parse_toml
 
 # A field's declared type (its annotation, a string here) -> (Python type, name in messages).
 TYPES: dict[str, tuple[type, str]] = {
@@ -138,14 +138,11 @@ def _known(cfg: Any, table: dict[str, Any]) -> Any:
 
 def load_toml(path: str | Path) -> ConfigFile:
     try:
-        with open(path, "rb") as fh:
-            return ConfigFile(tomllib.load(fh), path)
+        return ConfigFile(parse_toml(Path(path).read_bytes()), path)
     except OSError as err:
         raise ConfigError(f"--config {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--config {path}: {err}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"--config {path}: not valid TOML: {not_utf8(err)}") from None
 
 
 def get_path(cfg: Any, dotted: str) -> Any:

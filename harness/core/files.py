@@ -55,19 +55,27 @@ def not_utf8(err: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
 
 
+def parse_toml(raw: bytes) -> dict[str, Any]:
+    """A TOML file's bytes as a table; bytes that are not UTF-8 text are a TOMLDecodeError
+    too (tomllib raised UnicodeDecodeError, which no reader of a TOML file caught: a
+    traceback), so every reader's own handling of a bad file says them in its one line."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as err:
+        raise tomllib.TOMLDecodeError(not_utf8(err)) from None
+    return tomllib.loads(text)
+
+
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A TOML file as a table; ConfigError naming the file when it cannot be read."""
     from harness.core.fields import ConfigError
 
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        return parse_toml(Path(path).read_bytes())
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {not_utf8(err)}") from None
 
 
 def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:

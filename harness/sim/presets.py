@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.core.config import ConfigError
-from harness.core.files import not_utf8
+from harness.core.files import parse_toml
 from harness.core.registry import UnknownName
 
 T = TypeVar("T")
@@ -170,11 +170,9 @@ def _user_rows(filename: str, user: str, stamp: tuple[int, int] | None,
     if stamp is None:
         return {}
     try:
-        mine = tomllib.loads(Path(user).read_text("utf-8")).get(USER_TABLES[filename], {})
+        mine = parse_toml(Path(user).read_bytes()).get(USER_TABLES[filename], {})
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"presets file {user}: {err}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"presets file {user}: not valid TOML: {not_utf8(err)}") from None
     rows = {}
     for name, fields_ in mine.items():
         key = name.lower()

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.core.files import not_utf8
+from harness.core.files import parse_toml
 from harness.sim import weight_sync
 from harness.sim.trainer import speed as trainer_speed
 from harness.sim.trainer_mfu import Assumed, assumed
@@ -60,11 +60,9 @@ def load(name: str) -> dict[str, Any]:
     parsed = _PARSED.get(raw)
     if parsed is None:
         try:
-            data = tomllib.loads(raw.decode())  # what tomllib.load does with the file
+            data = parse_toml(raw)  # what tomllib.load does with the file
         except tomllib.TOMLDecodeError as err:
             raise ValueError(f"calibration {path}: not a TOML file ({err})") from None
-        except UnicodeDecodeError as err:
-            raise ValueError(f"calibration {path}: not a TOML file ({not_utf8(err)})") from None
         if len(_PARSED) >= PARSED_KEPT:
             del _PARSED[next(iter(_PARSED))]
         parsed = _PARSED[raw] = pickle.dumps(data, pickle.HIGHEST_PROTOCOL)

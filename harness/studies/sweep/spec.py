@@ -13,11 +13,12 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
 from harness.core.config_io import apply, get_path
-from harness.core.files import not_utf8
+from harness.core.files import parse_toml
 
 SPEC_KEYS = ("base", "grid", "zip", "repeats")
 RANGE_KEYS = {"start", "stop", "step"}
@@ -236,11 +237,8 @@ def ignored_by_cells(sweep: Sweep) -> str:
 def load_spec(path: str | os.PathLike[str]) -> Sweep:
     """Read and expand a spec file; errors do not repeat the path (the caller adds it)."""
     try:
-        with open(path, "rb") as fh:
-            return parse_spec(tomllib.load(fh))
+        return parse_spec(parse_toml(Path(path).read_bytes()))
     except OSError as err:
         raise ConfigError(str(err.strerror)) from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"not valid TOML: {err}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"not valid TOML: {not_utf8(err)}") from None

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.core.config import ConfigError, RunConfig
 from harness.core.config_io import apply
-from harness.core.files import not_utf8
+from harness.core.files import parse_toml
 
 
 @dataclass
@@ -89,14 +89,11 @@ def make_cell(base: dict[str, Any], fields: list[dict[str, Any]], shape: str, va
 def load_grid(path: Path) -> list[Cell]:
     where = str(path)
     try:
-        with open(path, "rb") as fh:
-            spec = tomllib.load(fh)
+        spec = parse_toml(path.read_bytes())
     except OSError as err:
         raise ConfigError(f"--grid {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--grid {path}: {err}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"--grid {path}: not valid TOML: {not_utf8(err)}") from None
     unknown = set(spec) - {"base", "shape", "variant", "extra"}
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(sorted(unknown))} "
