@@ -82,6 +82,6 @@ def test_whatifs_frontier_study_says_cgp_ignores_its_frontier() -> None:
     from harness.studies.whatif import study_sweep
 
     sweep = study_sweep("fgd-frontier")  # cgp's points are one cell a KV size: said once
-    assert ignored_by_cells(sweep) == "cgp ignores frontier (each runs as if it were unset, once)"
+    assert ignored_by_cells(sweep) == "cgp ignores frontier (each runs as if it were unset)"
     assert sum(c.config.system == "cgp" for c in sweep.cells) == 15 and len(sweep.cells) == 75
     assert ignored_line((c.config for c in sweep.cells), named={}, setter="") == ""

@@ -191,6 +191,7 @@ def _trace_shape(cfg: RunConfig, given: set[str]) -> None:
     rounds where the user gave none of them (`given`), said once on stderr. With
     RunConfig's defaults (R 32) a replay of an R 96 run replayed a third of its groups
     and compared as the same work."""
+    from harness.core.notes import say_once
     from workloads.trace_source import CYCLE_PREFIX, PREFIX
 
     workload = cfg.workload
@@ -212,9 +213,9 @@ def _trace_shape(cfg: RunConfig, given: set[str]) -> None:
                 continue  # a U of its own that does not divide the R given: the default's
             setattr(cfg, name, value)
             took.append(f"{option} {value}")
-    if took:
-        typer.echo(f"note: {', '.join(took)}: the trace's own (replaying its work; give "
-                   f"them to replay another shape)", err=True)
+    if took:  # a note as every note is said (wrapped at 100 columns)
+        say_once(f"{', '.join(took)}: the trace's own (replaying its work; give them to "
+                 f"replay another shape)")
 
 
 def _carries_presets(table: dict) -> bool:

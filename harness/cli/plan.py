@@ -22,6 +22,7 @@ from harness.cli.common import (
     refuse_overwrite,
     shown,
     workload_file,
+    wrap,
 )
 from harness.core.config import ConfigError
 from harness.core.progress import Bar, counted
@@ -245,13 +246,9 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
     # an interrupted search's files say they hold part of it (best/*.toml's headers)
     result = output.write_all(study, space, out, command, (n, budget) if interrupted else None)
     if interrupted:  # before the tables: what follows is of part of the search
-        import textwrap
-
-        typer.echo(textwrap.fill(
-            f"interrupted after {n} of {budget} configurations: the files and the front "
-            f"below hold those; the same command resumes the search ({out}/study.journal)",
-            100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False),
-            err=True)
+        typer.echo(wrap(f"interrupted after {n} of {budget} configurations: the files and "
+                        f"the front below hold those; the same command resumes the search "
+                        f"({out}/study.journal)"), err=True)
     _stage(f"wrote {out}/plan.csv ({len(result['table'])} configurations), pareto.csv "
            f"({len(result['front'])} on the front), best/ ({len(result['best'])} systems), "
            "excluded.csv, pareto.png")

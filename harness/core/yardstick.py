@@ -260,12 +260,12 @@ def delivered(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-
 def with_delivered(rows: list[dict[str, Any]], figures: dict[str, Any]) -> list[dict[str, Any]]:
     """Each round's row with its run's delivered figures (`delivered`): every table
     that prints every field (metrics.json, `--json`, `--csv`, a sweep's results) carries
     the figures systems are ranked by, not only the round figures."""
     return [{**row, **figures} for row in rows]
+
 
 def steps_text(figures: dict[str, Any]) -> str:
     """The window in a table cell: '2-13/16' (its first and last of the run's 16 steps);

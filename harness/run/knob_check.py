@@ -201,7 +201,8 @@ def cluster_notes(cfg: RunConfig) -> list[str]:
 
 def ignored_line(configs: Iterable[RunConfig], typed: Collection[str] = (),
                  only: Collection[str] | None = None, named: Mapping[str, str] = OPTIONS,
-                 setter: str = "--set ") -> str:
+                 setter: str = "--set ",
+                 unread: Mapping[str, Iterable[str]] | None = None) -> str:
     """Which systems ignore which option, in one line ('' when none does), for a command
     over several systems (validate, sweep, counterfactual, whatif): an option shared by
     its runs applies to the systems that read it, and the others run as if it were
@@ -209,9 +210,15 @@ def ignored_line(configs: Iterable[RunConfig], typed: Collection[str] = (),
     stopped on "april does not read it"). `run`, where one system is named, refuses
     (`check_knobs`). `only`: the fields to speak of (those the user gave); `named`: the
     command's option of a field, the others named as `setter` sets them (a sweep spec's
-    `frontier = 4`: setter '')."""
+    `frontier = 4`: setter ''). `unread`: field -> the systems whose configs no longer
+    hold it (a sweep's varied knob, taken out of the cells of systems that do not read
+    it: harness/studies/sweep/spec.py), said as they are, without a value."""
     seen: dict[str, dict[str, int]] = {}  # option -> system -> configs
     values: dict[str, set[str]] = {}
+    for field, systems in (unread or {}).items():
+        option = named.get(field, f"{setter}{field}")
+        seen.setdefault(option, {}).update(dict.fromkeys(systems, 1))
+        values.setdefault(option, set()).add("")
     for cfg in configs:
         for field, _ in ignored_fields(cfg.system, cfg, typed):
             if only is not None and field not in only:

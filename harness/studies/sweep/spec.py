@@ -221,17 +221,12 @@ def _unread(cfg: RunConfig, varied: dict[str, Any]) -> set[str]:
 
 def ignored_by_cells(sweep: Sweep) -> str:
     """Which systems ignore which knobs in one line ('' when none), for a sweep's note:
-    the base's (`knob_check.ignored_line` over the cells' configs) and the varied ones,
-    which `make_cell` took out of the cells of systems that do not read them."""
+    the base's, in the cells' configs, and the varied ones, which `make_cell` took out of
+    the cells of systems that do not read them (`sweep.unread`)."""
     from harness.run.knob_check import ignored_line
 
-    said = ignored_line((cell.config for cell in sweep.cells), named={}, setter="")
-    parts = [f"{' and '.join(systems)} {'ignores' if len(systems) == 1 else 'ignore'} {key}"
-             for key, systems in sweep.unread.items()]
-    if parts:
-        said = "; ".join(filter(None, [said.removesuffix(" (each runs as if it were unset)"),
-                                       *parts])) + " (each runs as if it were unset, once)"
-    return said
+    return ignored_line((cell.config for cell in sweep.cells), named={}, setter="",
+                        unread=sweep.unread)
 
 
 def load_spec(path: str | os.PathLike[str]) -> Sweep:
