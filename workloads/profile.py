@@ -33,7 +33,7 @@ from workloads import draws, streams
 from workloads.profile_schema import check_keys, check_values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hidden:
     """Ground truth of one prompt, known only to the simulated runtime.
 

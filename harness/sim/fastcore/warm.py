@@ -113,6 +113,19 @@ def run_a_system() -> None:
                 get_system(cfg.system))
 
 
+def run_a_trainer() -> None:
+    """The kernel trainer's pricing (pricing.py), as a run on the compiled pool prices a
+    train call: the module loaded, `micro_time` calls it."""
+    import harness.sim.fastcore.pricing  # noqa: F401  (what trainer/pricer.py looks for)
+    from harness.sim.presets import load_hardware, load_model
+    from harness.sim.trainer.layout import Layout
+    from harness.sim.trainer.step import KernelTrainModel
+
+    trainer = KernelTrainModel("h20", load_hardware("h20"), load_model("qwen3-1.7b"),
+                               Layout(4, tp=2))
+    trainer.micro_time([3000, 200, 100])
+
+
 def dispatchers() -> dict[str, Any]:
     """'module.function' -> numba dispatcher, for every compiled function of the package."""
     from numba.core.dispatcher import Dispatcher
@@ -159,6 +172,7 @@ def main() -> int:
     run_one_by_one()
     run_controls()
     run_a_system()
+    run_a_trainer()
     seconds = time.process_time() - t0
     found = dispatchers().values()
     compiled = sum(1 for d in found if d.stats.cache_misses)

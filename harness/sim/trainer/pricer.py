@@ -19,16 +19,20 @@ pool-wide micro-batches, then each micro-batch's time), for either trainer model
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from heapq import heapreplace
 from itertools import accumulate
 from typing import Any, Protocol
 
+import numpy as np
+
 from harness.sim.trainer import constants
 from harness.sim.trainer.layout import bubble
 
 PAD_TO = 128  # tokens: a micro-batch's rows are padded to GEMM tiles
+COMPILED = "harness.sim.fastcore.pricing"  # `priced` compiled, where numba is loaded
 
 
 class _PerKey(dict[int, Any]):
@@ -80,9 +84,38 @@ class Parts(Protocol):
     def fsdp_comm_s(self) -> float: ...
 
 
-# parts_key -> (attention per length, dense parts per token count), kept for the
-# process's next runs of a trainer with the same parts
-_PARTS: dict[tuple[Any, ...], tuple[_PerKey, _PerKey]] = {}
+class Looks:
+    """The look-ups again as arrays, for the compiled pricing (harness/sim/fastcore/
+    pricing.py): `attention[n]` a length's, `dense[j]` the dense parts of j units of
+    PAD_TO tokens; NaN where not computed yet (computed through the dicts, on demand)."""
+
+    def __init__(self, attention: _PerKey, dense: _PerKey) -> None:
+        self.by_length, self.by_tokens = attention, dense
+        self.attention = np.full(0, np.nan)
+        self.dense = np.full((0, 3), np.nan)
+
+    def add_attention(self, lengths: np.ndarray) -> None:
+        top = int(lengths.max()) + 1
+        if top > self.attention.shape[0]:
+            grown = np.full(max(top, 2 * self.attention.shape[0]), np.nan)
+            grown[:self.attention.shape[0]] = self.attention
+            self.attention = grown
+        for n in lengths.tolist():
+            self.attention[n] = self.by_length[n]
+
+    def add_dense(self, units: np.ndarray) -> None:
+        top = int(units.max()) + 1
+        if top > self.dense.shape[0]:
+            grown = np.full((max(top, 2 * self.dense.shape[0]), 3), np.nan)
+            grown[:self.dense.shape[0]] = self.dense
+            self.dense = grown
+        for j in units.tolist():
+            self.dense[j] = self.by_tokens[j * PAD_TO]
+
+
+# parts_key -> (attention per length, dense parts per token count, the same as arrays),
+# kept for the process's next runs of a trainer with the same parts
+_PARTS: dict[tuple[Any, ...], tuple[_PerKey, _PerKey, Looks]] = {}
 PARTS_KEPT = 8  # trainers whose look-ups a process keeps (a reproduction's worker runs
 # the same few trainers again and again; each keeps up to a few MB)
 # a pricer's constants -> its micro-batches' seconds (by their lengths, longest first) and
@@ -104,7 +137,7 @@ def parts_key(model: Parts) -> tuple[Any, ...]:
             lay.cp, lay.sequence_parallel)
 
 
-def _parts(model: Parts) -> tuple[_PerKey, _PerKey]:
+def _parts(model: Parts) -> tuple[_PerKey, _PerKey, Looks]:
     """The model's look-ups: one sequence length's attention over every layer, and one
     padded token count's (dense forward, dense backward, collectives), shared by every
     model of the same parts."""
@@ -113,11 +146,11 @@ def _parts(model: Parts) -> tuple[_PerKey, _PerKey]:
     if found is None:
         if len(_PARTS) >= PARTS_KEPT:
             del _PARTS[next(iter(_PARTS))]  # the oldest
-        found = _PARTS[key] = (
-            _PerKey(model.attention_forward_s),
-            _PerKey(lambda tokens: (model.dense_forward_s(tokens),
-                                    model.dense_backward_s(tokens),
-                                    model.layer_comm_s(tokens))))
+        attention = _PerKey(model.attention_forward_s)
+        dense = _PerKey(lambda tokens: (model.dense_forward_s(tokens),
+                                        model.dense_backward_s(tokens),
+                                        model.layer_comm_s(tokens)))
+        found = _PARTS[key] = (attention, dense, Looks(attention, dense))
     return found
 
 
@@ -149,7 +182,12 @@ class KernelPricer:
         self.fixed = c["fixed_s"] + p.forwards * c["forward_fixed_s"]
         self.unbubbled = (1.0 - bubble(lay.pp, lay.pipeline_micro_batches, lay.vpp)
                           if lay.pp > 1 else 0.0)
-        self.attention, self.dense = _parts(model)
+        self.attention, self.dense, self.looks = _parts(model)
+        # the same constants as the compiled call's types (an int where a float is due
+        # is the same number: Python's arithmetic converts it as numba's does)
+        self.args = (int(self.dp), int(self.micro_tokens), self.unit, int(self.cp), int(self.pp),
+                          float(self.scale), self.recompute, int(self.forwards),
+                          float(self.shard), float(self.fixed), float(self.unbubbled))
         self.times, self.calls = _times((parts_key(model), self.dp, self.cp, self.pp,
                                          self.micro_tokens, self.scale, self.recompute,
                                          self.forwards, self.shard, self.fixed, self.unbubbled))
@@ -184,6 +222,9 @@ class KernelPricer:
         """The busiest replica's seconds: the sequences (`order`: longest first), each to
         the least-loaded replica (the first of equals: a heap of (load, replica) pops the
         same one as `load.index(min(load))`), packed there in that order."""
+        compiled = sys.modules.get(COMPILED)
+        if compiled is not None:  # numba loaded already: one compiled call
+            return self._compiled(compiled.PRICED.call, order)
         dp = self.dp
         if dp == 1:
             return float(self.rank_time(order, sum(order)))
@@ -197,6 +238,24 @@ class KernelPricer:
         for load, i in heap:
             loads[i] = load
         return float(max(map(self.rank_time, ranks, loads)))
+
+    def _compiled(self, priced: Callable[..., tuple[float, int, int]], order: list[int]
+                  ) -> float:
+        """`priced` by harness/sim/fastcore/pricing.py, the look-ups it lacks computed
+        between tries."""
+        lens = np.array(order, dtype=np.int64)
+        need_att, need_dense = np.empty(len(order), dtype=np.int64), np.empty(
+            len(order), dtype=np.int64)
+        looks = self.looks
+        while True:
+            seconds, att, dense = priced(lens, *self.args, looks.attention,
+                                         looks.dense, need_att, need_dense)
+            if att:
+                looks.add_attention(need_att[:att])
+            elif dense:
+                looks.add_dense(need_dense[:dense])
+            else:
+                return seconds
 
     def rank_time(self, lens: list[int], tokens: int) -> float:
         """One replica's sequences (longest first, `tokens` of them in all) in
