@@ -28,10 +28,9 @@ PauseMode = Literal["keep", "drain", "abort"]
 
 # The records below are `slots=True`: a simulated run makes a Request and a Response a
 # sample and a Group and a Prompt a group, millions of them, and holds a window's worth
-# at once. Without an instance dict each is about half the memory (a Response 200 -> 104
-# bytes), and reading their fields across a window costs fewer cache misses: verl-async's
-# bench runs 7-16% less CPU (issue #36, docs/simulated-core.md). No field can be added to
-# one after it is made.
+# at once; without an instance dict each takes about half the memory (a Response 200 ->
+# 104 bytes). What that saves in CPU was within the shared machine's noise when measured
+# (docs/bench.md, thirty-first session). No field can be added to one after it is made.
 
 
 @dataclass(frozen=True, slots=True)
