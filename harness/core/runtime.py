@@ -26,13 +26,7 @@ T = TypeVar("T")
 Status = Literal["finished", "aborted"]
 PauseMode = Literal["keep", "drain", "abort"]
 
-# The records below are `slots=True`: a simulated run makes a Request and a Response a
-# sample and a Group and a Prompt a group, millions of them, and holds a window's worth
-# at once; without an instance dict each takes about half the memory (a Response 200 ->
-# 104 bytes). What that saves in CPU was within the shared machine's noise when measured
-# (docs/bench.md, thirty-first session). No field can be added to one after it is made.
-
-
+# slots=True below: millions a run, half the memory (docs/simulated-core.md, bench.md)
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """One problem from the workload's prompt source. `index` is the prompt's position in
