@@ -95,22 +95,23 @@ class Looks:
         self.dense = np.full((0, 3), np.nan)
 
     def add_attention(self, lengths: np.ndarray) -> None:
-        top = int(lengths.max()) + 1
-        if top > self.attention.shape[0]:
-            grown = np.full(max(top, 2 * self.attention.shape[0]), np.nan)
-            grown[:self.attention.shape[0]] = self.attention
-            self.attention = grown
+        self.attention = _covering(self.attention, int(lengths.max()))
         for n in lengths.tolist():
             self.attention[n] = self.by_length[n]
 
     def add_dense(self, units: np.ndarray) -> None:
-        top = int(units.max()) + 1
-        if top > self.dense.shape[0]:
-            grown = np.full((max(top, 2 * self.dense.shape[0]), 3), np.nan)
-            grown[:self.dense.shape[0]] = self.dense
-            self.dense = grown
+        self.dense = _covering(self.dense, int(units.max()))
         for j in units.tolist():
             self.dense[j] = self.by_tokens[j * PAD_TO]
+
+
+def _covering(a: np.ndarray, index: int) -> np.ndarray:
+    """`a`, or a copy at least twice as long padded with NaN, so that a[index] exists."""
+    if index < a.shape[0]:
+        return a
+    grown = np.full((max(index + 1, 2 * a.shape[0]), *a.shape[1:]), np.nan)
+    grown[:a.shape[0]] = a
+    return grown
 
 
 # parts_key -> (attention per length, dense parts per token count, the same as arrays),
@@ -185,9 +186,9 @@ class KernelPricer:
         self.attention, self.dense, self.looks = _parts(model)
         # the same constants as the compiled call's types (an int where a float is due
         # is the same number: Python's arithmetic converts it as numba's does)
-        self.args = (int(self.dp), int(self.micro_tokens), self.unit, int(self.cp), int(self.pp),
-                          float(self.scale), self.recompute, int(self.forwards),
-                          float(self.shard), float(self.fixed), float(self.unbubbled))
+        self.args = (int(self.dp), int(self.micro_tokens), self.unit, int(self.cp),
+                     int(self.pp), float(self.scale), self.recompute, int(self.forwards),
+                     float(self.shard), float(self.fixed), float(self.unbubbled))
         self.times, self.calls = _times((parts_key(model), self.dp, self.cp, self.pp,
                                          self.micro_tokens, self.scale, self.recompute,
                                          self.forwards, self.shard, self.fixed, self.unbubbled))
