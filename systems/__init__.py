@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.registry import unknown_name
+from harness.core.registry import builtin_systems, unknown_name
 from systems import plugins
 from systems.april import APRIL
 from systems.areal import AReaL
@@ -42,12 +42,12 @@ from systems.verl_dynamic import VerlDynamic
 from systems.verl_fully_async import VerlFullyAsync
 from systems.verl_one_step_off import VerlOneStepOff
 
-BUILTIN: dict[str, Any] = {cls.name: cls for cls in (Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL,
-                                                  RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
-                                                  VerlFullyAsync, VerlOneStepOff, NemoRLAsync,
-                                                  AReaL, SlimeAsync, Tinker, PrimeRL,
-                                                  SortedRL, RollFlash, VerlDynamic, Seer, TLT,
-                                                  Laminar)}
+# each checked as it is registered (harness/core/registry.py): a class that is not a
+# system, or a name taken twice, is one line naming it, not a traceback later
+BUILTIN: dict[str, Any] = builtin_systems((
+    Slime, CGP, CGPFGD, PipelineRL, APRIL, VeRL, RollPacker, CGPAPRIL, CGPTail, SkyRLAsync,
+    VerlFullyAsync, VerlOneStepOff, NemoRLAsync, AReaL, SlimeAsync, Tinker, PrimeRL, SortedRL,
+    RollFlash, VerlDynamic, Seer, TLT, Laminar))
 PLUGINS: dict[str, Any] = plugins.load(BUILTIN)
 SYSTEMS: dict[str, Any] = {**BUILTIN, **PLUGINS}
 

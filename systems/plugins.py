@@ -27,18 +27,17 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from harness.core.registry import system_problem
+
 GROUP = "rolloutbench.systems"
-NEEDS = ("name", "summary", "knobs", "run")
 CHECK_ENV = "ROLLOUTBENCH_CHECK_PLUGINS"  # plugins the project's own checks cover
 
 
 def problem(cls: Any, entry: EntryPoint, taken: dict[str, Any]) -> str | None:
     """Why a loaded entry point is not a usable system (None: it is)."""
-    missing = [attr for attr in NEEDS if not hasattr(cls, attr)]
-    if missing:
-        return f"not a system (no {', '.join(missing)})"
-    if not isinstance(cls.name, str) or not cls.name:
-        return "its `name` is not a non-empty string"
+    why = system_problem(cls)
+    if why is not None:
+        return why
     if cls.name != entry.name:
         return f"its name {cls.name!r} differs from the entry point's"
     if cls.name in taken:

@@ -132,6 +132,46 @@ def test_a_failing_coroutine_fails_the_run_inside_main() -> None:
     assert co.live == {}
 
 
+def test_a_spawned_gather_that_fails_fails_the_run_not_a_deadlock() -> None:
+    """`rt.spawn(rt.gather(...))` (a Wait on the simulator, a coroutine made a task on
+    asyncio): a part's error is the run's, raised inside main at its await, where it
+    was lost before and main, waiting for what the failed part would have made, was
+    ended as a deadlock (a new user's system; the live runtime fails the run)."""
+    from harness.sim.waits import Queue, gather
+
+    co, seen = _driver(), []
+
+    async def part(i: int, out: Queue) -> None:
+        await co.sleep(1.0 + i)
+        if i == 1:
+            raise KeyError("inner boom")
+        out.put_nowait(i)
+
+    async def main() -> None:
+        out: Queue = Queue()
+        co.spawn(gather(co, *(part(i, out) for i in range(3))))
+        try:
+            for _ in range(3):
+                seen.append(await out.get())
+        except KeyError as err:
+            seen.append((f"main sees: {err}", co.heap.time()))
+            raise
+
+    with pytest.raises(KeyError, match="inner boom"):
+        co.run(main())
+    assert seen == [0, ("main sees: 'inner boom'", 2.0)]
+
+    async def cancelled() -> None:  # a spawned Wait cancelled is no failure
+        wait = Wait()
+        co.spawn(wait)
+        wait.cancel()
+        await co.sleep(1.0)
+        seen.append("main ends")
+
+    co.run(cancelled())
+    assert seen[-1] == "main ends"
+
+
 def test_a_deadlock_and_an_asyncio_await_each_end_the_run_with_one_line() -> None:
     async def stuck() -> None:
         await Wait()  # nobody will set it

@@ -4,8 +4,9 @@ Why a group class: commands raise `ConfigError` / `UnknownName` from deep inside
 (a preset, a calibration file, a sweep cell), and catching them in each command
 is how some were missed. `OneLineErrors` is the app's command group, so every
 command, and every one added later, has the same net: those errors, and an
-`OSError` about a path the user typed, become `error: ...` and exit 2;
-Ctrl-C becomes `error: interrupted` and exit 130. Anything else is a bug and
+`OSError` about a path the user typed, become `error: ...` and exit 2; so does a
+module of systems/ that fails as it is imported (a user's own system: its file and
+line). Ctrl-C becomes `error: interrupted` and exit 130. Anything else is a bug and
 keeps its traceback.
 
 Click's own usage errors (a missing option, `-R abc`, a misspelt option or command,
@@ -17,8 +18,10 @@ that names the command's `--help`.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
+import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -90,6 +93,38 @@ class OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None
+        except Exception as err:  # a system's module that fails as it is imported
+            line = import_failure(err)
+            if line is None:
+                raise
+            if os.environ.get("ROLLOUTBENCH_TRACEBACK"):
+                traceback.print_exception(err)
+            _fail(line)
+
+
+def import_failure(err: BaseException) -> str | None:
+    """A module under systems/ that failed as it was imported (a user's own system with a
+    syntax error, an import that fails, a bad class body), as 'FILE:LINE: Type: text':
+    every command that loads the systems would otherwise print its traceback. None for
+    any other error (a bug keeps its traceback)."""
+    spec = importlib.util.find_spec("systems")  # found, not imported (it is what failed)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(os.path.abspath(next(iter(spec.submodule_search_locations))))
+
+    def inside(name: str | None) -> str | None:
+        path = Path(os.path.abspath(name)) if name else None
+        if path is None or root not in path.parents:
+            return None
+        return os.path.relpath(path) if str(path).startswith(os.getcwd()) else str(path)
+
+    if isinstance(err, SyntaxError) and (path := inside(err.filename)):
+        return f"{path}:{err.lineno}: {type(err).__name__}: {err.msg}"
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if frame.name == "<module>" and (path := inside(frame.filename)):
+            text = next((t.strip() for t in str(err).splitlines() if t.strip()), "")
+            return f"{path}:{frame.lineno}: {type(err).__name__}: {text}"
+    return None
 
 
 def usage_line(err: UsageError) -> str:

@@ -1,8 +1,23 @@
-"""Name lookups with "did you mean" errors, shared by systems, workloads and presets."""
+"""Name lookups with "did you mean" errors, shared by systems, workloads and presets; and
+what every system class must have, checked as it is registered (`system_problem`).
+
+Why the systems' check at registration: every command reads `name` and `summary`
+(`systems` lists them), and `run` reads each of `knobs` off the configuration; a class
+that lacks one, or a knob that names no config field, would otherwise surface as a
+traceback deep in whichever command touched it first, and a second class of a name
+taken would silently replace the first. A built-in class that fails (systems/__init__.py,
+where a user adds their own) is refused in one line naming it and its file; a plugin is
+skipped with a warning (systems/plugins.py)."""
 
 from __future__ import annotations
 
 import difflib
+import inspect
+import os
+from functools import cache
+from typing import Any
+
+from harness.core.fields import ConfigError
 
 # The message's width at most, so that the error line ("error: --workload: " and the
 # message) fits 100 columns; a longer list of known names is cut to what fits.
@@ -36,3 +51,67 @@ def shortened(names: list[str], width: int) -> str:
         if len(text) <= width:
             return text
     return f"... ({len(names)} in all)"
+
+
+SYSTEM_NEEDS = ("name", "summary", "knobs", "run")
+
+
+@cache
+def _defaults() -> Any:
+    from harness.core.config import RunConfig
+
+    return RunConfig()
+
+
+def _is_field(dotted: str) -> bool:
+    cfg = _defaults()
+    for part in dotted.split("."):
+        if not hasattr(cfg, part):
+            return False
+        cfg = getattr(cfg, part)
+    return True
+
+
+def system_problem(cls: Any) -> str | None:
+    """Why `cls` is not a system (None: it is): the attributes every command reads, a
+    non-empty string `name`, a string `summary`, and `knobs` a tuple of config fields."""
+    missing = [attr for attr in SYSTEM_NEEDS if not hasattr(cls, attr)]
+    if missing:
+        return f"not a system (no {', '.join(missing)})"
+    if not isinstance(cls.name, str) or not cls.name:
+        return "its `name` is not a non-empty string"
+    if not isinstance(cls.summary, str):
+        return "its `summary` is not a string"
+    if not isinstance(cls.knobs, tuple | list) or not all(
+            isinstance(k, str) for k in cls.knobs):
+        return "its `knobs` is not a tuple of config field names"
+    unknown = [k for k in cls.knobs if not _is_field(k)]
+    if unknown:
+        return (f"its knobs name no config field: {', '.join(unknown)} (see "
+                f"'rolloutbench config show')")
+    return None
+
+
+def system_where(cls: Any) -> str:
+    """The class and its file, as a user finds it: `CGPEager (systems/cgp_eager.py)`."""
+    try:
+        path = inspect.getsourcefile(cls) or ""
+    except TypeError:
+        path = ""
+    if path.startswith(os.getcwd()):
+        path = os.path.relpath(path)
+    return f"{cls.__qualname__} ({path})" if path else cls.__qualname__
+
+
+def builtin_systems(classes: tuple[Any, ...]) -> dict[str, Any]:
+    """The built-in systems by name, each checked (`system_problem`, a name taken twice): one
+    that fails is refused (ConfigError, one line naming it)."""
+    found: dict[str, Any] = {}
+    for cls in classes:
+        why = system_problem(cls)
+        if why is None and cls.name in found:
+            why = f"the name {cls.name!r} is taken by {system_where(found[cls.name])}"
+        if why is not None:
+            raise ConfigError(f"system {system_where(cls)}: {why}")
+        found[cls.name] = cls
+    return found

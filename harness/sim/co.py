@@ -210,9 +210,16 @@ class Driver:
         """Start `coro` (its first step after the caller's, now); a Wait is already
         under way and comes back as it is (asyncio's ensure_future). `fails_run`: its
         failure fails the run (else only those who await it see it: `gather`'s)."""
-        if isinstance(coro, Wait):
+        if isinstance(coro, Wait):  # its failure fails the run, as a task's does on asyncio
+            if fails_run:  # (the live runtime's `rt.gather` is a coroutine made a task)
+                coro.add_done_callback(self._watched)
             return coro
         return self._start(coro, fails_run)
+
+    def _watched(self, wait: Wait) -> None:
+        """A spawned Wait (a `gather`, a served group) that failed fails the run."""
+        if not wait.cancelled() and wait.exception() is not None:
+            self._failed(wait.exception())  # type: ignore[arg-type]
 
     def _start(self, coro: Coroutine[Any, Any, Any], fails_run: bool = True) -> Proc:
         proc = Proc(coro, self, fails_run)
