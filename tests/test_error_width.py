@@ -38,6 +38,8 @@ def joined(lines: list[str]) -> str:
     (["plan", "--model", "qwen3-1.7b", "--gpus", "8", "--gpu", "h100-sxm", "--workload",
       "lsat-ar", "--systems", "nosuch", "--out", "p"],  # 260
      "error: --systems: unknown system 'nosuch'; `rolloutbench systems` lists the 23 known"),
+    (["run", "--set", "nosuch=2", "--out", "r"],  # 573: every top-level field's name
+     "error: --set nosuch: unknown field (`rolloutbench config show` lists the 39 known)"),
     (["run", "--system", "nosuch", "--out", "r"],
      "error: --system: unknown system 'nosuch'; `rolloutbench systems` lists the 23 known"),
     (["run", "--workload", "nosuch", "--out", "r"],  # 376

@@ -221,7 +221,8 @@ def test_a_bad_trace_format_is_one_line_before_any_work(tmp_path: Path) -> None:
 
 def test_trace_convert_both_ways(both: tuple[Path, Path], tmp_path: Path) -> None:
     zst, plain = both
-    assert cli("trace-convert", str(zst), "x.jsonl", cwd=tmp_path).returncode == 0
+    done = cli("trace-convert", str(zst), "x.jsonl", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "wrote x.jsonl"  # as others say
     assert (tmp_path / "x.jsonl").read_bytes() == plain.read_bytes()
     assert cli("trace-convert", "x.jsonl", "y.jsonl.zst", cwd=tmp_path).returncode == 0
     assert (tmp_path / "y.jsonl.zst").read_bytes()[:4] == MAGIC

@@ -24,13 +24,13 @@ def convert_cmd(
     src: Annotated[Path, typer.Argument(help="A trace, plain JSON lines or zstd, or a "
                                         "run folder (its trace).")],
     dst: Annotated[Path, typer.Argument(
-        help="The trace to write: compressed (zstd) when its name ends in .zst, plain "
-             "JSON lines otherwise (e.g. trace.jsonl).")],
+        help="The trace to write: NAME.jsonl.zst (zstd) or NAME.jsonl (plain JSON "
+             "lines).")],
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing DST.")]
     = False,
 ) -> None:
-    """Write a trace in the other form: DST ending in .zst is zstd, any other name plain
-    JSON lines; the lines are the same, byte for byte (`zstd -d` reads DST too)."""
+    """Write a trace in the other form: DST named .jsonl.zst is zstd, .jsonl plain JSON
+    lines (no other name); the lines are the same, byte for byte (`zstd -d` reads DST)."""
     import os
 
     from harness.core.trace import TraceError, TraceReader
@@ -54,6 +54,7 @@ def convert_cmd(
         dst.parent.mkdir(parents=True, exist_ok=True)
         convert(src, part)
         os.replace(part, dst)
+        console.print(f"wrote {dst}", highlight=False)
     except OSError as err:
         fail(f"{dst}: cannot write ({err.strerror})")
     except ZstdError as err:

@@ -81,14 +81,25 @@ def apply(cfg: Any, data: dict[str, Any], prefix: str = "") -> None:
         _apply(cfg, data, prefix)
 
 
+def _hint(key: str, value: Any, names: dict[str, Any], prefix: str) -> str:
+    """What an unknown field may have meant: a near miss, or a field of this level given
+    under a table that is not one (`pipelinerl.max_lag` for `max_lag`); else where every
+    field is listed (the top level's 50 names ran to 573 columns)."""
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {prefix}{close[0]}?"
+    inner = [k for k in value if k in names] if isinstance(value, dict) else []
+    if inner:
+        return f"did you mean {prefix}{inner[0]}? {key} is no table here"
+    return f"`rolloutbench config show` lists the {len(names)} known"
+
+
 def _apply(cfg: Any, data: dict[str, Any], prefix: str) -> None:
     names = {f.name: f for f in dataclasses.fields(cfg)}
     for key, value in data.items():
         where = f"{prefix}{key}"
         if key not in names:  # a near miss is named alone: [sim]'s 60 fields ran to 900 columns
-            close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
-            hint = f"did you mean {prefix}{close[0]}?" if close else f"known: {', '.join(names)}"
-            raise ConfigError(f"{where}: unknown field ({hint})")
+            raise ConfigError(f"{where}: unknown field ({_hint(key, value, names, prefix)})")
         current = getattr(cfg, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
