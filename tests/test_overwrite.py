@@ -42,6 +42,12 @@ def test_check_and_timeline_refuse_to_write_over_their_trace(trace: Path) -> Non
         "write elsewhere")
     assert refused(["timeline", trace, "-o", trace], trace).startswith(
         "error: --out t.jsonl: would overwrite TRACE t.jsonl")
+    Path("metrics.json").write_text("{}\n")  # an existing file: kept, unless --force
+    assert refused(["timeline", trace, "-o", "metrics.json"], trace) == (
+        "error: --out: metrics.json exists (--force overwrites it)")
+    assert Path("metrics.json").read_text() == "{}\n"
+    assert refused(["timeline", trace, "-o", "t.txt"], trace) == (
+        "error: --out: t.txt: the trace-event format is one JSON document; name it .json")
     os.link(trace, "g.png")  # another name of the same file: still the trace
     assert "would overwrite TRACE t.jsonl" in refused(["gantt", trace, "-o", "g.png"], trace)
 

@@ -265,7 +265,7 @@ def test_compare_and_check_read_a_folder_of_compressed_traces(both: tuple[Path, 
     inside = "runs/trace.jsonl.zst"
     assert cli("check", "runs", cwd=tmp_path).stdout == cli("check", inside,
                                                              cwd=tmp_path).stdout
-    for command, *rest in (["timeline", "-o", "t.json"], ["gantt", "-o", "g.png"],
+    for command, *rest in (["timeline", "-o", "t.json", "--force"], ["gantt", "-o", "g.png"],
                            ["export-otlp", "--out", "o.json", "--force"],
                            ["trace-convert", "a.jsonl", "--force"],
                            ["counterfactual", "--out", "cf", "--systems", "cgp", "--force"]):

@@ -83,6 +83,8 @@ def timeline_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace (JSON lines, plain or .zst), or a "
                                           "run folder (its trace).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .json (trace-event format).")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out.")]
+    = False,
 ) -> None:
     """Chrome/Perfetto trace-event JSON of a trace: engine request slots, groups,
     batches, optimizer steps, and running/waiting/KV counters. Open it in
@@ -94,6 +96,10 @@ def timeline_cmd(
 
     trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
+    if out.suffix != ".json":
+        fail(f"--out: {out}: the trace-event format is one JSON document; name it .json")
+    if out.exists() and not force:  # (a run folder's metrics.json went without a word)
+        fail(f"--out: {out} exists (--force overwrites it)")
     events = _timed(_events(trace), trace)
     with late_stage(f"timeline: the slices and counters of {len(events):,} events"):
         doc = timeline(events)
