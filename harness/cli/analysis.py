@@ -136,8 +136,8 @@ def gantt_cmd(
 
 @commands.command("compare")
 def compare_cmd(
-    a: Annotated[str, typer.Argument(help="A: a trace (.jsonl), a result set (.csv, "
-                                     ".parquet, .json) or a directory of traces.")],
+    a: Annotated[str, typer.Argument(help="A: a trace (.jsonl or .jsonl.zst), a result "
+                                     "set (.csv, .parquet, .json) or a directory of traces.")],
     b: Annotated[str, typer.Argument(help="B: the same kinds as A.")],
     per_round: Annotated[bool, typer.Option(
         "--per-round", help="One row per round and metric (rounds both have), not the "
