@@ -57,6 +57,19 @@ def test_a_usage_error_is_one_line(tmp_path: Path, case: str) -> None:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(("args", "line"), [
+    (["run", "--out", "o", "-R", "abc"],  # 145 columns: the type's message and its reason
+     "error: '--groups' / '-R': should be a valid integer (see 'rolloutbench run --help')"),
+    (["check", "t.jsonl", "--bound", "-1"],  # 112
+     "error: '--bound': should be greater than or equal to 0 (see 'rolloutbench check "
+     "--help')"),
+])
+def test_a_value_its_option_refuses_is_said_within_100_columns(
+        tmp_path: Path, args: list[str], line: str) -> None:
+    assert one_line(cli(*args, cwd=tmp_path)) == line
+    assert len(line) <= 100
+
+
 def test_help_and_a_bare_group_still_print_help(tmp_path: Path) -> None:
     """No arguments asks for help (click raises it as a usage error): not an error line."""
     done = cli(cwd=tmp_path)

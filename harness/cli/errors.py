@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import traceback
 from pathlib import Path
@@ -129,9 +130,18 @@ def import_failure(err: BaseException) -> str | None:
 
 def usage_line(err: UsageError) -> str:
     """A click usage error as one line: click's message with its line breaks undone,
-    then where the command's options are listed."""
+    then where the command's options are listed. A value the option's type refuses
+    ("Invalid value for '--groups' / '-R': Input should be a valid integer, unable to
+    parse string as an integer": 145 columns in all) is said as "'--groups' / '-R':
+    should be a valid integer", its second clause dropped where the line would pass 100."""
     text = " ".join(err.format_message().split())
+    refused = re.match(r"Invalid value for (.+?): Input (should be .+)", text)
     path = err.ctx.command_path if err.ctx is not None else "rolloutbench"
+    if refused:
+        option, rule = refused.groups()
+        text = f"{option}: {rule}"
+        if len(f"error: {text} (see '{path} --help')") > 100:
+            text = f"{option}: {rule.split(', ', 1)[0]}"
     return f"{text} (see '{path} --help')"
 
 
