@@ -116,6 +116,20 @@ def test_import_otlp_gives_the_tiny_trace_back(tmp_path: Path) -> None:
     assert to_trace(source) == TINY and source.samples == []
 
 
+def test_import_otlp_of_a_cut_runs_export_says_it_was_cut(tmp_path: Path) -> None:
+    """Exported as far as it went, it comes back as far as it went, and is not called a
+    whole run's trace (a new user's trial)."""
+    cut = [e for e in TINY if e["ev"] != "run_end"]
+    done = CliRunner().invoke(app, ["import", "otlp", str(_exported(tmp_path, cut)), "--out",
+                                    str(tmp_path / "back.jsonl")])
+    assert done.exit_code == 0, done.output
+    assert "no run_end: its run was cut" in done.stdout
+    assert read_trace(tmp_path / "back.jsonl") == cut
+    done = CliRunner().invoke(app, ["import", "otlp", str(_exported(tmp_path, TINY)), "--out",
+                                    str(tmp_path / "whole.jsonl")])
+    assert "(the exported trace, whole)" in done.stdout
+
+
 def test_import_otlp_reads_json_lines_of_requests_as_a_collector_writes(tmp_path: Path
                                                                        ) -> None:
     doc = export(TINY)

@@ -71,8 +71,10 @@ def import_cmd(
     write(events, out)
     head = events[0]
     if source.events is not None:  # a whole trace (otlp): nothing was built from samples
+        whole = ("the exported trace, whole" if events[-1]["ev"] == "run_end" else
+                 "the exported trace, whole; it has no run_end: its run was cut")
         console.print(f"wrote {out}: {len(events)} events of a {head['system']} run on "
-                      f"{head['workload']} (the exported trace, whole)", highlight=False)
+                      f"{head['workload']} ({whole})", highlight=False)
         return
     config, meta = head["config"], head["import"]
     responses = sum(1 for e in events if e["ev"] == "request_finish")
