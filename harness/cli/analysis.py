@@ -16,6 +16,7 @@ from harness.cli.common import (
     console,
     fail,
     output_format,
+    refuse_existing,
     refuse_overwrite,
     shown,
     trace_of,
@@ -98,8 +99,7 @@ def timeline_cmd(
     refuse_overwrite("--out", out, [("TRACE", trace)])
     if out.suffix != ".json":
         fail(f"--out: {out}: the trace-event format is one JSON document; name it .json")
-    if out.exists() and not force:  # (a run folder's metrics.json went without a word)
-        fail(f"--out: {out} exists (--force overwrites it)")
+    refuse_existing("--out", out, force)  # (a run's metrics.json went without a word)
     events = _timed(_events(trace), trace)
     with late_stage(f"timeline: the slices and counters of {len(events):,} events"):
         doc = timeline(events)

@@ -87,6 +87,13 @@ def output_format(json_out: bool, csv_out: bool) -> str:
     raise AssertionError  # unreachable: fail() exits
 
 
+def refuse_existing(option: str, out: Path, force: bool) -> None:
+    """A one-line error and exit 2 when `out` exists and `--force` was not given: the
+    single-file writers (trace-convert, import, export-otlp, timeline) keep what is there."""
+    if out.exists() and not force:
+        fail(f"{option}: {out} exists (--force overwrites it)")
+
+
 def refuse_overwrite(option: str, out: Path | None,
                      reads: Iterable[tuple[str, str | Path | None]],
                      names: Sequence[str] | None = None) -> None:

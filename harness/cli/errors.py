@@ -31,6 +31,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from harness.core.config import ConfigError
+from harness.core.notes import shown_path
 from harness.core.registry import UnknownName
 
 ARGV = "rolloutbench.argv"
@@ -115,9 +116,7 @@ def import_failure(err: BaseException) -> str | None:
 
     def inside(name: str | None) -> str | None:
         path = Path(os.path.abspath(name)) if name else None
-        if path is None or root not in path.parents:
-            return None
-        return os.path.relpath(path) if str(path).startswith(os.getcwd()) else str(path)
+        return shown_path(str(path)) if path is not None and root in path.parents else None
 
     if isinstance(err, SyntaxError) and (path := inside(err.filename)):
         return f"{path}:{err.lineno}: {type(err).__name__}: {err.msg}"

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import console, fail, refuse_overwrite
+from harness.cli.common import console, fail, refuse_existing, refuse_overwrite
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -60,8 +60,7 @@ def import_cmd(
     if not out.name.endswith(SUFFIXES):
         fail(f"--out: {out}: a trace is JSON lines; name it .jsonl.zst (compressed) or "
              ".jsonl (plain)")
-    if out.exists() and not force:
-        fail(f"--out: {out} exists (--force overwrites it)")
+    refuse_existing("--out", out, force)
     try:
         source = read(fmt, sources, tokenizer)
         events = to_trace(source)

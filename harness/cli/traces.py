@@ -14,7 +14,14 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import console, fail, refuse_overwrite, trace_of, warning
+from harness.cli.common import (
+    console,
+    fail,
+    refuse_existing,
+    refuse_overwrite,
+    trace_of,
+    warning,
+)
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
 
@@ -41,8 +48,7 @@ def convert_cmd(
         fail(f"DST: {dst}: a trace is JSON lines; name it .jsonl.zst (compressed) or "
              ".jsonl (plain)")
     refuse_overwrite("DST", dst, [("SRC", src)])
-    if dst.exists() and not force:
-        fail(f"DST: {dst} exists (--force overwrites it)")
+    refuse_existing("DST", dst, force)
     try:
         next(iter(TraceReader(src)))  # a trace: its first line is a run_start
     except TraceError as err:
@@ -86,8 +92,7 @@ def export_otlp_cmd(
 
     if out.suffix != ".json":
         fail(f"--out: {out}: OTLP/JSON is one JSON document; name it .json")
-    if out.exists() and not force:
-        fail(f"--out: {out} exists (--force overwrites it)")
+    refuse_existing("--out", out, force)
     trace = trace_of(trace)
     refuse_overwrite("--out", out, [("TRACE", trace)])
     try:  # as far as it goes (a run killed, a last line cut mid-write), said once

@@ -74,19 +74,24 @@ def say_all(notes: Iterable[str]) -> None:
         say_once(note)
 
 
-def raised_at(err: BaseException) -> str:
-    """Where `err` was raised, as FILE:LINE (the path from the working folder where it
-    lies under it): a system of one's own that fails is found without a traceback."""
+def shown_path(path: str) -> str:
+    """A source file as a user finds it: from the working folder where it lies under it
+    (`systems/mine.py`), else as it is."""
     import os
+
+    return os.path.relpath(path) if path.startswith(os.getcwd()) else path
+
+
+def raised_at(err: BaseException) -> str:
+    """Where `err` was raised, as FILE:LINE (`shown_path`): a system of one's own that
+    fails is found without a traceback."""
     import traceback
 
     frames = traceback.extract_tb(err.__traceback__)
     if not frames:
         return ""
     last = frames[-1]
-    path = os.path.relpath(last.filename) if last.filename.startswith(os.getcwd()) else \
-        last.filename
-    return f"{path}:{last.lineno}"
+    return f"{shown_path(last.filename)}:{last.lineno}"
 
 
 def error_line(err: BaseException) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import os
 from functools import cache
 from typing import Any
 
 from harness.core.fields import ConfigError
+from harness.core.notes import shown_path
 
 # The message's width at most, so that the error line ("error: --workload: " and the
 # message) fits 100 columns; a longer list of known names is cut to what fits.
@@ -95,11 +95,9 @@ def system_problem(cls: Any) -> str | None:
 def system_where(cls: Any) -> str:
     """The class and its file, as a user finds it: `CGPEager (systems/cgp_eager.py)`."""
     try:
-        path = inspect.getsourcefile(cls) or ""
+        path = shown_path(inspect.getsourcefile(cls) or "")
     except TypeError:
         path = ""
-    if path.startswith(os.getcwd()):
-        path = os.path.relpath(path)
     return f"{cls.__qualname__} ({path})" if path else cls.__qualname__
 
 
