@@ -45,7 +45,7 @@ def _trace_rows(paths: list[Path], warn: Callable[[str], None] | None = None
     rows: list[dict[str, Any]] = []
     for path in paths:
         try:  # as far as it goes: a last line cut mid-write left out, said below
-            cut = read_prefix(path, allow_cut=True, strict=False)
+            cut = read_prefix(path, allow_cut=True)
         except TraceError as err:
             raise InputError(str(err)) from None
         events = cut.events

@@ -33,7 +33,7 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 def _events(trace: Path) -> list[dict[str, Any]]:
     try:  # as far as it goes: a last line cut mid-write left out, said below
         with late_stage(f"reading {trace}"):
-            cut = read_prefix(trace, allow_cut=True, strict=False)
+            cut = read_prefix(trace, allow_cut=True)
     except TraceError as err:
         fail(str(err))
     events = cut.events

@@ -39,8 +39,10 @@ def convert_cmd(
     """Write a trace in the other form: DST named .jsonl.zst is zstd, .jsonl plain JSON
     lines (no other name); the lines are the same, byte for byte (`zstd -d` reads DST)."""
     import os
+    from collections import deque
 
-    from harness.core.trace import TraceError, TraceReader
+    from harness.core.progress import late_stage
+    from harness.core.trace import Trace, TraceError, TraceReader
     from harness.core.trace_io import SUFFIXES, ZstdError, convert
 
     src = trace_of(src)
@@ -49,10 +51,18 @@ def convert_cmd(
              ".jsonl (plain)")
     refuse_overwrite("DST", dst, [("SRC", src)])
     refuse_existing("DST", dst, force)
+    reader = TraceReader(src, strict=True, allow_cut=True)  # checked as `metrics` reads it
     try:
-        next(iter(TraceReader(src)))  # a trace: its first line is a run_start
+        with late_stage(f"checking {src}"):
+            (last,) = deque(reader, maxlen=1)  # every line read, only the last kept
     except TraceError as err:
         fail(str(err))
+    # (an empty trace was refused above); a cut line is copied too: readers leave it out
+    why = [Trace(src, [last]).problem(), reader.cut_line and f"line {reader.cut_line} "
+           "was cut mid-write"]
+    if any(why):
+        warning(f"{src}: incomplete trace ({'; '.join(filter(None, why))}); converted as it "
+                "is, line for line")
     # written beside DST under another name, then renamed: stopped or failed, no half a
     # trace is left; its folder made as every other command makes its output's
     part = dst.with_name(f".{os.getpid()}.{dst.name}")  # the same ending: the same form
