@@ -273,7 +273,8 @@ def test_an_untimed_trace_is_not_drawn(tmp_path: Path, command: str, out: str) -
     write(to_trace(read("pipelinerl", [tmp_path])), trace)
     done = cli(command, trace, "--out", tmp_path / out)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
-    assert "imported from pipelinerl logs without times" in done.stderr
+    assert done.stderr == (f"error: {trace}: no times to draw (imported from pipelinerl logs, "
+                           "which hold none)\n")
     assert not (tmp_path / out).exists()
 
 

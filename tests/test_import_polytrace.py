@@ -108,3 +108,21 @@ def test_a_missing_folder_is_one_line_exit_2(tmp_path: Path) -> None:
     done = _import(str(tmp_path / "nope"), "--out", str(tmp_path / "t.jsonl"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert f"{tmp_path / 'nope'}: no such file or folder" in done.stderr
+
+
+def test_polytrace_rows_given_to_slime_perf_are_named_as_polytrace_s(tmp_path: Path) -> None:
+    """A user's likely mix-up (both are .jsonl rows a step): the error names the format the
+    files are in, not 'one run's history is one file' (a new user's trial)."""
+    from harness.imports import SourceError
+
+    (tmp_path / "steps").mkdir()
+    folder = _steps(tmp_path / "steps")
+    with pytest.raises(SourceError) as err:
+        read("slime-perf", [folder])
+    assert str(err.value) == (f"{folder}: 2 files; slime-perf reads one W&B history file "
+                              "(PolyTrace's? import polytrace)")
+    one = folder / "packed_lengths_step_0.jsonl"
+    with pytest.raises(SourceError) as err:
+        read("slime-perf", [one])
+    assert str(err.value) == (f"{one}: no step with perf/train_time and rollout/step "
+                              "(PolyTrace's? import polytrace)")

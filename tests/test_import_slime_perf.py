@@ -144,7 +144,7 @@ BAD = {
     "a row that is a list": (lambda p: _history(p, text="[1, 2]\n"),
                              "history.jsonl:1: expected an object (a W&B history row)"),
     "no trainer row": (lambda p: _history(p, [{"rollout/step": 0, "perf/rollout_time": 1.0}]),
-                       "no step with perf/train_time and rollout/step: not slime's"),
+                       "no step with perf/train_time and rollout/step: not slime W&B history"),
     "a step as text": (lambda p: _edited(p, 3, **{"rollout/step": "one"}),
                        "history.jsonl:4: field 'rollout/step' must be a whole number >= 0, "
                        "got 'one'"),
@@ -197,7 +197,8 @@ def test_a_folder_holds_one_history_and_other_files_are_refused(tmp_path: Path) 
     fmt.slime_perf(tmp_path / "a.jsonl", STEPS)
     assert read("slime-perf", [tmp_path]).files == [str(tmp_path / "a.jsonl")]
     fmt.slime_perf(tmp_path / "b.csv", STEPS)
-    with pytest.raises(SourceError, match="one run's history is one file; give one, not 2"):
+    with pytest.raises(SourceError, match=f"^{tmp_path}: 2 files; slime-perf reads one W&B "
+                       "history file$"):
         read("slime-perf", [tmp_path])
     other = tmp_path / "h.txt"
     other.write_text("x")

@@ -124,13 +124,13 @@ def test_metrics_steps_of_an_import_without_steps_says_so(tmp_path: Path) -> Non
     trace = tmp_path / "t.jsonl"
     write(to_trace(read("pipelinerl", [tmp_path])), trace)
     assert one_line(["metrics", "--steps", trace]) == (
-        f"error: {trace}: no optimizer steps: pipelinerl's logs, imported, record none; "
-        f"`rolloutbench metrics {trace}` gives its rounds")
+        f"error: {trace}: no optimizer steps (pipelinerl's logs record none); drop --steps "
+        "for its rounds")
     golden = Path(__file__).parent / "golden" / "cgp.jsonl"
     both = CliRunner().invoke(app, ["metrics", "--steps", "--json", str(golden), str(trace)])
     assert both.exit_code == 0, both.output  # the steps there are, and the gap said
     assert " ".join(both.stderr.split()) == (  # wrapped at 100 columns
-        f"warning: {trace}: no optimizer steps: pipelinerl's logs, imported, record none; "
-        f"`rolloutbench metrics {trace}` gives its rounds")
+        f"warning: {trace}: no optimizer steps (pipelinerl's logs record none); drop --steps "
+        "for its rounds")
     rows = json.loads(both.stdout)
     assert rows and {r["trace"] for r in rows} == {str(golden)}

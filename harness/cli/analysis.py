@@ -50,8 +50,7 @@ def _timed(events: list[dict[str, Any]], trace: Path) -> list[dict[str, Any]]:
 
     if untimed(events[0]):
         fmt = events[0]["import"].get("format", "another system's")
-        fail(f"{trace}: imported from {fmt} logs without times: nothing to draw on a time "
-             f"axis (see its import.lacks); replay its work with --workload trace:{trace}")
+        fail(f"{trace}: no times to draw (imported from {fmt} logs, which hold none)")
     return events
 
 

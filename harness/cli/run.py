@@ -288,9 +288,9 @@ def no_steps(path: Path) -> str:
 
     head = msgspec.json.decode(first_line(path))
     meta = head.get("import") if isinstance(head, dict) else None
-    why = (f"{meta.get('format', 'the source')}'s logs, imported, record none"
+    why = (f"{meta.get('format', 'the source')}'s logs record none"
            if isinstance(meta, dict) else "the run stopped before its first")
-    return f"{path}: no optimizer steps: {why}; `rolloutbench metrics {path}` gives its rounds"
+    return f"{path}: no optimizer steps ({why}); drop --steps for its rounds"
 
 
 def delivered_line(fig: dict[str, Any]) -> str:

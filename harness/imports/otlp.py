@@ -117,7 +117,7 @@ def _event(where: str, raw: Any) -> tuple[int, dict[str, Any]] | None:
 
 def read(sources: list[Path]) -> Source:
     """The trace `rolloutbench export-otlp` wrote into one OTLP/JSON file."""
-    paths = files(sources, "*.json", "OTLP JSON files (.json)")
+    paths = files(sources, "*.json", "OTLP JSON files")
     if len(paths) != 1:
         raise SourceError(f"{', '.join(map(str, paths))}: one OTLP file holds one exported "
                           f"trace; give one file, not {len(paths)}")

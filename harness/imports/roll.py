@@ -147,7 +147,7 @@ def _phases(by_id: dict[str, _Span]) -> dict[int, dict[str, float]]:
 
 def read(sources: list[Path]) -> Source:
     """The samples and step phases of ROLL's OTLP trace files."""
-    paths = files(sources, "traces/traces*.jsonl", "ROLL OTLP traces (traces*.jsonl)",
+    paths = files(sources, "traces/traces*.jsonl", "ROLL OTLP traces",
                   inside="traces*.jsonl")
     by_id = _read_spans(paths)
     if not any(s.name == STEP for s in by_id.values()):

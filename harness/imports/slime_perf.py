@@ -60,6 +60,7 @@ from typing import Any
 
 from harness.imports.fields import files, jsonl
 from harness.imports.sample import Sample, Source, SourceError
+from workloads.polytrace import STEP_FILE
 
 STEP = "rollout/step"
 NEED = ("perf/rollout_time", "perf/train_wait_time", "perf/train_time")
@@ -158,8 +159,8 @@ def steps(path: Path) -> tuple[Keys, list[int]]:
                 keys[key] = (seconds, where)
     trained = {s: k for s, k in out.items() if "perf/train_time" in k}
     if not trained:
-        raise SourceError(f"{path}: no step with perf/train_time and {STEP}: not slime's "
-                          f"W&B history?")
+        raise SourceError(f"{path}: no step with perf/train_time and {STEP}"
+                          f"{_polytrace(path) or ': not slime W&B history?'}")
     # one rollout a step, or a fixed stride over 3 steps or more: --wandb-always-use-
     # train-step logs the optimizer step, rollout_id x rollout batch / global batch
     # (metric_utils.py:120-123); any other gap is a missing step
@@ -241,8 +242,9 @@ def read(sources: list[Path]) -> Source:
         else:
             paths += files([src], "", "")
     if len(paths) != 1:
-        raise SourceError(f"{', '.join(map(str, paths))}: one run's history is one file; "
-                          f"give one, not {len(paths)}")
+        where = paths[0] if len(sources) > 1 or not sources[0].is_dir() else sources[0]
+        raise SourceError(f"{where}: {len(paths)} files; slime-perf reads one W&B history "
+                          f"file{_polytrace(paths[0])}")
     trained, untrained = steps(paths[0])
     laid, overlapped = phases(trained)
     samples = [Sample(where=f"{paths[0]} step {step}", round=step, group=step, index=0,
@@ -268,3 +270,9 @@ def read(sources: list[Path]) -> Source:
              "policy versions", "truncation", "the last step's weight push (logged nowhere)"]
     return Source(format="slime-perf", system="slime", files=[str(paths[0])],
                   samples=samples, lacks=lacks, notes=notes, phases=laid)
+
+
+def _polytrace(path: Path) -> str:
+    """A hint where a file is named as PolyTrace's step files are (a user's likely mix-up:
+    both are .jsonl rows a step)."""
+    return " (PolyTrace's? import polytrace)" if STEP_FILE.search(path.name) else ""

@@ -112,10 +112,10 @@ def _inner(index: dict[tuple[str, tuple[int, int]], list[_Span]], name: str, out
 
 def read(sources: list[Path]) -> Source:
     """The groups and rounds of one run's `trace_events.jsonl`."""
-    paths = files(sources, "trace_events.jsonl", "tinker-cookbook trace (trace_events.jsonl)")
+    paths = files(sources, "trace_events.jsonl", "tinker-cookbook trace")
     if len(paths) != 1:
-        raise SourceError(f"{', '.join(map(str, paths))}: one run writes one "
-                          f"trace_events.jsonl; give one file, not {len(paths)}")
+        raise SourceError(f"{paths[0]} and {len(paths) - 1} more: one run writes one "
+                          f"trace_events.jsonl; give one")
     spans = _spans(paths[0])
     rounds = _rounds(spans)
     if not rounds:

@@ -36,8 +36,8 @@ def tokenizer(path: Path | None) -> Callable[[str], int]:
     """Token count of a text, from a local tokenizer (a folder holding tokenizer.json,
     or the file itself); never a download."""
     if path is None:
-        raise SourceError("veRL's dump holds text, not token counts: name the run's "
-                          "tokenizer with --tokenizer DIR (a local folder with tokenizer.json)")
+        raise SourceError("veRL's dump holds text: count its tokens with --tokenizer DIR "
+                          "(tokenizer.json's folder)")
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.exists():
         raise SourceError(f"--tokenizer: {file}: no such file (a folder holding "
