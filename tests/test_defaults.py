@@ -307,5 +307,5 @@ def test_run_help_names_the_paper_default(tmp_path: Path) -> None:
     out = cli("run", "--help", cwd=tmp_path)
     assert out.returncode == 0
     text = words(out.stdout.replace("\u2502", " "))  # rich's box borders
-    assert "(default 2R, the paper's; 0 or R: none)" in text
+    assert "(0 or R: none). [default: 2R, the paper's]" in text
 

@@ -224,6 +224,17 @@ def test_no_help_text_has_a_space_before_a_period_or_lost_brackets() -> None:
         assert "[default: ()" not in text and "\\[" not in text, (path, text)
 
 
+def test_an_option_s_default_is_in_its_brackets_not_inside_a_sentence() -> None:
+    """`[default: X]` where a user looks for it (a new user's trial found "(default 2R"
+    and "default cpu-live.toml" mid-sentence), and no option's help points to text
+    elsewhere ("see below": sweep's pointed above, to its command's paragraph)."""
+    for path, cmd in commands():
+        for param in cmd.params:
+            text = getattr(param, "help", None) or ""
+            assert not re.search(r"\(default |[;,] default |by default", text), (path, text)
+            assert "see below" not in text and "see above" not in text, (path, text)
+
+
 def test_every_help_is_whole_at_80_columns_piped() -> None:
     # piped (CliRunner is no terminal) at 80 columns: a word too long for its column
     # is cut with an ellipsis by rich; no help may lose text that way

@@ -233,8 +233,8 @@ def validate_cmd(
         help="A validation grid file (see sweeps/validation.toml); the run options "
              "below are ignored.")] = None,
     calibration: Annotated[Path | None, typer.Option(
-        help="A calibration file to simulate with; by default this machine's engine "
-             "and trainer are measured first.")] = None,
+        help="A calibration file to simulate with."
+             + shown("none: this machine's engine and trainer measured first"))] = None,
     model_dir: Annotated[Path, typer.Option(help="The live model (rolloutbench model init).")]
     = Path("runs/live-model"),
     workload: Annotated[str, typer.Option(help="A profile or trace:PATH.")] = "lsat-ar-live",

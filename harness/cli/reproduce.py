@@ -44,8 +44,9 @@ def calibrate_cmd(
     = Path("runs/live-model"),
     out: Annotated[Path | None, typer.Option(
         help="engine: the calibration file to write (the Ray one goes beside it, "
-             "NAME-ray.toml), default cpu-live.toml in runs/calibration/HOST; kernels: the "
-             "folder for the table, default the user cache (~/.cache/rolloutbench).")]
+             "NAME-ray.toml); kernels: the folder for the table."
+             + shown("engine: cpu-live.toml in runs/calibration/HOST; kernels: "
+                     "~/.cache/rolloutbench"))]
     = None,
     max_model_len: Annotated[int, typer.Option(
         help="engine: context length of the measured engine (as the runs will use).")]
@@ -135,9 +136,9 @@ def reproduce_cmd(
     traces: Annotated[bool, typer.Option("--traces", help="Write every simulated run's "
                                          "trace under OUT/runs/<paper>/, compressed "
                                          "(NAME.jsonl.zst, "
-                                         "as `run` writes it; by default the runs' "
+                                         "as `run` writes it); without it the runs' "
                                          "events stay in memory, where the reproductions "
-                                         "read them, and nothing is left on disk).")] = False,
+                                         "read them, and nothing is left on disk.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help=CSV_HELP)] = False,
 ) -> None:

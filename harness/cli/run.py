@@ -140,7 +140,7 @@ def run_cmd(
         help="PipelineRL: admission limit in optimizer steps" + shown("-1, none"))] = None,
     over_sampling_groups: Annotated[int | None, typer.Option(
         help="APRIL, cgp-april: groups in flight per round, slime's "
-             "--over-sampling-batch-size (default 2R, the paper's; 0 or R: none).")] = None,
+             "--over-sampling-batch-size (0 or R: none)." + shown("2R, the paper's"))] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
         help="Conventional RL with G steps per rollout: sets R = G x U (an -R that "
              "disagrees is refused).")] = None,

@@ -21,7 +21,7 @@ commands = typer.Typer()  # added to the app in harness/cli/app.py
 
 HELP = ("Run every cell of a sweep spec not done yet in OUT; write one table of all cells' "
         "per-round metrics. Rerun the same command to resume after Ctrl-C.\n\n"
-        f"--ray-address: {RAY_HELP}")
+        f"--ray-address: {RAY_HELP}")  # here, not in the option's column: it would not fit
 
 
 @commands.command("sweep", help=HELP)
@@ -33,8 +33,8 @@ def sweep_cmd(
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Cells at a time." + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, typer.Option(
-        help="Run cells as Ray tasks on this cluster ('local': start a private Ray); "
-             "see below.")]
+        help="Run cells as Ray tasks on this cluster ('local': start a private Ray)."
+             + shown("none: local processes"))]
     = None,
     retry_failed: Annotated[bool, typer.Option(
         help="Run again the cells recorded as failed.")] = False,
@@ -42,8 +42,8 @@ def sweep_cmd(
         "--force", help="Write this spec's table into an OUT that holds another sweep's "
                         "cells (they stay in OUT/cells, out of the table).")] = False,
 ) -> None:
-    """Run every cell of a sweep spec not done yet in OUT; write one table of all
-    cells' per-round metrics."""  # the command's help is HELP: it names the Ray timeout
+    """Run every cell of a sweep spec not done yet in OUT (the command's help is HELP: it
+    says how long an address given to --ray-address is waited for)."""
     from harness.studies.sweep import (
         check_footprints,
         foreign_cells,
