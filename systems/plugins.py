@@ -27,7 +27,7 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from harness.core.registry import system_problem
+from harness.core.registry import SKIPPED, system_problem
 
 GROUP = "rolloutbench.systems"
 CHECK_ENV = "ROLLOUTBENCH_CHECK_PLUGINS"  # plugins the project's own checks cover
@@ -60,6 +60,8 @@ def load(taken: dict[str, Any]) -> dict[str, Any]:
         else:
             print(f"warning: system plugin {entry.name} = {entry.value}: {why}; skipped",
                   file=sys.stderr)
+            if entry.name not in taken:  # a name a built-in system holds is no one's loss
+                SKIPPED.setdefault("system", {})[entry.name] = why
     return found
 
 

@@ -90,6 +90,20 @@ def test_a_broken_plugin_is_named_and_skipped(tmp_path: Path) -> None:
     assert names.count("slime") == 1
 
 
+def test_asking_for_a_skipped_plugin_says_it_was_skipped_and_why(tmp_path: Path) -> None:
+    """Not "unknown system" (its warning scrolled away, a user reads that the name is
+    wrong): the name is an installed plugin's, skipped, and why (a new user's trial)."""
+    install(tmp_path / "site", {"norun": "my_plugin:NoRun"})
+    out = cli(tmp_path / "site", "run", "--system", "norun", *SMALL, "--out", str(tmp_path / "n"))
+    assert out.returncode == 2, out.stderr
+    error = out.stderr.splitlines()[-1]
+    assert error.startswith("error: --system: system 'norun' is an installed plugin that was "
+                            "skipped: "), out.stderr
+    assert "not a system (no run)" in error and not (tmp_path / "n").exists()
+    typo = cli(tmp_path / "site", "run", "--system", "slim", *SMALL, "--out", str(tmp_path / "t"))
+    assert "unknown system 'slim'; did you mean 'slime'?" in typo.stderr  # as before
+
+
 GRID_SYSTEMS = ("from harness.studies.regress import DEFAULT_DIR, load_grid; "
                 "print(sorted({c.system for c in load_grid(DEFAULT_DIR / 'grid.toml')}))")
 

@@ -25,6 +25,9 @@ WIDTH = 78
 LISTED = {"system": "rolloutbench systems", "workload": "rolloutbench workloads",
           "reproduction": "rolloutbench reproduce --help",
           "what-if study": "rolloutbench whatif --help"}
+# names a plugin declared but that was skipped as it loaded (systems/plugins.py), by kind:
+# why, so that asking for one says so rather than "unknown" (its warning may be long gone)
+SKIPPED: dict[str, dict[str, str]] = {}
 
 
 class UnknownName(KeyError):
@@ -35,6 +38,10 @@ class UnknownName(KeyError):
 
 
 def unknown_name(kind: str, name: str, known: list[str]) -> UnknownName:
+    skipped = SKIPPED.get(kind, {}).get(name)
+    if skipped is not None:
+        return UnknownName(f"{kind} {name!r} is an installed plugin that was skipped: "
+                           f"{skipped}")
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
     head = f"unknown {kind} {name!r}"
     hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(known)}"
