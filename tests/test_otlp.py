@@ -235,7 +235,8 @@ def test_bad_otlp_input_is_one_line_exit_2_and_no_trace(tmp_path: Path, case: st
 def test_import_otlp_takes_one_file(tmp_path: Path) -> None:
     for name in ("a.json", "b.json"):
         (tmp_path / name).write_text(json.dumps(export(TINY)))
-    with pytest.raises(SourceError, match="one OTLP file holds one exported trace; give one"):
+    with pytest.raises(SourceError, match=r"a\.json and 1 more: one OTLP file holds one "
+                       "exported trace; give one$"):  # a folder's files not listed, each
         read("otlp", [tmp_path])
 
 

@@ -119,8 +119,8 @@ def read(sources: list[Path]) -> Source:
     """The trace `rolloutbench export-otlp` wrote into one OTLP/JSON file."""
     paths = files(sources, "*.json", "OTLP JSON files")
     if len(paths) != 1:
-        raise SourceError(f"{', '.join(map(str, paths))}: one OTLP file holds one exported "
-                          f"trace; give one file, not {len(paths)}")
+        raise SourceError(f"{paths[0]} and {len(paths) - 1} more: one OTLP file holds one "
+                          f"exported trace; give one")
     path = paths[0]
     found: dict[int, dict[str, Any]] = {}
     for where, span in spans(path):
