@@ -140,3 +140,24 @@ def test_a_read_only_checkout_without_a_home_still_imports_quietly() -> None:
     assert (done.returncode, done.stderr) == (0, "")
     cache = Path(done.stdout.strip())
     assert cache.parent == tmp and cache.name.startswith(f"rolloutbench-numba-{code_hash()}-")
+
+
+def test_a_cold_cache_is_said_once_before_the_compile(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """The first run of a checkout `make setup` did not warm compiled for 16-21 s behind a
+    blank terminal (a new user's trial): a note says so, only while nothing is cached."""
+    from harness.core import notes
+    from harness.sim.fastcore import jit
+
+    monkeypatch.setattr(notes, "_said", set())
+    monkeypatch.setattr(jit, "CACHE", tmp_path)
+    jit.say_if_cold()
+    jit.say_if_cold()
+    said = capsys.readouterr().err
+    assert said.count("note: compiling the simulator's engine core") == 1, said
+    monkeypatch.setattr(notes, "_said", set())
+    (tmp_path / "timeline.run_engines-1.py311.nbi").write_bytes(b"")  # numba's index file
+    jit.say_if_cold()
+    assert capsys.readouterr().err == ""

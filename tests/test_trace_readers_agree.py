@@ -88,3 +88,31 @@ def test_trace_convert_of_an_interrupted_run_warns_once_and_copies_it_whole(
     assert "line 4 was cut mid-write" in warned and "line for line" in warned
     assert out.stderr.count("warning:") == 1
     assert (tmp_path / "back.jsonl").read_bytes() == (tmp_path / "t.jsonl").read_bytes()
+
+
+def test_trace_convert_into_a_read_only_folder_is_one_line(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """On a read-only file system the write fails and so does the clean-up's `unlink` of
+    the part never made (EROFS, not ENOENT): a user got the line, then a traceback from
+    the clean-up, exit 1 (a new user's trial, on a read-only bind mount)."""
+    import errno
+    import pathlib
+
+    from typer.testing import CliRunner
+
+    import harness.core.trace_io as trace_io
+    from harness.cli.app import app
+
+    write(tmp_path / "t.jsonl", HEAD, START, SUBMIT, FINISH, END)
+
+    def read_only(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(trace_io, "convert", read_only)
+    monkeypatch.setattr(pathlib.Path, "unlink", read_only)
+    out = CliRunner().invoke(app, ["trace-convert", str(tmp_path / "t.jsonl"),
+                                   str(tmp_path / "out.jsonl.zst")])
+    assert out.exit_code == 2, out.output
+    assert out.output.strip() == f"error: {tmp_path / 'out.jsonl.zst'}: cannot write " \
+                                 "(Read-only file system)", out.output

@@ -261,7 +261,8 @@ def test_a_speculative_engine_is_ranked_apart() -> None:
     assert answer(old).set_index("max_lag_at_most").loc[0, "best"] == "t G=1"
 
 
-def test_small_grid_end_to_end(tmp_path: Path) -> None:
+def test_small_grid_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
     res = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
     # slime 2 G x 2 splits, areal 2 x 2, verl 1 (colocated once); 2 seeds each
     assert res.failed == 0 and res.ran == res.cells == 2 * (4 + 4 + 1)
@@ -284,6 +285,22 @@ def test_small_grid_end_to_end(tmp_path: Path) -> None:
     assert len(cached) == res.cells
     again = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
     assert again.ran == 0 and again.summary.equals(res.summary)  # resumed, read from the cache
+    # reading traces not cached is said as it goes (666 cells' took 80-95 s, silent): a bar
+    # that shows at once here, with the traces to read
+    import harness.core.progress as progress
+
+    class AtOnce(progress.LateBar):
+        def __init__(self, label: str, total: int) -> None:
+            super().__init__(label, total, after=0.0)
+
+    monkeypatch.setattr(progress, "LateBar", AtOnce)
+    for path in cached[:5]:
+        path.unlink()
+    capsys.readouterr()
+    third = run_study("staleness", tmp_path, jobs=1, figures=tmp_path / "fig", spec=small())
+    said = capsys.readouterr().err
+    assert "reading the cells' traces: 5 to go" in said, said
+    assert third.summary.equals(res.summary)
     cell = cached[0].parent  # a trace cut short, its figures no longer cached: one line
     (cell / "staleness.json").unlink()
     lines = trace_bytes(cell / "trace.jsonl.zst").splitlines(keepends=True)

@@ -41,6 +41,7 @@ def convert_cmd(
     import os
     from collections import deque
 
+    from harness.core.files import discard
     from harness.core.progress import late_stage
     from harness.core.trace import Trace, TraceError, TraceReader
     from harness.core.trace_io import SUFFIXES, ZstdError, convert
@@ -76,7 +77,7 @@ def convert_cmd(
     except ZstdError as err:
         fail(f"{src}: not a readable zstd stream ({err})")
     finally:
-        part.unlink(missing_ok=True)
+        discard(part)
 
 
 @commands.command("export-otlp")

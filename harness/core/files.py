@@ -78,6 +78,17 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
+def discard(path: str | os.PathLike[str]) -> None:
+    """Remove a partly written file, if there is one, and say nothing if that fails: a
+    clean-up after a failed write must not raise over the error that caused it (on a
+    read-only file system `unlink` of a missing file fails with EROFS, not ENOENT, and a
+    user got a traceback instead of the one line saying the folder is not writable)."""
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +99,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result is for sharing
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        discard(tmp)
         raise
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import matplotlib
 
+from harness.core.files import discard
+
 matplotlib.use("Agg")
 
 
@@ -24,4 +26,4 @@ def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
         tmp.replace(path)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
+        discard(tmp)

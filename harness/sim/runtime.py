@@ -135,6 +135,9 @@ class SimRuntime(RunnerBase):
         route = partial(router, dispatch_of(s.dispatch, cfg.system),  # a round's N
                         batch=cfg.groups * cfg.group_size)
         if core_decode is not None:  # numba imported here, only then (fastcore/__init__)
+            from harness.sim.fastcore.jit import say_if_cold
+
+            say_if_cold()
             import harness.sim.fastcore.pricing  # noqa: F401  (the trainer's, compiled:
             from harness.sim.fastcore.pool import CorePool  # trainer/pricer.py finds it)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core.progress import late_stage
 from harness.studies.whatif_studies import STUDIES
 
 SPECS = Path(__file__).resolve().parents[2] / "sweeps" / "whatif"
@@ -136,13 +137,15 @@ def run_study(name: str, out_dir: str | os.PathLike[str], jobs: int = 2,
             df["groups"] = df["cell"].map({c.key: c.config.groups for c in sweep.cells})
         df = with_yardstick(df, out)
     reading = time.perf_counter() - reading
-    summary = study.summarise(df)
-    write_atomic(out / "summary.csv", summary.to_csv(index=False, float_format="%.6g"))
-    if study.report is not None:  # from the CSV as written, so that it reads as the
-        # study's `python -m` on summary.csv prints it, to the last digit
-        write_atomic(out / "summary.md", study.report(pd.read_csv(out / "summary.csv")))
+    with late_stage(f"{name}: summarising {len(df):,} rows"):  # said once it runs 3 s
+        summary = study.summarise(df)
+        write_atomic(out / "summary.csv", summary.to_csv(index=False, float_format="%.6g"))
+        if study.report is not None:  # from the CSV as written, so that it reads as the
+            # study's `python -m` on summary.csv prints it, to the last digit
+            write_atomic(out / "summary.md", study.report(pd.read_csv(out / "summary.csv")))
     figure = Path(figures or out) / f"whatif_{name}.png"
-    study.draw(df, figure)
+    with late_stage(f"drawing {figure}"):
+        study.draw(df, figure)
     result = StudyResult(name, out, figure, summary, len(sweep.cells), len(ran), len(failed),
                          wall, jobs)
     if ran:  # keep the wall time of the run that computed the cells

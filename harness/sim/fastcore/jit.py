@@ -17,6 +17,17 @@ from harness.sim.fastcore.cachedir import PREFIX, bases, choose, code_hash
 CACHE = choose(bases(), PREFIX + code_hash())
 
 
+def say_if_cold() -> None:
+    """A note, once, where the cache holds no compiled function yet: the first run of a
+    checkout that `make setup` did not warm compiles the core (16-21 s where a warm run
+    takes 2 s), which a user saw as a blank terminal."""
+    if CACHE is not None and not any(CACHE.glob("*.nbi")):
+        from harness.core.notes import say_once
+
+        say_once("compiling the simulator's engine core (once for this version of its code, "
+                 "about 20 s; `make setup` does it ahead)")
+
+
 def njit(*, cache: bool = False, **options: Any) -> Callable[[Callable[..., Any]], Any]:
     """`numba.njit(cache=..., **options)`, its cache in `CACHE`. numba picks a function's
     cache folder as it is decorated (`config.CACHE_DIR` read then), so the setting is

@@ -8,6 +8,7 @@ tokens per second within each bound on the lag.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -97,14 +98,18 @@ def runs(table: dict[str, Any], sweep: Any, out: Path, jobs: int = 1) -> pd.Data
 
     done = [out / "cells" / c.key for c in sweep.cells
             if (r := read_result(out, c)) is not None and not r.get("error")]
+    from harness.core.progress import LateBar
+
     rows = {str(d): _cached(d) for d in done}
     todo = [d for d, row in rows.items() if row is None]
-    if jobs > 1 and len(todo) > 8:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            found = pool.map(_compute, todo, chunksize=8)
-            rows.update(zip(todo, found, strict=True))
-    else:
-        rows.update({d: _compute(d) for d in todo})
+    # a bar once it runs 2 s: 666 cells' traces took 80-95 s, said by nothing (a trial)
+    with LateBar("reading the cells' traces", len(todo)) as bar, contextlib.ExitStack() as s:
+        pool = (s.enter_context(ProcessPoolExecutor(max_workers=jobs))
+                if jobs > 1 and len(todo) > 8 else None)
+        found = pool.map(_compute, todo, chunksize=8) if pool else map(_compute, todo)
+        for n, (d, row) in enumerate(zip(todo, found, strict=True), start=1):
+            rows[d] = row
+            bar.update(n)
     frame = pd.DataFrame([rows[str(d)] for d in done],
                          columns=["system", "split", "knob", "setting", "value", "seed",
                                   "bound", "workload", "model", "update_groups",

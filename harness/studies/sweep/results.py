@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.core.files import write_atomic
+from harness.core.files import discard, write_atomic
 from harness.core.metrics import KEYS, OFFPOLICY_KEYS
 from harness.core.yardstick import KEYS as DELIVERED_KEYS
 from harness.core.yardstick import WINDOW_KEYS
@@ -95,5 +95,5 @@ def write_tables(sweep: Sweep, out: Path) -> int:
         frame.to_parquet(tmp, index=False, engine="pyarrow")
         os.replace(tmp, out / "results.parquet")
     finally:
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
     return len(frame)
