@@ -1,5 +1,6 @@
 """Preset files load, their numbers are self-consistent, and lookups fail helpfully."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,38 @@ def test_a_user_gpu_with_an_impossible_figure_is_one_line(tmp_path, field: str,
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert str(path) in done.stderr and field in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("[gpu.mygpu]\nmemory_gb = 80\n", "unknown table or key 'gpu'; did you mean 'gpus'?"),
+    ("extra = 1\n", "unknown table or key 'extra'; it holds [gpus.NAME], [models.NAME]")])
+def test_a_presets_file_holds_its_two_tables_and_nothing_else(tmp_path, text: str,
+                                                              said: str) -> None:
+    """`[gpu.x]` (not gpus) was read as nothing, said nowhere: its GPU then "unknown" (a
+    new user's trial). Refused wherever the file is named, before any command runs."""
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).parent / "rolloutbench")
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    for args, env in ((["--presets", str(path), "presets"], {}),
+                      (["systems"], {"ROLLOUTBENCH_PRESETS": str(path)})):
+        done = subprocess.run([cli, *args], capture_output=True, text=True,
+                              env={**os.environ, **env})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == f"error: presets file {path}: {said}\n"
+
+
+def test_a_preset_missing_fields_names_only_what_is_wrong() -> None:
+    """Not "missing [...], unknown []": an empty list said nothing but noise."""
+    from harness.sim.presets import _build
+
+    good = {f: getattr(load_hardware("h100-sxm"), f) for f in Hardware.__dataclass_fields__}
+    with pytest.raises(ValueError) as err:
+        _build(Hardware, "bad", {k: v for k, v in good.items() if k != "memory_gb"})
+    assert "missing ['memory_gb'] (the field names" in str(err.value)
+    assert "unknown" not in str(err.value)
 
 
 def test_an_unknown_field_in_a_presets_file_suggests_the_name() -> None:

@@ -48,6 +48,15 @@ def _options(presets: Annotated[Path | None, typer.Option(
         if not presets.is_file():
             fail(f"--presets: {presets}: no such file")
         os.environ["ROLLOUTBENCH_PRESETS"] = str(presets)  # read where presets are loaded
+    from harness.core.config import ConfigError
+    from harness.sim.presets import check_user_file, user_presets_path
+
+    mine = user_presets_path()
+    if mine.is_file():  # its tables' fields are checked as a preset is loaded
+        try:
+            check_user_file(mine)
+        except ConfigError as err:
+            fail(str(err))
 
 # -- the commands, in the order `--help` lists them (written by restructure.py) --
 MODULES = (run, reproduce, steps, imports, counterfactual, analysis, check, traces, config,

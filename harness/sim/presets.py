@@ -186,6 +186,23 @@ def _user_rows(filename: str, user: str, stamp: tuple[int, int] | None,
     return rows
 
 
+def check_user_file(path: Path) -> None:
+    """A presets file of the user's own holds `[gpus.NAME]` and `[models.NAME]` tables and
+    nothing else: anything else (`[gpu.x]`, a stray key) was read as nothing and said
+    nowhere, and the preset it meant was then "unknown". Checked where the file is named
+    (`--presets`, $ROLLOUTBENCH_PRESETS, the default path), not where a run's config file
+    carries its presets beside its own fields (`run --config` of a plan's best/*.toml)."""
+    try:
+        whole = parse_toml(path.read_bytes())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"presets file {path}: {err}") from None
+    kinds = sorted(USER_TABLES.values())
+    for key in sorted(whole.keys() - set(kinds)):
+        close = difflib.get_close_matches(key, kinds, 1, 0.5)
+        hint = f"did you mean {close[0]!r}?" if close else "it holds [gpus.NAME], [models.NAME]"
+        raise ConfigError(f"presets file {path}: unknown table or key {key!r}; {hint}")
+
+
 def user_figures(model: str, gpus: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
     """`{"presets": {"gpus": {NAME: fields}, "models": {...}}}` for those of these names
     that are the user's own presets, resolved; `{}` when all are packaged. A trace's
@@ -247,7 +264,9 @@ def _build(cls: type[T], name: str, raw: dict[str, Any]) -> T:
         hints = [f"{key!r}: did you mean {close[0]!r}?" for key in sorted(extra)
                  for close in [difflib.get_close_matches(key, sorted(missing), 1, 0.5)]
                  if close]
-        raise ConfigError(f"{head}: missing {sorted(missing)}, unknown {sorted(extra)}"
+        wrong = [f"{what} {sorted(keys)}" for what, keys in (("missing", missing),
+                                                              ("unknown", extra)) if keys]
+        raise ConfigError(f"{head}: {', '.join(wrong)}"
                           + (f" ({'; '.join(hints)})" if hints else "")
                           + " (the field names are those `rolloutbench presets --json` shows)")
     # TOML parses "40" as an int; accept it where a float is declared. Exact types otherwise.
