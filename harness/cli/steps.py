@@ -108,9 +108,12 @@ def steps_cmd(
     each number comes from (measured kernels, a stand-in GPU, or the roofline). The
     defaults are a default run's engine (`run`'s sim settings)."""
     from harness.core.config import RunConfig
+    from harness.core.registry import UnknownName
     from harness.sim.calibration import resolve
     from harness.sim.engine_spec import engine_of
+    from harness.sim.feasibility import engine_problem, splits
     from harness.sim.kernels.source import cannot_model, ways_on
+    from harness.sim.presets import load_hardware, load_model
     from harness.studies.steps import step_rows, unheld
 
     fmt = output_format(json_out, csv_out)
@@ -133,6 +136,13 @@ def steps_cmd(
     s.step_model, s.calibration, s.engine_eager = step_model, calibration, eager
     s.spec_drafter, s.spec_tokens, s.spec_acceptance = spec, spec_tokens, spec_acceptance
     s.spec_draft_model = spec_draft_model
+    for option, load, name in (("--model", load_model, model), ("--gpu", load_hardware, gpu)):
+        try:  # named as `run` names them (the lookup's own line named no option)
+            load(name)
+        except UnknownName as err:
+            fail(f"{option} {name}: {err}")
+        except (OSError, ValueError) as err:  # a model's config.json that is not one
+            fail(_named(str(err), option))
     try:
         check_spec(s, need)
     except ConfigError as err:  # `--set sim.spec_tokens: ...` in this command's words
@@ -147,7 +157,9 @@ def steps_cmd(
     except (OSError, ValueError) as err:  # a bad --model file is the model's, not --calibration's
         fail(_named(str(err), "--calibration"))
     try:
-        engine_of(s)
+        spec = engine_of(s)
+        if not splits(spec.model, spec.attention_tp):  # the kernels' own words named --model
+            fail(f"--tp {tp}: {engine_problem(spec, s.mem_fraction)}")
         alone, over = unheld(s, batches, contexts)
         if alone:  # not one sequence fits: there is no step to price
             fail(alone[0])

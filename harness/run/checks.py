@@ -164,6 +164,9 @@ def _check_sim(cfg: RunConfig) -> None:
             option = "sim.spec_draft_model" if s.spec_drafter == "draft" else "sim.spec_drafter"
             raise ConfigError(f"--set {option}: with the drafter, the KV "
                               f"cache cannot hold one sequence of {longest} tokens")
+        if s.kv_cache_tokens:  # the cache given outright: not the memory share's doing
+            raise ConfigError(f"--set sim.kv_cache_tokens: {s.kv_cache_tokens} tokens cannot "
+                              f"hold one sequence of {longest}")
         raise ConfigError(f"--set sim.mem_fraction: the KV cache cannot hold one sequence "
                           f"of {longest} tokens")
 

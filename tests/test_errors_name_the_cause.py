@@ -1,0 +1,38 @@
+"""A refusal names the option that caused it, in the command's own words (a new user's
+trial: a KV cache given outright was blamed on sim.mem_fraction, a TP that does not
+divide the heads on --model, and `steps`' unknown presets named no option at all, where
+`run` and `plan` name theirs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.app import app
+
+CASES = {
+    "a KV cache given outright": (
+        ["run", "--system", "slime", "--workload", "sci-xw", "-R", "8", "--rounds", "1",
+         "--set", "sim.kv_cache_tokens=100", "--out", "{tmp}/o"],
+        "error: --set sim.kv_cache_tokens: 100 tokens cannot hold one sequence of "),
+    "steps: a TP that does not divide the heads": (
+        ["steps", "--tp", "3"],
+        "error: --tp 3: TP 3 does not divide qwen3-1.7b's 16 attention heads"),
+    "steps: an unknown model": (
+        ["steps", "--model", "qwen3-8bb"],
+        "error: --model qwen3-8bb: unknown model preset 'qwen3-8bb'; did you mean 'qwen3-8b'?"),
+    "steps: an unknown GPU": (
+        ["steps", "--gpu", "h200"],
+        "error: --gpu h200: unknown hardware preset 'h200'; did you mean 'h200-sxm'?"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_refusal_names_its_cause(tmp_path: Path, case: str) -> None:
+    args, said = CASES[case]
+    out = CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.startswith(said) and out.stderr.count("\n") == 1, out.stderr
+    assert not (tmp_path / "o").exists()
