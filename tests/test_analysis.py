@@ -270,3 +270,18 @@ def test_plot_says_which_setting_a_line_averages_over() -> None:
         "each line averages over frontier (16, 2): --where frontier=VALUE or --hue frontier "
         "separates them"]
     assert pooled(frame[frame["frontier"] == 2], "groups", "system") == []  # seeds are repeats
+
+
+def test_plot_takes_a_run_s_delivered_figures_for_results_not_settings() -> None:
+    """A sweep's rows carry each run's delivered figures and window (they differ from run
+    to run): the README's own sweep drew eight warnings of them (a new user's trial)."""
+    import pandas as pd
+
+    from harness.analysis.plot import pooled
+    from harness.core.yardstick import KEYS, WINDOW_KEYS
+
+    rows = [{"cell": c, "system": "cgp", "groups": g, "seed": seed, "round": 0,
+             "rollout_to_train_end_s": 1.0, "no_window": "",
+             **{k: float(c * 10 + seed) for k in (*KEYS, *WINDOW_KEYS)}}
+            for c, g in enumerate((32, 64)) for seed in (0, 1)]
+    assert pooled(pd.DataFrame(rows), "groups", "system") == []

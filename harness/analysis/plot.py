@@ -45,8 +45,13 @@ def pooled(frame: Any, x: str, hue: str | None) -> list[str]:
     the hue and the repeats (seeds, rounds) that take several values at one point of
     one line (cgp-fgd at F_w = 2 and 16 drawn as one line with a wide band)."""
     from harness.core.metrics import KEYS, OFFPOLICY_KEYS, TIME_KEYS
+    from harness.core.yardstick import KEYS as DELIVERED
+    from harness.core.yardstick import WINDOW_KEYS
 
-    skip = {*KEYS, *OFFPOLICY_KEYS, *TIME_KEYS, *NOT_A_SETTING, x, hue}
+    # the run's own figures (what it delivered, over which window) are results that differ
+    # from run to run, not settings: the README's sweep warned of eight of them
+    skip = {*KEYS, *OFFPOLICY_KEYS, *TIME_KEYS, *DELIVERED, *WINDOW_KEYS, "no_window",
+            *NOT_A_SETTING, x, hue}
     keys = [x] + ([hue] if hue else [])
     out = []
     for col in (c for c in frame.columns if c not in skip):
