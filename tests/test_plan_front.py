@@ -107,3 +107,25 @@ def test_where_every_engine_drafts_every_system_is_on_one_front() -> None:
     })
     front = pareto_table(space, table)
     assert list(front["trial"]) == [0] and set(front["engine"]) == {"speculative"}
+
+
+def test_the_front_table_never_cuts_a_knob_inside() -> None:
+    """At 100 columns a knob's NAME=VALUE stays whole ("sglang_server_" / "concurrency=51" /
+    "2" read as 51, "pol=fixed_rat" / "io": a new user's trial); slime-async's pool is "C"."""
+    import io
+
+    from rich.console import Console
+
+    from harness.cli.plan import front_table
+    from harness.studies.plan.knobs import POOL_KNOB, SHORT
+
+    assert SHORT[POOL_KNOB] == "C"
+    shown = [["verl-dynamic", "rollout 12 x TP 1 | trainer 4 (TP 1)",
+              "pol=fixed_ratio deact=0.6 +3", "21,389", "12.15", "55.0", "10", "1,234"],
+             ["slime-async", "rollout 12 x TP 1 | trainer 4 (TP 1)", "C=512", "9,622",
+              "30.40", "12.5", "1", "1,101"]]
+    out = io.StringIO()
+    Console(file=out, width=100).print(front_table(shown, "top", "trained tok/s"))
+    text = out.getvalue()
+    assert max(map(len, text.splitlines())) <= 100
+    assert "pol=fixed_ratio" in text and "C=512" in text and "deact=0.6" in text, text

@@ -278,15 +278,8 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
                               "is an option every system has: --set sim.spec_drafter)", 3)):
         if not len(rows):
             continue
-        table = Table(title=title, header_style="bold")
-        for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
-                          ("trained tok/s", "right"), ("s/step", "right"),
-                          ("off-pol %", "right"), ("lag", "right"), ("resp tok", "right")):
-            table.add_column(col + (" *" if col == main else ""), justify=just,
-                             overflow="fold")
-        for cells in front_rows(rows, top):
-            table.add_row(*cells)
-        Console(width=100, force_terminal=console.is_terminal, highlight=False).print(table)
+        Console(width=100, force_terminal=console.is_terminal, highlight=False).print(
+            front_table(front_rows(rows, top), title, main))
     made = workload_response_tokens(space.plan)
     _stage("* the objective. trained tok/s and s/step: response tokens trained per second "
            "and\nseconds per optimizer step over each run's steady window (its warm-up and "
@@ -296,3 +289,19 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
            f"workload makes {made:,.0f}; ! = off by more\nthan {100 * BIAS:.0f}%: a biased "
            "subset). +N after the knobs: N more configurations simulate\nalike "
            "(plan.csv lists them).")
+
+
+def front_table(shown: list[list[str]], title: str, main: str) -> Table:
+    """The front's rows as a table for 100 columns, the objective's column starred. A
+    knob's NAME=VALUE is never cut inside (`pol=fixed_rat` / `io` was): the knobs' column
+    is at least as wide as the widest one (up to 24)."""
+    table = Table(title=title, header_style="bold")
+    widest = max((len(word) for cells in shown for word in cells[2].split()), default=1)
+    for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
+                      ("trained tok/s", "right"), ("s/step", "right"),
+                      ("off-pol %", "right"), ("lag", "right"), ("resp tok", "right")):
+        table.add_column(col + (" *" if col == main else ""), justify=just, overflow="fold",
+                         min_width=min(widest, 24) if col == "knobs" else None)
+    for cells in shown:
+        table.add_row(*cells)
+    return table

@@ -96,7 +96,8 @@ SHORT = {"frontier": "Fw", "concurrency": "H", "max_lag": "lag", "over_sampling_
          "laminar.max_staleness": "adm", "laminar.repack_fraction": "repack",
          "tlt.bs_threshold": "bs", "tlt.training_interval_steps": "interval",
          "seer.chunk_tokens": "chunk", "seer.context_aware": "ctx",
-         "verl_dynamic.policy": "pol", "verl_dynamic.deactivate_ratio": "deact"}
+         "verl_dynamic.policy": "pol", "verl_dynamic.deactivate_ratio": "deact",
+         POOL_KNOB: "C"}
 
 
 FIXED_LAG = {"verl-one-step-off": (1, "it trains every batch one step off its policy")}
