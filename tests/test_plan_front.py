@@ -120,12 +120,39 @@ def test_the_front_table_never_cuts_a_knob_inside() -> None:
     from harness.studies.plan.knobs import POOL_KNOB, SHORT
 
     assert SHORT[POOL_KNOB] == "C"
-    shown = [["verl-dynamic", "rollout 12 x TP 1 | trainer 4 (TP 1)",
-              "pol=fixed_ratio deact=0.6 +3", "21,389", "12.15", "55.0", "10", "1,234"],
-             ["slime-async", "rollout 12 x TP 1 | trainer 4 (TP 1)", "C=512", "9,622",
-              "30.40", "12.5", "1", "1,101"]]
+    shown = [["verl-dynamic", "tp8x1+8", "s=0.3 pol=fixed_ratio deact=0.6 +3", "16,713",
+              "17.2", "39.5", "8", "4,500"],
+             ["verl-fully-async", "tp1x8+8", "s=0.5", "27,477", "40.6", "54.1", "8", "4,358"],
+             ["slime-async", "tp8x2 coloc", "C=512", "9,622", "30.4", "12.5", "1", "1,101"]]
     out = io.StringIO()
     Console(file=out, width=100).print(front_table(shown, "top", "trained tok/s"))
-    text = out.getvalue()
-    assert max(map(len, text.splitlines())) <= 100
-    assert "pol=fixed_ratio" in text and "C=512" in text and "deact=0.6" in text, text
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 100
+    text = "\n".join(lines)
+    for word in ("pol=fixed_ratio", "C=512", "deact=0.6", "verl-fully-async", "tok/s *"):
+        assert word in text, text
+    assert all(line[-1] in "┓┃┩│┘" for line in lines[1:]), text  # no column cropped
+
+
+def test_the_pareto_figure_s_legend_covers_no_point(tmp_path, monkeypatch) -> None:
+    """Inside the axes, loc="best" put the legend over the front's two best points (a
+    new user's trial): it stands beside the axes, clear of every point."""
+    import pandas as pd
+
+    import harness.studies.plan.figure as figure
+    from harness.studies.plan.output import pareto_table
+
+    space = build_space(plan_of(), ["cgp", "verl-fully-async"])
+    table = pd.DataFrame({
+        "trial": [0, 1, 2], "system": ["cgp", "verl-fully-async", "verl-fully-async"],
+        "trained_tokens_per_s": [20e3, 30e3, 31e3], "offpolicy_token_frac": [0.0, 0.9, 1.0],
+        "lag_max": [3.0, 7.0, 8.0], "step_s": [1.0] * 3, "feasible": [True] * 3,
+        "key": list("abc"), "error": [""] * 3})
+    kept = []
+    monkeypatch.setattr(figure, "save_figure", lambda fig, path: kept.append(fig))
+    figure.pareto_figure(space, table, pareto_table(space, table), tmp_path / "p.png")
+    (fig,) = kept
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # right of the axes: over no point

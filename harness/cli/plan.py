@@ -293,15 +293,19 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
 
 def front_table(shown: list[list[str]], title: str, main: str) -> Table:
     """The front's rows as a table for 100 columns, the objective's column starred. A
-    knob's NAME=VALUE is never cut inside (`pol=fixed_rat` / `io` was): the knobs' column
-    is at least as wide as the widest one (up to 24)."""
+    system's name, a layout or a knob's NAME=VALUE is never cut inside (`pol=fixed_rat` /
+    `io`, `verl-fully-as` / `ync` were): each of those columns is at least as wide as its
+    widest word (up to 24). The headers break where they may: rich kept "trained tok/s"
+    whole and cropped the table's last column instead."""
     table = Table(title=title, header_style="bold")
-    widest = max((len(word) for cells in shown for word in cells[2].split()), default=1)
-    for col, just in (("system", "left"), ("layout", "left"), ("knobs", "left"),
-                      ("trained tok/s", "right"), ("s/step", "right"),
-                      ("off-pol %", "right"), ("lag", "right"), ("resp tok", "right")):
-        table.add_column(col + (" *" if col == main else ""), justify=just, overflow="fold",
-                         min_width=min(widest, 24) if col == "knobs" else None)
+    for i, (col, just) in enumerate((("system", "left"), ("layout", "left"), ("knobs", "left"),
+                                     ("trained tok/s", "right"), ("s/step", "right"),
+                                     ("off-pol %", "right"), ("lag", "right"),
+                                     ("resp tok", "right"))):
+        widest = max((len(w) for cells in shown for w in cells[i].split()), default=1)
+        header = col.replace(" ", "\n") + (" *" if col == main else "")
+        table.add_column(header, justify=just, overflow="fold",
+                         min_width=min(widest, 24) if i < 3 else None)
     for cells in shown:
         table.add_row(*cells)
     return table

@@ -73,8 +73,9 @@ def pareto_figure(space: Space, table: pd.DataFrame, front: pd.DataFrame, path: 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("off-policy token share (%)")
     ax.grid(alpha=0.3)
-    if systems:
-        ax.legend(title="system", fontsize=8, loc="best")
+    if systems:  # beside the axes: inside, "best" placed it over the front's best points
+        ax.legend(title="system", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0)
     save_figure(fig, path)
 
 
