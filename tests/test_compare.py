@@ -82,6 +82,24 @@ def test_compare_prints_a_table(traces: dict[str, Path]) -> None:
     assert "waiting_ratio" in result.stdout and "slime" in result.stdout
 
 
+def test_compare_s_header_fits_100_columns(tmp_path: Path, traces: dict[str, Path],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side's line held its path, systems, workloads and counts on one line: 120-199
+    columns with a long path (a new user's trial); wrapped now, every word kept."""
+    monkeypatch.chdir(tmp_path)  # a path of its own length, wherever the tests run
+    deep = Path("a-rather-long-folder-name/of-runs-kept/for-a-paper/seed-0")
+    deep.mkdir(parents=True)
+    trace = deep / "trace.jsonl"
+    trace.write_bytes(traces["slime"].read_bytes())
+    result = invoke("compare", trace, traces["fgd"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(f"A: {trace}  slime lsat-ar (2 rows, 1 seed)") > 100
+    assert max(map(len, lines)) <= 100, result.stdout
+    head = " ".join(" ".join(lines[:3]).split())
+    assert head.startswith(f"A: {trace} slime lsat-ar (2 rows, 1 seed) B: "), head
+
+
 def seeded(path: Path, values: dict[int, list[float]]) -> Path:
     """A result set with one row per seed and round: rollout_to_train_end_s as given."""
     rows = [{"system": "slime", "workload": "lsat-ar", "seed": seed, "round": rnd,
@@ -109,8 +127,8 @@ def test_compare_gives_the_spread_over_seeds_beside_every_mean(tmp_path: Path) -
     assert table.exit_code == 0, table.output
     line = next(x for x in table.stdout.splitlines() if "rollout_to_train_end_s" in x)
     assert "2.65" in line and f"{half:.3g}" in line  # B's sd and A's interval shown
-    assert "(6 rows, 3 seeds)" in table.stdout  # the A: and B: lines, paths and all
-    assert max(len(x) for x in table.stdout.splitlines()[2:]) <= 100
+    assert "(6 rows, 3 seeds)" in " ".join(table.stdout.split())  # the A: and B: lines
+    assert max(len(x) for x in table.stdout.splitlines()) <= 100  # those wrapped too
     # per round: round 0's values over the seeds (A: 9, 12, 13; sd sqrt(13 / 3))
     first = next(r for r in compare_json(a, b, "--per-round")
                  if r["round"] == 0 and r["metric"] == "rollout_to_train_end_s")

@@ -21,6 +21,7 @@ from harness.cli.common import (
     shown,
     trace_of,
     warning,
+    wrap,
 )
 from harness.core.progress import late_stage
 from harness.core.trace import TraceError, read_prefix
@@ -163,8 +164,8 @@ def compare_cmd(
                  *pooling(rows_a, rows_b)]:
         warning(line)
     if fmt == "table":
-        console.print(f"A: {a}  {describe(rows_a)}\nB: {b}  {describe(rows_b)}",
-                      highlight=False, markup=False)
+        for side, rows_of in ((f"A: {a}", rows_a), (f"B: {b}", rows_b)):  # 120-199 cols
+            console.print(wrap(f"{side}  {describe(rows_of)}"), highlight=False, markup=False)
     emit(console, rows, fmt, compare_table)
 
 
