@@ -156,3 +156,16 @@ def test_the_pareto_figure_s_legend_covers_no_point(tmp_path, monkeypatch) -> No
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
     assert legend.x0 >= ax.get_window_extent().x1  # right of the axes: over no point
+
+
+def test_a_best_config_s_lag_says_it_is_the_whole_run_s() -> None:
+    """plan's lag is the most over the whole run; `run` prints its steady window's (a user
+    re-running best/verl-dynamic.toml read "lag 10" there and "max 9" here)."""
+    import pandas as pd
+
+    from harness.studies.plan.output import _fmt_metrics
+
+    row = pd.Series({"trained_tokens_per_s": 21389.2, "step_s": 13.16, "window_steps": 8,
+                     "offpolicy_token_frac": 0.535, "lag_max": 10.0})
+    assert _fmt_metrics(row) == ("21389 trained tok/s, 13.16 s/step (steady window: 8 steps), "
+                                 "off-policy 53.5%, max lag 10 over the whole run")

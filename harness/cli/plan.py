@@ -285,7 +285,8 @@ def _print_front(space: Space, front: pd.DataFrame) -> None:
            "and\nseconds per optimizer step over each run's steady window (its warm-up and "
            "drain cut,\ndocs/plan.md#the-yardstick). off-pol %: trained tokens made by an "
            "older policy than\nthe round's. lag: most optimizer steps from a token's "
-           "generation to its training.\nresp tok: mean trained response length (the "
+           "generation to its training,\nover the whole run (`run` prints its steady "
+           "window's, which may be less).\nresp tok: mean trained response length (the "
            f"workload makes {made:,.0f}; ! = off by more\nthan {100 * BIAS:.0f}%: a biased "
            "subset). +N after the knobs: N more configurations simulate\nalike "
            "(plan.csv lists them).")

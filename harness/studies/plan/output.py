@@ -199,7 +199,8 @@ def toml_text(cfg: RunConfig, header: list[str]) -> str:
 def _fmt_metrics(row: pd.Series) -> str:
     return (f"{row['trained_tokens_per_s']:.0f} trained tok/s, {row['step_s']:.2f} s/step "
             f"(steady window: {row['window_steps']:.0f} steps), "
-            f"off-policy {100 * row['offpolicy_token_frac']:.1f}%, lag {row['lag_max']:.0f}")
+            f"off-policy {100 * row['offpolicy_token_frac']:.1f}%, max lag "
+            f"{row['lag_max']:.0f} over the whole run")  # `run` prints its window's
 
 
 def write_all(study: Any, space: Space, out: Path, command: str,
