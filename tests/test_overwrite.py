@@ -115,3 +115,18 @@ def test_measure_own_refuses_to_write_its_profile_over_the_dataset(tmp_path: Pat
         f"error: --out {data}: would overwrite --own {data}, which this command reads; "
         "write elsewhere\n")
     assert data.read_text().startswith('{"prompt"')
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["check", GOLDEN, "--json", "{f}/x.json"], "--json"),
+    (["gantt", GOLDEN, "-o", "{f}/x.png"], "--out"),
+    (["export-otlp", GOLDEN, "-o", "{f}/deeper/x.json"], "--out")])
+def test_a_file_where_the_output_s_folder_is_due_is_not_a_directory(
+        tmp_path: Path, argv: list[object], option: str) -> None:
+    """`check --json runs/afile/x.json`, runs/afile a file, said "cannot write (File
+    exists)", as if the output were there (a new user's trial)."""
+    afile = tmp_path / "afile"
+    afile.write_text("kept\n")
+    line = refused([str(a).format(f=afile) for a in argv], afile)
+    assert line.startswith(f"error: {option}: {afile}/") and line.endswith(
+        ": cannot write (Not a directory)"), line

@@ -5,6 +5,7 @@ sees half a file; every result records its package version and git commit."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -89,9 +90,21 @@ def discard(path: str | os.PathLike[str]) -> None:
         pass
 
 
+def make_parent(path: Path) -> None:
+    """`path`'s folder, made where missing. A file where a folder is due is NotADirectory
+    naming it: `mkdir(exist_ok=True)` says "File exists" of it, which read as the output
+    itself being there (`check --json runs/afile/x.json`, runs/afile a file)."""
+    for folder in (path.parent, *path.parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
+            break
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:

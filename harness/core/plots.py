@@ -8,7 +8,7 @@ from typing import Any
 
 import matplotlib
 
-from harness.core.files import discard
+from harness.core.files import discard, make_parent
 
 matplotlib.use("Agg")
 
@@ -19,7 +19,7 @@ def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(path)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     try:
         fig.savefig(tmp, dpi=130, bbox_inches="tight", metadata={"Software": None})
