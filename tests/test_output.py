@@ -235,6 +235,19 @@ def test_an_option_s_default_is_in_its_brackets_not_inside_a_sentence() -> None:
             assert "see below" not in text and "see above" not in text, (path, text)
 
 
+@pytest.mark.parametrize(("path", "names"), [
+    (["plan"], ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size",
+                "rollout_max_response_len", "ray_address", "trainer_gpu")),
+    (["run"], ("steps_per_rollout",))])
+def test_options_whose_default_is_none_say_what_none_means(path: list[str],
+                                                          names: tuple[str, ...]) -> None:
+    """A user read no default for these (a new user's trial): each says what leaving it
+    out does, as sweep's --ray-address does."""
+    cmd = dict((tuple(p), c) for p, c in commands())[tuple(path)]
+    helps = {p.name: p.help or "" for p in cmd.params}
+    assert [n for n in names if "[default: " not in helps[n].replace("\\[", "[")] == []
+
+
 def test_every_help_is_whole_at_80_columns_piped() -> None:
     # piped (CliRunner is no terminal) at 80 columns: a word too long for its column
     # is cut with an ellipsis by rich; no help may lose text that way

@@ -56,12 +56,14 @@ def plan_cmd(
                                               "optimizer update U." + shown(2))] = None,
     max_response_tokens: Annotated[int | None, _opt(
         "--max-response-tokens", help="Response cap." + shown("the workload's cap"))] = None,
-    rollout_batch_size: Annotated[int | None, _opt(help="slime's name for R.")] = None,
-    n_samples_per_prompt: Annotated[int | None, _opt(help="slime's name for K.")] = None,
-    global_batch_size: Annotated[int | None, _opt(help="slime's: samples per update, U x K."
-                                                  )] = None,
+    rollout_batch_size: Annotated[int | None, _opt(
+        help="slime's name for R." + shown("-R's"))] = None,
+    n_samples_per_prompt: Annotated[int | None, _opt(
+        help="slime's name for K." + shown("-K's"))] = None,
+    global_batch_size: Annotated[int | None, _opt(
+        help="slime's: samples per update, U x K." + shown("-U x -K"))] = None,
     rollout_max_response_len: Annotated[int | None, _opt(
-        help="slime's name for --max-response-tokens.")] = None,
+        help="slime's name for --max-response-tokens." + shown("its"))] = None,
     objective: Annotated[str, _opt(help="throughput (trained response tokens per second, "
                                    "maximised) or step-time (seconds per optimizer step, "
                                    "minimised), each over the run's steady window of "
@@ -84,11 +86,13 @@ def plan_cmd(
     jobs: Annotated[int | None, _opt("--jobs", "-j", help="Configurations at a time."
                                      + shown("the CPU count"))] = None,
     ray_address: Annotated[str | None, _opt(help="Run configurations as Ray tasks on this "
-                                            "cluster ('local': a private Ray).")] = None,
+                                            "cluster ('local': a private Ray)."
+                                            + shown("none: local processes"))] = None,
     sampler: Annotated[str, _opt(help="auto (exhaustive when the space fits the budget, "
                                  "else tpe), exhaustive, tpe or nsga2.")] = "auto",
     trainer_gpu: Annotated[str, _opt(help="A separate trainer pool's GPU preset (then the N "
-                                     "GPUs are all the engine's).")] = "",
+                                     "GPUs are all the engine's)."
+                                     + shown("none: the N GPUs train too"))] = "",
     trainer_gpus: Annotated[int, _opt(help="GPUs of the separate trainer pool.")] = 0,
     backend: Annotated[str, _opt(help="Serving framework of the engines: sglang or vllm.")]
     = "sglang",

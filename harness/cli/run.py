@@ -143,7 +143,7 @@ def run_cmd(
              "--over-sampling-batch-size (0 or R: none)." + shown("2R, the paper's"))] = None,
     steps_per_rollout: Annotated[int | None, typer.Option(
         help="Conventional RL with G steps per rollout: sets R = G x U (an -R that "
-             "disagrees is refused).")] = None,
+             "disagrees is refused)." + shown("none: R as -R gives it"))] = None,
     rounds: Annotated[int | None, typer.Option(help="Rollout rounds." + shown(D.rounds))]
     = None,
     seed: Annotated[int | None, typer.Option(help="Random seed." + shown(D.seed))] = None,
