@@ -27,3 +27,7 @@ def main() -> None:
     from harness.cli.app import app
 
     app()
+
+
+if __name__ == "__main__":  # `python -m harness.main ARGS`, as `rolloutbench ARGS`
+    main()

@@ -251,3 +251,14 @@ def test_a_system_that_raises_is_named_by_its_file_and_line(
     assert result.exit_code == 1
     assert "Traceback (most recent call last)" in result.stderr
     assert 'raise ValueError("my bug")' in result.stderr
+
+
+def test_python_m_harness_main_runs_the_command_line() -> None:
+    """`python -m harness.main ARGS` printed nothing and exited 0 (a new user's trial):
+    it is `rolloutbench ARGS`."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "harness.main", "systems"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split()[0] == "slime", done.stdout

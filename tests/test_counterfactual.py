@@ -105,7 +105,9 @@ def test_the_command_writes_its_table_and_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--systems", "slime,nope"], "--systems: unknown system nope"),
+    (["--systems", "slime,nope"], "--systems: unknown system 'nope'"),
+    (["--systems", "slime,cpg"], "--systems: unknown system 'cpg'; did you mean 'cgp'?"),
+    (["--systems", ","], "--systems: no system named"),
     (["-U", "3"], "U=3 must divide the trace's groups per round R=8"),
     (["--set", "sim.rollout_tp=0"], "rollout_tp"),
     (["-U", "0"], "--update-groups: must be >= 1"),

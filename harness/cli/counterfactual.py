@@ -76,11 +76,16 @@ def counterfactual_cmd(
     from workloads.trace_source import TraceWorkloadError
 
     fmt = output_format(json_out, csv_out)
-    names = list(SYSTEMS) if systems == "all" else [s.strip() for s in systems.split(",")]
+    names = list(SYSTEMS) if systems == "all" else [s.strip() for s in systems.split(",")
+                                                        if s.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
-    if unknown or not names:
-        fail(f"--systems: unknown system {', '.join(unknown) or '(none)'}; `rolloutbench "
-             f"systems` lists the {len(SYSTEMS)} known")
+    if not names:
+        fail(f"--systems: no system named; `rolloutbench systems` lists the {len(SYSTEMS)} "
+             "known")
+    if unknown:  # the first, as `run` and `plan` name it ("did you mean 'cgp'?")
+        from harness.core.registry import unknown_name
+
+        fail(f"--systems: {unknown_name('system', unknown[0], list(SYSTEMS))}")
     trace = trace_of(trace)  # a run folder: its own trace
     if not trace.is_file():
         fail(f"TRACE: {trace}: no such file")
