@@ -158,6 +158,8 @@ def test_a_cold_cache_is_said_once_before_the_compile(tmp_path: Path,
     said = capsys.readouterr().err
     assert said.count("note: compiling the simulator's engine core") == 1, said
     monkeypatch.setattr(notes, "_said", set())
-    (tmp_path / "timeline.run_engines-1.py311.nbi").write_bytes(b"")  # numba's index file
+    index = tmp_path / "fastcore_6d7c" / "timeline.run_engines-1.py311.nbi"  # as numba puts it
+    index.parent.mkdir()
+    index.write_bytes(b"")
     jit.say_if_cold()
     assert capsys.readouterr().err == ""

@@ -275,3 +275,23 @@ def test_compare_and_check_read_a_folder_of_compressed_traces(both: tuple[Path, 
     assert (tmp_path / "a.jsonl").read_bytes() == plain.read_bytes()
     same = cli("trace-convert", "runs", inside, cwd=tmp_path)  # its own trace: refused
     assert same.returncode == 2 and "would overwrite" in same.stderr
+
+
+def test_a_run_stopped_by_kill_exits_143_with_its_trace_closed(tmp_path: Path) -> None:
+    """`kill` stops a run as Ctrl-C does; its exit code is a shell's for SIGTERM, 143, and
+    its line says "terminated" (it said 130 "interrupted": a new user's trial)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    long = ["--system", "cgp", "--workload", "sci-jl", "-R", "32", "--rounds", "2000"]
+    run = subprocess.Popen([ROLLOUTBENCH, "run", "--out", "o", *long], cwd=tmp_path, env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    trace = tmp_path / "o" / "trace.jsonl.zst"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not trace.exists() or not trace.stat().st_size):
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 143, err
+    assert err.splitlines()[-1] == f"error: terminated; the trace {Path('o/trace.jsonl.zst')} "\
+                                   "is closed", err
+    assert read_trace(trace, strict=True)[-1]["ev"] == "run_end"

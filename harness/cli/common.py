@@ -302,10 +302,20 @@ def _toml(value: object) -> str:
 _FIELDS = frozenset(name for name, _, _ in config_fields(RunConfig()))
 
 
+_TERMINATED: list[bool] = [False]  # a SIGTERM came (`stop_code`)
+
+
+def stop_code() -> tuple[int, str]:
+    """The exit code and word of a run stopped by a signal: 130 "interrupted" for Ctrl-C,
+    143 "terminated" for `kill` (128 + the signal's number, as a shell reports it)."""
+    return (143, "terminated") if _TERMINATED[0] else (130, "interrupted")
+
+
 def _interrupt(signum: int, frame: object) -> None:
     """`kill` is Ctrl-C: whatever handles SIGINT now handles it (during a simulated
     run, the simulator's driver, which cancels the run's coroutine instead of raising
-    mid-step: harness/sim/co.py)."""
+    mid-step: harness/sim/co.py); only its exit code and word differ (`stop_code`)."""
+    _TERMINATED[0] = True
     handler = signal.getsignal(signal.SIGINT)
     if not callable(handler):
         raise KeyboardInterrupt

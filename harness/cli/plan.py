@@ -21,6 +21,7 @@ from harness.cli.common import (
     fail,
     refuse_overwrite,
     shown,
+    stop_code,
     workload_file,
     wrap,
 )
@@ -258,7 +259,7 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
            "excluded.csv, pareto.png")
     _print_front(space, result["front"])
     if interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(stop_code()[0])
 
 
 def sampler_name(study: Any) -> str:

@@ -24,6 +24,7 @@ from harness.cli.common import (
     print_rows,
     refuse_overwrite,
     shown,
+    stop_code,
     trace_of,
     warning,
     workload_file,
@@ -222,8 +223,9 @@ def run_cmd(
     except KeyboardInterrupt:
         said = ("nothing was written" if _never_started(trace, made)
                 else f"the trace {trace} is closed")
-        typer.echo(f"error: interrupted; {said}", err=True)
-        raise typer.Exit(130) from None
+        code, word = stop_code()
+        typer.echo(f"error: {word}; {said}", err=True)
+        raise typer.Exit(code) from None
     except Exception as err:  # the run failed; its trace names the error too
         if _never_started(trace, made) and isinstance(err, ConfigError):
             fail(str(err))  # bad input found as it started: one line, nothing left

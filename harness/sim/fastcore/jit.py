@@ -21,7 +21,7 @@ def say_if_cold() -> None:
     """A note, once, where the cache holds no compiled function yet: the first run of a
     checkout that `make setup` did not warm compiles the core (16-21 s where a warm run
     takes 2 s), which a user saw as a blank terminal."""
-    if CACHE is not None and not any(CACHE.glob("*.nbi")):
+    if CACHE is not None and not any(CACHE.rglob("*.nbi")):
         from harness.core.notes import say_once
 
         say_once("compiling the simulator's engine core (once for this version of its code, "
