@@ -228,6 +228,8 @@ def test_ctrl_c_keeps_finished_cells_and_rerun_resumes(tmp_path: Path) -> None:
     assert "rerun to resume" in err and "Traceback" not in err
     done = len(list(out.glob("cells/*/result.json")))
     assert 1 <= done < 12
+    said = " ".join(err.split())  # the tables hold those cells only: said (a user's trial)
+    assert f"results.parquet and .csv hold the {done} of 12 cells that finished" in said, err
     assert len(pd.read_csv(out / "results.csv")) == done * 6
     # the cell under way when stopped leaves no folder: its trace is of no cell of the table
     assert len(list(out.glob("cells/*"))) == done

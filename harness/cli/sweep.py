@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import console, fail, refuse_overwrite, shown, workload_file
+from harness.cli.common import console, fail, refuse_overwrite, shown, workload_file, wrap
 from harness.core.config import ConfigError
 from harness.shared.ray_connect import HELP as RAY_HELP
 
@@ -115,8 +115,10 @@ def _run(sweep: Sweep, out: Path, jobs: int, ray_address: str | None, retry_fail
                 bar.update(done[0], note=f"{failed[0]} failed" if failed[0] else "")
 
             run_sweep(sweep, out, jobs, ray_address, on_done, retry_failed)
-    except KeyboardInterrupt:
-        typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
+    except KeyboardInterrupt:  # the tables are written of what finished: said so
+        finished = len(sweep.cells) - todo + done[0]
+        typer.echo(wrap(f"interrupted: {out}/results.parquet and .csv hold the {finished} of "
+                        f"{len(sweep.cells)} cells that finished; rerun to resume"), err=True)
         raise typer.Exit(130) from None
     except ConfigError as err:
         fail(str(err))

@@ -57,6 +57,7 @@ def whatif_cmd(
 
     for study in names:
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
+        finished = [0, 0]  # cells finished, of how many (once the spec is read)
         try:
             spec = study_sweep(study)
             todo = len(pending(spec, out / study))  # those done before are kept, not run
@@ -64,19 +65,23 @@ def whatif_cmd(
             if ignored:  # as `sweep` says it: once, on stderr
                 typer.echo(f"note: {ignored}", err=True)
             kept = len(spec.cells) - todo
+            finished[:] = [kept, len(spec.cells)]
             label = f"{study} ({kept} of {len(spec.cells)} cells done before)" if kept else study
             with Bar(label, todo) as bar:  # stderr
 
-                def tick(_cell: Any, result: dict[str, Any], bar: Bar = bar) -> None:
+                def tick(_cell: Any, result: dict[str, Any], bar: Bar = bar,
+                         finished: list[int] = finished) -> None:
                     bar.advance()
+                    finished[0] += 1
                     if result.get("error"):
                         typer.echo(f"  cell failed: {result['error']}", err=True)
 
                 res = run_study(study, out, jobs, figures, on_done=tick)
         except (ConfigError, UnknownName) as err:
             fail(f"{study}: {err}")
-        except KeyboardInterrupt:
-            typer.echo("interrupted: finished cells are kept; rerun to resume", err=True)
+        except KeyboardInterrupt:  # its sweep's tables hold what finished: said so
+            typer.echo(wrap(f"interrupted: {study}'s results hold the {finished[0]} of "
+                            f"{finished[1]} cells that finished; rerun to resume"), err=True)
             raise typer.Exit(130) from None
         rows = res.summary.to_dict("records")
         every += [{"study": study, **r} for r in rows]
