@@ -106,6 +106,16 @@ def test_a_baselines_folder_that_is_not_there_is_bad_input_not_a_regression(
             f"error: --baselines: {tmp_path / 'afile'} is a file; it names a folder of baselines")
 
 
+def test_a_baselines_folder_without_metrics_is_bad_input_not_a_regression(
+        tmp_path: Path) -> None:
+    """An empty folder ran the grid and printed 92 "added" lines, exit 1 (a new user's
+    trial): one line, exit 2, before the grid runs."""
+    (tmp_path / "empty").mkdir()
+    code, out = regress_cli("--baselines", str(tmp_path / "empty"))
+    assert code == 2 and out.strip() == (f"error: --baselines: {tmp_path / 'empty'} holds no "
+                                         "metrics.csv (--update writes it from this run)")
+
+
 def test_a_grid_of_ones_own_is_named_in_its_errors(tmp_path: Path) -> None:
     out_dir = perturbed(tmp_path, 1.0)
     grid = out_dir / "grid.toml"
