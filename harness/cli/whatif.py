@@ -80,7 +80,7 @@ def whatif_cmd(
         except (ConfigError, UnknownName) as err:
             fail(f"{study}: {err}")
         except KeyboardInterrupt:  # its sweep's tables hold what finished: said so
-            typer.echo(wrap(f"interrupted: {study}'s results hold the {finished[0]} of "
+            typer.echo(wrap(f"interrupted: {study}: its results hold the {finished[0]} of "
                             f"{finished[1]} cells that finished; rerun to resume"), err=True)
             raise typer.Exit(130) from None
         rows = res.summary.to_dict("records")
