@@ -112,7 +112,7 @@ def model_init_cmd(
     from harness.core.progress import stage
     from harness.live.logs import quiet_bars
     from harness.live.model import init_model
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
 
     check_out(out, "OUT")  # a file or an unmakeable folder: one line before any work
     quiet_bars()  # no checkpoint-writing bars
@@ -194,7 +194,7 @@ def _refuse_unread(ctx: typer.Context, reads: tuple[str, ...], message: str) -> 
 def _validate_scale(ctx: typer.Context, out: Path | None, claims: Path, force: bool) -> None:
     """`validate scale`: refuse options it does not read and a missing claims table before
     any work, then write the table."""
-    from harness.run.checks import refuse_existing_run
+    from harness.run.out_folder import refuse_existing_run
     from harness.studies.validate.scale import validate_scale
 
     _refuse_unread(ctx, ("out", "force", "claims"), "validate scale: {} does not apply to "
@@ -268,8 +268,8 @@ def validate_cmd(
     the roofline against the measured kernels for every preset, and PipelineRL's
     Appendix A with a measured GEMM utilisation."""
     from harness.live.runtime import missing_live
-    from harness.run.checks import refuse_existing_run
     from harness.run.knob_check import ignored_line
+    from harness.run.out_folder import refuse_existing_run
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
@@ -330,7 +330,7 @@ def validate_cmd(
                            named={"update_groups": "--update-groups", "frontier": "--frontier"})
     if ignored:  # a shared option applies where read; said once, not refused
         typer.echo(f"note: {ignored}", err=True)
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
     from harness.studies.validate.run import validate
 
     check_out(out)  # a file, or unmakeable: one line before any work
@@ -375,7 +375,7 @@ def live_demo_cmd(
     in-flight updates (one live engine: no relay, no repack);
     run any of them with `rolloutbench run --runtime live --system NAME`."""
     from harness.live.runtime import missing_live
-    from harness.run.checks import refuse_existing_run
+    from harness.run.out_folder import refuse_existing_run
 
     fmt = output_format(json_out, csv_out)
     try:
@@ -387,7 +387,7 @@ def live_demo_cmd(
         fail(f"live-demo needs {', '.join(missing)}: run make setup-live")
     if rounds < 1:
         fail("--rounds: must be a positive integer")
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
 
     check_out(out)  # a file, or a folder that cannot be made: one line before any work
     from harness.studies import demo

@@ -121,7 +121,7 @@ def plan_cmd(
     refuse_overwrite("--out", out, [("--model", model), ("--workload", workload_file(workload))],
                      ("plan.csv", "pareto.csv", "excluded.csv", "pareto.png", "best/",
                       "study.journal"))
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
 
     check_out(out)  # a file, or unmakeable: one line before the space is enumerated
     try:

@@ -90,8 +90,9 @@ def regress_cmd(
         fail(f"--baselines: {baselines} is a file; it names a folder of baselines")
     if not baselines.is_dir() and not update_:  # a typo ran the grid and failed as a regression
         fail(f"--baselines: no folder {baselines} (--update makes one from this run)")
-    if not (baselines / "metrics.csv").is_file() and not update_:  # 92 "added" lines, exit 1
-        fail(f"--baselines: {baselines} holds no metrics.csv (--update writes it from this run)")
+    if not update_ and not any((baselines / f).is_file() for f in ("metrics.csv", "grid.toml")):
+        fail(f"--baselines: {baselines} holds no metrics.csv (--update writes it from this "
+             "run)")  # an empty folder: 92 "added" lines, exit 1
     from harness.core.notes import keep_notes, say_all
 
     start = time.perf_counter()

@@ -154,7 +154,7 @@ def reproduce_cmd(
         would_need_cmd(out, [p for p in only.split(",") if p] or None, fmt)
         return
     names = chosen("reproduction", paper, list(reproduce.PAPERS), ["all", "would-need"])
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
 
     for folder, option in ((out, "--out"), (figures, "--figures")):
         if folder is not None:

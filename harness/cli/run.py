@@ -103,7 +103,7 @@ def trace_file(out: Path, trace_format: str | None, runtime: str) -> Path:
 
 def _never_started(trace: Path, made: bool) -> bool:
     """No trace was written: an empty trace goes, and so does OUT if this run made it."""
-    from harness.run.checks import remove_if_empty
+    from harness.run.out_folder import remove_if_empty
 
     out = trace.parent
     if trace.exists() and trace.stat().st_size > 0:
@@ -181,10 +181,10 @@ def run_cmd(
     from harness.core.metrics import ROUND_METRIC_EVENTS
     from harness.core.trace_io import TRACE_NAMES, compressed_name
     from harness.core.yardstick import EVENTS
-    from harness.run.checks import out_dir, refuse_existing_run
     from harness.run.execute import execute, reads
     from harness.run.footprint import check_footprint
     from harness.run.knob_check import cluster_notes
+    from harness.run.out_folder import out_dir, refuse_existing_run
 
     run_files = (*TRACE_NAMES, "metrics.json", "run.json")  # what a run leaves in OUT
     fmt = output_format(json_out, csv_out)

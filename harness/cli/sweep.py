@@ -63,7 +63,7 @@ def sweep_cmd(
         from harness.shared.ray_connect import check_address
 
         check_address(ray_address)
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
 
     check_out(out)  # a file, or unmakeable: one line before any cell runs
     reads = sorted({f for cell in sweep.cells if (f := workload_file(cell.config.workload))})

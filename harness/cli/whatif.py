@@ -46,7 +46,7 @@ def whatif_cmd(
     names = study_names() if name == "all" else [name]
     if name != "all" and name not in study_names():
         fail(str(unknown_name("what-if study", name, ["all", *study_names()])))
-    from harness.run.checks import check_out
+    from harness.run.out_folder import check_out
 
     for folder, option in ((out, "--out"), (figures, "--figures")):
         if folder is not None:
