@@ -34,7 +34,7 @@ def joined(lines: list[str]) -> str:
     (["staleness-forms", "study", "--systems", "nosuch"],
      "error: --systems: unknown system 'nosuch'; `rolloutbench systems` lists the 23 known"),
     (["counterfactual", "t.jsonl", "--systems", "nosuch", "-o", "cf"],  # 285
-     "error: --systems: unknown system nosuch; `rolloutbench systems` lists the 23 known"),
+     "error: --systems: unknown system 'nosuch'; `rolloutbench systems` lists the 23 known"),
     (["plan", "--model", "qwen3-1.7b", "--gpus", "8", "--gpu", "h100-sxm", "--workload",
       "lsat-ar", "--systems", "nosuch", "--out", "p"],  # 260
      "error: --systems: unknown system 'nosuch'; `rolloutbench systems` lists the 23 known"),
