@@ -91,15 +91,15 @@ def discard(path: str | os.PathLike[str]) -> None:
 
 
 def make_parent(path: Path) -> None:
-    """`path`'s folder, made where missing. A file where a folder is due is NotADirectory
-    naming it: `mkdir(exist_ok=True)` says "File exists" of it, which read as the output
-    itself being there (`check --json runs/afile/x.json`, runs/afile a file)."""
-    for folder in (path.parent, *path.parent.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
-            break
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """`path`'s folder, made where missing. A file where that folder is due is
+    NotADirectory naming it: `mkdir(exist_ok=True)` says "File exists" of it, which read
+    as the output itself being there (`check --json runs/afile/x.json`, runs/afile a
+    file); a file further up mkdir already reports as NotADirectory."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                 str(path.parent)) from None
 
 
 def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:

@@ -7,6 +7,7 @@ compiled entry points rather than numba's dispatcher."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import numba
@@ -17,10 +18,12 @@ from harness.sim.fastcore.cachedir import PREFIX, bases, choose, code_hash
 CACHE = choose(bases(), PREFIX + code_hash())
 
 
+@cache
 def say_if_cold() -> None:
     """A note, once, where the cache holds no compiled function yet: the first run of a
     checkout that `make setup` did not warm compiles the core (16-21 s where a warm run
-    takes 2 s), which a user saw as a blank terminal."""
+    takes 2 s), which a user saw as a blank terminal. Looked at once a process (every run
+    on the core calls it; a reproduction makes thousands)."""
     if CACHE is not None and not any(CACHE.rglob("*.nbi")):
         from harness.core.notes import say_once
 

@@ -103,10 +103,10 @@ def runs(table: dict[str, Any], sweep: Any, out: Path, jobs: int = 1) -> pd.Data
     rows = {str(d): _cached(d) for d in done}
     todo = [d for d, row in rows.items() if row is None]
     # a bar once it runs 2 s: 666 cells' traces took 80-95 s, said by nothing (a trial)
-    with LateBar("reading the cells' traces", len(todo)) as bar, contextlib.ExitStack() as s:
-        pool = (s.enter_context(ProcessPoolExecutor(max_workers=jobs))
-                if jobs > 1 and len(todo) > 8 else None)
-        found = pool.map(_compute, todo, chunksize=8) if pool else map(_compute, todo)
+    parallel = jobs > 1 and len(todo) > 8
+    with (LateBar("reading the cells' traces", len(todo)) as bar,
+          ProcessPoolExecutor(max_workers=jobs) if parallel else contextlib.nullcontext() as pool):
+        found = pool.map(_compute, todo, chunksize=8) if parallel else map(_compute, todo)
         for n, (d, row) in enumerate(zip(todo, found, strict=True), start=1):
             rows[d] = row
             bar.update(n)
