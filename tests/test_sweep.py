@@ -212,7 +212,12 @@ def test_results_table_one_row_per_cell_and_round(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_finished_cells_and_rerun_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted"),
+                                                   (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_keeps_finished_cells_and_rerun_resumes(sig: int, code: int, word: str,
+                                                       tmp_path: Path) -> None:
+    """Ctrl-C, and `kill` as `run` takes it (the sweep died at once, no table written,
+    its forked worker left running): the cells done kept, the tables written of them."""
     (tmp_path / "s.toml").write_text('[base]\nworkload = "lsat-ar"\ngroups = 64\nrounds = 6\n'
                                      "[grid]\nseed = {stop = 12}\n")
     out = tmp_path / "out"
@@ -222,19 +227,29 @@ def test_ctrl_c_keeps_finished_cells_and_rerun_resumes(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while not list(out.glob("cells/*/result.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "rerun to resume" in err and "Traceback" not in err
     done = len(list(out.glob("cells/*/result.json")))
     assert 1 <= done < 12
     said = " ".join(err.split())  # the tables hold those cells only: said (a user's trial)
-    assert f"results.parquet and .csv hold the {done} of 12 cells that finished" in said, err
+    assert f"{word}: {out}/results.parquet and .csv hold the {done} of 12 cells" in said, err
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")  # no worker left running
+                if str(out).encode() in _read(p)]
     assert len(pd.read_csv(out / "results.csv")) == done * 6
     # the cell under way when stopped leaves no folder: its trace is of no cell of the table
     assert len(list(out.glob("cells/*"))) == done
     sweep = load_spec(tmp_path / "s.toml")
     assert len(run_sweep(sweep, out, jobs=2)) == 12 - done
+
+
+def _read(path: Path) -> bytes:
+    """A file of /proc, or nothing for a process gone meanwhile."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.mark.slow

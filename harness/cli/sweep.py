@@ -4,12 +4,22 @@ parallel, resumably; the logic lives in harness.studies.sweep."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import console, fail, refuse_overwrite, shown, workload_file, wrap
+from harness.cli.common import (
+    _interrupt,
+    console,
+    fail,
+    refuse_overwrite,
+    shown,
+    stop_code,
+    workload_file,
+    wrap,
+)
 from harness.core.config import ConfigError
 from harness.shared.ray_connect import HELP as RAY_HELP
 
@@ -106,6 +116,7 @@ def _run(sweep: Sweep, out: Path, jobs: int, ray_address: str | None, retry_fail
     from harness.studies.sweep import run_sweep
 
     done, failed = [0], [0]
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a sweep as cleanly as Ctrl-C
     try:
         with Bar("sweep: cells", todo) as bar:
 
@@ -117,8 +128,9 @@ def _run(sweep: Sweep, out: Path, jobs: int, ray_address: str | None, retry_fail
             run_sweep(sweep, out, jobs, ray_address, on_done, retry_failed)
     except KeyboardInterrupt:  # the tables are written of what finished: said so
         finished = len(sweep.cells) - todo + done[0]
-        typer.echo(wrap(f"interrupted: {out}/results.parquet and .csv hold the {finished} of "
+        code, word = stop_code()
+        typer.echo(wrap(f"{word}: {out}/results.parquet and .csv hold the {finished} of "
                         f"{len(sweep.cells)} cells that finished; rerun to resume"), err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(code) from None
     except ConfigError as err:
         fail(str(err))

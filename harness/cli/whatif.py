@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import console, fail, output_format, shown, wrap
+from harness.cli.common import _interrupt, console, fail, output_format, shown, stop_code, wrap
 from harness.core.config import ConfigError
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -55,6 +56,7 @@ def whatif_cmd(
     from harness.studies.sweep import ignored_by_cells, pending
     from harness.studies.whatif import study_sweep
 
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a study as cleanly as Ctrl-C
     for study in names:
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
         finished = [0, 0]  # cells finished, of how many (once the spec is read)
@@ -80,9 +82,10 @@ def whatif_cmd(
         except (ConfigError, UnknownName) as err:
             fail(f"{study}: {err}")
         except KeyboardInterrupt:  # its sweep's tables hold what finished: said so
-            typer.echo(wrap(f"interrupted: {study}: its results hold the {finished[0]} of "
+            code, word = stop_code()
+            typer.echo(wrap(f"{word}: {study}: its results hold the {finished[0]} of "
                             f"{finished[1]} cells that finished; rerun to resume"), err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(code) from None
         rows = res.summary.to_dict("records")
         every += [{"study": study, **r} for r in rows]
         if fmt == "table" and 0 < len(rows) <= MOST_ROWS_SHOWN:
