@@ -6,7 +6,8 @@ is how some were missed. `OneLineErrors` is the app's command group, so every
 command, and every one added later, has the same net: those errors, and an
 `OSError` about a path the user typed, become `error: ...` and exit 2; so does a
 module of systems/ that fails as it is imported (a user's own system: its file and
-line). Ctrl-C becomes `error: interrupted` and exit 130. Anything else is a bug and
+line). Ctrl-C becomes `error: interrupted` and exit 130 (`kill`, in a command that
+takes it as Ctrl-C, `error: terminated` and 143). Anything else is a bug and
 keeps its traceback.
 
 Click's own usage errors (a missing option, `-R abc`, a misspelt option or command,
@@ -92,9 +93,12 @@ class OneLineErrors(TyperGroup):
             name = str(err.filename2 or err.filename)
             detail = "" if where.endswith(f" {name}") or where == name else f" ({name})"
             _fail(f"{where}: {err.strerror or err}{detail}")
-        except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt:  # Ctrl-C, or `kill` where the command takes it so
+            from harness.cli.common import stop_code
+
+            code, word = stop_code()
+            typer.echo(f"error: {word}", err=True)
+            raise typer.Exit(code) from None
         except Exception as err:  # a system's module that fails as it is imported
             line = import_failure(err)
             if line is None:

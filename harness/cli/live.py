@@ -4,6 +4,7 @@ validation against the simulator, and which backends this machine can run."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,6 +14,7 @@ import typer
 from harness.cli.common import (
     CSV_HELP,
     JSON_HELP,
+    _interrupt,
     build_config,
     console,
     fail,
@@ -273,6 +275,7 @@ def validate_cmd(
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a validation as Ctrl-C does
     if what not in ("live", "gpu", "scale"):
         fail(f"validate: expected live, gpu or scale, got {what!r}")
     if what == "scale":
@@ -334,11 +337,8 @@ def validate_cmd(
     from harness.studies.validate.run import validate
 
     check_out(out)  # a file, or unmakeable: one line before any work
-
-    def say(message: str) -> None:  # progress: stderr, stdout is the summary's
-        typer.echo(message, err=True)
-
-    result = validate(cells, out, calibration, say)
+    # progress: stderr, stdout is the summary's
+    result = validate(cells, out, calibration, lambda m: typer.echo(m, err=True))
     if fmt == "json":
         sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
         return

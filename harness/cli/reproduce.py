@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ import typer
 from harness.cli.common import (
     CSV_HELP,
     JSON_HELP,
+    _interrupt,
     console,
     fail,
     output_format,
@@ -150,6 +152,7 @@ def reproduce_cmd(
     from harness.studies import reproduce
 
     fmt = output_format(json_out, csv_out)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a reproduction as Ctrl-C does
     if paper == "would-need":
         would_need_cmd(out, [p for p in only.split(",") if p] or None, fmt)
         return
