@@ -65,7 +65,9 @@ def samples_drawn(cfg: RunConfig) -> int:
 
 def estimate(cfg: RunConfig, compressed: bool = False) -> Footprint:
     """The run's memory and trace size from the measured per-sample figures;
-    `compressed`: the trace is written as .jsonl.zst."""
+    `compressed`: the trace is written as .jsonl.zst. Each refusal fits 100 columns
+    with a typical --out (it ran to 200): the figures only, the usable memory being
+    MEMORY_SHARE of what is available."""
     n = samples_drawn(cfg)
     per_sample = ZST_PER_SAMPLE if compressed else TRACE_PER_SAMPLE
     return Footprint(n, BASE_BYTES + MEMORY_PER_SAMPLE * n, per_sample * n)
@@ -103,8 +105,9 @@ def gb(n: float) -> str:
 
 
 def shape(cfg: RunConfig) -> str:
-    """'-R 32 x K 8 x 4 round(s)', with the over-sampled groups where they are more."""
-    return (f"-R {cfg.groups} x K {cfg.group_size} x {cfg.rounds} round(s)"
+    """'-R 32 -K 8 --rounds 4' (the options that set them, as typed: a refusal names
+    them), with the over-sampled groups where they are more."""
+    return (f"-R {cfg.groups} -K {cfg.group_size} --rounds {cfg.rounds}"
             + (f" (over-sampling {cfg.over_sampling_groups} groups)"
                if (cfg.over_sampling_groups or 0) > cfg.groups else ""))
 
@@ -120,26 +123,22 @@ def check_footprint(cfg: RunConfig, out: Path | None, room: float | None = None,
     on this machine, with the estimate and the limit; returns the estimate. `out` None:
     no trace is kept (a plan's points write theirs to /dev/null). `room` and `disk`,
     when given, are the limits already read (one reading for a sweep's many cells);
-    `compressed`: the trace is written as .jsonl.zst."""
+    `compressed`: the trace is written as .jsonl.zst. Each refusal fits 100 columns
+    with a typical --out (it ran to 200): the figures only, the usable memory being
+    MEMORY_SHARE of what is available."""
     fp = estimate(cfg, compressed)
     if cfg.runtime != "sim":
         return fp
     room = memory_room() if room is None else room
     if fp.memory_bytes > room:
-        raise ConfigError(
-            f"{shape(cfg)}: {fp.samples:,} samples would hold about {gb(fp.memory_bytes)} in "
-            f"memory ({MEMORY_PER_SAMPLE / 1e3:g} KB each); this machine has "
-            f"{gb(room)} to give ({MEMORY_SHARE:.0%} of what is available): lower -R, -K "
-            f"or --rounds")
+        raise ConfigError(f"{shape(cfg)}: {fp.samples:,} samples need ~{gb(fp.memory_bytes)} "
+                          f"of RAM; {gb(room)} usable")
     if out is None:
         return fp
     disk = free_disk(out) if disk is None else disk
     if fp.trace_bytes > disk:
-        raise ConfigError(
-            f"{shape(cfg)}: {fp.samples:,} samples would write a trace of about "
-            f"{gb(fp.trace_bytes)} ({fp.trace_bytes / max(fp.samples, 1) / 1e3:g} KB each); "
-            f"--out {out} has "
-            f"{gb(disk)} free: lower -R, -K or --rounds, or give another --out")
+        raise ConfigError(f"--out {out}: ~{gb(fp.trace_bytes)} trace for {shape(cfg)}; "
+                          f"{gb(disk)} free")
     return fp
 
 
@@ -151,10 +150,8 @@ def check_jobs(held: Sequence[float], jobs: int, what: str, room: float) -> None
     if len(together) < 2 or sum(together) <= room:
         return
     fit = max(k for k in range(1, len(together) + 1) if sum(together[:k]) <= room)
-    raise ConfigError(
-        f"--jobs {jobs}: {what} at once would hold about {gb(sum(together))} in memory; "
-        f"this machine has {gb(room)} to give ({MEMORY_SHARE:.0%} of what is available): "
-        f"-j {fit} fits")
+    raise ConfigError(f"--jobs {jobs}: {what} at once need ~{gb(sum(together))} of RAM; "
+                      f"{gb(room)} usable: -j {fit} fits")
 
 
 def check_cells(named: Sequence[tuple[str, RunConfig]], out: Path, jobs: int,
@@ -178,7 +175,5 @@ def check_cells(named: Sequence[tuple[str, RunConfig]], out: Path, jobs: int,
     check_jobs(held, jobs, f"the {min(jobs, len(held))} largest cells", room)
     written = sum(fp.trace_bytes for fp in prints)
     if written > disk:
-        raise ConfigError(
-            f"--out {out}: {len(prints)} cells would write traces of about {gb(written)} in "
-            f"all ({ZST_PER_SAMPLE / 1e3:g} KB a sample); it has {gb(disk)} free: fewer "
-            f"or smaller cells, or another --out")
+        raise ConfigError(f"--out {out}: {len(prints)} cells' traces need ~{gb(written)}; "
+                          f"{gb(disk)} free there")
