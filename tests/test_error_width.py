@@ -54,6 +54,14 @@ def joined(lines: list[str]) -> str:
     (["run", "--system", "laminar", "--set", "sim.placement=colocated", "--out", "r"],
      "error: --set sim.placement=colocated: laminar is disaggregated only (why: rolloutbench "
      "systems)"),
+    # 154: the replicas left idle counted and the cap said twice
+    (["run", "--set", "sim.rollout_engines=100000", "--out", "r"],
+     "error: --set sim.rollout_engines=100000: only 256 sequences a round (R 32 x K 8): use at "
+     "most 256"),
+    # 122 with a typical path: the path said twice
+    (["model", "warmup", "/home/user/project/runs/my-model"],
+     "error: MODEL_DIR /home/user/project/runs/my-model: no such folder (see rolloutbench model "
+     "init)"),
     # about 200 with the 11 default systems named
     (["staleness-forms", "study", "--split", "9+9"],
      "error: study: no run of the 11 systems on split 9+9 has a steady window"),

@@ -229,11 +229,9 @@ def _check_engines_used(cfg: RunConfig) -> None:
     s = cfg.sim
     in_flight = groups_per_round(cfg) * cfg.group_size
     if s.rollout_engines > in_flight:
-        raise ConfigError(
-            f"--set sim.rollout_engines={s.rollout_engines}: a round has at most {in_flight} "
-            f"sequences in flight (R {groups_per_round(cfg)} x "
-            f"K {cfg.group_size}), so {s.rollout_engines - in_flight:,} replicas would "
-            f"never get one; use at most {in_flight}")
+        raise ConfigError(  # within 100 columns (it ran to 154): the rest sit idle
+            f"--set sim.rollout_engines={s.rollout_engines}: only {in_flight} sequences a "
+            f"round (R {groups_per_round(cfg)} x K {cfg.group_size}): use at most {in_flight}")
 
 
 def _check_live(cfg: RunConfig) -> None:
@@ -267,9 +265,8 @@ def _check_replay(cfg: RunConfig) -> None:
     cap, prompt_max = workload_limits_of(cfg)
     if prompt_max + cfg.max_response_tokens > cfg.live.max_model_len:
         raise ConfigError(
-            f"--set live.max_model_len: {cfg.live.max_model_len} tokens cannot hold the "
-            f"workload's longest prompt ({prompt_max}) plus a response of "
-            f"{cfg.max_response_tokens} (raise it, or lower max_response_tokens)")
+            f"--set live.max_model_len: {cfg.live.max_model_len} < longest prompt {prompt_max} "
+            f"+ max_response_tokens {cfg.max_response_tokens}: raise it or lower those")
 
 
 def _check_live_workload(cfg: RunConfig) -> None:
@@ -320,7 +317,7 @@ def _check_step_model(cfg: RunConfig) -> None:
 def check_model_dir(path: Path, option: str) -> None:
     """A folder that `model init` made (or any Hugging Face model folder): a
     config.json that is a JSON object, a tokenizer and weights."""
-    make = f"(make one: rolloutbench model init {path})"
+    make = "(see rolloutbench model init)"  # the path said once: within 100 columns
     if not path.is_dir():
         what = "is a file, not a model folder" if path.exists() else "no such folder"
         raise ConfigError(f"{option} {path}: {what} {make}")
@@ -331,9 +328,8 @@ def check_model_dir(path: Path, option: str) -> None:
     except (OSError, ValueError, UnicodeDecodeError):
         config = None
     if not isinstance(config, dict) or "model_type" not in config:
-        raise ConfigError(f"{option} {path}: config.json is not a model's config "
-                          f"(no model_type) {make}")
+        raise ConfigError(f"{option} {path}: config.json has no model_type {make}")
     if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         raise ConfigError(f"{option} {path}: no tokenizer (tokenizer.json) {make}")
     if not any(next(path.glob(pattern), None) for pattern in WEIGHTS):
-        raise ConfigError(f"{option} {path}: no weights ({' or '.join(WEIGHTS)}) {make}")
+        raise ConfigError(f"{option} {path}: no {' or '.join(WEIGHTS)} {make}")
