@@ -65,9 +65,7 @@ def samples_drawn(cfg: RunConfig) -> int:
 
 def estimate(cfg: RunConfig, compressed: bool = False) -> Footprint:
     """The run's memory and trace size from the measured per-sample figures;
-    `compressed`: the trace is written as .jsonl.zst. Each refusal fits 100 columns
-    with a typical --out (it ran to 200): the figures only, the usable memory being
-    MEMORY_SHARE of what is available."""
+    `compressed`: the trace is written as .jsonl.zst."""
     n = samples_drawn(cfg)
     per_sample = ZST_PER_SAMPLE if compressed else TRACE_PER_SAMPLE
     return Footprint(n, BASE_BYTES + MEMORY_PER_SAMPLE * n, per_sample * n)
