@@ -142,3 +142,34 @@ def test_the_base_tree_is_warmed_only_where_it_has_a_core(
     assert calls == [([sys.executable, "-m", "harness.sim.fastcore.warm"], tmp_path,
                       str(tmp_path))]
     assert "warm failed (SomeError: no); timed as it is" in capsys.readouterr().err
+
+
+def test_counted_runs_leaves_the_reader_alone_when_not_counting(monkeypatch):
+    """The verl probe's timed pass runs as `reproduce` runs: the run's reader is the one
+    given (no `request_submit` kind added for counting), only the trace not written; the
+    counting pass wraps it and counts what it is handed."""
+    from harness.studies.reproduce import pool
+
+    seen = []
+
+    def fake(cfg, path, reader=None, *args, **kwargs):
+        seen.append((reader, kwargs.get("write")))
+        events = [{"ev": "request_submit"}, {"ev": "run_end"}, {"ev": "request_submit"}]
+        return reader(events) if reader is not None else None
+
+    def reader(events):
+        return len(events)
+
+    reader.kinds = frozenset({"run_end"})
+    monkeypatch.setattr(pool, "run_one", fake)
+    with probe.counted_runs(None, write=False):
+        assert pool.run_one("cfg", Path("x"), reader) == 3
+    assert seen[-1] == (reader, False)
+    counts: list[int] = []
+    with probe.counted_runs(counts, write=False):
+        assert pool.run_one("cfg", Path("x"), reader) == 1  # the run_end alone
+    assert counts == [2]
+    wrapped, write = seen[-1]
+    assert wrapped is not reader and write is False
+    assert wrapped.kinds == {"run_end", "request_submit"}
+    assert pool.run_one is fake

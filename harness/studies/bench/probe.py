@@ -9,11 +9,14 @@ one JSON line (the last line of stdout), which `trees.Tree.probe` returns.
 
 Requests are counted where the runs leave them, after the clock stops: a written run's
 `request_submit` lines in its trace file (plain or zstd, by its first bytes: the grid,
-the R and K table), and a memory-only run's (verl-async's) from its events in memory:
-every such run goes through `pool.run_one`, which this file wraps so that the run's
-reader also counts the `request_submit` events it is handed (one kind more for
-verl-async's summary). Neither changes what a written run's metrics cost: a tree that
-makes them as the run goes decodes nothing of its trace.
+the R and K table), and a memory-only run's (verl-async's) from its events in memory,
+in a second pass of the same runs that is not timed: every such run goes through
+`pool.run_one`, which this file wraps so that the run's reader also counts the
+`request_submit` events it is handed. That is one kind more than verl-async's summary
+reads, which a tree that keeps only the kinds its reader asks for (#36) would otherwise
+make, hold and hand over in the timed pass alone (a Struct, a packed line and a dict a
+request, which `reproduce` never makes). Neither changes what a written run's metrics
+cost: a tree that makes them as the run goes decodes nothing of its trace.
 """
 
 from __future__ import annotations
@@ -54,14 +57,19 @@ def trace_requests(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def counted_runs(counts: list[int], write: bool | None = None) -> Iterator[None]:
+def counted_runs(counts: list[int] | None, write: bool | None = None) -> Iterator[None]:
     """Every run through `pool.run_one` meanwhile appends its `request_submit` count to
-    `counts`; `write` (when not None) overrides whether a trace file is written."""
+    `counts` (None: counts nothing, the runs' readers untouched); `write` (when not None)
+    overrides whether a trace file is written."""
     from harness.studies.reproduce import pool
 
     original = pool.run_one
 
     def run_one(cfg: Any, path: Path, reader: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if write is not None:
+            kwargs["write"] = write
+        if counts is None:
+            return original(cfg, path, reader, *args, **kwargs)
         if reader is None:
             from harness.core.metrics import ROUND_METRIC_EVENTS, round_metrics
             inner, kinds = round_metrics, frozenset(ROUND_METRIC_EVENTS)
@@ -78,8 +86,6 @@ def counted_runs(counts: list[int], write: bool | None = None) -> Iterator[None]
             counting.kinds = frozenset(kinds) | {"request_submit"}  # type: ignore[attr-defined]
         if getattr(reader, "also", None) is not None:  # kinds of some runs only (`reads`)
             counting.also = reader.also  # type: ignore[attr-defined,union-attr]
-        if write is not None:
-            kwargs["write"] = write
         return original(cfg, path, counting, *args, **kwargs)
 
     pool.run_one = run_one
@@ -135,14 +141,15 @@ def grid(step_model: str = "") -> dict[str, float]:
 
 def verl() -> dict[str, float]:
     """verl-async's VERL_LABELS runs in the main reading, as `reproduce` runs them: no
-    trace file, the summary read from the events in memory."""
+    trace file, the summary read from the events in memory; their requests counted in a
+    second pass, not timed (the module's docstring)."""
     from harness.studies.reproduce import verl_async
     from harness.studies.reproduce.verl_async import runs
 
     every = runs.runs
     runs.READINGS = runs.READINGS[:1]
     counts: list[int] = []
-    with tempfile.TemporaryDirectory() as tmp, counted_runs(counts, write=False):
+    with tempfile.TemporaryDirectory() as tmp, counted_runs(None, write=False):
         runs.runs = lambda seed: [r for r in every(seed) if r.label == "osp colocate 16 FSDP2"]
         warm = runs.with_lengths  # the warm-up: one small colocated run
 
@@ -154,8 +161,9 @@ def verl() -> dict[str, float]:
         verl_async.simulate(0, Path(tmp) / "warm", progress=False)
         runs.with_lengths = warm
         runs.runs = lambda seed: [r for r in every(seed) if r.label in VERL_LABELS]
-        counts.clear()
-        out = timed(lambda: verl_async.simulate(0, Path(tmp), progress=False))
+        out = timed(lambda: verl_async.simulate(0, Path(tmp) / "timed", progress=False))
+    with tempfile.TemporaryDirectory() as tmp, counted_runs(counts, write=False):
+        verl_async.simulate(0, Path(tmp), progress=False)
     return {**out, "requests": sum(counts), "runs": len(counts)}
 
 
