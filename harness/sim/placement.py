@@ -65,6 +65,11 @@ class LeastLoaded:
         heapq.heapreplace(heap, (count + 1, index))
         return index
 
+    def take_many(self, requests: list[Request]) -> list[int]:
+        """`take` of each request in turn (none pinned): a group's samples at once."""
+        take = self.take
+        return [take(request) for request in requests]
+
     def pin(self, index: int) -> int:
         """`take` for a request that names its replica (`Request.replica`)."""
         self.counts[index] += 1

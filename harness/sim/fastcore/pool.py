@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 from heapq import heappush
+from operator import attrgetter
 from typing import Any, NoReturn
 
 from harness.core.runtime import EngineLoad, Request, Response
@@ -58,8 +59,10 @@ from harness.sim.fastcore.timeline import (
 from harness.sim.heap import Heap
 from harness.sim.placement import LeastLoaded
 from harness.sim.trace_events import Makers
+from workloads.replay import target_tokens
 
 FEW = 4  # `_outcomes` reads this many responses or fewer one by one (`outcome`)
+_RESUME, _CHUNK, _REPLICA = attrgetter("resume"), attrgetter("chunk"), attrgetter("replica")
 
 
 class CorePool(ServedGroups, InFlightCalls):
@@ -153,23 +156,38 @@ class CorePool(ServedGroups, InFlightCalls):
                          prompt_tokens=prompt.tokens, resumed_tokens=resumed, engine=index,
                          prompt=prompt.index)
 
-    def submit_many(self, requests: list[Request], done: Callable[[Response], Any]) -> None:
+    def submit_many(self, requests: list[Request], done: Callable[[Response], Any],
+                    fresh: bool = False) -> None:
         """`submit_then` of each request in turn (a group's samples: `serve`), with one
         call into the core and their request_submit events written at once. Each step is
         a list made at once (routing, targets, the pool's lists, the events), in the order
         `submit_then` would take them one by one: a loop's turn a request was a quarter of
-        this call's time in verl-fully-async's runs."""
-        if any(request.resume is not None or request.chunk for request in requests):
+        this call's time in verl-fully-async's runs. `fresh` (`serve_group`'s): one
+        group's samples 0..K-1 of one prompt, K within its drawn lengths, none resumed,
+        cut or pinned, so none is looked at for those, and (where the pool's targets are
+        the workloads' `target_tokens`) the targets are the prompt's first K lengths
+        within the cap, `target_tokens` of each, at once."""
+        if not fresh and (any(map(_RESUME, requests)) or any(map(_CHUNK, requests))):
             for request in requests:  # one at a time (what `submit_then` refuses, refused)
                 self.submit_then(request, done)
             return
         router = self._router
-        active, pin, take = router.active, router.pin, router.take
-        engines = [pin(r.replica) if 0 <= r.replica < active else take(r) for r in requests]
-        targets = list(map(self._target_tokens, requests))
-        for request, target in zip(requests, targets, strict=True):
-            if target < 1:
-                raise ValueError(f"request {request.id}: nothing left to generate")
+        if fresh or max(map(_REPLICA, requests), default=-1) < 0:  # none pinned: by rule
+            engines = router.take_many(requests)
+        else:
+            active, pin, take = router.active, router.pin, router.take
+            engines = [pin(r.replica) if 0 <= r.replica < active else take(r)
+                       for r in requests]
+        if fresh and self._target_tokens is target_tokens:  # the workloads' own targets
+            first = requests[0]
+            cap = first.max_tokens
+            targets = [n if n <= cap else cap
+                       for n in first.prompt.hidden.lengths[:len(requests)]]
+        else:
+            targets = list(map(self._target_tokens, requests))
+        if targets and min(targets) < 1:
+            bad = next(r for r, target in zip(requests, targets, strict=True) if target < 1)
+            raise ValueError(f"request {bad.id}: nothing left to generate")
         self._live += [[request, done, index, None]
                        for request, index in zip(requests, engines, strict=True)]
         self._groups += [request.group for request in requests]

@@ -67,7 +67,7 @@ class ServedGroups:
                      else [NO_CHECK] * len(requests))
         quiet = self._quiet if service.gate is None and service.on_response is None else 0
         self._services[self._core.group(latencies, quiet)] = service
-        self.submit_many(requests, service.answered_last)
+        self.submit_many(requests, service.answered_last, fresh=True)
 
     def _last_returned(self, i: int) -> None:
         """A turn after a group's K-th finish: `_returned`, its check into the core (its seq
