@@ -322,3 +322,37 @@ def test_split_hand_values() -> None:
     """Budget 10: 4 + 6 fill the first (10 is not over), 11 alone, then 3 + 7."""
     assert split([4, 6, 11, 3, 7], 10) == [[4, 6], [11], [3, 7]]
     assert split([], 10) == [] and split([5, 5], 10) == [[5, 5]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(kernel_trainers(), st.lists(st.integers(-2, 140_000), max_size=64),
+       st.lists(st.integers(1, 40_000), max_size=32))
+def test_lengths_priced_together_are_each_priced_alone_bit_for_bit(
+        k: KernelTrainModel, lens: list[int], more: list[int]) -> None:
+    """`attention_forward_many` (a new trainer's lengths priced at once: numpy's interp
+    and the stand-in's carry as arrays) gives each length's `attention_forward_s` to the
+    bit, on a GPU of its own tables, a per-op stand-in (h20) and a scaled one, lengths of
+    none, within the table and past its longest (each asked alone), repeats included."""
+    every = lens + more + lens[:3]
+    together = k.attention_forward_many(every)
+    assert [bits(t) for t in together] == [bits(k.attention_forward_s(n)) for n in every]
+    assert all(type(t) is float for t in together)
+
+
+def test_the_pricers_lookups_of_new_lengths_are_filled_together() -> None:
+    """The look-ups' `fill` computes only the lengths it does not hold, in one call, and
+    holds what each alone would give."""
+    from harness.sim.trainer.pricer import _PerKey
+
+    asked: list[list[int]] = []
+
+    def many(keys: list[int]) -> list[float]:
+        asked.append(keys)
+        return [key * 0.5 for key in keys]
+
+    held = _PerKey(lambda key: key * 0.5, many)
+    held[4] = 2.0
+    held.fill([4, 7, 9, 7])
+    assert asked == [[7, 9]] and held == {4: 2.0, 7: 3.5, 9: 4.5}
+    held.fill([9])
+    assert asked == [[7, 9]]

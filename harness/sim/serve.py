@@ -180,7 +180,7 @@ class GroupService(Wait):
     def all_scored(self) -> None:
         """The compiled pool's K-th check has ended: each check's time and reward as
         `_Check` sets them (the same draw), then the group ends as any other."""
-        _outcomes(self.group.prompt.hidden.sample, self.responses, self.rewards,
+        _outcomes(self.group.prompt.hidden, self.responses, self.rewards,
                   range(len(self.responses)))
         self.left = 1
         self._ended()
@@ -189,7 +189,7 @@ class GroupService(Wait):
         """The compiled pool handed this group back after an abort (harness/sim/fastcore/
         inflight.py): its checks of `samples` (the responses it held) are over, the
         others are this service's own; each as `_Check` sets it, then `_ended` for each."""
-        _outcomes(self.group.prompt.hidden.sample, self.responses, self.rewards, samples)
+        _outcomes(self.group.prompt.hidden, self.responses, self.rewards, samples)
         self.left -= len(samples) - 1
         self._ended()
 
@@ -232,11 +232,15 @@ class GroupService(Wait):
         self.set_result(self.group)
 
 
-def _outcomes(draw: Callable[[int], tuple[int, float, float]], responses: list[Any],
-              rewards: list[Any], samples: Iterable[int]) -> None:
+def _outcomes(hidden: Any, responses: list[Any], rewards: list[Any],
+              samples: Iterable[int]) -> None:
     """`check_outcome(response, None)` of each of `samples` (their responses and the
-    group's prompt's draws, `draw`), its time on the response and its reward in `rewards`:
-    a group's K at once, not a call and a tuple each."""
+    draws of the group's prompt, `hidden`), its time on the response and its reward in
+    `rewards`: a group's K at once, not a call and a tuple each. The draws are read off
+    the prompt's first K (`Hidden.drawn`) where it holds them all, else asked for."""
+    drawn = getattr(hidden, "drawn", None)
+    draw = (drawn.__getitem__ if drawn is not None and len(responses) <= len(drawn)
+            else hidden.sample)
     for sample in samples:
         response = responses[sample]
         _, reward, response.verify_s = draw(sample)

@@ -205,6 +205,58 @@ def attention_forward_s(gpu: str, seq_len: int, heads: int, kv_heads: int,
                          flops, nbytes))
 
 
+def attention_forward_many(gpu: str, lengths: list[int], heads: int, kv_heads: int,
+                           head_dim: int) -> list[float]:
+    """`attention_forward_s` of each of `lengths`, the same floats, worked out at once
+    where the table interpolates (one `np.interp`, the stand-in's carry as array
+    arithmetic in the same order); a length past the table's longest or of no tokens
+    asks the one-length function (its square is Python's). A trainer new to a process
+    prices every new length it meets, thousands a run (issue #36: a tenth of a verl
+    fully-async run's CPU went to these look-ups, one at a time)."""
+    if not lengths:
+        return []
+    h0, _, d0, isl, lat = _attention_point(gpu, heads, kv_heads, head_dim)
+    n = np.asarray(lengths, dtype=np.int64)
+    inside = (n > 0) & (n < isl[-1])
+    out = [0.0] * len(lengths)
+    for i in np.flatnonzero(~inside).tolist():
+        out[i] = attention_forward_s(gpu, lengths[i], heads, kv_heads, head_dim)
+    where = np.flatnonzero(inside)
+    if not len(where):
+        return out
+    m = n[where]
+    seconds = np.interp(m, isl, lat) * (heads * head_dim) / (h0 * d0) * 1e-3
+    flops = 2.0 * heads * head_dim * m * m
+    nbytes = 2.0 * m * (2 * heads + 2 * kv_heads) * head_dim
+    for i, value in zip(where.tolist(), _carried_attention(gpu, seconds, flops, nbytes).tolist(),
+                        strict=True):
+        out[i] = value
+    return out
+
+
+def _carried_attention(gpu: str, seconds: np.ndarray, flops: np.ndarray,
+                       nbytes: np.ndarray) -> np.ndarray:
+    """`carried(gpu, s, "attention", f, b)` of each, as arrays: `carry`'s steps for an
+    attention op (its k is 1), elementwise, in the same order."""
+    kg = kernel_gpu(gpu)
+    if kg is None or not kg.stand_in:
+        return seconds
+    if kg.rule != "per-op":
+        return np.where(seconds <= 0, seconds, seconds * kg.prefill_scale)
+    src, dst = _presets(kg.source, gpu)
+    ms = seconds * 1e3
+
+    def roofline(hw: Hardware) -> np.ndarray:  # `roofline_ms`: max(a, b) keeps a on ties
+        a, b = nbytes / (hw.hbm_bandwidth_gbs * 1e9), flops / (hw.bf16_tflops * 1e12)
+        return 1e3 * np.where(b > a, b, a)
+
+    r_src, r_dst = roofline(src), roofline(dst)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(ms < r_src, ms * r_dst / r_src, r_dst + (ms - r_src) * 1.0)
+    out = np.where(r_src <= 0.0, ms, out)
+    return np.where(seconds <= 0, seconds, np.where(ms <= 0.0, 0.0, out) / 1e3)
+
+
 @cache
 def _moe_curve(gpu: str, hidden: int, inter: int, experts: int, topk: int, ep: int) -> tuple[
         float, np.ndarray, np.ndarray]:

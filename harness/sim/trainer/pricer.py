@@ -36,15 +36,23 @@ COMPILED = "harness.sim.fastcore.pricing"  # `priced` compiled, where numba is l
 
 
 class _PerKey(dict[int, Any]):
-    """fn(key), computed once per key: a dict (so a hit is one C-level look-up)."""
+    """fn(key), computed once per key: a dict (so a hit is one C-level look-up). `many`,
+    where given, is fn of several keys at once (the same values), for `fill`."""
 
-    def __init__(self, fn: Callable[[int], Any]) -> None:
+    def __init__(self, fn: Callable[[int], Any],
+                 many: Callable[[list[int]], list[Any]] | None = None) -> None:
         super().__init__()
-        self._fn = fn
+        self._fn, self._many = fn, many
 
     def __missing__(self, key: int) -> Any:
         value = self[key] = self._fn(key)
         return value
+
+    def fill(self, keys: list[int]) -> None:
+        """Each of `keys` not held yet computed, together where `many` can."""
+        new = [key for key in dict.fromkeys(keys) if key not in self]
+        if new and self._many is not None:
+            self.update(zip(new, self._many(new), strict=True))
 
 
 class Parts(Protocol):
@@ -96,7 +104,9 @@ class Looks:
 
     def add_attention(self, lengths: np.ndarray) -> None:
         self.attention = _covering(self.attention, int(lengths.max()))
-        for n in lengths.tolist():
+        wanted = lengths.tolist()
+        self.by_length.fill(wanted)
+        for n in wanted:
             self.attention[n] = self.by_length[n]
 
     def add_dense(self, units: np.ndarray) -> None:
@@ -147,7 +157,8 @@ def _parts(model: Parts) -> tuple[_PerKey, _PerKey, Looks]:
     if found is None:
         if len(_PARTS) >= PARTS_KEPT:
             del _PARTS[next(iter(_PARTS))]  # the oldest
-        attention = _PerKey(model.attention_forward_s)
+        attention = _PerKey(model.attention_forward_s,
+                            getattr(model, "attention_forward_many", None))
         dense = _PerKey(lambda tokens: (model.dense_forward_s(tokens),
                                         model.dense_backward_s(tokens),
                                         model.layer_comm_s(tokens)))

@@ -179,6 +179,12 @@ class KernelTrainModel:
         return m.layers * db.attention_forward_s(
             self.gpu, n, max(m.heads // tp, 1), max(m.kv_heads // tp, 1), m.head_dim)
 
+    def attention_forward_many(self, lengths: list[int]) -> list[float]:
+        """`attention_forward_s` of each of `lengths` at once (the same floats)."""
+        m, tp = self.model, self.layout.tp
+        return [m.layers * t for t in db.attention_forward_many(
+            self.gpu, lengths, max(m.heads // tp, 1), max(m.kv_heads // tp, 1), m.head_dim)]
+
     def layer_comm_s(self, tokens: int) -> float:
         """TP/SP, CP and EP collectives of one micro-batch, forward and backward, and
         again for each recomputed or extra forward (half the per-layer count each)."""
