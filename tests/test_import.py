@@ -172,7 +172,8 @@ def test_verl_metrics_that_miss_a_dumped_step_are_named(tmp_path: Path, words: P
     with pytest.raises(SourceError, match=r"m\.jsonl: no timing_s/step for step\(s\) 2"):
         read("verl", [tmp_path / "d"], tokenizer=words)
     (tmp_path / "d" / "notes.jsonl").write_text('{"a": 1}\n')
-    with pytest.raises(SourceError, match="notes.jsonl: veRL names its dumps STEP.jsonl"):
+    with pytest.raises(SourceError,
+                       match=r"notes.jsonl: neither a dump \(STEP.jsonl\) nor veRL metrics"):
         read("verl", [tmp_path / "d"], tokenizer=words)
 
 

@@ -119,8 +119,7 @@ def test_polytrace_rows_given_to_slime_perf_are_named_as_polytrace_s(tmp_path: P
     folder = _steps(tmp_path / "steps")
     with pytest.raises(SourceError) as err:
         read("slime-perf", [folder])
-    assert str(err.value) == (f"{folder}: 2 files; slime-perf reads one W&B history file "
-                              "(PolyTrace's? import polytrace)")
+    assert str(err.value) == f"{folder}: 2 files, not one: PolyTrace's? import polytrace"
     one = folder / "packed_lengths_step_0.jsonl"
     with pytest.raises(SourceError) as err:
         read("slime-perf", [one])

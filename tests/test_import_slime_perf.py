@@ -154,8 +154,8 @@ BAD = {
     "a negative time": (lambda p: _edited(p, 3, **{"perf/rollout_time": -8.0}),
                         "history.jsonl:4: field 'perf/rollout_time' must be seconds"),
     "a step missing (a sampled history)": (lambda p: _edited(p, 4, **{"perf/train_time": None}),
-                                           "no perf/train_time for step(s) 1: export the "
-                                           "whole history"),
+                                           "step(s) 1 lack perf/train_time: use "
+                                           "scan_history"),
     "a step without its rollout": (lambda p: _edited(p, 3, **{"perf/rollout_time": None}),
                                    "history.jsonl:5: step 1 has no perf/rollout_time"),
     "a rollout that fits neither loop": (  # train.py: 37 + 14 > 44; async: 31 + 14 > 44
@@ -247,7 +247,7 @@ def test_steps_counted_in_optimizer_steps_are_rollouts(tmp_path: Path) -> None:
     for steps in ((0, 8, 12), (0, 4, 8, 16), (0, 4)):
         rows = [*STEPS.values(), STEPS[2]][: len(steps)]
         history = fmt.slime_perf(tmp_path / "g.jsonl", dict(zip(steps, rows, strict=True)))
-        with pytest.raises(SourceError, match=r"no perf/train_time for step\(s\) 1, 2, 3"):
+        with pytest.raises(SourceError, match=r"step\(s\) 1, 2, 3.* lack perf/train_time"):
             read("slime-perf", [history])
 
 

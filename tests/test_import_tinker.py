@@ -92,8 +92,7 @@ def _step_args() -> list[dict[str, Any]]:
 
 BAD = {
     "no train steps (the async loop)": (_drop("do_train_step_and_get_sampling_client"),
-                                        "no 'do_train_step_and_get_sampling_client' span: "
-                                        "only tinker-cookbook's synchronous"),
+                                        "not a do_sync_training trace (no train steps)"),
     "no sampling block": (_drop("sampling"), "follows no 'sampling' block on its track"),
     "no groups": (_drop("do_group_rollout_and_filter_constant_reward"),
                   "no 'do_group_rollout_and_filter_constant_reward' span within"),
@@ -106,7 +105,7 @@ BAD = {
                              "an 'E' of 'train_step', but the span open on its track is "
                              "'sample_async'"),
     "time going back (a resumed run)": (_lines() + _lines()[:1],
-                                        "field 'ts' goes backwards on its track"),
+                                        "'ts' goes back on its track (a resumed run?)"),
 }
 
 

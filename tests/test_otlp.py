@@ -192,7 +192,7 @@ BAD = {
     "a span list that is not one": ({"resourceSpans": [{"scopeSpans": [{"spans": 3}]}]},
                                     "scopeSpans[0]: field 'spans' must be a list, got 3"),
     "no events of ours": (_doc([("exception", {})]),
-                          "no rolloutbench.* span events: not a trace written by"),
+                          "no rolloutbench.* events: ROLL's? import roll"),
     "a seq missing": (_doc([_line(0, HEAD), _line(2, END)]),
                       "rolloutbench.seq 1 is missing (of 2 events)"),
     "a seq twice": (_doc([_line(0, HEAD), _line(0, END)]),
@@ -235,8 +235,8 @@ def test_bad_otlp_input_is_one_line_exit_2_and_no_trace(tmp_path: Path, case: st
 def test_import_otlp_takes_one_file(tmp_path: Path) -> None:
     for name in ("a.json", "b.json"):
         (tmp_path / name).write_text(json.dumps(export(TINY)))
-    with pytest.raises(SourceError, match=r"a\.json and 1 more: one OTLP file holds one "
-                       "exported trace; give one$"):  # a folder's files not listed, each
+    with pytest.raises(SourceError, match=r"a\.json and 1 more: give one OTLP file \(one trace "
+                       r"each\)$"):  # a folder's files not listed, each
         read("otlp", [tmp_path])
 
 

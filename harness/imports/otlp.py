@@ -119,8 +119,8 @@ def read(sources: list[Path]) -> Source:
     """The trace `rolloutbench export-otlp` wrote into one OTLP/JSON file."""
     paths = files(sources, "*.json", "OTLP JSON files")
     if len(paths) != 1:
-        raise SourceError(f"{paths[0]} and {len(paths) - 1} more: one OTLP file holds one "
-                          f"exported trace; give one")
+        raise SourceError(f"{paths[0]} and {len(paths) - 1} more: give one OTLP file (one "
+                          f"trace each)")
     path = paths[0]
     found: dict[int, dict[str, Any]] = {}
     for where, span in spans(path):
@@ -133,8 +133,8 @@ def read(sources: list[Path]) -> Source:
                 raise SourceError(f"{where}.events[{n}]: {PREFIX}seq {seq} appears twice")
             found[seq] = event
     if not found:
-        raise SourceError(f"{path}: no {PREFIX}* span events: not a trace written by "
-                          f"rolloutbench export-otlp (ROLL's traces: import roll)")
+        # none of ours: not `rolloutbench export-otlp`'s file; ROLL's OTLP is `import roll`
+        raise SourceError(f"{path}: no {PREFIX}* events: ROLL's? import roll")
     missing = next((i for i in range(len(found)) if i not in found), None)
     if missing is not None:
         raise SourceError(f"{path}: {PREFIX}seq {missing} is missing (of {len(found)} "

@@ -73,10 +73,11 @@ def load(path: Path) -> Any:
             needs = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
         except Exception:  # noqa: BLE001 - only to name them; the refusal stands
             needs = []
-        shown = ", ".join(needs[:4]) + (" ..." if len(needs) > 4 else "")
-        raise SourceError(f"{path}: refused: loading it would build objects beyond tensors "
-                          f"and plain data ({shown or 'unknown globals'}); a weights-only "
-                          f"load runs no code from the file") from None
+        # a weights-only load builds tensors and plain data only, so runs no code of the
+        # file's; the first object beyond those is named, the rest counted
+        shown = (needs[0] + (f" +{len(needs) - 1}" if len(needs) > 1 else "")) if needs \
+            else "unknown globals"
+        raise SourceError(f"{path}: refused: not weights-only ({shown})") from None
     except (zipfile.BadZipFile, EOFError, RuntimeError, OSError) as err:
         raise SourceError(f"{path}: not a readable torch.save file "
                           f"({str(err).splitlines()[0] if str(err) else type(err).__name__})"

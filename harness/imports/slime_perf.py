@@ -168,9 +168,9 @@ def steps(path: Path) -> tuple[Keys, list[int]]:
     stride = _stride(order)
     gaps = [s for s in range(order[0], order[-1] + 1, stride) if s not in trained]
     if gaps:
-        raise SourceError(f"{path}: no perf/train_time for step(s) "
-                          f"{', '.join(map(str, gaps[:6]))}: export the whole history "
-                          f"(scan_history; history() samples 500 rows)")
+        shown = ", ".join(map(str, gaps[:3])) + (", ..." if len(gaps) > 3 else "")
+        # history() samples 500 rows; scan_history() gives them all (docs/import.md)
+        raise SourceError(f"{path}: step(s) {shown} lack perf/train_time: use scan_history")
     for step, keys in trained.items():
         missing = [k for k in NEED if k not in keys]
         if missing:
@@ -243,8 +243,9 @@ def read(sources: list[Path]) -> Source:
             paths += files([src], "", "")
     if len(paths) != 1:
         where = paths[0] if len(sources) > 1 or not sources[0].is_dir() else sources[0]
-        raise SourceError(f"{where}: {len(paths)} files; slime-perf reads one W&B history "
-                          f"file{_polytrace(paths[0])}")
+        raise SourceError(f"{where}: {len(paths)} files, not one: PolyTrace's? import polytrace"
+                          if _polytrace(paths[0]) else
+                          f"{where}: {len(paths)} files; slime-perf reads one W&B history file")
     trained, untrained = steps(paths[0])
     laid, overlapped = phases(trained)
     samples = [Sample(where=f"{paths[0]} step {step}", round=step, group=step, index=0,

@@ -67,9 +67,7 @@ def _spans(path: Path) -> list[_Span]:
                                                                 where))
         ts = need(event, "ts", "a number", where) / 1e6
         if ts < last.get(track, ts):
-            raise SourceError(f"{where}: field 'ts' goes backwards on its track ({ts:.6f} s "
-                              f"after {last[track]:.6f} s): a resumed run appended to this "
-                              f"file? give one run's events")
+            raise SourceError(f"{where}: 'ts' goes back on its track (a resumed run?)")
         last[track] = ts
         stack = open_[track]
         if ph == "B":
@@ -114,13 +112,12 @@ def read(sources: list[Path]) -> Source:
     """The groups and rounds of one run's `trace_events.jsonl`."""
     paths = files(sources, "trace_events.jsonl", "tinker-cookbook trace")
     if len(paths) != 1:
-        raise SourceError(f"{paths[0]} and {len(paths) - 1} more: one run writes one "
-                          f"trace_events.jsonl; give one")
+        raise SourceError(f"{paths[0]} and {len(paths) - 1} more: give one run's "
+                          f"trace_events.jsonl")
     spans = _spans(paths[0])
     rounds = _rounds(spans)
-    if not rounds:
-        raise SourceError(f"{paths[0]}: no {STEP!r} span: only tinker-cookbook's synchronous "
-                          f"RL loop (do_sync_training) is read")
+    if not rounds:  # the async and streaming loops write no STEP span (docs/import.md)
+        raise SourceError(f"{paths[0]}: not a do_sync_training trace (no train steps)")
     index: dict[tuple[str, tuple[int, int]], list[_Span]] = defaultdict(list)
     for span in sorted(spans, key=lambda s: s.start):
         index[(span.name, span.track)].append(span)

@@ -58,9 +58,8 @@ def _step(path: Path) -> int:
     try:
         return int(path.stem)
     except ValueError:
-        raise SourceError(f"{path}: veRL names its dumps STEP.jsonl and this is not the "
-                          f"file logger's metrics either (lines of {{\"step\", \"data\"}})"
-                          ) from None
+        # a dump's name is its step; the file logger's lines are {"step", "data"}
+        raise SourceError(f"{path}: neither a dump (STEP.jsonl) nor veRL metrics") from None
 
 
 def _split(sources: list[Path]) -> tuple[list[Path], list[Path]]:
