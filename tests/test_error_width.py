@@ -95,3 +95,40 @@ def test_a_cut_trace_s_warning_is_wrapped(tmp_path: Path,
     assert joined(compared).startswith(
         f"warning: {cut}: incomplete trace (no run_end (an interrupted run?)); its rows as "
         f"far as it goes")
+
+
+def test_ray_address_refusals_fit_100_columns() -> None:
+    """A closed port, a silent one and one that speaks no gRPC: each line, with a typical
+    address, fits (they were 117-130 columns); ROLLOUTBENCH_RAY_TIMEOUT stays named."""
+    import socket
+    import threading
+
+    from harness.core.config import ConfigError
+    from harness.shared.ray_connect import check_address
+
+    def refusal(address: str) -> str:
+        with pytest.raises(ConfigError) as err:
+            check_address(address, 0.5)
+        line = "error: " + str(err.value).replace(address, "ray-head.local:6379")
+        assert len(line) <= 100 and "\n" not in line, line
+        return line
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{free.getsockname()[1]}"
+    assert "(`ray start --head` there, or 'local')" in refusal(closed)
+    with socket.socket() as silent, socket.socket() as junk:
+        for s in (silent, junk):
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+        assert "open but silent 0.5 s (wait: ROLLOUTBENCH_RAY_TIMEOUT)" in refusal(
+            f"127.0.0.1:{silent.getsockname()[1]}")
+
+        def answer() -> None:
+            conn, _ = junk.accept()
+            with conn:
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        threading.Thread(target=answer, daemon=True).start()
+        assert "not a Ray cluster (no gRPC); give its GCS port (6379?)" in refusal(
+            f"127.0.0.1:{junk.getsockname()[1]}")

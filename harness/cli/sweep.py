@@ -80,9 +80,8 @@ def sweep_cmd(
     refuse_overwrite("--out", out, [("SPEC", spec), *(("a cell's --workload", r) for r in reads)],
                      ("cells/", "results.parquet", "results.csv"))
     others = foreign_cells(sweep, out)
-    if others and not force:
-        fail(f"--out: {out} holds {others} cells of another sweep that {spec.name} does not "
-             f"have; its results table would leave them out (another --out, or --force)")
+    if others and not force:  # cells SPEC lacks: its results table would leave them out
+        fail(f"--out {out}: holds {others} cells of another sweep (or --force)")
     ignored = ignored_by_cells(sweep)
     if ignored:  # one line: which systems ignore which option
         typer.echo(f"note: {ignored}", err=True)

@@ -33,6 +33,7 @@ NAMESPACE = "rolloutbench"
 TIMEOUT_ENV = "ROLLOUTBENCH_RAY_TIMEOUT"
 DEFAULT_TIMEOUT_S = 30.0
 NO_PROBE = ("off", "local", "auto")  # nothing to probe: no Ray, a new one, or Ray's own search
+WAIT = f"wait: {TIMEOUT_ENV}"  # said in every refusal of a slow answer
 HELP = (f"An address that does not answer fails after {DEFAULT_TIMEOUT_S:.0f} s "
         f"(env {TIMEOUT_ENV}).")
 
@@ -83,12 +84,10 @@ def check_address(address: str, timeout: float | None = None) -> None:
     except socket.gaierror as err:
         raise ConfigError(f"{where}: cannot resolve host {host!r} ({err.strerror})") from None
     except TimeoutError:
-        raise ConfigError(f"{where}: no answer within {limit:g} s "
-                          f"(is a Ray cluster running there? {TIMEOUT_ENV} sets the wait)"
-                          ) from None
+        raise ConfigError(f"{where}: no answer within {limit:g} s ({WAIT})") from None
     except OSError as err:
-        raise ConfigError(f"{where}: no Ray cluster answers there ({err.strerror or err}; "
-                          "start one with `ray start --head`, or use 'local')") from None
+        raise ConfigError(f"{where}: {err.strerror or err} (`ray start --head` there, or "
+                          "'local')") from None
     with sock:
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
             return  # a TLS server waits for the client's hello: the TCP answer must do
@@ -118,11 +117,11 @@ def _check_gcs(host: str, port: int, where: str, limit: float, left: float) -> N
     except grpc.RpcError as err:
         code = err.code()
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise ConfigError(f"{where}: no answer from Ray's GCS within {limit:g} s "
-                              f"({TIMEOUT_ENV} sets the wait)") from None
+            raise ConfigError(f"{where}: no GCS answer in {limit:g} s ({WAIT})"
+                              ) from None
         if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
-            raise ConfigError(f"{where}: something answers there, but not a Ray cluster's "
-                              "GCS; give the head node's GCS port (default 6379)") from None
+            raise ConfigError(f"{where}: not Ray's GCS; give the head node's GCS port (6379?)"
+                              ) from None
         if code == grpc.StatusCode.UNAVAILABLE:
             raise ConfigError(f"{where}: no Ray cluster answers there "
                               f"({err.details()})") from None
@@ -130,8 +129,8 @@ def _check_gcs(host: str, port: int, where: str, limit: float, left: float) -> N
             raise ConfigError(ray_auth.refused(where)) from None
         # anything else: ray.init explains it
     except grpc.FutureTimeoutError:
-        raise ConfigError(f"{where}: no answer from Ray's GCS within {limit:g} s "
-                          f"({TIMEOUT_ENV} sets the wait)") from None
+        raise ConfigError(f"{where}: no GCS answer in {limit:g} s ({WAIT})"
+                          ) from None
     finally:
         channel.close()
 
@@ -147,13 +146,11 @@ def _check_grpc(sock: socket.socket, where: str, limit: float) -> None:
                 break
             head += chunk
     except TimeoutError:
-        raise ConfigError(f"{where}: a port is open there but nothing answered within "
-                          f"{limit:g} s ({TIMEOUT_ENV} sets the wait)") from None
+        raise ConfigError(f"{where}: open but silent {limit:g} s ({WAIT})") from None
     except OSError as err:
         raise ConfigError(f"{where}: the connection failed ({err.strerror or err})") from None
     if len(head) < 9 or head[3] != _SETTINGS:
-        raise ConfigError(f"{where}: something answers there, but not a Ray cluster "
-                          "(no gRPC); give the head node's GCS port (default 6379)")
+        raise ConfigError(f"{where}: not a Ray cluster (no gRPC); give its GCS port (6379?)")
 
 
 def connect(address: str, num_cpus: int | None = None,
@@ -229,7 +226,7 @@ def _init_bounded(ray: Any, address: str, kwargs: dict[str, Any], capture: Captu
         raise
     if not answered:
         capture.abandon()
-        raise ConfigError(f"--ray-address {address}: the cluster did not complete Ray's "
-                          f"handshake within {limit:g} s ({TIMEOUT_ENV} sets the wait)")
+        raise ConfigError(f"--ray-address {address}: no handshake in {limit:g} s "
+                          f"({WAIT})")
     if outcome["error"] is not None:
         raise outcome["error"]
