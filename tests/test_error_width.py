@@ -121,7 +121,7 @@ def test_ray_address_refusals_fit_100_columns() -> None:
         for s in (silent, junk):
             s.bind(("127.0.0.1", 0))
             s.listen()
-        assert "open but silent 0.5 s (wait: ROLLOUTBENCH_RAY_TIMEOUT)" in refusal(
+        assert "open, silent 0.5 s (ROLLOUTBENCH_RAY_TIMEOUT sets it)" in refusal(
             f"127.0.0.1:{silent.getsockname()[1]}")
 
         def answer() -> None:

@@ -150,7 +150,7 @@ NAMED = {
         ["import", "otlp", "x", "-o", "o.jsonl"], " and 1 more: give one OTLP file (one trace"),
     "otlp: not export-otlp's": (
         lambda t: [(t / "x.json").write_text(json.dumps({"resourceSpans": []}))] and t / "x.json",
-        ["import", "otlp", "x.json", "-o", "o.jsonl"], ": no rolloutbench.* events: ROLL's?"),
+        ["import", "otlp", "x.json", "-o", "o.jsonl"], ": no rolloutbench.* events (ROLL's?"),
     "slime: not weights-only": (
         lambda t: _unsafe(t / "d"), ["import", "slime", "d", "-o", "o.jsonl"],
         ": refused: not weights-only (fractions.Fraction"),
@@ -159,7 +159,7 @@ NAMED = {
     "counterfactual of an untimed import": (
         lambda t: [polytrace(t / "pt"), untimed(t)] and t / "p.jsonl",
         ["counterfactual", "p.jsonl", "--systems", "slime", "-o", "cf"],
-        ": untimed: state a cluster (--config/--set)"),
+        ": untimed: give its cluster (--config/--set)"),
     "sweep into another sweep's folder": (
         _foreign, ["sweep", "spec.toml", "--out", "o"],
         ": holds 2 cells of another sweep (or --force)"),

@@ -192,7 +192,7 @@ BAD = {
     "a span list that is not one": ({"resourceSpans": [{"scopeSpans": [{"spans": 3}]}]},
                                     "scopeSpans[0]: field 'spans' must be a list, got 3"),
     "no events of ours": (_doc([("exception", {})]),
-                          "no rolloutbench.* events: ROLL's? import roll"),
+                          "no rolloutbench.* events (ROLL's? import roll)"),
     "a seq missing": (_doc([_line(0, HEAD), _line(2, END)]),
                       "rolloutbench.seq 1 is missing (of 2 events)"),
     "a seq twice": (_doc([_line(0, HEAD), _line(0, END)]),

@@ -197,7 +197,7 @@ def test_an_untimed_trace_needs_the_cluster_stated(tmp_path: Path,
     done = cli("counterfactual", untimed, "--out", tmp_path / "o", "--systems", "slime")
     assert done.returncode == 2 and not (tmp_path / "o").exists()
     assert done.stderr.splitlines() == [
-        f"error: TRACE: {untimed}: untimed: state a cluster (--config/--set)"]
+        f"error: TRACE: {untimed}: untimed: give its cluster (--config/--set)"]
     stated = cli("counterfactual", untimed, "--out", tmp_path / "o", "--systems", "slime",
                  "--set", "sim.rollout_gpu=h100-sxm")
     assert stated.returncode == 0

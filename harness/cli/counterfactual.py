@@ -235,13 +235,13 @@ def _price(trace: Path, out: Path, runs: list[RunConfig], fitted: Fitted | None,
 
     if fitted is None or (fitted.engine is None and fitted.trainer is None):
         if not stated:
-            why = ("--no-fit" if timed else "untimed") if fitted is None \
+            why = ("not fitted (--no-fit)" if timed else "untimed") if fitted is None \
                 else f"unfittable ({fitted.why})"
             # --help says how: a plan's best/*.toml, or --set sim.FIELD=...
-            fail(f"TRACE: {trace}: {why}: state a cluster (--config/--set)")
+            fail(f"TRACE: {trace}: {why}: give its cluster (--config/--set)")
         return [f"cluster (stated): {cf.describe_cluster(runs[0])}"]
     if fitted.engine is None and not stated:
-        fail(f"TRACE: {fitted.why}: state a cluster (--config/--set)")
+        fail(f"TRACE: {fitted.why}: give its cluster (--config/--set)")
     out.mkdir(parents=True, exist_ok=True)
     path = out / "twin-engine.toml"
     write_atomic(path, twin.calibration_file(fitted, resolve(runs[0].sim), trace))

@@ -134,7 +134,7 @@ def read(sources: list[Path]) -> Source:
             found[seq] = event
     if not found:
         # none of ours: not `rolloutbench export-otlp`'s file; ROLL's OTLP is `import roll`
-        raise SourceError(f"{path}: no {PREFIX}* events: ROLL's? import roll")
+        raise SourceError(f"{path}: no {PREFIX}* events (ROLL's? import roll)")
     missing = next((i for i in range(len(found)) if i not in found), None)
     if missing is not None:
         raise SourceError(f"{path}: {PREFIX}seq {missing} is missing (of {len(found)} "

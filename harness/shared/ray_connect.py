@@ -33,7 +33,7 @@ NAMESPACE = "rolloutbench"
 TIMEOUT_ENV = "ROLLOUTBENCH_RAY_TIMEOUT"
 DEFAULT_TIMEOUT_S = 30.0
 NO_PROBE = ("off", "local", "auto")  # nothing to probe: no Ray, a new one, or Ray's own search
-WAIT = f"wait: {TIMEOUT_ENV}"  # said in every refusal of a slow answer
+WAIT = f"{TIMEOUT_ENV} sets it"  # said in every refusal of a slow answer
 HELP = (f"An address that does not answer fails after {DEFAULT_TIMEOUT_S:.0f} s "
         f"(env {TIMEOUT_ENV}).")
 
@@ -146,7 +146,7 @@ def _check_grpc(sock: socket.socket, where: str, limit: float) -> None:
                 break
             head += chunk
     except TimeoutError:
-        raise ConfigError(f"{where}: open but silent {limit:g} s ({WAIT})") from None
+        raise ConfigError(f"{where}: open, silent {limit:g} s ({WAIT})") from None
     except OSError as err:
         raise ConfigError(f"{where}: the connection failed ({err.strerror or err})") from None
     if len(head) < 9 or head[3] != _SETTINGS:
