@@ -311,6 +311,13 @@ def stop_code() -> tuple[int, str]:
     return (143, "terminated") if _TERMINATED[0] else (130, "interrupted")
 
 
+def kill_as_ctrl_c() -> None:
+    """From now on `kill` (SIGTERM) stops this command as Ctrl-C does (`_interrupt`): its
+    own clean-up and tables, exit 143 "terminated" (`stop_code`). Every long command calls
+    it first; a forked worker inherits it (harness/core/workers.py)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     """`kill` is Ctrl-C: whatever handles SIGINT now handles it (during a simulated
     run, the simulator's driver, which cancels the run's coroutine instead of raising

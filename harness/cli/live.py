@@ -4,7 +4,6 @@ validation against the simulator, and which backends this machine can run."""
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -14,10 +13,10 @@ import typer
 from harness.cli.common import (
     CSV_HELP,
     JSON_HELP,
-    _interrupt,
     build_config,
     console,
     fail,
+    kill_as_ctrl_c,
     output_format,
     print_metrics,
     refuse_overwrite,
@@ -275,7 +274,7 @@ def validate_cmd(
     from harness.studies.validate.grid import Cell, load_grid
 
     fmt = output_format(json_out, csv_out)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a validation as Ctrl-C does
+    kill_as_ctrl_c()
     if what not in ("live", "gpu", "scale"):
         fail(f"validate: expected live, gpu or scale, got {what!r}")
     if what == "scale":

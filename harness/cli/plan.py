@@ -5,7 +5,6 @@ the outputs (harness.studies.plan.output) and prints the top of the Pareto front
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
@@ -16,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli.common import (
-    _interrupt,
     console,
     fail,
+    kill_as_ctrl_c,
     refuse_overwrite,
     shown,
     stop_code,
@@ -220,7 +219,7 @@ def _search(space: Space, out: Path, budget: int, sampler: str, jobs: int | None
     before = search.distinct(study)
     if before:
         _stage(f"resuming: {before} of {budget} configurations done already")
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a plan as cleanly as Ctrl-C
+    kill_as_ctrl_c()
     try:
         with Bar("search: configurations", budget) as bar:  # piped: a line now and then
             search.run(study, space, budget, jobs, ray_address, bar.update)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -12,9 +11,9 @@ import typer
 from harness.cli.common import (
     CSV_HELP,
     JSON_HELP,
-    _interrupt,
     console,
     fail,
+    kill_as_ctrl_c,
     output_format,
     refuse_overwrite,
     shown,
@@ -152,7 +151,7 @@ def reproduce_cmd(
     from harness.studies import reproduce
 
     fmt = output_format(json_out, csv_out)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a reproduction as Ctrl-C does
+    kill_as_ctrl_c()
     if paper == "would-need":
         would_need_cmd(out, [p for p in only.split(",") if p] or None, fmt)
         return

@@ -4,7 +4,6 @@ metrics from traces."""
 from __future__ import annotations
 
 import math
-import signal
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,10 +14,10 @@ from harness.cli.common import (
     CSV_HELP,
     JSON_HELP,
     D,
-    _interrupt,
     build_config,
     console,
     fail,
+    kill_as_ctrl_c,
     output_format,
     print_metrics,
     print_rows,
@@ -215,7 +214,7 @@ def run_cmd(
     # own trace alone, never beside the other run's metrics (or its trace of the other form)
     for name in run_files:
         (out / name).unlink(missing_ok=True)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C
+    kill_as_ctrl_c()
     try:  # a simulated run that takes a while shows how many rounds are done
         with LateBar(f"simulating {cfg.system}, rounds", cfg.rounds) as bar:
             rows, line = execute(cfg, trace, reads(*ROUND_METRIC_EVENTS, *EVENTS)(_rows_and_line),

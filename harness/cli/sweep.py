@@ -4,16 +4,15 @@ parallel, resumably; the logic lives in harness.studies.sweep."""
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from harness.cli.common import (
-    _interrupt,
     console,
     fail,
+    kill_as_ctrl_c,
     refuse_overwrite,
     shown,
     stop_code,
@@ -115,7 +114,7 @@ def _run(sweep: Sweep, out: Path, jobs: int, ray_address: str | None, retry_fail
     from harness.studies.sweep import run_sweep
 
     done, failed = [0], [0]
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a sweep as cleanly as Ctrl-C
+    kill_as_ctrl_c()
     try:
         with Bar("sweep: cells", todo) as bar:
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import _interrupt, console, fail, output_format, shown, stop_code, wrap
+from harness.cli.common import console, fail, kill_as_ctrl_c, output_format, shown, stop_code, wrap
 from harness.core.config import ConfigError
 
 commands = typer.Typer()  # added to the app in harness/cli/app.py
@@ -56,7 +55,7 @@ def whatif_cmd(
     from harness.studies.sweep import ignored_by_cells, pending
     from harness.studies.whatif import study_sweep
 
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a study as cleanly as Ctrl-C
+    kill_as_ctrl_c()
     for study in names:
         say.print(f"[bold]{study}[/bold]: running sweeps/whatif/{study}.toml", highlight=False)
         finished = [0, 0]  # cells finished, of how many (once the spec is read)
