@@ -155,7 +155,7 @@ NAMED = {
         lambda t: _unsafe(t / "d"), ["import", "slime", "d", "-o", "o.jsonl"],
         ": refused: not weights-only (fractions.Fraction"),
     "a newer schema": (lambda t: _trace(t / "t.jsonl", 99), ["metrics", "t.jsonl"],
-                       ":1: schema 99 is not 1-2 (a newer rolloutbench's?)"),
+                       ":1: run_start field 'schema' is 99, not 1 to 2"),
     "counterfactual of an untimed import": (
         lambda t: [polytrace(t / "pt"), untimed(t)] and t / "p.jsonl",
         ["counterfactual", "p.jsonl", "--systems", "slime", "-o", "cf"],

@@ -176,8 +176,8 @@ def check_event(event: Any, where: str) -> None:
     if missing:
         raise TraceError(f"{where}: {kind} lacks field(s) {', '.join(map(repr, missing))}")
     if kind == "run_start" and not _known_schema(event["schema"]):
-        raise TraceError(f"{where}: schema {_show(event['schema'])} is not 1-{SCHEMA} "
-                         f"(a newer rolloutbench's?)")
+        raise TraceError(f"{where}: run_start field 'schema' is {_show(event['schema'])}, "
+                         f"not 1 to {SCHEMA}")
     if kind == "request_finish" and event["status"] not in STATUSES:
         raise TraceError(f"{where}: request_finish field 'status' must be one of {STATUSES}, "
                          f"got {_show(event['status'])}")
