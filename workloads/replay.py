@@ -10,7 +10,8 @@ zero-variance groups and dynamic-sampling decisions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from typing import Any
 
 from harness.core.runtime import Request, Response
 
@@ -20,6 +21,22 @@ def target_tokens(request: Request) -> int:
     request continues to the same target)."""
     length, cap = request.prompt.hidden.sample(request.sample)[0], request.max_tokens
     return length if length <= cap else cap  # min(), without the call
+
+
+def drawn(hidden: Any, samples: Sequence[int]) -> list[tuple[int, float, float]]:
+    """`hidden.sample(s)` of each of `samples`: read off a profile's prompt's first K
+    (`Hidden.drawn`) where it keeps them all, else asked (a replayed trace's, or a sample
+    past K). A group's K at once, not a call each (the simulator's served groups)."""
+    kept = getattr(hidden, "drawn", None)
+    if kept is not None and all(s < len(kept) for s in samples):
+        return [kept[s] for s in samples]
+    return [hidden.sample(s) for s in samples]
+
+
+def group_targets(prompt: Any, k: int, cap: int) -> list[int]:
+    """`target_tokens` of a group's samples 0..k-1 of `prompt`, each within `cap`, at
+    once; k within the prompt's drawn lengths (`hidden.lengths`)."""
+    return [n if n <= cap else cap for n in prompt.hidden.lengths[:k]]
 
 
 def check_outcome(response: Response, timeout: float | None) -> tuple[float, float]:

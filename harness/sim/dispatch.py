@@ -104,12 +104,8 @@ class RoundRobin(ByRule):
     def take_many(self, requests: list[Request]) -> list[int]:
         """`take` of each in turn, worked out at once: the replicas from the next one on,
         round the active ones (a group of K, 16 in verl's runs, over 128 replicas)."""
-        active, counts = self._active, self.counts
-        start, n = self._next % active, len(requests)
-        if start + n <= active:  # no wrap: the usual case
-            placed = list(range(start, start + n))
-        else:
-            placed = [(start + j) % active for j in range(n)]
+        active, counts, start = self._active, self.counts, self._next % self._active
+        placed = [(start + j) % active for j in range(len(requests))]
         for index in placed:
             counts[index] += 1
         if placed:

@@ -38,7 +38,7 @@ from harness.core.serving import AdaptiveTimeout
 from harness.shared.serve import stopped
 from harness.sim.checks import check
 from harness.sim.co import Wait
-from workloads.replay import check_outcome
+from workloads.replay import check_outcome, drawn
 
 
 class GroupService(Wait):
@@ -236,13 +236,10 @@ def _outcomes(hidden: Any, responses: list[Any], rewards: list[Any],
               samples: Iterable[int]) -> None:
     """`check_outcome(response, None)` of each of `samples` (their responses and the
     draws of the group's prompt, `hidden`), its time on the response and its reward in
-    `rewards`: a group's K at once, not a call and a tuple each. The draws are read off
-    the prompt's first K (`Hidden.drawn`) where it holds them all, else asked for."""
-    drawn = getattr(hidden, "drawn", None)
-    draw = (drawn.__getitem__ if drawn is not None and len(responses) <= len(drawn)
-            else hidden.sample)
-    for sample in samples:
+    `rewards`: a group's K at once (`drawn`), not a call and a tuple each."""
+    samples = list(samples)
+    for sample, (_, reward, took) in zip(samples, drawn(hidden, samples), strict=True):
         response = responses[sample]
-        _, reward, response.verify_s = draw(sample)
+        response.verify_s = took
         rewards[sample] = (reward if response.status == "finished" and not response.truncated
                            else 0.0)

@@ -59,7 +59,7 @@ from harness.sim.fastcore.timeline import (
 from harness.sim.heap import Heap
 from harness.sim.placement import LeastLoaded
 from harness.sim.trace_events import Makers
-from workloads.replay import target_tokens
+from workloads.replay import group_targets, target_tokens
 
 FEW = 4  # `_outcomes` reads this many responses or fewer one by one (`outcome`)
 _RESUME, _CHUNK, _REPLICA = attrgetter("resume"), attrgetter("chunk"), attrgetter("replica")
@@ -180,9 +180,7 @@ class CorePool(ServedGroups, InFlightCalls):
                        for r in requests]
         if fresh and self._target_tokens is target_tokens:  # the workloads' own targets
             first = requests[0]
-            cap = first.max_tokens
-            targets = [n if n <= cap else cap
-                       for n in first.prompt.hidden.lengths[:len(requests)]]
+            targets = group_targets(first.prompt, len(requests), first.max_tokens)
         else:
             targets = list(map(self._target_tokens, requests))
         if targets and min(targets) < 1:

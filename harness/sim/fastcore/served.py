@@ -21,7 +21,6 @@ fewer, 2-4% of the run). Either way its `_live` rows are let go as it ends (`_fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from harness.core.runtime import Request, Response
@@ -34,6 +33,7 @@ from harness.sim.fastcore.groups import (
     SIZE,
 )
 from harness.sim.fastcore.timeline import GEN0
+from workloads.replay import drawn
 
 
 class ServedGroups:
@@ -63,8 +63,9 @@ class ServedGroups:
         check's latency is drawn now as `_Check` draws it (`check_outcome` with no
         timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
         `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
-        latencies = ([latency for _, _, latency in _drawn(requests)] if checked
-                     else [NO_CHECK] * len(requests))
+        samples = [request.sample for request in requests]
+        latencies = ([latency for _, _, latency in drawn(requests[0].prompt.hidden, samples)]
+                     if checked else [NO_CHECK] * len(requests))
         quiet = self._quiet if service.gate is None and service.on_response is None else 0
         self._services[self._core.group(latencies, quiet)] = service
         self.submit_many(requests, service.answered_last, fresh=True)
@@ -147,12 +148,3 @@ class ServedGroups:
             if back == RETURNED_QUIET:
                 live[first + k] = None
 
-
-def _drawn(requests: list[Request]) -> Sequence[tuple[int, float, float]]:
-    """Each request's (length, reward, latency) as its prompt drew it, in order: a
-    profile's prompt keeps its first K's (`Hidden.drawn`), a replayed trace's is asked."""
-    hidden = requests[0].prompt.hidden
-    drawn = getattr(hidden, "drawn", None)
-    if drawn is None:
-        return [hidden.sample(r.sample) for r in requests]
-    return [drawn[r.sample] for r in requests]
