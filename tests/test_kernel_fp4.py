@@ -43,9 +43,18 @@ def test_fp4_where_the_database_has_no_nvfp4_is_one_line() -> None:
         source.step_table(llama("h100-sxm", "fp4"))
     said = str(err.value)
     assert "\n" not in said
-    assert said == ("sim.rollout_precision: fp4 (NVFP4): the database measures no NVFP4 GEMMs "
-                    "for vllm 0.24.0 on h100_sxm (for h100-sxm); it does on b200_sxm, "
-                    "b300_sxm, gb200, gb300, rtx_pro_6000_server")
+    assert said == ("sim.rollout_precision: fp4: h100-sxm has no measured NVFP4 GEMMs (vllm); "
+                    "b200_sxm and 4 more do")
+    assert len(said) <= 100
+
+
+def test_where_names_the_gpus_that_fit_and_counts_the_rest() -> None:
+    gpus = ["b200_sxm", "b300_sxm", "rtx_pro_6000_server"]
+    assert source._where(gpus, 100) == "b200_sxm, b300_sxm, rtx_pro_6000_server do"
+    assert source._where(gpus, 32) == "b200_sxm, b300_sxm and 1 more do"
+    assert source._where(gpus, 26) == "b200_sxm and 2 more do"
+    assert source._where(gpus[:1], 5) == "b200_sxm does"
+    assert source._where([], 50) == "no GPU has them"
 
 
 def test_the_roofline_refuses_fp4_and_the_kv_cache_cannot_be_fp4() -> None:
@@ -75,4 +84,5 @@ def test_steps_takes_fp4_and_refuses_it_in_one_line_off_blackwell() -> None:
     bad = CliRunner().invoke(app, [*args, "--gpu", "h100-sxm"])
     assert bad.exit_code == 2
     assert bad.output.strip().splitlines()[-1].startswith(
-        "error: --precision: fp4 (NVFP4): the database measures no NVFP4 GEMMs")
+        "error: --precision: fp4: h100-sxm has no measured NVFP4 GEMMs (sglang); b200_sxm")
+    assert max(map(len, bad.output.splitlines())) <= 100

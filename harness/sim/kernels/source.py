@@ -79,10 +79,9 @@ def identity(spec: EngineSpec) -> tuple[dict[str, str | int | float], str, str]:
         raise KernelError(f"--gpu: {uncovered(spec.gpu_name, spec.backend)}")
     asked = spec.estimator_kwargs().get("gemm_quant_mode")
     if asked == "nvfp4" and asked not in gemm_dtypes(kg.system, spec.backend, version):
-        raise KernelError(f"sim.rollout_precision: fp4 (NVFP4): the database measures no "
-                          f"NVFP4 GEMMs for {spec.backend} {version} on {kg.system} (for "
-                          f"{spec.gpu_name}); it does on "
-                          f"{', '.join(systems_with(spec.backend, asked)) or 'no GPU'}")
+        head = (f"sim.rollout_precision: fp4: {spec.gpu_name} has no measured NVFP4 GEMMs "
+                f"({spec.backend}); ")
+        raise KernelError(head + _where(systems_with(spec.backend, asked), 93 - len(head)))
     text = _config_text(spec.model_name)
     meta: dict[str, str | int | float] = {
         "model": spec.model.name, "gpu": kg.preset, "system": kg.system,
@@ -255,3 +254,17 @@ def ways_on(sim: Any, say: Callable[[str, str], str], batch: int = 1,
 def label(kg: KernelGpu, backend: str, version: str) -> str:
     """`kernels:<database gpu>:<framework>-<version>`, `:stand-in` for another GPU's."""
     return f"kernels:{kg.system}:{backend}-{version}" + (":stand-in" if kg.stand_in else "")
+
+
+def _where(systems: list[str], room: int) -> str:
+    """Which GPUs have the kernels, in `room` characters where it can: those named while
+    they fit (one at least), the rest counted (a refusal fits one 100-column line)."""
+    if not systems:
+        return "no GPU has them"
+    verb = " do" if len(systems) > 1 else " does"
+    for shown in range(len(systems), 1, -1):
+        rest = len(systems) - shown
+        text = ", ".join(systems[:shown]) + (f" and {rest} more" if rest else "") + verb
+        if len(text) <= room:
+            return text
+    return systems[0] + (f" and {len(systems) - 1} more" if len(systems) > 1 else "") + verb
