@@ -135,7 +135,11 @@ NAMED = {
     "slime-perf: a sampled history": (
         lambda t: _history(t / "history.jsonl", (0, 1, 3)),
         ["import", "slime-perf", "history.jsonl", "-o", "o.jsonl"],
-        ": step(s) 2 lack perf/train_time: use scan_history"),
+        ": step 2 lacks perf/train_time: use scan_history"),
+    "slime-perf: a history sampled of many steps": (
+        lambda t: _history(t / "history.jsonl", (0, 1, 2, 3, 104, 105, 106)),
+        ["import", "slime-perf", "history.jsonl", "-o", "o.jsonl"],
+        ": 100 steps lack perf/train_time: use scan_history"),
     "slime-perf: PolyTrace's folder": (
         lambda t: polytrace(t / "s").parent / "s", ["import", "slime-perf", "s", "-o", "o.jsonl"],
         ": 3 files, not one: PolyTrace's? import polytrace"),

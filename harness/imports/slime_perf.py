@@ -168,9 +168,9 @@ def steps(path: Path) -> tuple[Keys, list[int]]:
     stride = _stride(order)
     gaps = [s for s in range(order[0], order[-1] + 1, stride) if s not in trained]
     if gaps:
-        shown = ", ".join(map(str, gaps[:3])) + (", ..." if len(gaps) > 3 else "")
+        which = f"step {gaps[0]} lacks" if len(gaps) == 1 else f"{len(gaps)} steps lack"
         # history() samples 500 rows; scan_history() gives them all (docs/import.md)
-        raise SourceError(f"{path}: step(s) {shown} lack perf/train_time: use scan_history")
+        raise SourceError(f"{path}: {which} perf/train_time: use scan_history")
     for step, keys in trained.items():
         missing = [k for k in NEED if k not in keys]
         if missing:
