@@ -1,7 +1,8 @@
 """A refusal names the option that caused it, in the command's own words (a new user's
 trial: a KV cache given outright was blamed on sim.mem_fraction, a TP that does not
 divide the heads on --model, and `steps`' unknown presets named no option at all, where
-`run` and `plan` name theirs)."""
+`run` and `plan` name theirs; a memory share set too small for the weights was blamed on
+the default TP)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ CASES = {
         ["run", "--system", "slime", "--workload", "sci-xw", "-R", "8", "--rounds", "1",
          "--set", "sim.kv_cache_tokens=100", "--out", "{tmp}/o"],
         "error: --set sim.kv_cache_tokens: 100 tokens cannot hold one sequence of "),
+    "a memory share too small for weights that fit at the default": (
+        ["run", "--system", "slime", "--workload", "sci-xw", "-R", "8", "--rounds", "1",
+         "--set", "sim.mem_fraction=0.01", "--out", "{tmp}/o"],
+        "error: --set sim.mem_fraction=0.01: qwen3-1.7b's bf16 weights take 1.7 GB per GPU"),
+    "weights too large at the default memory share": (
+        ["run", "--system", "slime", "--workload", "sci-xw", "-R", "8", "--rounds", "1",
+         "--set", "sim.model=qwen3-235b-a22b", "--out", "{tmp}/o"],
+        "error: sim.rollout_tp=2 (the default): qwen3-235b-a22b's bf16 weights take"),
     "steps: a TP that does not divide the heads": (
         ["steps", "--tp", "3"],
         "error: --tp 3: TP 3 does not divide qwen3-1.7b's 16 attention heads"),

@@ -183,6 +183,10 @@ def _check_fits(cfg: RunConfig) -> None:
     model = load_model(s.model)
     problem = engine_problem(engine_of(s), s.mem_fraction)
     if problem:
+        # blamed on sim.mem_fraction where the default share would have held the weights
+        usual = type(s)().mem_fraction
+        if s.mem_fraction < usual and engine_problem(engine_of(s), usual) is None:
+            raise ConfigError(f"--set sim.mem_fraction={s.mem_fraction:g}: {problem}")
         raise ConfigError(f"--set sim.rollout_tp={s.rollout_tp}: {problem}")
     _check_lent_fits(cfg)
     if s.placement == "colocated":  # the trainer takes the engine's GPUs in turn
