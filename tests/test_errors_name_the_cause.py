@@ -45,3 +45,13 @@ def test_the_refusal_names_its_cause(tmp_path: Path, case: str) -> None:
     assert out.exit_code == 2, out.output
     assert out.stderr.startswith(said) and out.stderr.count("\n") == 1, out.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_tp_that_does_not_divide_the_heads_fits_100_columns(tmp_path: Path) -> None:
+    """It was 136 columns (`run --set sim.rollout_tp=3`): the TPs that divide, named."""
+    out = CliRunner().invoke(app, ["run", "--set", "sim.rollout_tp=3", "--out",
+                                   str(tmp_path / "o")])
+    assert out.exit_code == 2
+    assert out.stderr == ("error: --set sim.rollout_tp=3: TP 3 does not divide qwen3-1.7b's 16 "
+                          "attention heads; 1, 2, 4, 8 do\n")
+    assert len(out.stderr.rstrip("\n")) <= 100

@@ -51,8 +51,7 @@ def engine_problem(spec: EngineSpec, mem_fraction: float) -> str | None:
                        else (model.kv_heads, "KV heads"))
         fits = [t for t in (1, 2, 4, 8) if splits(model, t)]
         where = f"TP {tp} / attention DP {spec.attention_dp}" if attn != tp else f"TP {tp}"
-        return (f"{where} does not divide {name}'s {count} {what} (a replica splits them "
-                f"evenly; TP can be {', '.join(map(str, fits))})")
+        return f"{where} does not divide {name}'s {count} {what}; {', '.join(map(str, fits))} do"
     total = model.weight_bytes(spec.bytes_per_weight)
     need = spec.weight_bytes_per_gpu() / 1e9
     room = spec.hw.memory_gb * mem_fraction
