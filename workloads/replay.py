@@ -28,7 +28,7 @@ def drawn(hidden: Any, samples: Sequence[int]) -> list[tuple[int, float, float]]
     (`Hidden.drawn`) where it keeps them all, else asked (a replayed trace's, or a sample
     past K). A group's K at once, not a call each (the simulator's served groups)."""
     kept = getattr(hidden, "drawn", None)
-    if kept is not None and all(s < len(kept) for s in samples):
+    if kept is not None and max(samples, default=-1) < len(kept):
         return [kept[s] for s in samples]
     return [hidden.sample(s) for s in samples]
 

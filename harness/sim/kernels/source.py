@@ -259,12 +259,10 @@ def label(kg: KernelGpu, backend: str, version: str) -> str:
 def _where(systems: list[str], room: int) -> str:
     """Which GPUs have the kernels, in `room` characters where it can: those named while
     they fit (one at least), the rest counted (a refusal fits one 100-column line)."""
-    if not systems:
-        return "no GPU has them"
     verb = " do" if len(systems) > 1 else " does"
-    for shown in range(len(systems), 1, -1):
+    for shown in range(len(systems), 0, -1):
         rest = len(systems) - shown
         text = ", ".join(systems[:shown]) + (f" and {rest} more" if rest else "") + verb
-        if len(text) <= room:
+        if len(text) <= room or shown == 1:
             return text
-    return systems[0] + (f" and {len(systems) - 1} more" if len(systems) > 1 else "") + verb
+    return "no GPU has them"
