@@ -47,7 +47,7 @@ class GroupService(Wait):
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
                  "rewards", "unanswered", "left", "score", "timeout", "resume", "slots",
-                 "materialize", "checked", "timers")
+                 "materialize", "checked", "timers", "sent", "draws")
 
     def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
@@ -61,6 +61,9 @@ class GroupService(Wait):
         self.score, self.timeout = score, timeout
         self.resume, self.slots, self.materialize = resume, slots, materialize
         self.checked: list[int] = []  # a partial group's samples checked by this call
+        # (the compiled pool's `serve_group`): the K requests it sent, their draws
+        self.sent: list[Request] | None = None
+        self.draws: list[tuple[int, float, float]] | None = None
         self.timers = score and getattr(rt.verifier, "timers", False)  # a check: a timer
         k = n
         self.responses: list[Any] = [None] * k
@@ -181,7 +184,7 @@ class GroupService(Wait):
         """The compiled pool's K-th check has ended: each check's time and reward as
         `_Check` sets them (the same draw), then the group ends as any other."""
         _outcomes(self.group.prompt.hidden, self.responses, self.rewards,
-                  range(len(self.responses)))
+                  range(len(self.responses)), self.draws)
         self.left = 1
         self._ended()
 
@@ -233,12 +236,15 @@ class GroupService(Wait):
 
 
 def _outcomes(hidden: Any, responses: list[Any], rewards: list[Any],
-              samples: Iterable[int]) -> None:
+              samples: Iterable[int], draws: list[tuple[int, float, float]] | None = None
+              ) -> None:
     """`check_outcome(response, None)` of each of `samples` (their responses and the
     draws of the group's prompt, `hidden`), its time on the response and its reward in
-    `rewards`: a group's K at once (`drawn`), not a call and a tuple each."""
+    `rewards`: a group's K at once (`drawn`), not a call and a tuple each. `draws`: the
+    group's K drawn already (`serve_group`'s), where `samples` are all K."""
     samples = list(samples)
-    for sample, (_, reward, took) in zip(samples, drawn(hidden, samples), strict=True):
+    rows = draws if draws is not None else drawn(hidden, samples)
+    for sample, (_, reward, took) in zip(samples, rows, strict=True):
         response = responses[sample]
         response.verify_s = took
         rewards[sample] = (reward if response.status == "finished" and not response.truncated

@@ -163,10 +163,10 @@ class CorePool(ServedGroups, InFlightCalls):
         a list made at once (routing, targets, the pool's lists, the events), in the order
         `submit_then` would take them one by one: a loop's turn a request was a quarter of
         this call's time in verl-fully-async's runs. `fresh` (`serve_group`'s): one
-        group's samples 0..K-1 of one prompt, K within its drawn lengths, none resumed,
-        cut or pinned, so none is looked at for those, and (where the pool's targets are
-        the workloads' `target_tokens`) the targets are the prompt's first K lengths
-        within the cap, `target_tokens` of each, at once."""
+        group's samples 0..K-1 of one prompt at one priority, K within its drawn lengths,
+        none resumed, cut or pinned, so none is looked at for those, and (where the
+        pool's targets are the workloads' `target_tokens`) the targets are the prompt's
+        first K lengths within the cap, `target_tokens` of each, at once."""
         if not fresh and (any(map(_RESUME, requests)) or any(map(_CHUNK, requests))):
             for request in requests:  # one at a time (what `submit_then` refuses, refused)
                 self.submit_then(request, done)
@@ -186,13 +186,21 @@ class CorePool(ServedGroups, InFlightCalls):
         if targets and min(targets) < 1:
             bad = next(r for r, target in zip(requests, targets, strict=True) if target < 1)
             raise ValueError(f"request {bad.id}: nothing left to generate")
+        n = len(requests)
         self._live += [[request, done, index, None]
                        for request, index in zip(requests, engines, strict=True)]
-        self._groups += [request.group for request in requests]
-        self._samples += [request.sample for request in requests]
-        self._epochs += [self._epoch] * len(requests)
-        self._core.submit_many(engines, [r.priority for r in requests],
-                               [r.prompt.tokens for r in requests], targets)
+        self._epochs += [self._epoch] * n
+        if fresh:  # one group's samples 0..K-1 of one prompt (its priority `serve`'s)
+            first = requests[0]
+            self._groups += [first.group] * n
+            self._samples += range(n)
+            self._core.submit_many(engines, [first.priority] * n, [first.prompt.tokens] * n,
+                                   targets)
+        else:
+            self._groups += [request.group for request in requests]
+            self._samples += [request.sample for request in requests]
+            self._core.submit_many(engines, [r.priority for r in requests],
+                                   [r.prompt.tokens for r in requests], targets)
         if self._keep_submit:
             now, submit, submit_prompt = self._heap.now, self._make.submit, self._make.submit_prompt
             events = [submit(now, "request_submit", r.round, r.group, r.sample,

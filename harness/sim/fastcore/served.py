@@ -63,9 +63,12 @@ class ServedGroups:
         check's latency is drawn now as `_Check` draws it (`check_outcome` with no
         timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
         `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
-        samples = [request.sample for request in requests]
-        latencies = ([latency for _, _, latency in drawn(requests[0].prompt.hidden, samples)]
-                     if checked else [NO_CHECK] * len(requests))
+        service.sent = requests  # samples 0..K-1 (`_fill` reads them by sample)
+        if checked:  # the draws kept for the rewards too (`all_scored`)
+            service.draws = drawn(requests[0].prompt.hidden, range(len(requests)))
+            latencies = [latency for _, _, latency in service.draws]
+        else:
+            latencies = [NO_CHECK] * len(requests)
         quiet = self._quiet if service.gate is None and service.on_response is None else 0
         self._services[self._core.group(latencies, quiet)] = service
         self.submit_many(requests, service.answered_last, fresh=True)
@@ -111,25 +114,32 @@ class ServedGroups:
         held one: now, with its K-th finish or as an abort hands it back. None can span
         another version than its row's would have: a sample finished before its K-th,
         and an install in between found that one in flight (`_epoch` moved: read)."""
-        core, live, samples = self._core, self._live, self._samples
+        core, live = self._core, self._live
         row = core.counts[gs].tolist()
         first, end = row[FIRST], row[FIRST] + row[SIZE]
-        responses, version = self._services[gs].responses, self.version
-        held = zip(range(first, end), core.back[first:end].tolist(),
-                   core.rq[first:end, GEN0].tolist(), strict=True)
-        spanned, epochs, epoch = self._spanned, self._epochs, self._epoch
+        service, version = self._services[gs], self.version
+        responses, sent = service.responses, service.sent  # sample k: core index first + k
+        backs, made = core.back[first:end].tolist(), core.rq[first:end, GEN0].tolist()
+        if not self._spanned:  # each finished at one version (`simulated_response`'s)
+            cap = sent[0].max_tokens  # (the group's: `serve` sends its K with one cap)
+            for k, (back, n) in enumerate(zip(backs, made, strict=True)):
+                if back and responses[k] is None:
+                    responses[k] = Response(sent[k], n, [[version, n]], "finished", n >= cap)
+            return
+        epochs, epoch = self._epochs, self._epoch
         read = []  # those that may span more than one version: read from the core
-        for i, back, n in held:
-            if back and responses[samples[i]] is None:
+        for k, (back, n) in enumerate(zip(backs, made, strict=True)):
+            if back and responses[k] is None:
+                i = first + k
                 req = live[i][0]
-                if spanned and (epochs[i] != epoch or req.resume is not None):
+                if epochs[i] != epoch or req.resume is not None:
                     read.append(i)
-                else:  # finished at one version (`simulated_response`'s)
-                    responses[samples[i]] = Response(req, n, [[version, n]], "finished",
-                                                     n >= req.max_tokens)
+                else:  # finished at one version
+                    responses[k] = Response(req, n, [[version, n]], "finished",
+                                            n >= req.max_tokens)
         if read:  # as `_outcomes` reads them, in order
             for i, (status, value, spans) in zip(read, self._read(read), strict=True):
-                responses[samples[i]] = simulated_response(live[i][0], value, spans, status)
+                responses[i - first] = simulated_response(live[i][0], value, spans, status)
 
     def _forget(self, gs: int, returned: bool = False) -> None:
         """Quiet group `gs`'s samples let go of (their `_live` rows, which no RETURNED row
