@@ -271,3 +271,18 @@ def test_a_profile_file_is_parsed_once_until_it_changes(tmp_path) -> None:
     assert isinstance(mix, Mixture) and mix.components[0].mean_tokens == 3000
     mine.write_text(text)  # back to the first bytes: the first object again
     assert load_profile(str(tmp_path / "mix.toml")).components[0] is first
+
+
+def test_a_groups_draws_read_at_once_are_each_samples_own() -> None:
+    """`drawn` of a group's first K (a range: one slice of the kept draws) and of any
+    samples (a list, past K included) give each sample's own `hidden.sample`."""
+    from workloads.replay import drawn
+
+    prompt = make_workload("dapo-math-17k", 3, 4).take(1)[0]
+    hidden = prompt.hidden
+    own = [hidden.sample(s) for s in range(6)]
+    assert drawn(hidden, range(4)) == own[:4]
+    assert drawn(hidden, range(2)) == own[:2]
+    assert drawn(hidden, [3, 0, 2]) == [own[3], own[0], own[2]]
+    assert drawn(hidden, range(6)) == own  # past the K kept: asked one by one
+    assert drawn(hidden, range(1, 3)) == own[1:3]

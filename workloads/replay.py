@@ -30,7 +30,7 @@ def drawn(hidden: Any, samples: Sequence[int]) -> list[tuple[int, float, float]]
     kept = getattr(hidden, "drawn", None)
     if kept is not None and max(samples, default=-1) < len(kept):
         if type(samples) is range and samples.start == 0 and samples.step == 1:
-            return kept[:samples.stop]  # a group's first K (a slice: one C call)
+            return list(kept[:samples.stop])  # a group's first K (a slice: C calls)
         return [kept[s] for s in samples]
     return [hidden.sample(s) for s in samples]
 
