@@ -56,6 +56,8 @@ class Batching:
     """The segments, admission and preemption of a `SimEngine` (its state is set there)."""
 
     loop: Heap
+    _keep_admit: bool  # (`SimEngine.__init__`: whether the trace keeps the kind)
+    _keep_preempt: bool
     index: int
     version: int
     preemptions: int
@@ -215,6 +217,7 @@ class Batching:
         tokens = squares = admitted = 0
         pop, push, finish = heapq.heappop, heapq.heappush, self._finish_heap
         emit, index, version, admits = self._emit, self.index, self.version, self._admits
+        keep = self._keep_admit
         max_running = self._max_running
         while waiting and len(running) < max_running:
             seq = waiting[0][2]
@@ -243,7 +246,8 @@ class Batching:
             squares += need * need
             admitted += 1
             push(finish, (steps + seq.target - seq.gen0, admit_no, seq))
-            emit("request_admit", group=req.group, sample=req.sample, engine=index)
+            if keep:
+                emit("request_admit", group=req.group, sample=req.sample, engine=index)
         if not admitted:
             return 0.0  # what `prefill_time` says of none
         self._ctx_base = base
@@ -255,7 +259,8 @@ class Batching:
         seq = next(reversed(self._running.values()))
         self._requeue(seq)
         self.preemptions += 1
-        self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)
+        if self._keep_preempt:
+            self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample)
 
     def _requeue(self, seq: _Seq) -> None:
         """A running sequence back to the queue, its tokens kept and its cache freed."""

@@ -42,8 +42,16 @@ class SimEngine(Batching):
         index: int = 0,
         share: Any = None,
         warm: set[int] | None = None,
+        keeps: Callable[[str], bool] | None = None,
     ) -> None:
+        """`keeps(kind)`: whether the trace keeps a request event of that kind (the
+        runtime's `keeps`); one it drops is not built (a reproduction's memory-only runs
+        keep only what their readers read: by py-spy about 5% of RollPacker's reproduction
+        went to building `request_finish` and `request_submit` events then dropped)."""
         self.index = index
+        kept = keeps or (lambda ev: True)
+        self._keep_submit, self._keep_finish = kept("request_submit"), kept("request_finish")
+        self._keep_admit, self._keep_preempt = kept("request_admit"), kept("request_preempt")
         # grouped drafting (sim.spec_group_acceptance): the run's groups with a finished
         # response, shared by its engines; None when off
         self._warm = warm if getattr(decode, "group_alpha", -1.0) >= 0 else None
@@ -90,14 +98,15 @@ class SimEngine(Batching):
         if seq.target <= gen0:
             raise ValueError(f"request {request.id}: nothing left to generate")
         prompt = request.prompt
-        if prompt.index == request.group:  # `prompt_field`, inlined: the common case
-            self._emit("request_submit", round=request.round, group=request.group,
-                       sample=request.sample, prompt_tokens=prompt.tokens,
-                       resumed_tokens=gen0, engine=self.index)
-        else:
-            self._emit("request_submit", round=request.round, group=request.group,
-                       sample=request.sample, prompt_tokens=prompt.tokens,
-                       resumed_tokens=gen0, engine=self.index, prompt=prompt.index)
+        if self._keep_submit:  # (a dropped kind not built: `__init__`)
+            if prompt.index == request.group:  # `prompt_field`, inlined: the common case
+                self._emit("request_submit", round=request.round, group=request.group,
+                           sample=request.sample, prompt_tokens=prompt.tokens,
+                           resumed_tokens=gen0, engine=self.index)
+            else:
+                self._emit("request_submit", round=request.round, group=request.group,
+                           sample=request.sample, prompt_tokens=prompt.tokens,
+                           resumed_tokens=gen0, engine=self.index, prompt=prompt.index)
         heapq.heappush(self._waiting, (request.priority, seq.arrival, seq))
         self._waiting_n += 1
         if self._seg is not None:  # `_interrupt`, inlined
@@ -183,8 +192,9 @@ class SimEngine(Batching):
         if recompute:
             for seq in reversed(list(self._running.values())):
                 self._requeue(seq)
-                self._emit("request_preempt", group=seq.req.group, sample=seq.req.sample,
-                           reason="recompute")
+                if self._keep_preempt:
+                    self._emit("request_preempt", group=seq.req.group,
+                               sample=seq.req.sample, reason="recompute")
         self._paused = was_paused
         self._interrupt()
 
@@ -242,11 +252,12 @@ class SimEngine(Batching):
                 spans.append([version, tokens])
         req = seq.req
         resp = simulated_response(req, gen, spans, status)
-        self._emit(  # versions: `Response.versions`
-            "request_finish", group=req.group, sample=req.sample, response_tokens=gen,
-            status=status, versions=[spans[0][0], spans[-1][0]] if spans else [],
-            version_spans=spans,
-        )
+        if self._keep_finish:
+            self._emit(  # versions: `Response.versions`
+                "request_finish", group=req.group, sample=req.sample, response_tokens=gen,
+                status=status, versions=[spans[0][0], spans[-1][0]] if spans else [],
+                version_spans=spans,
+            )
         seq.done(resp)
         return resp
 

@@ -119,7 +119,8 @@ class SimRuntime(RunnerBase):
             decode = with_spec(s, self.params, tp, knobs.apply_decode(base, self.knobs),
                                cfg.workload, version)  # spec: when on
             engine = SimEngine(self.heap, decode, kv, s.max_running, self.emit,
-                               target_tokens, index=index, share=self.share, warm=warm)
+                               target_tokens, index=index, share=self.share, warm=warm,
+                               keeps=self.keeps)
             engine.version = version
             return engine
 
@@ -199,7 +200,7 @@ class SimRuntime(RunnerBase):
                                                      measured.get("decode")), self.knobs)
             engine = SimEngine(self.heap, decode,
                                hybrid.hybrid_kv_tokens(cfg, memory_fraction), s.max_running,
-                               self.emit, target_tokens, index=index)
+                               self.emit, target_tokens, index=index, keeps=self.keeps)
             engine.version = version
             return engine
 
