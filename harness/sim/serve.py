@@ -47,7 +47,7 @@ class GroupService(Wait):
 
     __slots__ = ("rt", "group", "on_complete", "on_response", "retry", "gate", "responses",
                  "rewards", "unanswered", "left", "score", "timeout", "resume", "slots",
-                 "materialize", "checked", "timers", "sent", "draws")
+                 "materialize", "checked", "timers", "draws")
 
     def __init__(self, rt: Any, group: Group, n: int, priority: int,
                  on_complete: Callable[[Group], None] | None,
@@ -61,8 +61,7 @@ class GroupService(Wait):
         self.score, self.timeout = score, timeout
         self.resume, self.slots, self.materialize = resume, slots, materialize
         self.checked: list[int] = []  # a partial group's samples checked by this call
-        # (the compiled pool's `serve_group`): the K requests it sent, their draws
-        self.sent: list[Request] | None = None
+        # (the compiled pool's `serve_group`): its K samples' draws, for `all_scored`
         self.draws: list[tuple[int, float, float]] | None = None
         self.timers = score and getattr(rt.verifier, "timers", False)  # a check: a timer
         k = n

@@ -192,15 +192,15 @@ class CorePool(ServedGroups, InFlightCalls):
         self._epochs += [self._epoch] * n
         if fresh:  # one group's samples 0..K-1 of one prompt (its priority `serve`'s)
             first = requests[0]
-            self._groups += [first.group] * n
-            self._samples += range(n)
-            self._core.submit_many(engines, [first.priority] * n, [first.prompt.tokens] * n,
-                                   targets)
+            groups, samples = [first.group] * n, range(n)
+            priorities, prompts = [first.priority] * n, [first.prompt.tokens] * n
         else:
-            self._groups += [request.group for request in requests]
-            self._samples += [request.sample for request in requests]
-            self._core.submit_many(engines, [r.priority for r in requests],
-                                   [r.prompt.tokens for r in requests], targets)
+            groups, samples = [r.group for r in requests], [r.sample for r in requests]
+            priorities = [r.priority for r in requests]
+            prompts = [r.prompt.tokens for r in requests]
+        self._groups += groups
+        self._samples += samples
+        self._core.submit_many(engines, priorities, prompts, targets)
         if self._keep_submit:
             now, submit, submit_prompt = self._heap.now, self._make.submit, self._make.submit_prompt
             events = [submit(now, "request_submit", r.round, r.group, r.sample,

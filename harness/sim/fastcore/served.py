@@ -63,7 +63,6 @@ class ServedGroups:
         check's latency is drawn now as `_Check` draws it (`check_outcome` with no
         timeout: the sample's latency; `serve` sends only samples whose draws are fixed).
         `checked=False` (`serve(score=False)`): no checks; the K-th return ends it."""
-        service.sent = requests  # samples 0..K-1 (`_fill` reads them by sample)
         if checked:  # the draws kept for the rewards too (`all_scored`)
             service.draws = drawn(requests[0].prompt.hidden, range(len(requests)))
             latencies = [latency for _, _, latency in service.draws]
@@ -117,24 +116,18 @@ class ServedGroups:
         core, live = self._core, self._live
         row = core.counts[gs].tolist()
         first, end = row[FIRST], row[FIRST] + row[SIZE]
-        service, version = self._services[gs], self.version
-        responses, sent = service.responses, service.sent  # sample k: core index first + k
+        responses, version = self._services[gs].responses, self.version
+        # sample k is the core's request first + k (`serve_group` sends 0..K-1 in order)
         backs, made = core.back[first:end].tolist(), core.rq[first:end, GEN0].tolist()
-        if not self._spanned:  # each finished at one version (`simulated_response`'s)
-            cap = sent[0].max_tokens  # (the group's: `serve` sends its K with one cap)
-            for k, (back, n) in enumerate(zip(backs, made, strict=True)):
-                if back and responses[k] is None:
-                    responses[k] = Response(sent[k], n, [[version, n]], "finished", n >= cap)
-            return
-        epochs, epoch = self._epochs, self._epoch
+        spanned, epochs, epoch = self._spanned, self._epochs, self._epoch
         read = []  # those that may span more than one version: read from the core
         for k, (back, n) in enumerate(zip(backs, made, strict=True)):
             if back and responses[k] is None:
                 i = first + k
                 req = live[i][0]
-                if epochs[i] != epoch or req.resume is not None:
+                if spanned and (epochs[i] != epoch or req.resume is not None):
                     read.append(i)
-                else:  # finished at one version
+                else:  # finished at one version (`simulated_response`'s)
                     responses[k] = Response(req, n, [[version, n]], "finished",
                                             n >= req.max_tokens)
         if read:  # as `_outcomes` reads them, in order
