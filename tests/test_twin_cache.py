@@ -135,3 +135,26 @@ def test_the_inputs_are_the_repositorys_folders_and_hold_the_systems() -> None:
     names = {p.relative_to(twin_cache.ROOT).as_posix() for p in twin_cache.input_files()}
     assert {"systems/slime_async.py", "systems/interrupt.py", "harness/run/execute.py",
             "harness/studies/analytic/pipelinerl.py"} <= names
+
+
+def test_a_python_patch_release_keeps_the_fingerprint_a_minor_one_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian's python3.11 (3.11.2, which `make setup` prefers) and pyenv's (3.11.7) made
+    the same twin to the byte: a clone set up with either takes the other's cache; another
+    minor version is another key."""
+    import platform
+    import sys
+
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "systems" / "a.py").write_text("x = 1\n")
+    before = twin_cache.inputs_digest(tmp_path)
+    minor = sys.version_info[:2]
+    for patch in (2, 99):  # read as a tuple, as the digest reads it
+        monkeypatch.setattr(platform, "python_version", lambda p=patch: f"3.11.{p}")
+        monkeypatch.setattr(sys, "version_info", (*minor, patch, "final", 0))
+        twin_cache.inputs_digest.cache_clear()
+        assert twin_cache.inputs_digest(tmp_path) == before
+    monkeypatch.setattr(sys, "version_info", (minor[0], minor[1] + 1, 0, "final", 0))
+    twin_cache.inputs_digest.cache_clear()
+    assert twin_cache.inputs_digest(tmp_path) != before
+    twin_cache.inputs_digest.cache_clear()

@@ -7,8 +7,8 @@ reproduces (the simulated runtime, the systems, the workloads, the reproductions
 calibrations and presets) and of the arguments (rounds, seed): so they are kept in
 OUT/roofline_twin.csv under a fingerprint of those files' bytes and the arguments, and a
 reproduction whose fingerprint matches takes its twin from there instead of simulating it
-again. Any change to one of those files, or another Python or numpy, misses the cache and
-runs the twin as before (`--twin run` forces that; `--twin skip` leaves the column empty).
+again. Any change to one of those files, or another Python (minor version) or numpy,
+misses the cache and runs the twin as before (`--twin run` forces that; `--twin skip` leaves the column empty).
 
 The fingerprint hashes file contents by their paths relative to the repository, so a
 fresh clone of the same commit hits the cache that commit wrote.
@@ -20,7 +20,7 @@ import csv
 import hashlib
 import io
 import math
-import platform
+import sys
 from collections.abc import Iterable
 from functools import cache
 from importlib import metadata
@@ -59,10 +59,12 @@ def input_files(root: Path = ROOT) -> list[Path]:
 
 @cache
 def inputs_digest(root: Path = ROOT) -> str:
-    """sha256 of the inputs' relative paths and bytes, and of the versions of Python,
-    numpy and the kernel database (the kernel trainer reads its tables on any step model)."""
+    """sha256 of the inputs' relative paths and bytes, and of the versions of Python (its
+    minor version: Debian's 3.11.2, which `make setup` prefers, and pyenv's 3.11.7 made the
+    same twin to the byte, so a clone set up with either takes the other's), numpy and the
+    kernel database (the kernel trainer reads its tables on any step model)."""
     digest = hashlib.sha256()
-    versions = [platform.python_version(), np.__version__]
+    versions = ["python %d.%d" % sys.version_info[:2], np.__version__]
     for dist in KERNEL_DISTRIBUTIONS:
         try:
             versions.append(f"{dist} {metadata.version(dist)}")
