@@ -8,7 +8,8 @@ calibrations and presets) and of the arguments (rounds, seed): so they are kept 
 OUT/roofline_twin.csv under a fingerprint of those files' bytes and the arguments, and a
 reproduction whose fingerprint matches takes its twin from there instead of simulating it
 again. Any change to one of those files, or another Python (minor version) or numpy,
-misses the cache and runs the twin as before (`--twin run` forces that; `--twin skip` leaves the column empty).
+misses the cache and runs the twin as before (`--twin run` forces that; `--twin skip`
+leaves the column empty).
 
 The fingerprint hashes file contents by their paths relative to the repository, so a
 fresh clone of the same commit hits the cache that commit wrote.
@@ -64,7 +65,8 @@ def inputs_digest(root: Path = ROOT) -> str:
     same twin to the byte, so a clone set up with either takes the other's), numpy and the
     kernel database (the kernel trainer reads its tables on any step model)."""
     digest = hashlib.sha256()
-    versions = ["python %d.%d" % sys.version_info[:2], np.__version__]
+    major, minor = sys.version_info[:2]
+    versions = [f"python {major}.{minor}", np.__version__]
     for dist in KERNEL_DISTRIBUTIONS:
         try:
             versions.append(f"{dist} {metadata.version(dist)}")
