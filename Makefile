@@ -30,7 +30,7 @@ setup: $(STAMP) $(WARM_STAMP)
 
 $(STAMP): pyproject.toml
 	@test -n "$(PY)" && command -v $(PY) >/dev/null 2>&1 || \
-		{ echo "need python3.11 with its venv module on PATH"; exit 1; }
+		{ echo "need $(or $(PY),python3.11) (with its venv module) on PATH"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(call PIP_INSTALL,--upgrade pip)
 	$(call PIP_INSTALL,$(RESUME) -e '.[dev]')

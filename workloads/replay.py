@@ -29,8 +29,8 @@ def drawn(hidden: Any, samples: Sequence[int]) -> list[tuple[int, float, float]]
     past K). A group's K at once, not a call each (the simulator's served groups)."""
     kept = getattr(hidden, "drawn", None)
     if kept is not None and max(samples, default=-1) < len(kept):
-        if type(samples) is range and samples.start == 0 and samples.step == 1:
-            return list(kept[:samples.stop])  # a group's first K (a slice: C calls)
+        if type(samples) is range and samples.step == 1:  # a group's first K: a slice
+            return list(kept[samples.start:samples.stop])
         return [kept[s] for s in samples]
     return [hidden.sample(s) for s in samples]
 
