@@ -24,10 +24,12 @@ if importlib.util.find_spec("numba") is None:  # looked for, not imported: see c
 
 import systems  # noqa: E402
 from harness.core.config import RunConfig  # noqa: E402
+from harness.core.runtime import Group, Runtime  # noqa: E402
 from harness.run.execute import execute  # noqa: E402
 from harness.shared.runner import RunnerBase  # noqa: E402
 from harness.sim.fastcore.choice import FORCE_PYTHON  # noqa: E402
 from harness.sim.runtime import SimRuntime  # noqa: E402
+from systems.slime import Slime  # noqa: E402
 from tests.test_core_pool_abort import (  # noqa: E402
     _AbortsSome,
     _AbortsSomeUnchecked,
@@ -44,8 +46,8 @@ def core_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(FORCE_PYTHON, raising=False)
 
 
-def _run(cfg: RunConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-         ) -> tuple[list[Any], list[Any]]:
+def _run(cfg: RunConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+         kept: frozenset[str] = KEPT) -> tuple[list[Any], list[Any]]:
     """The run memory-only, its reader keeping `KEPT`: its events, and each materialised
     group's responses as (id, tokens, status, spans, truncated), then the heap's seq
     counter at the end (a replica cut that the other path does not make takes seqs)."""
@@ -69,26 +71,28 @@ def _run(cfg: RunConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         def reader(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return list(events)
 
-        reader.kinds = KEPT  # type: ignore[attr-defined]
+        reader.kinds = kept  # type: ignore[attr-defined]
         events = execute(cfg, tmp_path / "run.jsonl", reader, write=False)
     return events, groups
 
 
 def _both(config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-          engine_pools: list[str]) -> tuple[dict[str, int], list[Any], list[Any]]:
+          engine_pools: list[str], kept: frozenset[str] = KEPT
+          ) -> tuple[dict[str, int], list[Any], list[Any]]:
     """The run on the core (counting its quiet groups, the rows Python was handed, the
     fills and hand-backs) and on the Python path: the same events and responses."""
-    from harness.sim.fastcore.groups import HELD, RETURNED, GroupEngines
+    from harness.sim.fastcore.groups import HELD, QUIET_SILENT, RETURNED, GroupEngines
     from harness.sim.fastcore.inflight import InFlightCalls
     from harness.sim.fastcore.pool import CorePool
     from harness.sim.fastcore.timeline import G_NE
 
-    seen = {"quiet": 0, "loud": 0, "rows": 0, "fill": 0, "hand_back": 0}
+    seen = {"quiet": 0, "loud": 0, "silent": 0, "rows": 0, "fill": 0, "hand_back": 0}
     group, forward = GroupEngines.group, CorePool._forward  # noqa: SLF001
     fill, hand_back = CorePool._fill, InFlightCalls._hand_back  # noqa: SLF001
 
-    def grouped(self: Any, latencies: list[float], quiet: bool = False) -> int:
+    def grouped(self: Any, latencies: list[float], quiet: int = 0) -> int:
         seen["quiet" if quiet else "loud"] += 1
+        seen["silent"] += quiet == QUIET_SILENT
         return group(self, latencies, quiet)
 
     def forwarded(self: Any) -> None:
@@ -107,18 +111,19 @@ def _both(config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(CorePool, "_forward", forwarded)
     monkeypatch.setattr(CorePool, "_fill", counted("fill", fill))
     monkeypatch.setattr(InFlightCalls, "_hand_back", counted("hand_back", hand_back))
-    core = _run(config(), tmp_path, monkeypatch)
+    core = _run(config(), tmp_path, monkeypatch, kept)
     monkeypatch.setenv(FORCE_PYTHON, "1")
-    python = _run(config(), tmp_path, monkeypatch)
+    python = _run(config(), tmp_path, monkeypatch, kept)
     assert engine_pools == ["CorePool", "EnginePool"]
     assert core == python
     return seen, core[0], core[1][:-1]
 
 
+@pytest.mark.parametrize("silent", [False, True])
 @pytest.mark.parametrize(("partial", "staleness"), [(True, 1.0), (False, 2.0)])
 def test_verl_fully_async_s_quiet_groups_as_on_python(
-        partial: bool, staleness: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        engine_pools: list[str]) -> None:
+        partial: bool, staleness: float, silent: bool, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, engine_pools: list[str]) -> None:
     """Stale groups in flight at every sync, aborted there and (partial rollout) sent on
     across the install; a cache small enough to preempt. Every group quiet, no HELD or
     RETURNED row handed to Python, the aborted ones handed back."""
@@ -131,8 +136,10 @@ def test_verl_fully_async_s_quiet_groups_as_on_python(
         v.trigger_parameter_sync_step, v.require_batches = 1, 2
         return cfg.validate()
 
-    seen, events, groups = _both(config, tmp_path, monkeypatch, engine_pools)
+    kept = KEPT - {"group_complete"} if silent else KEPT
+    seen, events, groups = _both(config, tmp_path, monkeypatch, engine_pools, kept)
     assert seen["quiet"] == 48 and seen["loud"] == 0 and seen["rows"] == 0
+    assert seen["silent"] == (48 if silent else 0)
     assert seen["fill"] > 20 and seen["hand_back"] > 10
     syncs = [e["aborted"] for e in events if e.get("what") == "param_sync"]
     assert len(syncs) == 12 and sum(syncs) > 0  # 48 groups, 4 a trainer fit, a sync each
@@ -180,6 +187,46 @@ def test_an_abort_by_id_of_quiet_groups_as_on_python(
     seen, _, groups = _both(config, tmp_path, monkeypatch, engine_pools)
     assert seen["quiet"] == 16 and seen["rows"] == 0 and seen["hand_back"] >= 6
     assert sum(r[2] == "aborted" for g in groups for r in g) >= 12
+
+
+class _PublishesWhileChecking(Slime):
+    """slime whose rollout, once every sample has finished (its checks still running: rp-
+    code's take seconds), takes an optimizer step and installs its weights, nothing in
+    flight: the groups' responses were made at the version before."""
+
+    async def rollout(self, rt: Runtime, groups: list[Group]) -> None:
+        served = [rt.spawn(rt.serve(g)) for g in groups]
+        while (load := rt.engine.load()).running + load.waiting:
+            await rt.sleep(0.05)
+        await rt.trainer.step()
+        await rt.trainer.publish()
+        await rt.gather(*served)
+
+
+def test_a_silent_group_s_responses_keep_the_version_they_were_made_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_pools: list[str]) -> None:
+    """A run that keeps no `group_complete`: each group's K-th return is the core's too
+    (QUIET_SILENT) and its responses are built at its last check. An install between its
+    last finish and that check, with nothing in flight, moves the pool's version but no
+    call's epoch: the responses are read from the core, and carry the version they were
+    made at, as on the Python path."""
+    monkeypatch.setitem(systems.SYSTEMS, "slime", _PublishesWhileChecking)
+
+    def config() -> RunConfig:
+        cfg = RunConfig(system="slime", workload="rp-code", groups=4, update_groups=2,
+                        rounds=2, group_size=4, seed=5)
+        cfg.sim.rollout_engines, cfg.sim.dispatch = 2, "round-robin"
+        cfg.sim.weight_sync_s = 0.01
+        return cfg.validate()
+
+    seen, events, groups = _both(config, tmp_path, monkeypatch, engine_pools,
+                                 KEPT - {"group_complete"})
+    assert seen["silent"] == 8 and seen["fill"] == 8
+    published = [e for e in events if e["ev"] == "weights_published"]
+    assert len(published) == 4  # the rollout's own, then slime's, each round
+    versions = [{span[0] for r in g for span in r[3]} for g in groups]
+    # made before each round's first install: 0, then 3 (this step, slime's two of round 0)
+    assert versions == [{0}] * 4 + [{3}] * 4
 
 
 class _Service:

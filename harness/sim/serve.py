@@ -179,6 +179,13 @@ class GroupService(Wait):
         self.unanswered = 0
         self._complete()
 
+    def core_returned(self) -> None:
+        """Every return of a group the compiled pool serves was the core's, the K-th too
+        (a silent group: harness/sim/fastcore/served.py): complete now, at its last
+        check, just before `all_scored`."""
+        self.unanswered = 0
+        self._complete()
+
     def all_scored(self) -> None:
         """The compiled pool's K-th check has ended: each check's time and reward as
         `_Check` sets them (the same draw), then the group ends as any other."""

@@ -22,7 +22,9 @@ the timer head (it stops itself at the first return it makes). Each return the c
 takes is handed to Python as a RETURNED row (its replica given back to the router before
 any Python runs: the core never runs past the heap's next entry), but a quiet group's
 (harness/sim/fastcore/served.py): it makes no such row (and, QUIET_ALL, no HELD finish
-either), and marks each such request in `back` instead.
+either), and marks each such request in `back` instead. A silent group's (QUIET_SILENT)
+K-th finish is held as the others are: the core takes its return and starts its check,
+and Python hears of the group at its last check alone (served.py's `_scored`).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ GO, SCORED, ROOM_EV, SHARED = -1, -(1 << 40), -(1 << 40) - 1, -(1 << 40) - 2
 UNSCORED, UNRETURNED, SIZE, FIRST, QUIET = 0, 1, 2, 3, 4
 HELD_QUIET, RETURNED_QUIET = 1, 2  # a quiet group's request (`back`): held, its return taken
 # a group's QUIET: Python hears of every row (0), of neither its held finishes nor the
-# returns the core takes (QUIET_ALL), or of its held finishes only (QUIET_RETURNS)
-QUIET_ALL, QUIET_RETURNS = 1, 2
+# returns the core takes (QUIET_ALL), of its held finishes only (QUIET_RETURNS), or, as
+# QUIET_ALL, and of its K-th return neither: that one the core's too (QUIET_SILENT)
+QUIET_ALL, QUIET_RETURNS, QUIET_SILENT = 1, 2, 3
 NO_CHECK = -1.0  # a request's latency where its group is served unchecked (`score=False`)
 
 
@@ -157,10 +160,11 @@ def group_run(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: A
                 held = False
                 if gs >= 0:
                     counts[gs, UNRETURNED] -= 1
-                    held = counts[gs, UNRETURNED] > 0  # not the K-th: the core's return
+                    held = (counts[gs, UNRETURNED] > 0  # not the K-th: the core's return
+                            or counts[gs, QUIET] == QUIET_SILENT)
                 if held:
                     t_push(tt, tq, tn, ev_t[k], ev[k, 4], RET, i)
-                    if counts[gs, QUIET] == QUIET_ALL:  # no row: built with the K-th's
+                    if counts[gs, QUIET] == QUIET_ALL or counts[gs, QUIET] == QUIET_SILENT:
                         back[i] = HELD_QUIET
                         continue
                     ev[k, 0] = HELD

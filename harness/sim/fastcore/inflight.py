@@ -47,6 +47,7 @@ from harness.sim.fastcore.groups import (
     NO_CHECK,
     QUIET,
     QUIET_ALL,
+    QUIET_SILENT,
     RET,
     RETURNED_QUIET,
     SIZE,
@@ -233,7 +234,7 @@ class InFlightCalls:
             heappush(self._heap._queue, [t, seq, self._returned, (i,)])  # noqa: SLF001
             return
         core.counts[gs, UNRETURNED] -= 1
-        if core.counts[gs, UNRETURNED] > 0:  # held, as `group_run` holds it
+        if core.counts[gs, UNRETURNED] > 0 or core.counts[gs, QUIET] == QUIET_SILENT:
             self._services[gs].responses[response.request.sample] = response
             t_push(core.tt, core.tq, core.tn, t, seq, RET, i)
         else:
@@ -263,7 +264,7 @@ class InFlightCalls:
         core.counts[gs, UNSCORED] -= live
         service.unanswered = live
         if core.counts[gs, QUIET]:  # the samples the core held (built now) and returned
-            if core.counts[gs, QUIET] == QUIET_ALL:
+            if core.counts[gs, QUIET] in (QUIET_ALL, QUIET_SILENT):
                 self._fill(gs)
             self._forget(gs, returned=True)
         if core.latency[first] == NO_CHECK:  # served unchecked: its held samples are done

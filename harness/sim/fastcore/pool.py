@@ -99,6 +99,9 @@ class CorePool(ServedGroups, InFlightCalls):
         # a served group may be quiet (`serve_group`) where returns do not route (a
         # rule's router: nothing reads its counts here): of its held finishes too where
         # no finish is written
+        # and, where no group_complete is kept, of its K-th return too (served.py)
+        self._silent = not writer.keeps("group_complete")
+        self._sent_at: list[int] = []  # per group row: the version it was sent at
         self._quiet = (0 if not isinstance(self._router, ByRule)
                        else QUIET_RETURNS if self._kept[2] else QUIET_ALL)
         # per core index: [request, done, replica, response (set at its end)]; None once

@@ -17,6 +17,18 @@ session. Where the trace keeps the finishes (a written run) such a group is quie
 returns only (QUIET_RETURNS): its HELD rows come as before, for their responses and
 events, and no RETURNED row (the 1M-request run's structure at 262k requests: 1 row in 3
 fewer, 2-4% of the run). Either way its `_live` rows are let go as it ends (`_forget`).
+
+Why silent groups: where the trace keeps no `group_complete` either, a checked quiet
+group with no `on_complete` needs nothing of its K-th return but what the last check
+needs too (its response, the group complete), and nothing reads the group until that
+check ends. So the core takes that return as well (QUIET_SILENT: its seq and its check's
+seq the ones `_last_returned` would take), and at the last check Python builds the K
+responses, completes the group and scores it in one go: a heap turn and a turn of the
+core fewer a group (verl-fully-async's 32:32 run: 8,633 -> 5,583 turns of the core for
+3,072 groups; docs/bench.md, thirty-eighth session). Its responses are built after its
+last finish, so an install since the group was sent (which moves the version without
+moving `_epoch` when nothing is in flight) has them read from the core (`_fill`'s
+`read_all`).
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ from harness.sim.fastcore.groups import (
     FIRST,
     NO_CHECK,
     QUIET,
+    QUIET_ALL,
+    QUIET_SILENT,
     RETURNED_QUIET,
     SIZE,
 )
@@ -51,6 +65,8 @@ class ServedGroups:
     _epoch: int
     _read: Any
     _quiet: int  # a group's QUIET where it has no gate and no `on_response`
+    _silent: bool  # no `group_complete` kept: a group's K-th return may be the core's
+    _sent_at: list[int]  # per group row: the pool's version when it was sent
     version: int
     submit_many: Any
     _let_go: Any
@@ -69,7 +85,10 @@ class ServedGroups:
         else:
             latencies = [NO_CHECK] * len(requests)
         quiet = self._quiet if service.gate is None and service.on_response is None else 0
+        if quiet == QUIET_ALL and checked and service.on_complete is None and self._silent:
+            quiet = QUIET_SILENT
         self._services[self._core.group(latencies, quiet)] = service
+        self._sent_at.append(self.version)  # (a group row each, in order)
         self.submit_many(requests, service.answered_last, fresh=True)
 
     def _last_returned(self, i: int) -> None:
@@ -97,22 +116,28 @@ class ServedGroups:
 
     def _scored(self, i: int, t: float) -> None:
         """Request `i`'s check, at `t`, was its group's last: the service told now, at `t`
-        (the core runs ahead of the clock)."""
+        (the core runs ahead of the clock); a silent group's responses built and the group
+        completed first."""
         self._heap.now = t
         gs = int(self._core.slot[i])
         held = self._held.pop(gs, None)  # handed back to `serve` (inflight.py): its own
         if held is None:
+            if self._core.counts[gs, QUIET] == QUIET_SILENT:  # its K-th return the core's
+                self._fill(gs, self._sent_at[gs] != self.version)
+                self._services[gs].core_returned()
             self._forget(gs)
             self._services.pop(gs).all_scored()
         else:
             self._services.pop(gs).core_checked(held)
 
-    def _fill(self, gs: int) -> None:
+    def _fill(self, gs: int, read_all: bool = False) -> None:
         """The responses of quiet group `gs`'s samples the core holds (it made no HELD
         rows for them: harness/sim/fastcore/groups.py), built as `_forward` builds a
         held one: now, with its K-th finish or as an abort hands it back. None can span
         another version than its row's would have: a sample finished before its K-th,
-        and an install in between found that one in flight (`_epoch` moved: read)."""
+        and an install in between found that one in flight (`_epoch` moved: read).
+        `read_all`: every one read (a silent group's, built at its last check, an install
+        since it was sent)."""
         core, live = self._core, self._live
         row = core.counts[gs].tolist()
         first, end = row[FIRST], row[FIRST] + row[SIZE]
@@ -125,7 +150,7 @@ class ServedGroups:
             if back and responses[k] is None:
                 i = first + k
                 req = live[i][0]
-                if spanned and (epochs[i] != epoch or req.resume is not None):
+                if read_all or spanned and (epochs[i] != epoch or req.resume is not None):
                     read.append(i)
                 else:  # finished at one version (`simulated_response`'s)
                     responses[k] = Response(req, n, [[version, n]], "finished",
