@@ -176,13 +176,12 @@ class GroupService(Wait):
         """The K-th response of a group whose returns and checks the compiled pool runs
         (`serve_group`): its check is under way there; the others are in `responses`."""
         self.responses[response.request.sample] = response
-        self.unanswered = 0
-        self._complete()
+        self.core_returned()
 
     def core_returned(self) -> None:
-        """Every return of a group the compiled pool serves was the core's, the K-th too
-        (a silent group: harness/sim/fastcore/served.py): complete now, at its last
-        check, just before `all_scored`."""
+        """The group complete, its K responses in `responses`: at its K-th return
+        (`answered_last`), or, where the core took that return too (a silent group:
+        harness/sim/fastcore/served.py), at its last check, just before `all_scored`."""
         self.unanswered = 0
         self._complete()
 
