@@ -113,19 +113,34 @@ def _both(*feeds: Feed) -> Feed:
     return feed
 
 
-def reads(*kinds: str, also: Callable[[RunConfig], Iterable[str]] | None = None
-          ) -> Callable[[R], R]:
+def reads(*kinds: str, also: Callable[[RunConfig], Iterable[str]] | None = None,
+          instead: dict[str, Collection[str]] | None = None) -> Callable[[R], R]:
     """Names the event kinds a reader looks at: it is handed only those, and on the
     simulator only those are decoded (PipelineRL's summary reads 500 of a run's 100,000
     events). A reader that names none gets every event. `also(cfg)`: kinds it reads of
     some runs only (verl-async's summary reads each request's admission and finish of a
-    colocated run alone): a run that needs none of them makes none of those events."""
+    colocated run alone): a run that needs none of them makes none of those events.
+    `instead`: a measure the simulator makes as it goes -> the kinds it stands for; a
+    memory-only simulated run that would keep all of those keeps the measure alone
+    (`measured`), any other run (written, live, a trace file) hands the reader the kinds."""
     def mark(reader: R) -> R:
         reader.kinds = frozenset(kinds)  # type: ignore[attr-defined]
         if also is not None:
             reader.also = also  # type: ignore[attr-defined]
+        if instead is not None:
+            reader.instead = {m: frozenset(k) for m, k in instead.items()}  # type: ignore[attr-defined]
         return reader
     return mark
+
+
+def measured(reader: Reader, kinds: frozenset[str]) -> frozenset[str]:
+    """`kinds` with each measure `reader` names (`reads`' `instead`) in place of the kinds
+    it stands for, where `kinds` holds them all: what a memory-only simulated run keeps
+    (harness/sim/replica_windows.py: two events a request fewer)."""
+    for measure, stands_for in getattr(reader, "instead", {}).items():
+        if stands_for <= kinds:
+            kinds = (kinds - stands_for) | {measure}
+    return kinds
 
 
 def reader_kinds(reader: Reader, cfg: RunConfig) -> frozenset[str] | None:
@@ -157,6 +172,8 @@ def execute(cfg: RunConfig, trace_path: str | os.PathLike[str], reader: Reader |
 
         # not written, only what the reader asks for is kept (the others never encoded)
         kinds = ROUND_METRIC_EVENTS if reader is None else reader_kinds(reader, cfg)
+        if reader is not None and kinds is not None and not write:
+            kinds = measured(reader, kinds)
         keep = None if write else kinds
         with no_collections():
             return _simulate(SimRuntime(cfg, trace_path, write, keep), system, reader, kinds,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from math import inf
 from typing import Any
 
 from harness.core.runtime import Request, Response
@@ -250,6 +251,8 @@ class Batching:
                 emit("request_admit", group=req.group, sample=req.sample, engine=index)
         if not admitted:
             return 0.0  # what `prefill_time` says of none
+        if self.first_admit == inf:  # (harness/sim/replica_windows.py)
+            self.first_admit = self.loop.now
         self._ctx_base = base
         self._waiting_n -= admitted
         return self._decode.prefill_time(tokens, squares, admitted)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
+from math import inf
 from operator import attrgetter
 from typing import Any
 
@@ -50,6 +51,9 @@ class SimEngine(Batching):
         readers keep most request events, so its reproduction runs only 0.3% fewer
         instructions, docs/bench.md)."""
         self.index = index
+        # this replica's first admission and last finish since the runtime last read them
+        # (harness/sim/replica_windows.py); +-inf: none
+        self.first_admit, self.last_finish = inf, -inf
         kept = keeps or (lambda ev: True)
         self._keep_submit, self._keep_finish = kept("request_submit"), kept("request_finish")
         self._keep_admit, self._keep_preempt = kept("request_admit"), kept("request_preempt")
@@ -253,6 +257,7 @@ class SimEngine(Batching):
                 spans.append([version, tokens])
         req = seq.req
         resp = simulated_response(req, gen, spans, status)
+        self.last_finish = self.loop.now  # (harness/sim/replica_windows.py)
         if self._keep_finish:
             self._emit(  # versions: `Response.versions`
                 "request_finish", group=req.group, sample=req.sample, response_tokens=gen,

@@ -26,6 +26,7 @@ from harness.core.runtime import EngineLoad, PauseMode, Request, Response
 from harness.sim.co import Driver, Wait, sleep
 from harness.sim.engine import SimEngine
 from harness.sim.hybrid import Lender
+from harness.sim.replica_windows import Marks, engine_marks
 from harness.sim.waits import Slots
 
 
@@ -133,6 +134,11 @@ class EnginePool:
     @property
     def preemptions(self) -> int:
         return self._retired_preemptions + sum(e.preemptions for e in self.engines)
+
+    def replica_marks(self) -> Marks:
+        """The first admission and each replica's last finish since the last call, then
+        cleared (harness/sim/replica_windows.py)."""
+        return engine_marks(self.engines)
 
     def submit(self, request: Request) -> Wait:
         outer = Wait()

@@ -42,6 +42,8 @@ from harness.sim.kernels.source import ROOFLINE, decode_model, step_source
 from harness.sim.perf import TrainModel
 from harness.sim.placement import EnginePool, GpuShare
 from harness.sim.presets import load_hardware, load_model, user_figures
+from harness.sim.replica_windows import KIND as WINDOWS
+from harness.sim.replica_windows import ReplicaWindows
 from harness.sim.serve import GroupService
 from harness.sim.serve_keep import KeepService
 from harness.sim.spec_engine import with_spec
@@ -174,6 +176,9 @@ class SimRuntime(RunnerBase):
             self.share.attach(engines if core_decode is None else self.engine.shared(
                 self.share), self.trainer.lock)
         self.engine.lender = partial(self._lender, measured)  # built at the first lend
+        if keep is not None and WINDOWS in keep:  # a reader's measure (replica_windows.py)
+            windows = ReplicaWindows(self.engine.replica_marks, self.emit, self.heap.time)
+            self.emit = windows.cutting(self.emit)  # type: ignore[method-assign]
         self.verifier = SimVerifier(self.driver, s.verifier_workers)
 
     def _core_decode(self, measured: dict[str, Any]) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 from heapq import heappush
+from math import inf
 from operator import attrgetter
 from typing import Any, NoReturn
 
@@ -49,8 +50,10 @@ from harness.sim.fastcore.timeline import (
     ADMIT,
     CTX_BASE,
     FINISH,
+    FIRST_ADMIT,
     G_NE,
     G_QUIET,
+    LAST_FINISH,
     PREEMPT,
     STEPS,
     WSIZE,
@@ -366,6 +369,15 @@ class CorePool(ServedGroups, InFlightCalls):
         from harness.sim.fastcore.share import CoreShare
 
         return CoreShare(self._core, self._heap, share, self._refuse).replicas
+
+    def replica_marks(self) -> tuple[float, list[tuple[int, float]]]:
+        """The first admission and each replica's last finish since the last call, then
+        cleared (harness/sim/replica_windows.py; `timeline._emit` notes them)."""
+        fs = self._core.fs
+        first = float(fs[:, FIRST_ADMIT].min())
+        lasts = [(e, t) for e, t in enumerate(fs[:, LAST_FINISH].tolist()) if t != -inf]
+        fs[:, FIRST_ADMIT], fs[:, LAST_FINISH] = inf, -inf
+        return first, lasts
 
     # -- what the core does not have -----------------------------------------
     def _refuse(self, what: str) -> NoReturn:

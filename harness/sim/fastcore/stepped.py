@@ -52,11 +52,14 @@ from harness.sim.fastcore.timeline import (
     CUT_NOW,
     ENGINE,
     FINISH,
+    FIRST_ADMIT,
     FSIZE,
     G_CALL,
     G_NE,
     G_SEQ,
     GEN0,
+    LAST_FINISH,
+    N_FS,
     NOW,
     PEND_SEQ,
     PEND_T,
@@ -156,8 +159,9 @@ class SteppedEngines:
         self.st = np.zeros((engines, ST_COLS), dtype=np.int64)
         self.st[:, ENGINE] = np.arange(engines)
         self.st[:, CUT_ID] = -1
-        self.fs = np.zeros((engines, 4), dtype=np.float64)
+        self.fs = np.zeros((engines, N_FS), dtype=np.float64)
         self.fs[:, CUT_NOW] = -1.0
+        self.fs[:, FIRST_ADMIT], self.fs[:, LAST_FINISH] = np.inf, -np.inf
         self.wh = np.empty((engines, room, 3), dtype=np.int64)
         self.fh = np.empty((engines, room, 3), dtype=np.int64)
         self.rs = np.empty((engines, room, 2), dtype=np.int64)

@@ -55,8 +55,9 @@ G_QUIET = 6
 G_ND, G_AT, G_CAP, G_P = 7, 8, 9, 10
 NO_SHARE, ENGINE_HOLDS, TRAINER_HOLDS = 0, 1, 2  # G_SHARE ("switching": the trainer's)
 WANTS, IDLE = 1, 2  # G_CALL (0: none)
-# engine floats (fs)
-NOW, SEG_START, PEND_T, CUT_NOW = range(4)
+# engine floats (fs); the last two since last read (harness/sim/replica_windows.py)
+NOW, SEG_START, PEND_T, CUT_NOW, FIRST_ADMIT, LAST_FINISH = range(6)
+N_FS = 6
 # what the engine's one heap entry is
 NONE, TIMER, REPLAN = 0, 1, 2
 
@@ -100,8 +101,13 @@ def _pop(h: Arr, size: int) -> int:
 
 @njit(cache=True)
 def _emit(g: Arr, st: Arr, fs: Arr, ev_t: Arr, ev: Arr, kind: int, i: int, value: int) -> None:
-    if kind == ADMIT and g[G_QUIET]:
-        return
+    if kind == ADMIT:
+        if fs[NOW] < fs[FIRST_ADMIT]:
+            fs[FIRST_ADMIT] = fs[NOW]
+        if g[G_QUIET]:
+            return
+    elif kind == FINISH:
+        fs[LAST_FINISH] = max(fs[LAST_FINISH], fs[NOW])
     ne = g[G_NE]
     ev_t[ne] = fs[NOW]
     ev[ne, 0], ev[ne, 1], ev[ne, 2], ev[ne, 3] = kind, i, st[ENGINE], value
@@ -338,7 +344,7 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
     fh = np.empty((most + 16, 3), dtype=np.int64)
     rs = np.empty((most + 16, 2), dtype=np.int64)
     st = np.zeros(N_ST, dtype=np.int64)
-    fs = np.zeros(4, dtype=np.float64)
+    fs = np.zeros(N_FS, dtype=np.float64)
     g = np.zeros(G_QUIET + 1, dtype=np.int64)  # (G_QUIET 0: every event written)
     for e in range(bounds.shape[0] - 1):
         lo, hi = bounds[e], bounds[e + 1]
@@ -346,7 +352,7 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
         st[:] = 0
         st[ENGINE], st[CUT_ID] = e, -1
         fs[:] = 0.0
-        fs[CUT_NOW] = -1.0
+        fs[CUT_NOW], fs[FIRST_ADMIT], fs[LAST_FINISH] = -1.0, np.inf, -np.inf
         nxt = lo
         while True:
             # room for what one turn can add: each request admitted, preempted and ended

@@ -23,6 +23,9 @@ def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float
     windows: each replica's generation runs from the window's first admission to its last
     finish. verl's `generate_sequences` is that mean (`reduce_timing` averages over ranks,
     verl@503ea75:verl/workers/fsdp_workers.py:748-750); its gen waits for the longest."""
+    records = {e["since"]: e for e in events if e["ev"] == "replica_window"}
+    if records:
+        return _from_records(records, windows)
     means, leads = [], []
     reqs = [e for e in events if e["ev"] in ("request_admit", "request_finish")]
     times = [e["t"] for e in reqs]
@@ -39,9 +42,30 @@ def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float
                 r = engine[(e["group"], e["sample"])]
                 last[r] = max(last.get(r, e["t"]), e["t"])
         if last:
-            mean = float(np.mean(list(last.values()))) - start
-            means.append(mean)
-            leads.append(max(last.values()) - start - mean)
+            _spread(start, [last[r] for r in sorted(last)], means, leads)
+    return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
+
+
+def _spread(start: float, lasts: list[float], means: list[float], leads: list[float]
+            ) -> None:
+    """One window's mean generation and the longest's lead over it, from its first
+    admission and its replicas' last finishes (by replica, so both readings sum alike)."""
+    mean = float(np.mean(lasts)) - start
+    means.append(mean)
+    leads.append(max(lasts) - start - mean)
+
+
+def _from_records(records: dict[float, dict[str, Any]], windows: list[tuple[float, float]]
+                  ) -> tuple[float, float]:
+    """`replica_times` from the simulator's `replica_window` records (harness/sim/
+    replica_windows.py), one a window, keyed by the window's start: the same figures
+    as from the events, where no request crosses a window's edge (a colocated round)."""
+    means: list[float] = []
+    leads: list[float] = []
+    for a, _ in windows:
+        record = records.get(a)
+        if record is not None and record["first_admit"] is not None and record["last_finish"]:
+            _spread(record["first_admit"], [t for _, t in record["last_finish"]], means, leads)
     return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
 
 
@@ -67,7 +91,8 @@ def replica_kinds(cfg: RunConfig) -> tuple[str, ...]:
 
 
 @reads("run_start", "rollout_start", "rollout_complete", "train_start", "train_end",
-       "optimizer_step", "decision", "placement_switch", "run_end", also=replica_kinds)
+       "optimizer_step", "decision", "placement_switch", "run_end", also=replica_kinds,
+       instead={"replica_window": ("request_admit", "request_finish")})
 def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     """A run's mean step, gen and training seconds, per the module's readings.
 
