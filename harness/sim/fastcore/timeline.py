@@ -12,15 +12,14 @@ step then running (`_cut_at_boundary`, said once per instant and segment); the f
 keeps stale entries of preempted sequences and checks each as it comes up.
 
 `run_engines`: engines do not interact, so each runs its own timeline over its own
-submissions, one after another. Within an engine the heap's order is kept: the driver
-schedules every submission before the run starts, so at equal times a submission comes
-before the engine's own timer or replan (scheduled later, a larger `seq`); an engine has
-at most one of those. harness/sim/fastcore/stepped.py steps the same rules (`submit_to`,
-`fire`) on the heap itself, each entry with the seq the heap's counter gives it.
+submissions, one after another, in the heap's order: every submission is scheduled before
+the run starts, so at equal times it comes before the engine's own timer or replan (a
+larger `seq`; an engine has at most one). harness/sim/fastcore/stepped.py steps the same
+rules (`submit_to`, `fire`) on the heap itself, with the seqs the heap's counter gives.
 
-State lives in arrays, not objects: per request `rq[i, column]`, per engine the scalars
-`st` and `fs`, and three binary heaps of rows (key0, key1, payload) with unique keys, so
-the pop order is the keys' order whatever the heap's layout (as heapq's on Python tuples).
+State lives in arrays: per request `rq[i, column]`, per engine the scalars `st` and `fs`,
+and three binary heaps of rows (key0, key1, payload) with unique keys, so the pop order is
+the keys' order whatever the heap's layout (as heapq's on Python tuples).
 """
 
 from __future__ import annotations
@@ -45,13 +44,12 @@ N_ST = 17
 # (control.py's G_NSP is 2) the GPU share: who holds the GPUs, and the call `_plan` left
 # for Python (`GpuShare.engine_wants` or `engine_idle`) and the replica that made it
 G_SEQ, G_NE, G_SHARE, G_CALL, G_CALLER = 0, 1, 3, 4, 5
-# 1: no admission is written to `ev` (the pool's trace keeps none: a memory-only run's,
-# a reproduction's), so Python is handed only events it acts on or keeps
+# 1: no admission is written to `ev` (the pool's trace keeps none: a memory-only run's), so
+# Python is handed only events it acts on or keeps
 G_QUIET = 6
 # the replicas' next entries as a tree (next_entry.py `next_engine`), where g holds one: the
-# replicas set since the tree was last read (their count; a stack of at most G_CAP from
-# g[G_AT]), then the tree's 2 x G_P nodes (each the replica whose entry comes first
-# below it, -1: none)
+# replicas set since it was last read (their count; a stack of at most G_CAP from g[G_AT]),
+# then its 2 x G_P nodes (each the replica whose entry comes first below it, -1: none)
 G_ND, G_AT, G_CAP, G_P = 7, 8, 9, 10
 NO_SHARE, ENGINE_HOLDS, TRAINER_HOLDS = 0, 1, 2  # G_SHARE ("switching": the trainer's)
 WANTS, IDLE = 1, 2  # G_CALL (0: none)
@@ -102,8 +100,7 @@ def _pop(h: Arr, size: int) -> int:
 @njit(cache=True)
 def _emit(g: Arr, st: Arr, fs: Arr, ev_t: Arr, ev: Arr, kind: int, i: int, value: int) -> None:
     if kind == ADMIT:
-        if fs[NOW] < fs[FIRST_ADMIT]:
-            fs[FIRST_ADMIT] = fs[NOW]
+        fs[FIRST_ADMIT] = min(fs[FIRST_ADMIT], fs[NOW])
         if g[G_QUIET]:
             return
     elif kind == FINISH:
@@ -217,10 +214,9 @@ def _admit(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr,
 def _plan(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, fh: Arr, rs: Arr, ev_t: Arr, ev: Arr,
           capacity: int, max_running: int) -> None:
     """`Batching._plan`: admit, preempt while the next step would overflow, and set the
-    timer of the next segment (or nothing, when the engine is empty). With a GPU share
-    (G_SHARE) the replica plans nothing while the trainer holds the GPUs, and leaves the
-    share's call for Python where `Batching._plan` makes it (harness/sim/fastcore/
-    share.py): the core stops after this entry."""
+    next segment's timer (none for an empty engine). With a GPU share (G_SHARE) nothing is
+    planned while the trainer holds the GPUs, and the share's call is left for Python where
+    `Batching._plan` makes it (fastcore/share.py): the core stops after this entry."""
     share = g[G_SHARE]
     if share == TRAINER_HOLDS:
         if st[B] > 0 or st[WSIZE] > 0:
@@ -296,9 +292,8 @@ def submit_to(p: Arr, rq: Arr, g: Arr, st: Arr, fs: Arr, wh: Arr, ev_t: Arr, ev:
 
 @njit(cache=True)
 def interrupt(p: Arr, g: Arr, st: Arr, fs: Arr) -> None:
-    """`Batching._interrupt`: a running segment is cut at the step under way (once an
-    instant and segment), else a replan now unless one is due. A submission ends with
-    it, and so do the pool-wide calls (control.py)."""
+    """`Batching._interrupt`: a running segment cut at the step under way (once an instant
+    and segment), else a replan now unless due; a submission and control.py's calls end so."""
     now = fs[NOW]
     if st[PENDING] == TIMER:
         if st[SEG_ID] == st[CUT_ID] and now == fs[CUT_NOW]:
@@ -329,11 +324,11 @@ def _grow(a: Arr, need: int) -> np.ndarray:
 def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr, order: Arr,
                 bounds: Arr) -> tuple[np.ndarray, np.ndarray, int]:
     """Every engine's timeline, one engine after another. `order`: request indices by
-    (engine, submit time, index); engine e's are `order[bounds[e]:bounds[e + 1]]`. `rq`:
-    per request (PRIO, PROMPT, TARGET set; the rest is written). Returns the events:
-    times, and rows of (kind, request, engine, value, seq), each engine's in the order its
-    Python twin emits them; value: prompt tokens (submit), response tokens (finish), 0
-    (admit, preempt); and the preemptions."""
+    (engine, submit time, index); engine e's are `order[bounds[e]:bounds[e + 1]]`. `rq`: per
+    request (PRIO, PROMPT, TARGET set; the rest is written). Returns the events' times and
+    rows (kind, request, engine, value, seq), each engine's in its Python twin's order
+    (value: prompt tokens at a submit, response tokens at a finish, else 0), and the
+    preemptions."""
     n_req = submit_t.shape[0]
     ev_t = np.empty(3 * n_req + 16, dtype=np.float64)
     ev = np.empty((3 * n_req + 16, 5), dtype=np.int64)
@@ -355,8 +350,7 @@ def run_engines(p: Arr, capacity: int, max_running: int, submit_t: Arr, rq: Arr,
         fs[CUT_NOW], fs[FIRST_ADMIT], fs[LAST_FINISH] = -1.0, np.inf, -np.inf
         nxt = lo
         while True:
-            # room for what one turn can add: each request admitted, preempted and ended
-            # at most once a turn, so 3 events, a finish entry and a run-stack row each
+            # room for a turn's additions: 3 events, a finish entry and a run-stack row each
             ev_t = _grow(ev_t, g[G_NE] + 3 * count + 2)
             ev = _grow(ev, g[G_NE] + 3 * count + 2)
             fh = _grow(fh, st[FSIZE] + count + 1)
