@@ -146,12 +146,13 @@ class ServedGroups:
         backs, made = core.back[first:end].tolist(), core.rq[first:end, GEN0].tolist()
         spanned, epochs, epoch = self._spanned, self._epochs, self._epoch
         read = []  # those that may span more than one version: read from the core
-        for k, (back, n) in enumerate(zip(backs, made, strict=True)):
+        slots = live[first:end]  # (a slice: no index a sample)
+        for k, (back, n, slot) in enumerate(zip(backs, made, slots, strict=True)):
             if back and responses[k] is None:
-                i = first + k
-                req = live[i][0]
-                if read_all or spanned and (epochs[i] != epoch or req.resume is not None):
-                    read.append(i)
+                req = slot[0]
+                if read_all or spanned and (epochs[first + k] != epoch
+                                            or req.resume is not None):
+                    read.append(first + k)
                 else:  # finished at one version (`simulated_response`'s)
                     responses[k] = Response(req, n, [[version, n]], "finished",
                                             n >= req.max_tokens)
