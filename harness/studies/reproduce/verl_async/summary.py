@@ -15,6 +15,7 @@ import numpy as np
 from harness.analysis.spans import TrainSpan, busy, train_spans
 from harness.core.config import RunConfig
 from harness.run.execute import reads
+from harness.sim.replica_windows import KIND as WINDOWS
 
 
 def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float]]
@@ -22,11 +23,22 @@ def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float
     """(the replicas' mean generation, the longest's lead over that mean), seconds, over the
     windows: each replica's generation runs from the window's first admission to its last
     finish. verl's `generate_sequences` is that mean (`reduce_timing` averages over ranks,
-    verl@503ea75:verl/workers/fsdp_workers.py:748-750); its gen waits for the longest."""
-    records = {e["since"]: e for e in events if e["ev"] == "replica_window"}
-    if records:
-        return _from_records(records, windows)
-    means, leads = [], []
+    verl@503ea75:verl/workers/fsdp_workers.py:748-750); its gen waits for the longest.
+    Read from the simulator's `replica_window` records where the run has them, else from
+    its requests' admissions and finishes: the same figures (tests/test_replica_windows.py)."""
+    records = {e["since"]: e for e in events if e["ev"] == WINDOWS}
+    spans = _from_records(records, windows) if records else _from_events(events, windows)
+    means = [float(np.mean(lasts)) - start for start, lasts in spans]
+    leads = [max(lasts) - start - mean for (start, lasts), mean in zip(spans, means, strict=True)]
+    return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
+
+
+Spans = list[tuple[float, list[float]]]  # per window with a finish: first admission, the
+# replicas' last finishes by replica (so that both readings sum them in the same order)
+
+
+def _from_events(events: list[dict[str, Any]], windows: list[tuple[float, float]]) -> Spans:
+    out = []
     reqs = [e for e in events if e["ev"] in ("request_admit", "request_finish")]
     times = [e["t"] for e in reqs]
     ordered = all(x <= y for x, y in zip(times, times[1:], strict=False))  # cut, not scanned
@@ -42,31 +54,20 @@ def replica_times(events: list[dict[str, Any]], windows: list[tuple[float, float
                 r = engine[(e["group"], e["sample"])]
                 last[r] = max(last.get(r, e["t"]), e["t"])
         if last:
-            _spread(start, [last[r] for r in sorted(last)], means, leads)
-    return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
-
-
-def _spread(start: float, lasts: list[float], means: list[float], leads: list[float]
-            ) -> None:
-    """One window's mean generation and the longest's lead over it, from its first
-    admission and its replicas' last finishes (by replica, so both readings sum alike)."""
-    mean = float(np.mean(lasts)) - start
-    means.append(mean)
-    leads.append(max(lasts) - start - mean)
+            out.append((start, [last[r] for r in sorted(last)]))
+    return out
 
 
 def _from_records(records: dict[float, dict[str, Any]], windows: list[tuple[float, float]]
-                  ) -> tuple[float, float]:
-    """`replica_times` from the simulator's `replica_window` records (harness/sim/
-    replica_windows.py), one a window, keyed by the window's start: the same figures
-    as from the events, where no request crosses a window's edge (a colocated round)."""
-    means: list[float] = []
-    leads: list[float] = []
+                  ) -> Spans:
+    """The records (harness/sim/replica_windows.py), one a window, keyed by its start: the
+    events' figures where no request crosses a window's edge (a colocated round)."""
+    out = []
     for a, _ in windows:
         record = records.get(a)
         if record is not None and record["first_admit"] is not None and record["last_finish"]:
-            _spread(record["first_admit"], [t for _, t in record["last_finish"]], means, leads)
-    return (float(np.mean(means)), float(np.mean(leads))) if means else (math.nan, math.nan)
+            out.append((record["first_admit"], [t for _, t in record["last_finish"]]))
+    return out
 
 
 def optimizer_spans(events: list[dict[str, Any]]) -> list[TrainSpan]:
@@ -92,7 +93,7 @@ def replica_kinds(cfg: RunConfig) -> tuple[str, ...]:
 
 @reads("run_start", "rollout_start", "rollout_complete", "train_start", "train_end",
        "optimizer_step", "decision", "placement_switch", "run_end", also=replica_kinds,
-       instead={"replica_window": ("request_admit", "request_finish")})
+       instead={WINDOWS: ("request_admit", "request_finish")})
 def summary(events: list[dict[str, Any]]) -> dict[str, float]:
     """A run's mean step, gen and training seconds, per the module's readings.
 
